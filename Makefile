@@ -1,0 +1,30 @@
+# nplmtk: `make demo` and `make test` work on a fresh machine (they install first).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+BROWN  ?= ../shared/data/brown
+
+.PHONY: install demo test bench clean
+
+install: $(STAMP)
+
+# The build needs Cython, numpy and scipy (for cython_blas) before setup.py runs.
+$(STAMP): setup.py pyproject.toml $(wildcard cython_ext/*.pyx cython_ext/*.pxd)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip 'setuptools>=68' wheel
+	$(BIN)/python -m pip install -q 'cython>=3.0' 'numpy>=1.24' 'scipy>=1.11'
+	$(BIN)/python -m pip install -q --no-build-isolation -e '.[mpi,test]'
+	touch $@
+
+demo: install
+	PATH="$(CURDIR)/$(BIN):$$PATH" bash demo/run.sh demo/out
+
+test: install
+	$(BIN)/python -m pytest -q tests
+
+bench: install
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python benchmarks/run.py --brown $(BROWN) --out BENCHMARKS.md
+
+clean:
+	rm -rf $(VENV) build *.egg-info demo/out bench/out nplmtk/_ext/*.so cython_ext/*.c

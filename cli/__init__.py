@@ -1,0 +1,1 @@
+"""The `nplm` command line: one thin module per subcommand over the nplmtk library."""

@@ -1,0 +1,62 @@
+"""The `nplm` group: subcommands, aliases, and one-line errors with exit status 2."""
+import sys
+
+import click
+
+from nplmtk.errors import NplmError
+
+from . import pending, toy_corpus, vocab
+
+ALIASES = {"train": "train-nplm"}
+
+
+class Group(click.Group):
+    def get_command(self, ctx, name):
+        return super().get_command(ctx, ALIASES.get(name, name))
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-help", "--help"]})
+def cli():
+    """nplm: n-gram and neural probabilistic language models, SRILM-style.
+
+    Every subcommand reads plain text ('-' is stdin, .gz is transparent) and writes
+    vocabularies, counts, ARPA files or binary models atomically.
+    """
+
+
+cli.add_command(vocab.command)
+cli.add_command(toy_corpus.command)
+for command in pending.commands:
+    cli.add_command(command)
+
+
+def _usage_message(err, argv):
+    # click reads an unknown '-foo' as the short option '-f': name what was typed.
+    if isinstance(err, click.NoSuchOption) and len(err.option_name) == 2:
+        typed = next((a for a in argv if a.startswith(err.option_name)), err.option_name)
+        return f"no such option: {typed.split('=')[0]}"
+    return err.format_message()
+
+
+def main(argv=None):
+    """Console entry point: bad input is one line on stderr and exit status 2."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        cli.main(args=argv, prog_name="nplm", standalone_mode=False)
+    except click.UsageError as err:
+        where = err.ctx.command_path if err.ctx else "nplm"
+        print(f"{where}: {_usage_message(err, argv)}", file=sys.stderr)
+        sys.exit(2)
+    except NplmError as err:
+        print(f"nplm: {err}", file=sys.stderr)
+        sys.exit(2)
+    except click.Abort:
+        print("nplm: aborted", file=sys.stderr)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        print("nplm: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`): not an error of ours.
+        sys.stderr.close()
+        sys.exit(0)

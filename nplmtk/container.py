@@ -1,0 +1,122 @@
+"""The binary model container (shared/DESIGN.md, "Files").
+
+Layout: 8-byte magic, uint32 format version, uint32 header length, uint32 header CRC32,
+4 reserved bytes, the JSON header, then 64-byte-aligned little-endian arrays. The header
+holds the model kind, its metadata, the vocabulary and a table of arrays (name, dtype,
+shape, offset, bytes, CRC32). Arrays load by memory map.
+"""
+import json
+import mmap
+import struct
+import zlib
+
+import numpy as np
+
+from .errors import NplmError
+from .io import _os_error, atomic_output
+from .vocab import Vocabulary
+
+MAGIC = b"\x89NPLM\r\n\x1a"
+FORMAT_VERSION = 1
+ALIGN = 64
+_PREAMBLE = struct.Struct("<8sIII4x")  # magic, version, header length, header CRC
+
+
+def _aligned(n):
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+def save(path, kind, arrays, meta=None, vocab=None):
+    """Write a model atomically: `arrays` maps names to numpy arrays."""
+    table = []
+    blobs = []
+    for name, array in arrays.items():
+        array = np.asarray(array, order="C")
+        if array.dtype.hasobject:
+            raise NplmError(f"{path}: cannot store object arrays ('{name}')")
+        if array.dtype.byteorder == ">":
+            array = array.astype(array.dtype.newbyteorder("<"))
+        blob = array.tobytes()
+        blobs.append(blob)
+        table.append({"name": name, "dtype": array.dtype.str, "shape": list(array.shape),
+                      "nbytes": len(blob), "crc32": zlib.crc32(blob)})
+    header = {"kind": kind, "meta": meta or {}, "arrays": table,
+              "vocab": None if vocab is None else {"words": vocab.words, "unk": vocab.unk_word}}
+    # Offsets depend on the header's length, which depends on the offsets: fix the
+    # width of the offset digits by iterating until the layout is stable.
+    while True:
+        body = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        data_start = _aligned(_PREAMBLE.size + len(body))
+        position = data_start
+        for entry in table:
+            entry["offset"] = position
+            position = _aligned(position + entry["nbytes"])
+        header["file_size"] = position
+        again = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        if len(again) == len(body) and _aligned(_PREAMBLE.size + len(again)) == data_start:
+            body = again
+            break
+    with atomic_output(path, binary=True) as out:
+        out.write(_PREAMBLE.pack(MAGIC, FORMAT_VERSION, len(body), zlib.crc32(body)))
+        out.write(body)
+        written = _PREAMBLE.size + len(body)
+        for entry, blob in zip(table, blobs):
+            out.write(b"\0" * (entry["offset"] - written))
+            out.write(blob)
+            written = entry["offset"] + len(blob)
+        out.write(b"\0" * (header["file_size"] - written))
+
+
+class ModelFile:
+    """A loaded container: `kind`, `meta`, `vocab` and `arrays` (read-only memory maps)."""
+
+    def __init__(self, path, kind, meta, vocab, arrays):
+        self.path, self.kind, self.meta, self.vocab, self.arrays = path, kind, meta, vocab, arrays
+
+
+def is_container(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(MAGIC)) == MAGIC
+    except OSError:
+        return False
+
+
+def load(path, verify=True):
+    """Open a container; refuse a truncated, corrupt, empty, foreign or newer file."""
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, 2)
+            if size == 0:
+                raise NplmError(f"{path}: empty file, not an nplm model")
+            f.seek(0)
+            preamble = f.read(_PREAMBLE.size)
+            if not preamble.startswith(MAGIC[:len(preamble)]) or len(preamble) < len(MAGIC):
+                raise NplmError(f"{path}: not an nplm model file (bad magic)")
+            if len(preamble) < _PREAMBLE.size:
+                raise NplmError(f"{path}: truncated nplm model file")
+            _, version, header_len, header_crc = _PREAMBLE.unpack(preamble)
+            if version > FORMAT_VERSION:
+                raise NplmError(f"{path}: model format version {version} is newer than this "
+                                f"nplmtk supports ({FORMAT_VERSION}); upgrade nplmtk")
+            body = f.read(header_len)
+            if len(body) < header_len:
+                raise NplmError(f"{path}: truncated nplm model file (header)")
+            if zlib.crc32(body) != header_crc:
+                raise NplmError(f"{path}: corrupt nplm model file (header checksum mismatch)")
+            header = json.loads(body.decode("utf-8"))
+            if size < header["file_size"]:
+                raise NplmError(f"{path}: truncated nplm model file ({size} of {header['file_size']} bytes)")
+            buffer = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError as err:
+        raise _os_error(path, err) from None
+    arrays = {}
+    for entry in header["arrays"]:
+        view = memoryview(buffer)[entry["offset"]:entry["offset"] + entry["nbytes"]]
+        if verify and zlib.crc32(view) != entry["crc32"]:
+            raise NplmError(f"{path}: corrupt nplm model file (array '{entry['name']}' checksum mismatch)")
+        arrays[entry["name"]] = np.frombuffer(view, dtype=np.dtype(entry["dtype"])).reshape(entry["shape"])
+    vocab = None
+    if header["vocab"] is not None:
+        vocab = Vocabulary(header["vocab"]["words"], unk=header["vocab"]["unk"])
+    return ModelFile(path, header["kind"], header["meta"], vocab, arrays)

@@ -1,0 +1,65 @@
+"""Encoded corpora: int32 word ids plus sentence offsets, and n-gram windows over them."""
+import numpy as np
+
+from ._ext.corpus_kernels import ngram_windows
+from .errors import NplmError
+from .io import read_text
+from .text import Normalizer
+from .vocab import sentence_tokens
+
+OOV = -1  # id of a word outside the vocabulary when it is not mapped to <unk>
+
+
+class Corpus:
+    """Sentences of one text as ids. `ids[offsets[s]:offsets[s+1]]` is sentence s
+    (without `<s>`/`</s>`); words outside the vocabulary are `<unk>` when `unk` is set,
+    else `OOV` (-1) so that scoring can count them as SRILM does."""
+
+    def __init__(self, ids, offsets, vocab, name="<corpus>"):
+        self.ids = np.ascontiguousarray(ids, dtype=np.int32)
+        self.offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+        self.vocab = vocab
+        self.name = name
+
+    @classmethod
+    def read(cls, path, vocab, unk=True, normalize=None):
+        normalize = normalize or Normalizer()
+        return cls.from_lines(normalize(read_text(path)).split("\n"), vocab, unk=unk, name=path)
+
+    @classmethod
+    def from_lines(cls, lines, vocab, unk=True, name="<corpus>"):
+        tokens, lengths = [], []
+        for line in lines:
+            words = sentence_tokens(line)
+            if words:
+                tokens += words
+                lengths.append(len(words))
+        if not tokens:
+            raise NplmError(f"{name}: empty corpus (no words)")
+        get, missing = vocab.index.get, vocab.unk if unk else OOV
+        ids = np.array([get(w, missing) for w in tokens], dtype=np.int32)
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        return cls(ids, offsets, vocab, name=name)
+
+    @property
+    def num_sentences(self):
+        return len(self.offsets) - 1
+
+    @property
+    def num_words(self):
+        return len(self.ids)
+
+    @property
+    def num_oovs(self):
+        return int(np.count_nonzero(self.ids == OOV))
+
+    def sentence(self, s):
+        return self.ids[self.offsets[s]:self.offsets[s + 1]]
+
+    def windows(self, order):
+        """One row per predicted token (every word and each `</s>`): the n-1 previous
+        ids (`<s>`-padded) then the token. Shape (words + sentences, order), int32."""
+        if order < 1:
+            raise NplmError(f"order must be at least 1, got {order}")
+        return ngram_windows(self.ids, self.offsets, order, self.vocab.bos, self.vocab.eos)

@@ -1,0 +1,116 @@
+"""Reading inputs and writing outputs: `-` is stdin/stdout, `.gz` is transparent, and
+every output file is written to a temporary file and renamed into place."""
+import contextlib
+import gzip
+import io
+import os
+import sys
+import tempfile
+import zlib
+
+from .errors import NplmError
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _os_error(path, err):
+    if isinstance(err, FileNotFoundError):
+        return NplmError(f"{path}: no such file")
+    if isinstance(err, IsADirectoryError):
+        return NplmError(f"{path}: is a directory, not a file")
+    if isinstance(err, PermissionError):
+        return NplmError(f"{path}: permission denied")
+    return NplmError(f"{path}: {err.strerror or err}")
+
+
+def read_bytes(path):
+    """The whole content of `path` ('-' for stdin), gunzipped when it is gzip data."""
+    if path == "-":
+        data = sys.stdin.buffer.read()
+    else:
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as err:
+            raise _os_error(path, err) from None
+    if data[:2] == GZIP_MAGIC:
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as err:
+            raise NplmError(f"{path}: corrupt gzip data ({err})") from None
+    return data
+
+
+def read_text(path):
+    """The UTF-8 text of `path`; invalid UTF-8 is an error naming the line."""
+    data = read_bytes(path)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise NplmError(f"{path}:{line}: invalid UTF-8") from None
+
+
+def read_lines(path):
+    """Lines of `path` without their newlines ('\\r\\n' accepted)."""
+    lines = read_text(path).split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def check_readable(path):
+    """Fail early (before any work) when an input cannot be opened."""
+    if path == "-":
+        return
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as err:
+        raise _os_error(path, err) from None
+
+
+@contextlib.contextmanager
+def atomic_output(path, binary=False):
+    """Yield a file for `path`; it appears only when the block succeeds.
+
+    '-' writes to stdout; a name ending in .gz is gzip-compressed. On any exception the
+    temporary file is removed and an existing `path` is left untouched.
+    """
+    if path == "-":
+        stream = sys.stdout.buffer if binary else sys.stdout
+        yield stream
+        stream.flush()
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise NplmError(f"{path}: is a directory, not a file")
+    if not os.path.isdir(directory):
+        raise NplmError(f"{path}: directory {directory} does not exist")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    except OSError as err:
+        raise _os_error(path, err) from None
+    try:
+        with os.fdopen(fd, "wb") as raw:
+            compressed = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) if path.endswith(".gz") else None
+            target = compressed or raw
+            if binary:
+                yield target
+            else:
+                text = io.TextIOWrapper(target, encoding="utf-8", newline="\n")
+                yield text
+                text.flush()
+                text.detach()
+            if compressed:
+                compressed.close()
+            raw.flush()
+            os.fsync(raw.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,120 @@
+"""Vocabularies: word <-> id, with `<unk>`, `<s>` and `</s>` always at ids 0, 1, 2."""
+from collections import Counter
+
+from .errors import NplmError
+from .io import atomic_output, read_lines, read_text
+from .text import Normalizer
+
+UNK, BOS, EOS = "<unk>", "<s>", "</s>"
+
+
+def sentence_tokens(line):
+    """The words of one line, without a leading `<s>` or trailing `</s>` (SRILM adds them)."""
+    tokens = line.split()
+    if tokens and tokens[0] == BOS:
+        tokens = tokens[1:]
+    if tokens and tokens[-1] == EOS:
+        tokens = tokens[:-1]
+    return tokens
+
+
+class Vocabulary:
+    """An ordered list of words. Ids 0, 1, 2 are the unknown word, `<s>` and `</s>`;
+    the rest follow in the order given (built vocabularies: count descending, then
+    byte order)."""
+
+    def __init__(self, words, counts=None, unk=UNK):
+        specials = [unk, BOS, EOS]
+        rest = [w for w in words if w not in specials]
+        self.words = specials + rest
+        self.index = {w: i for i, w in enumerate(self.words)}
+        if len(self.index) != len(self.words):
+            raise NplmError("vocabulary has duplicate words")
+        self.counts = None
+        if counts is not None:
+            self.counts = [int(counts.get(w, 0)) for w in self.words]
+        self.unk_word = unk
+        self.unk, self.bos, self.eos = 0, 1, 2
+
+    def __len__(self):
+        return len(self.words)
+
+    def __contains__(self, word):
+        return word in self.index
+
+    def __eq__(self, other):
+        return isinstance(other, Vocabulary) and self.words == other.words
+
+    def id(self, word):
+        return self.index.get(word, self.unk)
+
+    @classmethod
+    def from_counts(cls, counts, min_count=1, max_size=None, unk=UNK):
+        """Keep words seen at least `min_count` times, at most `max_size` of them (not
+        counting the three specials); the rest fold into the unknown word's count."""
+        specials = {unk, BOS, EOS}
+        ranked = sorted((w for w in counts if w not in specials),
+                        key=lambda w: (-counts[w], w.encode("utf-8")))
+        kept = [w for w in ranked if counts[w] >= min_count]
+        if max_size is not None:
+            kept = kept[:max_size]
+        kept_set = set(kept)
+        merged = {w: counts[w] for w in kept}
+        merged[unk] = counts.get(unk, 0) + sum(c for w, c in counts.items()
+                                               if w not in kept_set and w not in specials)
+        merged[BOS] = counts.get(BOS, 0)
+        merged[EOS] = counts.get(EOS, 0)
+        return cls(kept, merged, unk=unk)
+
+    @classmethod
+    def read(cls, path, unk=UNK):
+        """An SRILM vocabulary file: one word per line, optionally followed by a count."""
+        words, counts, first_line = [], {}, {}
+        for number, line in enumerate(read_lines(path), 1):
+            fields = line.split()
+            if not fields:
+                continue
+            if len(fields) > 2:
+                raise NplmError(f"{path}:{number}: expected 'word' or 'word count', got {len(fields)} fields")
+            word = fields[0]
+            if word in first_line:
+                raise NplmError(f"{path}:{number}: duplicate word '{word}' (first on line {first_line[word]})")
+            first_line[word] = number
+            if len(fields) == 2:
+                try:
+                    counts[word] = int(fields[1])
+                except ValueError:
+                    raise NplmError(f"{path}:{number}: count '{fields[1]}' is not an integer") from None
+            words.append(word)
+        if not words:
+            raise NplmError(f"{path}: empty vocabulary")
+        return cls(words, counts if len(counts) == len(words) else None, unk=unk)
+
+    def write(self, path, with_counts=False):
+        """One word per line in id order; `with_counts` adds a tab and the count."""
+        if with_counts and self.counts is None:
+            raise NplmError(f"{path}: this vocabulary has no counts to write")
+        with atomic_output(path) as out:
+            if with_counts:
+                out.writelines(f"{w}\t{c}\n" for w, c in zip(self.words, self.counts))
+            else:
+                out.writelines(f"{w}\n" for w in self.words)
+
+
+def count_words(paths, normalize=None):
+    """Word counts over text files, one sentence per line; `<s>` and `</s>` are counted
+    once per non-empty sentence, as SRILM's unigram counts do."""
+    normalize = normalize or Normalizer()
+    counts = Counter()
+    sentences = 0
+    for path in paths:
+        for line in normalize(read_text(path)).split("\n"):
+            tokens = sentence_tokens(line)
+            if tokens:
+                counts.update(tokens)
+                sentences += 1
+    if not counts:
+        raise NplmError(f"{', '.join(paths)}: empty corpus (no words)")
+    counts[BOS] += sentences
+    counts[EOS] += sentences
+    return counts

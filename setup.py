@@ -1,0 +1,40 @@
+"""nplmtk: neural probabilistic language models in the style of SRILM.
+
+The Cython kernels in cython_ext/ compile to nplmtk._ext.*, with -O3 and OpenMP; BLAS
+comes from scipy.linalg.cython_blas, so no system BLAS is needed.
+"""
+import numpy
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+def kernel(name):
+    return Extension(
+        f"nplmtk._ext.{name}", [f"cython_ext/{name}.pyx"],
+        include_dirs=[numpy.get_include()],
+        extra_compile_args=["-O3", "-fopenmp"],
+        extra_link_args=["-fopenmp"],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+    )
+
+setup(
+    name="nplmtk",
+    version="0.1.0",
+    description="Neural probabilistic language models and n-grams, SRILM-style tools",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=["nplmtk", "nplmtk._ext", "nplmtk.cli"],
+    package_dir={"nplmtk.cli": "cli"},
+    ext_modules=cythonize(
+        [kernel("corpus_kernels")],
+        compiler_directives={"language_level": 3, "boundscheck": False,
+                             "wraparound": False, "cdivision": True},
+    ),
+    install_requires=["click>=8.1", "numpy>=1.24", "scipy>=1.11", "tqdm>=4.60"],
+    extras_require={
+        "mpi": ["mpi4py>=3.1", "mpich"],
+        "test": ["pytest>=7", "kenlm"],
+    },
+    entry_points={"console_scripts": ["nplm = nplmtk.cli.main:main"]},
+    zip_safe=False,
+)

@@ -1,0 +1,85 @@
+"""The `nplm` command as a user meets it: outputs, help, and one-line errors."""
+import gzip
+import os
+
+import pytest
+
+from conftest import assert_one_line_error
+
+TRAIN = "the cat sat\nthe dog sat\na cat ran\n"
+
+
+@pytest.fixture
+def train(tmp_path):
+    path = tmp_path / "train.txt"
+    path.write_text(TRAIN)
+    return str(path)
+
+
+def test_vocab_writes_vocab_and_counts_with_gzip(nplm, train, tmp_path):
+    status, out, err = nplm("vocab", "-text", train, "-min-count", "2",
+                            "-write-vocab", tmp_path / "v.txt.gz", "--write-counts", tmp_path / "c.txt")
+    assert status == 0, err
+    assert gzip.open(tmp_path / "v.txt.gz", "rt").read() == "<unk>\n<s>\n</s>\ncat\nsat\nthe\n"
+    assert open(tmp_path / "c.txt").read() == "<unk>\t3\n<s>\t3\n</s>\t3\ncat\t2\nsat\t2\nthe\t2\n"
+
+
+def test_vocab_reads_stdin_and_writes_stdout(nplm):
+    status, out, err = nplm("vocab", "-text", "-", "-lower", stdin="The cat\nthe CAT 42\n")
+    assert status == 0, err
+    assert out.split() == ["<unk>", "<s>", "</s>", "cat", "the", "42"]
+    status, out, err = nplm("vocab", "-text", "-", "-map-numbers", stdin="cat 42\ncat 7\n")
+    assert out.split() == ["<unk>", "<s>", "</s>", "<num>", "cat"]
+
+
+def test_every_help_ends_with_an_example(nplm):
+    for command in ["vocab", "toy-corpus"]:
+        status, out, _ = nplm(command, "--help")
+        assert status == 0
+        assert out.rstrip().splitlines()[-1].strip().startswith("nplm ")
+
+
+def test_train_alias_and_unbuilt_commands_say_so(nplm):
+    for command in ["train", "train-nplm", "mix"]:
+        status, _, err = nplm(command, "-text", "x")
+        assert_one_line_error(status, err, "not built yet")
+
+
+@pytest.mark.parametrize("make_args, fragment", [
+    (lambda d: ["vocab", "-text", d / "missing.txt"], "missing.txt: no such file"),
+    (lambda d: ["vocab", "-text", d], "is a directory"),
+    (lambda d: ["vocab", "-text", d / "empty.txt"], "empty.txt: empty corpus"),
+    (lambda d: ["vocab", "-text", d / "latin1.txt"], "latin1.txt:2: invalid UTF-8"),
+    (lambda d: ["vocab", "-text", d / "train.txt", "-bogus", "1"], "no such option: -bogus"),
+    (lambda d: ["vocab", "-text", d / "train.txt", "--bogus"], "--bogus"),
+    (lambda d: ["vocab", "-text", d / "train.txt", "-min-count", "zero"], "min-count"),
+    (lambda d: ["vocab", "-text", d / "train.txt", "-write-vocab", d / "no" / "dir" / "v.txt"], "does not exist"),
+    (lambda d: ["no-such-command"], "no-such-command"),
+    (lambda d: ["toy-corpus", "-score", d / "missing.txt"], "missing.txt: no such file"),
+])
+def test_bad_input_is_one_line_and_exit_2(nplm, tmp_path, make_args, fragment):
+    (tmp_path / "train.txt").write_text(TRAIN)
+    (tmp_path / "empty.txt").write_text("\n \n")
+    (tmp_path / "latin1.txt").write_bytes("ok\ncaf\xe9\n".encode("latin-1"))
+    status, out, err = nplm(*make_args(tmp_path))
+    assert_one_line_error(status, err, fragment)
+    assert out == ""
+    assert sorted(os.listdir(tmp_path)) == ["empty.txt", "latin1.txt", "train.txt"]
+
+
+def test_a_failing_run_keeps_the_previous_output(nplm, train, tmp_path):
+    vocab = tmp_path / "v.txt"
+    vocab.write_text("precious\n")
+    status, _, err = nplm("vocab", "-text", train, "-text", tmp_path / "missing.txt", "-write-vocab", vocab)
+    assert status == 2
+    assert vocab.read_text() == "precious\n"
+
+
+def test_toy_corpus_is_deterministic_and_scored(nplm, tmp_path):
+    first = nplm("toy-corpus", "-sentences", 50, "-seed", 3)[1]
+    assert first == nplm("toy-corpus", "-sentences", 50, "-seed", 3)[1]
+    assert first != nplm("toy-corpus", "-sentences", 50, "-seed", 4)[1]
+    assert len(first.splitlines()) == 50
+    (tmp_path / "t.txt").write_text(first)
+    status, out, err = nplm("toy-corpus", "-score", tmp_path / "t.txt")
+    assert status == 0 and "true model ppl=" in out and "entropy floor ppl=" in out

@@ -1,0 +1,92 @@
+import json
+import re
+import os
+import struct
+
+import numpy as np
+import pytest
+
+from nplmtk import container
+from nplmtk.errors import NplmError
+from nplmtk.io import atomic_output
+from nplmtk.vocab import Vocabulary
+
+
+@pytest.fixture
+def arrays():
+    rng = np.random.default_rng(1)
+    return {"C": rng.standard_normal((17, 5)).astype(np.float32),
+            "b": np.arange(17, dtype=np.float32), "counts": np.arange(6, dtype=np.int64).reshape(2, 3),
+            "empty": np.zeros((0, 4), dtype=np.float32), "scalar": np.float64(3.25)}
+
+
+@pytest.fixture
+def saved(tmp_path, arrays):
+    path = str(tmp_path / "m.nplm")
+    container.save(path, "test-kind", arrays, meta={"order": 5, "note": "ünïcode"},
+                   vocab=Vocabulary(["a", "b"], unk="<UNK>"))
+    return path
+
+
+def test_round_trip_is_exact_aligned_and_memory_mapped(saved, arrays):
+    model = container.load(saved)
+    assert model.kind == "test-kind" and model.meta == {"order": 5, "note": "ünïcode"}
+    assert model.vocab.words == ["<UNK>", "<s>", "</s>", "a", "b"]
+    assert set(model.arrays) == set(arrays)
+    for name, array in arrays.items():
+        loaded = model.arrays[name]
+        assert loaded.dtype == np.asarray(array).dtype and loaded.shape == np.shape(array)
+        np.testing.assert_array_equal(loaded, array)
+        assert not loaded.flags.writeable
+    raw = open(saved, "rb").read()
+    _, version, length, _ = container._PREAMBLE.unpack(raw[:container._PREAMBLE.size])
+    header = json.loads(raw[container._PREAMBLE.size:container._PREAMBLE.size + length])
+    assert all(entry["offset"] % 64 == 0 for entry in header["arrays"])
+    assert os.path.getsize(saved) == header["file_size"]
+
+
+def corrupt(path, fn):
+    data = bytearray(open(path, "rb").read())
+    data = fn(data)
+    open(path, "wb").write(bytes(data))
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda d: d[:0], "empty file"),
+    (lambda d: d[:5], "bad magic"),
+    (lambda d: d[:12], "truncated"),
+    (lambda d: d[:60], "truncated nplm model file (header)"),
+    (lambda d: d[:-70], "truncated nplm model file ("),
+    (lambda d: b"PK\x03\x04" + d[4:], "bad magic"),
+    (lambda d: d[:30] + bytes([d[30] ^ 1]) + d[31:], "header checksum"),
+    (lambda d: d[:-100] + bytes([d[-100] ^ 0xFF]) + d[-99:], "checksum mismatch"),
+    (lambda d: d[:8] + struct.pack("<I", 99) + d[12:], "format version 99 is newer"),
+])
+def test_damaged_files_are_refused_with_one_clear_message(saved, damage, message):
+    corrupt(saved, damage)
+    with pytest.raises(NplmError, match=re.escape(message)):
+        container.load(saved)
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(saved, tmp_path):
+    before = open(saved, "rb").read()
+    with pytest.raises(RuntimeError):
+        with atomic_output(saved, binary=True) as out:
+            out.write(b"half a model")
+            raise RuntimeError("crash mid-write")
+    assert open(saved, "rb").read() == before
+    assert sorted(os.listdir(tmp_path)) == ["m.nplm"]
+    with pytest.raises(NplmError, match="object arrays"):
+        container.save(saved, "other", {"x": np.array([object()], dtype=object)})
+    assert open(saved, "rb").read() == before
+
+
+def test_foreign_and_missing_files(tmp_path):
+    text = tmp_path / "model.arpa"
+    text.write_text("\\data\\\nngram 1=3\n")
+    with pytest.raises(NplmError, match="bad magic"):
+        container.load(str(text))
+    with pytest.raises(NplmError, match="no such file"):
+        container.load(str(tmp_path / "missing.nplm"))
+    with pytest.raises(NplmError, match="is a directory"):
+        container.load(str(tmp_path))
