@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The demo pipeline on the built-in toy corpus: data, vocabulary, models, a short table.
+# Usage: demo/run.sh OUT_DIR   (run by `make demo`, which installs first)
+set -euo pipefail
+out=${1:-demo/out}
+mkdir -p "$out"
+cd "$out"
+
+nplm toy-corpus -sentences 20000 -seed 1 -write train.txt
+nplm toy-corpus -sentences 2000 -seed 2 -write valid.txt
+nplm toy-corpus -sentences 2000 -seed 3 -write test.txt
+nplm vocab -text train.txt -write-vocab vocab.txt -write-counts counts.txt
+
+echo
+echo "toy corpus: $(wc -l < train.txt) / $(wc -l < valid.txt) / $(wc -l < test.txt) sentences" \
+     "(train/valid/test), $(wc -w < train.txt) training words, $(wc -l < vocab.txt) vocabulary entries"
+echo
+printf '%-28s %12s\n' "model" "test ppl"
+printf '%-28s %12s\n' "----------------------------" "------------"
+score=$(nplm toy-corpus -score test.txt)
+printf '%-28s %12s\n' "true grammar (on test)" "$(sed 's/.*true model ppl= \([^,]*\),.*/\1/' <<<"$score")"
+printf '%-28s %12s\n' "entropy floor (exact)" "$(sed 's/.*entropy floor ppl= //' <<<"$score")"
