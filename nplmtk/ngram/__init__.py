@@ -1,0 +1,1 @@
+"""N-gram models: counting, Kneser-Ney / Witten-Bell estimation, ARPA files, scoring."""

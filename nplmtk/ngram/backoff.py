@@ -1,0 +1,85 @@
+"""Back-off n-gram models (the content of an ARPA file) and their scoring."""
+import numpy as np
+
+from ..lm import LanguageModel
+from .index import NgramIndex
+
+
+def backoff_walk(index, logp, bow, node, rows, present=None):
+    """log10 p(w | h) for each row (h..., w) by the back-off algorithm, exactly as SRILM's
+    Ngram::wordProbBO computes it, in float32: the longest n-gram (h_j.., w) found gives
+    its probability, plus the back-off weights of every longer context h_i.., i < j, as
+    long as those contexts exist. -inf where even the unigram is missing."""
+    rows = np.asarray(rows)
+    count, width = rows.shape
+    context_len = min(width - 1, index.order - 1)
+    rows = rows[:, width - 1 - context_len:]
+    # chains[a][j]: index of rows[:, a:a+j+1] in the order-(j+1) table
+    chains = [index.chain(rows[:, a:]) for a in range(context_len + 1)]
+    result = np.full(count, -np.inf, dtype=np.float32)
+    weight = np.zeros(count, dtype=np.float32)
+    alive = np.ones(count, dtype=bool)
+    for j in range(context_len + 1):
+        found = chains[context_len - j][j]
+        hit = alive & (found >= 0)
+        if present is not None:
+            hit[hit] = present[j][found[hit]]
+        result[hit] = logp[j][found[hit]]
+        weight[hit] = 0
+        if j == context_len:
+            break
+        context = chains[context_len - j - 1][j]
+        alive &= context >= 0
+        alive[alive] = node[j][context[alive]]
+        weight[alive] += bow[j][context[alive]]
+    return result + weight
+
+
+class BackoffModel(LanguageModel):
+    """Orders 1..N: `grams[k-1]` (n_k, k) int32 sorted rows, `logp` and `bow` float32
+    log10 values (-inf for zero), `has_bow` marking n-grams that are contexts."""
+
+    kind = "arpa"
+
+    def __init__(self, vocab, grams, logp, bow, has_bow):
+        self.vocab = vocab
+        self.grams, self.logp, self.bow, self.has_bow = grams, logp, bow, has_bow
+        self.index = NgramIndex(len(vocab), grams)
+        self.node = self._context_nodes()
+
+    @property
+    def order(self):
+        return len(self.grams)
+
+    def _context_nodes(self):
+        """Contexts the back-off walk may pass: n-grams with a weight, prefixes of longer
+        n-grams, and every suffix of those (SRILM's context trie)."""
+        node = [h.copy() for h in self.has_bow]
+        for k in range(2, self.order + 1):
+            node[k - 2][self.index.prefix_of(k)] = True
+        for k in range(self.order - 1, 1, -1):
+            suffix = self.index.find(self.grams[k - 1][node[k - 1]][:, 1:])
+            node[k - 2][suffix[suffix >= 0]] = True
+        return node
+
+    def truncated(self, order):
+        """The same model limited to `order` (as SRILM's `-order`)."""
+        if order >= self.order:
+            return self
+        has_bow = self.has_bow[:order - 1] + [np.zeros(len(self.grams[order - 1]), dtype=bool)]
+        return BackoffModel(self.vocab, self.grams[:order], self.logp[:order], self.bow[:order], has_bow)
+
+    def score_rows(self, rows):
+        """float32 log10 p(w | h) for rows (h..., w) of word ids."""
+        return backoff_walk(self.index, self.logp, self.bow, self.node, rows)
+
+    def log10probs(self, corpus):
+        self.check_vocab(corpus)
+        return self.score_rows(corpus.windows(self.order)).astype(np.float64)
+
+    def next_distribution(self, history):
+        history = list(history)[-(self.order - 1):] if self.order > 1 else []
+        rows = np.empty((len(self.vocab), len(history) + 1), dtype=np.int32)
+        rows[:, :-1] = history
+        rows[:, -1] = np.arange(len(self.vocab))
+        return 10.0 ** self.score_rows(rows).astype(np.float64)

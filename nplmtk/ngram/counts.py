@@ -1,0 +1,141 @@
+"""Counting n-grams (SRILM's convention: one `<s>` before and one `</s>` after each
+sentence, every n-gram of orders 1..N inside it), and SRILM counts files."""
+import numpy as np
+
+from ..errors import NplmError
+from ..io import atomic_output, read_lines
+from .index import NgramIndex
+
+MAX_ORDER = 10
+
+
+def check_order(order, what="order"):
+    if not 1 <= order <= MAX_ORDER:
+        raise NplmError(f"{what} must be between 1 and {MAX_ORDER}, got {order}")
+
+
+class NgramCounts:
+    """Counts of orders 1..N: `grams[k-1]` (n_k, k) int32 sorted rows, `counts[k-1]`
+    int64, over `vocab`. Words outside the vocabulary are counted as `<unk>`."""
+
+    def __init__(self, vocab, grams, counts):
+        self.vocab = vocab
+        self.grams = grams
+        self.counts = counts
+        self.index = NgramIndex(len(vocab), grams)
+
+    @property
+    def order(self):
+        return len(self.grams)
+
+    @classmethod
+    def from_corpus(cls, corpus, order):
+        check_order(order)
+        vocab = corpus.vocab
+        ids = np.where(corpus.ids < 0, vocab.unk, corpus.ids).astype(np.int64)
+        lengths = np.diff(corpus.offsets) + 2
+        starts = np.concatenate([[0], np.cumsum(lengths)])
+        seq = np.empty(starts[-1], dtype=np.int64)
+        seq[starts[:-1]] = vocab.bos
+        seq[starts[1:] - 1] = vocab.eos
+        inner = np.ones(len(seq), dtype=bool)
+        inner[starts[:-1]] = False
+        inner[starts[1:] - 1] = False
+        seq[inner] = ids
+        end = np.repeat(starts[1:], lengths)
+        position = np.arange(len(seq))
+        grams, counts, previous = [], [], None
+        for k in range(1, order + 1):
+            valid = np.flatnonzero(position + k <= end)
+            if len(valid) == 0:
+                raise NplmError(f"{corpus.name}: no sentence is long enough for {k}-grams")
+            key = seq[valid] if k == 1 else previous[valid] * len(vocab) + seq[valid + k - 1]
+            _, first, inverse, count = np.unique(key, return_index=True, return_inverse=True,
+                                                 return_counts=True)
+            current = np.full(len(seq), -1, dtype=np.int64)
+            current[valid] = inverse
+            start = valid[first]
+            grams.append(np.stack([seq[start + j] for j in range(k)], axis=1).astype(np.int32))
+            counts.append(count.astype(np.int64))
+            previous = current
+        return cls(vocab, grams, counts)
+
+    @classmethod
+    def merge(cls, parts):
+        """Sum several count sets over one vocabulary (orders up to the largest)."""
+        vocab = parts[0].vocab
+        order = max(p.order for p in parts)
+        grams, counts, index = [], [], None
+        for k in range(1, order + 1):
+            rows = np.concatenate([p.grams[k - 1] for p in parts if p.order >= k])
+            values = np.concatenate([p.counts[k - 1] for p in parts if p.order >= k])
+            merged, summed = _sum_duplicates(rows, values, vocab, index)
+            grams.append(merged)
+            counts.append(summed)
+            index = NgramIndex(len(vocab), grams)
+        return cls(vocab, grams, counts)
+
+    @classmethod
+    def read(cls, path, vocab):
+        """An SRILM counts file: `w1 ... wk<TAB>count` per line, any order of lines.
+        Words outside `vocab` are counted as `<unk>`; repeated n-grams are summed."""
+        by_order = {}
+        index = vocab.index
+        for number, line in enumerate(read_lines(path), 1):
+            fields = line.split()
+            if not fields:
+                continue
+            k = len(fields) - 1
+            if k < 1:
+                raise NplmError(f"{path}:{number}: expected 'w1 ... wk<TAB>count'")
+            if k > MAX_ORDER:
+                raise NplmError(f"{path}:{number}: {k}-gram is longer than the maximum order {MAX_ORDER}")
+            try:
+                count = int(fields[-1])
+            except ValueError:
+                raise NplmError(f"{path}:{number}: count '{fields[-1]}' is not an integer") from None
+            if count < 0:
+                raise NplmError(f"{path}:{number}: negative count {count}")
+            rows, values = by_order.setdefault(k, ([], []))
+            rows.append([index.get(w, vocab.unk) for w in fields[:-1]])
+            values.append(count)
+        if not by_order:
+            raise NplmError(f"{path}: no counts")
+        order = max(by_order)
+        missing = [k for k in range(1, order + 1) if k not in by_order]
+        if missing:
+            raise NplmError(f"{path}: has {order}-grams but no {missing[0]}-grams")
+        grams, counts, index_so_far = [], [], None
+        for k in range(1, order + 1):
+            rows, values = by_order[k]
+            merged, summed = _sum_duplicates(np.array(rows, dtype=np.int32).reshape(-1, k),
+                                             np.array(values, dtype=np.int64), vocab, index_so_far,
+                                             source=path)
+            grams.append(merged)
+            counts.append(summed)
+            index_so_far = NgramIndex(len(vocab), grams)
+        return cls(vocab, grams, counts)
+
+    def write(self, path):
+        """All orders, order by order, rows in vocabulary-id order."""
+        words = self.vocab.words
+        with atomic_output(path) as out:
+            for grams, counts in zip(self.grams, self.counts):
+                out.writelines(f"{' '.join(words[w] for w in row)}\t{c}\n"
+                               for row, c in zip(grams.tolist(), counts.tolist()))
+
+
+def _sum_duplicates(rows, values, vocab, lower_index, source="counts"):
+    """Sort n-gram rows of one order, summing the values of equal rows."""
+    k = rows.shape[1]
+    if k == 1:
+        key = rows[:, 0].astype(np.int64)
+    else:
+        prefix = lower_index.find(rows[:, :-1])
+        if np.any(prefix < 0):
+            bad = rows[np.argmax(prefix < 0)]
+            raise NplmError(f"{source}: {k}-gram '{' '.join(vocab.words[w] for w in bad)}' "
+                            f"has no {k - 1}-gram count for its prefix")
+        key = prefix * len(vocab) + rows[:, -1]
+    unique, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    return rows[first], np.bincount(inverse, weights=values, minlength=len(unique)).astype(np.int64)
