@@ -10,7 +10,7 @@ from setuptools import Extension, setup
 def kernel(name):
     return Extension(
         f"nplmtk._ext.{name}", [f"cython_ext/{name}.pyx"],
-        include_dirs=[numpy.get_include()],
+        include_dirs=[numpy.get_include(), "cython_ext"],
         extra_compile_args=["-O3", "-fopenmp"],
         extra_link_args=["-fopenmp"],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
@@ -26,7 +26,7 @@ setup(
     packages=["nplmtk", "nplmtk._ext", "nplmtk.cli"],
     package_dir={"nplmtk.cli": "cli"},
     ext_modules=cythonize(
-        [kernel("corpus_kernels")],
+        [kernel("corpus_kernels"), kernel("arpa_format")],
         compiler_directives={"language_level": 3, "boundscheck": False,
                              "wraparound": False, "cdivision": True},
     ),

@@ -5,7 +5,7 @@ import click
 
 from nplmtk.errors import NplmError
 
-from . import pending, toy_corpus, vocab
+from . import ngram_count, pending, ppl, toy_corpus, vocab
 
 ALIASES = {"train": "train-nplm"}
 
@@ -25,6 +25,8 @@ def cli():
 
 
 cli.add_command(vocab.command)
+cli.add_command(ngram_count.command)
+cli.add_command(ppl.command)
 cli.add_command(toy_corpus.command)
 for command in pending.commands:
     cli.add_command(command)

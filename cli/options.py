@@ -2,8 +2,10 @@
 import click
 
 
-def option(name, *, help, **kwargs):
-    return click.option(f"-{name}", f"--{name}", help=help, show_default="default" in kwargs, **kwargs)
+def option(name, *decls, help, **kwargs):
+    """`-name` and `--name`; extra `decls` may give the parameter's Python name."""
+    return click.option(f"-{name}", f"--{name}", *decls, help=help,
+                        show_default=kwargs.get("default") is not None, **kwargs)
 
 
 def flag(name, *, help):

@@ -4,8 +4,6 @@ import click
 from nplmtk.errors import NplmError
 
 PENDING = {
-    "ngram-count": ("count n-grams and estimate smoothed ARPA models", 3),
-    "ppl": ("score text and report perplexity as SRILM does", 3),
     "train-nplm": ("train neural language models (alias: train)", 4),
     "mix": ("interpolate models with EM-learned weights", 6),
 }

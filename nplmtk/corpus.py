@@ -42,6 +42,15 @@ class Corpus:
         np.cumsum(lengths, out=offsets[1:])
         return cls(ids, offsets, vocab, name=name)
 
+    @classmethod
+    def concatenate(cls, corpora):
+        """One corpus holding the sentences of several (same vocabulary)."""
+        ids = np.concatenate([c.ids for c in corpora])
+        lengths = np.concatenate([np.diff(c.offsets) for c in corpora])
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        return cls(ids, offsets, corpora[0].vocab, name="+".join(c.name for c in corpora))
+
     @property
     def num_sentences(self):
         return len(self.offsets) - 1

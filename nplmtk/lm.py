@@ -29,6 +29,10 @@ class LanguageModel:
         """Probabilities of every vocabulary word after the word ids in `history`."""
         raise NplmError(f"{self.kind} models cannot list a next-word distribution")
 
+    def hit_tags(self, corpus):
+        """Per-token tags for `ppl -debug 2` (SRILM prints the n-gram order used)."""
+        return None
+
     def check_vocab(self, corpus):
         if corpus.vocab is not self.vocab and corpus.vocab != self.vocab:
             raise NplmError(f"{corpus.name}: encoded with a different vocabulary than the model")
@@ -57,8 +61,3 @@ def register(kind):
         return loader
     return decorator
 
-
-def sentence_log10probs(values, corpus):
-    """Per-sentence slices of a per-token array (words + sentences long)."""
-    bounds = corpus.offsets + np.arange(len(corpus.offsets))
-    return [values[bounds[s]:bounds[s + 1]] for s in range(corpus.num_sentences)]

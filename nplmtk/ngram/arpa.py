@@ -4,8 +4,9 @@ import re
 
 import numpy as np
 
+from .._ext.arpa_format import SectionError, format_section, parse_section
 from ..errors import NplmError
-from ..io import atomic_output, read_text
+from ..io import atomic_output, read_bytes
 from ..vocab import Vocabulary
 from .backoff import BackoffModel
 from .counts import MAX_ORDER
@@ -16,145 +17,125 @@ _COUNT_LINE = re.compile(r"ngram\s+(\d+)\s*=\s*(\d+)\s*$")
 _SECTION = re.compile(r"\\(\d+)-grams:\s*$")
 
 
-def _format(value):
-    return "-99" if value == -np.inf else f"{float(value):.7g}"
-
-
 def write_arpa(model, path):
-    words = model.vocab.words
-    with atomic_output(path) as out:
-        out.write("\n\\data\\\n")
+    encoded = [w.encode("utf-8") for w in model.vocab.words]
+    word_start = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(w) for w in encoded], out=word_start[1:])
+    words = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+    with atomic_output(path, binary=True) as out:
+        out.write(b"\n\\data\\\n")
         for k, grams in enumerate(model.grams, 1):
-            out.write(f"ngram {k}={len(grams)}\n")
+            out.write(f"ngram {k}={len(grams)}\n".encode())
         for k, (grams, logp, bow, has_bow) in enumerate(
                 zip(model.grams, model.logp, model.bow, model.has_bow), 1):
-            out.write(f"\n\\{k}-grams:\n")
-            names = [" ".join(words[w] for w in row) for row in grams.tolist()]
-            probs = [_format(v) for v in logp.tolist()]
-            weights = [f"\t{_format(v)}" if h else "" for v, h in zip(bow.tolist(), has_bow.tolist())]
-            out.writelines(f"{p}\t{n}{b}\n" for p, n, b in zip(probs, names, weights))
-        out.write("\n\\end\\\n")
-
-
-def _parse_value(text, path, number, what):
-    try:
-        value = float(text)
-    except ValueError:
-        raise NplmError(f"{path}:{number}: bad {what} '{text}'") from None
-    if value != value or value == np.inf:
-        raise NplmError(f"{path}:{number}: bad {what} '{text}'")
-    return -np.inf if value == PSEUDO_ZERO else value
+            out.write(f"\n\\{k}-grams:\n".encode())
+            out.write(format_section(np.ascontiguousarray(grams, dtype=np.int32),
+                                     np.ascontiguousarray(logp, dtype=np.float32),
+                                     np.ascontiguousarray(bow, dtype=np.float32),
+                                     np.ascontiguousarray(has_bow, dtype=np.uint8), words, word_start))
+        out.write(b"\n\\end\\\n")
 
 
 def read_arpa(path):
     """A BackoffModel from an ARPA file; its vocabulary is the words of the 1-grams."""
-    lines = read_text(path).split("\n")
-    number = 0
-    while number < len(lines) and lines[number].strip() != "\\data\\":
-        number += 1
-    if number == len(lines):
+    data = read_bytes(path)
+
+    def line_of(offset):
+        return data.count(b"\n", 0, offset) + 1
+
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise NplmError(f"{path}:{line_of(err.start)}: invalid UTF-8") from None
+
+    def next_line(offset):
+        end = data.find(b"\n", offset)
+        return len(data) if end < 0 else end + 1
+
+    def line_text(offset):
+        end = data.find(b"\n", offset)
+        return data[offset:len(data) if end < 0 else end].decode("utf-8").strip()
+
+    pos = 0
+    while pos < len(data) and line_text(pos) != "\\data\\":
+        pos = next_line(pos)
+    if pos >= len(data):
         raise NplmError(f"{path}: not an ARPA file (no \\data\\ line) nor an nplm model")
     declared = {}
-    number += 1
-    while number < len(lines) and not lines[number].strip().startswith("\\"):
-        line = lines[number].strip()
+    pos = next_line(pos)
+    while pos < len(data) and not line_text(pos).startswith("\\"):
+        line = line_text(pos)
         if line:
             match = _COUNT_LINE.match(line)
             if not match:
-                raise NplmError(f"{path}:{number + 1}: expected 'ngram N=count', got '{line[:60]}'")
+                raise NplmError(f"{path}:{line_of(pos)}: expected 'ngram N=count', got '{line[:60]}'")
             k, n = int(match.group(1)), int(match.group(2))
-            if not 1 <= k <= MAX_ORDER:
-                raise NplmError(f"{path}:{number + 1}: order {k} is outside 1..{MAX_ORDER}")
             if k != len(declared) + 1:
-                raise NplmError(f"{path}:{number + 1}: expected the count of {len(declared) + 1}-grams")
+                raise NplmError(f"{path}:{line_of(pos)}: expected the count of {len(declared) + 1}-grams")
+            if k > MAX_ORDER:
+                raise NplmError(f"{path}:{line_of(pos)}: order {k} is above the maximum {MAX_ORDER}")
             declared[k] = n
-        number += 1
+        pos = next_line(pos)
     if not declared:
         raise NplmError(f"{path}: the \\data\\ header declares no n-grams")
-    order = len(declared)
-    sections = {}
-    for k in range(1, order + 1):
-        while number < len(lines) and not lines[number].strip():
-            number += 1
-        header = lines[number].strip() if number < len(lines) else ""
+
+    buffer = np.frombuffer(data, dtype=np.uint8)
+    word_ids, vocab = None, None
+    grams, logps, bows, has_bows = [], [], [], []
+    for k in range(1, len(declared) + 1):
+        while pos < len(data) and not line_text(pos):
+            pos = next_line(pos)
+        header = line_text(pos) if pos < len(data) else "end of file"
         match = _SECTION.match(header)
         if not match or int(match.group(1)) != k:
-            where = f"{path}:{number + 1}" if number < len(lines) else path
-            raise NplmError(f"{where}: expected the \\{k}-grams: section, got '{header[:60]}'")
-        start = number + 1
-        number = start
-        while number < len(lines) and not lines[number].lstrip().startswith("\\"):
-            number += 1
-        sections[k] = (start, lines[start:number])
-    while number < len(lines) and not lines[number].strip():
-        number += 1
-    if number >= len(lines) or lines[number].strip() != "\\end\\":
-        found = lines[number].strip()[:60] if number < len(lines) else "end of file"
-        raise NplmError(f"{path}:{min(number + 1, len(lines))}: expected \\end\\, got '{found}'")
-
-    start, body = sections[1]
-    unigram_words, unigram_values = [], []
-    for offset, line in enumerate(body):
-        fields = line.split()
-        if not fields:
-            continue
-        if len(fields) not in (2, 3):
-            raise NplmError(f"{path}:{start + offset + 1}: a 1-gram line needs a probability, "
-                            f"1 word and an optional back-off weight, got {len(fields)} fields")
-        unigram_words.append(fields[1])
-        unigram_values.append(fields)
-    if len(unigram_words) != declared[1]:
-        raise NplmError(f"{path}:{start}: \\1-grams: section has {len(unigram_words)} entries, "
-                        f"the header says {declared[1]}")
-    if len(set(unigram_words)) != len(unigram_words):
-        raise NplmError(f"{path}:{start}: a 1-gram appears twice")
-    vocab = Vocabulary(unigram_words)
-    grams, logps, bows, has_bows = [], [], [], []
-    for k in range(1, order + 1):
-        start, body = sections[k]
-        ids, logp, bow, has_bow, line_of = [], [], [], [], []
-        for offset, line in enumerate(body):
-            fields = line.split()
-            if not fields:
-                continue
-            number = start + offset + 1
-            if len(fields) not in (k + 1, k + 2):
-                raise NplmError(f"{path}:{number}: a {k}-gram line needs a probability, {k} words "
-                                f"and an optional back-off weight, got {len(fields)} fields")
-            try:
-                ids.append([vocab.index[w] for w in fields[1:k + 1]])
-            except KeyError as err:
-                raise NplmError(f"{path}:{number}: word {err} is not among the 1-grams") from None
-            logp.append(_parse_value(fields[0], path, number, "probability"))
-            if len(fields) == k + 2:
-                bow.append(_parse_value(fields[k + 1], path, number, "back-off weight"))
-                has_bow.append(True)
-            else:
-                bow.append(0.0)
-                has_bow.append(False)
-            line_of.append(number)
-        if len(ids) != declared[k]:
-            raise NplmError(f"{path}:{start}: \\{k}-grams: section has {len(ids)} entries, "
+            raise NplmError(f"{path}:{line_of(min(pos, len(data)))}: expected the \\{k}-grams: "
+                            f"section, got '{header[:60]}'")
+        start = next_line(pos)
+        end = data.find(b"\n\\", start - 1)
+        end = len(data) if end < 0 else end + 1
+        try:
+            rows, logp, bow, has_bow, line_starts, new_words = parse_section(buffer, start, end, k, word_ids)
+        except SectionError as err:
+            raise NplmError(f"{path}:{line_of(err.args[0])}: {err.args[1]}") from None
+        if len(rows) != declared[k]:
+            raise NplmError(f"{path}:{line_of(pos)}: \\{k}-grams: section has {len(rows)} entries, "
                             f"the header says {declared[k]}")
-        rows = np.array(ids, dtype=np.int32).reshape(-1, k)
-        # Sort into id order; ARPA files list n-grams in any order.
         if k == 1:
+            names = [w.decode("utf-8") for w in new_words]
+            vocab = Vocabulary(names)
+            if len(vocab) != len(names) + sum(s not in names for s in vocab.words[:3]):
+                raise NplmError(f"{path}:{line_of(pos)}: a 1-gram appears twice")
+            word_ids = {w: vocab.index[name] for w, name in zip(new_words, names)}
+            rows = np.array([vocab.index[name] for name in names], dtype=np.int32)[:, None]
             key = rows[:, 0].astype(np.int64)
         else:
+            # Sorted rows make the prefix look-ups sequential (and the keys sorted).
+            lexical = np.lexsort(rows.T[::-1])
+            rows, logp, bow = rows[lexical], logp[lexical], bow[lexical]
+            has_bow, line_starts = has_bow[lexical], line_starts[lexical]
             prefix = NgramIndex(len(vocab), grams).find(rows[:, :-1])
             if np.any(prefix < 0):
                 bad = int(np.argmax(prefix < 0))
-                raise NplmError(f"{path}:{line_of[bad]}: the context of this {k}-gram is not "
-                                f"among the {k - 1}-grams")
+                raise NplmError(f"{path}:{line_of(line_starts[bad])}: the context of this {k}-gram "
+                                f"is not among the {k - 1}-grams")
             key = prefix * len(vocab) + rows[:, -1]
         order_rows = np.argsort(key, kind="stable")
         sorted_key = key[order_rows]
-        if len(sorted_key) > 1 and np.any(sorted_key[1:] == sorted_key[:-1]):
-            bad = order_rows[1:][sorted_key[1:] == sorted_key[:-1]][0]
-            raise NplmError(f"{path}:{line_of[bad]}: this {k}-gram appears twice")
+        repeated = np.flatnonzero(sorted_key[1:] == sorted_key[:-1])
+        if len(repeated):
+            raise NplmError(f"{path}:{line_of(line_starts[order_rows[repeated[0] + 1]])}: "
+                            f"this {k}-gram appears twice")
+        # -99 is SRILM's and KenLM's spelling of log 0.
+        logp = np.where(logp == PSEUDO_ZERO, -np.inf, logp)
+        bow = np.where(bow == PSEUDO_ZERO, -np.inf, bow)
         grams.append(rows[order_rows])
-        logps.append(np.array(logp, dtype=np.float64)[order_rows].astype(np.float32))
-        bows.append(np.array(bow, dtype=np.float64)[order_rows].astype(np.float32))
-        has_bows.append(np.array(has_bow, dtype=bool)[order_rows])
+        logps.append(logp[order_rows].astype(np.float32))
+        bows.append(bow[order_rows].astype(np.float32))
+        has_bows.append(has_bow[order_rows])
+        pos = end
+    while pos < len(data) and not line_text(pos):
+        pos = next_line(pos)
+    if pos >= len(data) or line_text(pos) != "\\end\\":
+        found = line_text(pos)[:60] if pos < len(data) else "end of file"
+        raise NplmError(f"{path}:{line_of(min(pos, len(data)))}: expected \\end\\, got '{found}'")
     return BackoffModel(vocab, grams, logps, bows, has_bows)
-

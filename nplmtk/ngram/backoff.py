@@ -5,7 +5,7 @@ from ..lm import LanguageModel
 from .index import NgramIndex
 
 
-def backoff_walk(index, logp, bow, node, rows, present=None):
+def backoff_walk(index, logp, bow, node, rows, present=None, with_order=False):
     """log10 p(w | h) for each row (h..., w) by the back-off algorithm, exactly as SRILM's
     Ngram::wordProbBO computes it, in float32: the longest n-gram (h_j.., w) found gives
     its probability, plus the back-off weights of every longer context h_i.., i < j, as
@@ -19,6 +19,7 @@ def backoff_walk(index, logp, bow, node, rows, present=None):
     result = np.full(count, -np.inf, dtype=np.float32)
     weight = np.zeros(count, dtype=np.float32)
     alive = np.ones(count, dtype=bool)
+    used = np.zeros(count, dtype=np.int32)
     for j in range(context_len + 1):
         found = chains[context_len - j][j]
         hit = alive & (found >= 0)
@@ -26,13 +27,14 @@ def backoff_walk(index, logp, bow, node, rows, present=None):
             hit[hit] = present[j][found[hit]]
         result[hit] = logp[j][found[hit]]
         weight[hit] = 0
+        used[hit] = j + 1
         if j == context_len:
             break
         context = chains[context_len - j - 1][j]
         alive &= context >= 0
         alive[alive] = node[j][context[alive]]
         weight[alive] += bow[j][context[alive]]
-    return result + weight
+    return (result + weight, used) if with_order else result + weight
 
 
 class BackoffModel(LanguageModel):
@@ -76,6 +78,12 @@ class BackoffModel(LanguageModel):
     def log10probs(self, corpus):
         self.check_vocab(corpus)
         return self.score_rows(corpus.windows(self.order)).astype(np.float64)
+
+    def hit_tags(self, corpus):
+        """SRILM's -debug 2 tag of each token: the order of the n-gram used, or OOV."""
+        _, used = backoff_walk(self.index, self.logp, self.bow, self.node,
+                               corpus.windows(self.order), with_order=True)
+        return [f"[{n}gram]" if n else "[OOV]" for n in used.tolist()]
 
     def next_distribution(self, history):
         history = list(history)[-(self.order - 1):] if self.order > 1 else []
