@@ -75,7 +75,8 @@ def command(text, read, order, vocab, unk, write, lm, kndiscount, wbdiscount, in
     elif text:
         vocabulary = Vocabulary.from_counts(count_words(text, normalize))
     else:
-        vocabulary = Vocabulary([w for path in read for line in read_lines(path) for w in line.split()[:-1]])
+        vocabulary = Vocabulary(list(dict.fromkeys(w for path in read for line in read_lines(path)
+                                                   for w in line.split()[:-1])))
 
     if deleted_interpolation:
         if order != 3:

@@ -1,0 +1,152 @@
+"""Kneser-Ney estimation checked against Chen & Goodman's formulas computed here, plus
+normalisation, counts files, ARPA round trips and the KenLM cross-check."""
+import math
+import os
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from nplmtk.corpus import Corpus
+from nplmtk.ngram.arpa import read_arpa, write_arpa
+from nplmtk.ngram.counts import NgramCounts
+from nplmtk.ngram.estimate import estimate
+from nplmtk.toy import ToyGrammar
+from nplmtk.vocab import Vocabulary, count_words
+
+DATA = os.path.join(os.path.dirname(__file__), "data", "srilm")
+
+
+@pytest.fixture(scope="module")
+def sentences():
+    with open(f"{DATA}/train.txt", encoding="utf-8") as f:
+        return [line.split() for line in f if line.split()]
+
+
+def build(lines, order=3, unk=False, **kwargs):
+    vocab = Vocabulary.from_counts(Counter(w for s in lines for w in s))
+    corpus = Corpus.from_lines([" ".join(s) for s in lines], vocab)
+    return estimate(NgramCounts.from_corpus(corpus, order), unk_is_word=unk, **kwargs), vocab
+
+
+def kneser_ney_reference(lines):
+    """Interpolated modified Kneser-Ney trigram (Chen & Goodman 1998, sec. 3.5 and eq. 26)
+    written from the paper with dictionaries: returns p(w | u, v) for any words."""
+    counts = {k: Counter() for k in (1, 2, 3)}
+    for words in lines:
+        padded = ["<s>"] + words + ["</s>"]
+        for k in (1, 2, 3):
+            for i in range(len(padded) - k + 1):
+                counts[k][tuple(padded[i:i + k])] += 1
+    adjusted = {3: counts[3]}
+    for k in (2, 1):  # continuation counts N1+(. x), except n-grams starting with <s>
+        preceders = Counter(y[1:] for y in counts[k + 1])
+        adjusted[k] = {x: c if x[0] == "<s>" else preceders[x] for x, c in counts[k].items()}
+    discounts = {}
+    for k in (1, 2, 3):
+        n = Counter(c for x, c in adjusted[k].items() if x[-1] != "<s>")
+        y = n[1] / (n[1] + 2 * n[2])
+        discounts[k] = (0.0, 1 - 2 * y * n[2] / n[1], 2 - 3 * y * n[3] / n[2], 3 - 4 * y * n[4] / n[3])
+    predictable = sorted({x[0] for x in counts[1]} - {"<s>"})
+
+    def distribution(k, context):
+        seen = {x[-1]: c for x, c in adjusted[k].items() if x[:-1] == context and x[-1] != "<s>"}
+        total = sum(seen.values())
+        d = discounts[k]
+        gamma = sum(d[min(c, 3)] for c in seen.values()) / total if total else 1.0
+        return seen, total, gamma
+
+    tables = {}
+
+    def prob(k, context, word):
+        if k == 0:
+            return 1.0 / len(predictable)
+        key = (k, context)
+        if key not in tables:
+            tables[key] = distribution(k, context)
+        seen, total, gamma = tables[key]
+        if not total:
+            return prob(k - 1, context[1:], word)
+        d = discounts[k]
+        own = (seen[word] - d[min(seen[word], 3)]) / total if word in seen else 0.0
+        return own + gamma * prob(k - 1, context[1:], word)
+
+    return lambda u, v, w: prob(3, (u, v), w), predictable
+
+
+def test_kneser_ney_matches_chen_goodman_formulas(sentences):
+    model, vocab = build(sentences)
+    reference, predictable = kneser_ney_reference(sentences)
+    rng = np.random.default_rng(0)
+    seen = sorted({tuple((["<s>"] + s + ["</s>"])[i:i + 3]) for s in sentences for i in range(len(s))})
+    picks = [seen[i] for i in rng.choice(len(seen), 300, replace=False)]
+    picks += [tuple(rng.choice(predictable, 3)) for _ in range(300)]  # mostly unseen: back-off path
+    rows = np.array([[vocab.index[w] for w in trigram] for trigram in picks], dtype=np.int32)
+    ours = model.score_rows(rows).astype(np.float64)
+    expected = np.log10([reference(*trigram) for trigram in picks])
+    np.testing.assert_allclose(ours, expected, atol=2e-6)
+
+
+def test_every_context_sums_to_one(sentences):
+    for unk in (False, True):
+        model, vocab = build(sentences, unk=unk)
+        contexts = [[vocab.bos], [vocab.index["The"]], [vocab.index["of"], vocab.index["the"]],
+                    [vocab.index["said"], vocab.index["."]], [vocab.unk, vocab.unk], []]
+        for history in contexts:
+            dist = model.next_distribution(history)
+            assert dist[vocab.bos] == 0
+            assert abs(dist.sum() - 1) < 1e-5, history
+
+
+def test_degenerate_counts_fall_back_to_fixed_discounts():
+    lines = [s.split() for s in ["the cat sat", "a dog ran", "the dog sat down"]] * 40
+    warnings = []
+    model, vocab = build(lines, order=4, warn=warnings.append)
+    assert any("fallback discounts 0.5 1.0 1.5" in w for w in warnings)
+    for history in ([vocab.index["the"]], [vocab.index["the"], vocab.index["dog"]]):
+        assert abs(model.next_distribution(history).sum() - 1) < 1e-5
+
+
+def test_counts_of_parts_merge_to_the_counts_of_the_whole(sentences, tmp_path):
+    vocab = Vocabulary.from_counts(Counter(w for s in sentences for w in s))
+    whole = NgramCounts.from_corpus(Corpus.from_lines([" ".join(s) for s in sentences], vocab), 4)
+    halves = [NgramCounts.from_corpus(Corpus.from_lines([" ".join(s) for s in part], vocab), 4)
+              for part in (sentences[:100], sentences[100:])]
+    halves[1].write(str(tmp_path / "half.counts.gz"))
+    merged = NgramCounts.merge([halves[0], NgramCounts.read(str(tmp_path / "half.counts.gz"), vocab)])
+    for k in range(4):
+        np.testing.assert_array_equal(merged.grams[k], whole.grams[k])
+        np.testing.assert_array_equal(merged.counts[k], whole.counts[k])
+
+
+def test_arpa_round_trip_is_exact(sentences, tmp_path):
+    model, vocab = build(sentences)
+    write_arpa(model, str(tmp_path / "a.arpa.gz"))
+    again = read_arpa(str(tmp_path / "a.arpa.gz"))
+    write_arpa(again, str(tmp_path / "b.arpa"))
+    import gzip
+    assert gzip.open(tmp_path / "a.arpa.gz").read() == open(tmp_path / "b.arpa", "rb").read()
+    corpus = Corpus.from_lines([" ".join(s) for s in sentences[:50]], again.vocab)
+    original = Corpus.from_lines([" ".join(s) for s in sentences[:50]], vocab)
+    # 7 printed digits do not round-trip every float32: agreement to the printed digit.
+    np.testing.assert_allclose(again.log10probs(corpus), model.log10probs(original), atol=1e-6)
+
+
+def test_kenlm_scores_our_arpa_files_like_we_do(tmp_path):
+    kenlm = pytest.importorskip("kenlm")
+    grammar = ToyGrammar()
+    train = [" ".join(s) for s in grammar.sentences(3000, seed=11)]
+    test = [" ".join(s) for s in grammar.sentences(200, seed=12)] + ["the zebra is walking in the igloo"]
+    (tmp_path / "train.txt").write_text("\n".join(train) + "\n")
+    vocab = Vocabulary.from_counts(count_words([str(tmp_path / "train.txt")]), min_count=3)
+    for order in (2, 3, 5):
+        counts = NgramCounts.from_corpus(Corpus.from_lines(train, vocab), order)
+        path = str(tmp_path / f"toy{order}.arpa")
+        write_arpa(estimate(counts, unk_is_word=True), path)
+        ours = read_arpa(path)
+        corpus = Corpus.from_lines(test, ours.vocab)
+        log10 = ours.log10probs(corpus)
+        bounds = corpus.offsets + np.arange(len(corpus.offsets))
+        theirs = kenlm.Model(path)
+        for s, sentence in enumerate(test):
+            assert abs(theirs.score(sentence, bos=True, eos=True) - log10[bounds[s]:bounds[s + 1]].sum()) < 1e-4

@@ -1,0 +1,123 @@
+"""ngram-count and ppl from the command line: counts files, deleted interpolation, bad input."""
+import gzip
+import os
+
+import pytest
+
+from conftest import assert_one_line_error, run_nplm
+
+DATA = os.path.join(os.path.dirname(__file__), "data", "srilm")
+TRAIN, VOCAB, TEST = f"{DATA}/train.txt", f"{DATA}/vocab.txt", f"{DATA}/test.txt"
+
+GOOD_ARPA = """
+\\data\\
+ngram 1=4
+ngram 2=2
+
+\\1-grams:
+-0.6	</s>
+-99	<s>	-0.3
+-0.5	a	-0.2
+-0.7	b
+
+\\2-grams:
+-0.1	<s> a
+-0.2	a b
+
+\\end\\
+"""
+
+
+def test_counts_written_then_read_give_the_same_model(tmp_path):
+    first, second = tmp_path / "first.txt", tmp_path / "second.txt"
+    lines = open(TRAIN).read().splitlines(keepends=True)
+    first.write_text("".join(lines[:120]))
+    second.write_text("".join(lines[120:]))
+    args = ["-order", 3, "-vocab", VOCAB, "-unk"]
+    assert run_nplm("ngram-count", "-text", TRAIN, *args, "-lm", tmp_path / "direct.arpa")[0] == 0
+    assert run_nplm("ngram-count", "-text", first, *args, "-write", tmp_path / "1.counts")[0] == 0
+    assert run_nplm("ngram-count", "-text", second, *args, "-write", tmp_path / "2.counts.gz")[0] == 0
+    status, _, err = run_nplm("ngram-count", "-read", tmp_path / "1.counts", "-read", tmp_path / "2.counts.gz",
+                              *args, "-lm", tmp_path / "merged.arpa")
+    assert status == 0, err
+    assert (tmp_path / "merged.arpa").read_bytes() == (tmp_path / "direct.arpa").read_bytes()
+    assert gzip.open(tmp_path / "2.counts.gz").read().startswith(b"<unk>\t")
+
+
+def test_deleted_interpolation_trigram_scores_between_bigram_and_floor(tmp_path):
+    lines = open(TRAIN).read().splitlines(keepends=True)
+    (tmp_path / "train.txt").write_text("".join(lines[:200]))
+    (tmp_path / "heldout.txt").write_text("".join(lines[200:]))
+    status, _, err = run_nplm("ngram-count", "-text", tmp_path / "train.txt", "-order", 3, "-vocab", VOCAB,
+                              "-unk", "-deleted-interpolation", "-heldout", tmp_path / "heldout.txt",
+                              "-lm", tmp_path / "di.nplm")
+    assert status == 0, err
+    assert "EM iteration 5" in err
+    status, out, err = run_nplm("ppl", "-lm", tmp_path / "di.nplm", "-text", TEST)
+    assert status == 0, err
+    assert out.startswith(f"file {TEST}: 42 sentences, 729 words, 0 OOVs\n0 zeroprobs, logprob= -")
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize("text, fragment", [
+    (GOOD_ARPA.replace("ngram 2=2", "ngram 2=3"), ":12: \\2-grams: section has 2 entries, the header says 3"),
+    (GOOD_ARPA.replace("\\2-grams:\n-0.1\t<s> a\n-0.2\ta b\n", ""), ":13: expected the \\2-grams: section"),
+    (GOOD_ARPA.replace("-0.5\ta", "-0.5x\ta"), ":9: bad probability '-0.5x'"),
+    (GOOD_ARPA.replace("-0.2\ta b", "-0.2\ta b a b"), ":14: a 2-gram line needs a probability, 2 words"),
+    (GOOD_ARPA.replace("-0.2\ta b", "-0.2\ta b\tx"), ":14: bad back-off weight 'x'"),
+    (GOOD_ARPA.replace("-0.2\ta b", "-0.2\ta zebra"), ":14: word 'zebra' is not among the 1-grams"),
+    (GOOD_ARPA.replace("ngram 2=2", "ngram 2=2\nngram 3=1").replace("\\end", "\\3-grams:\n-0.3\tb a b\n\n\\end"),
+     ":18: the context of this 3-gram is not among the 2-grams"),
+    (GOOD_ARPA.replace("\\end\\\n", ""), "expected \\end\\"),
+    (GOOD_ARPA.replace("ngram 1=4", "ngram 1 four"), ":3: expected 'ngram N=count'"),
+    ("just some text\n", "not an ARPA file"),
+])
+def test_malformed_arpa_files_are_refused(tmp_path, text, fragment):
+    path = write(tmp_path, "bad.arpa", text)
+    write(tmp_path, "t.txt", "a b\n")
+    status, out, err = run_nplm("ppl", "-lm", path, "-text", tmp_path / "t.txt")
+    assert_one_line_error(status, err, f"bad.arpa{fragment}" if fragment.startswith(":") else fragment)
+    assert out == ""
+
+
+def test_a_well_formed_arpa_scores(tmp_path):
+    path = write(tmp_path, "good.arpa", GOOD_ARPA)
+    status, out, err = run_nplm("ppl", "-lm", path, "-text", "-", "-debug", 2, stdin="a b\n")
+    assert status == 0, err
+    # p(a|<s>) = 10^-0.1; p(b|a) = 10^-0.2; p(</s>|b) = bow(b)=0 + p(</s>) = 10^-0.6
+    assert "\tp( b | a ...) \t= [2gram] 0.6309573 [ -0.2 ]" in out
+    assert out.endswith("file -: 1 sentences, 2 words, 0 OOVs\n0 zeroprobs, logprob= -0.9 ppl= 1.995262 ppl1= 2.818383\n")
+
+
+@pytest.mark.parametrize("make_args, fragment", [
+    (lambda d: ["ngram-count", "-text", TRAIN, "-order", 0, "-lm", d / "x.arpa"], "order must be between 1 and 10, got 0"),
+    (lambda d: ["ngram-count", "-text", TRAIN, "-order", 11, "-lm", d / "x.arpa"], "order must be between 1 and 10, got 11"),
+    (lambda d: ["ngram-count", "-read", d / "bad.counts", "-lm", d / "x.arpa"], "bad.counts:2: count 'many' is not an integer"),
+    (lambda d: ["ngram-count", "-read", d / "bad2.counts", "-lm", d / "x.arpa"], "bad2.counts:1: negative count -4"),
+    (lambda d: ["ngram-count", "-text", TRAIN], "nothing to do"),
+    (lambda d: ["ngram-count", "-text", d / "missing.txt", "-lm", d / "x.arpa"], "missing.txt: no such file"),
+    (lambda d: ["ngram-count", "-text", TRAIN, "-vocab", d / "dup.vocab", "-lm", d / "x.arpa"], "dup.vocab:2: duplicate word 'a'"),
+    (lambda d: ["ngram-count", "-text", TRAIN, "-deleted-interpolation", "-lm", d / "x.nplm"], "needs -text, -heldout and -lm"),
+    (lambda d: ["ngram-count", "-text", TRAIN, "-order", 2, "-deleted-interpolation", "-heldout", TEST,
+                "-lm", d / "x.nplm"], "use -order 3"),
+    (lambda d: ["ppl", "-lm", d / "missing.arpa", "-text", TEST], "missing.arpa: no such file"),
+    (lambda d: ["ppl", "-lm", d / "bad.counts", "-text", TEST], "bad.counts: not an ARPA file"),
+    (lambda d: ["ppl", "-lm", d, "-text", TEST], "is a directory"),
+    (lambda d: ["ppl", "-lm", f"{DATA}/kn3-unk.arpa.gz"], "give the text to score"),
+    (lambda d: ["ppl", "-lm", f"{DATA}/kn3-unk.arpa.gz", "-text", d / "empty.txt"], "empty.txt: empty corpus"),
+])
+def test_bad_ngram_input_is_one_line_and_exit_2(tmp_path, make_args, fragment):
+    write(tmp_path, "bad.counts", "a\t3\na b\tmany\n")
+    write(tmp_path, "bad2.counts", "a\t-4\n")
+    write(tmp_path, "dup.vocab", "a\na\n")
+    write(tmp_path, "empty.txt", "\n")
+    before = sorted(os.listdir(tmp_path))
+    status, out, err = run_nplm(*make_args(tmp_path))
+    assert_one_line_error(status, err, fragment)
+    assert out == ""
+    assert sorted(os.listdir(tmp_path)) == before

@@ -1,0 +1,62 @@
+"""nplmtk against SRILM 1.7.3's own outputs (tests/data/srilm/README.md): every ARPA entry
+to the printed digit, and every ppl report byte for byte."""
+import os
+
+import pytest
+
+from conftest import run_nplm
+
+DATA = os.path.join(os.path.dirname(__file__), "data", "srilm")
+
+MODELS = {
+    "kn3-unk": ["-unk"],
+    "kn3-closed": [],
+    "kn3-backoff": ["-unk", "-kndiscount"],
+    "wb3-unk": ["-unk", "-wbdiscount", "-interpolate"],
+    "wb3-backoff": ["-unk", "-wbdiscount"],
+    "kn3-cutoff": ["-unk", "-gt2min", "2", "-gt3min", "2"],
+}
+
+
+def arpa_entries(path):
+    import gzip
+    opener = gzip.open if path.endswith(".gz") else open
+    entries, order = {}, 0
+    with opener(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if line.startswith("\\") and line.endswith("-grams:"):
+                order = int(line[1:line.index("-")])
+            elif order and line and not line.startswith("\\"):
+                fields = line.split("\t")
+                entries[fields[1]] = tuple(fields[:1] + fields[2:])
+    return entries
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_estimated_models_equal_srilms(name, tmp_path):
+    out = tmp_path / f"{name}.arpa"
+    status, _, err = run_nplm("ngram-count", "-text", f"{DATA}/train.txt", "-order", 3,
+                              "-vocab", f"{DATA}/vocab.txt", *MODELS[name], "-lm", out)
+    assert status == 0, err
+    ours, theirs = arpa_entries(str(out)), arpa_entries(f"{DATA}/{name}.arpa.gz")
+    assert set(ours) == set(theirs)
+    different = [(k, ours[k], theirs[k]) for k in ours if ours[k] != theirs[k]]
+    assert different == []
+
+
+@pytest.mark.parametrize("name", ["kn3-unk", "kn3-closed", "kn3-cutoff", "wb3-backoff"])
+@pytest.mark.parametrize("debug", [0, 1, 2])
+def test_ppl_reports_equal_srilms_byte_for_byte(name, debug):
+    status, out, err = run_nplm("ppl", "-lm", f"{DATA}/{name}.arpa.gz", "-ppl", "test.txt",
+                                "-debug", debug, cwd=DATA)
+    assert status == 0, err
+    with open(f"{DATA}/ppl-{name}-debug{debug}.txt", encoding="utf-8") as f:
+        assert out == f.read()
+
+
+def test_order_option_equals_srilms():
+    status, out, err = run_nplm("ppl", "-lm", "kn3-unk.arpa.gz", "-order", 2, "-text", "test.txt", cwd=DATA)
+    assert status == 0, err
+    with open(f"{DATA}/ppl-kn3-unk-order2.txt", encoding="utf-8") as f:
+        assert out == f.read()
