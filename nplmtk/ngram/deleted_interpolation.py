@@ -2,7 +2,8 @@
 
     p(w | w-2, w-1) = a0(q)/|V| + a1(q) p1(w) + a2(q) p2(w | w-1) + a3(q) p3(w | w-2, w-1)
 
-with relative frequencies p1, p2, p3 from the training text and one weight set per bin
+with relative frequencies p1, p2, p3 from the training text (for a history never seen in
+training, the next lower order stands in for its relative frequency) and one weight set per bin
 of the context's frequency, q = ceil(-log((1 + freq(w-2, w-1)) / T)), T the number of
 training tokens; the weights are fitted by EM on held-out text. Not a back-off model:
 it is stored in the binary container and scored through the LanguageModel interface.
@@ -91,6 +92,10 @@ class DeletedInterpolation(LanguageModel):
         triple = lookup(self.triple_keys, np.where((context >= 0) & valid_w, context * size + w, -1))
         found = triple >= 0
         p[found, 3] = self.triple_count[triple[found]] / context_count[found]
+        # An unseen history has no relative frequency: the next lower order stands in,
+        # so every weight set still gives a normalised distribution.
+        p[history == 0, 2] = p[history == 0, 1]
+        p[context_count == 0, 3] = p[context_count == 0, 2]
         p[~valid_w] = 0.0
         return p, context_bins(context_count, self.total)
 
