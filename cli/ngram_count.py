@@ -41,6 +41,8 @@ def _cutoff_options(command):
 @flag("kndiscount", help="Modified Kneser-Ney discounting (the default).")
 @flag("wbdiscount", help="Witten-Bell discounting.")
 @flag("interpolate", help="Interpolate with lower orders (implied when no method is given).")
+@flag("always-interpolate", help="Keep interpolating in contexts whose seen words leave no mass for "
+      "unseen ones (KenLM's lmplz does; SRILM switches interpolation off there).")
 @flag("deleted-interpolation", help="The deleted-interpolation trigram of Bengio et al. 2003 (needs -heldout).")
 @option("heldout", metavar="FILE", default=None, help="Held-out text for the EM weights of -deleted-interpolation.")
 @option("em-iterations", type=click.IntRange(min=1), default=5, help="EM iterations for -deleted-interpolation.")
@@ -48,7 +50,7 @@ def _cutoff_options(command):
 @flag("map-numbers", help="Map numeric tokens to <num>.")
 @_cutoff_options
 def command(text, read, order, vocab, unk, write, lm, kndiscount, wbdiscount, interpolate,
-            deleted_interpolation, heldout, em_iterations, lower, map_numbers, **cutoffs):
+            always_interpolate, deleted_interpolation, heldout, em_iterations, lower, map_numbers, **cutoffs):
     """Count the n-grams of a text and estimate a smoothed model.
 
     With neither -kndiscount nor -wbdiscount the model is interpolated modified
@@ -106,5 +108,6 @@ def command(text, read, order, vocab, unk, write, lm, kndiscount, wbdiscount, in
     method = "wb" if wbdiscount else "kn"
     model = estimate(counts, method=method, interpolate=interpolate or not (kndiscount or wbdiscount),
                      min_counts=[cutoffs[f"gt{k}min"] or 1 for k in range(1, order + 1)], unk_is_word=unk,
+                     always_interpolate=always_interpolate,
                      warn=lambda message: print(f"nplm ngram-count: warning: {message}", file=sys.stderr))
     write_arpa(model, lm)

@@ -150,3 +150,15 @@ def test_kenlm_scores_our_arpa_files_like_we_do(tmp_path):
         theirs = kenlm.Model(path)
         for s, sentence in enumerate(test):
             assert abs(theirs.score(sentence, bos=True, eos=True) - log10[bounds[s]:bounds[s + 1]].sum()) < 1e-4
+
+
+def test_always_interpolate_differs_only_where_srilm_stops_interpolating(sentences):
+    srilm, vocab = build(sentences, unk=True)
+    kenlm_like, _ = build(sentences, unk=True, always_interpolate=True)
+    changed = 0
+    for k in range(3):
+        np.testing.assert_array_equal(srilm.grams[k], kenlm_like.grams[k])
+        changed += int(np.count_nonzero(srilm.logp[k] != kenlm_like.logp[k]))
+    assert 0 < changed < 0.05 * sum(len(g) for g in srilm.grams)
+    for history in ([vocab.index["."]], [vocab.index["said"], vocab.index["."]]):
+        assert abs(kenlm_like.next_distribution(history).sum() - 1) < 1e-5

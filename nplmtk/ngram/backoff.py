@@ -43,10 +43,10 @@ class BackoffModel(LanguageModel):
 
     kind = "arpa"
 
-    def __init__(self, vocab, grams, logp, bow, has_bow):
+    def __init__(self, vocab, grams, logp, bow, has_bow, index=None):
         self.vocab = vocab
         self.grams, self.logp, self.bow, self.has_bow = grams, logp, bow, has_bow
-        self.index = NgramIndex(len(vocab), grams)
+        self.index = index or NgramIndex(len(vocab), grams)
         self.node = self._context_nodes()
 
     @property

@@ -2,6 +2,7 @@
 sentence, every n-gram of orders 1..N inside it), and SRILM counts files."""
 import numpy as np
 
+from .._ext.count_kernels import count_keys
 from ..errors import NplmError
 from ..io import atomic_output, read_lines
 from .index import NgramIndex
@@ -18,11 +19,11 @@ class NgramCounts:
     """Counts of orders 1..N: `grams[k-1]` (n_k, k) int32 sorted rows, `counts[k-1]`
     int64, over `vocab`. Words outside the vocabulary are counted as `<unk>`."""
 
-    def __init__(self, vocab, grams, counts):
+    def __init__(self, vocab, grams, counts, keys=None):
         self.vocab = vocab
         self.grams = grams
         self.counts = counts
-        self.index = NgramIndex(len(vocab), grams)
+        self.index = NgramIndex(len(vocab), grams, keys)
 
     @property
     def order(self):
@@ -44,21 +45,21 @@ class NgramCounts:
         seq[inner] = ids
         end = np.repeat(starts[1:], lengths)
         position = np.arange(len(seq))
-        grams, counts, previous = [], [], None
+        grams, counts, keys, previous = [], [], [], None
         for k in range(1, order + 1):
             valid = np.flatnonzero(position + k <= end)
             if len(valid) == 0:
                 raise NplmError(f"{corpus.name}: no sentence is long enough for {k}-grams")
             key = seq[valid] if k == 1 else previous[valid] * len(vocab) + seq[valid + k - 1]
-            _, first, inverse, count = np.unique(key, return_index=True, return_inverse=True,
-                                                 return_counts=True)
-            current = np.full(len(seq), -1, dtype=np.int64)
+            distinct, count, first, inverse = count_keys(key)
+            keys.append(distinct)
+            current = np.full(len(seq), -1, dtype=np.int64)  # index of the k-gram starting here
             current[valid] = inverse
             start = valid[first]
             grams.append(np.stack([seq[start + j] for j in range(k)], axis=1).astype(np.int32))
             counts.append(count.astype(np.int64))
             previous = current
-        return cls(vocab, grams, counts)
+        return cls(vocab, grams, counts, keys)
 
     @classmethod
     def merge(cls, parts):

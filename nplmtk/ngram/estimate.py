@@ -100,11 +100,21 @@ def _full_unigrams(counts):
     unigram = np.zeros(vocab_size, dtype=np.int64)
     unigram[counts.grams[0][:, 0]] = counts.counts[0]
     grams = [np.arange(vocab_size, dtype=np.int32)[:, None]] + counts.grams[1:]
-    return NgramCounts(counts.vocab, grams, [unigram] + counts.counts[1:])
+    # Unigram rows are now the word ids themselves: higher keys change their prefix index.
+    keys = [grams[0][:, 0].astype(np.int64)]
+    for k, old in enumerate(counts.index.keys[1:], 2):
+        prefix = old // vocab_size
+        if k == 2:
+            prefix = counts.grams[0][prefix, 0].astype(np.int64)
+        keys.append(prefix * vocab_size + old % vocab_size)
+    return NgramCounts(counts.vocab, grams, [unigram] + counts.counts[1:], keys)
 
 
-def estimate(counts, method="kn", interpolate=True, min_counts=None, unk_is_word=True, warn=_warn):
-    """A BackoffModel from NgramCounts. `min_counts[k-1]` is SRILM's -gtkmin (default 1)."""
+def estimate(counts, method="kn", interpolate=True, min_counts=None, unk_is_word=True, warn=_warn,
+             always_interpolate=False):
+    """A BackoffModel from NgramCounts. `min_counts[k-1]` is SRILM's -gtkmin (default 1).
+    `always_interpolate` skips SRILM's retry (below) in contexts that leave no mass for
+    unseen words, as KenLM's lmplz does."""
     if method not in METHODS:
         raise NplmError(f"unknown discounting method '{method}'")
     counts = _full_unigrams(counts)
@@ -194,6 +204,8 @@ def estimate(counts, method="kn", interpolate=True, min_counts=None, unk_is_word
             # SRILM's retry: no mass left for unseen words -> stop interpolating, then
             # add one to the denominator.
             stuck = active & (total_prob > 1 - PROB_EPSILON) & (observed < vocab_size)
+            if always_interpolate:
+                stuck &= ~interpolating
             if not stuck.any():
                 break
             denominator[stuck & ~interpolating] += 1
@@ -220,7 +232,7 @@ def estimate(counts, method="kn", interpolate=True, min_counts=None, unk_is_word
     return BackoffModel(vocab, [g[p] for g, p in zip(grams, present)],
                         [lp[p] for lp, p in zip(logp, present)],
                         [b[p] for b, p in zip(bow, present)],
-                        [n[p] for n, p in zip(node, present)])
+                        [n[p] for n, p in zip(node, present)], index.subset(present))
 
 
 def _distribute_unigram_mass(logp, present, non_event):

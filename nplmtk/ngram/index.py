@@ -22,10 +22,11 @@ def lookup(keys, query):
 class NgramIndex:
     """Keys for the tables of orders 1..N over a vocabulary of size `vocab_size`."""
 
-    def __init__(self, vocab_size, grams_by_order):
+    def __init__(self, vocab_size, grams_by_order, keys=None):
+        """`keys`, when the caller already has them, skips their computation."""
         self.vocab_size = vocab_size
-        self.keys = []
-        for k, grams in enumerate(grams_by_order, 1):
+        self.keys = list(keys or [])
+        for k, grams in enumerate(grams_by_order[len(self.keys):], len(self.keys) + 1):
             if k == 1:
                 keys = grams[:, 0].astype(np.int64)
             else:
@@ -58,6 +59,18 @@ class NgramIndex:
         if grams.shape[1] > self.order:
             return np.full(len(grams), -1, dtype=np.int64)
         return self.chain(grams)[-1]
+
+    def subset(self, keep):
+        """The index of the tables reduced to the rows where `keep[k-1]` is set (every
+        kept row's prefix must be kept too)."""
+        keys, new_position = [], None
+        for k, (old, mask) in enumerate(zip(self.keys, keep), 1):
+            kept = old[mask]
+            if k > 1:
+                kept = new_position[kept // self.vocab_size] * self.vocab_size + kept % self.vocab_size
+            keys.append(kept)
+            new_position = np.cumsum(mask) - 1
+        return NgramIndex(self.vocab_size, [], keys)
 
     def prefix_of(self, k):
         """Index in the order-(k-1) table of the prefix of each k-gram."""
