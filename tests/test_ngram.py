@@ -153,12 +153,15 @@ def test_kenlm_scores_our_arpa_files_like_we_do(tmp_path):
 
 
 def test_always_interpolate_differs_only_where_srilm_stops_interpolating(sentences):
-    srilm, vocab = build(sentences, unk=True)
-    kenlm_like, _ = build(sentences, unk=True, always_interpolate=True)
+    # "y !!" is always followed by </s>, and so is "!!" after 1500 other words: the
+    # context "y !!" leaves no mass; SRILM stops interpolating there, KenLM does not.
+    lines = sentences + [["y", "!!"]] * 3000 + [[f"w{i}", "!!"] for i in range(1500)]
+    srilm, vocab = build(lines, unk=True)
+    kenlm_like, _ = build(lines, unk=True, always_interpolate=True)
     changed = 0
     for k in range(3):
         np.testing.assert_array_equal(srilm.grams[k], kenlm_like.grams[k])
         changed += int(np.count_nonzero(srilm.logp[k] != kenlm_like.logp[k]))
     assert 0 < changed < 0.05 * sum(len(g) for g in srilm.grams)
-    for history in ([vocab.index["."]], [vocab.index["said"], vocab.index["."]]):
+    for history in ([vocab.index["!!"]], [vocab.index["y"], vocab.index["!!"]]):
         assert abs(kenlm_like.next_distribution(history).sum() - 1) < 1e-5
