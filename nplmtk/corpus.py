@@ -2,9 +2,9 @@
 import numpy as np
 
 from ._ext.corpus_kernels import ngram_windows
+from ._ext.text_kernels import encode_words
 from .errors import NplmError
-from .io import read_text
-from .text import Normalizer
+from .io import read_text_bytes
 from .vocab import sentence_tokens
 
 OOV = -1  # id of a word outside the vocabulary when it is not mapped to <unk>
@@ -23,8 +23,13 @@ class Corpus:
 
     @classmethod
     def read(cls, path, vocab, unk=True, normalize=None):
-        normalize = normalize or Normalizer()
-        return cls.from_lines(normalize(read_text(path)).split("\n"), vocab, unk=unk, name=path)
+        data = read_text_bytes(path, normalize or None)
+        ids, lengths = encode_words(data, vocab.encoded_words, vocab.unk if unk else OOV, vocab.bos, vocab.eos)
+        if len(ids) == 0:
+            raise NplmError(f"{path}: empty corpus (no words)")
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        return cls(ids, offsets, vocab, name=path)
 
     @classmethod
     def from_lines(cls, lines, vocab, unk=True, name="<corpus>"):

@@ -43,7 +43,17 @@ def read_bytes(path):
 
 def read_text(path):
     """The UTF-8 text of `path`; invalid UTF-8 is an error naming the line."""
+    return _decode(read_bytes(path), path)
+
+
+def read_text_bytes(path, normalize=None):
+    """The bytes of `path`, checked to be UTF-8, after `normalize` (a str -> str function)."""
     data = read_bytes(path)
+    text = _decode(data, path)
+    return normalize(text).encode("utf-8") if normalize else data
+
+
+def _decode(data, path):
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:

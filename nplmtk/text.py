@@ -1,6 +1,11 @@
 """Token-level text normalisation shared by every tool that reads a corpus."""
 import re
 
+
+def split_words(line):
+    """Words of a line, split at ASCII whitespace only (as SRILM and the byte kernels do)."""
+    return line.split() if line.isascii() else [w.decode("utf-8") for w in line.encode("utf-8").split()]
+
 NUMBER_TOKEN = "<num>"
 # A token that is a number: 12, -3.5, 1,000, 1960s, 3rd, 45%, 10:30, 1/2.
 _NUMBER = re.compile(r"(?<!\S)[+-]?(?:\d[\d.,:/-]*|\.\d+)(?:s|st|nd|rd|th|%)?(?!\S)")
@@ -13,6 +18,9 @@ class Normalizer:
     def __init__(self, lower=False, map_numbers=False):
         self.lower = lower
         self.map_numbers = map_numbers
+
+    def __bool__(self):
+        return self.lower or self.map_numbers
 
     def __call__(self, text):
         if self.lower:

@@ -1,16 +1,17 @@
 """Vocabularies: word <-> id, with `<unk>`, `<s>` and `</s>` always at ids 0, 1, 2."""
 from collections import Counter
 
+from ._ext import text_kernels
 from .errors import NplmError
-from .io import atomic_output, read_lines, read_text
-from .text import Normalizer
+from .io import atomic_output, read_lines, read_text_bytes
+from .text import Normalizer, split_words
 
 UNK, BOS, EOS = "<unk>", "<s>", "</s>"
 
 
 def sentence_tokens(line):
     """The words of one line, without a leading `<s>` or trailing `</s>` (SRILM adds them)."""
-    tokens = line.split()
+    tokens = split_words(line)
     if tokens and tokens[0] == BOS:
         tokens = tokens[1:]
     if tokens and tokens[-1] == EOS:
@@ -35,6 +36,14 @@ class Vocabulary:
             self.counts = [int(counts.get(w, 0)) for w in self.words]
         self.unk_word = unk
         self.unk, self.bos, self.eos = 0, 1, 2
+        self._encoded = None
+
+    @property
+    def encoded_words(self):
+        """The words as UTF-8 bytes, in id order (for the byte-level kernels)."""
+        if self._encoded is None:
+            self._encoded = [w.encode("utf-8") for w in self.words]
+        return self._encoded
 
     def __len__(self):
         return len(self.words)
@@ -104,15 +113,12 @@ class Vocabulary:
 def count_words(paths, normalize=None):
     """Word counts over text files, one sentence per line; `<s>` and `</s>` are counted
     once per non-empty sentence, as SRILM's unigram counts do."""
-    normalize = normalize or Normalizer()
     counts = Counter()
     sentences = 0
     for path in paths:
-        for line in normalize(read_text(path)).split("\n"):
-            tokens = sentence_tokens(line)
-            if tokens:
-                counts.update(tokens)
-                sentences += 1
+        file_counts, file_sentences = text_kernels.count_words(read_text_bytes(path, normalize or None))
+        counts.update({w.decode("utf-8"): c for w, c in file_counts.items()})
+        sentences += file_sentences
     if not counts:
         raise NplmError(f"{', '.join(paths)}: empty corpus (no words)")
     counts[BOS] += sentences
