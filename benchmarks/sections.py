@@ -51,4 +51,106 @@ def corpus_encoding(brown, peak):
             "", f"Vocabulary with `-min-count 4`: {len(vocab):,} entries."]
 
 
-SECTIONS = [("corpus", corpus_encoding)]
+def _ppl(model, text):
+    out = subprocess.run([NPLM, "ppl", "-lm", model, "-text", text], check=True, capture_output=True,
+                         text=True).stdout
+    return float(out.split("ppl= ")[1].split()[0])
+
+
+def ngram_models(brown, peak):
+    """Issue 3: KN orders 2-5 and the deleted-interpolation trigram on Brown, speed and
+    memory of KN5 on Brown and on Brown x 20, and the reference tools when present."""
+    out = os.path.join("bench", "out")
+    os.makedirs(out, exist_ok=True)
+    train, valid, test = (os.path.join(brown, f"{s}.txt") for s in ("train", "valid", "test"))
+    vocab = os.path.join(out, "vocab.txt")
+    subprocess.run([NPLM, "vocab", "-text", train, "-min-count", "4", "-write-vocab", vocab], check=True)
+    common = ["-vocab", vocab, "-unk"]
+    rows = []
+    for order in (2, 3, 4, 5):
+        model = os.path.join(out, f"kn{order}.arpa")
+        subprocess.run([NPLM, "ngram-count", "-text", train, "-order", str(order), *common, "-lm", model], check=True)
+        rows.append((f"KN{order} (interpolated modified Kneser-Ney)",
+                     f"`nplm ngram-count -text train.txt -order {order} -vocab vocab.txt -unk -lm kn{order}.arpa`",
+                     _ppl(model, valid), _ppl(model, test)))
+    model = os.path.join(out, "kn5-always.arpa")
+    subprocess.run([NPLM, "ngram-count", "-text", train, "-order", "5", *common, "-always-interpolate",
+                    "-lm", model], check=True)
+    rows.append(("KN5 `-always-interpolate` (KenLM's estimate)", "as KN5, plus `-always-interpolate`",
+                 _ppl(model, valid), _ppl(model, test)))
+    model = os.path.join(out, "di3.nplm")
+    subprocess.run([NPLM, "ngram-count", "-text", train, "-order", "3", *common, "-deleted-interpolation",
+                    "-heldout", valid, "-lm", model], check=True, stderr=subprocess.DEVNULL)
+    rows.append(("deleted-interpolation trigram (Bengio et al. sec. 4.1)",
+                 "`nplm ngram-count ... -order 3 -deleted-interpolation -heldout valid.txt -lm di3.nplm`",
+                 _ppl(model, valid), _ppl(model, test)))
+    lines = ["## N-gram models on Brown (issue 3)", "",
+             "Vocabulary `nplm vocab -text train.txt -min-count 4` (14,119 entries), `-unk`; ppl as "
+             "`nplm ppl -lm MODEL -text FILE` reports it (SRILM's ppl: words + `</s>`, no OOVs with `-unk`). "
+             "The deleted-interpolation weights are fitted on valid, so its valid ppl is not held out.", "",
+             "| model | command | valid ppl | test ppl |", "| --- | --- | --- | --- |"]
+    lines += [f"| {name} | {command} | {v:.2f} | {t:.2f} |" for name, command, v, t in rows]
+
+    big = os.path.join(out, "brown-x20.txt")
+    with open(big, "w") as f:
+        text = open(train).read()
+        for _ in range(20):
+            f.write(text)
+    kn5 = [NPLM, "ngram-count", "-text", train, "-order", "5", *common, "-lm", os.path.join(out, "t.arpa")]
+    kn5_big = [NPLM, "ngram-count", "-text", big, "-order", "5", *common, "-lm", os.path.join(out, "t.arpa")]
+    small_time, small_mem = timed_command(kn5)
+    big_time, big_mem = timed_command(kn5_big)
+    lines += ["", "| job | data | median wall (3 runs) | peak RSS | target |", "| --- | --- | --- | --- | --- |",
+              f"| `nplm ngram-count -order 5 ... -lm` (KN5, count + estimate + ARPA) | Brown train, 800k words "
+              f"| {small_time:.2f} s | {small_mem:.0f} MB | < 5 s |",
+              f"| same | Brown train x 20, 16.0M words (order-5 counts-of-counts degenerate: fallback "
+              f"discounts 0.5/1/1.5) | {big_time:.2f} s | {big_mem:.0f} MB | < 30 s, < 2 GB |"]
+    srilm = os.environ.get("SRILM_BIN")
+    kenlm = os.environ.get("KENLM_BIN")
+    if srilm or kenlm:
+        lines += ["", "Reference tools built locally from their public sources, same machine, same run:", "",
+                  "| tool | KN5 build wall (median of 3) | test ppl |", "| --- | --- | --- |"]
+    if srilm:
+        arpa = os.path.join(out, "srilm5.arpa")
+        seconds, _ = timed_command([os.path.join(srilm, "ngram-count"), "-text", train, "-order", "5",
+                                    "-vocab", vocab, "-unk", "-kndiscount", "-interpolate", "-gt3min", "1",
+                                    "-gt4min", "1", "-gt5min", "1", "-lm", arpa])
+        report = subprocess.run([os.path.join(srilm, "ngram"), "-lm", arpa, "-order", "5", "-unk", "-ppl", test],
+                                capture_output=True, text=True).stdout
+        ours = subprocess.run([NPLM, "ppl", "-lm", os.path.join(out, "kn5.arpa"), "-text", test],
+                              capture_output=True, text=True).stdout
+        lines.append(f"| SRILM 1.7.3 `ngram-count -kndiscount -interpolate -gt3min 1 -gt4min 1 -gt5min 1` "
+                     f"| {seconds:.2f} s | {float(report.split('ppl= ')[1].split()[0]):.4f} "
+                     f"(report {'identical to' if report == ours else 'DIFFERENT from'} `nplm ppl`'s) |")
+    if kenlm:
+        arpa = os.path.join(out, "kenlm5.arpa")
+        mapped = {s: os.path.join(out, f"{s}.unkword.txt") for s in ("train", "test")}
+        words = set(open(vocab).read().split())
+        for s, path in mapped.items():
+            with open(os.path.join(brown, f"{s}.txt")) as src, open(path, "w") as dst:
+                for line in src:
+                    dst.write(" ".join(w if w in words else "UNKWORD" for w in line.split()) + "\n")
+        with open(mapped["train"]) as src:
+            seconds = statistics.median(_timed_stdin([os.path.join(kenlm, "lmplz"), "-o", "5", "-S", "2G",
+                                                       "-T", out], src, arpa) for _ in range(3))
+        query = subprocess.run([os.path.join(kenlm, "query"), "-v", "summary", arpa], stdin=open(mapped["test"]),
+                               capture_output=True, text=True).stdout
+        kenlm_ppl = float(query.split("Perplexity including OOVs:")[1].split()[0])
+        ours = os.path.join(out, "kn5-unkword.arpa")
+        subprocess.run([NPLM, "ngram-count", "-text", mapped["train"], "-order", "5", "-always-interpolate",
+                        "-lm", ours], check=True)
+        lines.append(f"| KenLM lmplz `-o 5` (rare words spelt UNKWORD: lmplz refuses `<unk>` in text) "
+                     f"| {seconds:.2f} s | {kenlm_ppl:.4f}; `nplm ngram-count -always-interpolate` on the same "
+                     f"text: {_ppl(ours, mapped['test']):.4f} |")
+    return lines
+
+
+def _timed_stdin(args, stdin, output):
+    stdin.seek(0)
+    start = time.perf_counter()
+    with open(output, "w") as out:
+        subprocess.run(args, stdin=stdin, stdout=out, stderr=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - start
+
+
+SECTIONS = [("corpus", corpus_encoding), ("ngram", ngram_models)]

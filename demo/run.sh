@@ -10,6 +10,11 @@ nplm toy-corpus -sentences 20000 -seed 1 -write train.txt
 nplm toy-corpus -sentences 2000 -seed 2 -write valid.txt
 nplm toy-corpus -sentences 2000 -seed 3 -write test.txt
 nplm vocab -text train.txt -write-vocab vocab.txt -write-counts counts.txt
+for order in 2 3 5; do
+  nplm ngram-count -text train.txt -order $order -vocab vocab.txt -unk -lm kn$order.arpa
+done
+nplm ngram-count -text train.txt -order 3 -vocab vocab.txt -unk -deleted-interpolation \
+  -heldout valid.txt -lm di3.nplm 2>/dev/null
 
 echo
 echo "toy corpus: $(wc -l < train.txt) / $(wc -l < valid.txt) / $(wc -l < test.txt) sentences" \
@@ -17,6 +22,11 @@ echo "toy corpus: $(wc -l < train.txt) / $(wc -l < valid.txt) / $(wc -l < test.t
 echo
 printf '%-28s %12s\n' "model" "test ppl"
 printf '%-28s %12s\n' "----------------------------" "------------"
+ppl() { nplm ppl -lm "$1" -text test.txt | sed -n 's/.* ppl= \([^ ]*\) .*/\1/p'; }
+for order in 2 3 5; do
+  printf '%-28s %12s\n' "KN$order (Kneser-Ney)" "$(ppl kn$order.arpa)"
+done
+printf '%-28s %12s\n' "deleted interpolation 3" "$(ppl di3.nplm)"
 score=$(nplm toy-corpus -score test.txt)
 printf '%-28s %12s\n' "true grammar (on test)" "$(sed 's/.*true model ppl= \([^,]*\),.*/\1/' <<<"$score")"
 printf '%-28s %12s\n' "entropy floor (exact)" "$(sed 's/.*entropy floor ppl= //' <<<"$score")"
