@@ -27,8 +27,7 @@ def _cutoff_options(command):
 @click.command("ngram-count", epilog=example(
     "nplm vocab -text train.txt -min-count 4 -write-vocab vocab.txt",
     "nplm ngram-count -text train.txt -order 5 -vocab vocab.txt -unk -lm kn5.arpa",
-    "nplm ngram-count -text train.txt -order 3 -vocab vocab.txt -unk \\",
-    "    -deleted-interpolation -heldout valid.txt -lm di3.nplm"))
+    "nplm ngram-count -text train.txt -order 3 -deleted-interpolation -heldout valid.txt -lm di3.nplm"))
 @option("text", multiple=True, metavar="FILE", help="Training text, one sentence per line (repeatable).")
 @option("read", multiple=True, metavar="FILE", help="Counts file to add (repeatable; merged with -text).")
 @option("order", type=int, default=3, help="Maximum n-gram order.")

@@ -23,10 +23,17 @@ def _os_error(path, err):
     return NplmError(f"{path}: {err.strerror or err}")
 
 
+_stdin = None
+
+
 def read_bytes(path):
-    """The whole content of `path` ('-' for stdin), gunzipped when it is gzip data."""
+    """The whole content of `path` ('-' for stdin, read once and kept, so that a tool
+    may pass over it twice), gunzipped when it is gzip data."""
+    global _stdin
     if path == "-":
-        data = sys.stdin.buffer.read()
+        if _stdin is None or _stdin[0] is not sys.stdin:
+            _stdin = (sys.stdin, sys.stdin.buffer.read())
+        data = _stdin[1]
     else:
         try:
             with open(path, "rb") as f:

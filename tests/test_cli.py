@@ -33,7 +33,7 @@ def test_vocab_reads_stdin_and_writes_stdout(nplm):
 
 
 def test_every_help_ends_with_an_example(nplm):
-    for command in ["vocab", "toy-corpus"]:
+    for command in ["vocab", "toy-corpus", "ngram-count", "ppl"]:
         status, out, _ = nplm(command, "--help")
         assert status == 0
         assert out.rstrip().splitlines()[-1].strip().startswith("nplm ")
@@ -83,3 +83,17 @@ def test_toy_corpus_is_deterministic_and_scored(nplm, tmp_path):
     (tmp_path / "t.txt").write_text(first)
     status, out, err = nplm("toy-corpus", "-score", tmp_path / "t.txt")
     assert status == 0 and "true model ppl=" in out and "entropy floor ppl=" in out
+
+
+def test_ngram_count_and_ppl_read_stdin_and_gzip(nplm, tmp_path):
+    text = nplm("toy-corpus", "-sentences", 400, "-seed", 5)[1]
+    with gzip.open(tmp_path / "train.txt.gz", "wt") as f:
+        f.write(text)
+    status, _, err = nplm("ngram-count", "-text", "-", "-order", 3, "-lm", tmp_path / "a.arpa.gz", stdin=text)
+    assert status == 0, err
+    status, _, err = nplm("ngram-count", "-text", tmp_path / "train.txt.gz", "-order", 3, "-lm", tmp_path / "b.arpa")
+    assert status == 0, err
+    assert gzip.open(tmp_path / "a.arpa.gz").read() == (tmp_path / "b.arpa").read_bytes()
+    first = nplm("ppl", "-lm", tmp_path / "a.arpa.gz", "-text", "-", stdin=text)[1]
+    second = nplm("ppl", "-lm", tmp_path / "b.arpa", "-ppl", tmp_path / "train.txt.gz")[1]
+    assert first.splitlines()[1] == second.splitlines()[1] and "400 sentences" in first

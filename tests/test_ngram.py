@@ -165,3 +165,17 @@ def test_always_interpolate_differs_only_where_srilm_stops_interpolating(sentenc
     assert 0 < changed < 0.05 * sum(len(g) for g in srilm.grams)
     for history in ([vocab.index["!!"]], [vocab.index["y"], vocab.index["!!"]]):
         assert abs(kenlm_like.next_distribution(history).sum() - 1) < 1e-5
+
+
+def test_reads_kenlm_arpa_files_and_scores_as_kenlm_query_does():
+    kenlm_dir = os.path.join(os.path.dirname(__file__), "data", "kenlm")
+    model = read_arpa(f"{kenlm_dir}/lmplz3.arpa.gz")
+    with open(f"{DATA}/test.txt", encoding="utf-8") as f:
+        lines = f.read().splitlines()[:40]
+    corpus = Corpus.from_lines(lines, model.vocab)
+    log10 = model.log10probs(corpus)
+    bounds = corpus.offsets + np.arange(len(corpus.offsets))
+    totals = [log10[bounds[s]:bounds[s + 1]].sum() for s in range(corpus.num_sentences)]
+    with open(f"{kenlm_dir}/query-sentence-totals.txt") as f:
+        expected = [float(x) for x in f.read().split()]
+    np.testing.assert_allclose(totals, expected, atol=1e-4)
