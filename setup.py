@@ -26,7 +26,7 @@ setup(
     packages=["nplmtk", "nplmtk._ext", "nplmtk.cli"],
     package_dir={"nplmtk.cli": "cli"},
     ext_modules=cythonize(
-        [kernel(name) for name in ("corpus_kernels", "arpa_format", "count_kernels", "text_kernels")],
+        [kernel(name) for name in ("corpus_kernels", "arpa_format", "count_kernels", "text_kernels", "mlp_kernels")],
         compiler_directives={"language_level": 3, "boundscheck": False,
                              "wraparound": False, "cdivision": True},
     ),

@@ -5,7 +5,7 @@ import click
 
 from nplmtk.errors import NplmError
 
-from . import ngram_count, pending, ppl, toy_corpus, vocab
+from . import ngram_count, pending, ppl, toy_corpus, train, vocab
 
 ALIASES = {"train": "train-nplm"}
 
@@ -27,6 +27,7 @@ def cli():
 cli.add_command(vocab.command)
 cli.add_command(ngram_count.command)
 cli.add_command(ppl.command)
+cli.add_command(train.command)
 cli.add_command(toy_corpus.command)
 for command in pending.commands:
     cli.add_command(command)

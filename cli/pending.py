@@ -4,7 +4,6 @@ import click
 from nplmtk.errors import NplmError
 
 PENDING = {
-    "train-nplm": ("train neural language models (alias: train)", 4),
     "mix": ("interpolate models with EM-learned weights", 6),
 }
 

@@ -1,0 +1,94 @@
+"""nplm train-nplm (alias train): train a neural probabilistic language model."""
+import os
+
+import click
+
+from nplmtk.corpus import Corpus
+from nplmtk.errors import NplmError
+from nplmtk.io import check_readable
+from nplmtk.neural.mlp import MLPModel
+from nplmtk.neural.train import Trainer, TrainingConfig
+from nplmtk.vocab import Vocabulary, count_words
+
+from .options import example, flag, option
+
+PENDING = {"arch": {"energy": 5, "lbl": 0, "rnn": 0, "lstm": 0}, "criterion": {"is": 5, "is-adaptive": 5},
+           "mpi": {"param": 7, "data": 7}}
+
+
+@click.command("train-nplm", epilog=example(
+    "nplm vocab -text train.txt -min-count 4 -write-vocab vocab.txt",
+    "nplm train-nplm -text train.txt -valid valid.txt -vocab vocab.txt -order 5 -m 30 -h 100 -lm mlp.nplm",
+    "nplm ppl -lm mlp.nplm -text test.txt"))
+@option("text", required=True, metavar="FILE", help="Training text, one sentence per line.")
+@option("valid", metavar="FILE", default=None, help="Validation text: per-epoch ppl and early stopping.")
+@option("vocab", metavar="FILE", default=None,
+        help="Vocabulary (other words train as <unk>). Default: the training words.")
+@option("lm", metavar="FILE", default=None, help="Write the trained model (nplm container).")
+@option("order", type=click.IntRange(2, 20), default=5, help="n: the model sees n-1 previous words.")
+@option("m", type=click.IntRange(min=1), default=30, help="Word feature dimension.")
+@option("h", type=click.IntRange(min=0), default=100, help="Hidden units (0: no hidden layer, needs -direct).")
+@flag("direct", help="Direct connections W from the features to the output.")
+@option("activation", type=click.Choice(["tanh", "sigmoid", "relu", "linear"]), default="tanh",
+        help="Hidden layer activation.")
+@flag("no-bias", help="No output and hidden biases (b, d).")
+@option("arch", default="mlp", help="Architecture: mlp (Bengio et al. 2003).")
+@option("criterion", default="full", help="Training criterion: full (exact softmax gradient).")
+@option("mpi", default=None, help="Distributed training mode.")
+@option("epochs", type=click.IntRange(min=0), default=10, help="Passes over the training text.")
+@option("batch", type=click.IntRange(min=1), default=1, help="Windows per update (1: the paper's SGD).")
+@option("lr", type=float, default=1e-3, help="Initial learning rate eps0.")
+@option("lr-decay", type=float, default=1e-8, help="r in eps_t = eps0 / (1 + r t), t counting updates.")
+@option("weight-decay", type=float, default=1e-4, help="Weight decay on weights and C (not biases).")
+@option("patience", type=click.IntRange(min=1), default=2,
+        help="Stop after this many epochs without a better valid ppl (keeps the best model).")
+@option("seed", type=int, default=1, help="Seed of initialisation and shuffling.")
+@option("threads", type=click.IntRange(min=1), default=1, help="Lock-free asynchronous worker threads.")
+@option("checkpoint", metavar="DIR", default=None, help="Write checkpoint.nplm here each epoch.")
+@option("checkpoint-every", type=click.IntRange(min=0), default=0, help="Also checkpoint every N updates.")
+@flag("resume", help="Continue from DIR/checkpoint.nplm (given with -checkpoint).")
+@option("log", metavar="FILE", default=None, help="Per-epoch JSON-lines log.")
+@flag("quiet", help="No progress bar.")
+@option("min-count", type=click.IntRange(min=1), default=1, help="Without -vocab: rarer words train as <unk>.")
+def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, arch, criterion, mpi, epochs,
+            batch, lr, lr_decay, weight_decay, patience, seed, threads, checkpoint, checkpoint_every, resume,
+            log, quiet, min_count):
+    """Train the neural probabilistic language model of Bengio et al. (2003), eq. 1:
+    y = b + W x + U tanh(d + H x) over the feature vectors x of the n-1 previous words,
+    by stochastic gradient descent with the paper's schedule, early stopping and
+    lock-free threads. Words outside the vocabulary train as <unk>."""
+    for name, value in (("arch", arch), ("criterion", criterion), ("mpi", mpi)):
+        if value is None or (name == "arch" and value == "mlp") or (name == "criterion" and value == "full"):
+            continue
+        if value in PENDING[name]:
+            issue = PENDING[name][value]
+            raise NplmError(f"-{name} {value}: not built yet in this version"
+                            + (f" (issue #{issue})" if issue else ""))
+        raise NplmError(f"-{name}: unknown value '{value}'")
+    if lm is None and checkpoint is None:
+        raise NplmError("nothing would be kept: give -lm MODEL (and/or -checkpoint DIR)")
+    if resume and checkpoint is None:
+        raise NplmError("-resume needs -checkpoint DIR")
+    for path in [text] + [p for p in (valid, vocab) if p]:
+        check_readable(path)
+    if checkpoint:
+        os.makedirs(checkpoint, exist_ok=True)
+    config = TrainingConfig(epochs=epochs, batch=batch, lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
+                            threads=threads, seed=seed, patience=patience, checkpoint_dir=checkpoint,
+                            checkpoint_every=checkpoint_every, log=log, progress=not quiet)
+    if resume:
+        trainer = Trainer.resume(os.path.join(checkpoint, "checkpoint.nplm"), config)
+        vocabulary = trainer.model.vocab
+    else:
+        vocabulary = Vocabulary.read(vocab) if vocab else Vocabulary.from_counts(count_words([text]), min_count)
+        model = MLPModel.initial(vocabulary, order, m, h, direct=direct, bias=not no_bias,
+                                 activation=activation, seed=seed)
+        if no_bias:
+            model.params["b"][...] = 0
+            model.params.get("d", model.params["b"])[...] = 0
+        trainer = Trainer(model, config)
+    train_corpus = Corpus.read(text, vocabulary, unk=True)
+    valid_corpus = Corpus.read(valid, vocabulary, unk=True) if valid else None
+    model = trainer.run(train_corpus, valid_corpus)
+    if lm:
+        model.save(lm, {"training": text, "history": trainer.state["history"]})

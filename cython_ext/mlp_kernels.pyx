@@ -1,0 +1,305 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""The hot loop of the Bengio et al. (2003) network, eq. 1:
+
+    y = b + W x + U act(d + H x),   x = (C(w_t-1), ..., C(w_t-n+1)),   p = softmax(y)
+
+forward and backward over a mini-batch of windows without the GIL, with sgemm from
+scipy.linalg.cython_blas, softmax with max-subtraction, and in-place SGD updates (sparse
+on the rows of C that occur). Several threads may run `train` on the same parameter
+arrays at once: lock-free asynchronous updates (sec. 3.1). Policy lives in Python."""
+import numpy as np
+cimport numpy as cnp
+from libc.math cimport expf, logf, tanhf, log, pow
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy, memset
+from scipy.linalg.cython_blas cimport saxpy, sgemm, sscal
+
+cnp.import_array()
+
+ACTIVATIONS = {"tanh": 0, "sigmoid": 1, "relu": 2, "linear": 3}
+
+
+cdef struct Net:
+    int vocab, context, m, inputs, hidden, direct, activation, bias
+    float *C
+    float *H
+    float *d
+    float *U
+    float *b
+    float *W
+
+
+cdef struct Work:
+    int capacity
+    float *X
+    float *A
+    float *Y
+    float *dA
+    float *dX
+
+
+cdef inline void gemm(char ta, char tb, int M, int N, int K, float alpha, const float *A, int lda,
+                      const float *B, int ldb, float beta, float *C, int ldc) noexcept nogil:
+    """Row-major C (M x N) = alpha op(A) op(B) + beta C, through column-major sgemm."""
+    if M == 0 or N == 0:
+        return
+    sgemm(&tb, &ta, &N, &M, &K, &alpha, <float *> B, &ldb, <float *> A, &lda, &beta, C, &ldc)
+
+
+cdef inline void activate(float *a, Py_ssize_t size, int kind) noexcept nogil:
+    cdef Py_ssize_t i
+    if kind == 0:
+        for i in range(size):
+            a[i] = tanhf(a[i])
+    elif kind == 1:
+        for i in range(size):
+            a[i] = 1.0 / (1.0 + expf(-a[i]))
+    elif kind == 2:
+        for i in range(size):
+            if a[i] < 0:
+                a[i] = 0
+
+
+cdef inline void activation_slope(float *grad, const float *a, Py_ssize_t size, int kind) noexcept nogil:
+    """grad *= act'(.) expressed through the activation's output a."""
+    cdef Py_ssize_t i
+    if kind == 0:
+        for i in range(size):
+            grad[i] *= 1 - a[i] * a[i]
+    elif kind == 1:
+        for i in range(size):
+            grad[i] *= a[i] * (1 - a[i])
+    elif kind == 2:
+        for i in range(size):
+            if a[i] <= 0:
+                grad[i] = 0
+
+
+cdef double forward(Net *net, Work *w, const int *rows, int K) noexcept nogil:
+    """Fill X, A and Y (probabilities); return the sum of log p(target), in double."""
+    cdef int n = net.context + 1, i, k, j, V = net.vocab, target
+    cdef float top, value
+    cdef double total = 0, norm
+    cdef float *y
+    for i in range(K):
+        for k in range(net.context):
+            memcpy(w.X + i * net.inputs + k * net.m, net.C + <Py_ssize_t> rows[i * n + k] * net.m,
+                   net.m * sizeof(float))
+    if net.hidden > 0:
+        for i in range(K):
+            memcpy(w.A + i * net.hidden, net.d, net.hidden * sizeof(float))
+        gemm(b'N', b'T', K, net.hidden, net.inputs, 1.0, w.X, net.inputs, net.H, net.inputs, 1.0,
+             w.A, net.hidden)
+        activate(w.A, <Py_ssize_t> K * net.hidden, net.activation)
+    for i in range(K):
+        memcpy(w.Y + <Py_ssize_t> i * V, net.b, V * sizeof(float))
+    if net.hidden > 0:
+        gemm(b'N', b'T', K, V, net.hidden, 1.0, w.A, net.hidden, net.U, net.hidden, 1.0, w.Y, V)
+    if net.direct:
+        gemm(b'N', b'T', K, V, net.inputs, 1.0, w.X, net.inputs, net.W, net.inputs, 1.0, w.Y, V)
+    for i in range(K):  # softmax with max-subtraction (sec. 3.2)
+        y = w.Y + <Py_ssize_t> i * V
+        target = rows[i * n + net.context]
+        top = y[0]
+        for j in range(1, V):
+            if y[j] > top:
+                top = y[j]
+        norm = 0
+        for j in range(V):
+            value = expf(y[j] - top)
+            y[j] = value
+            norm += value
+        total += log(y[target] / norm)
+        value = <float> (1.0 / norm)
+        for j in range(V):
+            y[j] *= value
+    return total
+
+
+cdef void backward(Net *net, Work *w, const int *rows, int K, float rate, float keep_c) noexcept nogil:
+    """Gradient of -log p through the batch, applied with step `rate` (sum over the
+    batch); `keep_c` < 1 decays the rows of C that occur (weight decay)."""
+    cdef int n = net.context + 1, i, k, j, V = net.vocab, one = 1
+    cdef float minus = -rate
+    cdef float *row
+    for i in range(K):  # dL/dy = p - 1[target]
+        w.Y[<Py_ssize_t> i * V + rows[i * n + net.context]] -= 1
+    if net.hidden > 0:
+        gemm(b'N', b'N', K, net.hidden, V, 1.0, w.Y, V, net.U, net.hidden, 0.0, w.dA, net.hidden)
+        activation_slope(w.dA, w.A, <Py_ssize_t> K * net.hidden, net.activation)
+        gemm(b'N', b'N', K, net.inputs, net.hidden, 1.0, w.dA, net.hidden, net.H, net.inputs, 0.0,
+             w.dX, net.inputs)
+    else:
+        memset(w.dX, 0, <Py_ssize_t> K * net.inputs * sizeof(float))
+    if net.direct:
+        gemm(b'N', b'N', K, net.inputs, V, 1.0, w.Y, V, net.W, net.inputs, 1.0, w.dX, net.inputs)
+    # Updates, after every gradient that reads the old weights.
+    if net.hidden > 0:
+        gemm(b'T', b'N', V, net.hidden, K, minus, w.Y, V, w.A, net.hidden, 1.0, net.U, net.hidden)
+        gemm(b'T', b'N', net.hidden, net.inputs, K, minus, w.dA, net.hidden, w.X, net.inputs, 1.0,
+             net.H, net.inputs)
+        for i in range(K):
+            if net.bias:
+                saxpy(&net.hidden, &minus, w.dA + i * net.hidden, &one, net.d, &one)
+    if net.direct:
+        gemm(b'T', b'N', V, net.inputs, K, minus, w.Y, V, w.X, net.inputs, 1.0, net.W, net.inputs)
+    for i in range(K):
+        if net.bias:
+            saxpy(&V, &minus, w.Y + <Py_ssize_t> i * V, &one, net.b, &one)
+        for k in range(net.context):
+            row = net.C + <Py_ssize_t> rows[i * n + k] * net.m
+            if keep_c != 1:
+                sscal(&net.m, &keep_c, row, &one)
+            saxpy(&net.m, &minus, w.dX + i * net.inputs + k * net.m, &one, row, &one)
+
+
+cdef class Network:
+    """Raw views of a network's parameter arrays (float32, C-contiguous, owned by Python)
+    and one thread's work buffers for batches of up to `capacity` windows."""
+    cdef Net net
+    cdef Work work
+    cdef object keep_alive
+
+    def __init__(self, params, int context, int activation, int capacity, bint bias=True):
+        cdef float[:, ::1] C = params["C"], U, H, W
+        cdef float[::1] b = params["b"], d
+        self.keep_alive = params
+        self.net.vocab = b.shape[0]
+        self.net.context = context
+        self.net.m = C.shape[1]
+        self.net.inputs = context * C.shape[1]
+        self.net.activation = activation
+        self.net.bias = bias
+        self.net.C = &C[0, 0]
+        self.net.b = &b[0]
+        self.net.hidden = params["U"].shape[1] if "U" in params else 0
+        if self.net.hidden:
+            U = params["U"]
+            H = params["H"]
+            d = params["d"]
+            self.net.U = &U[0, 0]
+            self.net.H = &H[0, 0]
+            self.net.d = &d[0]
+        self.net.direct = "W" in params
+        if self.net.direct:
+            W = params["W"]
+            self.net.W = &W[0, 0]
+        self.work.capacity = capacity
+        self.work.X = <float *> malloc(<Py_ssize_t> capacity * max(self.net.inputs, 1) * sizeof(float))
+        self.work.A = <float *> malloc(<Py_ssize_t> capacity * max(self.net.hidden, 1) * sizeof(float))
+        self.work.dA = <float *> malloc(<Py_ssize_t> capacity * max(self.net.hidden, 1) * sizeof(float))
+        self.work.dX = <float *> malloc(<Py_ssize_t> capacity * max(self.net.inputs, 1) * sizeof(float))
+        self.work.Y = <float *> malloc(<Py_ssize_t> capacity * self.net.vocab * sizeof(float))
+        if not (self.work.X and self.work.A and self.work.dA and self.work.dX and self.work.Y):
+            raise MemoryError()
+
+    def __dealloc__(self):
+        free(self.work.X)
+        free(self.work.A)
+        free(self.work.dA)
+        free(self.work.dX)
+        free(self.work.Y)
+
+    def train(self, const int[:, ::1] windows, int batch, double lr0, double decay_rate,
+              long long updates, long long update_stride, double weight_decay):
+        """SGD over `windows` in batches; update t uses lr0 / (1 + decay_rate * t), with t
+        = updates, updates + update_stride, ... (threads interleave their counts).
+        Returns (sum of log p(target), updates done)."""
+        cdef Py_ssize_t start, count = windows.shape[0]
+        cdef int K
+        cdef double total = 0, rate
+        cdef long long done = 0
+        cdef float keep, scale
+        cdef double pending = 1  # dense decay not yet applied: applied in bulk (cheap at batch 1)
+        cdef int one = 1, size, since = 0, decay_every = max(1, 64 // batch)
+        if count == 0:
+            return 0.0, 0
+        if batch > self.work.capacity or windows.shape[1] != self.net.context + 1:
+            raise ValueError("batch larger than the work buffers, or windows of the wrong order")
+        with nogil:
+            start = 0
+            while start < count:
+                K = <int> min(<Py_ssize_t> batch, count - start)
+                rate = lr0 / (1 + decay_rate * (updates + done * update_stride))
+                total += forward(&self.net, &self.work, &windows[start, 0], K)
+                keep = <float> (1 - rate * weight_decay)
+                backward(&self.net, &self.work, &windows[start, 0], K, <float> rate, keep)
+                if weight_decay > 0:  # decay of the dense weights (not the biases)
+                    pending *= pow(1 - rate * weight_decay, K)
+                    since += 1
+                if since and (since >= decay_every or start + K >= count):
+                    scale = <float> pending
+                    pending = 1
+                    since = 0
+                    if self.net.hidden > 0:
+                        size = self.net.vocab * self.net.hidden
+                        sscal(&size, &scale, self.net.U, &one)
+                        size = self.net.hidden * self.net.inputs
+                        sscal(&size, &scale, self.net.H, &one)
+                    if self.net.direct:
+                        size = self.net.vocab * self.net.inputs
+                        sscal(&size, &scale, self.net.W, &one)
+                start += K
+                done += 1
+        return total, done
+
+    def logprobs(self, const int[:, ::1] windows, double[::1] out):
+        """Natural-log probability of each window's target (exact softmax)."""
+        cdef Py_ssize_t start, count = windows.shape[0], i
+        cdef int K, n = self.net.context + 1
+        with nogil:
+            start = 0
+            while start < count:
+                K = <int> min(<Py_ssize_t> self.work.capacity, count - start)
+                forward(&self.net, &self.work, &windows[start, 0], K)
+                for i in range(K):
+                    out[start + i] = log(self.work.Y[i * self.net.vocab + windows[start + i, n - 1]])
+                start += K
+
+    def gradients(self, const int[:, ::1] windows, grads):
+        """Sum over the windows of the gradients of -log p(target), written into `grads`
+        (arrays shaped like the parameters); returns the sum of log p. For tests."""
+        cdef int K = windows.shape[0], n = self.net.context + 1, i, k, j
+        cdef double total
+        cdef float[:, ::1] gC = grads["C"], gU, gH, gW
+        cdef float[::1] gb = grads["b"], gd
+        if K > self.work.capacity:
+            raise ValueError("more windows than the work buffers hold")
+        total = forward(&self.net, &self.work, &windows[0, 0], K)
+        for i in range(K):
+            self.work.Y[i * self.net.vocab + windows[i, n - 1]] -= 1
+        gC[:, :] = 0
+        for j in range(self.net.vocab):
+            gb[j] = 0
+            for i in range(K):
+                gb[j] += self.work.Y[i * self.net.vocab + j]
+        if self.net.hidden > 0:
+            gU = grads["U"]
+            gH = grads["H"]
+            gd = grads["d"]
+            gemm(b'N', b'N', K, self.net.hidden, self.net.vocab, 1.0, self.work.Y, self.net.vocab,
+                 self.net.U, self.net.hidden, 0.0, self.work.dA, self.net.hidden)
+            activation_slope(self.work.dA, self.work.A, K * self.net.hidden, self.net.activation)
+            gemm(b'N', b'N', K, self.net.inputs, self.net.hidden, 1.0, self.work.dA, self.net.hidden,
+                 self.net.H, self.net.inputs, 0.0, self.work.dX, self.net.inputs)
+            gemm(b'T', b'N', self.net.vocab, self.net.hidden, K, 1.0, self.work.Y, self.net.vocab,
+                 self.work.A, self.net.hidden, 0.0, &gU[0, 0], self.net.hidden)
+            gemm(b'T', b'N', self.net.hidden, self.net.inputs, K, 1.0, self.work.dA, self.net.hidden,
+                 self.work.X, self.net.inputs, 0.0, &gH[0, 0], self.net.inputs)
+            for j in range(self.net.hidden):
+                gd[j] = 0
+                for i in range(K):
+                    gd[j] += self.work.dA[i * self.net.hidden + j]
+        else:
+            memset(self.work.dX, 0, K * self.net.inputs * sizeof(float))
+        if self.net.direct:
+            gW = grads["W"]
+            gemm(b'N', b'N', K, self.net.inputs, self.net.vocab, 1.0, self.work.Y, self.net.vocab,
+                 self.net.W, self.net.inputs, 1.0, self.work.dX, self.net.inputs)
+            gemm(b'T', b'N', self.net.vocab, self.net.inputs, K, 1.0, self.work.Y, self.net.vocab,
+                 self.work.X, self.net.inputs, 0.0, &gW[0, 0], self.net.inputs)
+        for i in range(K):
+            for k in range(self.net.context):
+                for j in range(self.net.m):
+                    gC[windows[i, k], j] += self.work.dX[i * self.net.inputs + k * self.net.m + j]
+        return total

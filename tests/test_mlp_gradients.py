@@ -1,0 +1,56 @@
+"""Finite-difference checks of every parameter block of the network's gradient, against
+a float64 numpy implementation of eq. 1 written here."""
+import numpy as np
+import pytest
+
+from nplmtk.neural.mlp import MLPModel
+from nplmtk.vocab import Vocabulary
+
+VOCAB = Vocabulary([f"w{i}" for i in range(9)])
+ACTS = {"tanh": np.tanh, "sigmoid": lambda z: 1 / (1 + np.exp(-z)), "relu": lambda z: np.maximum(z, 0),
+        "linear": lambda z: z}
+
+
+def reference_loss(params, windows, activation):
+    """-sum log p(target) in float64, eq. 1 with max-subtracted softmax."""
+    p = {k: v.astype(np.float64) for k, v in params.items()}
+    x = p["C"][windows[:, :-1]].reshape(len(windows), -1)
+    y = np.tile(p["b"], (len(windows), 1))
+    if "U" in p:
+        y += ACTS[activation](p["d"] + x @ p["H"].T) @ p["U"].T
+    if "W" in p:
+        y += x @ p["W"].T
+    y -= y.max(axis=1, keepdims=True)
+    logp = y - np.log(np.exp(y).sum(axis=1, keepdims=True))
+    return -logp[np.arange(len(windows)), windows[:, -1]].sum()
+
+
+@pytest.mark.parametrize("hidden, direct, activation", [
+    (5, False, "tanh"), (5, True, "tanh"), (0, True, "linear"), (4, False, "sigmoid"), (4, True, "relu"),
+    (3, False, "linear"),
+])
+def test_every_parameter_block_matches_finite_differences(hidden, direct, activation):
+    model = MLPModel.initial(VOCAB, order=4, features=3, hidden=hidden, direct=direct,
+                             activation=activation, seed=3)
+    rng = np.random.default_rng(0)
+    for name in model.params:  # non-zero biases and larger weights make a sharper test
+        model.params[name][...] = rng.normal(0, 0.5, model.params[name].shape)
+    windows = rng.integers(0, len(VOCAB), size=(6, 4)).astype(np.int32)
+    windows[0, :3] = windows[1, 0]  # a word repeated in one context
+    grads = {k: np.zeros_like(v) for k, v in model.params.items()}
+    total = model.network(capacity=8).gradients(windows, grads)
+    assert np.isclose(-total, reference_loss(model.params, windows, activation), rtol=1e-5)
+    epsilon = 1e-3
+    for name, array in model.params.items():
+        flat = array.reshape(-1)
+        for index in rng.choice(flat.size, size=min(flat.size, 12), replace=False):
+            saved = flat[index]
+            flat[index] = saved + epsilon
+            up = reference_loss(model.params, windows, activation)
+            flat[index] = saved - epsilon
+            down = reference_loss(model.params, windows, activation)
+            flat[index] = saved
+            # the perturbation is exact in float32 arithmetic of the stored value
+            numeric = (up - down) / (np.float64(np.float32(saved + epsilon)) - np.float64(np.float32(saved - epsilon)))
+            analytic = grads[name].reshape(-1)[index]
+            assert abs(numeric - analytic) <= 2e-3 * max(1.0, abs(numeric)), (name, index, numeric, analytic)
