@@ -7,12 +7,18 @@ import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
+# The network's softmax needs a vectorised expf (glibc's libmvec, enabled by fast-math);
+# the text and ARPA kernels must keep exact IEEE semantics.
+FAST_MATH = {"mlp_kernels"}
+
+
 def kernel(name):
     return Extension(
         f"nplmtk._ext.{name}", [f"cython_ext/{name}.pyx"],
         include_dirs=[numpy.get_include(), "cython_ext"],
-        extra_compile_args=["-O3", "-fopenmp"],
-        extra_link_args=["-fopenmp"],
+        extra_compile_args=["-O3", "-fopenmp"]
+        + (["-ffast-math"] if name in FAST_MATH else []),
+        extra_link_args=["-fopenmp", "-lm"],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     )
 

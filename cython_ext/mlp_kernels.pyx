@@ -78,8 +78,8 @@ cdef inline void activation_slope(float *grad, const float *a, Py_ssize_t size, 
 cdef double forward(Net *net, Work *w, const int *rows, int K) noexcept nogil:
     """Fill X, A and Y (probabilities); return the sum of log p(target), in double."""
     cdef int n = net.context + 1, i, k, j, V = net.vocab, target
-    cdef float top, value
-    cdef double total = 0, norm
+    cdef float top, value, sum_exp
+    cdef double total = 0
     cdef float *y
     for i in range(K):
         for k in range(net.context):
@@ -97,20 +97,19 @@ cdef double forward(Net *net, Work *w, const int *rows, int K) noexcept nogil:
         gemm(b'N', b'T', K, V, net.hidden, 1.0, w.A, net.hidden, net.U, net.hidden, 1.0, w.Y, V)
     if net.direct:
         gemm(b'N', b'T', K, V, net.inputs, 1.0, w.X, net.inputs, net.W, net.inputs, 1.0, w.Y, V)
-    for i in range(K):  # softmax with max-subtraction (sec. 3.2)
+    for i in range(K):  # softmax with max-subtraction (sec. 3.2); loops kept simple to vectorise
         y = w.Y + <Py_ssize_t> i * V
         target = rows[i * n + net.context]
         top = y[0]
         for j in range(1, V):
-            if y[j] > top:
-                top = y[j]
-        norm = 0
+            top = y[j] if y[j] > top else top
         for j in range(V):
-            value = expf(y[j] - top)
-            y[j] = value
-            norm += value
-        total += log(y[target] / norm)
-        value = <float> (1.0 / norm)
+            y[j] = expf(y[j] - top)
+        sum_exp = 0
+        for j in range(V):
+            sum_exp += y[j]
+        total += log(<double> y[target] / sum_exp)
+        value = 1 / sum_exp
         for j in range(V):
             y[j] *= value
     return total

@@ -54,3 +54,16 @@ def test_every_parameter_block_matches_finite_differences(hidden, direct, activa
             numeric = (up - down) / (np.float64(np.float32(saved + epsilon)) - np.float64(np.float32(saved - epsilon)))
             analytic = grads[name].reshape(-1)[index]
             assert abs(numeric - analytic) <= 2e-3 * max(1.0, abs(numeric)), (name, index, numeric, analytic)
+
+
+@pytest.mark.parametrize("hidden, direct", [(5, False), (4, True), (0, True)])
+def test_a_training_step_moves_every_block_by_its_gradient(hidden, direct):
+    model = MLPModel.initial(VOCAB, order=3, features=4, hidden=hidden, direct=direct, seed=5)
+    rng = np.random.default_rng(1)
+    windows = rng.integers(0, len(VOCAB), size=(7, 3)).astype(np.int32)
+    grads = {k: np.zeros_like(v) for k, v in model.params.items()}
+    model.network(capacity=8).gradients(windows, grads)
+    before = {k: v.copy() for k, v in model.params.items()}
+    model.network(capacity=8).train(windows, 7, 0.05, 0.0, 0, 1, 0.0)
+    for name in model.params:
+        np.testing.assert_allclose(model.params[name], before[name] - 0.05 * grads[name], atol=2e-6)

@@ -3,6 +3,7 @@ shuffled windows, learning rate eps_t = eps0 / (1 + r t), weight decay on the we
 C (not the biases), early stopping on validation perplexity that keeps the best model,
 lock-free threads (sec. 3.1), atomic checkpoints and a JSON-lines log. The arithmetic is
 in the Cython kernel; this module decides what to run and when."""
+import contextlib
 import json
 import math
 import os
@@ -16,6 +17,7 @@ import numpy as np
 from .. import container
 from ..errors import NplmError
 from ..io import atomic_output
+from .blas import blas_threads
 from .mlp import MLPModel
 
 ROUND = 4096  # windows per thread between progress reports and checkpoint checks
@@ -85,13 +87,15 @@ class Trainer:
         windows = np.ascontiguousarray(windows[windows[:, -1] >= 0])
         networks = [self.model.network(capacity=max(cfg.batch, 1)) for _ in range(cfg.threads)]
         pool = ThreadPoolExecutor(max_workers=cfg.threads) if cfg.threads > 1 else None
-        try:
-            while self.state["epoch"] < cfg.epochs:
-                if self._epoch(windows, networks, pool, valid):
-                    break
-        finally:
-            if pool:
-                pool.shutdown()
+        # One worker: BLAS may use every core. Several: each gets a single-threaded BLAS.
+        with blas_threads(1) if cfg.threads > 1 else contextlib.nullcontext():
+            try:
+                while self.state["epoch"] < cfg.epochs:
+                    if self._epoch(windows, networks, pool, valid):
+                        break
+            finally:
+                if pool:
+                    pool.shutdown()
         if self.best is not None:
             for name, array in self.best.items():
                 self.model.params[name][...] = array

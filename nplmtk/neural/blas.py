@@ -1,0 +1,33 @@
+"""The thread count of the BLAS behind scipy.linalg.cython_blas (scipy's own OpenBLAS).
+Lock-free training threads each call BLAS: they want it single-threaded, or the cores
+are oversubscribed."""
+import contextlib
+import ctypes
+import glob
+import os
+
+import scipy
+
+
+def _openblas():
+    libs = os.path.join(os.path.dirname(os.path.dirname(scipy.__file__)), "scipy.libs")
+    for path in glob.glob(os.path.join(libs, "libscipy_openblas*.so")):
+        lib = ctypes.CDLL(path)
+        if hasattr(lib, "scipy_openblas_set_num_threads") and hasattr(lib, "scipy_openblas_get_num_threads"):
+            return lib
+    return None
+
+
+@contextlib.contextmanager
+def blas_threads(count):
+    """Within the block, scipy's BLAS uses `count` threads (no-op if it cannot be found)."""
+    lib = _openblas()
+    if lib is None:
+        yield
+        return
+    before = lib.scipy_openblas_get_num_threads()
+    lib.scipy_openblas_set_num_threads(count)
+    try:
+        yield
+    finally:
+        lib.scipy_openblas_set_num_threads(before)
