@@ -58,14 +58,28 @@ def main():
              f"numpy {np.__version__}",
              f"- commit: {commit}, date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
              f"- numpy sgemm peak (2048x2048 float32, median of 7): **{peak:.1f} GFLOP/s**", ""]
+    sections = {}
+    if args.only and os.path.exists(args.out):
+        # Keep the sections not re-run, each with the stamp of the run that measured it.
+        current = None
+        for line in open(args.out).read().split("\n"):
+            if line.startswith("## "):
+                current = line
+                sections[current] = []
+            if current:
+                sections[current].append(line)
+    stamp = (f"_Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {commit}, "
+             f"sgemm peak in that run {peak:.1f} GFLOP/s._")
     for name, section in SECTIONS:
         if args.only and name not in args.only:
             continue
         print(f"bench: {name} ...", file=sys.stderr)
-        lines += section(args.brown, peak)
-        lines.append("")
+        body = section(args.brown, peak)
+        sections[body[0]] = body[:1] + ["", stamp] + body[1:] + [""]
+    for body in sections.values():
+        lines += body
     with open(args.out + ".tmp", "w") as f:
-        f.write("\n".join(lines))
+        f.write("\n".join(lines).rstrip("\n") + "\n")
     os.replace(args.out + ".tmp", args.out)
     print("\n".join(lines))
 

@@ -1,4 +1,5 @@
 """One function per benchmark section: (brown_dir, sgemm_peak) -> markdown lines."""
+import json
 import os
 import resource
 import statistics
@@ -153,4 +154,69 @@ def _timed_stdin(args, stdin, output):
     return time.perf_counter() - start
 
 
-SECTIONS = [("corpus", corpus_encoding), ("ngram", ngram_models)]
+def _train_words_per_second(text, vocab, batch, threads, repeats=3):
+    out = os.path.join("bench", "out")
+    speeds = []
+    for _ in range(repeats):
+        log = os.path.join(out, "train.log")
+        subprocess.run([NPLM, "train-nplm", "-text", text, "-vocab", vocab, "-order", "5", "-m", "30", "-h", "100",
+                        "-epochs", "1", "-batch", str(batch), "-threads", str(threads), "-quiet",
+                        "-lm", os.path.join(out, "mlp9.nplm"), "-log", log], check=True)
+        speeds.append(json.loads(open(log).readline())["words_per_s"])
+    return statistics.median(speeds)
+
+
+def _peak_training_memory(train, vocab, seconds=25):
+    """VmHWM of a full-Brown MLP9 run, sampled after `seconds` of its first epoch."""
+    proc = subprocess.Popen([NPLM, "train-nplm", "-text", train, "-vocab", vocab, "-order", "5", "-m", "30",
+                             "-h", "100", "-epochs", "1", "-batch", "256", "-threads", "2", "-quiet",
+                             "-lm", os.path.join("bench", "out", "unused.nplm")])
+    time.sleep(seconds)
+    peak = 0
+    with open(f"/proc/{proc.pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                peak = int(line.split()[1]) / 1024
+    proc.kill()
+    proc.wait()
+    return peak
+
+
+def mlp_training_speed(brown, peak):
+    """Issue 4: MLP9 training speed at batch 1, 32, 256 with 1 and 2 threads."""
+    out = os.path.join("bench", "out")
+    os.makedirs(out, exist_ok=True)
+    train = os.path.join(brown, "train.txt")
+    vocab = os.path.join(out, "vocab.txt")
+    subprocess.run([NPLM, "vocab", "-text", train, "-min-count", "4", "-write-vocab", vocab], check=True)
+    lines = open(train).read().splitlines(keepends=True)
+    texts = {}
+    for name, count in (("short", 60), ("long", 1500)):
+        texts[name] = os.path.join(out, f"train-{name}.txt")
+        with open(texts[name], "w") as f:
+            f.writelines(lines[:count])
+    size, hidden, context, features = 14119, 100, 4, 30
+    flop_per_word = 6 * size * hidden + 6 * context * features * hidden
+    table = ["## MLP9 training speed (issue 4)", "",
+             "Bengio et al.'s MLP9 (n=5, m=30, h=100, no direct connections), full softmax over |V| = 14,119, "
+             "plain SGD (`-lr 1e-3`, weight decay 1e-4); `nplm train-nplm -order 5 -m 30 -h 100 -epochs 1 "
+             "-batch K -threads T`, words/s from the epoch log (median of 3 runs), on the first 60 (batch 1) "
+             "or 1,500 (batch 32, 256) sentences of Brown train. FLOP per word = 6|V|h + 6(n-1)mh = "
+             f"{flop_per_word / 1e6:.2f} M; the fraction is of the numpy sgemm peak above ({peak:.1f} GFLOP/s). "
+             "With one thread, BLAS uses both cores; with two, each thread gets a single-threaded BLAS.", "",
+             "| batch | threads | words/s | GFLOP/s | of sgemm peak |", "| --- | --- | --- | --- | --- |"]
+    speeds = {}
+    for batch in (1, 32, 256):
+        for threads in (1, 2):
+            text = texts["short"] if batch == 1 else texts["long"]
+            speeds[batch, threads] = _train_words_per_second(text, vocab, batch, threads)
+            rate = speeds[batch, threads] * flop_per_word / 1e9
+            table.append(f"| {batch} | {threads} | {speeds[batch, threads]:,.0f} | {rate:.1f} | {rate / peak:.0%} |")
+    table += ["", f"2 threads against 1 at batch 1: {speeds[1, 2] / speeds[1, 1]:.2f}x; at batch 256: "
+              f"{speeds[256, 2] / speeds[256, 1]:.2f}x.",
+              f"Peak memory of MLP9 training on all of Brown train (batch 256, 2 threads; VmHWM after 25 s of "
+              f"the first epoch): {_peak_training_memory(train, vocab):.0f} MB (target < 1 GB)."]
+    return table
+
+
+SECTIONS = [("corpus", corpus_encoding), ("ngram", ngram_models), ("mlp", mlp_training_speed)]

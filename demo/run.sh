@@ -15,6 +15,8 @@ for order in 2 3 5; do
 done
 nplm ngram-count -text train.txt -order 3 -vocab vocab.txt -unk -deleted-interpolation \
   -heldout valid.txt -lm di3.nplm 2>/dev/null
+nplm train-nplm -text train.txt -valid valid.txt -vocab vocab.txt -order 4 -m 16 -h 32 \
+  -epochs 6 -batch 16 -lr 0.01 -weight-decay 0 -lm mlp.nplm -log mlp.log
 
 echo
 echo "toy corpus: $(wc -l < train.txt) / $(wc -l < valid.txt) / $(wc -l < test.txt) sentences" \
@@ -27,6 +29,7 @@ for order in 2 3 5; do
   printf '%-28s %12s\n' "KN$order (Kneser-Ney)" "$(ppl kn$order.arpa)"
 done
 printf '%-28s %12s\n' "deleted interpolation 3" "$(ppl di3.nplm)"
+printf '%-28s %12s\n' "neural MLP (n=4 m=16 h=32)" "$(ppl mlp.nplm)"
 score=$(nplm toy-corpus -score test.txt)
 printf '%-28s %12s\n' "true grammar (on test)" "$(sed 's/.*true model ppl= \([^,]*\),.*/\1/' <<<"$score")"
 printf '%-28s %12s\n' "entropy floor (exact)" "$(sed 's/.*entropy floor ppl= //' <<<"$score")"
