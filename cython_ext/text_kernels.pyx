@@ -16,6 +16,20 @@ cdef inline bint is_space(unsigned char c) noexcept nogil:
     return c == 32 or (9 <= c <= 13)
 
 
+cdef inline bint next_word(const unsigned char *base, Py_ssize_t n, Py_ssize_t *pos,
+                           Py_ssize_t *start) noexcept nogil:
+    """Move *pos past blanks to the next word of this line and past that word, setting
+    *start to its beginning; False at the end of the line (pos then at its newline)."""
+    while pos[0] < n and base[pos[0]] != 10 and is_space(base[pos[0]]):
+        pos[0] += 1
+    if pos[0] >= n or base[pos[0]] == 10:
+        return False
+    start[0] = pos[0]
+    while pos[0] < n and not is_space(base[pos[0]]):
+        pos[0] += 1
+    return True
+
+
 cdef inline uint64_t fnv1a(const unsigned char *text, Py_ssize_t length) noexcept nogil:
     cdef uint64_t h = 14695981039346656037ULL
     cdef Py_ssize_t i
@@ -102,13 +116,7 @@ def count_words(const unsigned char[::1] data):
     with nogil:
         while pos < n:
             line_tokens = 0
-            while pos < n and base[pos] != 10:
-                if is_space(base[pos]):
-                    pos += 1
-                    continue
-                start = pos
-                while pos < n and not is_space(base[pos]):
-                    pos += 1
+            while next_word(base, n, &pos, &start):
                 e = table.insert(base + start, pos - start, 0)
                 e.value += 1
                 if line_tokens == 0:
@@ -158,13 +166,7 @@ def encode_words(const unsigned char[::1] data, list words, int missing, int bos
     with nogil:
         while pos < n:
             line_start = count
-            while pos < n and base[pos] != 10:
-                if is_space(base[pos]):
-                    pos += 1
-                    continue
-                start = pos
-                while pos < n and not is_space(base[pos]):
-                    pos += 1
+            while next_word(base, n, &pos, &start):
                 e = table.slot(base + start, pos - start, fnv1a(base + start, pos - start))
                 value = <int> e.value if e.text != NULL else missing
                 if count == capacity:
