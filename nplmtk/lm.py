@@ -41,6 +41,8 @@ class LanguageModel:
 def load(path):
     """Open any model file: ARPA text (optionally gzipped) or an nplm container."""
     from . import container
+    from .neural import mlp, train  # noqa: F401  (register their model kinds)
+    from .ngram import deleted_interpolation  # noqa: F401
     from .ngram.arpa import read_arpa
     if container.is_container(path):
         model_file = container.load(path)

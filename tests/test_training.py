@@ -68,6 +68,8 @@ def test_resumed_run_finishes_like_an_uninterrupted_one(toy, tmp_path):
     resumed = Trainer.resume(str(tmp_path / "checkpoint.nplm"), TrainingConfig(**config)).run(train, valid)
     for name in straight.params:
         assert np.array_equal(straight.params[name], resumed.params[name])
+    # a checkpoint scores as the best model so far
+    np.testing.assert_array_equal(load(str(tmp_path / "checkpoint.nplm")).logprobs(valid), resumed.logprobs(valid))
 
 
 def test_early_stopping_keeps_the_best_epoch(toy):

@@ -17,6 +17,7 @@ import numpy as np
 from .. import container
 from ..errors import NplmError
 from ..io import atomic_output
+from ..lm import register
 from .blas import blas_threads
 from .mlp import MLPModel
 
@@ -175,3 +176,15 @@ def _progress(total, epoch, enabled):
         return None
     from tqdm import tqdm
     return tqdm(total=total, desc=f"epoch {epoch}", unit="w", unit_scale=True, leave=False, file=sys.stderr)
+
+
+@register("nplm-checkpoint")
+def _load_checkpoint(model_file):
+    """A checkpoint scores as the best model so far (or the current one before any
+    validation), so `nplm ppl -lm DIR/checkpoint.nplm` follows a run that is going on."""
+    arrays = model_file.arrays
+    best = {k[5:]: np.array(v) for k, v in arrays.items() if k.startswith("best.")}
+    params = best or {k: np.array(v) for k, v in arrays.items()}
+    meta = model_file.meta
+    return MLPModel(model_file.vocab, params, meta["order"], meta["activation"],
+                    {k: meta[k] for k in ("features", "hidden", "direct", "bias")})
