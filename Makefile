@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 BROWN  ?= ../shared/data/brown
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test bench clean brown-mlp9
 
 install: $(STAMP)
 
@@ -25,6 +25,14 @@ test: install
 
 bench: install
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python benchmarks/run.py --brown $(BROWN) --out BENCHMARKS.md
+
+# Bengio et al.'s MLP9 on Brown (about 35 min on 2 cores); `make bench` then reports it.
+brown-mlp9: install
+	mkdir -p runs
+	$(BIN)/nplm vocab -text $(BROWN)/train.txt -min-count 4 -write-vocab runs/vocab.txt
+	$(BIN)/nplm train-nplm -text $(BROWN)/train.txt -valid $(BROWN)/valid.txt -vocab runs/vocab.txt \
+	  -order 5 -m 30 -h 100 -epochs 20 -patience 2 -batch 256 -threads 2 -lr 0.003 \
+	  -checkpoint runs/mlp9-ckpt -log runs/mlp9.log -lm runs/mlp9.nplm
 
 clean:
 	rm -rf $(VENV) build *.egg-info demo/out bench/out nplmtk/_ext/*.so cython_ext/*.c
