@@ -12,7 +12,7 @@ cimport numpy as cnp
 from libc.math cimport expf, logf, tanhf, log, pow
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
-from scipy.linalg.cython_blas cimport saxpy, sgemm, sscal
+from scipy.linalg.cython_blas cimport saxpy, sgemm, sgemv, sger, sscal
 
 cnp.import_array()
 
@@ -44,6 +44,27 @@ cdef inline void gemm(char ta, char tb, int M, int N, int K, float alpha, const 
     if M == 0 or N == 0:
         return
     sgemm(&tb, &ta, &N, &M, &K, &alpha, <float *> B, &ldb, <float *> A, &lda, &beta, C, &ldc)
+
+
+cdef inline void matvec(int rows, int cols, float alpha, const float *M, const float *v, float beta,
+                        float *out) noexcept nogil:
+    """out = alpha M v + beta out for a row-major M (rows x cols): one pass over M, no
+    packing (sgemm packs the whole matrix even for a single row)."""
+    cdef int one = 1
+    sgemv(b'T', &cols, &rows, &alpha, <float *> M, &cols, <float *> v, &one, &beta, out, &one)
+
+
+cdef inline void matvec_t(int rows, int cols, float alpha, const float *M, const float *u, float beta,
+                          float *out) noexcept nogil:
+    """out = alpha M^T u + beta out for a row-major M (rows x cols)."""
+    cdef int one = 1
+    sgemv(b'N', &cols, &rows, &alpha, <float *> M, &cols, <float *> u, &one, &beta, out, &one)
+
+
+cdef inline void rank1(int rows, int cols, float alpha, const float *u, const float *v, float *M) noexcept nogil:
+    """M += alpha u v^T for a row-major M (rows x cols)."""
+    cdef int one = 1
+    sger(&cols, &rows, &alpha, <float *> v, &one, <float *> u, &one, M, &cols)
 
 
 cdef inline void activate(float *a, Py_ssize_t size, int kind) noexcept nogil:
@@ -88,15 +109,24 @@ cdef double forward(Net *net, Work *w, const int *rows, int K) noexcept nogil:
     if net.hidden > 0:
         for i in range(K):
             memcpy(w.A + i * net.hidden, net.d, net.hidden * sizeof(float))
-        gemm(b'N', b'T', K, net.hidden, net.inputs, 1.0, w.X, net.inputs, net.H, net.inputs, 1.0,
-             w.A, net.hidden)
+        if K == 1:
+            matvec(net.hidden, net.inputs, 1.0, net.H, w.X, 1.0, w.A)
+        else:
+            gemm(b'N', b'T', K, net.hidden, net.inputs, 1.0, w.X, net.inputs, net.H, net.inputs, 1.0,
+                 w.A, net.hidden)
         activate(w.A, <Py_ssize_t> K * net.hidden, net.activation)
     for i in range(K):
         memcpy(w.Y + <Py_ssize_t> i * V, net.b, V * sizeof(float))
     if net.hidden > 0:
-        gemm(b'N', b'T', K, V, net.hidden, 1.0, w.A, net.hidden, net.U, net.hidden, 1.0, w.Y, V)
+        if K == 1:
+            matvec(V, net.hidden, 1.0, net.U, w.A, 1.0, w.Y)
+        else:
+            gemm(b'N', b'T', K, V, net.hidden, 1.0, w.A, net.hidden, net.U, net.hidden, 1.0, w.Y, V)
     if net.direct:
-        gemm(b'N', b'T', K, V, net.inputs, 1.0, w.X, net.inputs, net.W, net.inputs, 1.0, w.Y, V)
+        if K == 1:
+            matvec(V, net.inputs, 1.0, net.W, w.X, 1.0, w.Y)
+        else:
+            gemm(b'N', b'T', K, V, net.inputs, 1.0, w.X, net.inputs, net.W, net.inputs, 1.0, w.Y, V)
     for i in range(K):  # softmax with max-subtraction (sec. 3.2); loops kept simple to vectorise
         y = w.Y + <Py_ssize_t> i * V
         target = rows[i * n + net.context]
@@ -123,25 +153,42 @@ cdef void backward(Net *net, Work *w, const int *rows, int K, float rate, float 
     cdef float *row
     for i in range(K):  # dL/dy = p - 1[target]
         w.Y[<Py_ssize_t> i * V + rows[i * n + net.context]] -= 1
-    if net.hidden > 0:
-        gemm(b'N', b'N', K, net.hidden, V, 1.0, w.Y, V, net.U, net.hidden, 0.0, w.dA, net.hidden)
-        activation_slope(w.dA, w.A, <Py_ssize_t> K * net.hidden, net.activation)
-        gemm(b'N', b'N', K, net.inputs, net.hidden, 1.0, w.dA, net.hidden, net.H, net.inputs, 0.0,
-             w.dX, net.inputs)
-    else:
-        memset(w.dX, 0, <Py_ssize_t> K * net.inputs * sizeof(float))
-    if net.direct:
-        gemm(b'N', b'N', K, net.inputs, V, 1.0, w.Y, V, net.W, net.inputs, 1.0, w.dX, net.inputs)
-    # Updates, after every gradient that reads the old weights.
-    if net.hidden > 0:
-        gemm(b'T', b'N', V, net.hidden, K, minus, w.Y, V, w.A, net.hidden, 1.0, net.U, net.hidden)
-        gemm(b'T', b'N', net.hidden, net.inputs, K, minus, w.dA, net.hidden, w.X, net.inputs, 1.0,
-             net.H, net.inputs)
-        for i in range(K):
+    if K == 1:  # one example: matrix-vector products and rank-1 updates
+        if net.hidden > 0:
+            matvec_t(V, net.hidden, 1.0, net.U, w.Y, 0.0, w.dA)
+            activation_slope(w.dA, w.A, net.hidden, net.activation)
+            matvec_t(net.hidden, net.inputs, 1.0, net.H, w.dA, 0.0, w.dX)
+        else:
+            memset(w.dX, 0, net.inputs * sizeof(float))
+        if net.direct:
+            matvec_t(V, net.inputs, 1.0, net.W, w.Y, 1.0, w.dX)
+        if net.hidden > 0:
+            rank1(V, net.hidden, minus, w.Y, w.A, net.U)
+            rank1(net.hidden, net.inputs, minus, w.dA, w.X, net.H)
             if net.bias:
-                saxpy(&net.hidden, &minus, w.dA + i * net.hidden, &one, net.d, &one)
-    if net.direct:
-        gemm(b'T', b'N', V, net.inputs, K, minus, w.Y, V, w.X, net.inputs, 1.0, net.W, net.inputs)
+                saxpy(&net.hidden, &minus, w.dA, &one, net.d, &one)
+        if net.direct:
+            rank1(V, net.inputs, minus, w.Y, w.X, net.W)
+    else:
+        if net.hidden > 0:
+            gemm(b'N', b'N', K, net.hidden, V, 1.0, w.Y, V, net.U, net.hidden, 0.0, w.dA, net.hidden)
+            activation_slope(w.dA, w.A, <Py_ssize_t> K * net.hidden, net.activation)
+            gemm(b'N', b'N', K, net.inputs, net.hidden, 1.0, w.dA, net.hidden, net.H, net.inputs, 0.0,
+                 w.dX, net.inputs)
+        else:
+            memset(w.dX, 0, <Py_ssize_t> K * net.inputs * sizeof(float))
+        if net.direct:
+            gemm(b'N', b'N', K, net.inputs, V, 1.0, w.Y, V, net.W, net.inputs, 1.0, w.dX, net.inputs)
+        # Updates, after every gradient that reads the old weights.
+        if net.hidden > 0:
+            gemm(b'T', b'N', V, net.hidden, K, minus, w.Y, V, w.A, net.hidden, 1.0, net.U, net.hidden)
+            gemm(b'T', b'N', net.hidden, net.inputs, K, minus, w.dA, net.hidden, w.X, net.inputs, 1.0,
+                 net.H, net.inputs)
+            for i in range(K):
+                if net.bias:
+                    saxpy(&net.hidden, &minus, w.dA + i * net.hidden, &one, net.d, &one)
+        if net.direct:
+            gemm(b'T', b'N', V, net.inputs, K, minus, w.Y, V, w.X, net.inputs, 1.0, net.W, net.inputs)
     for i in range(K):
         if net.bias:
             saxpy(&V, &minus, w.Y + <Py_ssize_t> i * V, &one, net.b, &one)

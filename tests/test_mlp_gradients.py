@@ -57,13 +57,23 @@ def test_every_parameter_block_matches_finite_differences(hidden, direct, activa
 
 
 @pytest.mark.parametrize("hidden, direct", [(5, False), (4, True), (0, True)])
-def test_a_training_step_moves_every_block_by_its_gradient(hidden, direct):
+@pytest.mark.parametrize("count", [7, 1])  # a batch, and one window (the matrix-vector path)
+def test_a_training_step_moves_every_block_by_its_gradient(hidden, direct, count):
     model = MLPModel.initial(VOCAB, order=3, features=4, hidden=hidden, direct=direct, seed=5)
     rng = np.random.default_rng(1)
-    windows = rng.integers(0, len(VOCAB), size=(7, 3)).astype(np.int32)
+    windows = rng.integers(0, len(VOCAB), size=(count, 3)).astype(np.int32)
     grads = {k: np.zeros_like(v) for k, v in model.params.items()}
     model.network(capacity=8).gradients(windows, grads)
     before = {k: v.copy() for k, v in model.params.items()}
-    model.network(capacity=8).train(windows, 7, 0.05, 0.0, 0, 1, 0.0)
+    model.network(capacity=8).train(windows, count, 0.05, 0.0, 0, 1, 0.0)
     for name in model.params:
         np.testing.assert_allclose(model.params[name], before[name] - 0.05 * grads[name], atol=2e-6)
+
+
+def test_one_window_scores_as_in_a_batch():
+    model = MLPModel.initial(VOCAB, order=4, features=3, hidden=5, direct=True, seed=2)
+    windows = np.random.default_rng(4).integers(0, len(VOCAB), size=(5, 4)).astype(np.int32)
+    batched, single = np.empty(5), np.empty(5)
+    model.network(capacity=8).logprobs(windows, batched)
+    model.network(capacity=1).logprobs(windows, single)
+    np.testing.assert_allclose(single, batched, rtol=1e-5)
