@@ -4,6 +4,7 @@ import click
 from nplmtk.errors import NplmError
 from nplmtk.lm import load
 from nplmtk.ppl import perplexity
+from nplmtk.text import Normalizer
 
 from .options import example, flag, option
 
@@ -19,7 +20,9 @@ from .options import example, flag, option
                   "out-of-vocabulary words with it; one without reports them as OOVs.")
 @option("debug", type=click.IntRange(0, 2), default=0,
         help="0: totals; 1: each sentence too; 2: each word's probability too.")
-def command(lm, text, ppl_file, order, unk, debug):
+@flag("lower", help="Lower-case the text first (as the model's training text was).")
+@flag("map-numbers", help="Map numeric tokens to <num> (as the model's training text was).")
+def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers):
     """Report the perplexity of a model on a text in SRILM's `ngram -ppl` format."""
     if (text is None) == (ppl_file is None):
         raise NplmError("give the text to score with -text FILE (or -ppl FILE)")
@@ -28,4 +31,5 @@ def command(lm, text, ppl_file, order, unk, debug):
         if not hasattr(model, "truncated"):
             raise NplmError(f"{lm}: -order applies to n-gram models only")
         model = model.truncated(order)
-    perplexity(model, text or ppl_file, debug=debug, write=click.echo)
+    perplexity(model, text or ppl_file, debug=debug, write=click.echo,
+               normalize=Normalizer(lower=lower, map_numbers=map_numbers))

@@ -8,6 +8,7 @@ from nplmtk.errors import NplmError
 from nplmtk.io import check_readable
 from nplmtk.neural.mlp import MLPModel
 from nplmtk.neural.train import Trainer, TrainingConfig
+from nplmtk.text import Normalizer
 from nplmtk.vocab import Vocabulary, count_words
 
 from .options import example, flag, option
@@ -50,9 +51,11 @@ PENDING = {"arch": {"energy": 5, "lbl": 0, "rnn": 0, "lstm": 0}, "criterion": {"
 @option("log", metavar="FILE", default=None, help="Per-epoch JSON-lines log.")
 @flag("quiet", help="No progress bar.")
 @option("min-count", type=click.IntRange(min=1), default=1, help="Without -vocab: rarer words train as <unk>.")
+@flag("lower", help="Lower-case the texts first.")
+@flag("map-numbers", help="Map numeric tokens to <num>.")
 def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, arch, criterion, mpi, epochs,
             batch, lr, lr_decay, weight_decay, patience, seed, threads, checkpoint, checkpoint_every, resume,
-            log, quiet, min_count):
+            log, quiet, min_count, lower, map_numbers):
     """Train the neural probabilistic language model of Bengio et al. (2003), eq. 1:
     y = b + W x + U tanh(d + H x) over the feature vectors x of the n-1 previous words,
     by stochastic gradient descent with the paper's schedule, early stopping and
@@ -73,6 +76,7 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, ar
         check_readable(path)
     if checkpoint:
         os.makedirs(checkpoint, exist_ok=True)
+    normalize = Normalizer(lower=lower, map_numbers=map_numbers)
     config = TrainingConfig(epochs=epochs, batch=batch, lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
                             threads=threads, seed=seed, patience=patience, checkpoint_dir=checkpoint,
                             checkpoint_every=checkpoint_every, log=log, progress=not quiet)
@@ -80,15 +84,16 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, ar
         trainer = Trainer.resume(os.path.join(checkpoint, "checkpoint.nplm"), config)
         vocabulary = trainer.model.vocab
     else:
-        vocabulary = Vocabulary.read(vocab) if vocab else Vocabulary.from_counts(count_words([text]), min_count)
+        vocabulary = (Vocabulary.read(vocab) if vocab
+                      else Vocabulary.from_counts(count_words([text], normalize), min_count))
         model = MLPModel.initial(vocabulary, order, m, h, direct=direct, bias=not no_bias,
                                  activation=activation, seed=seed)
         if no_bias:
             model.params["b"][...] = 0
             model.params.get("d", model.params["b"])[...] = 0
         trainer = Trainer(model, config)
-    train_corpus = Corpus.read(text, vocabulary, unk=True)
-    valid_corpus = Corpus.read(valid, vocabulary, unk=True) if valid else None
+    train_corpus = Corpus.read(text, vocabulary, unk=True, normalize=normalize)
+    valid_corpus = Corpus.read(valid, vocabulary, unk=True, normalize=normalize) if valid else None
     model = trainer.run(train_corpus, valid_corpus)
     if lm:
         model.save(lm, {"training": text, "history": trainer.state["history"]})

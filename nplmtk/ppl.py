@@ -7,6 +7,7 @@ import numpy as np
 from .corpus import Corpus
 from .io import read_lines
 from .lm import LN10
+from .text import split_words
 from .vocab import sentence_tokens
 
 
@@ -41,9 +42,13 @@ class TextStats:
                 f"{self.zeroprobs} zeroprobs, logprob= {g(self.logprob)} ppl= {g(self.ppl)} ppl1= {g(self.ppl1)}"]
 
 
-def perplexity(model, path, debug=0, write=print):
-    """Score the text at `path` and write SRILM's report; returns the file's TextStats."""
-    raw = [line.split() for line in read_lines(path)]
+def perplexity(model, path, debug=0, write=print, normalize=None):
+    """Score the text at `path` and write SRILM's report; returns the file's TextStats.
+    `normalize` (e.g. a Normalizer) must be the one the model's training text had."""
+    lines = read_lines(path)
+    if normalize:
+        lines = normalize("\n".join(lines)).split("\n")
+    raw = [split_words(line) for line in lines]
     raw = [tokens for tokens in raw if sentence_tokens(" ".join(tokens))]
     corpus = Corpus.from_lines([" ".join(t) for t in raw], model.vocab, unk=True, name=path)
     log10 = model.log10probs(corpus)

@@ -28,6 +28,3 @@ class Normalizer:
         if self.map_numbers:
             text = _NUMBER.sub(NUMBER_TOKEN, text)
         return text
-
-    def as_dict(self):
-        return {"lower": self.lower, "map_numbers": self.map_numbers}

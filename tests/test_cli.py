@@ -98,3 +98,14 @@ def test_ngram_count_and_ppl_read_stdin_and_gzip(nplm, tmp_path):
     first = nplm("ppl", "-lm", tmp_path / "a.arpa.gz", "-text", "-", stdin=text)[1]
     second = nplm("ppl", "-lm", tmp_path / "b.arpa", "-ppl", tmp_path / "train.txt.gz")[1]
     assert first.splitlines()[1] == second.splitlines()[1] and "400 sentences" in first
+
+
+def test_ppl_lower_and_map_numbers_match_the_training_normalisation(nplm, tmp_path):
+    (tmp_path / "train.txt").write_text("the cat saw 3 dogs\nthe dog saw 12 cats\n" * 30)
+    status, _, err = nplm("ngram-count", "-text", tmp_path / "train.txt", "-order", 2, "-lower", "-map-numbers",
+                          "-lm", tmp_path / "m.arpa")
+    assert status == 0, err
+    (tmp_path / "test.txt").write_text("The CAT saw 7 dogs\n")
+    plain = nplm("ppl", "-lm", tmp_path / "m.arpa", "-text", tmp_path / "test.txt")[1]
+    normalised = nplm("ppl", "-lm", tmp_path / "m.arpa", "-text", tmp_path / "test.txt", "-lower", "-map-numbers")[1]
+    assert "3 OOVs" in plain and "0 OOVs" in normalised
