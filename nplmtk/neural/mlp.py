@@ -10,6 +10,7 @@ from ..errors import NplmError
 from ..lm import LanguageModel, register
 
 SCORING_BATCH = 256
+ARCHITECTURE = ("features", "hidden", "direct", "bias")  # the meta keys that shape the network
 
 
 class MLPModel(LanguageModel):
@@ -71,6 +72,12 @@ class MLPModel(LanguageModel):
         self.network().logprobs(rows, scores)
         return np.exp(scores)
 
+    @classmethod
+    def from_arrays(cls, vocab, params, meta):
+        """A model from stored arrays and the meta of a model file or checkpoint."""
+        return cls(vocab, {k: np.array(v) for k, v in params.items()}, meta["order"], meta["activation"],
+                   {k: meta[k] for k in ARCHITECTURE})
+
     def save(self, path, extra_meta=None):
         meta = {"order": self.order, "activation": self.activation, **self.meta, **(extra_meta or {})}
         container.save(path, self.kind, self.params, meta=meta, vocab=self.vocab)
@@ -78,6 +85,4 @@ class MLPModel(LanguageModel):
 
 @register(MLPModel.kind)
 def _load(model_file):
-    meta = model_file.meta
-    params = {name: np.array(array) for name, array in model_file.arrays.items()}
-    return MLPModel(model_file.vocab, params, meta["order"], meta["activation"], meta)
+    return MLPModel.from_arrays(model_file.vocab, model_file.arrays, model_file.meta)

@@ -69,12 +69,9 @@ class Trainer:
         saved = container.load(path)
         if saved.kind != "nplm-checkpoint":
             raise NplmError(f"{path}: not a training checkpoint (kind '{saved.kind}')")
-        meta = saved.meta
-        params = {k: np.array(v) for k, v in saved.arrays.items() if not k.startswith("best.")}
-        model = MLPModel(saved.vocab, params, meta["order"], meta["activation"],
-                         {k: meta[k] for k in ("features", "hidden", "direct", "bias")})
-        trainer = cls(model, config)
-        trainer.state = meta["trainer"]
+        current = {k: v for k, v in saved.arrays.items() if not k.startswith("best.")}
+        trainer = cls(MLPModel.from_arrays(saved.vocab, current, saved.meta), config)
+        trainer.state = saved.meta["trainer"]
         best = {k[5:]: np.array(v) for k, v in saved.arrays.items() if k.startswith("best.")}
         trainer.best = best or None
         return trainer
@@ -183,8 +180,6 @@ def _load_checkpoint(model_file):
     """A checkpoint scores as the best model so far (or the current one before any
     validation), so `nplm ppl -lm DIR/checkpoint.nplm` follows a run that is going on."""
     arrays = model_file.arrays
-    best = {k[5:]: np.array(v) for k, v in arrays.items() if k.startswith("best.")}
-    params = best or {k: np.array(v) for k, v in arrays.items()}
-    meta = model_file.meta
-    return MLPModel(model_file.vocab, params, meta["order"], meta["activation"],
-                    {k: meta[k] for k in ("features", "hidden", "direct", "bias")})
+    best = {k[5:]: v for k, v in arrays.items() if k.startswith("best.")}
+    current = {k: v for k, v in arrays.items() if not k.startswith("best.")}
+    return MLPModel.from_arrays(model_file.vocab, best or current, model_file.meta)

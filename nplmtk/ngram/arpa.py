@@ -81,7 +81,7 @@ def read_arpa(path):
 
     buffer = np.frombuffer(data, dtype=np.uint8)
     word_ids, vocab = None, None
-    grams, logps, bows, has_bows = [], [], [], []
+    grams, logps, bows, has_bows, keys = [], [], [], [], []
     for k in range(1, len(declared) + 1):
         while pos < len(data) and not line_text(pos):
             pos = next_line(pos)
@@ -113,7 +113,7 @@ def read_arpa(path):
             lexical = np.lexsort(rows.T[::-1])
             rows, logp, bow = rows[lexical], logp[lexical], bow[lexical]
             has_bow, line_starts = has_bow[lexical], line_starts[lexical]
-            prefix = NgramIndex(len(vocab), grams).find(rows[:, :-1])
+            prefix = NgramIndex(len(vocab), grams, keys).find(rows[:, :-1])
             if np.any(prefix < 0):
                 bad = int(np.argmax(prefix < 0))
                 raise NplmError(f"{path}:{line_of(line_starts[bad])}: the context of this {k}-gram "
@@ -129,6 +129,7 @@ def read_arpa(path):
         logp = np.where(logp == PSEUDO_ZERO, -np.inf, logp)
         bow = np.where(bow == PSEUDO_ZERO, -np.inf, bow)
         grams.append(rows[order_rows])
+        keys.append(sorted_key)
         logps.append(logp[order_rows].astype(np.float32))
         bows.append(bow[order_rows].astype(np.float32))
         has_bows.append(has_bow[order_rows])
@@ -138,4 +139,4 @@ def read_arpa(path):
     if pos >= len(data) or line_text(pos) != "\\end\\":
         found = line_text(pos)[:60] if pos < len(data) else "end of file"
         raise NplmError(f"{path}:{line_of(min(pos, len(data)))}: expected \\end\\, got '{found}'")
-    return BackoffModel(vocab, grams, logps, bows, has_bows)
+    return BackoffModel(vocab, grams, logps, bows, has_bows, NgramIndex(len(vocab), grams, keys))
