@@ -5,7 +5,7 @@ import click
 
 from nplmtk.errors import NplmError
 
-from . import ngram_count, pending, ppl, toy_corpus, train, vocab
+from . import mix, ngram_count, ppl, toy_corpus, train, vocab
 
 ALIASES = {"train": "train-nplm"}
 
@@ -29,8 +29,7 @@ cli.add_command(ngram_count.command)
 cli.add_command(ppl.command)
 cli.add_command(train.command)
 cli.add_command(toy_corpus.command)
-for command in pending.commands:
-    cli.add_command(command)
+cli.add_command(mix.command)
 
 
 def _usage_message(err, argv):

@@ -3,15 +3,29 @@ import click
 
 from nplmtk.errors import NplmError
 from nplmtk.lm import load
+from nplmtk.mixture import Mixture
 from nplmtk.ppl import perplexity
 from nplmtk.text import Normalizer
 
 from .options import example, flag, option
 
 
+MAX_MIX = 9  # SRILM's -mix-lm2 .. -mix-lm9
+
+
+def _mix_options(function):
+    for i in range(MAX_MIX, 1, -1):
+        function = option(f"mix-lambda{i}", type=click.FloatRange(0, 1), default=0.0,
+                          help=f"Weight of -mix-lm{i}.")(function)
+        function = option(f"mix-lm{i}", metavar="MODEL", default=None,
+                          help=f"A further model to interpolate, weighted by -mix-lambda{i}.")(function)
+    return function
+
+
 @click.command("ppl", epilog=example(
     "nplm ppl -lm kn5.arpa -text test.txt",
-    "nplm ppl -lm di3.nplm -ppl test.txt -debug 2 | less"))
+    "nplm ppl -lm di3.nplm -ppl test.txt -debug 2 | less",
+    "nplm ppl -lm kn5.arpa -mix-lm mlp9.nplm -lambda 0.4 -text test.txt"))
 @option("lm", metavar="MODEL", required=True, help="Model file: ARPA (.gz too) or an nplm model.")
 @option("text", metavar="FILE", default=None, help="Text to score, one sentence per line.")
 @option("ppl", "ppl_file", metavar="FILE", default=None, help="Same as -text (SRILM's spelling).")
@@ -22,14 +36,31 @@ from .options import example, flag, option
         help="0: totals; 1: each sentence too; 2: each word's probability too.")
 @flag("lower", help="Lower-case the text first (as the model's training text was).")
 @flag("map-numbers", help="Map numeric tokens to <num> (as the model's training text was).")
-def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers):
+@option("mix-lm", metavar="MODEL", default=None, help="Interpolate -lm with this model (SRILM's spelling).")
+@option("lambda", "main_weight", type=click.FloatRange(0, 1), default=0.5,
+        help="Weight of -lm in the mixture; -mix-lm gets what the others leave.")
+@option("bayes", type=float, default=None,
+        help="Accepted as 0 only: nplm always interpolates exactly, as SRILM does with -bayes 0.")
+@_mix_options
+def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, main_weight, bayes, **more):
     """Report the perplexity of a model on a text in SRILM's `ngram -ppl` format."""
     if (text is None) == (ppl_file is None):
         raise NplmError("give the text to score with -text FILE (or -ppl FILE)")
+    if bayes not in (None, 0):
+        raise NplmError("-bayes: only 0 (exact interpolation) is supported")
     model = load(lm)
     if order is not None:
         if not hasattr(model, "truncated"):
             raise NplmError(f"{lm}: -order applies to n-gram models only")
         model = model.truncated(order)
+    extra = [(more[f"mix_lm{i}"], more[f"mix_lambda{i}"]) for i in range(2, MAX_MIX + 1) if more[f"mix_lm{i}"]]
+    if extra and mix_lm is None:
+        raise NplmError("-mix-lm2 and the like need -mix-lm")
+    if mix_lm is not None:
+        names = [lm, mix_lm] + [name for name, _ in extra]
+        weights = [main_weight, 1 - main_weight - sum(w for _, w in extra)] + [w for _, w in extra]
+        if weights[1] < -1e-9:
+            raise NplmError("-lambda and -mix-lambdaN add up to more than 1")
+        model = Mixture([model] + [load(name) for name in names[1:]], [max(w, 0.0) for w in weights], names)
     perplexity(model, text or ppl_file, debug=debug, write=click.echo,
                normalize=Normalizer(lower=lower, map_numbers=map_numbers))

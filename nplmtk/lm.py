@@ -40,7 +40,7 @@ class LanguageModel:
 
 def load(path):
     """Open any model file: ARPA text (optionally gzipped) or an nplm container."""
-    from . import container
+    from . import container, mixture  # noqa: F401  (registers the mixture kind)
     from .neural import mlp, train  # noqa: F401  (register their model kinds)
     from .ngram import deleted_interpolation  # noqa: F401
     from .ngram.arpa import read_arpa

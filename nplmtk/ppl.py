@@ -42,16 +42,28 @@ class TextStats:
                 f"{self.zeroprobs} zeroprobs, logprob= {g(self.logprob)} ppl= {g(self.ppl)} ppl1= {g(self.ppl1)}"]
 
 
-def perplexity(model, path, debug=0, write=print, normalize=None):
-    """Score the text at `path` and write SRILM's report; returns the file's TextStats.
-    `normalize` (e.g. a Normalizer) must be the one the model's training text had."""
+def read_scored_text(path, vocab, normalize=None):
+    """The text at `path` as `ngram -ppl` reads it: the raw tokens of each non-empty
+    sentence, and the corpus they encode to (unknown words as <unk>)."""
     lines = read_lines(path)
     if normalize:
         lines = normalize("\n".join(lines)).split("\n")
     raw = [split_words(line) for line in lines]
     raw = [tokens for tokens in raw if sentence_tokens(" ".join(tokens))]
-    corpus = Corpus.from_lines([" ".join(t) for t in raw], model.vocab, unk=True, name=path)
-    log10 = model.log10probs(corpus)
+    corpus = Corpus.from_lines([" ".join(t) for t in raw], vocab, unk=True, name=path)
+    return raw, corpus
+
+
+def perplexity(model, path, debug=0, write=print, normalize=None):
+    """Score the text at `path` and write SRILM's report; returns the file's TextStats.
+    `normalize` (e.g. a Normalizer) must be the one the model's training text had."""
+    raw, corpus = read_scored_text(path, model.vocab, normalize)
+    return report(model, raw, corpus, model.log10probs(corpus), debug, write)
+
+
+def report(model, raw, corpus, log10, debug=0, write=print):
+    """SRILM's report of scores `log10` (one per predicted token of `corpus`)."""
+    path = corpus.name
     targets = corpus.windows(1)[:, 0]
     zero = log10 == -np.inf
     oov = zero & (targets == model.vocab.unk)

@@ -1,0 +1,109 @@
+"""nplm mix: interpolate models with weights learned by EM on held-out text."""
+import math
+import re
+
+import click
+import numpy as np
+
+from nplmtk.corpus import Corpus
+from nplmtk.errors import NplmError
+from nplmtk.lm import LN10, load
+from nplmtk.mixture import Mixture, fit_weights
+from nplmtk.ppl import read_scored_text, report
+from nplmtk.text import Normalizer
+
+from .options import example, flag, option
+
+NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+
+
+class TakesWeightLists(click.Command):
+    """Lets `-lambda 0.3 0.7` give several numbers: they are joined into one value."""
+
+    def parse_args(self, ctx, args):
+        joined = []
+        for arg in args:
+            if joined and joined[-1][0] in ("-lambda", "--lambda") and NUMBER.match(arg):
+                joined[-1].append(arg)
+            else:
+                joined.append([arg])
+        args = [part for group in joined
+                for part in ([group[0], " ".join(group[1:])] if len(group) > 2 else group)]
+        return super().parse_args(ctx, args)
+
+
+def parse_weights(text, count):
+    try:
+        values = [float(v) for v in re.split(r"[\s,]+", text.strip()) if v]
+    except ValueError:
+        raise NplmError(f"-lambda: not a list of numbers: '{text}'") from None
+    if len(values) == count - 1:
+        values.append(1.0 - sum(values))  # SRILM style: the last model takes the rest
+    if len(values) != count:
+        raise NplmError(f"-lambda gives {len(values)} weights for {count} models")
+    return np.array([values])
+
+
+def stats_of(model, raw, corpus, log10):
+    return report(model, raw, corpus, log10, write=lambda line: None)
+
+
+@click.command("mix", cls=TakesWeightLists, epilog=example(
+    "nplm mix -lm kn5.arpa -lm mlp9.nplm -text valid.txt -write kn5-mlp9.mix",
+    "nplm mix -lm di3.nplm -lm mlp9.nplm -text valid.txt -bins 8 -bin-text train.txt -write m.mix",
+    "nplm ppl -lm kn5-mlp9.mix -text test.txt"))
+@option("lm", "models", metavar="MODEL", multiple=True, required=True,
+        help="A component model (ARPA, nplm model or mixture); give two or more.")
+@option("text", metavar="FILE", required=True, help="Held-out text for EM (and the ppl report).")
+@option("lambda", "weights", metavar="W1 W2 ...", default=None,
+        help="Fixed weights instead of EM (the last may be left out: it takes the rest).")
+@option("bins", type=click.IntRange(min=1), default=1,
+        help="Weights per bin of the context's training frequency: at most this many bins.")
+@option("bin-text", metavar="FILE", default=None,
+        help="Training text whose two-word context counts define the bins (with -bins).")
+@option("iterations", type=click.IntRange(min=1), default=200, help="Most EM iterations.")
+@option("write", metavar="FILE", default=None, help="Write the mixture model here.")
+@option("debug", type=click.IntRange(0, 1), default=0,
+        help="1: print each EM iteration as compute-best-mix does.")
+@flag("lower", help="Lower-case the texts first (as the models' training text was).")
+@flag("map-numbers", help="Map numeric tokens to <num> (as the models' training text was).")
+def command(models, text, weights, bins, bin_text, iterations, write, debug, lower, map_numbers):
+    """Interpolate models: p(w|h) = sum_i lambda_i p_i(w|h), the weights fitted by EM on
+    held-out text (as SRILM's compute-best-mix) unless -lambda fixes them, optionally one
+    weight set per context-frequency bin (Bengio et al. 2003, sec. 2). Prints each
+    model's held-out ppl, the weights and the mixture's ppl."""
+    if len(models) < 2:
+        raise NplmError("give two or more models to mix (-lm A -lm B)")
+    if bins > 1 and bin_text is None:
+        raise NplmError("-bins needs -bin-text FILE: the training text whose context counts define the bins")
+    if weights is not None and bins > 1:
+        raise NplmError("-lambda fixes one weight set; it does not go with -bins")
+    normalize = Normalizer(lower=lower, map_numbers=map_numbers)
+    components = [load(path) for path in models]
+    uniform = np.full((1, len(models)), 1.0 / len(models))
+    mixture = Mixture(components, uniform if weights is None else parse_weights(weights, len(models)), models)
+    raw, heldout = read_scored_text(text, mixture.vocab, normalize)
+    logp = mixture.component_logprobs(heldout)
+    if bins > 1:
+        mixture.use_bins(Corpus.read(bin_text, mixture.vocab, normalize=normalize), heldout, bins)
+    token_bins = mixture.token_bins(heldout)
+    first = stats_of(mixture, raw, heldout, logp[0] / LN10)
+    click.echo(f"held-out {text}: {first.lines()[0]}")
+    for name, model, row in zip(models, components, logp):
+        click.echo(f"model {name}: ppl= {stats_of(mixture, raw, heldout, row / LN10).ppl:.7g}")
+    if weights is None:
+        def show(iteration, current, loglik, count):
+            if debug:
+                lam = " ".join(f"{w:g}" for w in current[0])
+                click.echo(f"iteration {iteration}, lambda = ({lam}), ppl = {math.exp(-loglik / count):g}")
+        mixture.weights, history = fit_weights(logp, token_bins, mixture.num_bins, iterations, log=show)
+        click.echo(f"EM: {len(history) - 1} iterations")
+    counts = np.bincount(token_bins, minlength=mixture.num_bins)
+    for b in range(mixture.num_bins):
+        where = "all contexts" if mixture.bins is None else f"bin {b} ({mixture.bins.describe(b)})"
+        click.echo(f"weights {where}, {counts[b]} tokens: " + " ".join(f"{w:.6f}" for w in mixture.weights[b]))
+    mixed = stats_of(mixture, raw, heldout, mixture.log10probs_from(logp, heldout))
+    click.echo(f"mixture: ppl= {mixed.ppl:.7g}")
+    if write:
+        mixture.save(write)
+        click.echo(f"wrote {write}")

@@ -1,0 +1,228 @@
+"""Interpolated mixtures of any language models (Bengio et al. 2003, sec. 2 "Mixture of
+models"; SRILM's `ngram -mix-lm ... -bayes 0` and `compute-best-mix`):
+
+    p(w | h) = sum_i lambda_i(q) p_i(w | h)
+
+with weights fitted by EM on held-out text. With bins, q is the frequency bin of the
+two-word context in a training text: the bins of the deleted-interpolation trigram,
+q = ceil(-ln((1 + freq) / T)), grouped into at most K bins that hold about equal shares
+of the held-out tokens; each bin has its own weights. A mixture is a model: it scores,
+saves (the component files by path), and mixes again.
+"""
+import os
+
+import numpy as np
+
+from . import container
+from .corpus import Corpus
+from .errors import NplmError
+from .lm import LN10, LanguageModel, register
+from .ngram.deleted_interpolation import context_bins
+from .ngram.index import lookup
+
+CONTEXT_ORDER = 3  # bins count the two words before the predicted one
+
+
+class ContextBins:
+    """Frequency bins of two-word contexts: context counts from a training text, and the
+    edges that group the deleted-interpolation bins q into the mixture's bins."""
+
+    def __init__(self, vocab_size, context_keys, context_counts, total, edges):
+        self.vocab_size = vocab_size
+        self.context_keys = np.asarray(context_keys, dtype=np.int64)
+        self.context_counts = np.asarray(context_counts, dtype=np.int64)
+        self.total = int(total)
+        self.edges = np.asarray(edges, dtype=np.int64)
+
+    @classmethod
+    def count(cls, corpus):
+        """Context counts of a training corpus (encoded with the mixture's vocabulary)."""
+        windows = corpus.windows(CONTEXT_ORDER)
+        windows = windows[(windows >= 0).all(axis=1)]
+        keys, counts = np.unique(windows[:, 0].astype(np.int64) * len(corpus.vocab) + windows[:, 1],
+                                 return_counts=True)
+        return cls(len(corpus.vocab), keys, counts, len(windows), [])
+
+    def frequency_bins(self, windows):
+        """The deleted-interpolation bin q of each window's context."""
+        a, b = windows[:, 0].astype(np.int64), windows[:, 1].astype(np.int64)
+        found = lookup(self.context_keys, np.where((a >= 0) & (b >= 0), a * self.vocab_size + b, -1))
+        counts = np.where(found >= 0, self.context_counts[np.maximum(found, 0)], 0)
+        return context_bins(counts, self.total)
+
+    def fit_edges(self, windows, most):
+        """Group q into at most `most` bins of about equal held-out mass."""
+        q = self.frequency_bins(windows)
+        self.edges = np.unique(np.quantile(q, np.arange(1, most) / most, method="lower").astype(np.int64)
+                               + 1) if most > 1 else np.zeros(0, np.int64)
+        self.edges = self.edges[self.edges <= q.max()]
+
+    @property
+    def num_bins(self):
+        return len(self.edges) + 1
+
+    def __call__(self, windows):
+        return np.searchsorted(self.edges, self.frequency_bins(windows), side="right")
+
+    def describe(self, b):
+        low = 0 if b == 0 else int(self.edges[b - 1])
+        high = None if b == len(self.edges) else int(self.edges[b]) - 1
+        return f"q {low}.." + ("" if high is None else f"{high}")
+
+
+class Mixture(LanguageModel):
+    """Components (LanguageModels over the same words, in any order) and a (bins x
+    components) weight table; `names` label the components (their files)."""
+
+    kind = "mixture"
+
+    def __init__(self, components, weights, names, bins=None):
+        self.components = list(components)
+        self.names = list(names)
+        self.weights = np.asarray(weights, dtype=np.float64).reshape(-1, len(self.components))
+        self.bins = bins
+        self.vocab = self.components[0].vocab
+        self._id_maps = []
+        words = set(self.vocab.words)
+        for name, model in zip(self.names, self.components):
+            if model.vocab == self.vocab:
+                self._id_maps.append(None)
+                continue
+            other = set(model.vocab.words)
+            if other != words:
+                missing = sorted(words - other)[:3] or sorted(other - words)[:3]
+                raise NplmError(f"{name}: vocabulary differs from that of {self.names[0]} "
+                                f"({len(words ^ other)} words in one only, e.g. {' '.join(missing)})")
+            self._id_maps.append(np.array([model.vocab.index[w] for w in self.vocab.words], dtype=np.int32))
+        check_weights(self.weights, self.names)
+
+    @property
+    def num_bins(self):
+        return len(self.weights)
+
+    def component_logprobs(self, corpus):
+        """(components, tokens) natural-log probabilities, each component on its own ids."""
+        self.check_vocab(corpus)
+        rows = []
+        for model, ids in zip(self.components, self._id_maps):
+            own = corpus
+            if ids is not None:
+                own = Corpus(np.where(corpus.ids >= 0, ids[np.maximum(corpus.ids, 0)], corpus.ids),
+                             corpus.offsets, model.vocab, corpus.name)
+            rows.append(model.logprobs(own))
+        return np.array(rows)
+
+    def token_bins(self, corpus):
+        if self.bins is None:
+            return np.zeros(len(corpus.ids) + corpus.num_sentences, dtype=np.int64)
+        return self.bins(corpus.windows(CONTEXT_ORDER))
+
+    def use_bins(self, train, heldout, most):
+        """Bin by the context counts of corpus `train`, at most `most` bins of about equal
+        mass on corpus `heldout`; every bin starts from the current (first) weights."""
+        self.bins = ContextBins.count(train)
+        self.bins.fit_edges(heldout.windows(CONTEXT_ORDER), most)
+        self.weights = np.tile(self.weights[0], (self.bins.num_bins, 1))
+
+    def log10probs(self, corpus):
+        return self.log10probs_from(self.component_logprobs(corpus), corpus)
+
+    def log10probs_from(self, logp, corpus):
+        """The mixture's log10 probabilities from its components' natural logs, rounded
+        to float32 as SRILM's LogP is (so reports match `ngram -bayes 0` digit for digit)."""
+        mixed = mix_logprobs(logp, self.weights[self.token_bins(corpus)]) / LN10
+        return mixed.astype(np.float32).astype(np.float64)
+
+    def hit_tags(self, corpus):
+        """SRILM's -bayes 0 mixture prints the tags of every component side by side."""
+        per_model = [model.hit_tags(corpus) for model in self.components]
+        per_model = [tags for tags in per_model if tags]
+        if not per_model:
+            return None
+        return ["".join(tags) for tags in zip(*per_model)]
+
+    def save(self, path):
+        """Write the weights and, by path relative to the mixture file, the components."""
+        base = os.path.dirname(os.path.abspath(path))
+        arrays = {"weights": self.weights}
+        meta = {"components": [os.path.relpath(os.path.abspath(name), base) for name in self.names]}
+        if self.bins is not None:
+            arrays.update(context_keys=self.bins.context_keys, context_counts=self.bins.context_counts,
+                          edges=self.bins.edges)
+            meta.update(context_total=self.bins.total)
+        container.save(path, self.kind, arrays, meta=meta, vocab=self.vocab)
+
+
+def check_weights(weights, names):
+    if weights.shape[1] != len(names):
+        raise NplmError(f"{len(names)} models but {weights.shape[1]} weights")
+    if np.any(weights < 0) or not np.allclose(weights.sum(axis=1), 1.0, atol=1e-6):
+        raise NplmError("mixture weights must be non-negative and sum to 1, got "
+                        + " ".join(f"{w:g}" for w in weights[0]))
+
+
+def mix_logprobs(logp, weights):
+    """log sum_i w_i p_i per token: `logp` (components, tokens), `weights` (tokens,
+    components)."""
+    with np.errstate(divide="ignore"):
+        terms = logp + np.log(weights.T)
+    top = terms.max(axis=0)
+    finite = np.isfinite(top)
+    safe = np.where(finite, top, 0.0)
+    with np.errstate(divide="ignore"):
+        return np.where(finite, safe + np.log(np.exp(terms - safe).sum(axis=0)), -np.inf)
+
+
+def fit_weights(logp, bins, num_bins, iterations=200, tolerance=1e-7, log=None):
+    """EM for the weights, one set per bin, from uniform weights (as compute-best-mix).
+    Tokens that no component can score are left out. Stops when an iteration gains less
+    than `tolerance` nats per token. Returns the weights and the held-out log-likelihood
+    of each iteration's starting weights, then of the final ones."""
+    k = len(logp)
+    prob = np.exp(logp)
+    scored = prob.sum(axis=0) > 0
+    prob, bins = prob[:, scored], bins[scored]
+    weights = np.full((num_bins, k), 1.0 / k)
+    seen = np.bincount(bins, minlength=num_bins)
+    history = []
+    for iteration in range(1, iterations + 1):
+        joint = prob * weights[bins].T
+        total = joint.sum(axis=0)
+        history.append(float(np.log(total).sum()))
+        if log:
+            log(iteration, weights, history[-1], len(total))
+        posterior = joint / total
+        mass = np.stack([np.bincount(bins, weights=row, minlength=num_bins) for row in posterior], axis=1)
+        pooled = posterior.sum(axis=1) / len(total)
+        updated = np.where(seen[:, None] > 0, mass / np.maximum(seen, 1)[:, None], pooled)
+        weights = updated
+        if len(history) > 1 and history[-1] - history[-2] < tolerance * len(total):
+            break
+    history.append(float(np.log((prob * weights[bins].T).sum(axis=0)).sum()))
+    return weights, history
+
+
+_LOADING = []  # mixture files being loaded, to refuse a mixture that contains itself
+
+
+@register(Mixture.kind)
+def _load(model_file):
+    from .lm import load
+    path = os.path.abspath(model_file.path)
+    if path in _LOADING:
+        raise NplmError(f"{model_file.path}: the mixture contains itself")
+    base = os.path.dirname(path)
+    names = [os.path.normpath(os.path.join(base, name)) for name in model_file.meta["components"]]
+    _LOADING.append(path)
+    try:
+        components = [load(name) for name in names]
+    finally:
+        _LOADING.pop()
+    bins = None
+    a = model_file.arrays
+    if "edges" in a:
+        bins = ContextBins(len(components[0].vocab), a["context_keys"], a["context_counts"],
+                           model_file.meta["context_total"], a["edges"])
+    if model_file.vocab != components[0].vocab:
+        raise NplmError(f"{model_file.path}: {names[0]} has changed since the mixture was written")
+    return Mixture(components, np.array(a["weights"]), names, bins)

@@ -1,0 +1,147 @@
+"""`nplm mix` and `nplm ppl -mix-lm`: SRILM's exact interpolation (-bayes 0) and
+compute-best-mix's EM, on the SRILM reference data (tests/data/srilm/README.md)."""
+import re
+
+import numpy as np
+import pytest
+
+from conftest import assert_one_line_error, run_nplm
+from nplmtk.corpus import Corpus
+from nplmtk.lm import load
+from nplmtk.mixture import Mixture, fit_weights
+from test_srilm_reference import DATA
+
+KN, WB, KB = "kn3-unk.arpa.gz", "wb3-unk.arpa.gz", "kn3-backoff.arpa.gz"
+
+
+def reference(name):
+    with open(f"{DATA}/{name}", encoding="utf-8") as f:
+        return f.read()
+
+
+def ppl_of(report):
+    return float(re.search(r"ppl= (\S+)", report.splitlines()[-1]).group(1))
+
+
+@pytest.mark.parametrize("args, name", [
+    (["-lm", KN, "-mix-lm", WB, "-lambda", 0.3, "-bayes", 0, "-debug", 2], "ppl-mix-kn3-wb3-debug2.txt"),
+    (["-lm", KN, "-mix-lm", WB, "-lambda", 0.3, "-debug", 0], "ppl-mix-kn3-wb3-debug0.txt"),
+    (["-lm", KN, "-mix-lm", WB, "-lambda", 0.5, "-mix-lm2", KB, "-mix-lambda2", 0.2], "ppl-mix3-debug0.txt"),
+])
+def test_mixed_ppl_equals_srilms_byte_for_byte(args, name):
+    status, out, err = run_nplm("ppl", *args, "-ppl", "test.txt", cwd=DATA)
+    assert status == 0, err
+    assert out == reference(name)
+
+
+def test_em_follows_compute_best_mix_iteration_by_iteration():
+    status, out, err = run_nplm("mix", "-lm", KN, "-lm", WB, "-text", "test.txt", "-debug", 1, cwd=DATA)
+    assert status == 0, err
+    pattern = r"iteration (\d+), lambda = \((\S+) (\S+)\), ppl = (\S+)"
+    ours = {int(m[0]): tuple(map(float, m[1:])) for m in re.findall(pattern, out)}
+    theirs = {int(m[0]): tuple(map(float, m[1:])) for m in re.findall(pattern, reference("compute-best-mix-kn3-wb3.txt"))}
+    assert len(theirs) > 40 and set(theirs) <= set(ours)
+    for iteration, values in theirs.items():
+        np.testing.assert_allclose(ours[iteration], values, rtol=2e-5, err_msg=f"iteration {iteration}")
+
+
+@pytest.fixture(scope="module")
+def three_models():
+    models = [load(f"{DATA}/{name}") for name in (KN, WB, KB)]
+    corpus = Corpus.read(f"{DATA}/test.txt", models[0].vocab)
+    return models, corpus
+
+
+@pytest.mark.parametrize("num_bins", [1, 3])
+def test_em_never_lowers_held_out_likelihood_and_weights_sum_to_one(three_models, num_bins):
+    models, corpus = three_models
+    mixture = Mixture(models, [1 / 3] * 3, [KN, WB, KB])
+    if num_bins > 1:
+        mixture.use_bins(Corpus.read(f"{DATA}/train.txt", mixture.vocab), corpus, num_bins)
+        assert mixture.num_bins == num_bins
+    logp = mixture.component_logprobs(corpus)
+    weights, history = fit_weights(logp, mixture.token_bins(corpus), mixture.num_bins, iterations=60,
+                                   tolerance=0)
+    assert len(history) == 61
+    assert all(b >= a - 1e-9 * abs(a) for a, b in zip(history, history[1:]))
+    assert history[-1] > history[0] + 1
+    np.testing.assert_allclose(weights.sum(axis=1), 1.0, atol=1e-12)
+    assert weights.shape == (num_bins, 3) and np.all(weights >= 0)
+
+
+def test_a_model_mixed_with_itself_is_unchanged():
+    alone = run_nplm("ppl", "-lm", KN, "-ppl", "test.txt", "-debug", 1, cwd=DATA)
+    mixed = run_nplm("ppl", "-lm", KN, "-mix-lm", KN, "-lambda", 0.3, "-ppl", "test.txt", "-debug", 1, cwd=DATA)
+    assert alone[0] == mixed[0] == 0
+    assert mixed[1] == alone[1]
+
+
+def test_a_mix_file_scores_as_the_mix_lm_spelling_and_mixes_again(tmp_path):
+    status, out, err = run_nplm("mix", "-lm", KN, "-lm", WB, "-lambda", 0.3, 0.7, "-text", "test.txt",
+                                "-write", tmp_path / "kw.mix", cwd=DATA)
+    assert status == 0, err
+    assert "weights all contexts, 771 tokens: 0.300000 0.700000" in out
+    spelled = run_nplm("ppl", "-lm", KN, "-mix-lm", WB, "-lambda", 0.3, "-ppl", "test.txt", "-debug", 2, cwd=DATA)
+    from_file = run_nplm("ppl", "-lm", tmp_path / "kw.mix", "-ppl", "test.txt", "-debug", 2, cwd=DATA)
+    assert spelled[1] == from_file[1] == reference("ppl-mix-kn3-wb3-debug2.txt")
+    assert f"mixture: ppl= {ppl_of(spelled[1]):.7g}" in out
+    # (0.3 KN + 0.7 WB) x 0.8 + KB x 0.2 = 0.24 KN + 0.56 WB + 0.2 KB
+    status, _, err = run_nplm("mix", "-lm", tmp_path / "kw.mix", "-lm", KB, "-lambda", 0.8, "-text",
+                              "test.txt", "-write", tmp_path / "nested.mix", cwd=DATA)
+    assert status == 0, err
+    nested = run_nplm("ppl", "-lm", tmp_path / "nested.mix", "-ppl", "test.txt", cwd=DATA)[1]
+    flat = run_nplm("ppl", "-lm", KN, "-lambda", 0.24, "-mix-lm", WB, "-mix-lm2", KB, "-mix-lambda2", 0.2,
+                    "-ppl", "test.txt", cwd=DATA)[1]
+    assert np.isclose(ppl_of(nested), ppl_of(flat), rtol=1e-6)
+
+
+def test_em_and_per_bin_weights_are_saved_and_beat_each_component(tmp_path):
+    status, out, err = run_nplm("mix", "-lm", KN, "-lm", WB, "-lm", KB, "-text", "test.txt", "-bins", 3,
+                                "-bin-text", "train.txt", "-write", tmp_path / "b.mix", cwd=DATA)
+    assert status == 0, err
+    rows = re.findall(r"weights bin \d \(q [\d.]+\), (\d+) tokens: (\S+) (\S+) (\S+)", out)
+    assert len(rows) == 3 and sum(int(r[0]) for r in rows) == 771
+    assert all(abs(sum(map(float, r[1:])) - 1) < 1e-5 for r in rows)
+    components = [float(v) for v in re.findall(r"model \S+: ppl= (\S+)", out)]
+    mixed = float(re.search(r"mixture: ppl= (\S+)", out).group(1))
+    assert mixed < min(components)
+    report = run_nplm("ppl", "-lm", tmp_path / "b.mix", "-ppl", "test.txt", cwd=DATA)[1]
+    assert np.isclose(ppl_of(report), mixed, rtol=1e-6)
+
+
+def test_mixture_files_name_their_components_relative_to_themselves(tmp_path):
+    import shutil
+    for name in (KN, WB):
+        shutil.copy(f"{DATA}/{name}", tmp_path / name)
+    assert run_nplm("mix", "-lm", KN, "-lm", WB, "-text", f"{DATA}/test.txt", "-write", "m.mix", cwd=tmp_path)[0] == 0
+    moved = tmp_path / "moved"
+    shutil.copytree(tmp_path, moved, ignore=shutil.ignore_patterns("moved"))
+    (tmp_path / WB).unlink()
+    status, out, err = run_nplm("ppl", "-lm", moved / "m.mix", "-ppl", f"{DATA}/test.txt")
+    assert status == 0, err
+    status, _, err = run_nplm("ppl", "-lm", tmp_path / "m.mix", "-ppl", f"{DATA}/test.txt")
+    assert_one_line_error(status, err, WB)
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["-lm", KN, "-text", "test.txt"], "two or more models"),
+    (["-lm", KN, "-lm", WB, "-text", "test.txt", "-lambda", "0.2 0.2 0.6"], "3 weights for 2 models"),
+    (["-lm", KN, "-lm", WB, "-text", "test.txt", "-lambda", "1.5"], "non-negative and sum to 1"),
+    (["-lm", KN, "-lm", WB, "-text", "test.txt", "-lambda", "x"], "not a list of numbers"),
+    (["-lm", KN, "-lm", WB, "-text", "test.txt", "-bins", 4], "-bins needs -bin-text"),
+    (["-lm", KN, "-lm", "missing.arpa", "-text", "test.txt"], "missing.arpa"),
+])
+def test_bad_mix_arguments(args, fragment):
+    assert_one_line_error(*run_nplm("mix", *args, cwd=DATA)[::2], fragment)
+
+
+def test_different_vocabularies_and_self_containing_mixtures_are_refused(tmp_path):
+    (tmp_path / "other.txt").write_text("a b c\nc b a\n")
+    assert run_nplm("ngram-count", "-text", tmp_path / "other.txt", "-order", 2, "-lm", tmp_path / "o.arpa")[0] == 0
+    status, _, err = run_nplm("ppl", "-lm", KN, "-mix-lm", tmp_path / "o.arpa", "-ppl", "test.txt", cwd=DATA)
+    assert_one_line_error(status, err, "o.arpa: vocabulary differs from that of kn3-unk.arpa.gz")
+    mix = tmp_path / "m.mix"
+    assert run_nplm("mix", "-lm", KN, "-lm", WB, "-text", "test.txt", "-write", mix, cwd=DATA)[0] == 0
+    assert run_nplm("mix", "-lm", mix, "-lm", KB, "-text", "test.txt", "-write", mix, cwd=DATA)[0] == 0
+    status, _, err = run_nplm("ppl", "-lm", mix, "-ppl", "test.txt", cwd=DATA)
+    assert_one_line_error(status, err, "the mixture contains itself")
