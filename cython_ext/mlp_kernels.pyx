@@ -12,7 +12,7 @@ cimport numpy as cnp
 from libc.math cimport expf, logf, tanhf, log, pow
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
-from scipy.linalg.cython_blas cimport saxpy, sgemm, sgemv, sger, sscal
+from scipy.linalg.cython_blas cimport saxpy, sdot, sgemm, sgemv, sger, sscal
 
 cnp.import_array()
 
@@ -36,6 +36,13 @@ cdef struct Work:
     float *Y
     float *dA
     float *dX
+    # One-window SGD defers its rank-1 updates of U and W: `pending` windows wait in
+    # rows 0.. of X, A and Y (Y holding dL/dy) with their steps -rate in `steps`, and are
+    # applied by one sgemm every DEFER windows. Forward and backward add their effect, so
+    # the result is plain SGD, but U is written once per DEFER windows instead of each.
+    int pending
+    float *steps
+    float *coef
 
 
 cdef inline void gemm(char ta, char tb, int M, int N, int K, float alpha, const float *A, int lda,
@@ -61,10 +68,23 @@ cdef inline void matvec_t(int rows, int cols, float alpha, const float *M, const
     sgemv(b'N', &cols, &rows, &alpha, <float *> M, &cols, <float *> u, &one, &beta, out, &one)
 
 
+cdef inline float dot(int size, const float *u, const float *v) noexcept nogil:
+    cdef int one = 1
+    return sdot(&size, <float *> u, &one, <float *> v, &one)
+
+
+cdef inline void scale(int size, float alpha, float *v) noexcept nogil:
+    cdef int one = 1
+    sscal(&size, &alpha, v, &one)
+
+
 cdef inline void rank1(int rows, int cols, float alpha, const float *u, const float *v, float *M) noexcept nogil:
     """M += alpha u v^T for a row-major M (rows x cols)."""
     cdef int one = 1
     sger(&cols, &rows, &alpha, <float *> v, &one, <float *> u, &one, M, &cols)
+
+
+DEF DEFER = 16
 
 
 cdef inline void activate(float *a, Py_ssize_t size, int kind) noexcept nogil:
@@ -97,38 +117,51 @@ cdef inline void activation_slope(float *grad, const float *a, Py_ssize_t size, 
 
 
 cdef double forward(Net *net, Work *w, const int *rows, int K) noexcept nogil:
-    """Fill X, A and Y (probabilities); return the sum of log p(target), in double."""
-    cdef int n = net.context + 1, i, k, j, V = net.vocab, target
+    """Fill X, A and Y (probabilities) from row `w.pending` on; return the sum of
+    log p(target), in double. Pending deferred updates count as applied."""
+    cdef int n = net.context + 1, i, k, j, V = net.vocab, target, p = w.pending
     cdef float top, value, sum_exp
     cdef double total = 0
     cdef float *y
+    cdef float *X = w.X + <Py_ssize_t> p * net.inputs
+    cdef float *A = w.A + <Py_ssize_t> p * net.hidden
+    cdef float *Y = w.Y + <Py_ssize_t> p * V
     for i in range(K):
         for k in range(net.context):
-            memcpy(w.X + i * net.inputs + k * net.m, net.C + <Py_ssize_t> rows[i * n + k] * net.m,
+            memcpy(X + i * net.inputs + k * net.m, net.C + <Py_ssize_t> rows[i * n + k] * net.m,
                    net.m * sizeof(float))
     if net.hidden > 0:
         for i in range(K):
-            memcpy(w.A + i * net.hidden, net.d, net.hidden * sizeof(float))
+            memcpy(A + i * net.hidden, net.d, net.hidden * sizeof(float))
         if K == 1:
-            matvec(net.hidden, net.inputs, 1.0, net.H, w.X, 1.0, w.A)
+            matvec(net.hidden, net.inputs, 1.0, net.H, X, 1.0, A)
         else:
-            gemm(b'N', b'T', K, net.hidden, net.inputs, 1.0, w.X, net.inputs, net.H, net.inputs, 1.0,
-                 w.A, net.hidden)
-        activate(w.A, <Py_ssize_t> K * net.hidden, net.activation)
+            gemm(b'N', b'T', K, net.hidden, net.inputs, 1.0, X, net.inputs, net.H, net.inputs, 1.0,
+                 A, net.hidden)
+        activate(A, <Py_ssize_t> K * net.hidden, net.activation)
     for i in range(K):
-        memcpy(w.Y + <Py_ssize_t> i * V, net.b, V * sizeof(float))
+        memcpy(Y + <Py_ssize_t> i * V, net.b, V * sizeof(float))
     if net.hidden > 0:
         if K == 1:
-            matvec(V, net.hidden, 1.0, net.U, w.A, 1.0, w.Y)
+            matvec(V, net.hidden, 1.0, net.U, A, 1.0, Y)
         else:
-            gemm(b'N', b'T', K, V, net.hidden, 1.0, w.A, net.hidden, net.U, net.hidden, 1.0, w.Y, V)
+            gemm(b'N', b'T', K, V, net.hidden, 1.0, A, net.hidden, net.U, net.hidden, 1.0, Y, V)
     if net.direct:
         if K == 1:
-            matvec(V, net.inputs, 1.0, net.W, w.X, 1.0, w.Y)
+            matvec(V, net.inputs, 1.0, net.W, X, 1.0, Y)
         else:
-            gemm(b'N', b'T', K, V, net.inputs, 1.0, w.X, net.inputs, net.W, net.inputs, 1.0, w.Y, V)
+            gemm(b'N', b'T', K, V, net.inputs, 1.0, X, net.inputs, net.W, net.inputs, 1.0, Y, V)
+    if p > 0:  # y += sum_j steps_j dL/dy_j (a_j . a + x_j . x): the deferred updates
+        for j in range(p):
+            w.coef[j] = 0
+            if net.hidden > 0:
+                w.coef[j] += dot(net.hidden, w.A + j * net.hidden, A)
+            if net.direct:
+                w.coef[j] += dot(net.inputs, w.X + j * net.inputs, X)
+            w.coef[j] *= w.steps[j]
+        matvec_t(p, V, 1.0, w.Y, w.coef, 1.0, Y)
     for i in range(K):  # softmax with max-subtraction (sec. 3.2); loops kept simple to vectorise
-        y = w.Y + <Py_ssize_t> i * V
+        y = Y + <Py_ssize_t> i * V
         target = rows[i * n + net.context]
         top = y[0]
         for j in range(1, V):
@@ -148,27 +181,37 @@ cdef double forward(Net *net, Work *w, const int *rows, int K) noexcept nogil:
 cdef void backward(Net *net, Work *w, const int *rows, int K, float rate, float keep_c) noexcept nogil:
     """Gradient of -log p through the batch, applied with step `rate` (sum over the
     batch); `keep_c` < 1 decays the rows of C that occur (weight decay)."""
-    cdef int n = net.context + 1, i, k, j, V = net.vocab, one = 1
+    cdef int n = net.context + 1, i, k, j, V = net.vocab, one = 1, p = w.pending
     cdef float minus = -rate
     cdef float *row
+    cdef float *X = w.X + <Py_ssize_t> p * net.inputs
+    cdef float *A = w.A + <Py_ssize_t> p * net.hidden
+    cdef float *Y = w.Y + <Py_ssize_t> p * V
     for i in range(K):  # dL/dy = p - 1[target]
-        w.Y[<Py_ssize_t> i * V + rows[i * n + net.context]] -= 1
-    if K == 1:  # one example: matrix-vector products and rank-1 updates
+        Y[<Py_ssize_t> i * V + rows[i * n + net.context]] -= 1
+    if K == 1:  # one example: matrix-vector products; U and W updates deferred
+        if p > 0:  # the pending updates' share of U^T g and W^T g
+            matvec(p, V, 1.0, w.Y, Y, 0.0, w.coef)
+            for j in range(p):
+                w.coef[j] *= w.steps[j]
         if net.hidden > 0:
-            matvec_t(V, net.hidden, 1.0, net.U, w.Y, 0.0, w.dA)
-            activation_slope(w.dA, w.A, net.hidden, net.activation)
+            matvec_t(V, net.hidden, 1.0, net.U, Y, 0.0, w.dA)
+            if p > 0:
+                matvec_t(p, net.hidden, 1.0, w.A, w.coef, 1.0, w.dA)
+            activation_slope(w.dA, A, net.hidden, net.activation)
             matvec_t(net.hidden, net.inputs, 1.0, net.H, w.dA, 0.0, w.dX)
         else:
             memset(w.dX, 0, net.inputs * sizeof(float))
         if net.direct:
-            matvec_t(V, net.inputs, 1.0, net.W, w.Y, 1.0, w.dX)
+            matvec_t(V, net.inputs, 1.0, net.W, Y, 1.0, w.dX)
+            if p > 0:
+                matvec_t(p, net.inputs, 1.0, w.X, w.coef, 1.0, w.dX)
         if net.hidden > 0:
-            rank1(V, net.hidden, minus, w.Y, w.A, net.U)
-            rank1(net.hidden, net.inputs, minus, w.dA, w.X, net.H)
+            rank1(net.hidden, net.inputs, minus, w.dA, X, net.H)
             if net.bias:
                 saxpy(&net.hidden, &minus, w.dA, &one, net.d, &one)
-        if net.direct:
-            rank1(V, net.inputs, minus, w.Y, w.X, net.W)
+        w.steps[p] = minus
+        w.pending = p + 1
     else:
         if net.hidden > 0:
             gemm(b'N', b'N', K, net.hidden, V, 1.0, w.Y, V, net.U, net.hidden, 0.0, w.dA, net.hidden)
@@ -191,12 +234,31 @@ cdef void backward(Net *net, Work *w, const int *rows, int K, float rate, float 
             gemm(b'T', b'N', V, net.inputs, K, minus, w.Y, V, w.X, net.inputs, 1.0, net.W, net.inputs)
     for i in range(K):
         if net.bias:
-            saxpy(&V, &minus, w.Y + <Py_ssize_t> i * V, &one, net.b, &one)
+            saxpy(&V, &minus, Y + <Py_ssize_t> i * V, &one, net.b, &one)
         for k in range(net.context):
             row = net.C + <Py_ssize_t> rows[i * n + k] * net.m
             if keep_c != 1:
-                sscal(&net.m, &keep_c, row, &one)
+                scale(net.m, keep_c, row)
             saxpy(&net.m, &minus, w.dX + i * net.inputs + k * net.m, &one, row, &one)
+
+
+cdef void flush(Net *net, Work *w) noexcept nogil:
+    """Apply the deferred one-window updates: U += sum_j steps_j g_j a_j^T, likewise W."""
+    cdef int p = w.pending, j
+    if p == 0:
+        return
+    for j in range(p):  # the pending a_j and x_j are not needed after this
+        if net.hidden > 0:
+            scale(net.hidden, w.steps[j], w.A + j * net.hidden)
+        if net.direct:
+            scale(net.inputs, w.steps[j], w.X + j * net.inputs)
+    if net.hidden > 0:
+        gemm(b'T', b'N', net.vocab, net.hidden, p, 1.0, w.Y, net.vocab, w.A, net.hidden, 1.0, net.U,
+             net.hidden)
+    if net.direct:
+        gemm(b'T', b'N', net.vocab, net.inputs, p, 1.0, w.Y, net.vocab, w.X, net.inputs, 1.0, net.W,
+             net.inputs)
+    w.pending = 0
 
 
 cdef class Network:
@@ -230,13 +292,18 @@ cdef class Network:
         if self.net.direct:
             W = params["W"]
             self.net.W = &W[0, 0]
+        cdef Py_ssize_t slots = max(capacity, DEFER)  # deferred windows wait in X, A and Y
         self.work.capacity = capacity
-        self.work.X = <float *> malloc(<Py_ssize_t> capacity * max(self.net.inputs, 1) * sizeof(float))
-        self.work.A = <float *> malloc(<Py_ssize_t> capacity * max(self.net.hidden, 1) * sizeof(float))
+        self.work.pending = 0
+        self.work.X = <float *> malloc(slots * max(self.net.inputs, 1) * sizeof(float))
+        self.work.A = <float *> malloc(slots * max(self.net.hidden, 1) * sizeof(float))
         self.work.dA = <float *> malloc(<Py_ssize_t> capacity * max(self.net.hidden, 1) * sizeof(float))
         self.work.dX = <float *> malloc(<Py_ssize_t> capacity * max(self.net.inputs, 1) * sizeof(float))
-        self.work.Y = <float *> malloc(<Py_ssize_t> capacity * self.net.vocab * sizeof(float))
-        if not (self.work.X and self.work.A and self.work.dA and self.work.dX and self.work.Y):
+        self.work.Y = <float *> malloc(slots * self.net.vocab * sizeof(float))
+        self.work.steps = <float *> malloc(DEFER * sizeof(float))
+        self.work.coef = <float *> malloc(DEFER * sizeof(float))
+        if not (self.work.X and self.work.A and self.work.dA and self.work.dX and self.work.Y
+                and self.work.steps and self.work.coef):
             raise MemoryError()
 
     def __dealloc__(self):
@@ -245,6 +312,8 @@ cdef class Network:
         free(self.work.dA)
         free(self.work.dX)
         free(self.work.Y)
+        free(self.work.steps)
+        free(self.work.coef)
 
     def train(self, const int[:, ::1] windows, int batch, double lr0, double decay_rate,
               long long updates, long long update_stride, double weight_decay):
@@ -255,9 +324,9 @@ cdef class Network:
         cdef int K
         cdef double total = 0, rate
         cdef long long done = 0
-        cdef float keep, scale
+        cdef float keep, factor
         cdef double pending = 1  # dense decay not yet applied: applied in bulk (cheap at batch 1)
-        cdef int one = 1, size, since = 0, decay_every = max(1, 64 // batch)
+        cdef int since = 0, decay_every = max(1, 64 // batch)
         if count == 0:
             return 0.0, 0
         if batch > self.work.capacity or windows.shape[1] != self.net.context + 1:
@@ -266,6 +335,8 @@ cdef class Network:
             start = 0
             while start < count:
                 K = <int> min(<Py_ssize_t> batch, count - start)
+                if K > 1:
+                    flush(&self.net, &self.work)
                 rate = lr0 / (1 + decay_rate * (updates + done * update_stride))
                 total += forward(&self.net, &self.work, &windows[start, 0], K)
                 keep = <float> (1 - rate * weight_decay)
@@ -273,18 +344,18 @@ cdef class Network:
                 if weight_decay > 0:  # decay of the dense weights (not the biases)
                     pending *= pow(1 - rate * weight_decay, K)
                     since += 1
+                if self.work.pending == DEFER or start + K >= count:
+                    flush(&self.net, &self.work)
                 if since and (since >= decay_every or start + K >= count):
-                    scale = <float> pending
+                    flush(&self.net, &self.work)
+                    factor = <float> pending
                     pending = 1
                     since = 0
                     if self.net.hidden > 0:
-                        size = self.net.vocab * self.net.hidden
-                        sscal(&size, &scale, self.net.U, &one)
-                        size = self.net.hidden * self.net.inputs
-                        sscal(&size, &scale, self.net.H, &one)
+                        scale(self.net.vocab * self.net.hidden, factor, self.net.U)
+                        scale(self.net.hidden * self.net.inputs, factor, self.net.H)
                     if self.net.direct:
-                        size = self.net.vocab * self.net.inputs
-                        sscal(&size, &scale, self.net.W, &one)
+                        scale(self.net.vocab * self.net.inputs, factor, self.net.W)
                 start += K
                 done += 1
         return total, done
