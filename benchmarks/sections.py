@@ -154,16 +154,13 @@ def _timed_stdin(args, stdin, output):
     return time.perf_counter() - start
 
 
-def _train_words_per_second(text, vocab, batch, threads, repeats=3):
+def _train_words_per_second(text, vocab, batch, threads):
     out = os.path.join("bench", "out")
-    speeds = []
-    for _ in range(repeats):
-        log = os.path.join(out, "train.log")
-        subprocess.run([NPLM, "train-nplm", "-text", text, "-vocab", vocab, "-order", "5", "-m", "30", "-h", "100",
-                        "-epochs", "1", "-batch", str(batch), "-threads", str(threads), "-quiet",
-                        "-lm", os.path.join(out, "mlp9.nplm"), "-log", log], check=True)
-        speeds.append(json.loads(open(log).readline())["words_per_s"])
-    return statistics.median(speeds)
+    log = os.path.join(out, "train.log")
+    subprocess.run([NPLM, "train-nplm", "-text", text, "-vocab", vocab, "-order", "5", "-m", "30", "-h", "100",
+                    "-epochs", "1", "-batch", str(batch), "-threads", str(threads), "-quiet",
+                    "-lm", os.path.join(out, "mlp9.nplm"), "-log", log], check=True)
+    return json.loads(open(log).readline())["words_per_s"]
 
 
 def _peak_training_memory(train, vocab, seconds=25):
@@ -191,7 +188,7 @@ def mlp_training_speed(brown, peak):
     subprocess.run([NPLM, "vocab", "-text", train, "-min-count", "4", "-write-vocab", vocab], check=True)
     lines = open(train).read().splitlines(keepends=True)
     texts = {}
-    for name, count in (("short", 60), ("long", 1500)):
+    for name, count in (("short", 400), ("long", 1500)):
         texts[name] = os.path.join(out, f"train-{name}.txt")
         with open(texts[name], "w") as f:
             f.writelines(lines[:count])
@@ -200,48 +197,111 @@ def mlp_training_speed(brown, peak):
     table = ["## MLP9 training speed (issue 4)", "",
              "Bengio et al.'s MLP9 (n=5, m=30, h=100, no direct connections), full softmax over |V| = 14,119, "
              "plain SGD (`-lr 1e-3`, weight decay 1e-4); `nplm train-nplm -order 5 -m 30 -h 100 -epochs 1 "
-             "-batch K -threads T`, words/s from the epoch log (median of 3 runs), on the first 60 (batch 1) "
+             "-batch K -threads T`, words/s from the epoch log, median of 5 runs with 1 and 2 threads alternating "
+             "(the ratio is the median of the 5 side-by-side ratios), on the first 400 (batch 1, 9.1k words) "
              "or 1,500 (batch 32, 256) sentences of Brown train. FLOP per word = 6|V|h + 6(n-1)mh = "
              f"{flop_per_word / 1e6:.2f} M; the fraction is of the numpy sgemm peak above ({peak:.1f} GFLOP/s). "
-             "With one thread, BLAS uses both cores; with two, each thread gets a single-threaded BLAS.", "",
-             "| batch | threads | words/s | GFLOP/s | of sgemm peak |", "| --- | --- | --- | --- | --- |"]
-    speeds = {}
+             "One thread at batch 1 runs a single-threaded BLAS (one core); at larger batches BLAS uses "
+             "both cores. With two threads each gets a single-threaded BLAS.", "",
+             "| batch | threads | words/s | GFLOP/s | of sgemm peak | 2 threads / 1 |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    speeds, ratios = {}, {}
     for batch in (1, 32, 256):
+        text = texts["short"] if batch == 1 else texts["long"]
+        runs = [(_train_words_per_second(text, vocab, batch, 1), _train_words_per_second(text, vocab, batch, 2))
+                for _ in range(5)]
+        ratios[batch] = statistics.median(two / one for one, two in runs)
         for threads in (1, 2):
-            text = texts["short"] if batch == 1 else texts["long"]
-            speeds[batch, threads] = _train_words_per_second(text, vocab, batch, threads)
+            speeds[batch, threads] = statistics.median(r[threads - 1] for r in runs)
             rate = speeds[batch, threads] * flop_per_word / 1e9
-            table.append(f"| {batch} | {threads} | {speeds[batch, threads]:,.0f} | {rate:.1f} | {rate / peak:.0%} |")
-    table += ["", f"2 threads against 1 at batch 1: {speeds[1, 2] / speeds[1, 1]:.2f}x; at batch 256: "
-              f"{speeds[256, 2] / speeds[256, 1]:.2f}x.",
+            table.append(f"| {batch} | {threads} | {speeds[batch, threads]:,.0f} | {rate:.1f} | {rate / peak:.0%} | "
+                         + (f"{ratios[batch]:.2f}x |" if threads == 2 else " |"))
+    table += ["", f"2 threads against 1 at batch 1: {ratios[1]:.2f}x (target 1.7x); at batch 256: "
+              f"{ratios[256]:.2f}x.",
               f"Peak memory of MLP9 training on all of Brown train (batch 256, 2 threads; VmHWM after 25 s of "
               f"the first epoch): {_peak_training_memory(train, vocab):.0f} MB (target < 1 GB)."]
     return table
 
 
+NEURAL_RUNS = {  # name: (make target, architecture in the paper's terms, train-nplm options, paper test ppl)
+    "mlp9": ("brown-mlp9", "n=5, m=30, h=100, no direct", "-order 5 -m 30 -h 100", 276),
+    "mlp1": ("brown-mlp1", "n=5, m=60, h=50, direct", "-order 5 -m 60 -h 50 -direct", 268),
+}
+
+
 def mlp_quality(brown, peak):
-    """Issue 4: test ppl of the MLP9 trained by `make brown-mlp9`, beside KN5."""
-    lines = ["## MLP9 quality on Brown (issue 4)", ""]
-    log, model = os.path.join("runs", "mlp9.log"), os.path.join("runs", "mlp9.nplm")
-    if not (os.path.exists(log) and os.path.exists(model)):
-        return lines + ["Not measured in this run: `make brown-mlp9` trains it (about 35 min on 2 cores)."]
-    records = [json.loads(line) for line in open(log)]
-    best = min(records, key=lambda r: r["valid_ppl"])
-    kn5 = os.path.join("bench", "out", "kn5.arpa")
+    """Issue 4: test ppl of MLP9 and MLP1 (trained by `make brown-mlp9`, `make brown-mlp1`)
+    beside KN5."""
+    lines = ["## MLP9 and MLP1 quality on Brown (issue 4)", ""]
     test, valid = os.path.join(brown, "test.txt"), os.path.join(brown, "valid.txt")
-    mlp_test, mlp_valid = _ppl(model, test), _ppl(model, valid)
+    kn5 = os.path.join("bench", "out", "kn5.arpa")
     kn5_test = _ppl(kn5, test) if os.path.exists(kn5) else float("nan")
-    lines += ["Trained by `make brown-mlp9`: `nplm train-nplm -text train.txt -valid valid.txt -vocab vocab.txt "
-              "-order 5 -m 30 -h 100 -epochs 20 -patience 2 -batch 256 -threads 2 -lr 0.003` (weight decay 1e-4, "
-              "r = 1e-8), early stopping on valid; scored with `nplm ppl -lm runs/mlp9.nplm -text FILE`.", "",
-              "| epoch | train ppl | valid ppl | words/s |", "| --- | --- | --- | --- |"]
-    lines += [f"| {r['epoch']} | {r['train_ppl']:.1f} | {r['valid_ppl']:.2f} | {r['words_per_s']:,.0f} |"
-              for r in records]
-    lines += ["", f"Kept: epoch {best['epoch']}. Valid ppl {mlp_valid:.2f}; **test ppl {mlp_test:.2f}** against "
-              f"KN5's {kn5_test:.2f}: {1 - mlp_test / kn5_test:.1%} lower (target 10%, aim 15%; the paper: 276 "
-              "against 321, 14%)."]
+    for name, (target, shape, options, paper) in NEURAL_RUNS.items():
+        log, model = os.path.join("runs", f"{name}.log"), os.path.join("runs", f"{name}.nplm")
+        lines += [f"### {name.upper()} ({shape})", ""]
+        if not (os.path.exists(log) and os.path.exists(model)):
+            lines += [f"Not measured in this run: `make {target}` trains it.", ""]
+            continue
+        records = [json.loads(line) for line in open(log)]
+        best = min(records, key=lambda r: r["valid_ppl"])
+        mlp_test, mlp_valid = _ppl(model, test), _ppl(model, valid)
+        lines += [f"Trained by `make {target}`: `nplm train-nplm -text train.txt -valid valid.txt -vocab vocab.txt "
+                  f"{options} -epochs 20 -patience 2 -batch 256 -threads 2 -lr 0.003` (weight decay 1e-4, "
+                  f"r = 1e-8), early stopping on valid; scored with `nplm ppl -lm runs/{name}.nplm -text FILE`.", "",
+                  "| epoch | train ppl | valid ppl | words/s |", "| --- | --- | --- | --- |"]
+        lines += [f"| {r['epoch']} | {r['train_ppl']:.1f} | {r['valid_ppl']:.2f} | {r['words_per_s']:,.0f} |"
+                  for r in records]
+        lines += ["", f"Kept: epoch {best['epoch']}. Valid ppl {mlp_valid:.2f}; **test ppl {mlp_test:.2f}** against "
+                  f"KN5's {kn5_test:.2f}: {1 - mlp_test / kn5_test:.1%} lower (target 10%, aim 15%; the paper: "
+                  f"{paper} against 321, {1 - paper / 321:.0%}).", ""]
+    return lines[:-1]
+
+
+def mixtures(brown, peak):
+    """Issue 6: each MLP mixed with the deleted-interpolation trigram and with KN5."""
+    out = os.path.join("bench", "out")
+    train, valid, test = (os.path.join(brown, f"{s}.txt") for s in ("train", "valid", "test"))
+    lines = ["## Mixtures on Brown (issue 6)", "",
+             "Weights fitted on valid by `nplm mix -lm NGRAM -lm MLP -text valid.txt [-lambda 0.5 | -bins 6 "
+             "-bin-text train.txt] -write M.mix`; test ppl by `nplm ppl -lm M.mix -text test.txt`. N-gram models "
+             "from the n-gram section (bench/out), networks from `make brown-mlp9` / `make brown-mlp1` (runs/). "
+             "Per-bin weights: the deleted-interpolation bins of the two-word context's training frequency, "
+             "grouped into at most 6 bins of equal valid mass.", "",
+             "| network | n-gram | network test ppl | n-gram test ppl | 0.5 / 0.5 | EM weights | per-bin EM | "
+             "beats both |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    ngrams = {"DI3": os.path.join(out, "di3.nplm"), "KN5": os.path.join(out, "kn5.arpa")}
+    missing = [p for p in ngrams.values() if not os.path.exists(p)]
+    if missing:
+        return lines[:2] + [f"Not measured in this run: {', '.join(missing)} missing (run the ngram section)."]
+    measured = False
+    for name in NEURAL_RUNS:
+        model = os.path.join("runs", f"{name}.nplm")
+        if not os.path.exists(model):
+            continue
+        measured = True
+        mlp_test = _ppl(model, test)
+        for ngram_name, ngram in ngrams.items():
+            ngram_test = _ppl(ngram, test)
+            results = []
+            for label, extra in (("half", ["-lambda", "0.5"]), ("em", []),
+                                 ("bins", ["-bins", "6", "-bin-text", train])):
+                mix = os.path.join(out, f"{name}-{ngram_name.lower()}-{label}.mix")
+                subprocess.run([NPLM, "mix", "-lm", ngram, "-lm", model, "-text", valid, *extra, "-write", mix],
+                               check=True, stdout=subprocess.DEVNULL)
+                weights = subprocess.run([NPLM, "mix", "-lm", ngram, "-lm", model, "-text", valid, *extra],
+                                         check=True, capture_output=True, text=True).stdout if label == "em" else ""
+                results.append((_ppl(mix, test), weights))
+            em_weight = float(results[1][1].split("tokens: ")[1].split()[1]) if results[1][1] else float("nan")
+            beats = all(r < min(mlp_test, ngram_test) for r, _ in results)
+            lines.append(f"| {name.upper()} | {ngram_name} | {mlp_test:.2f} | {ngram_test:.2f} | {results[0][0]:.2f} "
+                         f"| {results[1][0]:.2f} (network {em_weight:.3f}) | {results[2][0]:.2f} | "
+                         f"{'yes' if beats else 'NO'} |")
+    if not measured:
+        return lines[:2] + ["Not measured in this run: no trained network in runs/ (`make brown-mlp9`)."]
+    lines += ["", "The paper (Table 1, Brown test): MLP9 alone 276, the deleted-interpolation trigram 336, "
+              "their 50/50 mixture (MLP10) 252."]
     return lines
 
 
 SECTIONS = [("corpus", corpus_encoding), ("ngram", ngram_models), ("mlp", mlp_training_speed),
-            ("quality", mlp_quality)]
+            ("quality", mlp_quality), ("mixtures", mixtures)]

@@ -5,8 +5,11 @@
 
 forward and backward over a mini-batch of windows without the GIL, with sgemm from
 scipy.linalg.cython_blas, softmax with max-subtraction, and in-place SGD updates (sparse
-on the rows of C that occur). Several threads may run `train` on the same parameter
-arrays at once: lock-free asynchronous updates (sec. 3.1). Policy lives in Python."""
+on the rows of C that occur). One-window SGD runs on matrix-vector products and defers
+its dense updates (see Work): still plain SGD, with a fraction of the memory traffic.
+Several threads may run `train` on the same parameter arrays at once: lock-free
+asynchronous updates (sec. 3.1); a thread sees another's dense updates when that one
+flushes them (at most DEFER windows late). Policy lives in Python."""
 import numpy as np
 cimport numpy as cnp
 from libc.math cimport expf, logf, tanhf, log, pow
@@ -36,13 +39,18 @@ cdef struct Work:
     float *Y
     float *dA
     float *dX
-    # One-window SGD defers its rank-1 updates of U and W: `pending` windows wait in
-    # rows 0.. of X, A and Y (Y holding dL/dy) with their steps -rate in `steps`, and are
-    # applied by one sgemm every DEFER windows. Forward and backward add their effect, so
-    # the result is plain SGD, but U is written once per DEFER windows instead of each.
+    # One-window SGD defers its updates of the dense parameters (b, U, W, d, H): `pending`
+    # windows wait in rows 0.. of X, A, Y (holding dL/dy) and G (dL/d hidden input), with
+    # their steps -rate, and are applied by sgemm every DEFER windows. Forward and backward
+    # add the pending updates' effect, so the result is plain SGD, but the dense arrays are
+    # written once per DEFER windows: less memory traffic, and lock-free threads no longer
+    # fight over their cache lines at every window. Only the rows of C are written at once.
     int pending
+    float *G
     float *steps
     float *coef
+    float *coef_in
+    float *xdot
 
 
 cdef inline void gemm(char ta, char tb, int M, int N, int K, float alpha, const float *A, int lda,
@@ -130,6 +138,8 @@ cdef double forward(Net *net, Work *w, const int *rows, int K) noexcept nogil:
         for k in range(net.context):
             memcpy(X + i * net.inputs + k * net.m, net.C + <Py_ssize_t> rows[i * n + k] * net.m,
                    net.m * sizeof(float))
+    for j in range(p):  # pending windows: x_j . x
+        w.xdot[j] = dot(net.inputs, w.X + j * net.inputs, X)
     if net.hidden > 0:
         for i in range(K):
             memcpy(A + i * net.hidden, net.d, net.hidden * sizeof(float))
@@ -138,6 +148,10 @@ cdef double forward(Net *net, Work *w, const int *rows, int K) noexcept nogil:
         else:
             gemm(b'N', b'T', K, net.hidden, net.inputs, 1.0, X, net.inputs, net.H, net.inputs, 1.0,
                  A, net.hidden)
+        if p > 0:  # += sum_j steps_j g_j (x_j . x + 1): the pending updates of H and d
+            for j in range(p):
+                w.coef_in[j] = w.steps[j] * (w.xdot[j] + net.bias)
+            matvec_t(p, net.hidden, 1.0, w.G, w.coef_in, 1.0, A)
         activate(A, <Py_ssize_t> K * net.hidden, net.activation)
     for i in range(K):
         memcpy(Y + <Py_ssize_t> i * V, net.b, V * sizeof(float))
@@ -151,13 +165,13 @@ cdef double forward(Net *net, Work *w, const int *rows, int K) noexcept nogil:
             matvec(V, net.inputs, 1.0, net.W, X, 1.0, Y)
         else:
             gemm(b'N', b'T', K, V, net.inputs, 1.0, X, net.inputs, net.W, net.inputs, 1.0, Y, V)
-    if p > 0:  # y += sum_j steps_j dL/dy_j (a_j . a + x_j . x): the deferred updates
+    if p > 0:  # += sum_j steps_j dL/dy_j (a_j . a + x_j . x + 1): pending updates of U, W, b
         for j in range(p):
-            w.coef[j] = 0
+            w.coef[j] = net.bias
             if net.hidden > 0:
                 w.coef[j] += dot(net.hidden, w.A + j * net.hidden, A)
             if net.direct:
-                w.coef[j] += dot(net.inputs, w.X + j * net.inputs, X)
+                w.coef[j] += w.xdot[j]
             w.coef[j] *= w.steps[j]
         matvec_t(p, V, 1.0, w.Y, w.coef, 1.0, Y)
     for i in range(K):  # softmax with max-subtraction (sec. 3.2); loops kept simple to vectorise
@@ -189,27 +203,28 @@ cdef void backward(Net *net, Work *w, const int *rows, int K, float rate, float 
     cdef float *Y = w.Y + <Py_ssize_t> p * V
     for i in range(K):  # dL/dy = p - 1[target]
         Y[<Py_ssize_t> i * V + rows[i * n + net.context]] -= 1
-    if K == 1:  # one example: matrix-vector products; U and W updates deferred
+    if K == 1:  # one example: matrix-vector products; dense updates deferred
         if p > 0:  # the pending updates' share of U^T g and W^T g
             matvec(p, V, 1.0, w.Y, Y, 0.0, w.coef)
             for j in range(p):
                 w.coef[j] *= w.steps[j]
+                w.coef_in[j] = w.coef[j] if net.direct else 0
         if net.hidden > 0:
             matvec_t(V, net.hidden, 1.0, net.U, Y, 0.0, w.dA)
             if p > 0:
                 matvec_t(p, net.hidden, 1.0, w.A, w.coef, 1.0, w.dA)
             activation_slope(w.dA, A, net.hidden, net.activation)
             matvec_t(net.hidden, net.inputs, 1.0, net.H, w.dA, 0.0, w.dX)
+            if p > 0:  # and of H^T g
+                for j in range(p):
+                    w.coef_in[j] += w.steps[j] * dot(net.hidden, w.G + j * net.hidden, w.dA)
+            memcpy(w.G + p * net.hidden, w.dA, net.hidden * sizeof(float))
         else:
             memset(w.dX, 0, net.inputs * sizeof(float))
         if net.direct:
             matvec_t(V, net.inputs, 1.0, net.W, Y, 1.0, w.dX)
-            if p > 0:
-                matvec_t(p, net.inputs, 1.0, w.X, w.coef, 1.0, w.dX)
-        if net.hidden > 0:
-            rank1(net.hidden, net.inputs, minus, w.dA, X, net.H)
-            if net.bias:
-                saxpy(&net.hidden, &minus, w.dA, &one, net.d, &one)
+        if p > 0:
+            matvec_t(p, net.inputs, 1.0, w.X, w.coef_in, 1.0, w.dX)
         w.steps[p] = minus
         w.pending = p + 1
     else:
@@ -233,7 +248,7 @@ cdef void backward(Net *net, Work *w, const int *rows, int K, float rate, float 
         if net.direct:
             gemm(b'T', b'N', V, net.inputs, K, minus, w.Y, V, w.X, net.inputs, 1.0, net.W, net.inputs)
     for i in range(K):
-        if net.bias:
+        if net.bias and K > 1:
             saxpy(&V, &minus, Y + <Py_ssize_t> i * V, &one, net.b, &one)
         for k in range(net.context):
             row = net.C + <Py_ssize_t> rows[i * n + k] * net.m
@@ -243,19 +258,27 @@ cdef void backward(Net *net, Work *w, const int *rows, int K, float rate, float 
 
 
 cdef void flush(Net *net, Work *w) noexcept nogil:
-    """Apply the deferred one-window updates: U += sum_j steps_j g_j a_j^T, likewise W."""
+    """Apply the deferred one-window updates: b += sum_j steps_j y_j, U += sum_j steps_j
+    y_j a_j^T, and likewise W, d and H (y_j = dL/dy of window j, g_j = dL/d its hidden
+    input). The pending rows are scaled in place: they are not needed after this."""
     cdef int p = w.pending, j
     if p == 0:
         return
-    for j in range(p):  # the pending a_j and x_j are not needed after this
-        if net.hidden > 0:
-            scale(net.hidden, w.steps[j], w.A + j * net.hidden)
-        if net.direct:
-            scale(net.inputs, w.steps[j], w.X + j * net.inputs)
+    if net.bias:
+        matvec_t(p, net.vocab, 1.0, w.Y, w.steps, 1.0, net.b)
     if net.hidden > 0:
+        if net.bias:
+            matvec_t(p, net.hidden, 1.0, w.G, w.steps, 1.0, net.d)
+        for j in range(p):
+            scale(net.hidden, w.steps[j], w.G + j * net.hidden)
+            scale(net.hidden, w.steps[j], w.A + j * net.hidden)
+        gemm(b'T', b'N', net.hidden, net.inputs, p, 1.0, w.G, net.hidden, w.X, net.inputs, 1.0, net.H,
+             net.inputs)
         gemm(b'T', b'N', net.vocab, net.hidden, p, 1.0, w.Y, net.vocab, w.A, net.hidden, 1.0, net.U,
              net.hidden)
     if net.direct:
+        for j in range(p):
+            scale(net.inputs, w.steps[j], w.X + j * net.inputs)
         gemm(b'T', b'N', net.vocab, net.inputs, p, 1.0, w.Y, net.vocab, w.X, net.inputs, 1.0, net.W,
              net.inputs)
     w.pending = 0
@@ -300,10 +323,14 @@ cdef class Network:
         self.work.dA = <float *> malloc(<Py_ssize_t> capacity * max(self.net.hidden, 1) * sizeof(float))
         self.work.dX = <float *> malloc(<Py_ssize_t> capacity * max(self.net.inputs, 1) * sizeof(float))
         self.work.Y = <float *> malloc(slots * self.net.vocab * sizeof(float))
+        self.work.G = <float *> malloc(DEFER * max(self.net.hidden, 1) * sizeof(float))
         self.work.steps = <float *> malloc(DEFER * sizeof(float))
         self.work.coef = <float *> malloc(DEFER * sizeof(float))
+        self.work.coef_in = <float *> malloc(DEFER * sizeof(float))
+        self.work.xdot = <float *> malloc(DEFER * sizeof(float))
         if not (self.work.X and self.work.A and self.work.dA and self.work.dX and self.work.Y
-                and self.work.steps and self.work.coef):
+                and self.work.G and self.work.steps and self.work.coef and self.work.coef_in
+                and self.work.xdot):
             raise MemoryError()
 
     def __dealloc__(self):
@@ -312,8 +339,11 @@ cdef class Network:
         free(self.work.dA)
         free(self.work.dX)
         free(self.work.Y)
+        free(self.work.G)
         free(self.work.steps)
         free(self.work.coef)
+        free(self.work.coef_in)
+        free(self.work.xdot)
 
     def train(self, const int[:, ::1] windows, int batch, double lr0, double decay_rate,
               long long updates, long long update_stride, double weight_decay):

@@ -79,13 +79,14 @@ def test_one_window_scores_as_in_a_batch():
     np.testing.assert_allclose(single, batched, rtol=1e-5)
 
 
-@pytest.mark.parametrize("hidden, direct", [(5, False), (4, True), (0, True)])
-def test_one_window_sgd_with_deferred_updates_is_plain_sgd(hidden, direct):
-    """Batch-1 training defers its U and W updates (16 windows at a time); 40 windows with
+@pytest.mark.parametrize("hidden, direct, bias", [(5, False, True), (4, True, True), (0, True, True),
+                                                  (4, True, False)])
+def test_one_window_sgd_with_deferred_updates_is_plain_sgd(hidden, direct, bias):
+    """Batch-1 training defers its dense updates (16 windows at a time); 40 windows with
     a decaying rate must still give the sequential SGD trajectory. Weight decay follows the
     kernel's documented schedule: per step on the rows of C that occur, in bulk (every 64
     windows, here once at the end) on U, H and W."""
-    model = MLPModel.initial(VOCAB, order=3, features=4, hidden=hidden, direct=direct, seed=7)
+    model = MLPModel.initial(VOCAB, order=3, features=4, hidden=hidden, direct=direct, bias=bias, seed=7)
     reference = {k: v.astype(np.float64) for k, v in model.params.items()}
     windows = np.random.default_rng(2).integers(0, len(VOCAB), size=(40, 3)).astype(np.int32)
     windows[windows[:, 0] == windows[:, 1], 1] += 1  # distinct context words: C decays once a step
@@ -93,7 +94,8 @@ def test_one_window_sgd_with_deferred_updates_is_plain_sgd(hidden, direct):
     lr0, decay_rate, weight_decay = 0.2, 0.05, 0.01
     bulk_decay = 1.0
     for t, window in enumerate(windows):
-        step_model = MLPModel.initial(VOCAB, order=3, features=4, hidden=hidden, direct=direct, seed=7)
+        step_model = MLPModel.initial(VOCAB, order=3, features=4, hidden=hidden, direct=direct, bias=bias,
+                                      seed=7)
         step_model.params.update({k: v.astype(np.float32) for k, v in reference.items()})
         grads = {k: np.zeros_like(v) for k, v in step_model.params.items()}
         step_model.network(capacity=1).gradients(window[None, :], grads)
@@ -101,7 +103,8 @@ def test_one_window_sgd_with_deferred_updates_is_plain_sgd(hidden, direct):
         reference["C"][window[:-1]] *= 1 - rate * weight_decay
         bulk_decay *= 1 - rate * weight_decay
         for name, value in reference.items():
-            value -= rate * grads[name]
+            if bias or name not in ("b", "d"):
+                value -= rate * grads[name]
     for name in ("U", "H", "W"):
         if name in reference:
             reference[name] *= bulk_decay

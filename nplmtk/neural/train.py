@@ -85,8 +85,10 @@ class Trainer:
         windows = np.ascontiguousarray(windows[windows[:, -1] >= 0])
         networks = [self.model.network(capacity=max(cfg.batch, 1)) for _ in range(cfg.threads)]
         pool = ThreadPoolExecutor(max_workers=cfg.threads) if cfg.threads > 1 else None
-        # One worker: BLAS may use every core. Several: each gets a single-threaded BLAS.
-        with blas_threads(1) if cfg.threads > 1 else contextlib.nullcontext():
+        # Several workers: each gets a single-threaded BLAS. One worker may use every core
+        # for its matrix products, but not at batch 1: threaded matrix-vector products
+        # gain nothing there, so -threads 1 -batch 1 is honestly one core.
+        with blas_threads(1) if cfg.threads > 1 or cfg.batch == 1 else contextlib.nullcontext():
             try:
                 while self.state["epoch"] < cfg.epochs:
                     if self._epoch(windows, networks, pool, valid):
