@@ -7,6 +7,7 @@ from nplmtk.corpus import Corpus
 from nplmtk.errors import NplmError
 from nplmtk.io import check_readable
 from nplmtk.neural.mlp import MLPModel
+from nplmtk.neural.parallel import abort_on_error, world
 from nplmtk.neural.train import Trainer, TrainingConfig
 from nplmtk.text import Normalizer
 from nplmtk.vocab import Vocabulary, count_words
@@ -14,7 +15,7 @@ from nplmtk.vocab import Vocabulary, count_words
 from .options import example, flag, option
 
 PENDING = {"arch": {"energy": 5, "lbl": 0, "rnn": 0, "lstm": 0}, "criterion": {"is": 5, "is-adaptive": 5},
-           "mpi": {"param": 7, "data": 7}}
+           "mpi": {"data": 7}}
 
 
 @click.command("train-nplm", epilog=example(
@@ -35,7 +36,7 @@ PENDING = {"arch": {"energy": 5, "lbl": 0, "rnn": 0, "lstm": 0}, "criterion": {"
 @flag("no-bias", help="No output and hidden biases (b, d).")
 @option("arch", default="mlp", help="Architecture: mlp (Bengio et al. 2003).")
 @option("criterion", default="full", help="Training criterion: full (exact softmax gradient).")
-@option("mpi", default=None, help="Distributed training mode.")
+@option("mpi", default=None, help="Distributed training under mpiexec: param (the output layer split across the ranks, sec. 3.2).")
 @option("epochs", type=click.IntRange(min=0), default=10, help="Passes over the training text.")
 @option("batch", type=click.IntRange(min=1), default=1, help="Windows per update (1: the paper's SGD).")
 @option("lr", type=float, default=1e-3, help="Initial learning rate eps0.")
@@ -61,7 +62,7 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, ar
     by stochastic gradient descent with the paper's schedule, early stopping and
     lock-free threads. Words outside the vocabulary train as <unk>."""
     for name, value in (("arch", arch), ("criterion", criterion), ("mpi", mpi)):
-        if value is None or (name == "arch" and value == "mlp") or (name == "criterion" and value == "full"):
+        if value is None or (name, value) in (("arch", "mlp"), ("criterion", "full"), ("mpi", "param")):
             continue
         if value in PENDING[name]:
             issue = PENDING[name][value]
@@ -80,20 +81,33 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, ar
     config = TrainingConfig(epochs=epochs, batch=batch, lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
                             threads=threads, seed=seed, patience=patience, checkpoint_dir=checkpoint,
                             checkpoint_every=checkpoint_every, log=log, progress=not quiet)
+    comm = world() if mpi == "param" else None
+    if comm is None:
+        return _train(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, config, resume, checkpoint,
+                      min_count, normalize, None)
+    try:  # a failing rank must not leave the others waiting in a collective
+        _train(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, config, resume, checkpoint,
+               min_count, normalize, comm)
+    except BaseException as error:  # noqa: B902 (KeyboardInterrupt too: stop every rank)
+        abort_on_error(comm, error)
+
+
+def _train(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, config, resume, checkpoint,
+           min_count, normalize, comm):
     if resume:
-        trainer = Trainer.resume(os.path.join(checkpoint, "checkpoint.nplm"), config)
+        trainer = Trainer.resume(os.path.join(checkpoint, "checkpoint.nplm"), config, comm)
         vocabulary = trainer.model.vocab
     else:
         vocabulary = (Vocabulary.read(vocab) if vocab
                       else Vocabulary.from_counts(count_words([text], normalize), min_count))
         model = MLPModel.initial(vocabulary, order, m, h, direct=direct, bias=not no_bias,
-                                 activation=activation, seed=seed)
+                                 activation=activation, seed=config.seed)
         if no_bias:
             model.params["b"][...] = 0
             model.params.get("d", model.params["b"])[...] = 0
-        trainer = Trainer(model, config)
+        trainer = Trainer(model, config, comm)
     train_corpus = Corpus.read(text, vocabulary, unk=True, normalize=normalize)
     valid_corpus = Corpus.read(valid, vocabulary, unk=True, normalize=normalize) if valid else None
     model = trainer.run(train_corpus, valid_corpus)
-    if lm:
+    if lm and trainer.writer:
         model.save(lm, {"training": text, "history": trainer.state["history"]})

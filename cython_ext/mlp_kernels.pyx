@@ -124,13 +124,10 @@ cdef inline void activation_slope(float *grad, const float *a, Py_ssize_t size, 
                 grad[i] = 0
 
 
-cdef double forward(Net *net, Work *w, const int *rows, int K) noexcept nogil:
-    """Fill X, A and Y (probabilities) from row `w.pending` on; return the sum of
-    log p(target), in double. Pending deferred updates count as applied."""
-    cdef int n = net.context + 1, i, k, j, V = net.vocab, target, p = w.pending
-    cdef float top, value, sum_exp
-    cdef double total = 0
-    cdef float *y
+cdef void scores(Net *net, Work *w, const int *rows, int K) noexcept nogil:
+    """Fill X, A and Y (the scores y, before the softmax) from row `w.pending` on.
+    Pending deferred updates count as applied."""
+    cdef int n = net.context + 1, i, k, j, V = net.vocab, p = w.pending
     cdef float *X = w.X + <Py_ssize_t> p * net.inputs
     cdef float *A = w.A + <Py_ssize_t> p * net.hidden
     cdef float *Y = w.Y + <Py_ssize_t> p * V
@@ -174,6 +171,17 @@ cdef double forward(Net *net, Work *w, const int *rows, int K) noexcept nogil:
                 w.coef[j] += w.xdot[j]
             w.coef[j] *= w.steps[j]
         matvec_t(p, V, 1.0, w.Y, w.coef, 1.0, Y)
+
+
+cdef double forward(Net *net, Work *w, const int *rows, int K) noexcept nogil:
+    """Fill X, A and Y (probabilities) from row `w.pending` on; return the sum of
+    log p(target), in double."""
+    cdef int n = net.context + 1, i, j, V = net.vocab, target
+    cdef float top, value, sum_exp
+    cdef double total = 0
+    cdef float *y
+    cdef float *Y = w.Y + <Py_ssize_t> w.pending * V
+    scores(net, w, rows, K)
     for i in range(K):  # softmax with max-subtraction (sec. 3.2); loops kept simple to vectorise
         y = Y + <Py_ssize_t> i * V
         target = rows[i * n + net.context]
@@ -227,29 +235,71 @@ cdef void backward(Net *net, Work *w, const int *rows, int K, float rate, float 
             matvec_t(p, net.inputs, 1.0, w.X, w.coef_in, 1.0, w.dX)
         w.steps[p] = minus
         w.pending = p + 1
+        update_features(net, w, rows, 1, rate, keep_c)
     else:
-        if net.hidden > 0:
-            gemm(b'N', b'N', K, net.hidden, V, 1.0, w.Y, V, net.U, net.hidden, 0.0, w.dA, net.hidden)
-            activation_slope(w.dA, w.A, <Py_ssize_t> K * net.hidden, net.activation)
-            gemm(b'N', b'N', K, net.inputs, net.hidden, 1.0, w.dA, net.hidden, net.H, net.inputs, 0.0,
-                 w.dX, net.inputs)
+        output_backward(net, w, K, rate)
+        input_backward(net, w, rows, K, rate, keep_c)
+
+
+cdef void output_backward(Net *net, Work *w, int K, float rate) noexcept nogil:
+    """From dL/dy in rows 0.. of Y: dA = dL/dy U (before the activation's slope) and
+    dX = dL/dy W (or 0), then the steps on U, W and b (after the products that read them)."""
+    cdef int i, V = net.vocab, one = 1
+    cdef float minus = -rate
+    if net.hidden > 0:
+        if K == 1:
+            matvec_t(V, net.hidden, 1.0, net.U, w.Y, 0.0, w.dA)
         else:
-            memset(w.dX, 0, <Py_ssize_t> K * net.inputs * sizeof(float))
-        if net.direct:
-            gemm(b'N', b'N', K, net.inputs, V, 1.0, w.Y, V, net.W, net.inputs, 1.0, w.dX, net.inputs)
-        # Updates, after every gradient that reads the old weights.
-        if net.hidden > 0:
+            gemm(b'N', b'N', K, net.hidden, V, 1.0, w.Y, V, net.U, net.hidden, 0.0, w.dA, net.hidden)
+    if net.direct:
+        if K == 1:
+            matvec_t(V, net.inputs, 1.0, net.W, w.Y, 0.0, w.dX)
+        else:
+            gemm(b'N', b'N', K, net.inputs, V, 1.0, w.Y, V, net.W, net.inputs, 0.0, w.dX, net.inputs)
+    else:
+        memset(w.dX, 0, <Py_ssize_t> K * net.inputs * sizeof(float))
+    if net.hidden > 0:
+        if K == 1:
+            rank1(V, net.hidden, minus, w.Y, w.A, net.U)
+        else:
             gemm(b'T', b'N', V, net.hidden, K, minus, w.Y, V, w.A, net.hidden, 1.0, net.U, net.hidden)
+    if net.direct:
+        if K == 1:
+            rank1(V, net.inputs, minus, w.Y, w.X, net.W)
+        else:
+            gemm(b'T', b'N', V, net.inputs, K, minus, w.Y, V, w.X, net.inputs, 1.0, net.W, net.inputs)
+    if net.bias:
+        for i in range(K):
+            saxpy(&V, &minus, w.Y + <Py_ssize_t> i * V, &one, net.b, &one)
+
+
+cdef void input_backward(Net *net, Work *w, const int *rows, int K, float rate, float keep_c) noexcept nogil:
+    """From dA (before the slope) and dX (the direct part) of output_backward: the slope,
+    dX += dA H, and the steps on H, d and the rows of C."""
+    cdef int i, one = 1
+    cdef float minus = -rate
+    if net.hidden > 0:
+        activation_slope(w.dA, w.A, <Py_ssize_t> K * net.hidden, net.activation)
+        if K == 1:
+            matvec_t(net.hidden, net.inputs, 1.0, net.H, w.dA, 1.0, w.dX)
+            rank1(net.hidden, net.inputs, minus, w.dA, w.X, net.H)
+        else:
+            gemm(b'N', b'N', K, net.inputs, net.hidden, 1.0, w.dA, net.hidden, net.H, net.inputs, 1.0,
+                 w.dX, net.inputs)
             gemm(b'T', b'N', net.hidden, net.inputs, K, minus, w.dA, net.hidden, w.X, net.inputs, 1.0,
                  net.H, net.inputs)
+        if net.bias:
             for i in range(K):
-                if net.bias:
-                    saxpy(&net.hidden, &minus, w.dA + i * net.hidden, &one, net.d, &one)
-        if net.direct:
-            gemm(b'T', b'N', V, net.inputs, K, minus, w.Y, V, w.X, net.inputs, 1.0, net.W, net.inputs)
+                saxpy(&net.hidden, &minus, w.dA + i * net.hidden, &one, net.d, &one)
+    update_features(net, w, rows, K, rate, keep_c)
+
+
+cdef void update_features(Net *net, Work *w, const int *rows, int K, float rate, float keep_c) noexcept nogil:
+    """Step the rows of C that occur along dX; `keep_c` < 1 decays them (weight decay)."""
+    cdef int n = net.context + 1, i, k, one = 1
+    cdef float minus = -rate
+    cdef float *row
     for i in range(K):
-        if net.bias and K > 1:
-            saxpy(&V, &minus, Y + <Py_ssize_t> i * V, &one, net.b, &one)
         for k in range(net.context):
             row = net.C + <Py_ssize_t> rows[i * n + k] * net.m
             if keep_c != 1:
@@ -284,37 +334,57 @@ cdef void flush(Net *net, Work *w) noexcept nogil:
     w.pending = 0
 
 
+cdef void decay_dense(Net *net, float factor) noexcept nogil:
+    """Weight decay in bulk on U, H and W (the biases and C are not touched here)."""
+    if net.hidden > 0:
+        scale(net.vocab * net.hidden, factor, net.U)
+        scale(net.hidden * net.inputs, factor, net.H)
+    if net.direct:
+        scale(net.vocab * net.inputs, factor, net.W)
+
+
 cdef class Network:
     """Raw views of a network's parameter arrays (float32, C-contiguous, owned by Python)
-    and one thread's work buffers for batches of up to `capacity` windows."""
+    and one thread's work buffers for batches of up to `capacity` windows.
+
+    With `rows=(lo, hi)` the network owns only output rows lo..hi-1 (of b, U and W): the
+    block of the parameter-parallel output layer (sec. 3.2), driven phase by phase by the
+    block_* methods while the caller sums the phases' results across the blocks."""
     cdef Net net
     cdef Work work
     cdef object keep_alive
+    cdef int lo
 
-    def __init__(self, params, int context, int activation, int capacity, bint bias=True):
+    def __init__(self, params, int context, int activation, int capacity, bint bias=True, rows=None):
         cdef float[:, ::1] C = params["C"], U, H, W
         cdef float[::1] b = params["b"], d
+        cdef int lo = 0, hi = b.shape[0]
+        if rows is not None:
+            lo, hi = rows
+            if not 0 <= lo <= hi <= b.shape[0]:
+                raise ValueError("output rows outside the vocabulary")
+        self.lo = lo
         self.keep_alive = params
-        self.net.vocab = b.shape[0]
+        self.net.vocab = hi - lo
         self.net.context = context
         self.net.m = C.shape[1]
         self.net.inputs = context * C.shape[1]
         self.net.activation = activation
         self.net.bias = bias
         self.net.C = &C[0, 0]
-        self.net.b = &b[0]
+        self.net.b = &b[0] + lo
         self.net.hidden = params["U"].shape[1] if "U" in params else 0
         if self.net.hidden:
             U = params["U"]
             H = params["H"]
             d = params["d"]
-            self.net.U = &U[0, 0]
+            self.net.U = &U[0, 0] + <Py_ssize_t> lo * self.net.hidden
             self.net.H = &H[0, 0]
             self.net.d = &d[0]
         self.net.direct = "W" in params
         if self.net.direct:
             W = params["W"]
-            self.net.W = &W[0, 0]
+            self.net.W = &W[0, 0] + <Py_ssize_t> lo * self.net.inputs
         cdef Py_ssize_t slots = max(capacity, DEFER)  # deferred windows wait in X, A and Y
         self.work.capacity = capacity
         self.work.pending = 0
@@ -354,7 +424,7 @@ cdef class Network:
         cdef int K
         cdef double total = 0, rate
         cdef long long done = 0
-        cdef float keep, factor
+        cdef float keep
         cdef double pending = 1  # dense decay not yet applied: applied in bulk (cheap at batch 1)
         cdef int since = 0, decay_every = max(1, 64 // batch)
         if count == 0:
@@ -378,17 +448,87 @@ cdef class Network:
                     flush(&self.net, &self.work)
                 if since and (since >= decay_every or start + K >= count):
                     flush(&self.net, &self.work)
-                    factor = <float> pending
+                    decay_dense(&self.net, <float> pending)
                     pending = 1
                     since = 0
-                    if self.net.hidden > 0:
-                        scale(self.net.vocab * self.net.hidden, factor, self.net.U)
-                        scale(self.net.hidden * self.net.inputs, factor, self.net.H)
-                    if self.net.direct:
-                        scale(self.net.vocab * self.net.inputs, factor, self.net.W)
                 start += K
                 done += 1
         return total, done
+
+    # -- the parameter-parallel output layer, one phase at a time -------------------------
+    def block_scores(self, const int[:, ::1] windows, float[::1] top):
+        """Scores of this block's words for each window; `top` gets their maxima."""
+        cdef int K = windows.shape[0], i, j, V = self.net.vocab
+        cdef float best
+        cdef float *y
+        self._check_block(windows)
+        with nogil:
+            scores(&self.net, &self.work, &windows[0, 0], K)
+            for i in range(K):
+                y = self.work.Y + <Py_ssize_t> i * V
+                best = -3.4e38
+                for j in range(V):
+                    best = y[j] if y[j] > best else best
+                top[i] = best
+        
+    def block_exponentials(self, const int[:, ::1] windows, const float[::1] top, double[::1] out):
+        """With the maxima over all blocks: out[i] = sum of this block's exp(y - top), and
+        out[K + i] = y(target) - top when this block holds the target, else 0."""
+        cdef int K = windows.shape[0], n = self.net.context + 1, i, j, t, V = self.net.vocab
+        cdef float total
+        cdef float *y
+        with nogil:
+            for i in range(K):
+                y = self.work.Y + <Py_ssize_t> i * V
+                t = windows[i, n - 1] - self.lo
+                out[K + i] = y[t] - top[i] if 0 <= t < V else 0
+                for j in range(V):
+                    y[j] = expf(y[j] - top[i])
+                total = 0
+                for j in range(V):
+                    total += y[j]
+                out[i] = total
+
+    def block_backward(self, const int[:, ::1] windows, const double[::1] sums, float rate, float[::1] partial):
+        """With the normalisers over all blocks: dL/dy of this block, this block's share of
+        dL/da and of the direct dL/dx into `partial` (K x hidden, then K x inputs), and the
+        steps on the block's rows of U, W and b."""
+        cdef int K = windows.shape[0], n = self.net.context + 1, i, j, t, V = self.net.vocab
+        cdef Py_ssize_t hidden_part = <Py_ssize_t> K * self.net.hidden
+        cdef float inverse
+        cdef float *y
+        with nogil:
+            for i in range(K):
+                y = self.work.Y + <Py_ssize_t> i * V
+                inverse = <float> (1 / sums[i])
+                for j in range(V):
+                    y[j] *= inverse
+                t = windows[i, n - 1] - self.lo
+                if 0 <= t < V:
+                    y[t] -= 1
+            output_backward(&self.net, &self.work, K, rate)
+            memcpy(&partial[0], self.work.dA, hidden_part * sizeof(float))
+            memcpy(&partial[hidden_part], self.work.dX, <Py_ssize_t> K * self.net.inputs * sizeof(float))
+
+    def block_input_backward(self, const int[:, ::1] windows, const float[::1] total, float rate, float keep_c):
+        """With block_backward's partials summed over all blocks: the steps on the shared
+        layers (H, d, the rows of C), the same on every block."""
+        cdef int K = windows.shape[0]
+        cdef Py_ssize_t hidden_part = <Py_ssize_t> K * self.net.hidden
+        with nogil:
+            memcpy(self.work.dA, &total[0], hidden_part * sizeof(float))
+            memcpy(self.work.dX, &total[hidden_part], <Py_ssize_t> K * self.net.inputs * sizeof(float))
+            input_backward(&self.net, &self.work, &windows[0, 0], K, rate, keep_c)
+
+    def block_decay(self, float factor):
+        """Weight decay in bulk on this block's rows of U and W, and on H."""
+        decay_dense(&self.net, factor)
+
+    def _check_block(self, const int[:, ::1] windows):
+        if windows.shape[0] > self.work.capacity or windows.shape[1] != self.net.context + 1:
+            raise ValueError("batch larger than the work buffers, or windows of the wrong order")
+        if self.work.pending:
+            raise ValueError("deferred updates pending")
 
     def logprobs(self, const int[:, ::1] windows, double[::1] out):
         """Natural-log probability of each window's target (exact softmax)."""

@@ -43,9 +43,13 @@ class TrainingConfig:
 class Trainer:
     """Trains `model` in place; `state` is everything a checkpoint needs to resume."""
 
-    def __init__(self, model, config):
+    def __init__(self, model, config, comm=None):
+        """`comm`: an MPI communicator to train with the output layer split across its
+        ranks (sec. 3.2); only its rank 0 writes checkpoints and the log."""
         self.model = model
         self.config = config
+        self.comm = comm
+        self.writer = comm is None or comm.rank == 0
         self.state = {"epoch": 0, "round": 0, "updates": 0, "best_valid": None, "bad_epochs": 0,
                       "rng": np.random.default_rng(config.seed).bit_generator.state, "history": []}
         self.best = None
@@ -55,7 +59,7 @@ class Trainer:
         return os.path.join(self.config.checkpoint_dir, "checkpoint.nplm")
 
     def save_checkpoint(self):
-        if not self.config.checkpoint_dir:
+        if not self.config.checkpoint_dir or not self.writer:
             return
         arrays = dict(self.model.params)
         if self.best is not None:
@@ -65,12 +69,12 @@ class Trainer:
         container.save(self.checkpoint_path(), "nplm-checkpoint", arrays, meta=meta, vocab=self.model.vocab)
 
     @classmethod
-    def resume(cls, path, config):
+    def resume(cls, path, config, comm=None):
         saved = container.load(path)
         if saved.kind != "nplm-checkpoint":
             raise NplmError(f"{path}: not a training checkpoint (kind '{saved.kind}')")
         current = {k: v for k, v in saved.arrays.items() if not k.startswith("best.")}
-        trainer = cls(MLPModel.from_arrays(saved.vocab, current, saved.meta), config)
+        trainer = cls(MLPModel.from_arrays(saved.vocab, current, saved.meta), config, comm)
         trainer.state = saved.meta["trainer"]
         best = {k[5:]: np.array(v) for k, v in saved.arrays.items() if k.startswith("best.")}
         trainer.best = best or None
@@ -83,12 +87,19 @@ class Trainer:
             raise NplmError("-batch and -threads must be at least 1, -epochs at least 0")
         windows = train.windows(self.model.order)
         windows = np.ascontiguousarray(windows[windows[:, -1] >= 0])
-        networks = [self.model.network(capacity=max(cfg.batch, 1)) for _ in range(cfg.threads)]
+        if self.comm is not None:
+            if cfg.threads != 1:
+                raise NplmError("-mpi param runs one thread per rank: give -threads 1 (start more ranks)")
+            from .parallel import ParamParallelNetwork
+            networks = [ParamParallelNetwork(self.model, self.comm, capacity=cfg.batch)]
+        else:
+            networks = [self.model.network(capacity=cfg.batch) for _ in range(cfg.threads)]
         pool = ThreadPoolExecutor(max_workers=cfg.threads) if cfg.threads > 1 else None
-        # Several workers: each gets a single-threaded BLAS. One worker may use every core
-        # for its matrix products, but not at batch 1: threaded matrix-vector products
-        # gain nothing there, so -threads 1 -batch 1 is honestly one core.
-        with blas_threads(1) if cfg.threads > 1 or cfg.batch == 1 else contextlib.nullcontext():
+        # Several workers (threads or ranks): each gets a single-threaded BLAS. One worker
+        # may use every core for its matrix products, but not at batch 1: threaded
+        # matrix-vector products gain nothing there, so -threads 1 -batch 1 is one core.
+        one_core = cfg.threads > 1 or cfg.batch == 1 or self.comm is not None
+        with blas_threads(1) if one_core else contextlib.nullcontext():
             try:
                 while self.state["epoch"] < cfg.epochs:
                     if self._epoch(windows, networks, pool, valid):
@@ -108,7 +119,7 @@ class Trainer:
         order = rng.permutation(len(windows))
         shards = np.array_split(windows[order], cfg.threads)
         rounds = max(math.ceil(len(s) / ROUND) for s in shards)
-        bar = _progress(len(windows), state["epoch"] + 1, cfg.progress)
+        bar = _progress(len(windows), state["epoch"] + 1, cfg.progress and self.writer)
         start, logp_sum, seen = time.perf_counter(), 0.0, 0
         last_checkpoint = state["updates"]
         while state["round"] < rounds:
@@ -128,14 +139,19 @@ class Trainer:
                 bar.set_postfix(ppl=f"{math.exp(-logp_sum / max(seen, 1)):.1f}",
                                 lr=f"{self.learning_rate():.2e}")
             if cfg.checkpoint_every and state["updates"] - last_checkpoint >= cfg.checkpoint_every:
+                self._synchronise(networks)
                 self.save_checkpoint()
                 last_checkpoint = state["updates"]
         if bar:
             bar.close()
+        self._synchronise(networks)
         seconds = time.perf_counter() - start
         record = {"epoch": state["epoch"] + 1, "updates": state["updates"], "lr": self.learning_rate(),
                   "train_ppl": math.exp(-logp_sum / max(seen, 1)), "words_per_s": seen / seconds,
                   "seconds": seconds}
+        if self.comm is not None:
+            record.update(ranks=self.comm.size, communication_seconds=networks[0].communication_seconds)
+            networks[0].communication_seconds = 0.0
         stop = False
         if valid is not None:
             logp = self.model.logprobs(valid)
@@ -155,6 +171,12 @@ class Trainer:
         self.save_checkpoint()
         return stop
 
+    @staticmethod
+    def _synchronise(networks):
+        for network in networks:
+            if hasattr(network, "synchronise"):
+                network.synchronise()
+
     def _train_chunk(self, network, chunk, first_update):
         cfg = self.config
         return network.train(chunk, cfg.batch, cfg.lr, cfg.lr_decay, first_update, cfg.threads,
@@ -164,7 +186,7 @@ class Trainer:
         return self.config.lr / (1 + self.config.lr_decay * self.state["updates"])
 
     def _log(self, record):
-        if self.config.log:
+        if self.config.log and self.writer:
             history = "".join(json.dumps(r) + "\n" for r in self.state["history"])
             with atomic_output(self.config.log) as out:
                 out.write(history)

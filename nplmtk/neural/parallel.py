@@ -1,0 +1,111 @@
+"""Training across MPI ranks (Bengio et al. 2003, sec. 3.2): the parameter-parallel output
+layer. Rank i owns output rows i*ceil(|V|/R) onwards (its rows of b, U and W); every rank
+computes the shared layers (C, H, d) and updates them identically. For each mini-batch:
+Allreduce MAX of the output maxima, Allreduce SUM of the normalisers (with the target's
+score, so every rank has the log-likelihood), Allreduce SUM of dL/da and dL/dx. The
+arithmetic is the kernel's (Network.block_*); this module only sequences and exchanges.
+"""
+import sys
+import time
+
+import numpy as np
+
+from .._ext.mlp_kernels import ACTIVATIONS, Network
+from ..errors import NplmError
+
+
+def world():
+    """MPI.COMM_WORLD, or a clear error when mpi4py is not installed."""
+    try:
+        from mpi4py import MPI
+    except ImportError:
+        raise NplmError("-mpi needs mpi4py: pip install 'nplmtk[mpi]' (mpi4py and the mpich wheel)") from None
+    return MPI.COMM_WORLD
+
+
+def output_blocks(vocab_size, ranks):
+    """Rows (lo, hi) of each rank's block: rank i from i * ceil(|V| / R)."""
+    size = -(-vocab_size // ranks)
+    return [(min(vocab_size, r * size), min(vocab_size, (r + 1) * size)) for r in range(ranks)]
+
+
+class ParamParallelNetwork:
+    """One rank's share of a model: train() has the signature and the schedule of the
+    kernel's Network.train (learning rate, bulk weight decay), so the Trainer drives it
+    unchanged; `communication_seconds` adds up the time spent in Allreduce."""
+
+    def __init__(self, model, comm, capacity):
+        from mpi4py import MPI
+        self.MPI = MPI
+        self.model, self.comm = model, comm
+        self.blocks = output_blocks(len(model.vocab), comm.size)
+        self.network = Network(model.params, model.order - 1, ACTIVATIONS[model.activation], capacity,
+                               model.meta.get("bias", True), rows=self.blocks[comm.rank])
+        hidden = model.meta["hidden"]
+        self.width = hidden + (model.order - 1) * model.meta["features"]
+        self.top = np.empty((2, capacity), dtype=np.float32)
+        self.sums = np.empty((2, 2 * capacity))
+        self.partial = np.empty((2, capacity * self.width), dtype=np.float32)
+        self.communication_seconds = 0.0
+
+    def _allreduce(self, local, result, op):
+        start = time.perf_counter()
+        self.comm.Allreduce(local, result, op=op)
+        self.communication_seconds += time.perf_counter() - start
+
+    def train(self, windows, batch, lr0, decay_rate, updates, update_stride, weight_decay):
+        MPI, net = self.MPI, self.network
+        total, done, pending, since = 0.0, 0, 1.0, 0
+        decay_every = max(1, 64 // batch)
+        count = len(windows)
+        for start in range(0, count, batch):
+            chunk = windows[start:start + batch]
+            K = len(chunk)
+            rate = lr0 / (1 + decay_rate * (updates + done * update_stride))
+            top, sums, partial = self.top[:, :K], self.sums[:, :2 * K], self.partial[:, :K * self.width]
+            net.block_scores(chunk, top[0])
+            self._allreduce(top[0], top[1], MPI.MAX)
+            net.block_exponentials(chunk, top[1], sums[0])
+            self._allreduce(sums[0], sums[1], MPI.SUM)
+            total += float((sums[1, K:] - np.log(sums[1, :K])).sum())
+            net.block_backward(chunk, sums[1, :K], rate, partial[0])
+            self._allreduce(partial[0], partial[1], MPI.SUM)
+            net.block_input_backward(chunk, partial[1], rate, 1 - rate * weight_decay)
+            if weight_decay > 0:
+                pending *= (1 - rate * weight_decay) ** K
+                since += 1
+            if since and (since >= decay_every or start + K >= count):
+                net.block_decay(pending)
+                pending, since = 1.0, 0
+            done += 1
+        return total, done
+
+    def synchronise(self):
+        """Give every rank every block of b, U and W (before validation and saving)."""
+        MPI = self.MPI
+        for name in ("b", "U", "W"):
+            array = self.model.params.get(name)
+            if array is None:
+                continue
+            row = int(np.prod(array.shape[1:], dtype=np.int64))
+            counts = [(hi - lo) * row for lo, hi in self.blocks]
+            offsets = [lo * row for lo, _ in self.blocks]
+            start = time.perf_counter()
+            self.comm.Allgatherv(MPI.IN_PLACE, [array, counts, offsets, MPI.FLOAT])
+            self.communication_seconds += time.perf_counter() - start
+
+
+def abort_on_error(comm, error):
+    """One rank failed: say why on stderr and end every rank now (no rank left waiting
+    in a collective). Exit status 2 for bad input, 1 otherwise."""
+    message = str(error) if isinstance(error, NplmError) else f"{type(error).__name__}: {error}"
+    print(f"nplm: rank {comm.rank} of {comm.size}: {message}", file=sys.stderr, flush=True)
+    comm.Abort(2 if isinstance(error, NplmError) else 1)
+
+
+def exchanged_bytes_per_example(model):
+    """Bytes each rank sends per example in the three Allreduces: its maximum (4), its
+    normaliser and target term (16), and its share of dL/da and dL/dx (4 each)."""
+    width = model.meta["hidden"] + (model.order - 1) * model.meta["features"]
+    return 4 + 16 + 4 * width
+
