@@ -15,7 +15,7 @@ from nplmtk.vocab import Vocabulary, count_words
 from .options import example, flag, option
 
 PENDING = {"arch": {"energy": 5, "lbl": 0, "rnn": 0, "lstm": 0}, "criterion": {"is": 5, "is-adaptive": 5},
-           "mpi": {"data": 7}}
+           "mpi": {}}
 
 
 @click.command("train-nplm", epilog=example(
@@ -36,7 +36,10 @@ PENDING = {"arch": {"energy": 5, "lbl": 0, "rnn": 0, "lstm": 0}, "criterion": {"
 @flag("no-bias", help="No output and hidden biases (b, d).")
 @option("arch", default="mlp", help="Architecture: mlp (Bengio et al. 2003).")
 @option("criterion", default="full", help="Training criterion: full (exact softmax gradient).")
-@option("mpi", default=None, help="Distributed training under mpiexec: param (the output layer split across the ranks, sec. 3.2).")
+@option("mpi", default=None, help="Training under mpiexec: param (the output layer split across the ranks, "
+        "sec. 3.2) or data (each rank its shard and threads; parameters averaged every -sync-every updates).")
+@option("sync-every", type=click.IntRange(min=1), default=100,
+        help="-mpi data: average the ranks' parameters after this many updates of each worker.")
 @option("epochs", type=click.IntRange(min=0), default=10, help="Passes over the training text.")
 @option("batch", type=click.IntRange(min=1), default=1, help="Windows per update (1: the paper's SGD).")
 @option("lr", type=float, default=1e-3, help="Initial learning rate eps0.")
@@ -54,15 +57,16 @@ PENDING = {"arch": {"energy": 5, "lbl": 0, "rnn": 0, "lstm": 0}, "criterion": {"
 @option("min-count", type=click.IntRange(min=1), default=1, help="Without -vocab: rarer words train as <unk>.")
 @flag("lower", help="Lower-case the texts first.")
 @flag("map-numbers", help="Map numeric tokens to <num>.")
-def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, arch, criterion, mpi, epochs,
-            batch, lr, lr_decay, weight_decay, patience, seed, threads, checkpoint, checkpoint_every, resume,
+def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, arch, criterion, mpi, sync_every,
+            epochs, batch, lr, lr_decay, weight_decay, patience, seed, threads, checkpoint, checkpoint_every, resume,
             log, quiet, min_count, lower, map_numbers):
     """Train the neural probabilistic language model of Bengio et al. (2003), eq. 1:
     y = b + W x + U tanh(d + H x) over the feature vectors x of the n-1 previous words,
     by stochastic gradient descent with the paper's schedule, early stopping and
     lock-free threads. Words outside the vocabulary train as <unk>."""
     for name, value in (("arch", arch), ("criterion", criterion), ("mpi", mpi)):
-        if value is None or (name, value) in (("arch", "mlp"), ("criterion", "full"), ("mpi", "param")):
+        if value is None or (name, value) in (("arch", "mlp"), ("criterion", "full"), ("mpi", "param"),
+                                                 ("mpi", "data")):
             continue
         if value in PENDING[name]:
             issue = PENDING[name][value]
@@ -80,8 +84,9 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, ar
     normalize = Normalizer(lower=lower, map_numbers=map_numbers)
     config = TrainingConfig(epochs=epochs, batch=batch, lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
                             threads=threads, seed=seed, patience=patience, checkpoint_dir=checkpoint,
-                            checkpoint_every=checkpoint_every, log=log, progress=not quiet)
-    comm = world() if mpi == "param" else None
+                            checkpoint_every=checkpoint_every, log=log, progress=not quiet, mpi=mpi,
+                            sync_every=sync_every)
+    comm = world() if mpi else None
     if comm is None:
         return _train(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, config, resume, checkpoint,
                       min_count, normalize, None)

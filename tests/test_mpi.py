@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import NPLM, assert_one_line_error, run_nplm
+from conftest import NPLM, run_nplm
 from nplmtk import container
 
 MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
@@ -68,6 +68,61 @@ def test_param_mode_refuses_threads_with_one_clear_line_per_rank(corpus, tmp_pat
     assert not (tmp_path / "m.nplm").exists()
 
 
-def test_data_parallel_mode_is_not_built_yet(corpus, tmp_path):
-    status, _, err = run_nplm("train", "-text", corpus / "t.txt", "-mpi", "data", "-lm", tmp_path / "m.nplm")
-    assert_one_line_error(status, err, "-mpi data: not built yet")
+def test_data_parallel_training_reaches_the_serial_perplexity(tmp_path):
+    for name, count, seed in (("train", 2000, 5), ("valid", 300, 6)):
+        assert run_nplm("toy-corpus", "-sentences", count, "-seed", seed, "-write", tmp_path / f"{name}.txt")[0] == 0
+    common = ["train", "-text", tmp_path / "train.txt", "-valid", tmp_path / "valid.txt", "-order", 3, "-m", 8,
+              "-h", 16, "-epochs", 3, "-batch", 4, "-lr", 0.02, "-quiet"]
+    assert run_nplm(*common, "-lm", tmp_path / "s.nplm", "-log", tmp_path / "s.log")[0] == 0
+    status, _, err = mpi_nplm(2, *common, "-mpi", "data", "-sync-every", 20, "-lm", tmp_path / "d.nplm",
+                              "-log", tmp_path / "d.log")
+    assert status == 0, err
+    serial, data = ([json.loads(line) for line in (tmp_path / f"{n}.log").read_text().splitlines()]
+                    for n in ("s", "d"))
+    assert data[-1]["ranks"] == 2 and data[-1]["communication_seconds"] > 0
+    assert data[-1]["valid_ppl"] < 1.05 * serial[-1]["valid_ppl"]
+
+
+def rank_pids(marker, rank):
+    """Processes whose command line holds `marker` and whose MPI rank is `rank`."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if marker.encode() not in f.read():
+                    continue
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if f"PMI_RANK={rank}".encode() in f.read().split(b"\0"):
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_killed_rank_ends_the_job_within_seconds_and_keeps_the_checkpoint(tmp_path):
+    import signal
+    import time
+    assert run_nplm("toy-corpus", "-sentences", 20000, "-seed", 5, "-write", tmp_path / "huge.txt")[0] == 0
+    checkpoint = tmp_path / "ckpt" / "checkpoint.nplm"
+    job = subprocess.Popen([str(a) for a in [MPIEXEC, "-n", 2, NPLM, "train", "-text", tmp_path / "huge.txt", "-order", 3,
+                            "-m", 8, "-h", 16, "-epochs", 50, "-batch", 1, "-quiet", "-mpi", "param",
+                            "-checkpoint", tmp_path / "ckpt", "-checkpoint-every", 500, "-lm", tmp_path / "k.nplm"]],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while not checkpoint.exists() and time.time() < deadline:
+            time.sleep(0.2)
+        victims = rank_pids(str(tmp_path / "huge.txt"), 1)
+        assert checkpoint.exists() and len(victims) == 1
+        os.kill(victims[0], signal.SIGKILL)
+        killed = time.time()
+        out, err = job.communicate(timeout=30)
+        assert time.time() - killed < 10
+    finally:
+        job.kill()
+    assert job.returncode != 0
+    report = out + err  # the MPI launcher's report (hydra writes it to stdout)
+    assert "BAD TERMINATION" in report and "signal 9" in report
+    assert not (tmp_path / "k.nplm").exists()
+    status, out, err = run_nplm("ppl", "-lm", checkpoint, "-text", tmp_path / "huge.txt")
+    assert status == 0, err

@@ -102,7 +102,7 @@ def test_cli_trains_saves_logs_and_scores(tmp_path):
 @pytest.mark.parametrize("args, fragment", [
     (["-arch", "energy"], "-arch energy: not built yet in this version (issue #5)"),
     (["-criterion", "is"], "-criterion is: not built yet"),
-    (["-mpi", "data"], "-mpi data: not built yet"),
+    (["-mpi", "ring"], "-mpi: unknown value 'ring'"),
     (["-h", "0"], "-h 0 leaves no path"),
     (["-order", "1"], "order"),
 ])

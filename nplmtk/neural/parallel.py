@@ -1,9 +1,11 @@
-"""Training across MPI ranks (Bengio et al. 2003, sec. 3.2): the parameter-parallel output
-layer. Rank i owns output rows i*ceil(|V|/R) onwards (its rows of b, U and W); every rank
+"""Training across MPI ranks (Bengio et al. 2003, sec. 3.2). `-mpi param`: the
+parameter-parallel output layer. Rank i owns output rows i*ceil(|V|/R) onwards (its rows of b, U and W); every rank
 computes the shared layers (C, H, d) and updates them identically. For each mini-batch:
 Allreduce MAX of the output maxima, Allreduce SUM of the normalisers (with the target's
 score, so every rank has the log-likelihood), Allreduce SUM of dL/da and dL/dx. The
 arithmetic is the kernel's (Network.block_*); this module only sequences and exchanges.
+`-mpi data`: each rank trains on its own shard (with its own threads) and the ranks
+average their parameters every few updates (ParameterAverager).
 """
 import sys
 import time
@@ -93,6 +95,28 @@ class ParamParallelNetwork:
             start = time.perf_counter()
             self.comm.Allgatherv(MPI.IN_PLACE, [array, counts, offsets, MPI.FLOAT])
             self.communication_seconds += time.perf_counter() - start
+
+
+class ParameterAverager:
+    """-mpi data: every rank's parameters replaced by their mean over the ranks."""
+
+    def __init__(self, model, comm):
+        from mpi4py import MPI
+        self.MPI, self.model, self.comm = MPI, model, comm
+        self.communication_seconds = 0.0
+
+    def average(self):
+        start = time.perf_counter()
+        for array in self.model.params.values():
+            self.comm.Allreduce(self.MPI.IN_PLACE, array, op=self.MPI.SUM)
+            array *= np.float32(1 / self.comm.size)
+        self.communication_seconds += time.perf_counter() - start
+
+    def sum(self, values):
+        """Sums over the ranks of a few numbers (log-likelihoods, counts)."""
+        total = np.array(values, dtype=np.float64)
+        self.comm.Allreduce(self.MPI.IN_PLACE, total, op=self.MPI.SUM)
+        return total.tolist()
 
 
 def abort_on_error(comm, error):

@@ -38,14 +38,17 @@ class TrainingConfig:
     checkpoint_every: int = 0
     log: str = None
     progress: bool = True
+    mpi: str = None  # with a communicator: "param" (split output layer) or "data" (averaging)
+    sync_every: int = 100  # -mpi data: average the ranks' parameters after this many updates
 
 
 class Trainer:
     """Trains `model` in place; `state` is everything a checkpoint needs to resume."""
 
     def __init__(self, model, config, comm=None):
-        """`comm`: an MPI communicator to train with the output layer split across its
-        ranks (sec. 3.2); only its rank 0 writes checkpoints and the log."""
+        """`comm`: an MPI communicator to train across its ranks, as config.mpi says: the
+        output layer split across them (sec. 3.2), or data-parallel shards with parameter
+        averaging. Only its rank 0 writes checkpoints and the log."""
         self.model = model
         self.config = config
         self.comm = comm
@@ -87,13 +90,17 @@ class Trainer:
             raise NplmError("-batch and -threads must be at least 1, -epochs at least 0")
         windows = train.windows(self.model.order)
         windows = np.ascontiguousarray(windows[windows[:, -1] >= 0])
-        if self.comm is not None:
+        self.averager = None
+        if self.comm is not None and cfg.mpi == "param":
             if cfg.threads != 1:
                 raise NplmError("-mpi param runs one thread per rank: give -threads 1 (start more ranks)")
             from .parallel import ParamParallelNetwork
             networks = [ParamParallelNetwork(self.model, self.comm, capacity=cfg.batch)]
         else:
             networks = [self.model.network(capacity=cfg.batch) for _ in range(cfg.threads)]
+            if self.comm is not None:
+                from .parallel import ParameterAverager
+                self.averager = ParameterAverager(self.model, self.comm)
         pool = ThreadPoolExecutor(max_workers=cfg.threads) if cfg.threads > 1 else None
         # Several workers (threads or ranks): each gets a single-threaded BLAS. One worker
         # may use every core for its matrix products, but not at batch 1: threaded
@@ -116,15 +123,23 @@ class Trainer:
         cfg, state = self.config, self.state
         rng = np.random.default_rng()
         rng.bit_generator.state = state["rng"]
-        order = rng.permutation(len(windows))
-        shards = np.array_split(windows[order], cfg.threads)
-        rounds = max(math.ceil(len(s) / ROUND) for s in shards)
+        order = rng.permutation(len(windows))  # the same on every rank
+        mine = windows[order]
+        largest = len(mine)
+        if self.averager:  # -mpi data: each rank its shard, averaged every few rounds
+            parts = np.array_split(mine, self.comm.size)
+            mine, largest = parts[self.comm.rank], len(parts[0])
+        shards = np.array_split(mine, cfg.threads)
+        per_round = ROUND if not self.averager else min(ROUND, cfg.sync_every * cfg.batch)
+        # Every rank runs the same number of rounds (collectives must match up).
+        rounds = math.ceil(math.ceil(largest / cfg.threads) / per_round)
+        rounds_per_sync = max(1, round(cfg.sync_every / math.ceil(per_round / cfg.batch)))
         bar = _progress(len(windows), state["epoch"] + 1, cfg.progress and self.writer)
         start, logp_sum, seen = time.perf_counter(), 0.0, 0
         last_checkpoint = state["updates"]
         while state["round"] < rounds:
             r = state["round"]
-            chunks = [np.ascontiguousarray(s[r * ROUND:(r + 1) * ROUND]) for s in shards]
+            chunks = [np.ascontiguousarray(s[r * per_round:(r + 1) * per_round]) for s in shards]
             jobs = [(net, chunk, state["updates"] + i) for i, (net, chunk) in enumerate(zip(networks, chunks))]
             if pool:
                 results = list(pool.map(lambda job: self._train_chunk(*job), jobs))
@@ -134,8 +149,10 @@ class Trainer:
             seen += sum(len(c) for c in chunks)
             state["updates"] += sum(done for _, done in results)
             state["round"] += 1
+            if self.averager and state["round"] % rounds_per_sync == 0:
+                self.averager.average()
             if bar:
-                bar.update(sum(len(c) for c in chunks))
+                bar.update(sum(len(c) for c in chunks) * (self.comm.size if self.averager else 1))
                 bar.set_postfix(ppl=f"{math.exp(-logp_sum / max(seen, 1)):.1f}",
                                 lr=f"{self.learning_rate():.2e}")
             if cfg.checkpoint_every and state["updates"] - last_checkpoint >= cfg.checkpoint_every:
@@ -145,13 +162,17 @@ class Trainer:
         if bar:
             bar.close()
         self._synchronise(networks)
+        if self.averager:
+            self.averager.average()
+            logp_sum, seen = self.averager.sum([logp_sum, seen])
         seconds = time.perf_counter() - start
         record = {"epoch": state["epoch"] + 1, "updates": state["updates"], "lr": self.learning_rate(),
                   "train_ppl": math.exp(-logp_sum / max(seen, 1)), "words_per_s": seen / seconds,
                   "seconds": seconds}
         if self.comm is not None:
-            record.update(ranks=self.comm.size, communication_seconds=networks[0].communication_seconds)
-            networks[0].communication_seconds = 0.0
+            exchanger = self.averager or networks[0]
+            record.update(ranks=self.comm.size, communication_seconds=exchanger.communication_seconds)
+            exchanger.communication_seconds = 0.0
         stop = False
         if valid is not None:
             logp = self.model.logprobs(valid)
