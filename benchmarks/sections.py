@@ -1,5 +1,6 @@
 """One function per benchmark section: (brown_dir, sgemm_peak) -> markdown lines."""
 import json
+import math
 import os
 import resource
 import statistics
@@ -179,8 +180,8 @@ def _peak_training_memory(train, vocab, seconds=25):
     return peak
 
 
-def mlp_training_speed(brown, peak):
-    """Issue 4: MLP9 training speed at batch 1, 32, 256 with 1 and 2 threads."""
+def _training_texts(brown):
+    """The vocabulary and the Brown-train prefixes the speed sections train on."""
     out = os.path.join("bench", "out")
     os.makedirs(out, exist_ok=True)
     train = os.path.join(brown, "train.txt")
@@ -192,6 +193,12 @@ def mlp_training_speed(brown, peak):
         texts[name] = os.path.join(out, f"train-{name}.txt")
         with open(texts[name], "w") as f:
             f.writelines(lines[:count])
+    return train, vocab, texts
+
+
+def mlp_training_speed(brown, peak):
+    """Issue 4: MLP9 training speed at batch 1, 32, 256 with 1 and 2 threads."""
+    train, vocab, texts = _training_texts(brown)
     size, hidden, context, features = 14119, 100, 4, 30
     flop_per_word = 6 * size * hidden + 6 * context * features * hidden
     table = ["## MLP9 training speed (issue 4)", "",
@@ -220,6 +227,76 @@ def mlp_training_speed(brown, peak):
               f"{ratios[256]:.2f}x.",
               f"Peak memory of MLP9 training on all of Brown train (batch 256, 2 threads; VmHWM after 25 s of "
               f"the first epoch): {_peak_training_memory(train, vocab):.0f} MB (target < 1 GB)."]
+    return table
+
+
+MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+NETWORKS = {  # name: (latency alpha in s, bandwidth in bytes/s) of one MPI message
+    "10 GbE (TCP)": (50e-6, 1.1e9),
+    "InfiniBand EDR": (1.5e-6, 12e9),
+}
+
+
+def _mpi_run(ranks, text, vocab, batch):
+    log = os.path.join("bench", "out", f"mpi-{ranks}.log")
+    subprocess.run([MPIEXEC, "-n", str(ranks), NPLM, "train-nplm", "-mpi", "param", "-text", text, "-vocab", vocab,
+                    "-order", "5", "-m", "30", "-h", "100", "-epochs", "1", "-batch", str(batch), "-threads", "1",
+                    "-quiet", "-lm", os.path.join("bench", "out", "mpi.nplm"), "-log", log], check=True)
+    return json.loads(open(log).readline())
+
+
+def _allreduce_seconds(size, ranks, alpha, bandwidth):
+    """Rabenseifner/recursive-doubling model: 2 log2(R) latencies + 2 (R-1)/R of the data."""
+    return 2 * math.ceil(math.log2(ranks)) * alpha + 2 * (ranks - 1) / ranks * size / bandwidth
+
+
+def mpi_scaling(brown, peak):
+    """Issue 7: -mpi param with 1 and 2 ranks on this machine, and a model of larger runs."""
+    _, vocab, texts = _training_texts(brown)
+    size, hidden, context, features = 14119, 100, 4, 30
+    width = hidden + context * features
+    shared_share = 6 * context * features * hidden / (6 * size * hidden + 6 * context * features * hidden)
+    table = ["## MPI: the parameter-parallel output layer (issue 7)", "",
+             "`mpiexec -n R nplm train-nplm -mpi param -order 5 -m 30 -h 100 -epochs 1 -batch K -threads 1` (MLP9, "
+             "full softmax, one BLAS thread per rank, mpich from PyPI over shared memory), on the first 400 (K=1) or "
+             "1,500 sentences of Brown train; words/s and the time inside Allreduce from the epoch log, median of 3 "
+             "runs alternating R=1 and R=2. Rank i owns output rows from i*ceil(|V|/R); per batch three "
+             f"Allreduces: the maxima (4 bytes per example), the normalisers and target scores (16), dL/da and "
+             f"dL/dx ({4 * width}): {20 + 4 * width} bytes per example and rank.", "",
+             "| batch K | R=1 words/s | R=2 words/s | R=2 / R=1 | R=2 time in Allreduce | R=1 GFLOP/s (of peak) |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    flop_per_word = 6 * size * hidden + 6 * context * features * hidden
+    per_example = {}
+    for batch in (1, 32, 256):
+        text = texts["short"] if batch == 1 else texts["long"]
+        runs = [(_mpi_run(1, text, vocab, batch), _mpi_run(2, text, vocab, batch)) for _ in range(3)]
+        one = statistics.median(r[0]["words_per_s"] for r in runs)
+        two = statistics.median(r[1]["words_per_s"] for r in runs)
+        ratio = statistics.median(r[1]["words_per_s"] / r[0]["words_per_s"] for r in runs)
+        share = statistics.median(r[1]["communication_seconds"] / r[1]["seconds"] for r in runs)
+        per_example[batch] = 1 / one
+        rate = one * flop_per_word / 1e9
+        table.append(f"| {batch} | {one:,.0f} | {two:,.0f} | {ratio:.2f}x | {share:.1%} | {rate:.1f} ({rate / peak:.0%}) |")
+    table += ["", "Target: R=2 at least 1.7x R=1 at K >= 32.", "",
+              "Modelled scaling for R = 4 ... 64 ranks (one core each): per example, the measured R=1 compute time "
+              f"split by FLOPs into the shared layers ({shared_share:.1%}, every rank) and the output layer (divided "
+              "by R), plus per batch three Allreduces costed as 2 log2(R) alpha + 2 (R-1)/R bytes / bandwidth "
+              + ", ".join(f"({name}: alpha = {a * 1e6:g} us, {b / 1e9:g} GB/s)" for name, (a, b) in NETWORKS.items())
+              + ". Speed-up over one rank, and the share of time communicating:", "",
+              "| network | batch K | " + " | ".join(f"R={r}" for r in (4, 8, 16, 32, 64)) + " |",
+              "| --- | --- | " + " | ".join("---" for _ in range(5)) + " |"]
+    for name, (alpha, bandwidth) in NETWORKS.items():
+        for batch in (1, 32, 256):
+            t1 = per_example[batch]
+            cells = []
+            for ranks in (4, 8, 16, 32, 64):
+                compute = t1 * shared_share + t1 * (1 - shared_share) / ranks
+                communicate = (_allreduce_seconds(4 * batch, ranks, alpha, bandwidth)
+                               + _allreduce_seconds(16 * batch, ranks, alpha, bandwidth)
+                               + _allreduce_seconds(4 * width * batch, ranks, alpha, bandwidth)) / batch
+                cells.append(f"{t1 / (compute + communicate):.1f}x ({communicate / (compute + communicate):.0%})")
+            table.append(f"| {name} | {batch} | " + " | ".join(cells) + " |")
+    table += ["", "The paper (sec. 3.2) measured communication at about 1/15 of the time on its 40-CPU cluster."]
     return table
 
 
@@ -304,4 +381,4 @@ def mixtures(brown, peak):
 
 
 SECTIONS = [("corpus", corpus_encoding), ("ngram", ngram_models), ("mlp", mlp_training_speed),
-            ("quality", mlp_quality), ("mixtures", mixtures)]
+            ("mpi", mpi_scaling), ("quality", mlp_quality), ("mixtures", mixtures)]
