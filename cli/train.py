@@ -14,7 +14,7 @@ from nplmtk.vocab import Vocabulary, count_words
 
 from .options import example, flag, option
 
-PENDING = {"arch": {"energy": 5, "lbl": 0, "rnn": 0, "lstm": 0}, "criterion": {"is": 5, "is-adaptive": 5},
+PENDING = {"arch": {"energy": 5, "lbl": 0, "rnn": 0, "lstm": 0}, "criterion": {},
            "mpi": {}}
 
 
@@ -35,7 +35,15 @@ PENDING = {"arch": {"energy": 5, "lbl": 0, "rnn": 0, "lstm": 0}, "criterion": {"
         help="Hidden layer activation.")
 @flag("no-bias", help="No output and hidden biases (b, d).")
 @option("arch", default="mlp", help="Architecture: mlp (Bengio et al. 2003).")
-@option("criterion", default="full", help="Training criterion: full (exact softmax gradient).")
+@option("criterion", default="full", help="Training criterion: full (exact softmax gradient), is (importance "
+        "sampling, Bengio & Senecal 2003 Alg. 3) or is-adaptive (Alg. 4: N doubles when the ppl of a tiny set rises).")
+@option("samples", type=click.IntRange(min=1), default=100, help="-criterion is*: samples N (is-adaptive: N0).")
+@option("proposal", type=click.Choice(["unigram"]), default="unigram",
+        help="-criterion is*: the proposal Q (the training unigram, add-one).")
+@option("check-every", type=click.IntRange(min=1), default=200_000,
+        help="is-adaptive: examples between checks of the tiny set's perplexity.")
+@option("ess-min", type=click.FloatRange(min=0), default=0.0,
+        help="-criterion is*: double N when a round's mean effective sample size falls below this.")
 @option("mpi", default=None, help="Training under mpiexec: param (the output layer split across the ranks, "
         "sec. 3.2) or data (each rank its shard and threads; parameters averaged every -sync-every updates).")
 @option("sync-every", type=click.IntRange(min=1), default=100,
@@ -57,7 +65,8 @@ PENDING = {"arch": {"energy": 5, "lbl": 0, "rnn": 0, "lstm": 0}, "criterion": {"
 @option("min-count", type=click.IntRange(min=1), default=1, help="Without -vocab: rarer words train as <unk>.")
 @flag("lower", help="Lower-case the texts first.")
 @flag("map-numbers", help="Map numeric tokens to <num>.")
-def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, arch, criterion, mpi, sync_every,
+def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, arch, criterion, samples, proposal,
+            check_every, ess_min, mpi, sync_every,
             epochs, batch, lr, lr_decay, weight_decay, patience, seed, threads, checkpoint, checkpoint_every, resume,
             log, quiet, min_count, lower, map_numbers):
     """Train the neural probabilistic language model of Bengio et al. (2003), eq. 1:
@@ -66,7 +75,7 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, ar
     lock-free threads. Words outside the vocabulary train as <unk>."""
     for name, value in (("arch", arch), ("criterion", criterion), ("mpi", mpi)):
         if value is None or (name, value) in (("arch", "mlp"), ("criterion", "full"), ("mpi", "param"),
-                                                 ("mpi", "data")):
+                                                 ("mpi", "data"), ("criterion", "is"), ("criterion", "is-adaptive")):
             continue
         if value in PENDING[name]:
             issue = PENDING[name][value]
@@ -85,7 +94,8 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, ar
     config = TrainingConfig(epochs=epochs, batch=batch, lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
                             threads=threads, seed=seed, patience=patience, checkpoint_dir=checkpoint,
                             checkpoint_every=checkpoint_every, log=log, progress=not quiet, mpi=mpi,
-                            sync_every=sync_every)
+                            sync_every=sync_every, criterion=criterion, samples=samples, check_every=check_every,
+                            ess_min=ess_min)
     comm = world() if mpi else None
     if comm is None:
         return _train(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, config, resume, checkpoint,

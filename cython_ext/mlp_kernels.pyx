@@ -124,13 +124,12 @@ cdef inline void activation_slope(float *grad, const float *a, Py_ssize_t size, 
                 grad[i] = 0
 
 
-cdef void scores(Net *net, Work *w, const int *rows, int K) noexcept nogil:
-    """Fill X, A and Y (the scores y, before the softmax) from row `w.pending` on.
-    Pending deferred updates count as applied."""
-    cdef int n = net.context + 1, i, k, j, V = net.vocab, p = w.pending
+cdef void hidden_layer(Net *net, Work *w, const int *rows, int K) noexcept nogil:
+    """Fill X (the context's feature vectors) and A (the hidden layer) from row
+    `w.pending` on. Pending deferred updates count as applied."""
+    cdef int n = net.context + 1, i, k, j, p = w.pending
     cdef float *X = w.X + <Py_ssize_t> p * net.inputs
     cdef float *A = w.A + <Py_ssize_t> p * net.hidden
-    cdef float *Y = w.Y + <Py_ssize_t> p * V
     for i in range(K):
         for k in range(net.context):
             memcpy(X + i * net.inputs + k * net.m, net.C + <Py_ssize_t> rows[i * n + k] * net.m,
@@ -150,6 +149,16 @@ cdef void scores(Net *net, Work *w, const int *rows, int K) noexcept nogil:
                 w.coef_in[j] = w.steps[j] * (w.xdot[j] + net.bias)
             matvec_t(p, net.hidden, 1.0, w.G, w.coef_in, 1.0, A)
         activate(A, <Py_ssize_t> K * net.hidden, net.activation)
+
+
+cdef void scores(Net *net, Work *w, const int *rows, int K) noexcept nogil:
+    """Fill X, A and Y (the scores y, before the softmax) from row `w.pending` on.
+    Pending deferred updates count as applied."""
+    cdef int i, j, V = net.vocab, p = w.pending
+    cdef float *X = w.X + <Py_ssize_t> p * net.inputs
+    cdef float *A = w.A + <Py_ssize_t> p * net.hidden
+    cdef float *Y = w.Y + <Py_ssize_t> p * V
+    hidden_layer(net, w, rows, K)
     for i in range(K):
         memcpy(Y + <Py_ssize_t> i * V, net.b, V * sizeof(float))
     if net.hidden > 0:
@@ -334,6 +343,132 @@ cdef void flush(Net *net, Work *w) noexcept nogil:
     w.pending = 0
 
 
+# -- importance sampling (Bengio & Senecal 2003, Algorithm 3) ----------------------------
+
+cdef struct Sampling:
+    int count              # N samples, shared by the windows of a batch
+    int *words             # the sampled word ids
+    const double *cdf      # cumulative proposal Q over the vocabulary (last entry 1)
+    const float *log_q     # log Q(w)
+    unsigned long long rng
+    float *U_rows          # N x hidden: the sampled rows of U, gathered
+    float *W_rows          # N x inputs: the sampled rows of W
+    float *weights         # batch x N: scores, then importance weights
+    float *row_grads       # N x max(hidden, inputs)
+
+
+cdef inline unsigned long long splitmix64(unsigned long long *state) noexcept nogil:
+    cdef unsigned long long z
+    state[0] += 0x9E3779B97F4A7C15ULL
+    z = state[0]
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL
+    return z ^ (z >> 31)
+
+
+cdef inline int draw(Sampling *sp, int size) noexcept nogil:
+    """One word from Q: the first index whose cumulative probability exceeds u."""
+    cdef double u = (splitmix64(&sp.rng) >> 11) * (1.0 / 9007199254740992.0)
+    cdef int low = 0, high = size - 1, middle
+    while low < high:
+        middle = (low + high) >> 1
+        if sp.cdf[middle] > u:
+            high = middle
+        else:
+            low = middle + 1
+    return low
+
+
+cdef double sampled_step(Net *net, Work *w, Sampling *sp, const int *rows, int K, float rate, float keep_c,
+                         double *ess) noexcept nogil:
+    """One update with the importance-sampling gradient: the target's row pulled up, the N
+    sampled rows pushed down with weights r_j / sum r, r_j = exp(y_j) / Q(w_j) (the biased,
+    self-normalised estimator). Only those rows of U, W and b are read or written. Returns
+    the sum of the estimated log p(target) (with Z estimated from the samples); adds the
+    effective sample sizes (sum r)^2 / sum r^2 to `ess`."""
+    cdef int n = net.context + 1, i, j, t, N = sp.count, h = net.hidden, I = net.inputs, one = 1
+    cdef float top, value, total, squares, minus = -rate
+    cdef double estimate = 0, target
+    cdef float *g
+    cdef float *a
+    cdef float *x
+    hidden_layer(net, w, rows, K)
+    for j in range(N):
+        sp.words[j] = draw(sp, net.vocab)
+        if h > 0:
+            memcpy(sp.U_rows + j * h, net.U + <Py_ssize_t> sp.words[j] * h, h * sizeof(float))
+        if net.direct:
+            memcpy(sp.W_rows + j * I, net.W + <Py_ssize_t> sp.words[j] * I, I * sizeof(float))
+    for i in range(K):
+        for j in range(N):
+            sp.weights[i * N + j] = net.b[sp.words[j]]
+    if h > 0:
+        gemm(b'N', b'T', K, N, h, 1.0, w.A, h, sp.U_rows, h, 1.0, sp.weights, N)
+    if net.direct:
+        gemm(b'N', b'T', K, N, I, 1.0, w.X, I, sp.W_rows, I, 1.0, sp.weights, N)
+    for i in range(K):
+        t = rows[i * n + net.context]
+        a = w.A + i * h
+        x = w.X + i * I
+        target = net.b[t]
+        if h > 0:
+            target += dot(h, net.U + <Py_ssize_t> t * h, a)
+        if net.direct:
+            target += dot(I, net.W + <Py_ssize_t> t * I, x)
+        g = sp.weights + i * N
+        top = g[0] - sp.log_q[sp.words[0]]
+        for j in range(N):  # log r_j = y_j - log Q(w_j), max-subtracted
+            g[j] -= sp.log_q[sp.words[j]]
+            top = g[j] if g[j] > top else top
+        total = 0
+        squares = 0
+        for j in range(N):
+            value = expf(g[j] - top)
+            g[j] = value
+            total += value
+            squares += value * value
+        ess[0] += <double> total * total / squares
+        estimate += target - (top + log(<double> total / N))
+        value = 1 / total
+        for j in range(N):
+            g[j] *= value
+    # dL/da and the direct dL/dx with the old rows: sum_j g_j row_j - row(target)
+    if h > 0:
+        gemm(b'N', b'N', K, h, N, 1.0, sp.weights, N, sp.U_rows, h, 0.0, w.dA, h)
+    if net.direct:
+        gemm(b'N', b'N', K, I, N, 1.0, sp.weights, N, sp.W_rows, I, 0.0, w.dX, I)
+    else:
+        memset(w.dX, 0, <Py_ssize_t> K * I * sizeof(float))
+    for i in range(K):
+        t = rows[i * n + net.context]
+        value = -1
+        if h > 0:
+            saxpy(&h, &value, net.U + <Py_ssize_t> t * h, &one, w.dA + i * h, &one)
+        if net.direct:
+            saxpy(&I, &value, net.W + <Py_ssize_t> t * I, &one, w.dX + i * I, &one)
+    # Steps on the touched rows: sampled rows down along g^T A, the targets' rows up.
+    if h > 0:
+        gemm(b'T', b'N', N, h, K, 1.0, sp.weights, N, w.A, h, 0.0, sp.row_grads, h)
+        for j in range(N):
+            saxpy(&h, &minus, sp.row_grads + j * h, &one, net.U + <Py_ssize_t> sp.words[j] * h, &one)
+    if net.direct:
+        gemm(b'T', b'N', N, I, K, 1.0, sp.weights, N, w.X, I, 0.0, sp.row_grads, I)
+        for j in range(N):
+            saxpy(&I, &minus, sp.row_grads + j * I, &one, net.W + <Py_ssize_t> sp.words[j] * I, &one)
+    for i in range(K):
+        t = rows[i * n + net.context]
+        if h > 0:
+            saxpy(&h, &rate, w.A + i * h, &one, net.U + <Py_ssize_t> t * h, &one)
+        if net.direct:
+            saxpy(&I, &rate, w.X + i * I, &one, net.W + <Py_ssize_t> t * I, &one)
+        if net.bias:
+            net.b[t] += rate
+            for j in range(N):
+                net.b[sp.words[j]] -= rate * sp.weights[i * N + j]
+    input_backward(net, w, rows, K, rate, keep_c)
+    return estimate
+
+
 cdef void decay_dense(Net *net, float factor) noexcept nogil:
     """Weight decay in bulk on U, H and W (the biases and C are not touched here)."""
     if net.hidden > 0:
@@ -454,6 +589,60 @@ cdef class Network:
                 start += K
                 done += 1
         return total, done
+
+    def train_sampled(self, const int[:, ::1] windows, int batch, double lr0, double decay_rate,
+                      long long updates, long long update_stride, double weight_decay, int samples,
+                      const double[::1] cdf, const float[::1] log_q, unsigned long long seed):
+        """As train, with the importance-sampling gradient of `samples` words drawn from the
+        proposal (cumulative `cdf`, `log_q`), shared by the windows of a batch. Returns
+        (sum of estimated log p(target), updates done, sum of effective sample sizes)."""
+        cdef Py_ssize_t start, count = windows.shape[0]
+        cdef int K, width = max(self.net.hidden, self.net.inputs)
+        cdef double total = 0, rate, pending = 1, ess = 0
+        cdef long long done = 0
+        cdef int since = 0, decay_every = max(1, 1024 // batch)  # U and W are touched sparsely
+        cdef Sampling sp
+        if count == 0:
+            return 0.0, 0, 0.0
+        if batch > self.work.capacity or windows.shape[1] != self.net.context + 1:
+            raise ValueError("batch larger than the work buffers, or windows of the wrong order")
+        if samples < 1 or cdf.shape[0] != self.net.vocab or log_q.shape[0] != self.net.vocab:
+            raise ValueError("no samples, or a proposal of the wrong size")
+        sp.count = samples
+        sp.cdf = &cdf[0]
+        sp.log_q = &log_q[0]
+        sp.rng = seed
+        sp.words = <int *> malloc(samples * sizeof(int))
+        sp.U_rows = <float *> malloc(<Py_ssize_t> samples * max(self.net.hidden, 1) * sizeof(float))
+        sp.W_rows = <float *> malloc(<Py_ssize_t> samples * max(self.net.inputs, 1) * sizeof(float))
+        sp.weights = <float *> malloc(<Py_ssize_t> batch * samples * sizeof(float))
+        sp.row_grads = <float *> malloc(<Py_ssize_t> samples * width * sizeof(float))
+        try:
+            if not (sp.words and sp.U_rows and sp.W_rows and sp.weights and sp.row_grads):
+                raise MemoryError()
+            with nogil:
+                start = 0
+                while start < count:
+                    K = <int> min(<Py_ssize_t> batch, count - start)
+                    rate = lr0 / (1 + decay_rate * (updates + done * update_stride))
+                    total += sampled_step(&self.net, &self.work, &sp, &windows[start, 0], K, <float> rate,
+                                          <float> (1 - rate * weight_decay), &ess)
+                    if weight_decay > 0:
+                        pending *= pow(1 - rate * weight_decay, K)
+                        since += 1
+                    if since and (since >= decay_every or start + K >= count):
+                        decay_dense(&self.net, <float> pending)
+                        pending = 1
+                        since = 0
+                    start += K
+                    done += 1
+        finally:
+            free(sp.words)
+            free(sp.U_rows)
+            free(sp.W_rows)
+            free(sp.weights)
+            free(sp.row_grads)
+        return total, done, ess
 
     # -- the parameter-parallel output layer, one phase at a time -------------------------
     def block_scores(self, const int[:, ::1] windows, float[::1] top):

@@ -101,7 +101,7 @@ def test_cli_trains_saves_logs_and_scores(tmp_path):
 
 @pytest.mark.parametrize("args, fragment", [
     (["-arch", "energy"], "-arch energy: not built yet in this version (issue #5)"),
-    (["-criterion", "is"], "-criterion is: not built yet"),
+    (["-criterion", "nce"], "-criterion: unknown value 'nce'"),
     (["-mpi", "ring"], "-mpi: unknown value 'ring'"),
     (["-h", "0"], "-h 0 leaves no path"),
     (["-order", "1"], "order"),
@@ -111,3 +111,45 @@ def test_unbuilt_or_bad_training_options(tmp_path, args, fragment):
     status, out, err = run_nplm("train", "-text", tmp_path / "t.txt", "-lm", tmp_path / "m.nplm", *args)
     assert_one_line_error(status, err, fragment)
     assert not (tmp_path / "m.nplm").exists()
+
+
+def test_importance_sampling_trains_close_to_the_exact_gradient(toy):
+    vocab, train, valid, test = toy
+    exact = Trainer(small_model(vocab), TrainingConfig(**CONFIG)).run(train, valid)
+    trainer = Trainer(small_model(vocab), TrainingConfig(**CONFIG, criterion="is-adaptive", samples=10,
+                                                          check_every=8000))
+    sampled = trainer.run(train, valid)
+    assert ppl(sampled, test) < 1.05 * ppl(exact, test)
+    records = trainer.state["history"]
+    assert all(r["criterion"] == "is-adaptive" and r["train_ppl_of"] == "tiny set (exact)" for r in records)
+    events = [e for r in records for e in r["samples_trajectory"]]
+    assert events and all(e["reason"] in ("check", "ppl rose") for e in events)
+    # the trajectory is the record of N: it changes exactly at the events that say so
+    n = trainer.config.samples
+    for event in events:  # N doubles at each rise, up to |V|
+        grown = min(2 * n, len(vocab))
+        assert event["samples"] == (grown if event["reason"] == "ppl rose" else n)
+        n = event["samples"]
+
+
+def test_algorithm_4_doubles_n_and_reverts_when_the_tiny_perplexity_rises(toy):
+    from nplmtk.neural.train import ImportanceSampling
+    vocab, train, _, _ = toy
+    model = small_model(vocab)
+    config = TrainingConfig(**CONFIG, criterion="is-adaptive", samples=16, check_every=100)
+    state = {"samples": 16}
+    sampling = ImportanceSampling(train.windows(3), len(vocab), config, state)
+    sampling.begin_round(model, 3)
+    start = {k: v.copy() for k, v in model.params.items()}
+    model.params["U"] *= 40  # a block that made things worse
+    retry = sampling.end_round(model, [(-50.0, 10, 10.0)], 120, state, last=False)
+    assert retry == (-50.0, 120, 3) and state["samples"] == 32
+    assert all(np.array_equal(model.params[k], start[k]) for k in start)
+    assert sampling.events[-1]["reason"] == "ppl rose" and sampling.events[-1]["samples"] == 32
+    sampling.begin_round(model, 3)  # the block again, now harmless: kept, N unchanged
+    assert sampling.end_round(model, [(-40.0, 10, 10.0)], 120, state, last=False) is None
+    assert state["samples"] == 32 and sampling.events[-1]["reason"] == "check"
+    config.ess_min = 1e9  # effective sample size below the minimum: N doubles (no revert)
+    sampling.begin_round(model, 4)
+    assert sampling.end_round(model, [(-40.0, 10, 50.0)], 10, state, last=False) is None
+    assert state["samples"] == 64 and sampling.events[-1]["reason"] == "ess"

@@ -40,6 +40,11 @@ class TrainingConfig:
     progress: bool = True
     mpi: str = None  # with a communicator: "param" (split output layer) or "data" (averaging)
     sync_every: int = 100  # -mpi data: average the ranks' parameters after this many updates
+    criterion: str = "full"  # full softmax gradient, or importance sampling: "is", "is-adaptive"
+    samples: int = 100  # N (is) or N0 (is-adaptive)
+    check_every: int = 200_000  # is-adaptive: examples per block between perplexity checks
+    ess_min: float = 0.0  # grow N when a round's mean effective sample size falls below this
+    tiny_set: int = 1000  # is-adaptive: training examples whose exact ppl is checked
 
 
 class Trainer:
@@ -54,7 +59,8 @@ class Trainer:
         self.comm = comm
         self.writer = comm is None or comm.rank == 0
         self.state = {"epoch": 0, "round": 0, "updates": 0, "best_valid": None, "bad_epochs": 0,
-                      "rng": np.random.default_rng(config.seed).bit_generator.state, "history": []}
+                      "rng": np.random.default_rng(config.seed).bit_generator.state, "history": [],
+                      "samples": config.samples, "tiny_ppl": None}
         self.best = None
 
     # -- checkpoints -----------------------------------------------------------------
@@ -91,6 +97,11 @@ class Trainer:
         windows = train.windows(self.model.order)
         windows = np.ascontiguousarray(windows[windows[:, -1] >= 0])
         self.averager = None
+        self.sampling = None
+        if cfg.criterion != "full":
+            if self.comm is not None and cfg.mpi == "param":
+                raise NplmError("-criterion is with -mpi param is not built yet (issue #7)")
+            self.sampling = ImportanceSampling(windows, len(self.model.vocab), cfg, self.state)
         if self.comm is not None and cfg.mpi == "param":
             if cfg.threads != 1:
                 raise NplmError("-mpi param runs one thread per rank: give -threads 1 (start more ranks)")
@@ -139,16 +150,24 @@ class Trainer:
         last_checkpoint = state["updates"]
         while state["round"] < rounds:
             r = state["round"]
+            if self.sampling:
+                self.sampling.begin_round(self.model, r)
             chunks = [np.ascontiguousarray(s[r * per_round:(r + 1) * per_round]) for s in shards]
             jobs = [(net, chunk, state["updates"] + i) for i, (net, chunk) in enumerate(zip(networks, chunks))]
             if pool:
                 results = list(pool.map(lambda job: self._train_chunk(*job), jobs))
             else:
                 results = [self._train_chunk(*job) for job in jobs]
-            logp_sum += sum(total for total, _ in results)
+            logp_sum += sum(result[0] for result in results)
             seen += sum(len(c) for c in chunks)
-            state["updates"] += sum(done for _, done in results)
+            state["updates"] += sum(result[1] for result in results)
             state["round"] += 1
+            if self.sampling:
+                retry = self.sampling.end_round(self.model, results, sum(len(c) for c in chunks), state,
+                                                last=state["round"] == rounds)
+                if retry is not None:  # Algorithm 4: perplexity rose, N doubled, block undone
+                    logp_sum, seen = logp_sum - retry[0], seen - retry[1]
+                    state["round"] = retry[2]
             if self.averager and state["round"] % rounds_per_sync == 0:
                 self.averager.average()
             if bar:
@@ -169,6 +188,10 @@ class Trainer:
         record = {"epoch": state["epoch"] + 1, "updates": state["updates"], "lr": self.learning_rate(),
                   "train_ppl": math.exp(-logp_sum / max(seen, 1)), "words_per_s": seen / seconds,
                   "seconds": seconds}
+        if self.sampling:  # the sampled estimate of log p is biased: report exact ppl of the tiny set
+            record.update(train_ppl=self.sampling.tiny_ppl(self.model), train_ppl_of="tiny set (exact)",
+                          criterion=cfg.criterion, samples=state["samples"], samples_trajectory=self.sampling.events)
+            self.sampling.events = []
         if self.comm is not None:
             exchanger = self.averager or networks[0]
             record.update(ranks=self.comm.size, communication_seconds=exchanger.communication_seconds)
@@ -200,6 +223,10 @@ class Trainer:
 
     def _train_chunk(self, network, chunk, first_update):
         cfg = self.config
+        if self.sampling:
+            return network.train_sampled(chunk, cfg.batch, cfg.lr, cfg.lr_decay, first_update, cfg.threads,
+                                         cfg.weight_decay, self.state["samples"], self.sampling.cdf,
+                                         self.sampling.log_q, self.sampling.seed(first_update))
         return network.train(chunk, cfg.batch, cfg.lr, cfg.lr_decay, first_update, cfg.threads,
                              cfg.weight_decay)
 
@@ -211,6 +238,74 @@ class Trainer:
             history = "".join(json.dumps(r) + "\n" for r in self.state["history"])
             with atomic_output(self.config.log) as out:
                 out.write(history)
+
+
+class ImportanceSampling:
+    """The proposal and the sample-size policy of Bengio & Senecal (2003): N fixed (`is`),
+    or Algorithm 4 (`is-adaptive`): after each block of about `check_every` examples the
+    exact perplexity of a tiny training set is computed (and at the end of each epoch); if
+    it rose, N doubles and the parameters return to the block's start, which is trained
+    again. With `ess_min`, N also
+    doubles when a round's mean effective sample size falls below it. N stops at |V|.
+    Every check and change of N is an event in the epoch's log record."""
+
+    def __init__(self, windows, vocab_size, config, state):
+        counts = np.bincount(windows[:, -1], minlength=vocab_size) + 1.0  # Q > 0 wherever P > 0
+        q = counts / counts.sum()
+        self.cdf = np.cumsum(q)
+        self.cdf[-1] = 1.0
+        self.log_q = np.log(q).astype(np.float32)
+        self.config = config
+        self.adaptive = config.criterion == "is-adaptive"
+        pick = np.random.default_rng(config.seed + 1).choice(len(windows), min(config.tiny_set, len(windows)),
+                                                             replace=False)
+        self.tiny = np.ascontiguousarray(windows[np.sort(pick)])
+        self.most = vocab_size  # N stops growing at |V| samples
+        self.events = []
+        self.examples = 0  # since training started (this run)
+        self.block = None  # (start round, parameters, logp, seen) of the block under way
+
+    def seed(self, first_update):
+        return (self.config.seed * 0x9E3779B1 + first_update * 0x85EBCA77 + 1) % 2 ** 64
+
+    def tiny_ppl(self, model):
+        scores = np.empty(len(self.tiny))
+        model.network().logprobs(self.tiny, scores)
+        return math.exp(-scores.mean())
+
+    def begin_round(self, model, round_index):
+        if self.adaptive and self.block is None:
+            state_ppl = self.tiny_ppl(model)
+            self.block = [round_index, {k: v.copy() for k, v in model.params.items()}, 0.0, 0, state_ppl]
+
+    def end_round(self, model, results, seen, state, last):
+        """Returns (logp, seen, round) of a block to train again, or None. A block ends
+        after `check_every` examples or with the epoch's last round."""
+        self.examples += seen
+        ess = sum(result[2] for result in results) / max(seen, 1)
+        if self.config.ess_min and ess < self.config.ess_min and state["samples"] < self.most:
+            state["samples"] = min(2 * state["samples"], self.most)
+            self.events.append({"examples": self.examples, "samples": state["samples"], "reason": "ess",
+                                "mean_ess": ess})
+        if not self.adaptive:
+            return None
+        block = self.block
+        block[2] += sum(result[0] for result in results)
+        block[3] += seen
+        if block[3] < self.config.check_every and not last:
+            return None
+        before, now = block[4], self.tiny_ppl(model)
+        self.block = None
+        if now > before and state["samples"] < self.most:
+            for name, array in block[1].items():
+                model.params[name][...] = array
+            state["samples"] = min(2 * state["samples"], self.most)
+            self.events.append({"examples": self.examples, "samples": state["samples"], "reason": "ppl rose",
+                                "tiny_ppl": now, "tiny_ppl_before": before})
+            return block[2], block[3], block[0]
+        self.events.append({"examples": self.examples, "samples": state["samples"], "reason": "check",
+                            "tiny_ppl": now})
+        return None
 
 
 def _progress(total, epoch, enabled):
