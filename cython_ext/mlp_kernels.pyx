@@ -350,11 +350,48 @@ cdef struct Sampling:
     int *words             # the sampled word ids
     const double *cdf      # cumulative proposal Q over the vocabulary (last entry 1)
     const float *log_q     # log Q(w)
+    int vocab_size         # entries of cdf and log_q
     unsigned long long rng
     float *U_rows          # N x hidden: the sampled rows of U, gathered
     float *W_rows          # N x inputs: the sampled rows of W
     float *weights         # batch x N: scores, then importance weights
     float *row_grads       # N x max(hidden, inputs)
+    int *owned             # (output block) positions of the samples this block holds
+    int held               # (output block) how many
+    float *targets         # (output block) batch: the target's score where this block holds it
+
+
+cdef int sampling_alloc(Sampling *sp, int samples, int batch, int hidden, int inputs) noexcept nogil:
+    """Buffers for `samples` draws shared by up to `batch` windows; 0 when out of memory."""
+    cdef int width = max(hidden, inputs)
+    sp.count = samples
+    sp.words = <int *> malloc(samples * sizeof(int))
+    sp.owned = <int *> malloc(samples * sizeof(int))
+    sp.U_rows = <float *> malloc(<Py_ssize_t> samples * max(hidden, 1) * sizeof(float))
+    sp.W_rows = <float *> malloc(<Py_ssize_t> samples * max(inputs, 1) * sizeof(float))
+    sp.weights = <float *> malloc(<Py_ssize_t> batch * samples * sizeof(float))
+    sp.row_grads = <float *> malloc(<Py_ssize_t> samples * max(width, 1) * sizeof(float))
+    sp.targets = <float *> malloc(batch * sizeof(float))
+    return (sp.words != NULL and sp.owned != NULL and sp.U_rows != NULL and sp.W_rows != NULL
+            and sp.weights != NULL and sp.row_grads != NULL and sp.targets != NULL)
+
+
+cdef void sampling_free(Sampling *sp) noexcept nogil:
+    free(sp.words)
+    free(sp.owned)
+    free(sp.U_rows)
+    free(sp.W_rows)
+    free(sp.weights)
+    free(sp.row_grads)
+    free(sp.targets)
+    sp.words = NULL
+    sp.owned = NULL
+    sp.U_rows = NULL
+    sp.W_rows = NULL
+    sp.weights = NULL
+    sp.row_grads = NULL
+    sp.targets = NULL
+    sp.count = 0
 
 
 cdef inline unsigned long long splitmix64(unsigned long long *state) noexcept nogil:
@@ -394,7 +431,7 @@ cdef double sampled_step(Net *net, Work *w, Sampling *sp, const int *rows, int K
     cdef float *x
     hidden_layer(net, w, rows, K)
     for j in range(N):
-        sp.words[j] = draw(sp, net.vocab)
+        sp.words[j] = draw(sp, sp.vocab_size)
         if h > 0:
             memcpy(sp.U_rows + j * h, net.U + <Py_ssize_t> sp.words[j] * h, h * sizeof(float))
         if net.direct:
@@ -489,6 +526,8 @@ cdef class Network:
     cdef Work work
     cdef object keep_alive
     cdef int lo
+    cdef Sampling sampling  # the output block's importance sampling (block_sampled_*)
+    cdef object proposal
 
     def __init__(self, params, int context, int activation, int capacity, bint bias=True, rows=None):
         cdef float[:, ::1] C = params["C"], U, H, W
@@ -549,6 +588,7 @@ cdef class Network:
         free(self.work.coef)
         free(self.work.coef_in)
         free(self.work.xdot)
+        sampling_free(&self.sampling)
 
     def train(self, const int[:, ::1] windows, int batch, double lr0, double decay_rate,
               long long updates, long long update_stride, double weight_decay):
@@ -597,7 +637,7 @@ cdef class Network:
         proposal (cumulative `cdf`, `log_q`), shared by the windows of a batch. Returns
         (sum of estimated log p(target), updates done, sum of effective sample sizes)."""
         cdef Py_ssize_t start, count = windows.shape[0]
-        cdef int K, width = max(self.net.hidden, self.net.inputs)
+        cdef int K
         cdef double total = 0, rate, pending = 1, ess = 0
         cdef long long done = 0
         cdef int since = 0, decay_every = max(1, 1024 // batch)  # U and W are touched sparsely
@@ -608,17 +648,12 @@ cdef class Network:
             raise ValueError("batch larger than the work buffers, or windows of the wrong order")
         if samples < 1 or cdf.shape[0] != self.net.vocab or log_q.shape[0] != self.net.vocab:
             raise ValueError("no samples, or a proposal of the wrong size")
-        sp.count = samples
         sp.cdf = &cdf[0]
         sp.log_q = &log_q[0]
+        sp.vocab_size = cdf.shape[0]
         sp.rng = seed
-        sp.words = <int *> malloc(samples * sizeof(int))
-        sp.U_rows = <float *> malloc(<Py_ssize_t> samples * max(self.net.hidden, 1) * sizeof(float))
-        sp.W_rows = <float *> malloc(<Py_ssize_t> samples * max(self.net.inputs, 1) * sizeof(float))
-        sp.weights = <float *> malloc(<Py_ssize_t> batch * samples * sizeof(float))
-        sp.row_grads = <float *> malloc(<Py_ssize_t> samples * width * sizeof(float))
         try:
-            if not (sp.words and sp.U_rows and sp.W_rows and sp.weights and sp.row_grads):
+            if not sampling_alloc(&sp, samples, batch, self.net.hidden, self.net.inputs):
                 raise MemoryError()
             with nogil:
                 start = 0
@@ -637,11 +672,7 @@ cdef class Network:
                     start += K
                     done += 1
         finally:
-            free(sp.words)
-            free(sp.U_rows)
-            free(sp.W_rows)
-            free(sp.weights)
-            free(sp.row_grads)
+            sampling_free(&sp)
         return total, done, ess
 
     # -- the parameter-parallel output layer, one phase at a time -------------------------
@@ -708,6 +739,144 @@ cdef class Network:
             memcpy(self.work.dA, &total[0], hidden_part * sizeof(float))
             memcpy(self.work.dX, &total[hidden_part], <Py_ssize_t> K * self.net.inputs * sizeof(float))
             input_backward(&self.net, &self.work, &windows[0, 0], K, rate, keep_c)
+
+    def block_sampled_begin(self, int samples, const double[::1] cdf, const float[::1] log_q,
+                            unsigned long long seed):
+        """Start a chunk of importance-sampled batches: every block draws the same words
+        (same proposal, same seed) and scores those it holds."""
+        if samples < 1 or cdf.shape[0] < self.lo + self.net.vocab or log_q.shape[0] != cdf.shape[0]:
+            raise ValueError("no samples, or a proposal of the wrong size")
+        if self.sampling.count != samples:
+            sampling_free(&self.sampling)
+            if not sampling_alloc(&self.sampling, samples, self.work.capacity, self.net.hidden, self.net.inputs):
+                raise MemoryError()
+        self.proposal = (cdf, log_q)
+        self.sampling.cdf = &cdf[0]
+        self.sampling.log_q = &log_q[0]
+        self.sampling.vocab_size = cdf.shape[0]
+        self.sampling.rng = seed
+
+    def block_sampled_scores(self, const int[:, ::1] windows, float[::1] top):
+        """Draw the batch's samples; score the held ones (y - log Q) and the targets held;
+        `top` gets each window's maximum over the held samples."""
+        cdef Sampling *sp = &self.sampling
+        cdef int K = windows.shape[0], n = self.net.context + 1, i, j, m, t, word
+        cdef int h = self.net.hidden, I = self.net.inputs, V = self.net.vocab
+        cdef float best
+        cdef float *g
+        self._check_block(windows)
+        if sp.count == 0:
+            raise ValueError("block_sampled_begin first")
+        with nogil:
+            hidden_layer(&self.net, &self.work, &windows[0, 0], K)
+            sp.held = 0
+            for j in range(sp.count):
+                sp.words[j] = draw(sp, sp.vocab_size)
+                word = sp.words[j] - self.lo
+                if 0 <= word < V:
+                    m = sp.held
+                    sp.owned[m] = j
+                    sp.held += 1
+                    if h > 0:
+                        memcpy(sp.U_rows + m * h, self.net.U + <Py_ssize_t> word * h, h * sizeof(float))
+                    if self.net.direct:
+                        memcpy(sp.W_rows + m * I, self.net.W + <Py_ssize_t> word * I, I * sizeof(float))
+            for i in range(K):
+                for m in range(sp.held):
+                    sp.weights[i * sp.held + m] = self.net.b[sp.words[sp.owned[m]] - self.lo]
+            if h > 0:
+                gemm(b'N', b'T', K, sp.held, h, 1.0, self.work.A, h, sp.U_rows, h, 1.0, sp.weights, sp.held)
+            if self.net.direct:
+                gemm(b'N', b'T', K, sp.held, I, 1.0, self.work.X, I, sp.W_rows, I, 1.0, sp.weights, sp.held)
+            for i in range(K):
+                g = sp.weights + i * sp.held
+                best = -3.4e38
+                for m in range(sp.held):
+                    g[m] -= sp.log_q[sp.words[sp.owned[m]]]
+                    best = g[m] if g[m] > best else best
+                top[i] = best
+                t = windows[i, n - 1] - self.lo
+                sp.targets[i] = 0
+                if 0 <= t < V:
+                    sp.targets[i] = self.net.b[t]
+                    if h > 0:
+                        sp.targets[i] += dot(h, self.net.U + <Py_ssize_t> t * h, self.work.A + i * h)
+                    if self.net.direct:
+                        sp.targets[i] += dot(I, self.net.W + <Py_ssize_t> t * I, self.work.X + i * I)
+
+    def block_sampled_sums(self, const int[:, ::1] windows, const float[::1] top, double[::1] out):
+        """With the maxima over all blocks: out[i] = sum of this block's r, out[K + i] = sum
+        of r^2, out[2K + i] = the target's score where this block holds it (else 0)."""
+        cdef Sampling *sp = &self.sampling
+        cdef int K = windows.shape[0], i, m
+        cdef float value
+        cdef float *g
+        with nogil:
+            for i in range(K):
+                g = sp.weights + i * sp.held
+                out[i] = 0
+                out[K + i] = 0
+                for m in range(sp.held):
+                    value = expf(g[m] - top[i])
+                    g[m] = value
+                    out[i] += value
+                    out[K + i] += value * value
+                out[2 * K + i] = sp.targets[i]
+
+    def block_sampled_backward(self, const int[:, ::1] windows, const double[::1] sums, float rate,
+                               float[::1] partial):
+        """With the sums of r over all blocks: this block's share of dL/da and of the direct
+        dL/dx into `partial`, then the steps on the held sampled rows and held targets."""
+        cdef Sampling *sp = &self.sampling
+        cdef int K = windows.shape[0], n = self.net.context + 1, i, m, t, one = 1
+        cdef int h = self.net.hidden, I = self.net.inputs, V = self.net.vocab, M
+        cdef float value, minus = -rate
+        with nogil:
+            M = sp.held
+            for i in range(K):
+                value = <float> (1 / sums[i])
+                for m in range(M):
+                    sp.weights[i * M + m] *= value
+            if h > 0:
+                gemm(b'N', b'N', K, h, M, 1.0, sp.weights, M, sp.U_rows, h, 0.0, self.work.dA, h)
+                if M == 0:
+                    memset(self.work.dA, 0, <Py_ssize_t> K * h * sizeof(float))
+            if self.net.direct:
+                gemm(b'N', b'N', K, I, M, 1.0, sp.weights, M, sp.W_rows, I, 0.0, self.work.dX, I)
+            if not self.net.direct or M == 0:
+                memset(self.work.dX, 0, <Py_ssize_t> K * I * sizeof(float))
+            value = -1
+            for i in range(K):
+                t = windows[i, n - 1] - self.lo
+                if 0 <= t < V:
+                    if h > 0:
+                        saxpy(&h, &value, self.net.U + <Py_ssize_t> t * h, &one, self.work.dA + i * h, &one)
+                    if self.net.direct:
+                        saxpy(&I, &value, self.net.W + <Py_ssize_t> t * I, &one, self.work.dX + i * I, &one)
+            memcpy(&partial[0], self.work.dA, <Py_ssize_t> K * h * sizeof(float))
+            memcpy(&partial[<Py_ssize_t> K * h], self.work.dX, <Py_ssize_t> K * I * sizeof(float))
+            if h > 0 and M > 0:
+                gemm(b'T', b'N', M, h, K, 1.0, sp.weights, M, self.work.A, h, 0.0, sp.row_grads, h)
+                for m in range(M):
+                    saxpy(&h, &minus, sp.row_grads + m * h, &one,
+                          self.net.U + <Py_ssize_t> (sp.words[sp.owned[m]] - self.lo) * h, &one)
+            if self.net.direct and M > 0:
+                gemm(b'T', b'N', M, I, K, 1.0, sp.weights, M, self.work.X, I, 0.0, sp.row_grads, I)
+                for m in range(M):
+                    saxpy(&I, &minus, sp.row_grads + m * I, &one,
+                          self.net.W + <Py_ssize_t> (sp.words[sp.owned[m]] - self.lo) * I, &one)
+            for i in range(K):
+                t = windows[i, n - 1] - self.lo
+                if 0 <= t < V:
+                    if h > 0:
+                        saxpy(&h, &rate, self.work.A + i * h, &one, self.net.U + <Py_ssize_t> t * h, &one)
+                    if self.net.direct:
+                        saxpy(&I, &rate, self.work.X + i * I, &one, self.net.W + <Py_ssize_t> t * I, &one)
+                    if self.net.bias:
+                        self.net.b[t] += rate
+                if self.net.bias:
+                    for m in range(M):
+                        self.net.b[sp.words[sp.owned[m]] - self.lo] -= rate * sp.weights[i * M + m]
 
     def block_decay(self, float factor):
         """Weight decay in bulk on this block's rows of U and W, and on H."""

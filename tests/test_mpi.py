@@ -27,11 +27,15 @@ def corpus(tmp_path_factory):
     return where
 
 
-@pytest.mark.parametrize("shape", [["-h", 10, "-direct"], ["-h", 7], ["-h", 0, "-direct"]])
+@pytest.mark.parametrize("shape, criterion", [
+    (["-h", 10, "-direct"], []), (["-h", 7], []), (["-h", 0, "-direct"], []),
+    (["-h", 10, "-direct"], ["-criterion", "is", "-samples", 7]), (["-h", 7], ["-criterion", "is", "-samples", 30]),
+])
 @pytest.mark.parametrize("batch", [8, 1])
-def test_param_parallel_training_gives_the_serial_parameters(corpus, shape, batch):
+def test_param_parallel_training_gives_the_serial_parameters(corpus, shape, criterion, batch):
+    """Full softmax and importance sampling (every rank draws the same samples)."""
     common = ["train", "-text", corpus / "t.txt", "-order", 3, "-m", 6, *shape, "-epochs", 1, "-lr", 0.05,
-              "-batch", batch, "-quiet"]
+              "-batch", batch, "-quiet", *criterion]
     status, _, err = run_nplm(*common, "-lm", corpus / "serial.nplm")
     assert status == 0, err
     serial = container.load(str(corpus / "serial.nplm")).arrays

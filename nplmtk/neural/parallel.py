@@ -82,6 +82,41 @@ class ParamParallelNetwork:
             done += 1
         return total, done
 
+    def train_sampled(self, windows, batch, lr0, decay_rate, updates, update_stride, weight_decay, samples, cdf,
+                      log_q, seed):
+        """Network.train_sampled across the blocks: every rank draws the same samples and
+        scores those it holds; the maxima, the sums of r (and r^2, and the target scores)
+        and dL/da, dL/dx are summed as for the full softmax."""
+        MPI, net = self.MPI, self.network
+        total, done, pending, since, ess = 0.0, 0, 1.0, 0, 0.0
+        decay_every = max(1, 1024 // batch)
+        count = len(windows)
+        net.block_sampled_begin(samples, cdf, log_q, seed)
+        for start in range(0, count, batch):
+            chunk = windows[start:start + batch]
+            K = len(chunk)
+            rate = lr0 / (1 + decay_rate * (updates + done * update_stride))
+            top, partial = self.top[:, :K], self.partial[:, :K * self.width]
+            sums = np.empty((2, 3 * K))
+            net.block_sampled_scores(chunk, top[0])
+            self._allreduce(top[0], top[1], MPI.MAX)
+            net.block_sampled_sums(chunk, top[1], sums[0])
+            self._allreduce(sums[0], sums[1], MPI.SUM)
+            r_sum, r_squares, target = sums[1, :K], sums[1, K:2 * K], sums[1, 2 * K:]
+            total += float((target - (top[1] + np.log(r_sum / samples))).sum())
+            ess += float((r_sum * r_sum / r_squares).sum())
+            net.block_sampled_backward(chunk, r_sum, rate, partial[0])
+            self._allreduce(partial[0], partial[1], MPI.SUM)
+            net.block_input_backward(chunk, partial[1], rate, 1 - rate * weight_decay)
+            if weight_decay > 0:
+                pending *= (1 - rate * weight_decay) ** K
+                since += 1
+            if since and (since >= decay_every or start + K >= count):
+                net.block_decay(pending)
+                pending, since = 1.0, 0
+            done += 1
+        return total, done, ess
+
     def synchronise(self):
         """Give every rank every block of b, U and W (before validation and saving)."""
         MPI = self.MPI

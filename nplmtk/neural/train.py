@@ -99,8 +99,6 @@ class Trainer:
         self.averager = None
         self.sampling = None
         if cfg.criterion != "full":
-            if self.comm is not None and cfg.mpi == "param":
-                raise NplmError("-criterion is with -mpi param is not built yet (issue #7)")
             self.sampling = ImportanceSampling(windows, len(self.model.vocab), cfg, self.state)
         if self.comm is not None and cfg.mpi == "param":
             if cfg.threads != 1:
