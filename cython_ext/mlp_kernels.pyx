@@ -440,9 +440,15 @@ cdef double sampled_step(Net *net, Work *w, Sampling *sp, const int *rows, int K
         for j in range(N):
             sp.weights[i * N + j] = net.b[sp.words[j]]
     if h > 0:
-        gemm(b'N', b'T', K, N, h, 1.0, w.A, h, sp.U_rows, h, 1.0, sp.weights, N)
+        if K == 1:
+            matvec(N, h, 1.0, sp.U_rows, w.A, 1.0, sp.weights)
+        else:
+            gemm(b'N', b'T', K, N, h, 1.0, w.A, h, sp.U_rows, h, 1.0, sp.weights, N)
     if net.direct:
-        gemm(b'N', b'T', K, N, I, 1.0, w.X, I, sp.W_rows, I, 1.0, sp.weights, N)
+        if K == 1:
+            matvec(N, I, 1.0, sp.W_rows, w.X, 1.0, sp.weights)
+        else:
+            gemm(b'N', b'T', K, N, I, 1.0, w.X, I, sp.W_rows, I, 1.0, sp.weights, N)
     for i in range(K):
         t = rows[i * n + net.context]
         a = w.A + i * h
@@ -471,9 +477,15 @@ cdef double sampled_step(Net *net, Work *w, Sampling *sp, const int *rows, int K
             g[j] *= value
     # dL/da and the direct dL/dx with the old rows: sum_j g_j row_j - row(target)
     if h > 0:
-        gemm(b'N', b'N', K, h, N, 1.0, sp.weights, N, sp.U_rows, h, 0.0, w.dA, h)
+        if K == 1:
+            matvec_t(N, h, 1.0, sp.U_rows, sp.weights, 0.0, w.dA)
+        else:
+            gemm(b'N', b'N', K, h, N, 1.0, sp.weights, N, sp.U_rows, h, 0.0, w.dA, h)
     if net.direct:
-        gemm(b'N', b'N', K, I, N, 1.0, sp.weights, N, sp.W_rows, I, 0.0, w.dX, I)
+        if K == 1:
+            matvec_t(N, I, 1.0, sp.W_rows, sp.weights, 0.0, w.dX)
+        else:
+            gemm(b'N', b'N', K, I, N, 1.0, sp.weights, N, sp.W_rows, I, 0.0, w.dX, I)
     else:
         memset(w.dX, 0, <Py_ssize_t> K * I * sizeof(float))
     for i in range(K):
@@ -484,14 +496,22 @@ cdef double sampled_step(Net *net, Work *w, Sampling *sp, const int *rows, int K
         if net.direct:
             saxpy(&I, &value, net.W + <Py_ssize_t> t * I, &one, w.dX + i * I, &one)
     # Steps on the touched rows: sampled rows down along g^T A, the targets' rows up.
-    if h > 0:
-        gemm(b'T', b'N', N, h, K, 1.0, sp.weights, N, w.A, h, 0.0, sp.row_grads, h)
+    if K == 1:  # one window: each sampled row moves along a (or x) by its own weight
         for j in range(N):
-            saxpy(&h, &minus, sp.row_grads + j * h, &one, net.U + <Py_ssize_t> sp.words[j] * h, &one)
-    if net.direct:
-        gemm(b'T', b'N', N, I, K, 1.0, sp.weights, N, w.X, I, 0.0, sp.row_grads, I)
-        for j in range(N):
-            saxpy(&I, &minus, sp.row_grads + j * I, &one, net.W + <Py_ssize_t> sp.words[j] * I, &one)
+            value = minus * sp.weights[j]
+            if h > 0:
+                saxpy(&h, &value, w.A, &one, net.U + <Py_ssize_t> sp.words[j] * h, &one)
+            if net.direct:
+                saxpy(&I, &value, w.X, &one, net.W + <Py_ssize_t> sp.words[j] * I, &one)
+    else:
+        if h > 0:
+            gemm(b'T', b'N', N, h, K, 1.0, sp.weights, N, w.A, h, 0.0, sp.row_grads, h)
+            for j in range(N):
+                saxpy(&h, &minus, sp.row_grads + j * h, &one, net.U + <Py_ssize_t> sp.words[j] * h, &one)
+        if net.direct:
+            gemm(b'T', b'N', N, I, K, 1.0, sp.weights, N, w.X, I, 0.0, sp.row_grads, I)
+            for j in range(N):
+                saxpy(&I, &minus, sp.row_grads + j * I, &one, net.W + <Py_ssize_t> sp.words[j] * I, &one)
     for i in range(K):
         t = rows[i * n + net.context]
         if h > 0:
