@@ -55,8 +55,19 @@ cdef struct Work:
 
 cdef inline void gemm(char ta, char tb, int M, int N, int K, float alpha, const float *A, int lda,
                       const float *B, int ldb, float beta, float *C, int ldc) noexcept nogil:
-    """Row-major C (M x N) = alpha op(A) op(B) + beta C, through column-major sgemm."""
+    """Row-major C (M x N) = alpha op(A) op(B) + beta C, through column-major sgemm. A
+    single row of C (one window) is a matrix-vector product, and a single inner term
+    added to C an outer product: BLAS-2, without sgemm's packing of the whole matrix."""
     if M == 0 or N == 0:
+        return
+    if M == 1 and ta == b'N' and ldc == N and ldb == (K if tb == b'T' else N):
+        if tb == b'T':
+            matvec(N, K, alpha, B, A, beta, C)
+        else:
+            matvec_t(K, N, alpha, B, A, beta, C)
+        return
+    if K == 1 and beta == 1 and ldc == N and ldb == N and tb == b'N' and (ta == b'T' or lda == 1):
+        rank1(M, N, alpha, A, B, C)
         return
     sgemm(&tb, &ta, &N, &M, &K, &alpha, <float *> B, &ldb, <float *> A, &lda, &beta, C, &ldc)
 
@@ -139,11 +150,7 @@ cdef void hidden_layer(Net *net, Work *w, const int *rows, int K) noexcept nogil
     if net.hidden > 0:
         for i in range(K):
             memcpy(A + i * net.hidden, net.d, net.hidden * sizeof(float))
-        if K == 1:
-            matvec(net.hidden, net.inputs, 1.0, net.H, X, 1.0, A)
-        else:
-            gemm(b'N', b'T', K, net.hidden, net.inputs, 1.0, X, net.inputs, net.H, net.inputs, 1.0,
-                 A, net.hidden)
+        gemm(b'N', b'T', K, net.hidden, net.inputs, 1.0, X, net.inputs, net.H, net.inputs, 1.0, A, net.hidden)
         if p > 0:  # += sum_j steps_j g_j (x_j . x + 1): the pending updates of H and d
             for j in range(p):
                 w.coef_in[j] = w.steps[j] * (w.xdot[j] + net.bias)
@@ -162,15 +169,9 @@ cdef void scores(Net *net, Work *w, const int *rows, int K) noexcept nogil:
     for i in range(K):
         memcpy(Y + <Py_ssize_t> i * V, net.b, V * sizeof(float))
     if net.hidden > 0:
-        if K == 1:
-            matvec(V, net.hidden, 1.0, net.U, A, 1.0, Y)
-        else:
-            gemm(b'N', b'T', K, V, net.hidden, 1.0, A, net.hidden, net.U, net.hidden, 1.0, Y, V)
+        gemm(b'N', b'T', K, V, net.hidden, 1.0, A, net.hidden, net.U, net.hidden, 1.0, Y, V)
     if net.direct:
-        if K == 1:
-            matvec(V, net.inputs, 1.0, net.W, X, 1.0, Y)
-        else:
-            gemm(b'N', b'T', K, V, net.inputs, 1.0, X, net.inputs, net.W, net.inputs, 1.0, Y, V)
+        gemm(b'N', b'T', K, V, net.inputs, 1.0, X, net.inputs, net.W, net.inputs, 1.0, Y, V)
     if p > 0:  # += sum_j steps_j dL/dy_j (a_j . a + x_j . x + 1): pending updates of U, W, b
         for j in range(p):
             w.coef[j] = net.bias
@@ -256,27 +257,15 @@ cdef void output_backward(Net *net, Work *w, int K, float rate) noexcept nogil:
     cdef int i, V = net.vocab, one = 1
     cdef float minus = -rate
     if net.hidden > 0:
-        if K == 1:
-            matvec_t(V, net.hidden, 1.0, net.U, w.Y, 0.0, w.dA)
-        else:
-            gemm(b'N', b'N', K, net.hidden, V, 1.0, w.Y, V, net.U, net.hidden, 0.0, w.dA, net.hidden)
+        gemm(b'N', b'N', K, net.hidden, V, 1.0, w.Y, V, net.U, net.hidden, 0.0, w.dA, net.hidden)
     if net.direct:
-        if K == 1:
-            matvec_t(V, net.inputs, 1.0, net.W, w.Y, 0.0, w.dX)
-        else:
-            gemm(b'N', b'N', K, net.inputs, V, 1.0, w.Y, V, net.W, net.inputs, 0.0, w.dX, net.inputs)
+        gemm(b'N', b'N', K, net.inputs, V, 1.0, w.Y, V, net.W, net.inputs, 0.0, w.dX, net.inputs)
     else:
         memset(w.dX, 0, <Py_ssize_t> K * net.inputs * sizeof(float))
     if net.hidden > 0:
-        if K == 1:
-            rank1(V, net.hidden, minus, w.Y, w.A, net.U)
-        else:
-            gemm(b'T', b'N', V, net.hidden, K, minus, w.Y, V, w.A, net.hidden, 1.0, net.U, net.hidden)
+        gemm(b'T', b'N', V, net.hidden, K, minus, w.Y, V, w.A, net.hidden, 1.0, net.U, net.hidden)
     if net.direct:
-        if K == 1:
-            rank1(V, net.inputs, minus, w.Y, w.X, net.W)
-        else:
-            gemm(b'T', b'N', V, net.inputs, K, minus, w.Y, V, w.X, net.inputs, 1.0, net.W, net.inputs)
+        gemm(b'T', b'N', V, net.inputs, K, minus, w.Y, V, w.X, net.inputs, 1.0, net.W, net.inputs)
     if net.bias:
         for i in range(K):
             saxpy(&V, &minus, w.Y + <Py_ssize_t> i * V, &one, net.b, &one)
@@ -289,14 +278,10 @@ cdef void input_backward(Net *net, Work *w, const int *rows, int K, float rate, 
     cdef float minus = -rate
     if net.hidden > 0:
         activation_slope(w.dA, w.A, <Py_ssize_t> K * net.hidden, net.activation)
-        if K == 1:
-            matvec_t(net.hidden, net.inputs, 1.0, net.H, w.dA, 1.0, w.dX)
-            rank1(net.hidden, net.inputs, minus, w.dA, w.X, net.H)
-        else:
-            gemm(b'N', b'N', K, net.inputs, net.hidden, 1.0, w.dA, net.hidden, net.H, net.inputs, 1.0,
-                 w.dX, net.inputs)
-            gemm(b'T', b'N', net.hidden, net.inputs, K, minus, w.dA, net.hidden, w.X, net.inputs, 1.0,
-                 net.H, net.inputs)
+        gemm(b'N', b'N', K, net.inputs, net.hidden, 1.0, w.dA, net.hidden, net.H, net.inputs, 1.0,
+             w.dX, net.inputs)
+        gemm(b'T', b'N', net.hidden, net.inputs, K, minus, w.dA, net.hidden, w.X, net.inputs, 1.0,
+             net.H, net.inputs)
         if net.bias:
             for i in range(K):
                 saxpy(&net.hidden, &minus, w.dA + i * net.hidden, &one, net.d, &one)
@@ -440,15 +425,9 @@ cdef double sampled_step(Net *net, Work *w, Sampling *sp, const int *rows, int K
         for j in range(N):
             sp.weights[i * N + j] = net.b[sp.words[j]]
     if h > 0:
-        if K == 1:
-            matvec(N, h, 1.0, sp.U_rows, w.A, 1.0, sp.weights)
-        else:
-            gemm(b'N', b'T', K, N, h, 1.0, w.A, h, sp.U_rows, h, 1.0, sp.weights, N)
+        gemm(b'N', b'T', K, N, h, 1.0, w.A, h, sp.U_rows, h, 1.0, sp.weights, N)
     if net.direct:
-        if K == 1:
-            matvec(N, I, 1.0, sp.W_rows, w.X, 1.0, sp.weights)
-        else:
-            gemm(b'N', b'T', K, N, I, 1.0, w.X, I, sp.W_rows, I, 1.0, sp.weights, N)
+        gemm(b'N', b'T', K, N, I, 1.0, w.X, I, sp.W_rows, I, 1.0, sp.weights, N)
     for i in range(K):
         t = rows[i * n + net.context]
         a = w.A + i * h
@@ -477,15 +456,9 @@ cdef double sampled_step(Net *net, Work *w, Sampling *sp, const int *rows, int K
             g[j] *= value
     # dL/da and the direct dL/dx with the old rows: sum_j g_j row_j - row(target)
     if h > 0:
-        if K == 1:
-            matvec_t(N, h, 1.0, sp.U_rows, sp.weights, 0.0, w.dA)
-        else:
-            gemm(b'N', b'N', K, h, N, 1.0, sp.weights, N, sp.U_rows, h, 0.0, w.dA, h)
+        gemm(b'N', b'N', K, h, N, 1.0, sp.weights, N, sp.U_rows, h, 0.0, w.dA, h)
     if net.direct:
-        if K == 1:
-            matvec_t(N, I, 1.0, sp.W_rows, sp.weights, 0.0, w.dX)
-        else:
-            gemm(b'N', b'N', K, I, N, 1.0, sp.weights, N, sp.W_rows, I, 0.0, w.dX, I)
+        gemm(b'N', b'N', K, I, N, 1.0, sp.weights, N, sp.W_rows, I, 0.0, w.dX, I)
     else:
         memset(w.dX, 0, <Py_ssize_t> K * I * sizeof(float))
     for i in range(K):

@@ -46,7 +46,7 @@ class ParamParallelNetwork:
         hidden = model.meta["hidden"]
         self.width = hidden + (model.order - 1) * model.meta["features"]
         self.top = np.empty((2, capacity), dtype=np.float32)
-        self.sums = np.empty((2, 2 * capacity))
+        self.sums = np.empty((2, 3 * capacity))
         self.partial = np.empty((2, capacity * self.width), dtype=np.float32)
         self.communication_seconds = 0.0
 
@@ -56,30 +56,8 @@ class ParamParallelNetwork:
         self.communication_seconds += time.perf_counter() - start
 
     def train(self, windows, batch, lr0, decay_rate, updates, update_stride, weight_decay):
-        MPI, net = self.MPI, self.network
-        total, done, pending, since = 0.0, 0, 1.0, 0
-        decay_every = max(1, 64 // batch)
-        count = len(windows)
-        for start in range(0, count, batch):
-            chunk = windows[start:start + batch]
-            K = len(chunk)
-            rate = lr0 / (1 + decay_rate * (updates + done * update_stride))
-            top, sums, partial = self.top[:, :K], self.sums[:, :2 * K], self.partial[:, :K * self.width]
-            net.block_scores(chunk, top[0])
-            self._allreduce(top[0], top[1], MPI.MAX)
-            net.block_exponentials(chunk, top[1], sums[0])
-            self._allreduce(sums[0], sums[1], MPI.SUM)
-            total += float((sums[1, K:] - np.log(sums[1, :K])).sum())
-            net.block_backward(chunk, sums[1, :K], rate, partial[0])
-            self._allreduce(partial[0], partial[1], MPI.SUM)
-            net.block_input_backward(chunk, partial[1], rate, 1 - rate * weight_decay)
-            if weight_decay > 0:
-                pending *= (1 - rate * weight_decay) ** K
-                since += 1
-            if since and (since >= decay_every or start + K >= count):
-                net.block_decay(pending)
-                pending, since = 1.0, 0
-            done += 1
+        total, done, _ = self._sgd(windows, batch, lr0, decay_rate, updates, update_stride, weight_decay, 64,
+                                   self._softmax_step)
         return total, done
 
     def train_sampled(self, windows, batch, lr0, decay_rate, updates, update_stride, weight_decay, samples, cdf,
@@ -87,35 +65,60 @@ class ParamParallelNetwork:
         """Network.train_sampled across the blocks: every rank draws the same samples and
         scores those it holds; the maxima, the sums of r (and r^2, and the target scores)
         and dL/da, dL/dx are summed as for the full softmax."""
-        MPI, net = self.MPI, self.network
+        self.network.block_sampled_begin(samples, cdf, log_q, seed)
+        self.samples = samples
+        return self._sgd(windows, batch, lr0, decay_rate, updates, update_stride, weight_decay, 1024,
+                         self._sampled_step)
+
+    def _sgd(self, windows, batch, lr0, decay_rate, updates, update_stride, weight_decay, decay_period, step):
+        """The kernel's schedule (Network.train): the rate of each update, weight decay of
+        the dense weights in bulk every decay_period/batch updates and at the end."""
         total, done, pending, since, ess = 0.0, 0, 1.0, 0, 0.0
-        decay_every = max(1, 1024 // batch)
+        decay_every = max(1, decay_period // batch)
         count = len(windows)
-        net.block_sampled_begin(samples, cdf, log_q, seed)
         for start in range(0, count, batch):
             chunk = windows[start:start + batch]
             K = len(chunk)
             rate = lr0 / (1 + decay_rate * (updates + done * update_stride))
-            top, partial = self.top[:, :K], self.partial[:, :K * self.width]
-            sums = np.empty((2, 3 * K))
-            net.block_sampled_scores(chunk, top[0])
-            self._allreduce(top[0], top[1], MPI.MAX)
-            net.block_sampled_sums(chunk, top[1], sums[0])
-            self._allreduce(sums[0], sums[1], MPI.SUM)
-            r_sum, r_squares, target = sums[1, :K], sums[1, K:2 * K], sums[1, 2 * K:]
-            total += float((target - (top[1] + np.log(r_sum / samples))).sum())
-            ess += float((r_sum * r_sum / r_squares).sum())
-            net.block_sampled_backward(chunk, r_sum, rate, partial[0])
-            self._allreduce(partial[0], partial[1], MPI.SUM)
-            net.block_input_backward(chunk, partial[1], rate, 1 - rate * weight_decay)
+            logp, sizes = step(chunk, K, rate)
+            total, ess = total + logp, ess + sizes
+            partial = self.partial[:, :K * self.width]
+            self._allreduce(partial[0], partial[1], self.MPI.SUM)
+            self.network.block_input_backward(chunk, partial[1], rate, 1 - rate * weight_decay)
             if weight_decay > 0:
                 pending *= (1 - rate * weight_decay) ** K
                 since += 1
             if since and (since >= decay_every or start + K >= count):
-                net.block_decay(pending)
+                self.network.block_decay(pending)
                 pending, since = 1.0, 0
             done += 1
         return total, done, ess
+
+    def _softmax_step(self, chunk, K, rate):
+        """The output blocks' part of one exact update; leaves this rank's dL/da, dL/dx in
+        partial[0]. Returns the batch's log-likelihood (and 0: no samples)."""
+        MPI, net = self.MPI, self.network
+        top, sums = self.top[:, :K], self.sums[:, :2 * K]
+        net.block_scores(chunk, top[0])
+        self._allreduce(top[0], top[1], MPI.MAX)
+        net.block_exponentials(chunk, top[1], sums[0])
+        self._allreduce(sums[0], sums[1], MPI.SUM)
+        net.block_backward(chunk, sums[1, :K], rate, self.partial[0, :K * self.width])
+        return float((sums[1, K:] - np.log(sums[1, :K])).sum()), 0.0
+
+    def _sampled_step(self, chunk, K, rate):
+        """As _softmax_step with the importance-sampling estimate; returns the estimated
+        log-likelihood and the sum of the effective sample sizes."""
+        MPI, net = self.MPI, self.network
+        top, sums = self.top[:, :K], self.sums[:, :3 * K]
+        net.block_sampled_scores(chunk, top[0])
+        self._allreduce(top[0], top[1], MPI.MAX)
+        net.block_sampled_sums(chunk, top[1], sums[0])
+        self._allreduce(sums[0], sums[1], MPI.SUM)
+        r_sum, r_squares, target = sums[1, :K], sums[1, K:2 * K], sums[1, 2 * K:]
+        net.block_sampled_backward(chunk, r_sum, rate, self.partial[0, :K * self.width])
+        return (float((target - (top[1] + np.log(r_sum / self.samples))).sum()),
+                float((r_sum * r_sum / r_squares).sum()))
 
     def synchronise(self):
         """Give every rank every block of b, U and W (before validation and saving)."""
