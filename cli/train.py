@@ -38,8 +38,9 @@ PENDING = {"arch": {"energy": 5, "lbl": 0, "rnn": 0, "lstm": 0}, "criterion": {}
 @option("criterion", default="full", help="Training criterion: full (exact softmax gradient), is (importance "
         "sampling, Bengio & Senecal 2003 Alg. 3) or is-adaptive (Alg. 4: N doubles when the ppl of a tiny set rises).")
 @option("samples", type=click.IntRange(min=1), default=100, help="-criterion is*: samples N (is-adaptive: N0).")
-@option("proposal", type=click.Choice(["unigram"]), default="unigram",
-        help="-criterion is*: the proposal Q (the training unigram, add-one).")
+@option("proposal", type=click.Choice(["unigram", "bigram"]), default="unigram",
+        help="-criterion is*: the proposal Q: the training unigram (add-one), or the bigram of the previous "
+        "word interpolated with it (Witten-Bell weights; a batch samples from its windows' mixture).")
 @option("check-every", type=click.IntRange(min=1), default=200_000,
         help="is-adaptive: examples between checks of the tiny set's perplexity.")
 @option("ess-min", type=click.FloatRange(min=0), default=0.0,
@@ -95,7 +96,7 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, ar
                             threads=threads, seed=seed, patience=patience, checkpoint_dir=checkpoint,
                             checkpoint_every=checkpoint_every, log=log, progress=not quiet, mpi=mpi,
                             sync_every=sync_every, criterion=criterion, samples=samples, check_every=check_every,
-                            ess_min=ess_min)
+                            ess_min=ess_min, proposal=proposal)
     comm = world() if mpi else None
     if comm is None:
         return _train(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, config, resume, checkpoint,

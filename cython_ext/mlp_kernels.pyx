@@ -12,7 +12,7 @@ asynchronous updates (sec. 3.1); a thread sees another's dense updates when that
 flushes them (at most DEFER windows late). Policy lives in Python."""
 import numpy as np
 cimport numpy as cnp
-from libc.math cimport expf, logf, tanhf, log, pow
+from libc.math cimport exp, expf, logf, tanhf, log, pow
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy, sdot, sgemm, sgemv, sger, sscal
@@ -333,9 +333,18 @@ cdef void flush(Net *net, Work *w) noexcept nogil:
 cdef struct Sampling:
     int count              # N samples, shared by the windows of a batch
     int *words             # the sampled word ids
-    const double *cdf      # cumulative proposal Q over the vocabulary (last entry 1)
-    const float *log_q     # log Q(w)
+    float *sample_log_q    # log Q(w_j) of each sample under the batch's proposal
+    const double *cdf      # cumulative unigram proposal over the vocabulary (last entry 1)
+    const float *log_q     # its log Q(w)
     int vocab_size         # entries of cdf and log_q
+    # Bigram proposal (row_start NULL: unigram only): Q(w|v) = keep_v p(w|v) + (1 - keep_v) u(w),
+    # v the previous word; rows of successors sorted by id with their cumulative
+    # probabilities and p(w|v). A batch samples from the mixture of its windows' Q.
+    const long long *row_start
+    const int *successors
+    const double *successor_cdf
+    const double *successor_p
+    const double *keep
     unsigned long long rng
     float *U_rows          # N x hidden: the sampled rows of U, gathered
     float *W_rows          # N x inputs: the sampled rows of W
@@ -351,18 +360,20 @@ cdef int sampling_alloc(Sampling *sp, int samples, int batch, int hidden, int in
     cdef int width = max(hidden, inputs)
     sp.count = samples
     sp.words = <int *> malloc(samples * sizeof(int))
+    sp.sample_log_q = <float *> malloc(samples * sizeof(float))
     sp.owned = <int *> malloc(samples * sizeof(int))
     sp.U_rows = <float *> malloc(<Py_ssize_t> samples * max(hidden, 1) * sizeof(float))
     sp.W_rows = <float *> malloc(<Py_ssize_t> samples * max(inputs, 1) * sizeof(float))
     sp.weights = <float *> malloc(<Py_ssize_t> batch * samples * sizeof(float))
     sp.row_grads = <float *> malloc(<Py_ssize_t> samples * max(width, 1) * sizeof(float))
     sp.targets = <float *> malloc(batch * sizeof(float))
-    return (sp.words != NULL and sp.owned != NULL and sp.U_rows != NULL and sp.W_rows != NULL
+    return (sp.words != NULL and sp.sample_log_q != NULL and sp.owned != NULL and sp.U_rows != NULL and sp.W_rows != NULL
             and sp.weights != NULL and sp.row_grads != NULL and sp.targets != NULL)
 
 
 cdef void sampling_free(Sampling *sp) noexcept nogil:
     free(sp.words)
+    free(sp.sample_log_q)
     free(sp.owned)
     free(sp.U_rows)
     free(sp.W_rows)
@@ -370,6 +381,7 @@ cdef void sampling_free(Sampling *sp) noexcept nogil:
     free(sp.row_grads)
     free(sp.targets)
     sp.words = NULL
+    sp.sample_log_q = NULL
     sp.owned = NULL
     sp.U_rows = NULL
     sp.W_rows = NULL
@@ -388,17 +400,60 @@ cdef inline unsigned long long splitmix64(unsigned long long *state) noexcept no
     return z ^ (z >> 31)
 
 
-cdef inline int draw(Sampling *sp, int size) noexcept nogil:
-    """One word from Q: the first index whose cumulative probability exceeds u."""
-    cdef double u = (splitmix64(&sp.rng) >> 11) * (1.0 / 9007199254740992.0)
-    cdef int low = 0, high = size - 1, middle
+cdef inline double uniform(Sampling *sp) noexcept nogil:
+    return (splitmix64(&sp.rng) >> 11) * (1.0 / 9007199254740992.0)
+
+
+cdef inline long long first_above(const double *cdf, long long low, long long high, double u) noexcept nogil:
+    """The first index in low..high-1 whose cumulative probability exceeds u."""
+    cdef long long middle
+    high -= 1
     while low < high:
         middle = (low + high) >> 1
-        if sp.cdf[middle] > u:
+        if cdf[middle] > u:
             high = middle
         else:
             low = middle + 1
     return low
+
+
+cdef inline double bigram_probability(Sampling *sp, int v, int word) noexcept nogil:
+    """p(word | v) from the successor rows (0 when unseen)."""
+    cdef long long low = sp.row_start[v], high = sp.row_start[v + 1], middle
+    while low < high:
+        middle = (low + high) >> 1
+        if sp.successors[middle] < word:
+            low = middle + 1
+        else:
+            high = middle
+    if low < sp.row_start[v + 1] and sp.successors[low] == word:
+        return sp.successor_p[low]
+    return 0
+
+
+cdef void draw_samples(Sampling *sp, const int *rows, int K, int n) noexcept nogil:
+    """The batch's N samples and their log Q: from the unigram, or (bigram proposal) from
+    the mixture over the batch's windows of Q(.|previous word), which is a proposal for
+    every window of the batch (it is positive wherever the unigram part is)."""
+    cdef int j, i, v
+    cdef double q
+    for j in range(sp.count):
+        if sp.row_start != NULL:
+            v = rows[<int> ((splitmix64(&sp.rng) >> 33) % K) * n + n - 2]
+            if uniform(sp) < sp.keep[v]:
+                sp.words[j] = sp.successors[first_above(sp.successor_cdf, sp.row_start[v], sp.row_start[v + 1],
+                                                        uniform(sp))]
+                continue
+        sp.words[j] = <int> first_above(sp.cdf, 0, sp.vocab_size, uniform(sp))
+    for j in range(sp.count):
+        if sp.row_start == NULL:
+            sp.sample_log_q[j] = sp.log_q[sp.words[j]]
+            continue
+        q = 0
+        for i in range(K):
+            v = rows[i * n + n - 2]
+            q += sp.keep[v] * bigram_probability(sp, v, sp.words[j]) + (1 - sp.keep[v]) * exp(sp.log_q[sp.words[j]])
+        sp.sample_log_q[j] = <float> log(q / K)
 
 
 cdef double sampled_step(Net *net, Work *w, Sampling *sp, const int *rows, int K, float rate, float keep_c,
@@ -415,8 +470,8 @@ cdef double sampled_step(Net *net, Work *w, Sampling *sp, const int *rows, int K
     cdef float *a
     cdef float *x
     hidden_layer(net, w, rows, K)
+    draw_samples(sp, rows, K, n)
     for j in range(N):
-        sp.words[j] = draw(sp, sp.vocab_size)
         if h > 0:
             memcpy(sp.U_rows + j * h, net.U + <Py_ssize_t> sp.words[j] * h, h * sizeof(float))
         if net.direct:
@@ -438,9 +493,9 @@ cdef double sampled_step(Net *net, Work *w, Sampling *sp, const int *rows, int K
         if net.direct:
             target += dot(I, net.W + <Py_ssize_t> t * I, x)
         g = sp.weights + i * N
-        top = g[0] - sp.log_q[sp.words[0]]
+        top = g[0] - sp.sample_log_q[0]
         for j in range(N):  # log r_j = y_j - log Q(w_j), max-subtracted
-            g[j] -= sp.log_q[sp.words[j]]
+            g[j] -= sp.sample_log_q[j]
             top = g[j] if g[j] > top else top
         total = 0
         squares = 0
@@ -497,6 +552,44 @@ cdef double sampled_step(Net *net, Work *w, Sampling *sp, const int *rows, int K
                 net.b[sp.words[j]] -= rate * sp.weights[i * N + j]
     input_backward(net, w, rows, K, rate, keep_c)
     return estimate
+
+
+cdef class Proposal:
+    """The proposal Q of importance sampling: a unigram (`cdf`, cumulative, last entry 1;
+    `log_q`) and optionally a bigram part (see Sampling) mixed per previous word."""
+    cdef readonly int vocab_size
+    cdef object arrays
+    cdef const double[::1] cdf
+    cdef const float[::1] log_q
+    cdef const long long[::1] row_start
+    cdef const int[::1] successors
+    cdef const double[::1] successor_cdf
+    cdef const double[::1] successor_p
+    cdef const double[::1] keep
+    cdef bint bigram
+
+    def __init__(self, cdf, log_q, bigram=None):
+        self.arrays = (cdf, log_q, bigram)
+        self.cdf = cdf
+        self.log_q = log_q
+        self.vocab_size = len(cdf)
+        self.bigram = bigram is not None
+        if self.bigram:
+            self.row_start, self.successors, self.successor_cdf, self.successor_p, self.keep = bigram
+            if len(self.row_start) != self.vocab_size + 1 or len(self.keep) != self.vocab_size:
+                raise ValueError("bigram tables of the wrong size")
+
+    cdef void attach(self, Sampling *sp):
+        sp.cdf = &self.cdf[0]
+        sp.log_q = &self.log_q[0]
+        sp.vocab_size = self.vocab_size
+        sp.row_start = NULL
+        if self.bigram:
+            sp.row_start = &self.row_start[0]
+            sp.successors = &self.successors[0]
+            sp.successor_cdf = &self.successor_cdf[0]
+            sp.successor_p = &self.successor_p[0]
+            sp.keep = &self.keep[0]
 
 
 cdef void decay_dense(Net *net, float factor) noexcept nogil:
@@ -625,10 +718,10 @@ cdef class Network:
 
     def train_sampled(self, const int[:, ::1] windows, int batch, double lr0, double decay_rate,
                       long long updates, long long update_stride, double weight_decay, int samples,
-                      const double[::1] cdf, const float[::1] log_q, unsigned long long seed):
+                      Proposal proposal, unsigned long long seed):
         """As train, with the importance-sampling gradient of `samples` words drawn from the
-        proposal (cumulative `cdf`, `log_q`), shared by the windows of a batch. Returns
-        (sum of estimated log p(target), updates done, sum of effective sample sizes)."""
+        proposal, shared by the windows of a batch. Returns (sum of estimated log
+        p(target), updates done, sum of effective sample sizes)."""
         cdef Py_ssize_t start, count = windows.shape[0]
         cdef int K
         cdef double total = 0, rate, pending = 1, ess = 0
@@ -639,11 +732,9 @@ cdef class Network:
             return 0.0, 0, 0.0
         if batch > self.work.capacity or windows.shape[1] != self.net.context + 1:
             raise ValueError("batch larger than the work buffers, or windows of the wrong order")
-        if samples < 1 or cdf.shape[0] != self.net.vocab or log_q.shape[0] != self.net.vocab:
+        if samples < 1 or proposal.vocab_size != self.net.vocab:
             raise ValueError("no samples, or a proposal of the wrong size")
-        sp.cdf = &cdf[0]
-        sp.log_q = &log_q[0]
-        sp.vocab_size = cdf.shape[0]
+        proposal.attach(&sp)
         sp.rng = seed
         try:
             if not sampling_alloc(&sp, samples, batch, self.net.hidden, self.net.inputs):
@@ -733,20 +824,17 @@ cdef class Network:
             memcpy(self.work.dX, &total[hidden_part], <Py_ssize_t> K * self.net.inputs * sizeof(float))
             input_backward(&self.net, &self.work, &windows[0, 0], K, rate, keep_c)
 
-    def block_sampled_begin(self, int samples, const double[::1] cdf, const float[::1] log_q,
-                            unsigned long long seed):
+    def block_sampled_begin(self, int samples, Proposal proposal, unsigned long long seed):
         """Start a chunk of importance-sampled batches: every block draws the same words
         (same proposal, same seed) and scores those it holds."""
-        if samples < 1 or cdf.shape[0] < self.lo + self.net.vocab or log_q.shape[0] != cdf.shape[0]:
+        if samples < 1 or proposal.vocab_size < self.lo + self.net.vocab:
             raise ValueError("no samples, or a proposal of the wrong size")
         if self.sampling.count != samples:
             sampling_free(&self.sampling)
             if not sampling_alloc(&self.sampling, samples, self.work.capacity, self.net.hidden, self.net.inputs):
                 raise MemoryError()
-        self.proposal = (cdf, log_q)
-        self.sampling.cdf = &cdf[0]
-        self.sampling.log_q = &log_q[0]
-        self.sampling.vocab_size = cdf.shape[0]
+        self.proposal = proposal
+        proposal.attach(&self.sampling)
         self.sampling.rng = seed
 
     def block_sampled_scores(self, const int[:, ::1] windows, float[::1] top):
@@ -762,9 +850,9 @@ cdef class Network:
             raise ValueError("block_sampled_begin first")
         with nogil:
             hidden_layer(&self.net, &self.work, &windows[0, 0], K)
+            draw_samples(sp, &windows[0, 0], K, n)
             sp.held = 0
             for j in range(sp.count):
-                sp.words[j] = draw(sp, sp.vocab_size)
                 word = sp.words[j] - self.lo
                 if 0 <= word < V:
                     m = sp.held
@@ -785,7 +873,7 @@ cdef class Network:
                 g = sp.weights + i * sp.held
                 best = -3.4e38
                 for m in range(sp.held):
-                    g[m] -= sp.log_q[sp.words[sp.owned[m]]]
+                    g[m] -= sp.sample_log_q[sp.owned[m]]
                     best = g[m] if g[m] > best else best
                 top[i] = best
                 t = windows[i, n - 1] - self.lo

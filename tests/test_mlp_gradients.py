@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from nplmtk.neural.mlp import MLPModel
+from nplmtk.neural.train import proposal
 from nplmtk.vocab import Vocabulary
 
 VOCAB = Vocabulary([f"w{i}" for i in range(9)])
@@ -113,8 +114,9 @@ def test_one_window_sgd_with_deferred_updates_is_plain_sgd(hidden, direct, bias)
         np.testing.assert_allclose(model.params[name], reference[name], atol=2e-5, err_msg=name)
 
 
-@pytest.mark.parametrize("hidden, direct", [(5, False), (4, True), (0, True)])
-def test_importance_sampling_gradient_approaches_the_exact_one_as_n_grows(hidden, direct):
+@pytest.mark.parametrize("hidden, direct, kind", [(5, False, "unigram"), (4, True, "unigram"), (0, True, "unigram"),
+                                                  (5, True, "bigram")])
+def test_importance_sampling_gradient_approaches_the_exact_one_as_n_grows(hidden, direct, kind):
     """One sampled step of rate 1 moves the parameters by minus the estimator; its mean
     squared distance to the exact gradient (20 seeds) falls about as 1/N."""
     def network_at_start():
@@ -127,17 +129,15 @@ def test_importance_sampling_gradient_approaches_the_exact_one_as_n_grows(hidden
     model = network_at_start()
     exact = {k: np.zeros_like(v) for k, v in model.params.items()}
     model.network(capacity=1).gradients(window, exact)
-    q = np.linspace(1, 2, len(VOCAB))
-    q /= q.sum()
-    cdf, log_q = np.cumsum(q), np.log(q).astype(np.float32)
-    cdf[-1] = 1
+    history = np.random.default_rng(5).integers(0, len(VOCAB), size=(200, 3)).astype(np.int32)
+    q = proposal(history, len(VOCAB), kind)
     errors = []
     for samples in (10, 100, 1000, 10000):
         squared = []
         for seed in range(20):
             model = network_at_start()
             before = {k: v.copy() for k, v in model.params.items()}
-            model.network(capacity=1).train_sampled(window, 1, 1.0, 0.0, 0, 1, 0.0, samples, cdf, log_q, seed)
+            model.network(capacity=1).train_sampled(window, 1, 1.0, 0.0, 0, 1, 0.0, samples, q, seed)
             squared.append(sum((((before[k] - model.params[k]) - exact[k]) ** 2).sum() for k in before))
         errors.append(np.mean(squared))
     assert all(later < earlier / 4 for earlier, later in zip(errors, errors[1:])), errors

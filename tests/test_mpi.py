@@ -29,7 +29,8 @@ def corpus(tmp_path_factory):
 
 @pytest.mark.parametrize("shape, criterion", [
     (["-h", 10, "-direct"], []), (["-h", 7], []), (["-h", 0, "-direct"], []),
-    (["-h", 10, "-direct"], ["-criterion", "is", "-samples", 7]), (["-h", 7], ["-criterion", "is", "-samples", 30]),
+    (["-h", 10, "-direct"], ["-criterion", "is", "-samples", 7]),
+    (["-h", 7], ["-criterion", "is", "-samples", 30, "-proposal", "bigram"]),
 ])
 @pytest.mark.parametrize("batch", [8, 1])
 def test_param_parallel_training_gives_the_serial_parameters(corpus, shape, criterion, batch):

@@ -60,12 +60,12 @@ class ParamParallelNetwork:
                                    self._softmax_step)
         return total, done
 
-    def train_sampled(self, windows, batch, lr0, decay_rate, updates, update_stride, weight_decay, samples, cdf,
-                      log_q, seed):
+    def train_sampled(self, windows, batch, lr0, decay_rate, updates, update_stride, weight_decay, samples,
+                      proposal, seed):
         """Network.train_sampled across the blocks: every rank draws the same samples and
         scores those it holds; the maxima, the sums of r (and r^2, and the target scores)
         and dL/da, dL/dx are summed as for the full softmax."""
-        self.network.block_sampled_begin(samples, cdf, log_q, seed)
+        self.network.block_sampled_begin(samples, proposal, seed)
         self.samples = samples
         return self._sgd(windows, batch, lr0, decay_rate, updates, update_stride, weight_decay, 1024,
                          self._sampled_step)

@@ -19,6 +19,7 @@ from ..errors import NplmError
 from ..io import atomic_output
 from ..lm import register
 from .blas import blas_threads
+from .._ext.mlp_kernels import Proposal
 from .mlp import MLPModel
 
 ROUND = 4096  # windows per thread between progress reports and checkpoint checks
@@ -45,6 +46,7 @@ class TrainingConfig:
     check_every: int = 200_000  # is-adaptive: examples per block between perplexity checks
     ess_min: float = 0.0  # grow N when a round's mean effective sample size falls below this
     tiny_set: int = 1000  # is-adaptive: training examples whose exact ppl is checked
+    proposal: str = "unigram"  # Q for importance sampling: "unigram" or "bigram"
 
 
 class Trainer:
@@ -223,8 +225,8 @@ class Trainer:
         cfg = self.config
         if self.sampling:
             return network.train_sampled(chunk, cfg.batch, cfg.lr, cfg.lr_decay, first_update, cfg.threads,
-                                         cfg.weight_decay, self.state["samples"], self.sampling.cdf,
-                                         self.sampling.log_q, self.sampling.seed(first_update))
+                                         cfg.weight_decay, self.state["samples"], self.sampling.proposal,
+                                         self.sampling.seed(first_update))
         return network.train(chunk, cfg.batch, cfg.lr, cfg.lr_decay, first_update, cfg.threads,
                              cfg.weight_decay)
 
@@ -238,6 +240,31 @@ class Trainer:
                 out.write(history)
 
 
+def proposal(windows, vocab_size, kind):
+    """Q from the training windows: the unigram of the targets (add-one, so Q > 0 wherever
+    P > 0), and for "bigram" the relative frequencies p(w|v) of each previous word v,
+    mixed with the unigram by Witten-Bell's keep_v = c(v) / (c(v) + distinct successors)."""
+    counts = np.bincount(windows[:, -1], minlength=vocab_size) + 1.0
+    q = counts / counts.sum()
+    cdf = np.cumsum(q)
+    cdf[-1] = 1.0
+    bigram = None
+    if kind == "bigram":
+        previous = windows[:, -2].astype(np.int64)
+        keys, pair_counts = np.unique(previous * vocab_size + windows[:, -1], return_counts=True)
+        rows, successors = keys // vocab_size, (keys % vocab_size).astype(np.int32)
+        row_start = np.searchsorted(rows, np.arange(vocab_size + 1)).astype(np.int64)
+        totals = np.bincount(rows, weights=pair_counts, minlength=vocab_size)
+        distinct = np.bincount(rows, minlength=vocab_size)
+        p = pair_counts / totals[rows]
+        running = np.concatenate([[0.0], np.cumsum(p)])
+        cumulative = running[1:] - running[row_start[rows]]  # cumulative probability within each row
+        cumulative[row_start[1:][distinct > 0] - 1] = 1.0
+        keep = np.where(totals > 0, totals / np.maximum(totals + distinct, 1), 0.0)
+        bigram = (row_start, successors, cumulative, p, keep)
+    return Proposal(cdf, np.log(q).astype(np.float32), bigram)
+
+
 class ImportanceSampling:
     """The proposal and the sample-size policy of Bengio & Senecal (2003): N fixed (`is`),
     or Algorithm 4 (`is-adaptive`): after each block of about `check_every` examples the
@@ -248,11 +275,7 @@ class ImportanceSampling:
     Every check and change of N is an event in the epoch's log record."""
 
     def __init__(self, windows, vocab_size, config, state):
-        counts = np.bincount(windows[:, -1], minlength=vocab_size) + 1.0  # Q > 0 wherever P > 0
-        q = counts / counts.sum()
-        self.cdf = np.cumsum(q)
-        self.cdf[-1] = 1.0
-        self.log_q = np.log(q).astype(np.float32)
+        self.proposal = proposal(windows, vocab_size, config.proposal)
         self.config = config
         self.adaptive = config.criterion == "is-adaptive"
         pick = np.random.default_rng(config.seed + 1).choice(len(windows), min(config.tiny_set, len(windows)),
