@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import numpy as np
+
 from nplmtk.corpus import Corpus
 from nplmtk.vocab import Vocabulary, count_words
 
@@ -334,45 +336,70 @@ def mlp_quality(brown, peak):
     return lines[:-1]
 
 
+def _scored(model, path, vocab=None):
+    """Natural-log scores of a text's tokens (as `nplm ppl` reads it) and its corpus."""
+    from nplmtk.ppl import read_scored_text
+    raw, corpus = read_scored_text(path, vocab or model.vocab)
+    return model.logprobs(corpus), raw, corpus
+
+
 def mixtures(brown, peak):
     """Issue 6: each MLP mixed with the deleted-interpolation trigram and with KN5."""
+    from nplmtk.lm import LN10, load
+    from nplmtk.mixture import Mixture, fit_weights
+    from nplmtk.ppl import report
     out = os.path.join("bench", "out")
     train, valid, test = (os.path.join(brown, f"{s}.txt") for s in ("train", "valid", "test"))
     lines = ["## Mixtures on Brown (issue 6)", "",
-             "Weights fitted on valid by `nplm mix -lm NGRAM -lm MLP -text valid.txt [-lambda 0.5 | -bins 6 "
-             "-bin-text train.txt] -write M.mix`; test ppl by `nplm ppl -lm M.mix -text test.txt`. N-gram models "
-             "from the n-gram section (bench/out), networks from `make brown-mlp9` / `make brown-mlp1` (runs/). "
-             "Per-bin weights: the deleted-interpolation bins of the two-word context's training frequency, "
-             "grouped into at most 6 bins of equal valid mass.", "",
-             "| network | n-gram | network test ppl | n-gram test ppl | 0.5 / 0.5 | EM weights | per-bin EM | "
-             "beats both |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "As `nplm mix -lm NGRAM -lm MLP -text valid.txt [-lambda 0.5 | -bins 6 -bin-text train.txt] "
+             "-write M.mix` then `nplm ppl -lm M.mix -text test.txt` compute them (EM on valid, test held out), "
+             "through the same library calls with each model's scores computed once. N-gram models from the "
+             "n-gram section (bench/out), networks from `make brown-mlp9` / `make brown-mlp1` (runs/). Per-bin "
+             "weights: the deleted-interpolation bins of the two-word context's training frequency, grouped into "
+             "at most 6 bins of equal valid mass.", "",
+             "| network | n-gram | network test ppl | n-gram test ppl | 0.5 / 0.5 | EM weights (network's) | "
+             "per-bin EM | beats both |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     ngrams = {"DI3": os.path.join(out, "di3.nplm"), "KN5": os.path.join(out, "kn5.arpa")}
     missing = [p for p in ngrams.values() if not os.path.exists(p)]
     if missing:
         return lines[:2] + [f"Not measured in this run: {', '.join(missing)} missing (run the ngram section)."]
+    ngram_models = {name: load(path) for name, path in ngrams.items()}
+    ngram_scores = {(name, text): _scored(model, text) for name, model in ngram_models.items()
+                    for text in (valid, test)}
     measured = False
     for name in NEURAL_RUNS:
-        model = os.path.join("runs", f"{name}.nplm")
-        if not os.path.exists(model):
+        path = os.path.join("runs", f"{name}.nplm")
+        if not os.path.exists(path):
             continue
         measured = True
-        mlp_test = _ppl(model, test)
-        for ngram_name, ngram in ngrams.items():
-            ngram_test = _ppl(ngram, test)
-            results = []
-            for label, extra in (("half", ["-lambda", "0.5"]), ("em", []),
-                                 ("bins", ["-bins", "6", "-bin-text", train])):
-                mix = os.path.join(out, f"{name}-{ngram_name.lower()}-{label}.mix")
-                subprocess.run([NPLM, "mix", "-lm", ngram, "-lm", model, "-text", valid, *extra, "-write", mix],
-                               check=True, stdout=subprocess.DEVNULL)
-                weights = subprocess.run([NPLM, "mix", "-lm", ngram, "-lm", model, "-text", valid, *extra],
-                                         check=True, capture_output=True, text=True).stdout if label == "em" else ""
-                results.append((_ppl(mix, test), weights))
-            em_weight = float(results[1][1].split("tokens: ")[1].split()[1]) if results[1][1] else float("nan")
-            beats = all(r < min(mlp_test, ngram_test) for r, _ in results)
-            lines.append(f"| {name.upper()} | {ngram_name} | {mlp_test:.2f} | {ngram_test:.2f} | {results[0][0]:.2f} "
-                         f"| {results[1][0]:.2f} (network {em_weight:.3f}) | {results[2][0]:.2f} | "
-                         f"{'yes' if beats else 'NO'} |")
+        network = load(path)
+        network_scores = {text: _scored(network, text)[0] for text in (valid, test)}
+        for ngram_name, ngram in ngram_models.items():
+            mixture = Mixture([ngram, network], [0.5, 0.5], [ngrams[ngram_name], path])
+            logp = {text: np.array([ngram_scores[ngram_name, text][0], network_scores[text]])
+                    for text in (valid, test)}
+            _, raw_test, test_corpus = ngram_scores[ngram_name, test]
+
+            def test_ppl(weights):
+                mixture.weights = weights
+                log10 = mixture.log10probs_from(logp[test], test_corpus)
+                return report(mixture, raw_test, test_corpus, log10, write=lambda line: None).ppl
+
+            def alone(row):
+                return report(mixture, raw_test, test_corpus, logp[test][row] / LN10, write=lambda line: None).ppl
+
+            half = test_ppl(np.array([[0.5, 0.5]]))
+            em, _ = fit_weights(logp[valid], np.zeros(logp[valid].shape[1], dtype=np.int64), 1)
+            em_ppl = test_ppl(em)
+            valid_corpus = ngram_scores[ngram_name, valid][2]
+            mixture.use_bins(Corpus.read(train, mixture.vocab), valid_corpus, 6)
+            binned, _ = fit_weights(logp[valid], mixture.token_bins(valid_corpus), mixture.num_bins)
+            binned_ppl = test_ppl(binned)
+            mixture.bins = None
+            network_ppl, ngram_ppl = alone(1), alone(0)
+            beats = max(half, em_ppl, binned_ppl) < min(network_ppl, ngram_ppl)
+            lines.append(f"| {name.upper()} | {ngram_name} | {network_ppl:.2f} | {ngram_ppl:.2f} | {half:.2f} | "
+                         f"{em_ppl:.2f} ({em[0, 1]:.3f}) | {binned_ppl:.2f} | {'yes' if beats else 'NO'} |")
     if not measured:
         return lines[:2] + ["Not measured in this run: no trained network in runs/ (`make brown-mlp9`)."]
     lines += ["", "The paper (Table 1, Brown test): MLP9 alone 276, the deleted-interpolation trigram 336, "
