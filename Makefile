@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 BROWN  ?= ../shared/data/brown
 
-.PHONY: install demo test bench clean brown-mlp9
+.PHONY: install demo test bench clean brown-mlp9 brown-mlp1 brown-is
 
 install: $(STAMP)
 
@@ -33,6 +33,24 @@ brown-mlp9: install
 	$(BIN)/nplm train-nplm -text $(BROWN)/train.txt -valid $(BROWN)/valid.txt -vocab runs/vocab.txt \
 	  -order 5 -m 30 -h 100 -epochs 20 -patience 2 -batch 256 -threads 2 -lr 0.003 \
 	  -checkpoint runs/mlp9-ckpt -log runs/mlp9.log -lm runs/mlp9.nplm
+
+# MLP1 of Bengio et al. (2003) Table 1: n=5, m=60, h=50, direct connections.
+brown-mlp1: install
+	mkdir -p runs
+	$(BIN)/nplm vocab -text $(BROWN)/train.txt -min-count 4 -write-vocab runs/vocab.txt
+	$(BIN)/nplm train-nplm -text $(BROWN)/train.txt -valid $(BROWN)/valid.txt -vocab runs/vocab.txt \
+	  -order 5 -m 60 -h 50 -direct -epochs 20 -patience 2 -batch 256 -threads 2 -lr 0.003 \
+	  -checkpoint runs/mlp1-ckpt -log runs/mlp1.log -lm runs/mlp1.nplm
+
+# Bengio & Senecal (2003) sec. 4.2: 3 words of context, m=30, h=80, per-example SGD, the
+# exact gradient against importance sampling (Algorithm 4, unigram proposal, N0=100).
+IS_RUN = -order 4 -m 30 -h 80 -epochs 5 -batch 1 -lr 0.001 -vocab runs/vocab.txt -valid $(BROWN)/valid.txt
+brown-is: install
+	mkdir -p runs
+	$(BIN)/nplm vocab -text $(BROWN)/train.txt -min-count 4 -write-vocab runs/vocab.txt
+	$(BIN)/nplm train-nplm -text $(BROWN)/train.txt $(IS_RUN) -criterion full -log runs/is-full.log -lm runs/is-full.nplm
+	$(BIN)/nplm train-nplm -text $(BROWN)/train.txt $(IS_RUN) -criterion is-adaptive -samples 100 \
+	  -log runs/is-adaptive.log -lm runs/is-adaptive.nplm
 
 clean:
 	rm -rf $(VENV) build *.egg-info demo/out bench/out nplmtk/_ext/*.so cython_ext/*.c

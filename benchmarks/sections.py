@@ -407,5 +407,36 @@ def mixtures(brown, peak):
     return lines
 
 
+def importance_sampling(brown, peak):
+    """Issue 5: the exact gradient against is-adaptive, same epochs (`make brown-is`)."""
+    lines = ["## Importance sampling on Brown (issue 5)", ""]
+    runs = {name: (os.path.join("runs", f"is-{name}.log"), os.path.join("runs", f"is-{name}.nplm"))
+            for name in ("full", "adaptive")}
+    if not all(os.path.exists(p) for pair in runs.values() for p in pair):
+        return lines + ["Not measured in this run: `make brown-is` trains both models (about an hour on 2 cores)."]
+    test = os.path.join(brown, "test.txt")
+    logs = {name: [json.loads(line) for line in open(log)] for name, (log, _) in runs.items()}
+    seconds = {name: sum(r["seconds"] for r in records) for name, records in logs.items()}
+    ppl = {name: _ppl(model, test) for name, (_, model) in runs.items()}
+    lines += ["`make brown-is`: `nplm train-nplm -order 4 -m 30 -h 80 -epochs 5 -batch 1 -lr 0.001 -criterion "
+              "full|is-adaptive -samples 100` on Brown train (Bengio & Senecal's setting: 3 words of context, "
+              "unigram proposal, N0 = 100, the tiny set 1,000 training examples checked every 200,000), scored "
+              "with `nplm ppl -lm MODEL -text test.txt`.", "",
+              "| criterion | epochs | training seconds | test ppl |", "| --- | --- | --- | --- |"]
+    for name in runs:
+        lines.append(f"| {name} | {len(logs[name])} | {seconds[name]:,.0f} | {ppl[name]:.2f} |")
+    lines += ["", f"Speed-up of is-adaptive: **{seconds['full'] / seconds['adaptive']:.1f}x** (target 15x, aim 25x; "
+              f"the paper 15x); test ppl {ppl['adaptive'] / ppl['full'] - 1:+.1%} against the exact gradient "
+              "(target within 2%).", "", "Trajectory of N (plot-ready: examples seen, N after the check, the "
+              "tiny set's exact ppl, what happened):", "", "| examples | N | tiny-set ppl | event |",
+              "| --- | --- | --- | --- |"]
+    for record in logs["adaptive"]:
+        for event in record["samples_trajectory"]:
+            lines.append(f"| {event['examples']:,} | {event['samples']} | {event.get('tiny_ppl', float('nan')):.2f} "
+                         f"| {event['reason']} |")
+    return lines
+
+
 SECTIONS = [("corpus", corpus_encoding), ("ngram", ngram_models), ("mlp", mlp_training_speed),
-            ("mpi", mpi_scaling), ("quality", mlp_quality), ("mixtures", mixtures)]
+            ("mpi", mpi_scaling), ("quality", mlp_quality), ("mixtures", mixtures),
+            ("importance-sampling", importance_sampling)]
