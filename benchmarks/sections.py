@@ -418,7 +418,7 @@ def importance_sampling(brown, peak):
     logs = {name: [json.loads(line) for line in open(log)] for name, (log, _) in runs.items()}
     seconds = {name: sum(r["seconds"] for r in records) for name, records in logs.items()}
     ppl = {name: _ppl(model, test) for name, (_, model) in runs.items()}
-    lines += ["`make brown-is`: `nplm train-nplm -order 4 -m 30 -h 80 -epochs 5 -batch 1 -lr 0.001 -criterion "
+    lines += ["`make brown-is`: `nplm train-nplm -order 4 -m 30 -h 80 -epochs 5 -patience 5 -batch 1 -lr 0.001 -criterion "
               "full|is-adaptive -samples 100` on Brown train (Bengio & Senecal's setting: 3 words of context, "
               "unigram proposal, N0 = 100, the tiny set 1,000 training examples checked every 200,000), scored "
               "with `nplm ppl -lm MODEL -text test.txt`.", "",
