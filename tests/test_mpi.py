@@ -131,3 +131,28 @@ def test_a_killed_rank_ends_the_job_within_seconds_and_keeps_the_checkpoint(tmp_
     assert not (tmp_path / "k.nplm").exists()
     status, out, err = run_nplm("ppl", "-lm", checkpoint, "-text", tmp_path / "huge.txt")
     assert status == 0, err
+
+
+def test_param_parallel_algorithm_4_takes_the_serial_decisions(tmp_path):
+    """Every check of the tiny set sees all output blocks, so the ranks double N and
+    revert exactly where the serial trainer does."""
+    assert run_nplm("toy-corpus", "-sentences", 1500, "-seed", 5, "-write", tmp_path / "t.txt")[0] == 0
+    common = ["train", "-text", tmp_path / "t.txt", "-order", 3, "-m", 8, "-h", 16, "-epochs", 2, "-batch", 4,
+              "-lr", 0.02, "-quiet", "-criterion", "is-adaptive", "-samples", 5, "-check-every", 1000]
+    assert run_nplm(*common, "-lm", tmp_path / "s.nplm", "-log", tmp_path / "s.log")[0] == 0
+    status, _, err = mpi_nplm(2, *common, "-mpi", "param", "-lm", tmp_path / "p.nplm", "-log", tmp_path / "p.log")
+    assert status == 0, err
+    trajectories = [[[(e["samples"], e["reason"]) for e in json.loads(line)["samples_trajectory"]]
+                     for line in (tmp_path / f"{name}.log").read_text().splitlines()] for name in ("s", "p")]
+    assert trajectories[0] == trajectories[1] and any(r == "ppl rose" for e in trajectories[0] for _, r in e)
+    serial, parallel = (container.load(str(tmp_path / f"{name}.nplm")).arrays for name in ("s", "p"))
+    for name in serial:
+        np.testing.assert_allclose(parallel[name], serial[name], atol=2e-4, err_msg=name)
+
+
+def test_algorithm_4_is_refused_with_data_parallel_ranks(tmp_path):
+    (tmp_path / "t.txt").write_text("a b c\n")
+    status, out, err = mpi_nplm(2, "train", "-text", tmp_path / "t.txt", "-quiet", "-criterion", "is-adaptive",
+                                "-mpi", "data", "-lm", tmp_path / "m.nplm")
+    assert status != 0 and "Traceback" not in err
+    assert "-criterion is-adaptive needs one model to check" in err

@@ -101,6 +101,9 @@ class Trainer:
         self.averager = None
         self.sampling = None
         if cfg.criterion != "full":
+            if cfg.criterion == "is-adaptive" and self.comm is not None and cfg.mpi == "data":
+                raise NplmError("-criterion is-adaptive needs one model to check: use it with -mpi param, "
+                                "not -mpi data")
             self.sampling = ImportanceSampling(windows, len(self.model.vocab), cfg, self.state)
         if self.comm is not None and cfg.mpi == "param":
             if cfg.threads != 1:
@@ -112,6 +115,8 @@ class Trainer:
             if self.comm is not None:
                 from .parallel import ParameterAverager
                 self.averager = ParameterAverager(self.model, self.comm)
+        if self.sampling:  # checks of the tiny set see every rank's output block
+            self.sampling.before_check = lambda: self._synchronise(networks)
         pool = ThreadPoolExecutor(max_workers=cfg.threads) if cfg.threads > 1 else None
         # Several workers (threads or ranks): each gets a single-threaded BLAS. One worker
         # may use every core for its matrix products, but not at batch 1: threaded
@@ -285,6 +290,7 @@ class ImportanceSampling:
         self.events = []
         self.examples = 0  # since training started (this run)
         self.block = None  # (start round, parameters, logp, seen) of the block under way
+        self.before_check = lambda: None  # -mpi param: gather the output blocks first
 
     def seed(self, first_update):
         return (self.config.seed * 0x9E3779B1 + first_update * 0x85EBCA77 + 1) % 2 ** 64
@@ -296,6 +302,7 @@ class ImportanceSampling:
 
     def begin_round(self, model, round_index):
         if self.adaptive and self.block is None:
+            self.before_check()
             state_ppl = self.tiny_ppl(model)
             self.block = [round_index, {k: v.copy() for k, v in model.params.items()}, 0.0, 0, state_ppl]
 
@@ -315,6 +322,7 @@ class ImportanceSampling:
         block[3] += seen
         if block[3] < self.config.check_every and not last:
             return None
+        self.before_check()
         before, now = block[4], self.tiny_ppl(model)
         self.block = None
         if now > before and state["samples"] < self.most:
