@@ -6,6 +6,7 @@ import click
 from nplmtk.corpus import Corpus
 from nplmtk.errors import NplmError
 from nplmtk.io import check_readable
+from nplmtk.neural.energy import EnergyModel
 from nplmtk.neural.mlp import MLPModel
 from nplmtk.neural.parallel import abort_on_error, world
 from nplmtk.neural.train import Trainer, TrainingConfig
@@ -14,7 +15,7 @@ from nplmtk.vocab import Vocabulary, count_words
 
 from .options import example, flag, option
 
-PENDING = {"arch": {"energy": 5, "lbl": 0, "rnn": 0, "lstm": 0}, "criterion": {},
+PENDING = {"arch": {"lbl": 0, "rnn": 0, "lstm": 0}, "criterion": {},
            "mpi": {}}
 
 
@@ -34,7 +35,8 @@ PENDING = {"arch": {"energy": 5, "lbl": 0, "rnn": 0, "lstm": 0}, "criterion": {}
 @option("activation", type=click.Choice(["tanh", "sigmoid", "relu", "linear"]), default="tanh",
         help="Hidden layer activation.")
 @flag("no-bias", help="No output and hidden biases (b, d).")
-@option("arch", default="mlp", help="Architecture: mlp (Bengio et al. 2003).")
+@option("arch", default="mlp", help="Architecture: mlp (Bengio et al. 2003, eq. 1) or energy (sec. 5.1: the "
+        "next word's features enter the hidden layer; train it with -criterion is* on large vocabularies).")
 @option("criterion", default="full", help="Training criterion: full (exact softmax gradient), is (importance "
         "sampling, Bengio & Senecal 2003 Alg. 3) or is-adaptive (Alg. 4: N doubles when the ppl of a tiny set rises).")
 @option("samples", type=click.IntRange(min=1), default=100, help="-criterion is*: samples N (is-adaptive: N0).")
@@ -75,7 +77,8 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, ar
     by stochastic gradient descent with the paper's schedule, early stopping and
     lock-free threads. Words outside the vocabulary train as <unk>."""
     for name, value in (("arch", arch), ("criterion", criterion), ("mpi", mpi)):
-        if value is None or (name, value) in (("arch", "mlp"), ("criterion", "full"), ("mpi", "param"),
+        if value is None or (name, value) in (("arch", "mlp"), ("arch", "energy"), ("criterion", "full"),
+                                                 ("mpi", "param"),
                                                  ("mpi", "data"), ("criterion", "is"), ("criterion", "is-adaptive")):
             continue
         if value in PENDING[name]:
@@ -97,30 +100,34 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, ar
                             checkpoint_every=checkpoint_every, log=log, progress=not quiet, mpi=mpi,
                             sync_every=sync_every, criterion=criterion, samples=samples, check_every=check_every,
                             ess_min=ess_min, proposal=proposal)
+    if arch == "energy" and activation != "tanh":
+        raise NplmError("-arch energy uses tanh hidden units")
+    if arch == "energy" and criterion != "full" and batch != 1:
+        raise NplmError("-arch energy with -criterion is* trains one window per update: give -batch 1")
+    network = dict(arch=arch, order=order, features=m, hidden=h, direct=direct, bias=not no_bias,
+                   activation=activation)
     comm = world() if mpi else None
     if comm is None:
-        return _train(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, config, resume, checkpoint,
-                      min_count, normalize, None)
+        return _train(text, valid, vocab, lm, network, config, resume, checkpoint, min_count, normalize, None)
     try:  # a failing rank must not leave the others waiting in a collective
-        _train(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, config, resume, checkpoint,
-               min_count, normalize, comm)
+        _train(text, valid, vocab, lm, network, config, resume, checkpoint, min_count, normalize, comm)
     except BaseException as error:  # noqa: B902 (KeyboardInterrupt too: stop every rank)
         abort_on_error(comm, error)
 
 
-def _train(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, config, resume, checkpoint,
-           min_count, normalize, comm):
+def _train(text, valid, vocab, lm, network, config, resume, checkpoint, min_count, normalize, comm):
     if resume:
         trainer = Trainer.resume(os.path.join(checkpoint, "checkpoint.nplm"), config, comm)
         vocabulary = trainer.model.vocab
     else:
         vocabulary = (Vocabulary.read(vocab) if vocab
                       else Vocabulary.from_counts(count_words([text], normalize), min_count))
-        model = MLPModel.initial(vocabulary, order, m, h, direct=direct, bias=not no_bias,
-                                 activation=activation, seed=config.seed)
-        if no_bias:
-            model.params["b"][...] = 0
-            model.params.get("d", model.params["b"])[...] = 0
+        settings = dict(network)
+        if settings.pop("arch") == "energy":
+            settings.pop("activation")
+            model = EnergyModel.initial(vocabulary, seed=config.seed, **settings)
+        else:
+            model = MLPModel.initial(vocabulary, seed=config.seed, **settings)
         trainer = Trainer(model, config, comm)
     train_corpus = Corpus.read(text, vocabulary, unk=True, normalize=normalize)
     valid_corpus = Corpus.read(valid, vocabulary, unk=True, normalize=normalize) if valid else None

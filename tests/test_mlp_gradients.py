@@ -142,3 +142,73 @@ def test_importance_sampling_gradient_approaches_the_exact_one_as_n_grows(hidden
         errors.append(np.mean(squared))
     assert all(later < earlier / 4 for earlier, later in zip(errors, errors[1:])), errors
     assert errors[-1] < errors[0] / 200
+
+
+def energy_loss(params, windows):
+    """-sum log p(target) of the energy network in float64 (every word's hidden layer)."""
+    p = {k: v.astype(np.float64) for k, v in params.items()}
+    total = 0.0
+    for window in windows:
+        x = p["C"][window[:-1]].reshape(-1)
+        z = np.concatenate([p["C"], np.tile(x, (len(p["C"]), 1))], axis=1)
+        y = p["b"] + (p["U"] * np.tanh(p["d"] + z @ p["H"].T)).sum(axis=1)
+        if "W" in p:
+            y += (p["W"] * z).sum(axis=1)
+        y -= y.max()
+        total += y[window[-1]] - np.log(np.exp(y).sum())
+    return -total
+
+
+def random_energy_model(direct, seed=0):
+    from nplmtk.neural.energy import EnergyModel
+    model = EnergyModel.initial(VOCAB, order=3, features=3, hidden=5, direct=direct, seed=seed)
+    rng = np.random.default_rng(seed)
+    for name in model.params:
+        model.params[name][...] = rng.normal(0, 0.5, model.params[name].shape)
+    return model
+
+
+@pytest.mark.parametrize("direct", [False, True])
+def test_energy_network_gradient_matches_finite_differences(direct):
+    model = random_energy_model(direct)
+    rng = np.random.default_rng(1)
+    windows = rng.integers(0, len(VOCAB), size=(4, 3)).astype(np.int32)
+    windows[0, :2] = windows[0, 2]  # the target also in its own context
+    grads = {k: np.zeros_like(v) for k, v in model.params.items()}
+    total = model.network().gradients(windows, grads)
+    assert np.isclose(-total, energy_loss(model.params, windows), rtol=1e-5)
+    scores = np.empty(len(windows))
+    model.network().logprobs(windows, scores)
+    assert np.isclose(-scores.sum(), energy_loss(model.params, windows), rtol=1e-5)
+    for name, array in model.params.items():
+        flat = array.reshape(-1)
+        for index in rng.choice(flat.size, size=min(flat.size, 12), replace=False):
+            saved = flat[index]
+            flat[index] = saved + 1e-3
+            up = energy_loss(model.params, windows)
+            flat[index] = saved - 1e-3
+            down = energy_loss(model.params, windows)
+            flat[index] = saved
+            numeric = (up - down) / (np.float64(np.float32(saved + 1e-3)) - np.float64(np.float32(saved - 1e-3)))
+            analytic = grads[name].reshape(-1)[index]
+            assert abs(numeric - analytic) <= 2e-3 * max(1.0, abs(numeric)), (name, index, numeric, analytic)
+
+
+@pytest.mark.parametrize("direct", [False, True])
+def test_energy_importance_sampling_approaches_the_exact_gradient(direct):
+    window = np.array([[3, 4, 5]], dtype=np.int32)
+    exact = {k: np.zeros_like(v) for k, v in random_energy_model(direct).params.items()}
+    random_energy_model(direct).network().gradients(window, exact)
+    history = np.random.default_rng(5).integers(0, len(VOCAB), size=(200, 3)).astype(np.int32)
+    q = proposal(history, len(VOCAB), "unigram")
+    errors = []
+    rate = 1.0  # one step is exactly minus the estimator: the rows are read before the step
+    for samples in (10, 100, 1000, 10000):
+        squared = []
+        for seed in range(12):
+            model = random_energy_model(direct)
+            before = {k: v.astype(np.float64) for k, v in model.params.items()}
+            model.network().train_sampled(window, 1, rate, 0.0, 0, 1, 0.0, samples, q, seed)
+            squared.append(sum((((before[k] - model.params[k]) / rate - exact[k]) ** 2).sum() for k in before))
+        errors.append(np.mean(squared))
+    assert all(later < earlier / 3 for earlier, later in zip(errors, errors[1:])), errors

@@ -100,7 +100,7 @@ def test_cli_trains_saves_logs_and_scores(tmp_path):
 
 
 @pytest.mark.parametrize("args, fragment", [
-    (["-arch", "energy"], "-arch energy: not built yet in this version (issue #5)"),
+    (["-arch", "lstm"], "-arch lstm: not built yet in this version"),
     (["-criterion", "nce"], "-criterion: unknown value 'nce'"),
     (["-mpi", "ring"], "-mpi: unknown value 'ring'"),
     (["-h", "0"], "-h 0 leaves no path"),
@@ -164,3 +164,31 @@ def test_algorithm_4_doubles_n_and_reverts_when_the_tiny_perplexity_rises(toy):
     sampling.begin_round(model, 4)
     assert sampling.end_round(model, [(-40.0, 10, 50.0)], 10, state, last=False) is None
     assert state["samples"] == 64 and sampling.events[-1]["reason"] == "ess"
+
+
+def test_the_energy_network_learns_exactly_and_by_importance_sampling(toy, tmp_path):
+    from nplmtk.neural.energy import EnergyModel
+    vocab, train, valid, test = toy
+    bigram = ppl(estimate(NgramCounts.from_corpus(train, 2)), test)
+    exact = Trainer(EnergyModel.initial(vocab, order=3, features=8, hidden=16, seed=1),
+                    TrainingConfig(**CONFIG)).run(train, valid)
+    sampled = Trainer(EnergyModel.initial(vocab, order=3, features=8, hidden=16, seed=1),
+                      TrainingConfig(**{**CONFIG, "batch": 1, "lr": 0.01}, criterion="is", samples=30,
+                                     proposal="bigram")).run(train, valid)
+    assert ppl(exact, test) < 0.97 * bigram and ppl(sampled, test) < 1.08 * ppl(exact, test)
+    exact.save(str(tmp_path / "e.nplm"))
+    np.testing.assert_array_equal(load(str(tmp_path / "e.nplm")).logprobs(test), exact.logprobs(test))
+    every_word = np.array([[vocab.bos, vocab.index["the"], w] for w in range(len(vocab))], dtype=np.int32)
+    scores = np.empty(len(vocab))
+    exact.network().logprobs(every_word, scores)
+    assert abs(np.exp(scores).sum() - 1) < 1e-4  # normalised over the vocabulary
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["-arch", "energy", "-criterion", "is", "-batch", 4], "trains one window per update: give -batch 1"),
+    (["-arch", "energy", "-activation", "relu"], "-arch energy uses tanh"),
+])
+def test_energy_options_that_do_not_go_together(tmp_path, args, fragment):
+    (tmp_path / "t.txt").write_text("a b c\n")
+    status, _, err = run_nplm("train", "-text", tmp_path / "t.txt", "-lm", tmp_path / "m.nplm", *args)
+    assert_one_line_error(status, err, fragment)

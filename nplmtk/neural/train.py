@@ -20,7 +20,19 @@ from ..io import atomic_output
 from ..lm import register
 from .blas import blas_threads
 from .._ext.mlp_kernels import Proposal
+from .energy import EnergyModel
 from .mlp import MLPModel
+
+ARCHITECTURES = {"mlp": MLPModel, "energy": EnergyModel}
+
+
+def architecture_of(model):
+    return next(name for name, kind in ARCHITECTURES.items() if isinstance(model, kind))
+
+
+def model_from_arrays(vocab, arrays, meta):
+    """A model of the architecture a checkpoint or model file names (default: mlp)."""
+    return ARCHITECTURES[meta.get("arch", "mlp")].from_arrays(vocab, arrays, meta)
 
 ROUND = 4096  # windows per thread between progress reports and checkpoint checks
 
@@ -76,7 +88,7 @@ class Trainer:
         if self.best is not None:
             arrays.update({f"best.{k}": v for k, v in self.best.items()})
         meta = {"order": self.model.order, "activation": self.model.activation, **self.model.meta,
-                "trainer": self.state, "config": asdict(self.config)}
+                "arch": architecture_of(self.model), "trainer": self.state, "config": asdict(self.config)}
         container.save(self.checkpoint_path(), "nplm-checkpoint", arrays, meta=meta, vocab=self.model.vocab)
 
     @classmethod
@@ -85,7 +97,7 @@ class Trainer:
         if saved.kind != "nplm-checkpoint":
             raise NplmError(f"{path}: not a training checkpoint (kind '{saved.kind}')")
         current = {k: v for k, v in saved.arrays.items() if not k.startswith("best.")}
-        trainer = cls(MLPModel.from_arrays(saved.vocab, current, saved.meta), config, comm)
+        trainer = cls(model_from_arrays(saved.vocab, current, saved.meta), config, comm)
         trainer.state = saved.meta["trainer"]
         best = {k[5:]: np.array(v) for k, v in saved.arrays.items() if k.startswith("best.")}
         trainer.best = best or None
@@ -106,6 +118,8 @@ class Trainer:
                                 "not -mpi data")
             self.sampling = ImportanceSampling(windows, len(self.model.vocab), cfg, self.state)
         if self.comm is not None and cfg.mpi == "param":
+            if not isinstance(self.model, MLPModel):
+                raise NplmError("-mpi param splits the MLP's output layer; train this network with -mpi data")
             if cfg.threads != 1:
                 raise NplmError("-mpi param runs one thread per rank: give -threads 1 (start more ranks)")
             from .parallel import ParamParallelNetwork
@@ -351,4 +365,4 @@ def _load_checkpoint(model_file):
     arrays = model_file.arrays
     best = {k[5:]: v for k, v in arrays.items() if k.startswith("best.")}
     current = {k: v for k, v in arrays.items() if not k.startswith("best.")}
-    return MLPModel.from_arrays(model_file.vocab, best or current, model_file.meta)
+    return model_from_arrays(model_file.vocab, best or current, model_file.meta)

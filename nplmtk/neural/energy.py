@@ -1,0 +1,73 @@
+"""The energy network (Bengio et al. 2003 sec. 5.1; Bengio & Senecal 2003 sec. 1.3): the next
+word's own feature vector enters the hidden layer,
+
+    -E(w, h) = b_w + U_w . tanh(d + H z_w) (+ W_w . z_w),  z_w = (C(w), C(w_t-1), ..., C(w_t-n+1)),
+
+normalised over the vocabulary when scoring. Exact training costs |V| hidden layers per
+example (small vocabularies); importance sampling (`-criterion is*`) makes it cheap."""
+import numpy as np
+
+from .. import container
+from .._ext.mlp_kernels import EnergyNetwork
+from ..errors import NplmError
+from ..lm import LanguageModel, register
+
+ARCHITECTURE = ("features", "hidden", "direct", "bias")
+
+
+class EnergyModel(LanguageModel):
+    kind = "nplm-energy"
+    activation = "tanh"
+
+    def __init__(self, vocab, params, order, meta):
+        self.vocab, self.params, self.order, self.meta = vocab, params, order, meta
+
+    @classmethod
+    def initial(cls, vocab, order, features, hidden, direct=False, bias=True, seed=1):
+        if order < 2:
+            raise NplmError("a neural model needs -order 2 or more (at least one context word)")
+        if hidden < 1:
+            raise NplmError("the energy network needs hidden units (-h 1 or more)")
+        rng = np.random.default_rng(seed)
+        width = order * features
+
+        def uniform(shape, fan_in):
+            bound = 1.0 / np.sqrt(fan_in)
+            return rng.uniform(-bound, bound, size=shape).astype(np.float32)
+
+        size = len(vocab)
+        params = {"C": uniform((size, features), features), "H": uniform((hidden, width), width),
+                  "d": np.zeros(hidden, dtype=np.float32), "U": uniform((size, hidden), hidden),
+                  "b": np.zeros(size, dtype=np.float32)}
+        if direct:
+            params["W"] = uniform((size, width), width)
+        return cls(vocab, params, order, {"features": features, "hidden": hidden, "direct": direct, "bias": bias})
+
+    def network(self, capacity=None):
+        return EnergyNetwork(self.params, self.order, self.meta.get("bias", True))
+
+    def logprobs(self, corpus):
+        self.check_vocab(corpus)
+        windows = corpus.windows(self.order)
+        out = np.full(len(windows), -np.inf)
+        usable = windows[:, -1] >= 0
+        rows = np.where(windows[usable] < 0, self.vocab.unk, windows[usable]).astype(np.int32)
+        scores = np.empty(len(rows))
+        self.network().logprobs(rows, scores)
+        out[usable] = scores
+        return out
+
+    @classmethod
+    def from_arrays(cls, vocab, params, meta):
+        return cls(vocab, {k: np.array(v) for k, v in params.items()}, meta["order"],
+                   {k: meta[k] for k in ARCHITECTURE})
+
+    def save(self, path, extra_meta=None):
+        meta = {"order": self.order, "arch": "energy", "activation": self.activation, **self.meta,
+                **(extra_meta or {})}
+        container.save(path, self.kind, self.params, meta=meta, vocab=self.vocab)
+
+
+@register(EnergyModel.kind)
+def _load(model_file):
+    return EnergyModel.from_arrays(model_file.vocab, model_file.arrays, model_file.meta)
