@@ -41,8 +41,11 @@ def _mix_options(function):
         help="Weight of -lm in the mixture; -mix-lm gets what the others leave.")
 @option("bayes", type=float, default=None,
         help="Accepted as 0 only: nplm always interpolates exactly, as SRILM does with -bayes 0.")
+@flag("oov-estimate", help="Energy networks: a word outside the vocabulary gets the feature vector "
+                           "sum_i C(i) P(i|context) and a probability (Bengio et al. 2003, sec. 5.1).")
 @_mix_options
-def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, main_weight, bayes, **more):
+def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, main_weight, bayes, oov_estimate,
+            **more):
     """Report the perplexity of a model on a text in SRILM's `ngram -ppl` format."""
     if (text is None) == (ppl_file is None):
         raise NplmError("give the text to score with -text FILE (or -ppl FILE)")
@@ -62,5 +65,7 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
         if weights[1] < -1e-9:
             raise NplmError("-lambda and -mix-lambdaN add up to more than 1")
         model = Mixture([model] + [load(name) for name in names[1:]], [max(w, 0.0) for w in weights], names)
+    if oov_estimate and not hasattr(model, "logprobs_estimating_oov"):
+        raise NplmError(f"{lm}: -oov-estimate needs an energy network (-arch energy)")
     perplexity(model, text or ppl_file, debug=debug, write=click.echo,
-               normalize=Normalizer(lower=lower, map_numbers=map_numbers))
+               normalize=Normalizer(lower=lower, map_numbers=map_numbers), oov_estimate=oov_estimate)

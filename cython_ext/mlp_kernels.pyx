@@ -1352,3 +1352,24 @@ cdef class EnergyNetwork:
         finally:
             sampling_free(&sp)
         return total, done, ess
+
+    def next_logprobs(self, const int[::1] context, double[::1] out):
+        """Natural-log probabilities of every word after `context` (the n-1 previous ids)."""
+        cdef int j
+        cdef float top, total
+        cdef float[::1] x = np.empty(max(self.context_width, 1), dtype=np.float32)
+        cdef float[::1] c = np.empty(self.h, dtype=np.float32)
+        if context.shape[0] != self.n - 1 or out.shape[0] != self.V:
+            raise ValueError("a context of the wrong order, or an output of the wrong size")
+        with nogil:
+            self.project()
+            self.context_part(&context[0], &x[0], &c[0])
+            self.all_scores(&c[0], &x[0], self.Y)
+            top = self.Y[0]
+            for j in range(self.V):
+                top = self.Y[j] if self.Y[j] > top else top
+            total = 0
+            for j in range(self.V):
+                total += expf(self.Y[j] - top)
+            for j in range(self.V):
+                out[j] = self.Y[j] - top - log(total)

@@ -54,10 +54,14 @@ def read_scored_text(path, vocab, normalize=None):
     return raw, corpus
 
 
-def perplexity(model, path, debug=0, write=print, normalize=None):
+def perplexity(model, path, debug=0, write=print, normalize=None, oov_estimate=False):
     """Score the text at `path` and write SRILM's report; returns the file's TextStats.
-    `normalize` (e.g. a Normalizer) must be the one the model's training text had."""
+    `normalize` (e.g. a Normalizer) must be the one the model's training text had.
+    `oov_estimate`: words outside the vocabulary get estimated probabilities (a model
+    with logprobs_estimating_oov, the energy network) instead of counting as <unk>."""
     raw, corpus = read_scored_text(path, model.vocab, normalize)
+    if oov_estimate:
+        return report(model, raw, corpus, model.logprobs_estimating_oov(raw) / LN10, debug, write)
     return report(model, raw, corpus, model.log10probs(corpus), debug, write)
 
 

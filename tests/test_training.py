@@ -192,3 +192,28 @@ def test_energy_options_that_do_not_go_together(tmp_path, args, fragment):
     (tmp_path / "t.txt").write_text("a b c\n")
     status, _, err = run_nplm("train", "-text", tmp_path / "t.txt", "-lm", tmp_path / "m.nplm", *args)
     assert_one_line_error(status, err, fragment)
+
+
+def test_energy_network_estimates_words_outside_its_vocabulary(toy, tmp_path):
+    """sec. 5.1: a new word gets C(j) = sum_i C(i) P(i|context) and a probability; a text
+    without new words scores as before; -oov-estimate is refused for other models."""
+    from nplmtk.neural.energy import EnergyModel
+    vocab, train, valid, _ = toy
+    model = Trainer(EnergyModel.initial(vocab, order=3, features=8, hidden=16, seed=1),
+                    TrainingConfig(**{**CONFIG, "epochs": 1})).run(train)
+    model.save(str(tmp_path / "e.nplm"))
+    sentences = [["the", "cat", "zorblax", "."], ["the", "zorblax", "sleeps", "."]]
+    known = [vocab.words[3:9], vocab.words[5:12]]  # in-vocabulary words only
+    estimated = model.logprobs_estimating_oov(sentences)
+    assert np.all(np.isfinite(estimated)) and np.all(estimated < 0)
+    plain = model.logprobs(Corpus.from_lines([" ".join(s) for s in known], vocab))
+    np.testing.assert_allclose(model.logprobs_estimating_oov(known), plain, rtol=1e-6)
+    (tmp_path / "oov.txt").write_text("\n".join(" ".join(s) for s in sentences) + "\n")
+    status, out, err = run_nplm("ppl", "-lm", tmp_path / "e.nplm", "-text", tmp_path / "oov.txt", "-oov-estimate")
+    assert status == 0 and "0 zeroprobs" in out, err
+    status, _, err = run_nplm("ppl", "-lm", tmp_path / "e.nplm", "-text", tmp_path / "oov.txt")
+    assert status == 0
+    bigram_path = tmp_path / "b.arpa"
+    assert run_nplm("ngram-count", "-text", tmp_path / "oov.txt", "-order", 2, "-lm", bigram_path)[0] == 0
+    status, _, err = run_nplm("ppl", "-lm", bigram_path, "-text", tmp_path / "oov.txt", "-oov-estimate")
+    assert_one_line_error(status, err, "-oov-estimate needs an energy network")

@@ -57,6 +57,47 @@ class EnergyModel(LanguageModel):
         out[usable] = scores
         return out
 
+    def logprobs_estimating_oov(self, sentences):
+        """Log probabilities of the tokens of `sentences` (lists of words; each word, then
+        </s>) where a word outside the vocabulary gets, at its first occurrence, the
+        feature vector sum_i C(i) P(i|context) (sec. 5.1) and a probability from the
+        vocabulary so extended; its output parameters (U, b, W rows) are the same
+        P-weighted averages. It then stays in the vocabulary for the rest of the text."""
+        from ..corpus import Corpus
+        from ..vocab import Vocabulary
+        words = list(self.vocab.words)
+        index = dict(self.vocab.index)
+        for sentence in sentences:
+            for word in sentence:
+                if word not in index:
+                    index[word] = len(words)
+                    words.append(word)
+        base = len(self.vocab)
+        extended = Vocabulary(words, unk=self.vocab.unk_word)
+        windows = Corpus.from_lines([" ".join(s) for s in sentences], extended).windows(self.order)
+        targets = windows[:, -1]
+        firsts = [int(np.flatnonzero(targets == j)[0]) for j in range(base, len(words))]
+        params = {k: v.copy() for k, v in self.params.items()}
+        out = np.empty(len(windows))
+        start = 0
+        for j, position in zip(range(base, len(words)), firsts):
+            self._score(params, windows[start:position], out[start:position])
+            probabilities = np.empty(j)
+            EnergyNetwork(params, self.order, self.meta.get("bias", True)).next_logprobs(
+                np.ascontiguousarray(windows[position, :-1]), probabilities)
+            weights = np.exp(probabilities)
+            for name in ("C", "U", "b", "W"):
+                if name in params:
+                    params[name] = np.concatenate([params[name], (weights @ params[name])[None]]).astype(np.float32)
+            start = position
+        self._score(params, windows[start:], out[start:])
+        return out
+
+    def _score(self, params, windows, out):
+        if len(windows):
+            EnergyNetwork(params, self.order, self.meta.get("bias", True)).logprobs(
+                np.ascontiguousarray(windows), out)
+
     @classmethod
     def from_arrays(cls, vocab, params, meta):
         return cls(vocab, {k: np.array(v) for k, v in params.items()}, meta["order"],
