@@ -56,6 +56,8 @@ PENDING = {"arch": {"lbl": 0, "rnn": 0, "lstm": 0}, "criterion": {},
 @option("lr", type=float, default=1e-3, help="Initial learning rate eps0.")
 @option("lr-decay", type=float, default=1e-8, help="r in eps_t = eps0 / (1 + r t), t counting updates.")
 @option("weight-decay", type=float, default=1e-4, help="Weight decay on weights and C (not biases).")
+@flag("lr-halve", help="Not in the paper: after an epoch without a better valid ppl, go back to the best "
+                       "parameters and halve eps0 (stopping still follows -patience).")
 @option("patience", type=click.IntRange(min=1), default=2,
         help="Stop after this many epochs without a better valid ppl (keeps the best model).")
 @option("seed", type=int, default=1, help="Seed of initialisation and shuffling.")
@@ -69,9 +71,8 @@ PENDING = {"arch": {"lbl": 0, "rnn": 0, "lstm": 0}, "criterion": {},
 @flag("lower", help="Lower-case the texts first.")
 @flag("map-numbers", help="Map numeric tokens to <num>.")
 def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, arch, criterion, samples, proposal,
-            check_every, ess_min, mpi, sync_every,
-            epochs, batch, lr, lr_decay, weight_decay, patience, seed, threads, checkpoint, checkpoint_every, resume,
-            log, quiet, min_count, lower, map_numbers):
+            check_every, ess_min, mpi, sync_every, epochs, batch, lr, lr_decay, weight_decay, lr_halve, patience,
+            seed, threads, checkpoint, checkpoint_every, resume, log, quiet, min_count, lower, map_numbers):
     """Train the neural probabilistic language model of Bengio et al. (2003), eq. 1:
     y = b + W x + U tanh(d + H x) over the feature vectors x of the n-1 previous words,
     by stochastic gradient descent with the paper's schedule, early stopping and
@@ -99,7 +100,7 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, ar
                             threads=threads, seed=seed, patience=patience, checkpoint_dir=checkpoint,
                             checkpoint_every=checkpoint_every, log=log, progress=not quiet, mpi=mpi,
                             sync_every=sync_every, criterion=criterion, samples=samples, check_every=check_every,
-                            ess_min=ess_min, proposal=proposal)
+                            ess_min=ess_min, proposal=proposal, lr_halve=lr_halve)
     if arch == "energy" and activation != "tanh":
         raise NplmError("-arch energy uses tanh hidden units")
     if arch == "energy" and criterion != "full" and batch != 1:

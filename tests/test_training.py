@@ -217,3 +217,15 @@ def test_energy_network_estimates_words_outside_its_vocabulary(toy, tmp_path):
     assert run_nplm("ngram-count", "-text", tmp_path / "oov.txt", "-order", 2, "-lm", bigram_path)[0] == 0
     status, _, err = run_nplm("ppl", "-lm", bigram_path, "-text", tmp_path / "oov.txt", "-oov-estimate")
     assert_one_line_error(status, err, "-oov-estimate needs an energy network")
+
+
+def test_lr_halve_restarts_from_the_best_epoch_at_half_the_rate(toy):
+    vocab, train, valid, _ = toy
+    trainer = Trainer(small_model(vocab), TrainingConfig(**{**CONFIG, "lr": 0.1, "epochs": 4, "patience": 3},
+                                                         lr_halve=True))
+    trainer.run(train, valid)  # a high rate: an epoch fails to improve, the next (halved) does
+    records = trainer.state["history"]
+    halved = [r for r in records if "lr_halved_to" in r]
+    assert halved and [r["lr_halved_to"] for r in halved] == [0.1 / 2 ** (i + 1) for i in range(len(halved))]
+    best = min(r["valid_ppl"] for r in records)
+    assert np.isclose(ppl(trainer.model, valid), best, rtol=1e-6)

@@ -59,6 +59,7 @@ class TrainingConfig:
     ess_min: float = 0.0  # grow N when a round's mean effective sample size falls below this
     tiny_set: int = 1000  # is-adaptive: training examples whose exact ppl is checked
     proposal: str = "unigram"  # Q for importance sampling: "unigram" or "bigram"
+    lr_halve: bool = False  # not in the paper: an epoch without progress restarts from the best at eps0 / 2
 
 
 class Trainer:
@@ -74,7 +75,7 @@ class Trainer:
         self.writer = comm is None or comm.rank == 0
         self.state = {"epoch": 0, "round": 0, "updates": 0, "best_valid": None, "bad_epochs": 0,
                       "rng": np.random.default_rng(config.seed).bit_generator.state, "history": [],
-                      "samples": config.samples, "tiny_ppl": None}
+                      "samples": config.samples, "tiny_ppl": None, "lr_scale": 1.0}
         self.best = None
 
     # -- checkpoints -----------------------------------------------------------------
@@ -226,6 +227,11 @@ class Trainer:
             else:
                 state["bad_epochs"] += 1
                 stop = state["bad_epochs"] >= cfg.patience
+                if cfg.lr_halve and not stop:  # back to the best parameters, at half the rate
+                    for name, array in self.best.items():
+                        self.model.params[name][...] = array
+                    state["lr_scale"] = state.get("lr_scale", 1.0) / 2
+                    record["lr_halved_to"] = self.initial_rate()
         state["history"].append(record)
         state["epoch"] += 1
         state["round"] = 0
@@ -243,14 +249,18 @@ class Trainer:
     def _train_chunk(self, network, chunk, first_update):
         cfg = self.config
         if self.sampling:
-            return network.train_sampled(chunk, cfg.batch, cfg.lr, cfg.lr_decay, first_update, cfg.threads,
+            return network.train_sampled(chunk, cfg.batch, self.initial_rate(), cfg.lr_decay, first_update, cfg.threads,
                                          cfg.weight_decay, self.state["samples"], self.sampling.proposal,
                                          self.sampling.seed(first_update))
-        return network.train(chunk, cfg.batch, cfg.lr, cfg.lr_decay, first_update, cfg.threads,
+        return network.train(chunk, cfg.batch, self.initial_rate(), cfg.lr_decay, first_update, cfg.threads,
                              cfg.weight_decay)
 
+    def initial_rate(self):
+        """eps0, halved by each epoch without progress under -lr-halve."""
+        return self.config.lr * self.state.get("lr_scale", 1.0)
+
     def learning_rate(self):
-        return self.config.lr / (1 + self.config.lr_decay * self.state["updates"])
+        return self.initial_rate() / (1 + self.config.lr_decay * self.state["updates"])
 
     def _log(self, record):
         if self.config.log and self.writer:
