@@ -99,7 +99,7 @@ class Trainer:
             raise NplmError(f"{path}: not a training checkpoint (kind '{saved.kind}')")
         current = {k: v for k, v in saved.arrays.items() if not k.startswith("best.")}
         trainer = cls(model_from_arrays(saved.vocab, current, saved.meta), config, comm)
-        trainer.state = saved.meta["trainer"]
+        trainer.state = {**trainer.state, **saved.meta["trainer"]}  # keys newer than the checkpoint: defaults
         best = {k[5:]: np.array(v) for k, v in saved.arrays.items() if k.startswith("best.")}
         trainer.best = best or None
         return trainer
@@ -230,7 +230,7 @@ class Trainer:
                 if cfg.lr_halve and not stop:  # back to the best parameters, at half the rate
                     for name, array in self.best.items():
                         self.model.params[name][...] = array
-                    state["lr_scale"] = state.get("lr_scale", 1.0) / 2
+                    state["lr_scale"] /= 2
                     record["lr_halved_to"] = self.initial_rate()
         state["history"].append(record)
         state["epoch"] += 1
@@ -257,7 +257,7 @@ class Trainer:
 
     def initial_rate(self):
         """eps0, halved by each epoch without progress under -lr-halve."""
-        return self.config.lr * self.state.get("lr_scale", 1.0)
+        return self.config.lr * self.state["lr_scale"]
 
     def learning_rate(self):
         return self.initial_rate() / (1 + self.config.lr_decay * self.state["updates"])
