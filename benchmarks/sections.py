@@ -332,7 +332,12 @@ def mlp_quality(brown, peak):
                   for r in records]
         lines += ["", f"Kept: epoch {best['epoch']}. Valid ppl {mlp_valid:.2f}; **test ppl {mlp_test:.2f}** against "
                   f"KN5's {kn5_test:.2f}: {1 - mlp_test / kn5_test:.1%} lower (target 10%, aim 15%; the paper: "
-                  f"{paper} against 321, {1 - paper / 321:.0%}).", ""]
+                  f"{paper} against 321, {1 - paper / 321:.0%})."]
+        if best is records[-1] and len(records) < 20:
+            lines += [f"The run was stopped after epoch {best['epoch']} (a session's time limit) while its valid ppl "
+                      "still fell: early stopping had not ended it, and more epochs would likely lower it further. "
+                      "Its words/s include time shared with other measurements on the same machine."]
+        lines += [""]
     return lines[:-1]
 
 
