@@ -1124,11 +1124,19 @@ cdef class EnergyNetwork:
     cdef void project(self) noexcept nogil:
         gemm(b'N', b'T', self.V, self.h, self.m, 1.0, self.C, self.m, self.H, self.width, 0.0, self.P, self.h)
 
+    cdef double log_normaliser(self, const float *y) noexcept nogil:
+        """log sum_w exp(y_w), with max-subtraction."""
+        cdef int j
+        cdef float top = y[0], total = 0
+        for j in range(self.V):
+            top = y[j] if y[j] > top else top
+        for j in range(self.V):
+            total += expf(y[j] - top)
+        return top + log(total)
+
     def logprobs(self, const int[:, ::1] windows, double[::1] out):
         """Natural-log probability of each window's target, normalised over the vocabulary."""
         cdef Py_ssize_t i
-        cdef int j
-        cdef float top, total
         cdef float[::1] x = np.empty(max(self.context_width, 1), dtype=np.float32)
         cdef float[::1] c = np.empty(self.h, dtype=np.float32)
         cdef float *y = self.Y
@@ -1139,13 +1147,7 @@ cdef class EnergyNetwork:
             for i in range(windows.shape[0]):
                 self.context_part(&windows[i, 0], &x[0], &c[0])
                 self.all_scores(&c[0], &x[0], y)
-                top = y[0]
-                for j in range(self.V):
-                    top = y[j] if y[j] > top else top
-                total = 0
-                for j in range(self.V):
-                    total += expf(y[j] - top)
-                out[i] = y[windows[i, self.n - 1]] - top - log(total)
+                out[i] = y[windows[i, self.n - 1]] - self.log_normaliser(y)
 
     def gradients(self, const int[:, ::1] windows, grads):
         """Sum over the windows of the exact gradient of -log p(target) (every word's
@@ -1160,7 +1162,8 @@ cdef class EnergyNetwork:
         cdef float *y = self.Y
         cdef Py_ssize_t i, at
         cdef int j, k, t, one = 1
-        cdef float top, total, g, unit = 1
+        cdef float g, unit = 1
+        cdef double normaliser
         cdef double logp = 0
         if self.direct:
             gW = grads["W"]
@@ -1172,16 +1175,10 @@ cdef class EnergyNetwork:
                 t = windows[i, self.n - 1]
                 self.context_part(&windows[i, 0], &x[0], &c[0])
                 self.all_scores(&c[0], &x[0], y)
-                top = y[0]
-                for j in range(self.V):
-                    top = y[j] if y[j] > top else top
-                total = 0
-                for j in range(self.V):
-                    y[j] = expf(y[j] - top)
-                    total += y[j]
-                logp += log(<double> y[t] / total)
+                normaliser = self.log_normaliser(y)
+                logp += y[t] - normaliser
                 for j in range(self.V):  # y becomes dL/dy = p - 1[target]
-                    y[j] /= total
+                    y[j] = expf(y[j] - normaliser)
                 y[t] -= 1
                 memset(&dc[0], 0, self.h * sizeof(float))
                 memset(&dx[0], 0, max(self.context_width, 1) * sizeof(float))
@@ -1356,7 +1353,7 @@ cdef class EnergyNetwork:
     def next_logprobs(self, const int[::1] context, double[::1] out):
         """Natural-log probabilities of every word after `context` (the n-1 previous ids)."""
         cdef int j
-        cdef float top, total
+        cdef double normaliser
         cdef float[::1] x = np.empty(max(self.context_width, 1), dtype=np.float32)
         cdef float[::1] c = np.empty(self.h, dtype=np.float32)
         if context.shape[0] != self.n - 1 or out.shape[0] != self.V:
@@ -1365,11 +1362,6 @@ cdef class EnergyNetwork:
             self.project()
             self.context_part(&context[0], &x[0], &c[0])
             self.all_scores(&c[0], &x[0], self.Y)
-            top = self.Y[0]
+            normaliser = self.log_normaliser(self.Y)
             for j in range(self.V):
-                top = self.Y[j] if self.Y[j] > top else top
-            total = 0
-            for j in range(self.V):
-                total += expf(self.Y[j] - top)
-            for j in range(self.V):
-                out[j] = self.Y[j] - top - log(total)
+                out[j] = self.Y[j] - normaliser

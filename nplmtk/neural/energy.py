@@ -10,12 +10,13 @@ import numpy as np
 from .. import container
 from .._ext.mlp_kernels import EnergyNetwork
 from ..errors import NplmError
-from ..lm import LanguageModel, register
+from ..lm import register
+from .mlp import NeuralModel
 
 ARCHITECTURE = ("features", "hidden", "direct", "bias")
 
 
-class EnergyModel(LanguageModel):
+class EnergyModel(NeuralModel):
     kind = "nplm-energy"
     activation = "tanh"
 
@@ -45,17 +46,6 @@ class EnergyModel(LanguageModel):
 
     def network(self, capacity=None):
         return EnergyNetwork(self.params, self.order, self.meta.get("bias", True))
-
-    def logprobs(self, corpus):
-        self.check_vocab(corpus)
-        windows = corpus.windows(self.order)
-        out = np.full(len(windows), -np.inf)
-        usable = windows[:, -1] >= 0
-        rows = np.where(windows[usable] < 0, self.vocab.unk, windows[usable]).astype(np.int32)
-        scores = np.empty(len(rows))
-        self.network().logprobs(rows, scores)
-        out[usable] = scores
-        return out
 
     def logprobs_estimating_oov(self, sentences):
         """Log probabilities of the tokens of `sentences` (lists of words; each word, then

@@ -13,7 +13,23 @@ SCORING_BATCH = 256
 ARCHITECTURE = ("features", "hidden", "direct", "bias")  # the meta keys that shape the network
 
 
-class MLPModel(LanguageModel):
+class NeuralModel(LanguageModel):
+    """A network over windows of `order` words; `network()` gives its kernel object."""
+
+    def logprobs(self, corpus):
+        self.check_vocab(corpus)
+        windows = corpus.windows(self.order)
+        out = np.full(len(windows), -np.inf)
+        # A target outside the vocabulary (-1) has no probability; as context it reads as <unk>.
+        usable = windows[:, -1] >= 0
+        rows = np.where(windows[usable] < 0, self.vocab.unk, windows[usable]).astype(np.int32)
+        scores = np.empty(len(rows))
+        self.network().logprobs(rows, scores)
+        out[usable] = scores
+        return out
+
+
+class MLPModel(NeuralModel):
     kind = "nplm-mlp"
 
     def __init__(self, vocab, params, order, activation="tanh", meta=None):
@@ -52,18 +68,6 @@ class MLPModel(LanguageModel):
     def network(self, capacity=SCORING_BATCH):
         return Network(self.params, self.order - 1, ACTIVATIONS[self.activation], capacity,
                        self.meta.get("bias", True))
-
-    def logprobs(self, corpus):
-        self.check_vocab(corpus)
-        windows = corpus.windows(self.order)
-        out = np.full(len(windows), -np.inf)
-        # A target outside the vocabulary (-1) has no probability; as context it reads as <unk>.
-        usable = windows[:, -1] >= 0
-        rows = np.where(windows[usable] < 0, self.vocab.unk, windows[usable]).astype(np.int32)
-        scores = np.empty(len(rows))
-        self.network().logprobs(rows, scores)
-        out[usable] = scores
-        return out
 
     def next_distribution(self, history):
         history = ([self.vocab.bos] * self.order + list(history))[-(self.order - 1):]
