@@ -150,18 +150,18 @@ def test_algorithm_4_doubles_n_and_reverts_when_the_tiny_perplexity_rises(toy):
     config = TrainingConfig(**CONFIG, criterion="is-adaptive", samples=16, check_every=100)
     state = {"samples": 16}
     sampling = ImportanceSampling(train.windows(3), len(vocab), config, state)
-    sampling.begin_round(model, 3)
+    sampling.begin_round(model, 3, state)
     start = {k: v.copy() for k, v in model.params.items()}
     model.params["U"] *= 40  # a block that made things worse
     retry = sampling.end_round(model, [(-50.0, 10, 10.0)], 120, state, last=False)
     assert retry == (-50.0, 120, 3) and state["samples"] == 32
     assert all(np.array_equal(model.params[k], start[k]) for k in start)
     assert sampling.events[-1]["reason"] == "ppl rose" and sampling.events[-1]["samples"] == 32
-    sampling.begin_round(model, 3)  # the block again, now harmless: kept, N unchanged
+    sampling.begin_round(model, 3, state)  # the block again, now harmless: kept, N unchanged
     assert sampling.end_round(model, [(-40.0, 10, 10.0)], 120, state, last=False) is None
     assert state["samples"] == 32 and sampling.events[-1]["reason"] == "check"
     config.ess_min = 1e9  # effective sample size below the minimum: N doubles (no revert)
-    sampling.begin_round(model, 4)
+    sampling.begin_round(model, 4, state)
     assert sampling.end_round(model, [(-40.0, 10, 50.0)], 10, state, last=False) is None
     assert state["samples"] == 64 and sampling.events[-1]["reason"] == "ess"
 

@@ -11,6 +11,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -171,7 +172,7 @@ class Trainer:
         while state["round"] < rounds:
             r = state["round"]
             if self.sampling:
-                self.sampling.begin_round(self.model, r)
+                self.sampling.begin_round(self.model, r, state)
             chunks = [np.ascontiguousarray(s[r * per_round:(r + 1) * per_round]) for s in shards]
             jobs = [(net, chunk, state["updates"] + i) for i, (net, chunk) in enumerate(zip(networks, chunks))]
             if pool:
@@ -298,8 +299,8 @@ class ImportanceSampling:
     """The proposal and the sample-size policy of Bengio & Senecal (2003): N fixed (`is`),
     or Algorithm 4 (`is-adaptive`): after each block of about `check_every` examples the
     exact perplexity of a tiny training set is computed (and at the end of each epoch); if
-    it rose, N doubles and the parameters return to the block's start, which is trained
-    again. With `ess_min`, N also
+    it rose above the last accepted one (state["tiny_ppl"], C_last), N doubles and the
+    parameters return to the block's start, which is trained again. With `ess_min`, N also
     doubles when a round's mean effective sample size falls below it. N stops at |V|.
     Every check and change of N is an event in the epoch's log record."""
 
@@ -313,7 +314,7 @@ class ImportanceSampling:
         self.most = vocab_size  # N stops growing at |V| samples
         self.events = []
         self.examples = 0  # since training started (this run)
-        self.block = None  # (start round, parameters, logp, seen) of the block under way
+        self.block = None  # the block under way: its first round, parameters, logp and seen
         self.before_check = lambda: None  # -mpi param: gather the output blocks first
 
     def seed(self, first_update):
@@ -324,11 +325,13 @@ class ImportanceSampling:
         model.network().logprobs(self.tiny, scores)
         return math.exp(-scores.mean())
 
-    def begin_round(self, model, round_index):
-        if self.adaptive and self.block is None:
+    def begin_round(self, model, round_index, state):
+        if self.adaptive and state.get("tiny_ppl") is None:  # Algorithm 4's first C_last
             self.before_check()
-            state_ppl = self.tiny_ppl(model)
-            self.block = [round_index, {k: v.copy() for k, v in model.params.items()}, 0.0, 0, state_ppl]
+            state["tiny_ppl"] = self.tiny_ppl(model)
+        if self.adaptive and self.block is None:
+            self.block = SimpleNamespace(start=round_index, params={k: v.copy() for k, v in model.params.items()},
+                                         logp=0.0, seen=0)
 
     def end_round(self, model, results, seen, state, last):
         """Returns (logp, seen, round) of a block to train again, or None. A block ends
@@ -342,20 +345,21 @@ class ImportanceSampling:
         if not self.adaptive:
             return None
         block = self.block
-        block[2] += sum(result[0] for result in results)
-        block[3] += seen
-        if block[3] < self.config.check_every and not last:
+        block.logp += sum(result[0] for result in results)
+        block.seen += seen
+        if block.seen < self.config.check_every and not last:
             return None
         self.before_check()
-        before, now = block[4], self.tiny_ppl(model)
+        before, now = state["tiny_ppl"], self.tiny_ppl(model)
         self.block = None
         if now > before and state["samples"] < self.most:
-            for name, array in block[1].items():
+            for name, array in block.params.items():
                 model.params[name][...] = array
             state["samples"] = min(2 * state["samples"], self.most)
             self.events.append({"examples": self.examples, "samples": state["samples"], "reason": "ppl rose",
                                 "tiny_ppl": now, "tiny_ppl_before": before})
-            return block[2], block[3], block[0]
+            return block.logp, block.seen, block.start
+        state["tiny_ppl"] = now
         self.events.append({"examples": self.examples, "samples": state["samples"], "reason": "check",
                             "tiny_ppl": now})
         return None
