@@ -43,8 +43,9 @@ brown-mlp1: install
 	  -checkpoint runs/mlp1-ckpt -log runs/mlp1.log -lm runs/mlp1.nplm
 
 # Bengio & Senecal (2003) sec. 4.2: 3 words of context, m=30, h=80, per-example SGD, the
-# exact gradient against importance sampling (Algorithm 4, unigram proposal, N0=100).
-IS_RUN = -order 4 -m 30 -h 80 -epochs 5 -patience 5 -batch 1 -lr 0.001 -vocab runs/vocab.txt -valid $(BROWN)/valid.txt
+# exact gradient against importance sampling (Algorithm 4, unigram proposal, N0=100), a
+# fixed number of epochs and no validation set, as in the paper.
+IS_RUN = -order 4 -m 30 -h 80 -epochs 5 -batch 1 -lr 0.001 -vocab runs/vocab.txt
 brown-is: install
 	mkdir -p runs
 	$(BIN)/nplm vocab -text $(BROWN)/train.txt -min-count 4 -write-vocab runs/vocab.txt

@@ -331,12 +331,17 @@ cdef void flush(Net *net, Work *w) noexcept nogil:
 # -- importance sampling (Bengio & Senecal 2003, Algorithm 3) ----------------------------
 
 cdef struct Sampling:
-    int count              # N samples, shared by the windows of a batch
-    int *words             # the sampled word ids
+    int count              # N draws per batch, shared by the windows of a batch
+    int distinct           # after merge_duplicates: the distinct words among them
+    int *words             # the sampled word ids (distinct ones first after merging)
     float *sample_log_q    # log Q(w_j) of each sample under the batch's proposal
-    const double *cdf      # cumulative unigram proposal over the vocabulary (last entry 1)
-    const float *log_q     # its log Q(w)
-    int vocab_size         # entries of cdf and log_q
+    float *multiplicity    # after merging: how many of the N draws each distinct word was
+    int *slot              # vocabulary-sized scratch for merging, -1 everywhere between calls
+    # Unigram proposal: Walker's alias table, so a draw costs one uniform number.
+    const double *alias_keep
+    const int *alias_other
+    const float *log_q     # log Q(w)
+    int vocab_size         # entries of the alias table and log_q
     # Bigram proposal (row_start NULL: unigram only): Q(w|v) = keep_v p(w|v) + (1 - keep_v) u(w),
     # v the previous word; rows of successors sorted by id with their cumulative
     # probabilities and p(w|v). A batch samples from the mixture of its windows' Q.
@@ -355,25 +360,35 @@ cdef struct Sampling:
     float *targets         # (output block) batch: the target's score where this block holds it
 
 
-cdef int sampling_alloc(Sampling *sp, int samples, int batch, int hidden, int inputs) noexcept nogil:
-    """Buffers for `samples` draws shared by up to `batch` windows; 0 when out of memory."""
-    cdef int width = max(hidden, inputs)
+cdef int sampling_alloc(Sampling *sp, int samples, int batch, int hidden, int inputs, int vocab) noexcept nogil:
+    """Buffers for `samples` draws shared by up to `batch` windows over a vocabulary of
+    `vocab` words; 0 when out of memory."""
+    cdef int width = max(hidden, inputs), i
     sp.count = samples
+    sp.distinct = samples
     sp.words = <int *> malloc(samples * sizeof(int))
     sp.sample_log_q = <float *> malloc(samples * sizeof(float))
+    sp.multiplicity = <float *> malloc(samples * sizeof(float))
+    sp.slot = <int *> malloc(max(vocab, 1) * sizeof(int))
     sp.owned = <int *> malloc(samples * sizeof(int))
     sp.U_rows = <float *> malloc(<Py_ssize_t> samples * max(hidden, 1) * sizeof(float))
     sp.W_rows = <float *> malloc(<Py_ssize_t> samples * max(inputs, 1) * sizeof(float))
     sp.weights = <float *> malloc(<Py_ssize_t> batch * samples * sizeof(float))
     sp.row_grads = <float *> malloc(<Py_ssize_t> samples * max(width, 1) * sizeof(float))
     sp.targets = <float *> malloc(batch * sizeof(float))
-    return (sp.words != NULL and sp.sample_log_q != NULL and sp.owned != NULL and sp.U_rows != NULL and sp.W_rows != NULL
-            and sp.weights != NULL and sp.row_grads != NULL and sp.targets != NULL)
+    if sp.slot != NULL:
+        for i in range(vocab):
+            sp.slot[i] = -1
+    return (sp.words != NULL and sp.sample_log_q != NULL and sp.multiplicity != NULL and sp.slot != NULL
+            and sp.owned != NULL and sp.U_rows != NULL and sp.W_rows != NULL and sp.weights != NULL
+            and sp.row_grads != NULL and sp.targets != NULL)
 
 
 cdef void sampling_free(Sampling *sp) noexcept nogil:
     free(sp.words)
     free(sp.sample_log_q)
+    free(sp.multiplicity)
+    free(sp.slot)
     free(sp.owned)
     free(sp.U_rows)
     free(sp.W_rows)
@@ -382,6 +397,8 @@ cdef void sampling_free(Sampling *sp) noexcept nogil:
     free(sp.targets)
     sp.words = NULL
     sp.sample_log_q = NULL
+    sp.multiplicity = NULL
+    sp.slot = NULL
     sp.owned = NULL
     sp.U_rows = NULL
     sp.W_rows = NULL
@@ -389,6 +406,7 @@ cdef void sampling_free(Sampling *sp) noexcept nogil:
     sp.row_grads = NULL
     sp.targets = NULL
     sp.count = 0
+    sp.distinct = 0
 
 
 cdef inline unsigned long long splitmix64(unsigned long long *state) noexcept nogil:
@@ -402,6 +420,13 @@ cdef inline unsigned long long splitmix64(unsigned long long *state) noexcept no
 
 cdef inline double uniform(Sampling *sp) noexcept nogil:
     return (splitmix64(&sp.rng) >> 11) * (1.0 / 9007199254740992.0)
+
+
+cdef inline int draw_unigram(Sampling *sp) noexcept nogil:
+    """One draw from the alias table: a column uniformly, then it or its alias."""
+    cdef double u = uniform(sp) * sp.vocab_size
+    cdef int column = <int> u
+    return column if u - column < sp.alias_keep[column] else sp.alias_other[column]
 
 
 cdef inline long long first_above(const double *cdf, long long low, long long high, double u) noexcept nogil:
@@ -444,7 +469,7 @@ cdef void draw_samples(Sampling *sp, const int *rows, int K, int n) noexcept nog
                 sp.words[j] = sp.successors[first_above(sp.successor_cdf, sp.row_start[v], sp.row_start[v + 1],
                                                         uniform(sp))]
                 continue
-        sp.words[j] = <int> first_above(sp.cdf, 0, sp.vocab_size, uniform(sp))
+        sp.words[j] = draw_unigram(sp)
     for j in range(sp.count):
         if sp.row_start == NULL:
             sp.sample_log_q[j] = sp.log_q[sp.words[j]]
@@ -456,6 +481,49 @@ cdef void draw_samples(Sampling *sp, const int *rows, int K, int n) noexcept nog
         sp.sample_log_q[j] = <float> log(q / K)
 
 
+cdef void merge_duplicates(Sampling *sp) noexcept nogil:
+    """One entry per distinct word among the N draws: a word drawn c times has ratio
+    c exp(y) / Q, so its log Q is lowered by log c (the estimator is unchanged, the work
+    shrinks: a unigram proposal draws the frequent words again and again)."""
+    cdef int j, u, m = 0
+    for j in range(sp.count):
+        u = sp.slot[sp.words[j]]
+        if u >= 0:
+            sp.multiplicity[u] += 1
+            continue
+        sp.slot[sp.words[j]] = m
+        sp.words[m] = sp.words[j]
+        sp.sample_log_q[m] = sp.sample_log_q[j]
+        sp.multiplicity[m] = 1
+        m += 1
+    sp.distinct = m
+    for u in range(m):
+        sp.slot[sp.words[u]] = -1
+        sp.sample_log_q[u] -= logf(sp.multiplicity[u])
+
+
+cdef inline float dot_row(int size, const float *u, const float *v) noexcept nogil:
+    """u . v for the short rows of one window (no BLAS call: its overhead is the cost)."""
+    cdef float s0 = 0, s1 = 0, s2 = 0, s3 = 0
+    cdef int i = 0
+    while i + 4 <= size:
+        s0 += u[i] * v[i]
+        s1 += u[i + 1] * v[i + 1]
+        s2 += u[i + 2] * v[i + 2]
+        s3 += u[i + 3] * v[i + 3]
+        i += 4
+    while i < size:
+        s0 += u[i] * v[i]
+        i += 1
+    return (s0 + s1) + (s2 + s3)
+
+
+cdef inline void axpy_row(int size, float alpha, const float *x, float *y) noexcept nogil:
+    cdef int i
+    for i in range(size):
+        y[i] += alpha * x[i]
+
+
 cdef double sampled_step(Net *net, Work *w, Sampling *sp, const int *rows, int K, float rate, float keep_c,
                          double *ess) noexcept nogil:
     """One update with the importance-sampling gradient: the target's row pulled up, the N
@@ -463,57 +531,35 @@ cdef double sampled_step(Net *net, Work *w, Sampling *sp, const int *rows, int K
     self-normalised estimator). Only those rows of U, W and b are read or written. Returns
     the sum of the estimated log p(target) (with Z estimated from the samples); adds the
     effective sample sizes (sum r)^2 / sum r^2 to `ess`."""
-    cdef int n = net.context + 1, i, j, t, N = sp.count, h = net.hidden, I = net.inputs, one = 1
-    cdef float top, value, total, squares, minus = -rate
-    cdef double estimate = 0, target
-    cdef float *g
-    cdef float *a
-    cdef float *x
+    cdef int n = net.context + 1, i, j, t, N = sp.count, M, h = net.hidden, I = net.inputs, one = 1
+    cdef float minus = -rate, value
+    cdef double estimate = 0
     hidden_layer(net, w, rows, K)
     draw_samples(sp, rows, K, n)
-    for j in range(N):
+    merge_duplicates(sp)
+    M = sp.distinct
+    if K == 1:
+        return sampled_window(net, w, sp, rows, rate, keep_c, ess)
+    for j in range(M):
         if h > 0:
             memcpy(sp.U_rows + j * h, net.U + <Py_ssize_t> sp.words[j] * h, h * sizeof(float))
         if net.direct:
             memcpy(sp.W_rows + j * I, net.W + <Py_ssize_t> sp.words[j] * I, I * sizeof(float))
     for i in range(K):
-        for j in range(N):
-            sp.weights[i * N + j] = net.b[sp.words[j]]
+        for j in range(M):
+            sp.weights[i * M + j] = net.b[sp.words[j]]
     if h > 0:
-        gemm(b'N', b'T', K, N, h, 1.0, w.A, h, sp.U_rows, h, 1.0, sp.weights, N)
+        gemm(b'N', b'T', K, M, h, 1.0, w.A, h, sp.U_rows, h, 1.0, sp.weights, M)
     if net.direct:
-        gemm(b'N', b'T', K, N, I, 1.0, w.X, I, sp.W_rows, I, 1.0, sp.weights, N)
+        gemm(b'N', b'T', K, M, I, 1.0, w.X, I, sp.W_rows, I, 1.0, sp.weights, M)
     for i in range(K):
         t = rows[i * n + net.context]
-        a = w.A + i * h
-        x = w.X + i * I
-        target = net.b[t]
-        if h > 0:
-            target += dot(h, net.U + <Py_ssize_t> t * h, a)
-        if net.direct:
-            target += dot(I, net.W + <Py_ssize_t> t * I, x)
-        g = sp.weights + i * N
-        top = g[0] - sp.sample_log_q[0]
-        for j in range(N):  # log r_j = y_j - log Q(w_j), max-subtracted
-            g[j] -= sp.sample_log_q[j]
-            top = g[j] if g[j] > top else top
-        total = 0
-        squares = 0
-        for j in range(N):
-            value = expf(g[j] - top)
-            g[j] = value
-            total += value
-            squares += value * value
-        ess[0] += <double> total * total / squares
-        estimate += target - (top + log(<double> total / N))
-        value = 1 / total
-        for j in range(N):
-            g[j] *= value
+        estimate += target_score(net, t, w.A + i * h, w.X + i * I) - importance_weights(sp, sp.weights + i * M, ess)
     # dL/da and the direct dL/dx with the old rows: sum_j g_j row_j - row(target)
     if h > 0:
-        gemm(b'N', b'N', K, h, N, 1.0, sp.weights, N, sp.U_rows, h, 0.0, w.dA, h)
+        gemm(b'N', b'N', K, h, M, 1.0, sp.weights, M, sp.U_rows, h, 0.0, w.dA, h)
     if net.direct:
-        gemm(b'N', b'N', K, I, N, 1.0, sp.weights, N, sp.W_rows, I, 0.0, w.dX, I)
+        gemm(b'N', b'N', K, I, M, 1.0, sp.weights, M, sp.W_rows, I, 0.0, w.dX, I)
     else:
         memset(w.dX, 0, <Py_ssize_t> K * I * sizeof(float))
     for i in range(K):
@@ -524,42 +570,105 @@ cdef double sampled_step(Net *net, Work *w, Sampling *sp, const int *rows, int K
         if net.direct:
             saxpy(&I, &value, net.W + <Py_ssize_t> t * I, &one, w.dX + i * I, &one)
     # Steps on the touched rows: sampled rows down along g^T A, the targets' rows up.
-    if K == 1:  # one window: each sampled row moves along a (or x) by its own weight
-        for j in range(N):
-            value = minus * sp.weights[j]
-            if h > 0:
-                saxpy(&h, &value, w.A, &one, net.U + <Py_ssize_t> sp.words[j] * h, &one)
-            if net.direct:
-                saxpy(&I, &value, w.X, &one, net.W + <Py_ssize_t> sp.words[j] * I, &one)
-    else:
-        if h > 0:
-            gemm(b'T', b'N', N, h, K, 1.0, sp.weights, N, w.A, h, 0.0, sp.row_grads, h)
-            for j in range(N):
-                saxpy(&h, &minus, sp.row_grads + j * h, &one, net.U + <Py_ssize_t> sp.words[j] * h, &one)
-        if net.direct:
-            gemm(b'T', b'N', N, I, K, 1.0, sp.weights, N, w.X, I, 0.0, sp.row_grads, I)
-            for j in range(N):
-                saxpy(&I, &minus, sp.row_grads + j * I, &one, net.W + <Py_ssize_t> sp.words[j] * I, &one)
+    if h > 0:
+        gemm(b'T', b'N', M, h, K, 1.0, sp.weights, M, w.A, h, 0.0, sp.row_grads, h)
+        for j in range(M):
+            saxpy(&h, &minus, sp.row_grads + j * h, &one, net.U + <Py_ssize_t> sp.words[j] * h, &one)
+    if net.direct:
+        gemm(b'T', b'N', M, I, K, 1.0, sp.weights, M, w.X, I, 0.0, sp.row_grads, I)
+        for j in range(M):
+            saxpy(&I, &minus, sp.row_grads + j * I, &one, net.W + <Py_ssize_t> sp.words[j] * I, &one)
     for i in range(K):
-        t = rows[i * n + net.context]
-        if h > 0:
-            saxpy(&h, &rate, w.A + i * h, &one, net.U + <Py_ssize_t> t * h, &one)
-        if net.direct:
-            saxpy(&I, &rate, w.X + i * I, &one, net.W + <Py_ssize_t> t * I, &one)
-        if net.bias:
-            net.b[t] += rate
-            for j in range(N):
-                net.b[sp.words[j]] -= rate * sp.weights[i * N + j]
+        step_target(net, sp, rows[i * n + net.context], w.A + i * h, w.X + i * I, sp.weights + i * M, rate)
     input_backward(net, w, rows, K, rate, keep_c)
     return estimate
 
 
+cdef inline float target_score(Net *net, int t, const float *a, const float *x) noexcept nogil:
+    cdef float y = net.b[t]
+    if net.hidden > 0:
+        y += dot_row(net.hidden, net.U + <Py_ssize_t> t * net.hidden, a)
+    if net.direct:
+        y += dot_row(net.inputs, net.W + <Py_ssize_t> t * net.inputs, x)
+    return y
+
+
+cdef double importance_weights(Sampling *sp, float *g, double *ess) noexcept nogil:
+    """Scores y_j of the distinct samples in, normalised weights r_j / sum r out (log r_j =
+    y_j - log Q(w_j), max-subtracted); adds the effective sample size to `ess` and returns
+    the estimate of log Z, log(sum r / N)."""
+    cdef int j, M = sp.distinct
+    cdef float top = -3.4e38, total = 0, squares = 0, value
+    for j in range(M):
+        g[j] -= sp.sample_log_q[j]
+        top = g[j] if g[j] > top else top
+    for j in range(M):
+        value = expf(g[j] - top)
+        g[j] = value
+        total += value
+        squares += value * value / sp.multiplicity[j]
+    ess[0] += <double> total * total / squares
+    value = 1 / total
+    for j in range(M):
+        g[j] *= value
+    return top + log(<double> total / sp.count)
+
+
+cdef inline void step_target(Net *net, Sampling *sp, int t, const float *a, const float *x, const float *g,
+                             float rate) noexcept nogil:
+    """The target's rows up by the rate; the samples' biases down by their weights."""
+    cdef int j
+    if net.hidden > 0:
+        axpy_row(net.hidden, rate, a, net.U + <Py_ssize_t> t * net.hidden)
+    if net.direct:
+        axpy_row(net.inputs, rate, x, net.W + <Py_ssize_t> t * net.inputs)
+    if net.bias:
+        net.b[t] += rate
+        for j in range(sp.distinct):
+            net.b[sp.words[j]] -= rate * g[j]
+
+
+cdef double sampled_window(Net *net, Work *w, Sampling *sp, const int *rows, float rate, float keep_c,
+                           double *ess) noexcept nogil:
+    """sampled_step for one window, on the rows in place: each distinct sampled row is read
+    for its score, then read for dL/da and moved in one pass (no gathering, no BLAS calls:
+    at this size their overhead is the cost)."""
+    cdef int j, word, t = rows[net.context], M = sp.distinct, h = net.hidden, I = net.inputs
+    cdef float *g = sp.weights
+    cdef float *row
+    cdef double estimate
+    for j in range(M):
+        g[j] = target_score(net, sp.words[j], w.A, w.X)
+    estimate = target_score(net, t, w.A, w.X) - importance_weights(sp, g, ess)
+    # dL/da = sum_j g_j U_j - U_t with the rows before the step (the words are distinct,
+    # and the target's row is read before any moves).
+    for j in range(h):
+        w.dA[j] = -net.U[<Py_ssize_t> t * h + j]
+    for j in range(I):
+        w.dX[j] = -net.W[<Py_ssize_t> t * I + j] if net.direct else 0
+    for j in range(M):
+        word = sp.words[j]
+        if h > 0:
+            row = net.U + <Py_ssize_t> word * h
+            axpy_row(h, g[j], row, w.dA)
+            axpy_row(h, -rate * g[j], w.A, row)
+        if net.direct:
+            row = net.W + <Py_ssize_t> word * I
+            axpy_row(I, g[j], row, w.dX)
+            axpy_row(I, -rate * g[j], w.X, row)
+    step_target(net, sp, t, w.A, w.X, g, rate)
+    input_backward(net, w, rows, 1, rate, keep_c)
+    return estimate
+
+
 cdef class Proposal:
-    """The proposal Q of importance sampling: a unigram (`cdf`, cumulative, last entry 1;
-    `log_q`) and optionally a bigram part (see Sampling) mixed per previous word."""
+    """The proposal Q of importance sampling: a unigram `q` (probabilities summing to 1),
+    drawn from by Walker's alias method, and optionally a bigram part (see Sampling) mixed
+    per previous word."""
     cdef readonly int vocab_size
     cdef object arrays
-    cdef const double[::1] cdf
+    cdef const double[::1] alias_keep
+    cdef const int[::1] alias_other
     cdef const float[::1] log_q
     cdef const long long[::1] row_start
     cdef const int[::1] successors
@@ -568,11 +677,17 @@ cdef class Proposal:
     cdef const double[::1] keep
     cdef bint bigram
 
-    def __init__(self, cdf, log_q, bigram=None):
-        self.arrays = (cdf, log_q, bigram)
-        self.cdf = cdf
+    def __init__(self, q, bigram=None):
+        q = np.ascontiguousarray(q, dtype=np.float64)
+        if q.ndim != 1 or len(q) == 0 or not np.all(q > 0):
+            raise ValueError("a proposal needs a positive probability for every word")
+        keep, other = alias_table(q / q.sum())
+        log_q = np.log(q / q.sum()).astype(np.float32)
+        self.arrays = (keep, other, log_q, bigram)
+        self.alias_keep = keep
+        self.alias_other = other
         self.log_q = log_q
-        self.vocab_size = len(cdf)
+        self.vocab_size = len(q)
         self.bigram = bigram is not None
         if self.bigram:
             self.row_start, self.successors, self.successor_cdf, self.successor_p, self.keep = bigram
@@ -580,7 +695,8 @@ cdef class Proposal:
                 raise ValueError("bigram tables of the wrong size")
 
     cdef void attach(self, Sampling *sp):
-        sp.cdf = &self.cdf[0]
+        sp.alias_keep = &self.alias_keep[0]
+        sp.alias_other = &self.alias_other[0]
         sp.log_q = &self.log_q[0]
         sp.vocab_size = self.vocab_size
         sp.row_start = NULL
@@ -590,6 +706,57 @@ cdef class Proposal:
             sp.successor_cdf = &self.successor_cdf[0]
             sp.successor_p = &self.successor_p[0]
             sp.keep = &self.keep[0]
+
+    def draw(self, int count, unsigned long long seed=0, const int[:, ::1] windows=None):
+        """`count` words drawn as training draws them (for a batch of `windows` with the
+        bigram part): for tests of the sampler."""
+        cdef Sampling sp
+        cdef int[::1] out = np.empty(max(count, 1), dtype=np.int32)
+        cdef float[::1] log_q = np.empty(max(count, 1), dtype=np.float32)
+        cdef int K = 1 if windows is None else windows.shape[0], n = 1 if windows is None else windows.shape[1]
+        cdef int dummy = 0
+        if self.bigram and windows is None:
+            raise ValueError("the bigram proposal draws for a batch of windows")
+        memset(&sp, 0, sizeof(Sampling))
+        self.attach(&sp)
+        sp.rng = seed
+        sp.count = count
+        sp.words = &out[0]
+        sp.sample_log_q = &log_q[0]
+        if count > 0:
+            draw_samples(&sp, &dummy if windows is None else &windows[0, 0], K, n)
+        return np.asarray(out)[:count]
+
+
+def alias_table(const double[::1] q):
+    """Walker's alias table (Vose's construction) for probabilities q: column i keeps
+    itself with probability keep[i], else gives other[i]; every column has mass 1/V."""
+    cdef Py_ssize_t V = q.shape[0], i, small_top = 0, large_top = 0, s, l
+    cdef double[::1] scaled = np.empty(V)
+    cdef double[::1] keep = np.ones(V)
+    cdef int[::1] other = np.arange(V, dtype=np.int32)
+    cdef Py_ssize_t[::1] small = np.empty(V, dtype=np.intp)
+    cdef Py_ssize_t[::1] large = np.empty(V, dtype=np.intp)
+    for i in range(V):
+        scaled[i] = q[i] * V
+        if scaled[i] < 1:
+            small[small_top] = i
+            small_top += 1
+        else:
+            large[large_top] = i
+            large_top += 1
+    while small_top and large_top:
+        small_top -= 1
+        s = small[small_top]
+        l = large[large_top - 1]
+        keep[s] = scaled[s]
+        other[s] = <int> l
+        scaled[l] = (scaled[l] + scaled[s]) - 1
+        if scaled[l] < 1:
+            large_top -= 1
+            small[small_top] = l
+            small_top += 1
+    return np.asarray(keep), np.asarray(other)
 
 
 cdef void decay_dense(Net *net, float factor) noexcept nogil:
@@ -737,7 +904,7 @@ cdef class Network:
         proposal.attach(&sp)
         sp.rng = seed
         try:
-            if not sampling_alloc(&sp, samples, batch, self.net.hidden, self.net.inputs):
+            if not sampling_alloc(&sp, samples, batch, self.net.hidden, self.net.inputs, self.net.vocab):
                 raise MemoryError()
             with nogil:
                 start = 0
@@ -831,7 +998,8 @@ cdef class Network:
             raise ValueError("no samples, or a proposal of the wrong size")
         if self.sampling.count != samples:
             sampling_free(&self.sampling)
-            if not sampling_alloc(&self.sampling, samples, self.work.capacity, self.net.hidden, self.net.inputs):
+            if not sampling_alloc(&self.sampling, samples, self.work.capacity, self.net.hidden, self.net.inputs,
+                                  proposal.vocab_size):
                 raise MemoryError()
         self.proposal = proposal
         proposal.attach(&self.sampling)
@@ -851,8 +1019,9 @@ cdef class Network:
         with nogil:
             hidden_layer(&self.net, &self.work, &windows[0, 0], K)
             draw_samples(sp, &windows[0, 0], K, n)
+            merge_duplicates(sp)
             sp.held = 0
-            for j in range(sp.count):
+            for j in range(sp.distinct):
                 word = sp.words[j] - self.lo
                 if 0 <= word < V:
                     m = sp.held
@@ -901,7 +1070,7 @@ cdef class Network:
                     value = expf(g[m] - top[i])
                     g[m] = value
                     out[i] += value
-                    out[K + i] += value * value
+                    out[K + i] += value * value / sp.multiplicity[sp.owned[m]]
                 out[2 * K + i] = sp.targets[i]
 
     def block_sampled_backward(self, const int[:, ::1] windows, const double[::1] sums, float rate,
@@ -1263,7 +1432,7 @@ cdef class EnergyNetwork:
             raise ValueError("no samples, a proposal of the wrong size, or windows of the wrong order")
         proposal.attach(&sp)
         sp.rng = seed
-        if not sampling_alloc(&sp, samples, 1, 1, 1):
+        if not sampling_alloc(&sp, samples, 1, 1, 1, self.V):
             raise MemoryError()
         try:
             with nogil:

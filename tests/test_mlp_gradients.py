@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from nplmtk.neural.mlp import MLPModel
+from nplmtk._ext.mlp_kernels import Proposal
 from nplmtk.neural.train import proposal
 from nplmtk.vocab import Vocabulary
 
@@ -142,6 +143,84 @@ def test_importance_sampling_gradient_approaches_the_exact_one_as_n_grows(hidden
         errors.append(np.mean(squared))
     assert all(later < earlier / 4 for earlier, later in zip(errors, errors[1:])), errors
     assert errors[-1] < errors[0] / 200
+
+
+def sampled_step_reference(params, windows, words, log_q, rate):
+    """Algorithm 3's step in float64, written out: every one of the N draws (repeats
+    included) pushes its row down with weight r_j / sum r, r_j = exp(y_j) / Q(w_j)."""
+    p = {k: v.astype(np.float64) for k, v in params.items()}
+    grads = {k: np.zeros_like(v) for k, v in p.items()}
+    context, targets = windows[:, :-1], windows[:, -1]
+    x = p["C"][context].reshape(len(windows), -1)
+    y = np.tile(p["b"][words], (len(windows), 1))
+    if "U" in p:
+        a = np.tanh(p["d"] + x @ p["H"].T)
+        y += a @ p["U"][words].T
+    if "W" in p:
+        y += x @ p["W"][words].T
+    r = np.exp(y - log_q[words] - (y - log_q[words]).max(axis=1, keepdims=True))
+    g = r / r.sum(axis=1, keepdims=True)
+    dx = np.zeros_like(x)
+    for i, t in enumerate(targets):
+        np.add.at(grads["b"], words, g[i])
+        grads["b"][t] -= 1
+        if "U" in p:
+            np.add.at(grads["U"], words, np.outer(g[i], a[i]))
+            grads["U"][t] -= a[i]
+            da = (g[i] @ p["U"][words] - p["U"][t]) * (1 - a[i] ** 2)
+            grads["H"] += np.outer(da, x[i])
+            grads["d"] += da
+            dx[i] += da @ p["H"]
+        if "W" in p:
+            np.add.at(grads["W"], words, np.outer(g[i], x[i]))
+            grads["W"][t] -= x[i]
+            dx[i] += g[i] @ p["W"][words] - p["W"][t]
+    np.add.at(grads["C"], context.ravel(), dx.reshape(-1, p["C"].shape[1]))
+    return {k: p[k] - rate * grads[k] for k in p}
+
+
+@pytest.mark.parametrize("hidden, direct, batch", [(5, False, 1), (5, True, 1), (0, True, 1), (5, True, 3),
+                                                   (4, False, 3)])
+def test_a_sampled_step_is_the_estimator_written_out(hidden, direct, batch):
+    """One sampled update (one window: rows moved in place; a batch: gathered rows and
+    gemm) equals the float64 step over the raw draws, which repeat words: merging the
+    repeats changes nothing."""
+    model = MLPModel.initial(VOCAB, order=3, features=4, hidden=hidden, direct=direct, seed=3)
+    rng = np.random.default_rng(1)
+    for name in model.params:
+        model.params[name][...] = rng.normal(0, 0.5, model.params[name].shape)
+    windows = np.array([[3, 4, 5], [5, 3, 3], [0, 8, 5]][:batch], dtype=np.int32)
+    counts = np.arange(1, len(VOCAB) + 1, dtype=np.float64)
+    q = Proposal(counts / counts.sum())
+    words = q.draw(40, 11)
+    assert len(np.unique(words)) < len(words)
+    expected = sampled_step_reference(model.params, windows, words, np.log(counts / counts.sum()), 0.1)
+    model.network(capacity=batch).train_sampled(windows, batch, 0.1, 0.0, 0, 1, 0.0, 40, q, 11)
+    for name in model.params:
+        np.testing.assert_allclose(model.params[name], expected[name], atol=2e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("kind", ["unigram", "bigram"])
+def test_the_sampler_draws_from_the_proposal(kind):
+    """Alias-table draws (and, for the bigram proposal, the batch's mixture of Q(.|v))
+    have the proposal's frequencies: a chi-square test at a 1e-6 false-alarm rate."""
+    history = np.random.default_rng(5).integers(0, len(VOCAB), size=(300, 3)).astype(np.int32)
+    counts = np.bincount(history[:, -1], minlength=len(VOCAB)) + 1.0
+    expected = counts / counts.sum()
+    batch = np.array([[0, 2, 1], [1, 7, 1]], dtype=np.int32)
+    if kind == "bigram":
+        mixture = np.zeros(len(VOCAB))
+        for previous in batch[:, -2]:
+            rows = history[history[:, -2] == previous, -1]
+            successors = np.bincount(rows, minlength=len(VOCAB))
+            keep = len(rows) / (len(rows) + np.count_nonzero(successors))
+            mixture += keep * successors / len(rows) + (1 - keep) * expected
+        expected = mixture / len(batch)
+    q = proposal(history, len(VOCAB), kind)
+    draws = q.draw(200_000, 3, batch if kind == "bigram" else None)
+    observed = np.bincount(draws, minlength=len(VOCAB))
+    chi2 = ((observed - expected * len(draws)) ** 2 / (expected * len(draws))).sum()
+    assert chi2 < 49, (chi2, observed / len(draws), expected)  # chi-square, 11 dof: P(> 49) < 1e-6
 
 
 def energy_loss(params, windows):

@@ -275,9 +275,6 @@ def proposal(windows, vocab_size, kind):
     P > 0), and for "bigram" the relative frequencies p(w|v) of each previous word v,
     mixed with the unigram by Witten-Bell's keep_v = c(v) / (c(v) + distinct successors)."""
     counts = np.bincount(windows[:, -1], minlength=vocab_size) + 1.0
-    q = counts / counts.sum()
-    cdf = np.cumsum(q)
-    cdf[-1] = 1.0
     bigram = None
     if kind == "bigram":
         previous = windows[:, -2].astype(np.int64)
@@ -292,7 +289,7 @@ def proposal(windows, vocab_size, kind):
         cumulative[row_start[1:][distinct > 0] - 1] = 1.0
         keep = np.where(totals > 0, totals / np.maximum(totals + distinct, 1), 0.0)
         bigram = (row_start, successors, cumulative, p, keep)
-    return Proposal(cdf, np.log(q).astype(np.float32), bigram)
+    return Proposal(counts / counts.sum(), bigram)
 
 
 class ImportanceSampling:
