@@ -157,12 +157,15 @@ def _timed_stdin(args, stdin, output):
     return time.perf_counter() - start
 
 
-def _train_words_per_second(text, vocab, batch, threads):
+MLP9_SHAPE = ("-order", "5", "-m", "30", "-h", "100")
+
+
+def _train_words_per_second(text, vocab, batch, threads, shape=MLP9_SHAPE, extra=()):
     out = os.path.join("bench", "out")
     log = os.path.join(out, "train.log")
-    subprocess.run([NPLM, "train-nplm", "-text", text, "-vocab", vocab, "-order", "5", "-m", "30", "-h", "100",
-                    "-epochs", "1", "-batch", str(batch), "-threads", str(threads), "-quiet",
-                    "-lm", os.path.join(out, "mlp9.nplm"), "-log", log], check=True)
+    subprocess.run([NPLM, "train-nplm", "-text", text, "-vocab", vocab, *shape, "-epochs", "1", "-batch", str(batch),
+                    "-threads", str(threads), "-quiet", *extra, "-lm", os.path.join(out, "mlp9.nplm"), "-log", log],
+                   check=True)
     return json.loads(open(log).readline())["words_per_s"]
 
 
@@ -412,33 +415,62 @@ def mixtures(brown, peak):
     return lines
 
 
+IS_SHAPE = ("-order", "4", "-m", "30", "-h", "80")
+
+
 def importance_sampling(brown, peak):
-    """Issue 5: the exact gradient against is-adaptive, same epochs (`make brown-is`)."""
+    """Issue 5: the exact gradient against is-adaptive, same epochs (`make brown-is`), and
+    the two training steps side by side on a prefix of Brown train."""
     lines = ["## Importance sampling on Brown (issue 5)", ""]
     runs = {name: (os.path.join("runs", f"is-{name}.log"), os.path.join("runs", f"is-{name}.nplm"))
             for name in ("full", "adaptive")}
     if not all(os.path.exists(p) for pair in runs.values() for p in pair):
-        return lines + ["Not measured in this run: `make brown-is` trains both models (about an hour on 2 cores)."]
+        return lines + ["Not measured in this run: `make brown-is` trains both models (about 45 minutes, one core)."]
     test = os.path.join(brown, "test.txt")
     logs = {name: [json.loads(line) for line in open(log)] for name, (log, _) in runs.items()}
     seconds = {name: sum(r["seconds"] for r in records) for name, records in logs.items()}
     ppl = {name: _ppl(model, test) for name, (_, model) in runs.items()}
-    lines += ["`make brown-is`: `nplm train-nplm -order 4 -m 30 -h 80 -epochs 5 -patience 5 -batch 1 -lr 0.001 -criterion "
-              "full|is-adaptive -samples 100` on Brown train (Bengio & Senecal's setting: 3 words of context, "
-              "unigram proposal, N0 = 100, the tiny set 1,000 training examples checked every 200,000), scored "
-              "with `nplm ppl -lm MODEL -text test.txt`.", "",
-              "| criterion | epochs | training seconds | test ppl |", "| --- | --- | --- | --- |"]
+    lines += ["`make brown-is`: `nplm train-nplm -order 4 -m 30 -h 80 -epochs 5 -batch 1 -lr 0.001 -criterion "
+              "full|is-adaptive -samples 100` on Brown train, one thread (one core), no validation set (Bengio & "
+              "Senecal's setting: 3 words of context, plain per-example SGD, a fixed number of epochs, unigram "
+              "proposal, N0 = 100, the tiny set 1,000 training examples checked every 200,000), scored with "
+              "`nplm ppl -lm MODEL -text test.txt`. Training seconds are the epochs' wall-clock time (tiny-set "
+              "checks and blocks trained again included).", "",
+              "| criterion | epochs | training seconds | words/s (mean) | N at the end | test ppl |",
+              "| --- | --- | --- | --- | --- | --- |"]
     for name in runs:
-        lines.append(f"| {name} | {len(logs[name])} | {seconds[name]:,.0f} | {ppl[name]:.2f} |")
+        words = sum(r["seconds"] * r["words_per_s"] for r in logs[name])
+        lines.append(f"| {name} | {len(logs[name])} | {seconds[name]:,.0f} | {words / seconds[name]:,.0f} | "
+                     f"{logs[name][-1].get('samples', '|V|')} | {ppl[name]:.2f} |")
     lines += ["", f"Speed-up of is-adaptive: **{seconds['full'] / seconds['adaptive']:.1f}x** (target 15x, aim 25x; "
               f"the paper 15x); test ppl {ppl['adaptive'] / ppl['full'] - 1:+.1%} against the exact gradient "
-              "(target within 2%).", "", "Trajectory of N (plot-ready: examples seen, N after the check, the "
-              "tiny set's exact ppl, what happened):", "", "| examples | N | tiny-set ppl | event |",
-              "| --- | --- | --- | --- |"]
+              "(target within 2%).", ""]
+    lines += _sampled_step_side_by_side(brown, logs["adaptive"][-1]["samples"])
+    lines += ["", "Trajectory of N (plot-ready; the same events, with every field, are the `samples_trajectory` of "
+              "each epoch's record in `runs/is-adaptive.log`): examples seen, wall-clock seconds since training "
+              "began, N from then on, the tiny set's exact ppl, what happened.", "",
+              "| examples | seconds | N | tiny-set ppl | event |", "| --- | --- | --- | --- | --- |"]
     for record in logs["adaptive"]:
         for event in record["samples_trajectory"]:
-            lines.append(f"| {event['examples']:,} | {event['samples']} | {event.get('tiny_ppl', float('nan')):.2f} "
-                         f"| {event['reason']} |")
+            lines.append(f"| {event['examples']:,} | {event.get('seconds', float('nan')):.1f} | {event['samples']} | "
+                         f"{event.get('tiny_ppl', float('nan')):.2f} | {event['reason']} |")
+    return lines
+
+
+def _sampled_step_side_by_side(brown, final_samples):
+    """Words/s of the exact step and of the sampled step (N0 and the run's last N) in
+    alternating runs on the first 1,500 sentences of Brown train."""
+    _, vocab, texts = _training_texts(brown)
+    settings = [("full", ("-criterion", "full"))] + [
+        (f"is, N = {n}", ("-criterion", "is", "-samples", str(n))) for n in sorted({100, final_samples})]
+    runs = [[_train_words_per_second(texts["long"], vocab, 1, 1, IS_SHAPE, extra) for _, extra in settings]
+            for _ in range(3)]
+    lines = ["Side by side (same shape, batch 1, one thread; 3 alternating runs of one epoch over the first 1,500 "
+             "sentences of Brown train; median words/s, and the median of the per-run ratios to the exact step):",
+             "", "| step | words/s | against exact |", "| --- | --- | --- |"]
+    for k, (name, _) in enumerate(settings):
+        ratio = statistics.median(run[k] / run[0] for run in runs)
+        lines.append(f"| {name} | {statistics.median(run[k] for run in runs):,.0f} | {ratio:.1f}x |")
     return lines
 
 

@@ -311,6 +311,7 @@ class ImportanceSampling:
         self.most = vocab_size  # N stops growing at |V| samples
         self.events = []
         self.examples = 0  # since training started (this run)
+        self.started = time.perf_counter()
         self.block = None  # the block under way: its first round, parameters, logp and seen
         self.before_check = lambda: None  # -mpi param: gather the output blocks first
 
@@ -337,8 +338,7 @@ class ImportanceSampling:
         ess = sum(result[2] for result in results) / max(seen, 1)
         if self.config.ess_min and ess < self.config.ess_min and state["samples"] < self.most:
             state["samples"] = min(2 * state["samples"], self.most)
-            self.events.append({"examples": self.examples, "samples": state["samples"], "reason": "ess",
-                                "mean_ess": ess})
+            self._event("ess", state, mean_ess=ess)
         if not self.adaptive:
             return None
         block = self.block
@@ -353,13 +353,17 @@ class ImportanceSampling:
             for name, array in block.params.items():
                 model.params[name][...] = array
             state["samples"] = min(2 * state["samples"], self.most)
-            self.events.append({"examples": self.examples, "samples": state["samples"], "reason": "ppl rose",
-                                "tiny_ppl": now, "tiny_ppl_before": before})
+            self._event("ppl rose", state, tiny_ppl=now, tiny_ppl_before=before)
             return block.logp, block.seen, block.start
         state["tiny_ppl"] = now
-        self.events.append({"examples": self.examples, "samples": state["samples"], "reason": "check",
-                            "tiny_ppl": now})
+        self._event("check", state, tiny_ppl=now)
         return None
+
+    def _event(self, reason, state, **fields):
+        """A line of the N trajectory: examples seen and wall-clock seconds since this
+        run's training began, N from now on, why."""
+        self.events.append({"examples": self.examples, "seconds": round(time.perf_counter() - self.started, 3),
+                            "samples": state["samples"], "reason": reason, **fields})
 
 
 def _progress(total, epoch, enabled):
