@@ -531,7 +531,7 @@ cdef double sampled_step(Net *net, Work *w, Sampling *sp, const int *rows, int K
     self-normalised estimator). Only those rows of U, W and b are read or written. Returns
     the sum of the estimated log p(target) (with Z estimated from the samples); adds the
     effective sample sizes (sum r)^2 / sum r^2 to `ess`."""
-    cdef int n = net.context + 1, i, j, t, N = sp.count, M, h = net.hidden, I = net.inputs, one = 1
+    cdef int n = net.context + 1, i, j, t, M, h = net.hidden, I = net.inputs, one = 1
     cdef float minus = -rate, value
     cdef double estimate = 0
     hidden_layer(net, w, rows, K)

@@ -210,9 +210,12 @@ class Trainer:
                   "train_ppl": math.exp(-logp_sum / max(seen, 1)), "words_per_s": seen / seconds,
                   "seconds": seconds}
         if self.sampling:  # the sampled estimate of log p is biased: report exact ppl of the tiny set
-            record.update(train_ppl=self.sampling.tiny_ppl(self.model), train_ppl_of="tiny set (exact)",
-                          criterion=cfg.criterion, samples=state["samples"], samples_trajectory=self.sampling.events)
-            self.sampling.events = []
+            sampling = self.sampling
+            record.update(train_ppl=sampling.tiny_ppl(self.model), train_ppl_of="tiny set (exact)",
+                          criterion=cfg.criterion, samples=state["samples"],
+                          mean_ess=sampling.ess_sum / max(sampling.ess_examples, 1),
+                          samples_trajectory=sampling.events)
+            sampling.events, sampling.ess_sum, sampling.ess_examples = [], 0.0, 0
         if self.comm is not None:
             exchanger = self.averager or networks[0]
             record.update(ranks=self.comm.size, communication_seconds=exchanger.communication_seconds)
@@ -312,6 +315,7 @@ class ImportanceSampling:
         self.events = []
         self.examples = 0  # since training started (this run)
         self.started = time.perf_counter()
+        self.ess_sum, self.ess_examples = 0.0, 0  # this epoch's, for its log record
         self.block = None  # the block under way: its first round, parameters, logp and seen
         self.before_check = lambda: None  # -mpi param: gather the output blocks first
 
@@ -335,6 +339,8 @@ class ImportanceSampling:
         """Returns (logp, seen, round) of a block to train again, or None. A block ends
         after `check_every` examples or with the epoch's last round."""
         self.examples += seen
+        self.ess_sum += sum(result[2] for result in results)
+        self.ess_examples += seen
         ess = sum(result[2] for result in results) / max(seen, 1)
         if self.config.ess_min and ess < self.config.ess_min and state["samples"] < self.most:
             state["samples"] = min(2 * state["samples"], self.most)
