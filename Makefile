@@ -52,6 +52,11 @@ brown-is: install
 	$(BIN)/nplm train-nplm -text $(BROWN)/train.txt $(IS_RUN) -criterion full -log runs/is-full.log -lm runs/is-full.nplm
 	$(BIN)/nplm train-nplm -text $(BROWN)/train.txt $(IS_RUN) -criterion is-adaptive -samples 100 \
 	  -log runs/is-adaptive.log -lm runs/is-adaptive.nplm
+	# Two points further along the speed / perplexity curve: N0 = 200, and the ESS rule.
+	$(BIN)/nplm train-nplm -text $(BROWN)/train.txt $(IS_RUN) -criterion is-adaptive -samples 200 \
+	  -log runs/is-adaptive-n200.log -lm runs/is-adaptive-n200.nplm
+	$(BIN)/nplm train-nplm -text $(BROWN)/train.txt $(IS_RUN) -criterion is-adaptive -samples 100 -ess-min 50 \
+	  -log runs/is-adaptive-ess50.log -lm runs/is-adaptive-ess50.nplm
 
 clean:
 	rm -rf $(VENV) build *.egg-info demo/out bench/out nplmtk/_ext/*.so cython_ext/*.c

@@ -418,38 +418,50 @@ def mixtures(brown, peak):
 IS_SHAPE = ("-order", "4", "-m", "30", "-h", "80")
 
 
+IS_VARIANTS = {  # the runs of `make brown-is`: name -> the options beyond the common ones
+    "full": "-criterion full",
+    "adaptive": "-criterion is-adaptive -samples 100",
+    "adaptive-n200": "-criterion is-adaptive -samples 200",
+    "adaptive-ess50": "-criterion is-adaptive -samples 100 -ess-min 50",
+}
+
+
 def importance_sampling(brown, peak):
     """Issue 5: the exact gradient against is-adaptive, same epochs (`make brown-is`), and
     the two training steps side by side on a prefix of Brown train."""
     lines = ["## Importance sampling on Brown (issue 5)", ""]
     runs = {name: (os.path.join("runs", f"is-{name}.log"), os.path.join("runs", f"is-{name}.nplm"))
-            for name in ("full", "adaptive")}
-    if not all(os.path.exists(p) for pair in runs.values() for p in pair):
-        return lines + ["Not measured in this run: `make brown-is` trains both models (about 45 minutes, one core)."]
+            for name in IS_VARIANTS}
+    runs = {name: pair for name, pair in runs.items() if all(os.path.exists(p) for p in pair)}
+    if "full" not in runs or "adaptive" not in runs:
+        return lines + ["Not measured in this run: `make brown-is` trains the models (about 45 minutes, one core)."]
     test = os.path.join(brown, "test.txt")
     logs = {name: [json.loads(line) for line in open(log)] for name, (log, _) in runs.items()}
     seconds = {name: sum(r["seconds"] for r in records) for name, records in logs.items()}
     ppl = {name: _ppl(model, test) for name, (_, model) in runs.items()}
-    lines += ["`make brown-is`: `nplm train-nplm -order 4 -m 30 -h 80 -epochs 5 -batch 1 -lr 0.001 -criterion "
-              "full|is-adaptive -samples 100` on Brown train, one thread (one core), no validation set (Bengio & "
-              "Senecal's setting: 3 words of context, plain per-example SGD, a fixed number of epochs, unigram "
-              "proposal, N0 = 100, the tiny set 1,000 training examples checked every 200,000), scored with "
-              "`nplm ppl -lm MODEL -text test.txt`. Training seconds are the epochs' wall-clock time (tiny-set "
-              "checks and blocks trained again included).", "",
-              "| criterion | epochs | training seconds | words/s (mean) | N at the end | test ppl |",
-              "| --- | --- | --- | --- | --- | --- |"]
+    lines += ["`make brown-is`: `nplm train-nplm -order 4 -m 30 -h 80 -epochs 5 -batch 1 -lr 0.001 OPTIONS` on Brown "
+              "train, one thread (one core), no validation set (Bengio & Senecal's setting: 3 words of context, "
+              "plain per-example SGD, a fixed number of epochs, unigram proposal, N0 = 100, the tiny set 1,000 "
+              "training examples checked every 200,000), run one after another; test ppl from `nplm ppl -lm MODEL "
+              "-text test.txt`. Training seconds are the epochs' wall-clock time (tiny-set checks and blocks "
+              "trained again included).", "",
+              "| OPTIONS | training seconds | words/s (mean) | N at the end | mean ESS, last epoch | test ppl | "
+              "speed-up | test ppl against exact |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name in runs:
         words = sum(r["seconds"] * r["words_per_s"] for r in logs[name])
-        lines.append(f"| {name} | {len(logs[name])} | {seconds[name]:,.0f} | {words / seconds[name]:,.0f} | "
-                     f"{logs[name][-1].get('samples', '|V|')} | {ppl[name]:.2f} |")
-    lines += ["", f"Speed-up of is-adaptive: **{seconds['full'] / seconds['adaptive']:.1f}x** (target 15x, aim 25x; "
-              f"the paper 15x); test ppl {ppl['adaptive'] / ppl['full'] - 1:+.1%} against the exact gradient "
-              "(target within 2%).", ""]
+        last = logs[name][-1]
+        ess = f"{last['mean_ess']:.1f}" if "mean_ess" in last else ""
+        lines.append(f"| `{IS_VARIANTS[name]}` | {seconds[name]:,.0f} | {words / seconds[name]:,.0f} | "
+                     f"{last.get('samples', 'all words')} | {ess} | {ppl[name]:.2f} | "
+                     f"{seconds['full'] / seconds[name]:.1f}x | {ppl[name] / ppl['full'] - 1:+.2%} |")
+    lines += ["", f"Algorithm 4 as in the paper (N0 = 100): speed-up **{seconds['full'] / seconds['adaptive']:.1f}x** "
+              f"(target 15x, aim 25x; the paper 15x), test ppl {ppl['adaptive'] / ppl['full'] - 1:+.2%} against the "
+              "exact gradient (target within 2%).", ""]
     lines += _sampled_step_side_by_side(brown, logs["adaptive"][-1]["samples"])
-    lines += ["", "Trajectory of N (plot-ready; the same events, with every field, are the `samples_trajectory` of "
-              "each epoch's record in `runs/is-adaptive.log`): examples seen, wall-clock seconds since training "
-              "began, N from then on, the tiny set's exact ppl, what happened.", "",
-              "| examples | seconds | N | tiny-set ppl | event |", "| --- | --- | --- | --- | --- |"]
+    lines += ["", "Trajectory of N under Algorithm 4, N0 = 100 (plot-ready; the same events, with every field, are "
+              "the `samples_trajectory` of each epoch's record in `runs/is-adaptive.log`): examples seen, "
+              "wall-clock seconds since training began, N from then on, the tiny set's exact ppl, what happened.",
+              "", "| examples | seconds | N | tiny-set ppl | event |", "| --- | --- | --- | --- | --- |"]
     for record in logs["adaptive"]:
         for event in record["samples_trajectory"]:
             lines.append(f"| {event['examples']:,} | {event.get('seconds', float('nan')):.1f} | {event['samples']} | "
