@@ -644,8 +644,11 @@ cdef double sampled_window(Net *net, Work *w, Sampling *sp, const int *rows, flo
     # and the target's row is read before any moves).
     for j in range(h):
         w.dA[j] = -net.U[<Py_ssize_t> t * h + j]
-    for j in range(I):
-        w.dX[j] = -net.W[<Py_ssize_t> t * I + j] if net.direct else 0
+    if net.direct:
+        for j in range(I):
+            w.dX[j] = -net.W[<Py_ssize_t> t * I + j]
+    else:
+        memset(w.dX, 0, I * sizeof(float))
     for j in range(M):
         word = sp.words[j]
         if h > 0:
@@ -681,8 +684,9 @@ cdef class Proposal:
         q = np.ascontiguousarray(q, dtype=np.float64)
         if q.ndim != 1 or len(q) == 0 or not np.all(q > 0):
             raise ValueError("a proposal needs a positive probability for every word")
-        keep, other = alias_table(q / q.sum())
-        log_q = np.log(q / q.sum()).astype(np.float32)
+        q = q / q.sum()
+        keep, other = alias_table(q)
+        log_q = np.log(q).astype(np.float32)
         self.arrays = (keep, other, log_q, bigram)
         self.alias_keep = keep
         self.alias_other = other
