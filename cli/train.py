@@ -1,5 +1,7 @@
 """nplm train-nplm (alias train): train a neural probabilistic language model."""
+import contextlib
 import os
+import sys
 
 import click
 
@@ -77,46 +79,79 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, ar
     y = b + W x + U tanh(d + H x) over the feature vectors x of the n-1 previous words,
     by stochastic gradient descent with the paper's schedule, early stopping and
     lock-free threads. Words outside the vocabulary train as <unk>."""
-    for name, value in (("arch", arch), ("criterion", criterion), ("mpi", mpi)):
-        if value is None or (name, value) in (("arch", "mlp"), ("arch", "energy"), ("criterion", "full"),
-                                                 ("mpi", "param"),
-                                                 ("mpi", "data"), ("criterion", "is"), ("criterion", "is-adaptive")):
-            continue
-        if value in PENDING[name]:
-            issue = PENDING[name][value]
-            raise NplmError(f"-{name} {value}: not built yet in this version"
-                            + (f" (issue #{issue})" if issue else ""))
-        raise NplmError(f"-{name}: unknown value '{value}'")
-    if lm is None and checkpoint is None:
-        raise NplmError("nothing would be kept: give -lm MODEL (and/or -checkpoint DIR)")
-    if resume and checkpoint is None:
-        raise NplmError("-resume needs -checkpoint DIR")
-    for path in [text] + [p for p in (valid, vocab) if p]:
-        check_readable(path)
-    if checkpoint:
-        os.makedirs(checkpoint, exist_ok=True)
-    normalize = Normalizer(lower=lower, map_numbers=map_numbers)
-    config = TrainingConfig(epochs=epochs, batch=batch, lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
-                            threads=threads, seed=seed, patience=patience, checkpoint_dir=checkpoint,
-                            checkpoint_every=checkpoint_every, log=log, progress=not quiet, mpi=mpi,
-                            sync_every=sync_every, criterion=criterion, samples=samples, check_every=check_every,
-                            ess_min=ess_min, proposal=proposal, lr_halve=lr_halve)
-    if arch == "energy" and activation != "tanh":
-        raise NplmError("-arch energy uses tanh hidden units")
-    if arch == "energy" and criterion != "full" and batch != 1:
-        raise NplmError("-arch energy with -criterion is* trains one window per update: give -batch 1")
-    network = dict(arch=arch, order=order, features=m, hidden=h, direct=direct, bias=not no_bias,
-                   activation=activation)
-    comm = world() if mpi else None
+    comm = world() if mpi in ("param", "data") else None
+    with input_agreed_on(comm):
+        for name, value in (("arch", arch), ("criterion", criterion), ("mpi", mpi)):
+            if value is None or (name, value) in (("arch", "mlp"), ("arch", "energy"), ("criterion", "full"),
+                                                     ("mpi", "param"),
+                                                     ("mpi", "data"), ("criterion", "is"), ("criterion", "is-adaptive")):
+                continue
+            if value in PENDING[name]:
+                issue = PENDING[name][value]
+                raise NplmError(f"-{name} {value}: not built yet in this version"
+                                + (f" (issue #{issue})" if issue else ""))
+            raise NplmError(f"-{name}: unknown value '{value}'")
+        if lm is None and checkpoint is None:
+            raise NplmError("nothing would be kept: give -lm MODEL (and/or -checkpoint DIR)")
+        if resume and checkpoint is None:
+            raise NplmError("-resume needs -checkpoint DIR")
+        for path in [text] + [p for p in (valid, vocab) if p]:
+            check_readable(path)
+        if checkpoint:
+            os.makedirs(checkpoint, exist_ok=True)
+        normalize = Normalizer(lower=lower, map_numbers=map_numbers)
+        config = TrainingConfig(epochs=epochs, batch=batch, lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
+                                threads=threads, seed=seed, patience=patience, checkpoint_dir=checkpoint,
+                                checkpoint_every=checkpoint_every, log=log, progress=not quiet, mpi=mpi,
+                                sync_every=sync_every, criterion=criterion, samples=samples, check_every=check_every,
+                                ess_min=ess_min, proposal=proposal, lr_halve=lr_halve)
+        if arch == "energy" and activation != "tanh":
+            raise NplmError("-arch energy uses tanh hidden units")
+        if arch == "energy" and criterion != "full" and batch != 1:
+            raise NplmError("-arch energy with -criterion is* trains one window per update: give -batch 1")
+        network = dict(arch=arch, order=order, features=m, hidden=h, direct=direct, bias=not no_bias,
+                       activation=activation)
+        trainer, corpora = _prepare(text, valid, vocab, network, config, resume, checkpoint, min_count, normalize,
+                                    comm)
     if comm is None:
-        return _train(text, valid, vocab, lm, network, config, resume, checkpoint, min_count, normalize, None)
+        return _finish(trainer, corpora, text, lm)
     try:  # a failing rank must not leave the others waiting in a collective
-        _train(text, valid, vocab, lm, network, config, resume, checkpoint, min_count, normalize, comm)
+        _finish(trainer, corpora, text, lm)
     except BaseException as error:  # noqa: B902 (KeyboardInterrupt too: stop every rank)
         abort_on_error(comm, error)
 
 
-def _train(text, valid, vocab, lm, network, config, resume, checkpoint, min_count, normalize, comm):
+@contextlib.contextmanager
+def input_agreed_on(comm):
+    """Under MPI every rank checks and reads the same input, then the ranks compare notes:
+    bad input is one line from rank 0 (naming a rank when not all of them failed) and exit
+    status 2 everywhere, not one line per rank. Anything else stops every rank at once."""
+    failure = None
+    try:
+        yield
+    except NplmError as error:
+        if comm is None:
+            raise
+        failure = str(error)
+    except BaseException as error:  # noqa: B902
+        if comm is None:
+            raise
+        abort_on_error(comm, error)
+    if comm is None:
+        return
+    failures = comm.allgather(failure)
+    failed = [rank for rank, message in enumerate(failures) if message]
+    if not failed:
+        return
+    if comm.rank != 0:
+        sys.exit(2)
+    if len(failed) == comm.size and len(set(failures)) == 1:
+        raise NplmError(failures[0])
+    raise NplmError(f"rank {failed[0]} of {comm.size}: {failures[failed[0]]}")
+
+
+def _prepare(text, valid, vocab, network, config, resume, checkpoint, min_count, normalize, comm):
+    """The trainer and the (train, valid) corpora: every input read and checked."""
     if resume:
         trainer = Trainer.resume(os.path.join(checkpoint, "checkpoint.nplm"), config, comm)
         vocabulary = trainer.model.vocab
@@ -132,6 +167,10 @@ def _train(text, valid, vocab, lm, network, config, resume, checkpoint, min_coun
         trainer = Trainer(model, config, comm)
     train_corpus = Corpus.read(text, vocabulary, unk=True, normalize=normalize)
     valid_corpus = Corpus.read(valid, vocabulary, unk=True, normalize=normalize) if valid else None
-    model = trainer.run(train_corpus, valid_corpus)
+    return trainer, (train_corpus, valid_corpus)
+
+
+def _finish(trainer, corpora, text, lm):
+    model = trainer.run(*corpora)
     if lm and trainer.writer:
         model.save(lm, {"training": text, "history": trainer.state["history"]})

@@ -65,11 +65,18 @@ def test_only_rank_zero_writes_and_the_log_counts_communication(corpus, tmp_path
     assert status == 0, err
 
 
-def test_param_mode_refuses_threads_with_one_clear_line_per_rank(corpus, tmp_path):
-    status, _, err = mpi_nplm(2, "train", "-text", corpus / "t.txt", "-threads", 2, "-mpi", "param",
-                              "-quiet", "-lm", tmp_path / "m.nplm")
-    assert status != 0 and "Traceback" not in err
-    assert "-mpi param runs one thread per rank" in err
+def test_bad_settings_and_bad_input_are_one_line_for_the_whole_job(corpus, tmp_path):
+    """Every rank finds the same fault; the ranks agree and rank 0 alone says it."""
+    (tmp_path / "bad.txt").write_bytes(b"a b\n\xff\xfe c\n")
+    for args, message in (
+            (("-text", corpus / "t.txt", "-threads", 2), "-mpi param runs one thread per rank"),
+            (("-text", tmp_path / "missing.txt"), "missing.txt"),
+            (("-text", tmp_path / "bad.txt"), "bad.txt:2")):
+        status, _, err = mpi_nplm(2, "train", *args, "-mpi", "param", "-quiet", "-lm", tmp_path / "m.nplm")
+        assert status == 2 and "Traceback" not in err, err
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith("nplm: ") and message in lines[0], err
+        assert " of 2: " not in lines[0], err  # not the rank-prefixed form of a lone failure
     assert not (tmp_path / "m.nplm").exists()
 
 

@@ -78,6 +78,21 @@ class Trainer:
                       "rng": np.random.default_rng(config.seed).bit_generator.state, "history": [],
                       "samples": config.samples, "tiny_ppl": None, "lr_scale": 1.0}
         self.best = None
+        self._refuse_impossible_settings()
+
+    def _refuse_impossible_settings(self):
+        """Before any input is read for training (under MPI, on every rank at once)."""
+        cfg = self.config
+        if cfg.batch < 1 or cfg.threads < 1 or cfg.epochs < 0:
+            raise NplmError("-batch and -threads must be at least 1, -epochs at least 0")
+        if self.comm is None:
+            return
+        if cfg.criterion == "is-adaptive" and cfg.mpi == "data":
+            raise NplmError("-criterion is-adaptive needs one model to check: use it with -mpi param, not -mpi data")
+        if cfg.mpi == "param" and not isinstance(self.model, MLPModel):
+            raise NplmError("-mpi param splits the MLP's output layer; train this network with -mpi data")
+        if cfg.mpi == "param" and cfg.threads != 1:
+            raise NplmError("-mpi param runs one thread per rank: give -threads 1 (start more ranks)")
 
     # -- checkpoints -----------------------------------------------------------------
     def checkpoint_path(self):
@@ -108,22 +123,13 @@ class Trainer:
     # -- training --------------------------------------------------------------------
     def run(self, train, valid=None):
         cfg = self.config
-        if cfg.batch < 1 or cfg.threads < 1 or cfg.epochs < 0:
-            raise NplmError("-batch and -threads must be at least 1, -epochs at least 0")
         windows = train.windows(self.model.order)
         windows = np.ascontiguousarray(windows[windows[:, -1] >= 0])
         self.averager = None
         self.sampling = None
         if cfg.criterion != "full":
-            if cfg.criterion == "is-adaptive" and self.comm is not None and cfg.mpi == "data":
-                raise NplmError("-criterion is-adaptive needs one model to check: use it with -mpi param, "
-                                "not -mpi data")
             self.sampling = ImportanceSampling(windows, len(self.model.vocab), cfg, self.state)
         if self.comm is not None and cfg.mpi == "param":
-            if not isinstance(self.model, MLPModel):
-                raise NplmError("-mpi param splits the MLP's output layer; train this network with -mpi data")
-            if cfg.threads != 1:
-                raise NplmError("-mpi param runs one thread per rank: give -threads 1 (start more ranks)")
             from .parallel import ParamParallelNetwork
             networks = [ParamParallelNetwork(self.model, self.comm, capacity=cfg.batch)]
         else:
