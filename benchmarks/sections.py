@@ -338,8 +338,9 @@ def mlp_quality(brown, peak):
                   f"{paper} against 321, {1 - paper / 321:.0%})."]
         if best is records[-1] and len(records) < 20:
             lines += [f"The run was stopped after epoch {best['epoch']} (a session's time limit) while its valid ppl "
-                      "still fell: early stopping had not ended it, and more epochs would likely lower it further. "
-                      "Its words/s include time shared with other measurements on the same machine."]
+                      "still fell: early stopping had not ended it, and more epochs would likely lower it further."]
+        lines += ["Words/s are from the training log of a long run that shared the machine with other work at "
+                  "times; the speed section above measures speed."]
         lines += [""]
     return lines[:-1]
 
