@@ -80,7 +80,7 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, ar
     by stochastic gradient descent with the paper's schedule, early stopping and
     lock-free threads. Words outside the vocabulary train as <unk>."""
     comm = world() if mpi in ("param", "data") else None
-    with input_agreed_on(comm):
+    with input_agreed_on(comm) if comm else contextlib.nullcontext():
         for name, value in (("arch", arch), ("criterion", criterion), ("mpi", mpi)):
             if value is None or (name, value) in (("arch", "mlp"), ("arch", "energy"), ("criterion", "full"),
                                                      ("mpi", "param"),
@@ -130,15 +130,9 @@ def input_agreed_on(comm):
     try:
         yield
     except NplmError as error:
-        if comm is None:
-            raise
         failure = str(error)
     except BaseException as error:  # noqa: B902
-        if comm is None:
-            raise
         abort_on_error(comm, error)
-    if comm is None:
-        return
     failures = comm.allgather(failure)
     failed = [rank for rank, message in enumerate(failures) if message]
     if not failed:

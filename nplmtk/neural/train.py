@@ -345,9 +345,10 @@ class ImportanceSampling:
         """Returns (logp, seen, round) of a block to train again, or None. A block ends
         after `check_every` examples or with the epoch's last round."""
         self.examples += seen
-        self.ess_sum += sum(result[2] for result in results)
+        round_ess = sum(result[2] for result in results)
+        self.ess_sum += round_ess
         self.ess_examples += seen
-        ess = sum(result[2] for result in results) / max(seen, 1)
+        ess = round_ess / max(seen, 1)
         if self.config.ess_min and ess < self.config.ess_min and state["samples"] < self.most:
             state["samples"] = min(2 * state["samples"], self.most)
             self._event("ess", state, mean_ess=ess)
