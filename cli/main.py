@@ -1,11 +1,15 @@
-"""The `nplm` group: subcommands, aliases, and one-line errors with exit status 2."""
+"""The `nplm` group: subcommands, aliases, one-line errors with exit status 2, and the
+library's warnings as one line each."""
+import contextlib
 import sys
+import warnings
 
 import click
 
-from nplmtk.errors import NplmError
+from nplmtk.errors import NplmError, NplmWarning
 
 from . import mix, ngram_count, ppl, toy_corpus, train, vocab
+from .options import spell
 
 ALIASES = {"train": "train-nplm"}
 
@@ -22,6 +26,27 @@ def cli():
     Every subcommand reads plain text ('-' is stdin, .gz is transparent) and writes
     vocabularies, counts, ARPA files or binary models atomically.
     """
+    ctx = click.get_current_context()
+    if ctx.invoked_subcommand:
+        ctx.with_resource(warnings_printed_by(ALIASES.get(ctx.invoked_subcommand, ctx.invoked_subcommand)))
+
+
+@contextlib.contextmanager
+def warnings_printed_by(subcommand):
+    """Within the block every NplmWarning (from any thread) is one line on stderr,
+    `nplm SUBCOMMAND: warning: MESSAGE`, each time it is raised; other warnings as usual."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", NplmWarning)
+        show_others = warnings.showwarning
+
+        def show(message, category, filename, lineno, file=None, line=None):
+            if issubclass(category, NplmWarning):
+                print(f"nplm {subcommand}: warning: {message}", file=sys.stderr)
+            else:
+                show_others(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show
+        yield
 
 
 cli.add_command(vocab.command)
@@ -50,7 +75,7 @@ def main(argv=None):
         print(f"{where}: {_usage_message(err, argv)}", file=sys.stderr)
         sys.exit(2)
     except NplmError as err:
-        print(f"nplm: {err}", file=sys.stderr)
+        print(f"nplm: {err.render(spell)}", file=sys.stderr)
         sys.exit(2)
     except click.Abort:
         print("nplm: aborted", file=sys.stderr)

@@ -1,5 +1,26 @@
-"""Options spelt as SRILM spells them (`-text`), each also accepted with two dashes."""
+"""Options spelt as SRILM spells them (`-text`), each also accepted with two dashes, and
+the spelling of the library's parameter names as flags (for its ParameterErrors)."""
 import click
+
+# Library parameter -> flag, where the flag is not '-' + the name with '_' as '-'.
+FLAGS = {
+    "features": "-m",
+    "hidden": "-h",
+    "learning_rate": "-lr",
+    "learning_rate_decay": "-lr-decay",
+    "checkpoint_dir": "-checkpoint",
+    "unk_is_word": "-unk",
+    "min_counts": "-gtNmin",
+    "main_weight": "-lambda",
+    "weights": "-lambda",
+    "models": "-lm",
+    "ppl_file": "-ppl",
+}
+
+
+def spell(name):
+    """The flag that sets the library parameter `name` (`hidden` -> `-h`, `lr_decay` -> `-lr-decay`)."""
+    return FLAGS.get(name, "-" + name.replace("_", "-"))
 
 
 def option(name, *decls, help, **kwargs):
