@@ -12,7 +12,7 @@ import zlib
 
 import numpy as np
 
-from .errors import NplmError
+from .errors import InputError, NplmError
 from .io import _os_error, atomic_output
 from .vocab import Vocabulary
 
@@ -33,7 +33,7 @@ def save(path, kind, arrays, meta=None, vocab=None):
     for name, array in arrays.items():
         array = np.asarray(array, order="C")
         if array.dtype.hasobject:
-            raise NplmError(f"{path}: cannot store object arrays ('{name}')")
+            raise NplmError(f"cannot store object arrays ('{name}')", path=path)
         if array.dtype.byteorder == ">":
             array = array.astype(array.dtype.newbyteorder("<"))
         blob = array.tobytes()
@@ -88,25 +88,25 @@ def load(path, verify=True):
         with open(path, "rb") as f:
             size = f.seek(0, 2)
             if size == 0:
-                raise NplmError(f"{path}: empty file, not an nplm model")
+                raise InputError("empty file, not an nplm model", path=path)
             f.seek(0)
             preamble = f.read(_PREAMBLE.size)
             if not preamble.startswith(MAGIC[:len(preamble)]) or len(preamble) < len(MAGIC):
-                raise NplmError(f"{path}: not an nplm model file (bad magic)")
+                raise InputError("not an nplm model file (bad magic)", path=path)
             if len(preamble) < _PREAMBLE.size:
-                raise NplmError(f"{path}: truncated nplm model file")
+                raise InputError("truncated nplm model file", path=path)
             _, version, header_len, header_crc = _PREAMBLE.unpack(preamble)
             if version > FORMAT_VERSION:
-                raise NplmError(f"{path}: model format version {version} is newer than this "
-                                f"nplmtk supports ({FORMAT_VERSION}); upgrade nplmtk")
+                raise InputError(f"model format version {version} is newer than this "
+                                 f"nplmtk supports ({FORMAT_VERSION}); upgrade nplmtk", path=path)
             body = f.read(header_len)
             if len(body) < header_len:
-                raise NplmError(f"{path}: truncated nplm model file (header)")
+                raise InputError("truncated nplm model file (header)", path=path)
             if zlib.crc32(body) != header_crc:
-                raise NplmError(f"{path}: corrupt nplm model file (header checksum mismatch)")
+                raise InputError("corrupt nplm model file (header checksum mismatch)", path=path)
             header = json.loads(body.decode("utf-8"))
             if size < header["file_size"]:
-                raise NplmError(f"{path}: truncated nplm model file ({size} of {header['file_size']} bytes)")
+                raise InputError(f"truncated nplm model file ({size} of {header['file_size']} bytes)", path=path)
             buffer = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except OSError as err:
         raise _os_error(path, err) from None
@@ -114,7 +114,8 @@ def load(path, verify=True):
     for entry in header["arrays"]:
         view = memoryview(buffer)[entry["offset"]:entry["offset"] + entry["nbytes"]]
         if verify and zlib.crc32(view) != entry["crc32"]:
-            raise NplmError(f"{path}: corrupt nplm model file (array '{entry['name']}' checksum mismatch)")
+            raise InputError(f"corrupt nplm model file (array '{entry['name']}' checksum mismatch)",
+                             path=path)
         arrays[entry["name"]] = np.frombuffer(view, dtype=np.dtype(entry["dtype"])).reshape(entry["shape"])
     vocab = None
     if header["vocab"] is not None:

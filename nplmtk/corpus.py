@@ -3,7 +3,7 @@ import numpy as np
 
 from ._ext.corpus_kernels import ngram_windows
 from ._ext.text_kernels import encode_words
-from .errors import NplmError
+from .errors import InputError, ParameterError
 from .io import read_text_bytes
 from .vocab import sentence_tokens
 
@@ -26,7 +26,7 @@ class Corpus:
         data = read_text_bytes(path, normalize or None)
         ids, lengths = encode_words(data, vocab.encoded_words, vocab.unk if unk else OOV, vocab.bos, vocab.eos)
         if len(ids) == 0:
-            raise NplmError(f"{path}: empty corpus (no words)")
+            raise InputError("empty corpus (no words)", path=path)
         offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         return cls(ids, offsets, vocab, name=path)
@@ -40,7 +40,7 @@ class Corpus:
                 tokens += words
                 lengths.append(len(words))
         if not tokens:
-            raise NplmError(f"{name}: empty corpus (no words)")
+            raise InputError("empty corpus (no words)", path=name)
         get, missing = vocab.index.get, vocab.unk if unk else OOV
         ids = np.array([get(w, missing) for w in tokens], dtype=np.int32)
         offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
@@ -75,5 +75,5 @@ class Corpus:
         """One row per predicted token (every word and each `</s>`): the n-1 previous
         ids (`<s>`-padded) then the token. Shape (words + sentences, order), int32."""
         if order < 1:
-            raise NplmError(f"order must be at least 1, got {order}")
+            raise ParameterError(f"{{order}} must be at least 1, got {order}")
         return ngram_windows(self.ids, self.offsets, order, self.vocab.bos, self.vocab.eos)

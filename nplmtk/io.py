@@ -8,19 +8,19 @@ import sys
 import tempfile
 import zlib
 
-from .errors import NplmError
+from .errors import InputError, NplmError
 
 GZIP_MAGIC = b"\x1f\x8b"
 
 
 def _os_error(path, err):
     if isinstance(err, FileNotFoundError):
-        return NplmError(f"{path}: no such file")
+        return NplmError("no such file", path=path)
     if isinstance(err, IsADirectoryError):
-        return NplmError(f"{path}: is a directory, not a file")
+        return NplmError("is a directory, not a file", path=path)
     if isinstance(err, PermissionError):
-        return NplmError(f"{path}: permission denied")
-    return NplmError(f"{path}: {err.strerror or err}")
+        return NplmError("permission denied", path=path)
+    return NplmError(f"{err.strerror or err}", path=path)
 
 
 _stdin = None
@@ -44,7 +44,7 @@ def read_bytes(path):
         try:
             data = gzip.decompress(data)
         except (OSError, EOFError, zlib.error) as err:
-            raise NplmError(f"{path}: corrupt gzip data ({err})") from None
+            raise InputError(f"corrupt gzip data ({err})", path=path) from None
     return data
 
 
@@ -65,7 +65,7 @@ def _decode(data, path):
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
         line = data.count(b"\n", 0, err.start) + 1
-        raise NplmError(f"{path}:{line}: invalid UTF-8") from None
+        raise InputError("invalid UTF-8", path=path, line=line) from None
 
 
 def read_lines(path):
@@ -101,9 +101,9 @@ def atomic_output(path, binary=False):
         return
     directory = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
-        raise NplmError(f"{path}: is a directory, not a file")
+        raise NplmError("is a directory, not a file", path=path)
     if not os.path.isdir(directory):
-        raise NplmError(f"{path}: directory {directory} does not exist")
+        raise NplmError(f"directory {directory} does not exist", path=path)
     try:
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
     except OSError as err:

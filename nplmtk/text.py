@@ -12,8 +12,8 @@ _NUMBER = re.compile(r"(?<!\S)[+-]?(?:\d[\d.,:/-]*|\.\d+)(?:s|st|nd|rd|th|%)?(?!
 
 
 class Normalizer:
-    """Lower-casing (-lower) and mapping of numeric tokens to one class token
-    (-map-numbers), as the AP News preprocessing of Bengio et al. 2003 does."""
+    """Lower-casing (`lower`) and mapping of numeric tokens to one class token
+    (`map_numbers`), as the AP News preprocessing of Bengio et al. 2003 does."""
 
     def __init__(self, lower=False, map_numbers=False):
         self.lower = lower

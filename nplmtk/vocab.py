@@ -2,7 +2,7 @@
 from collections import Counter
 
 from ._ext import text_kernels
-from .errors import NplmError
+from .errors import InputError, NplmError, ParameterError
 from .io import atomic_output, read_lines, read_text_bytes
 from .text import Normalizer, split_words
 
@@ -25,6 +25,8 @@ class Vocabulary:
     byte order)."""
 
     def __init__(self, words, counts=None, unk=UNK):
+        if unk in (BOS, EOS):
+            raise ParameterError(f"{{unk}} cannot be {unk}: <s> and </s> mark where sentences begin and end")
         specials = [unk, BOS, EOS]
         rest = [w for w in words if w not in specials]
         self.words = specials + rest
@@ -84,25 +86,25 @@ class Vocabulary:
             if not fields:
                 continue
             if len(fields) > 2:
-                raise NplmError(f"{path}:{number}: expected 'word' or 'word count', got {len(fields)} fields")
+                raise InputError(f"expected 'word' or 'word count', got {len(fields)} fields", path=path, line=number)
             word = fields[0]
             if word in first_line:
-                raise NplmError(f"{path}:{number}: duplicate word '{word}' (first on line {first_line[word]})")
+                raise InputError(f"duplicate word '{word}' (first on line {first_line[word]})", path=path, line=number)
             first_line[word] = number
             if len(fields) == 2:
                 try:
                     counts[word] = int(fields[1])
                 except ValueError:
-                    raise NplmError(f"{path}:{number}: count '{fields[1]}' is not an integer") from None
+                    raise InputError(f"count '{fields[1]}' is not an integer", path=path, line=number) from None
             words.append(word)
         if not words:
-            raise NplmError(f"{path}: empty vocabulary")
+            raise InputError("empty vocabulary", path=path)
         return cls(words, counts if len(counts) == len(words) else None, unk=unk)
 
     def write(self, path, with_counts=False):
         """One word per line in id order; `with_counts` adds a tab and the count."""
         if with_counts and self.counts is None:
-            raise NplmError(f"{path}: this vocabulary has no counts to write")
+            raise NplmError("this vocabulary has no counts to write", path=path)
         with atomic_output(path) as out:
             if with_counts:
                 out.writelines(f"{w}\t{c}\n" for w, c in zip(self.words, self.counts))
@@ -120,7 +122,7 @@ def count_words(paths, normalize=None):
         counts.update({w.decode("utf-8"): c for w, c in file_counts.items()})
         sentences += file_sentences
     if not counts:
-        raise NplmError(f"{', '.join(paths)}: empty corpus (no words)")
+        raise InputError("empty corpus (no words)", path=", ".join(paths))
     counts[BOS] += sentences
     counts[EOS] += sentences
     return counts
