@@ -1,0 +1,133 @@
+"""The library names its parameters and files; the CLI spells parameters as flags, prints
+one line and exits 2, and prints each library warning once as `nplm SUBCOMMAND: warning:`."""
+import warnings
+
+import pytest
+
+import cli.train
+import cli.vocab
+from cli.main import main
+from cli.options import spell
+from conftest import run_nplm
+from nplmtk.corpus import Corpus
+from nplmtk.errors import InputError, NplmError, NplmWarning, ParameterError
+from nplmtk.io import read_text
+from nplmtk.vocab import Vocabulary
+
+TRAIN = "the cat sat\nthe dog sat\n"
+
+
+@pytest.fixture
+def train(tmp_path):
+    path = tmp_path / "train.txt"
+    path.write_text(TRAIN)
+    return str(path)
+
+
+def run_main(capsys, *args):
+    """`nplm ARGS` in this process: (exit status, stdout, stderr)."""
+    try:
+        main([str(a) for a in args])
+        status = 0
+    except SystemExit as exit:
+        status = exit.code
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+# -- parameters: named by the library, spelt as flags by the CLI ----------------------------
+
+def test_flags_of_library_parameters():
+    assert [spell(name) for name in ("features", "hidden", "order", "lr", "lr_decay", "min_count", "weights")] \
+        == ["-m", "-h", "-order", "-lr", "-lr-decay", "-min-count", "-lambda"]
+
+
+def test_a_library_parameter_error_names_the_parameter_not_a_flag():
+    with pytest.raises(ParameterError) as caught:
+        Corpus.from_lines(["a b"], Vocabulary(["a", "b"])).windows(0)
+    assert caught.value.parameters == ("order",)
+    assert str(caught.value) == "order must be at least 1, got 0"
+    assert caught.value.render(spell) == "-order must be at least 1, got 0"
+
+
+def test_a_bad_setting_is_one_line_with_the_flag_and_exit_2(train):
+    with pytest.raises(ParameterError, match="^unk cannot be </s>"):
+        Vocabulary(["a"], unk="</s>")
+    status, out, err = run_nplm("vocab", "-text", train, "-unk", "<s>")
+    assert (status, out) == (2, "")
+    assert err == "nplm: -unk cannot be <s>: <s> and </s> mark where sentences begin and end\n"
+
+
+def test_main_spells_every_parameter_of_a_parameter_error(capsys, monkeypatch, train):
+    def refuse(*args, **kwargs):
+        raise ParameterError("{hidden} 0 needs {direct}, and {features} at least 1", path="model.nplm")
+    monkeypatch.setattr(cli.vocab, "count_words", refuse)
+    assert run_main(capsys, "vocab", "-text", train) == (2, "", "nplm: model.nplm: -h 0 needs -direct, and -m at least 1\n")
+
+
+# -- input: the file and line -------------------------------------------------------------
+
+def test_invalid_utf8_names_file_and_line(tmp_path):
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("ok\nstill ok\ncaf\xe9\n".encode("latin-1"))
+    with pytest.raises(InputError) as caught:
+        read_text(str(path))
+    assert (caught.value.path, caught.value.line, caught.value.message) == (str(path), 3, "invalid UTF-8")
+    status, out, err = run_nplm("vocab", "-text", path)
+    assert (status, out, err) == (2, "", f"nplm: {path}:3: invalid UTF-8\n")
+
+
+def test_a_bad_vocabulary_line_names_file_and_line(tmp_path, train):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("cat\ndog 3 x\n")
+    with pytest.raises(InputError) as caught:
+        Vocabulary.read(str(vocab))
+    assert (caught.value.path, caught.value.line) == (str(vocab), 2)
+    assert caught.value.message == "expected 'word' or 'word count', got 3 fields"
+    status, out, err = run_nplm("ngram-count", "-text", train, "-vocab", vocab, "-lm", tmp_path / "x.arpa")
+    assert (status, out) == (2, "")
+    assert err == f"nplm: {vocab}:2: expected 'word' or 'word count', got 3 fields\n"
+    assert not (tmp_path / "x.arpa").exists()
+
+
+def test_a_missing_file_is_named_without_a_line(tmp_path):
+    with pytest.raises(NplmError) as caught:
+        read_text(str(tmp_path / "missing.txt"))
+    assert (caught.value.path, caught.value.line) == (str(tmp_path / "missing.txt"), None)
+    assert str(caught.value) == f"{tmp_path / 'missing.txt'}: no such file"
+
+
+# -- warnings: one line each, under the subcommand's name -----------------------------------
+
+def test_a_library_warning_prints_once_under_the_subcommand(capsys, monkeypatch, train):
+    count_words = cli.vocab.count_words
+
+    def warn_then_count(*args, **kwargs):
+        warnings.warn("rare words are many", NplmWarning)
+        warnings.warn("not ours", UserWarning)
+        return count_words(*args, **kwargs)
+    monkeypatch.setattr(cli.vocab, "count_words", warn_then_count)
+    for _ in range(2):  # a second run in the same process prints it again
+        with pytest.warns(UserWarning, match="not ours") as others:  # other warnings go on as usual
+            status, out, err = run_main(capsys, "vocab", "-text", train)
+        assert status == 0 and out.split()[:3] == ["<unk>", "<s>", "</s>"]
+        assert err == "nplm vocab: warning: rare words are many\n"
+        assert [str(w.message) for w in others] == ["not ours"]
+
+
+def test_a_warning_names_the_subcommand_an_alias_stands_for(capsys, monkeypatch, train, tmp_path):
+    def warn_then_stop(path):
+        warnings.warn("careful", NplmWarning)
+        raise NplmError("stopped here")
+    monkeypatch.setattr(cli.train, "check_readable", warn_then_stop)
+    status, out, err = run_main(capsys, "train", "-text", train, "-lm", tmp_path / "m.nplm")
+    assert (status, err) == (2, "nplm train-nplm: warning: careful\nnplm: stopped here\n")
+
+
+def test_degenerate_counts_warn_once_per_order(tmp_path):
+    (tmp_path / "t.txt").write_text("the cat sat\na dog ran\nthe dog sat down\n" * 40)
+    status, out, err = run_nplm("ngram-count", "-text", tmp_path / "t.txt", "-order", 4, "-lm", tmp_path / "m.arpa")
+    assert (status, out) == (0, "")
+    counts = {1: [5, 2, 1, 0], 2: [10, 0, 0, 0], 3: [7, 0, 0, 0], 4: [0, 0, 0, 0]}
+    assert err == "".join(f"nplm ngram-count: warning: order {k}: counts-of-counts n1..n4 = {n} give discounts "
+                          "out of range; using fallback discounts 0.5 1.0 1.5\n" for k, n in counts.items())
