@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from nplmtk import container
-from nplmtk.errors import NplmError
+from nplmtk.errors import InputError, NplmError
 from nplmtk.io import atomic_output
 from nplmtk.vocab import Vocabulary
 
@@ -64,8 +64,9 @@ def corrupt(path, fn):
 ])
 def test_damaged_files_are_refused_with_one_clear_message(saved, damage, message):
     corrupt(saved, damage)
-    with pytest.raises(NplmError, match=re.escape(message)):
+    with pytest.raises(InputError, match=re.escape(message)) as caught:
         container.load(saved)
+    assert caught.value.path == saved
 
 
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(saved, tmp_path):

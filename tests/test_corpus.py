@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from nplmtk.corpus import OOV, Corpus
-from nplmtk.errors import NplmError
+from nplmtk.errors import InputError, NplmError
 from nplmtk.vocab import Vocabulary
 
 
@@ -61,8 +61,9 @@ def test_reads_gzip_and_stdin(vocab, tmp_path, monkeypatch):
 def test_bad_corpora(vocab, tmp_path, content, message):
     path = tmp_path / "bad.txt"
     path.write_bytes(content)
-    with pytest.raises(NplmError, match=message):
+    with pytest.raises(InputError, match=message) as caught:
         Corpus.read(str(path), vocab)
+    assert caught.value.path == str(path)
 
 
 def test_missing_file_and_directory(vocab, tmp_path):

@@ -2,7 +2,7 @@ import gzip
 
 import pytest
 
-from nplmtk.errors import NplmError
+from nplmtk.errors import InputError
 from nplmtk.text import Normalizer
 from nplmtk.vocab import Vocabulary, count_words
 
@@ -76,5 +76,6 @@ def test_reads_srilm_vocabulary_and_adds_specials(tmp_path):
 def test_bad_vocabulary_files(tmp_path, content, message):
     path = tmp_path / "v.txt"
     path.write_text(content)
-    with pytest.raises(NplmError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")) as caught:
         Vocabulary.read(str(path))
+    assert caught.value.path == str(path)
