@@ -1,24 +1,28 @@
 """Estimating back-off n-gram models from counts, step by step as SRILM's `ngram-count`
-does (Ngram::estimate, Discount.cc), so that the ARPA files agree with SRILM's:
+does (Ngram::estimate, Discount.cc), so that the ARPA files agree with SRILM's. The
+steps are the functions below, named as KenLM's builder names its stages:
 
-1. adjust counts: Kneser-Ney replaces the counts of every order below N by the number
+1. `adjust_counts`: Kneser-Ney replaces the counts of every order below N by the number
    of distinct words that precede the n-gram (n-grams starting with `<s>` keep theirs);
-2. discounts: modified Kneser-Ney D1, D2, D3+ per order from the counts-of-counts
-   n1..n4 (Chen & Goodman 1998, eq. 26), or Witten-Bell;
-3. initial probabilities per context: (c - D(c)) / total, plus for interpolated models
+2. `estimate_discounts`: modified Kneser-Ney D1, D2, D3+ per order from the
+   counts-of-counts n1..n4 (Chen & Goodman 1998, eq. 26), or Witten-Bell;
+3. `initial_probabilities` per context: (c - D(c)) / total, plus for interpolated models
    gamma(context) * p_lower(w), gamma = (D1 N1 + D2 N2 + D3 N3+) / total;
-4. back-off weights: bow(h) = (1 - sum p(w|h)) / (1 - sum p_lower(w|h)) over the
-   words seen after h; left-over unigram mass goes to the unseen vocabulary words.
+4. `backoff_weights`: bow(h) = (1 - sum p(w|h)) / (1 - sum p_lower(w|h)) over the
+   words seen after h; left-over unigram mass goes to the unseen vocabulary words
+   (`distribute_unigram_mass`).
 
 Probabilities are stored as float32 log10 values, as SRILM's LogP, and every lower-order
 probability is read back from those stored values, so the arithmetic matches SRILM's.
+That is why steps 3 and 4 run order by order: an order's probabilities read the back-off
+weights of the orders below.
 """
 import math
-import sys
+import warnings
 
 import numpy as np
 
-from ..errors import NplmError
+from ..errors import NplmError, NplmWarning, ParameterError
 from .backoff import BackoffModel, backoff_walk
 from .counts import NgramCounts
 
@@ -33,15 +37,17 @@ def log10_to_prob(logp):
 
 
 class ModifiedKneserNey:
-    """Discounts D1, D2, D3+ of one order (Chen & Goodman 1998 eq. 26; SRILM ModKneserNey)."""
+    """Discounts D1, D2, D3+ of one order (Chen & Goodman 1998 eq. 26; SRILM ModKneserNey).
+    `fallback` is set when the counts-of-counts give discounts out of range."""
     adjusts_counts = True
 
-    def __init__(self, counts, min_count=1, order=0, warn=None):
+    def __init__(self, counts, min_count=1):
         n = [int(np.count_nonzero(counts == i)) for i in (1, 2, 3, 4)]
         self.counts_of_counts = n
         self.min_count = min_count
         self.fallback = False
         if min(n) > 0:
+            # Y = n1 / (n1 + 2 n2), D_c = c - (c + 1) Y n_{c+1} / n_c
             y = n[0] / (n[0] + 2 * n[1])
             self.d = (1 - 2 * y * n[1] / n[0], 2 - 3 * y * n[2] / n[1], 3 - 4 * y * n[3] / n[2])
         else:
@@ -49,14 +55,12 @@ class ModifiedKneserNey:
         if not all(0 < d <= i for i, d in enumerate(self.d, 1)):
             # Degenerate counts-of-counts (e.g. repeated text): fall back as KenLM does.
             self.fallback = True
-            if warn:
-                warn(f"order {order}: counts-of-counts n1..n4 = {n} give discounts out of range; "
-                     f"using fallback discounts {' '.join(map(str, FALLBACK_DISCOUNTS))}")
             self.d = FALLBACK_DISCOUNTS
 
     def factor(self, count, total, observed):
         d1, d2, d3 = self.d
         c = count.astype(np.float64)
+        # (c - D(c)) / c, D(c) = D1, D2 or D3+
         discounted = np.where(c == 1, (c - d1), np.where(c == 2, c - d2, c - d3))
         with np.errstate(divide="ignore", invalid="ignore"):
             factor = np.where(c <= 0, 1.0, discounted / c)
@@ -64,6 +68,7 @@ class ModifiedKneserNey:
 
     def lower_weight(self, total, observed, min2, min3):
         d1, d2, d3 = self.d
+        # gamma(h) = (D1 N1(h.) + D2 N2(h.) + D3+ N3+(h.)) / c(h)
         with np.errstate(divide="ignore", invalid="ignore"):
             return (d1 * (observed - min2) + d2 * (min2 - min3) + d3 * min3) / total
 
@@ -71,16 +76,19 @@ class ModifiedKneserNey:
 class WittenBell:
     """SRILM's WittenBell: discount total/(total+types), lower weight types/(total+types)."""
     adjusts_counts = False
+    fallback = False
 
-    def __init__(self, counts, min_count=1, order=0, warn=None):
+    def __init__(self, counts, min_count=1):
         self.min_count = min_count
 
     def factor(self, count, total, observed):
+        # p(w | h) = c(hw) / (c(h) + N1+(h.))
         with np.errstate(divide="ignore", invalid="ignore"):
             factor = total / (total + observed)
         return np.where(count <= 0, 1.0, np.where(count < self.min_count, 0.0, factor))
 
     def lower_weight(self, total, observed, min2, min3):
+        # gamma(h) = N1+(h.) / (c(h) + N1+(h.))
         with np.errstate(divide="ignore", invalid="ignore"):
             return observed / (total + observed)
 
@@ -89,7 +97,98 @@ METHODS = {"kn": ModifiedKneserNey, "wb": WittenBell}
 
 
 def _warn(message):
-    print(f"nplm ngram-count: warning: {message}", file=sys.stderr)
+    warnings.warn(message, NplmWarning)
+
+
+class _Events:
+    """The words a model predicts (SRILM's events): all but `<s>`, and but `<unk>` in a
+    closed vocabulary."""
+
+    def __init__(self, vocab, unk_is_word):
+        self.vocab, self.unk_is_word = vocab, unk_is_word
+        self.count = len(vocab) - 1 - (0 if unk_is_word else 1)
+
+    def non_event(self, words):
+        mask = words == self.vocab.bos
+        if not self.unk_is_word:
+            mask |= words == self.vocab.unk
+        return mask
+
+
+class _ContextsOfOrder:
+    """The n-grams of one order (0-based `k`) grouped by context: `group[i]` is the row of
+    n-gram i's first k words among the order-k n-grams (unigrams: one empty context).
+    `skipped` contexts get no probabilities (SRILM: ending in `</s>`, or holding `<unk>`
+    in a closed vocabulary); `eligible` n-grams are counted events in the others."""
+
+    def __init__(self, counts, k, count, events):
+        grams = counts.grams
+        if k == 0:
+            self.group, self.size = np.zeros(len(grams[0]), dtype=np.int64), 1
+            self.skipped = np.zeros(1, dtype=bool)
+        else:
+            contexts = grams[k - 1]
+            self.group, self.size = counts.index.prefix_of(k + 1), len(contexts)
+            self.skipped = contexts[:, -1] == events.vocab.eos
+            if not events.unk_is_word:
+                self.skipped |= np.any(contexts == events.vocab.unk, axis=1)
+        self.eligible = ~self.skipped[self.group] & ~events.non_event(grams[k][:, -1]) & (count > 0)
+
+    def sum(self, values):
+        """Per context, the sum of `values` over its n-grams."""
+        return np.bincount(self.group, weights=values, minlength=self.size)
+
+
+class _Tables:
+    """The model as it is built, one entry per counted n-gram: float32 log10 probability
+    and back-off weight, whether it is an n-gram of the model (`present`) and whether it
+    is a context on the back-off path (`node`)."""
+
+    def __init__(self, counts):
+        self.vocab, self.grams, self.index = counts.vocab, counts.grams, counts.index
+        self.logp = [np.full(len(g), -np.inf, dtype=np.float32) for g in self.grams]
+        self.present = [np.zeros(len(g), dtype=bool) for g in self.grams]
+        self.node = [np.zeros(len(g), dtype=bool) for g in self.grams]
+        self.bow = [np.zeros(len(g), dtype=np.float32) for g in self.grams]
+
+    def backoff(self, rows):
+        """log10 p(w | h) of rows (h..., w) by the back-off walk over what is stored so far."""
+        return backoff_walk(self.index, self.logp, self.bow, self.node, rows, self.present)
+
+    def model(self):
+        kept = self.present
+        return BackoffModel(self.vocab, [g[p] for g, p in zip(self.grams, kept)],
+                            [lp[p] for lp, p in zip(self.logp, kept)],
+                            [b[p] for b, p in zip(self.bow, kept)],
+                            [n[p] for n, p in zip(self.node, kept)], self.index.subset(kept))
+
+
+def estimate(counts, method="kn", interpolate=True, min_counts=None, unk_is_word=True, warn=None,
+             always_interpolate=False):
+    """A BackoffModel from NgramCounts. `min_counts[k-1]` is SRILM's -gtkmin (default 1).
+    `always_interpolate` skips SRILM's retry (in `initial_probabilities`) in contexts that
+    leave no mass for unseen words, as KenLM's lmplz does. Warnings (fallback discounts)
+    go to `warnings.warn` as NplmWarning, or to `warn(message)` when given."""
+    if method not in METHODS:
+        raise ParameterError(f"unknown discounting {{method}} '{method}'")
+    discounting = METHODS[method]
+    counts = _full_unigrams(counts)
+    events = _Events(counts.vocab, unk_is_word)
+    suffix = suffix_positions(counts)
+    adjusted = adjust_counts(counts, suffix, events) if discounting.adjusts_counts else counts.counts
+    discounts = estimate_discounts(discounting, counts, adjusted, min_counts, events, warn or _warn)
+    tables = _Tables(counts)
+    for k in range(counts.order):
+        contexts = _ContextsOfOrder(counts, k, adjusted[k], events)
+        lower = lower_order_probabilities(tables, k, suffix, contexts.eligible, events)
+        keep = initial_probabilities(tables, k, adjusted[k], discounts[k], lower, contexts, interpolate,
+                                     always_interpolate, events)
+        if k == 0:
+            distribute_unigram_mass(tables, events)
+        else:
+            backoff_weights(tables, k, keep, lower, contexts, suffix)
+    fixup_missing_contexts(tables)
+    return tables.model()
 
 
 def _full_unigrams(counts):
@@ -110,148 +209,126 @@ def _full_unigrams(counts):
     return NgramCounts(counts.vocab, grams, [unigram] + counts.counts[1:], keys)
 
 
-def estimate(counts, method="kn", interpolate=True, min_counts=None, unk_is_word=True, warn=_warn,
-             always_interpolate=False):
-    """A BackoffModel from NgramCounts. `min_counts[k-1]` is SRILM's -gtkmin (default 1).
-    `always_interpolate` skips SRILM's retry (below) in contexts that leave no mass for
-    unseen words, as KenLM's lmplz does."""
-    if method not in METHODS:
-        raise NplmError(f"unknown discounting method '{method}'")
-    counts = _full_unigrams(counts)
-    vocab, index, order = counts.vocab, counts.index, counts.order
-    grams = counts.grams
-    min_counts = list(min_counts or []) + [1] * order
-
-    def non_event(words):
-        mask = words == vocab.bos
-        if not unk_is_word:
-            mask |= words == vocab.unk
-        return mask
-
-    vocab_size = len(vocab) - 1 - (0 if unk_is_word else 1)
-    # suffix[k] locates the suffix (words 2..k+1) of each order-(k+1) n-gram in order k.
-    suffix = [None] + [index.find(grams[k][:, 1:]) for k in range(1, order)]
-    for k in range(1, order):
+def suffix_positions(counts):
+    """suffix[k]: the row of each order-(k+1) n-gram's last k words among the order-k
+    n-grams (None for unigrams)."""
+    suffix = [None] + [counts.index.find(counts.grams[k][:, 1:]) for k in range(1, counts.order)]
+    for k in range(1, counts.order):
         if np.any(suffix[k] < 0):
             raise NplmError(f"counts are not closed under suffixes: a {k + 1}-gram's last {k} words have no count")
-
-    # 1. Adjust counts (Kneser-Ney): continuation counts for every order below N.
-    adjusted = [c.copy() for c in counts.counts]
-    method_class = METHODS[method]
-    if method_class.adjusts_counts:
-        for k in range(order - 1):
-            continuation = np.bincount(suffix[k + 1][counts.counts[k + 1] > 0], minlength=len(grams[k]))
-            adjusted[k] = np.where(non_event(grams[k][:, 0]), counts.counts[k], continuation)
-
-    # 2. Discounts per order from counts-of-counts (n-grams predicting real words).
-    discounts = [method_class(adjusted[k][~non_event(grams[k][:, -1])], min_counts[k], k + 1, warn)
-                 for k in range(order)]
-
-    logp = [np.full(len(g), -np.inf, dtype=np.float32) for g in grams]
-    present = [np.zeros(len(g), dtype=bool) for g in grams]
-    node = [np.zeros(len(g), dtype=bool) for g in grams]
-    bow = [np.zeros(len(g), dtype=np.float32) for g in grams]
-
-    def walk(rows):
-        return backoff_walk(index, logp, bow, node, rows, present)
-
-    for k in range(order):
-        g, c, disc = grams[k], adjusted[k], discounts[k]
-        words = g[:, -1]
-        if k == 0:
-            group, num_groups = np.zeros(len(g), dtype=np.int64), 1
-            skip_context = np.zeros(1, dtype=bool)
-        else:
-            group, num_groups = index.prefix_of(k + 1), len(grams[k - 1])
-            contexts = grams[k - 1]
-            skip_context = contexts[:, -1] == vocab.eos
-            if not unk_is_word:
-                skip_context |= np.any(contexts == vocab.unk, axis=1)
-        eligible = ~skip_context[group] & ~non_event(words) & (c > 0)
-
-        def per_group(weights):
-            return np.bincount(group, weights=weights, minlength=num_groups)
-
-        total = per_group(np.where(eligible, c, 0))
-        observed = per_group(eligible)
-        min2 = per_group(eligible & (c >= 2))
-        min3 = per_group(eligible & (c >= 3))
-
-        # 3. Lower-order probabilities: the stored suffix n-gram, else the back-off walk.
-        if k == 0:
-            # SRILM holds log10(1/|V|) in a float32 LogP before using it.
-            lower = np.full(len(g), log10_to_prob(np.float32(-math.log10(vocab_size))))
-        else:
-            s = suffix[k]
-            direct = present[k - 1][s]
-            lower_logp = np.where(direct, logp[k - 1][s], -np.inf).astype(np.float32)
-            need = eligible & ~direct
-            if need.any():
-                lower_logp[need] = walk(g[need][:, 1:])
-            lower = log10_to_prob(lower_logp)
-
-        interpolating = np.full(num_groups, bool(interpolate))
-        denominator = total.copy()
-        active = (total > 0) & ~skip_context
-        while True:
-            factor = disc.factor(c, denominator[group], observed[group])
-            gamma = disc.lower_weight(denominator, observed, min2, min3)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                prob = factor * c / denominator[group]
-            prob = np.where(interpolating[group], prob + gamma[group] * lower, prob)
-            counted = eligible & (factor != 0)
-            total_prob = per_group(np.where(counted, prob, 0.0))
-            # SRILM's retry: no mass left for unseen words -> stop interpolating, then
-            # add one to the denominator.
-            stuck = active & (total_prob > 1 - PROB_EPSILON) & (observed < vocab_size)
-            if always_interpolate:
-                stuck &= ~interpolating
-            if not stuck.any():
-                break
-            denominator[stuck & ~interpolating] += 1
-            interpolating[stuck] = False
-        keep = eligible & (factor != 0) & active[group]
-        with np.errstate(divide="ignore"):
-            logp[k][keep] = np.log10(prob[keep]).astype(np.float32)
-        present[k][keep] = True
-
-        if k == 0:
-            present[0][vocab.bos] = True  # <s>: probability zero, kept for its back-off weight
-            _distribute_unigram_mass(logp[0], present[0], non_event(np.arange(len(vocab))))
-            continue
-        # Contexts with kept words get back-off nodes, and so does every suffix of them.
-        node[k - 1][group[keep]] = True
-        for j in range(k - 1, 0, -1):
-            node[j - 1][suffix[j][node[j]]] = True
-        # 4. Back-off weights of the order-k contexts.
-        numerator = 1 - per_group(np.where(keep, log10_to_prob(logp[k]), 0.0))
-        denominator_mass = 1 - per_group(np.where(keep, lower, 0.0))
-        bow[k - 1] = _backoff_weights(numerator, denominator_mass, node[k - 1], logp[k], keep, group)
-
-    _fixup_missing_contexts(index, grams, logp, bow, node, present, walk)
-    return BackoffModel(vocab, [g[p] for g, p in zip(grams, present)],
-                        [lp[p] for lp, p in zip(logp, present)],
-                        [b[p] for b, p in zip(bow, present)],
-                        [n[p] for n, p in zip(node, present)], index.subset(present))
+    return suffix
 
 
-def _distribute_unigram_mass(logp, present, non_event):
+def adjust_counts(counts, suffix, events):
+    """Kneser-Ney's continuation counts for every order below N; n-grams starting with
+    `<s>` (which nothing precedes) keep their counts."""
+    adjusted = list(counts.counts)
+    for k in range(counts.order - 1):
+        # N1+(. w_1..w_k) = |{v : c(v w_1..w_k) > 0}|
+        continuation = np.bincount(suffix[k + 1][counts.counts[k + 1] > 0], minlength=len(counts.grams[k]))
+        adjusted[k] = np.where(events.non_event(counts.grams[k][:, 0]), counts.counts[k], continuation)
+    return adjusted
+
+
+def estimate_discounts(discounting, counts, adjusted, min_counts, events, warn):
+    """One discount per order, from the counts of the n-grams that predict events."""
+    min_counts = list(min_counts or []) + [1] * counts.order
+    discounts = []
+    for k, (grams, count) in enumerate(zip(counts.grams, adjusted)):
+        discount = discounting(count[~events.non_event(grams[:, -1])], min_counts[k])
+        if discount.fallback:
+            warn(f"order {k + 1}: counts-of-counts n1..n4 = {discount.counts_of_counts} give discounts out of "
+                 f"range; using fallback discounts {' '.join(map(str, FALLBACK_DISCOUNTS))}")
+        discounts.append(discount)
+    return discounts
+
+
+def lower_order_probabilities(tables, k, suffix, eligible, events):
+    """p(w | h') of each order-(k+1) n-gram (h, w), h' = h without its first word: the
+    stored suffix n-gram, else the back-off walk; 1/|V| below the unigrams."""
+    if k == 0:
+        # SRILM holds log10(1/|V|) in a float32 LogP before using it.
+        return np.full(len(tables.grams[0]), log10_to_prob(np.float32(-math.log10(events.count))))
+    rows = suffix[k]
+    direct = tables.present[k - 1][rows]
+    lower_logp = np.where(direct, tables.logp[k - 1][rows], -np.inf).astype(np.float32)
+    need = eligible & ~direct
+    if need.any():
+        lower_logp[need] = tables.backoff(tables.grams[k][need][:, 1:])
+    return log10_to_prob(lower_logp)
+
+
+def initial_probabilities(tables, k, count, discount, lower, contexts, interpolate, always_interpolate, events):
+    """Stores p(w | h) of the order-(k+1) n-grams kept in the model, and returns which
+    those are. SRILM's retry: a context whose seen words leave no mass for unseen ones
+    stops interpolating, then has one added to its denominator."""
+    eligible = contexts.eligible
+    total = contexts.sum(np.where(eligible, count, 0))
+    observed = contexts.sum(eligible)
+    min2 = contexts.sum(eligible & (count >= 2))
+    min3 = contexts.sum(eligible & (count >= 3))
+    interpolating = np.full(contexts.size, bool(interpolate))
+    denominator = total.copy()
+    active = (total > 0) & ~contexts.skipped
+    group = contexts.group
+    while True:
+        factor = discount.factor(count, denominator[group], observed[group])
+        gamma = discount.lower_weight(denominator, observed, min2, min3)
+        # p(w | h) = (c(hw) - D(c(hw))) / c(h) [+ gamma(h) p(w | h')]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            prob = factor * count / denominator[group]
+        prob = np.where(interpolating[group], prob + gamma[group] * lower, prob)
+        counted = eligible & (factor != 0)
+        total_prob = contexts.sum(np.where(counted, prob, 0.0))
+        stuck = active & (total_prob > 1 - PROB_EPSILON) & (observed < events.count)
+        if always_interpolate:
+            stuck &= ~interpolating
+        if not stuck.any():
+            break
+        denominator[stuck & ~interpolating] += 1
+        interpolating[stuck] = False
+    keep = eligible & (factor != 0) & active[group]
+    with np.errstate(divide="ignore"):
+        tables.logp[k][keep] = np.log10(prob[keep]).astype(np.float32)
+    tables.present[k][keep] = True
+    return keep
+
+
+def distribute_unigram_mass(tables, events):
     """SRILM's distributeProb: the unigram mass left over goes to words without a
-    probability (or to all words when every word has one)."""
-    real = ~non_event
+    probability (or to all words when every word has one). `<s>` is a unigram of
+    probability zero, kept for its back-off weight."""
+    logp, present = tables.logp[0], tables.present[0]
+    present[events.vocab.bos] = True
+    real = ~events.non_event(np.arange(len(events.vocab)))
     numerator = 1 - log10_to_prob(logp[present & real]).sum()
     if numerator < PROB_EPSILON:
         numerator = 0.0
     zero = real & (~present | (logp == -np.inf))
     with np.errstate(divide="ignore"):
         if zero.any():
+            # p(w) = (1 - sum of the unigram probabilities) / |words without one|
             logp[zero] = np.float32(math.log10(numerator / zero.sum()) if numerator > 0 else -np.inf)
         else:
             logp[real] = np.log10(log10_to_prob(logp[real]) + numerator / real.sum()).astype(np.float32)
     present[real] = True
 
 
-def _backoff_weights(numerator, denominator, node, child_logp, child_keep, child_group):
+def backoff_weights(tables, k, keep, lower, contexts, suffix):
+    """The back-off weights of the order-k contexts, once their order-(k+1) n-grams have
+    probabilities (`keep` marks those kept, `lower` their p(w | h'))."""
+    # Contexts with kept words get back-off nodes, and so does every suffix of them.
+    node = tables.node
+    node[k - 1][contexts.group[keep]] = True
+    for j in range(k - 1, 0, -1):
+        node[j - 1][suffix[j][node[j]]] = True
+    # bow(h) = (1 - sum_{w seen after h} p(w | h)) / (1 - sum_{w seen after h} p(w | h'))
+    numerator = 1 - contexts.sum(np.where(keep, log10_to_prob(tables.logp[k]), 0.0))
+    denominator = 1 - contexts.sum(np.where(keep, lower, 0.0))
+    tables.bow[k - 1] = _compute_bow(numerator, denominator, node[k - 1], tables.logp[k], keep, contexts.group)
+
+
+def _compute_bow(numerator, denominator, node, child_logp, child_keep, child_group):
     """SRILM's computeBOW for every context at once (float32 log10 weights)."""
     numerator = np.where(np.abs(numerator) < PROB_EPSILON, 0.0, numerator)
     denominator = np.where(np.abs(denominator) < PROB_EPSILON, 0.0, denominator)
@@ -270,16 +347,17 @@ def _backoff_weights(numerator, denominator, node, child_logp, child_keep, child
     return np.where(node, weights, 0.0).astype(np.float32)
 
 
-def _fixup_missing_contexts(index, grams, logp, bow, node, present, walk):
+def fixup_missing_contexts(tables):
     """SRILM's fixupProbs: a context without a probability of its own (possible with
     cutoffs), and each of its prefixes, gets its back-off probability, so that every
     context is also an n-gram of the model."""
-    need = [n & ~p for n, p in zip(node, present)]
+    grams, present = tables.grams, tables.present
+    need = [n & ~p for n, p in zip(tables.node, present)]
     for k in range(len(grams) - 1, 1, -1):
-        prefix = index.prefix_of(k)[need[k - 1]]
+        prefix = tables.index.prefix_of(k)[need[k - 1]]
         need[k - 2][prefix[~present[k - 2][prefix]]] = True
     for k in range(2, len(grams)):
         rows = need[k - 1]
         if rows.any():
-            logp[k - 1][rows] = walk(grams[k - 1][rows])
+            tables.logp[k - 1][rows] = tables.backoff(grams[k - 1][rows])
             present[k - 1][rows] = True
