@@ -1,6 +1,4 @@
 """nplm ngram-count: count n-grams and estimate smoothed models."""
-import sys
-
 import click
 
 from nplmtk.corpus import Corpus
@@ -107,6 +105,5 @@ def command(text, read, order, vocab, unk, write, lm, kndiscount, wbdiscount, in
     method = "wb" if wbdiscount else "kn"
     model = estimate(counts, method=method, interpolate=interpolate or not (kndiscount or wbdiscount),
                      min_counts=[cutoffs[f"gt{k}min"] or 1 for k in range(1, order + 1)], unk_is_word=unk,
-                     always_interpolate=always_interpolate,
-                     warn=lambda message: print(f"nplm ngram-count: warning: {message}", file=sys.stderr))
+                     always_interpolate=always_interpolate)
     write_arpa(model, lm)
