@@ -12,7 +12,9 @@ from conftest import run_nplm
 from nplmtk.corpus import Corpus
 from nplmtk.errors import InputError, NplmError, NplmWarning, ParameterError
 from nplmtk.io import read_text
-from nplmtk.vocab import Vocabulary
+from nplmtk.ngram.counts import NgramCounts
+from nplmtk.ngram.estimate import estimate
+from nplmtk.vocab import Vocabulary, count_words
 
 TRAIN = "the cat sat\nthe dog sat\n"
 
@@ -126,6 +128,10 @@ def test_a_warning_names_the_subcommand_an_alias_stands_for(capsys, monkeypatch,
 
 def test_degenerate_counts_warn_once_per_order(tmp_path):
     (tmp_path / "t.txt").write_text("the cat sat\na dog ran\nthe dog sat down\n" * 40)
+    vocab = Vocabulary.from_counts(count_words([str(tmp_path / "t.txt")]))
+    with pytest.warns(NplmWarning) as caught:  # the library warns; it does not print
+        estimate(NgramCounts.from_corpus(Corpus.read(str(tmp_path / "t.txt"), vocab), 4))
+    assert [str(w.message)[:8] for w in caught] == ["order 1:", "order 2:", "order 3:", "order 4:"]
     status, out, err = run_nplm("ngram-count", "-text", tmp_path / "t.txt", "-order", 4, "-lm", tmp_path / "m.arpa")
     assert (status, out) == (0, "")
     counts = {1: [5, 2, 1, 0], 2: [10, 0, 0, 0], 3: [7, 0, 0, 0], 4: [0, 0, 0, 0]}
