@@ -15,10 +15,9 @@ import numpy as np
 
 from . import container
 from .corpus import Corpus
-from .errors import NplmError
+from .errors import InputError, NplmError
 from .lm import LN10, LanguageModel, register
-from .ngram.deleted_interpolation import context_bins
-from .ngram.index import lookup
+from .ngram.interpolation_weights import count_word_pairs, find_contexts, fit_bin_weights, frequency_bins
 
 CONTEXT_ORDER = 3  # bins count the two words before the predicted one
 
@@ -39,16 +38,13 @@ class ContextBins:
         """Context counts of a training corpus (encoded with the mixture's vocabulary)."""
         windows = corpus.windows(CONTEXT_ORDER)
         windows = windows[(windows >= 0).all(axis=1)]
-        keys, counts = np.unique(windows[:, 0].astype(np.int64) * len(corpus.vocab) + windows[:, 1],
-                                 return_counts=True)
+        keys, (counts,) = count_word_pairs(len(corpus.vocab), windows[:, :2])
         return cls(len(corpus.vocab), keys, counts, len(windows), [])
 
     def frequency_bins(self, windows):
         """The deleted-interpolation bin q of each window's context."""
-        a, b = windows[:, 0].astype(np.int64), windows[:, 1].astype(np.int64)
-        found = lookup(self.context_keys, np.where((a >= 0) & (b >= 0), a * self.vocab_size + b, -1))
-        counts = np.where(found >= 0, self.context_counts[np.maximum(found, 0)], 0)
-        return context_bins(counts, self.total)
+        _, counts = find_contexts(self.context_keys, self.context_counts, windows, self.vocab_size)
+        return frequency_bins(counts, self.total)
 
     def fit_edges(self, windows, most):
         """Group q into at most `most` bins of about equal held-out mass."""
@@ -91,8 +87,8 @@ class Mixture(LanguageModel):
             other = set(model.vocab.words)
             if other != words:
                 missing = sorted(words - other)[:3] or sorted(other - words)[:3]
-                raise NplmError(f"{name}: vocabulary differs from that of {self.names[0]} "
-                                f"({len(words ^ other)} words in one only, e.g. {' '.join(missing)})")
+                raise InputError(f"vocabulary differs from that of {self.names[0]} "
+                                 f"({len(words ^ other)} words in one only, e.g. {' '.join(missing)})", path=name)
             self._id_maps.append(np.array([model.vocab.index[w] for w in self.vocab.words], dtype=np.int32))
         check_weights(self.weights, self.names)
 
@@ -174,32 +170,10 @@ def mix_logprobs(logp, weights):
 
 
 def fit_weights(logp, bins, num_bins, iterations=200, tolerance=1e-7, log=None):
-    """EM for the weights, one set per bin, from uniform weights (as compute-best-mix).
-    Tokens that no component can score are left out. Stops when an iteration gains less
-    than `tolerance` nats per token. Returns the weights and the held-out log-likelihood
-    of each iteration's starting weights, then of the final ones."""
-    k = len(logp)
-    prob = np.exp(logp)
-    scored = prob.sum(axis=0) > 0
-    prob, bins = prob[:, scored], bins[scored]
-    weights = np.full((num_bins, k), 1.0 / k)
-    seen = np.bincount(bins, minlength=num_bins)
-    history = []
-    for iteration in range(1, iterations + 1):
-        joint = prob * weights[bins].T
-        total = joint.sum(axis=0)
-        history.append(float(np.log(total).sum()))
-        if log:
-            log(iteration, weights, history[-1], len(total))
-        posterior = joint / total
-        mass = np.stack([np.bincount(bins, weights=row, minlength=num_bins) for row in posterior], axis=1)
-        pooled = posterior.sum(axis=1) / len(total)
-        updated = np.where(seen[:, None] > 0, mass / np.maximum(seen, 1)[:, None], pooled)
-        weights = updated
-        if len(history) > 1 and history[-1] - history[-2] < tolerance * len(total):
-            break
-    history.append(float(np.log((prob * weights[bins].T).sum(axis=0)).sum()))
-    return weights, history
+    """compute-best-mix's EM from the components' natural-log scores `logp` (components,
+    tokens), one weight set per bin (see fit_bin_weights): returns the weights and the
+    held-out log-likelihood of each iteration's starting weights, then of the final ones."""
+    return fit_bin_weights(np.exp(logp), bins, num_bins, iterations, tolerance, log)
 
 
 _LOADING = []  # mixture files being loaded, to refuse a mixture that contains itself

@@ -16,15 +16,9 @@ from .. import container
 from ..errors import NplmError
 from ..lm import LanguageModel, register
 from .index import lookup
+from .interpolation_weights import count_word_pairs, find_contexts, fit_bin_weights, frequency_bins, word_pair_keys
 
 ORDER = 3
-
-
-def context_bins(context_count, total):
-    """q = ceil(-ln((1 + freq) / T)), clipped to 0..ceil(ln T)."""
-    last = int(math.ceil(math.log(total)))
-    q = np.ceil(-np.log((1.0 + context_count) / total)).astype(np.int64)
-    return np.clip(q, 0, last)
 
 
 class DeletedInterpolation(LanguageModel):
@@ -54,41 +48,32 @@ class DeletedInterpolation(LanguageModel):
         windows = _valid_windows(train_corpus, unk_is_word)
         size = len(vocab)
         unigram = np.bincount(windows[:, 2], minlength=size)
-        as_bigram = windows[:, 1].astype(np.int64) * size + windows[:, 2]
-        as_context = windows[:, 0].astype(np.int64) * size + windows[:, 1]
-        as_context = np.where((windows[:, 0] < 0) | (windows[:, 1] < 0), -1, as_context)
-        as_bigram = np.where(windows[:, 1] < 0, -1, as_bigram)
-        pair_keys, inverse = np.unique(np.concatenate([as_bigram, as_context]), return_inverse=True)
-        n = len(windows)
-        pair_count = np.bincount(inverse[:n], minlength=len(pair_keys))
-        pair_as_context = np.bincount(inverse[n:], minlength=len(pair_keys))
-        keep = pair_keys >= 0
-        pairs = np.stack([pair_keys[keep] // size, pair_keys[keep] % size], axis=1)
-        context_index = inverse[n:] - (len(pair_keys) - keep.sum())
-        triples = context_index * size + windows[:, 2]
-        triples = triples[as_context >= 0]
-        triple_keys, triple_count = np.unique(triples, return_counts=True)
+        # One table of word pairs serves both as bigrams (w-1, w) and as contexts (w-2, w-1).
+        pair_keys, (pair_count, pair_as_context) = count_word_pairs(size, windows[:, 1:], windows[:, :2])
+        pairs = np.stack([pair_keys // size, pair_keys % size], axis=1)
+        context, _ = find_contexts(pair_keys, pair_as_context, windows, size)
+        seen = context >= 0
+        triple_keys, triple_count = np.unique(context[seen] * size + windows[seen, 2], return_counts=True)
         total = int(unigram.sum())
         weights = np.full((int(math.ceil(math.log(total))) + 1, 4), 0.25)
-        return cls(vocab, unigram, pairs, pair_count[keep], pair_as_context[keep], triple_keys, triple_count,
-                   weights, unk_is_word)
+        return cls(vocab, unigram, pairs, pair_count, pair_as_context, triple_keys, triple_count, weights,
+                   unk_is_word)
 
     def components(self, windows):
         """(m, 4) probabilities of the four components, and each window's bin."""
         size = len(self.vocab)
-        a, b, w = (windows[:, j].astype(np.int64) for j in range(3))
+        b, w = windows[:, 1].astype(np.int64), windows[:, 2].astype(np.int64)
         valid_w = w >= 0
         if not self.unk_is_word:
             valid_w &= w != self.vocab.unk
         p = np.zeros((len(windows), 4))
         p[:, 0] = 1.0 / self.predictable
         p[valid_w, 1] = self.unigram[w[valid_w]] / self.total
-        bigram = lookup(self.pair_keys, np.where((b >= 0) & valid_w, b * size + w, -1))
+        bigram = lookup(self.pair_keys, word_pair_keys(b, np.where(valid_w, w, -1), size))
         history = np.where(b >= 0, self.history_count[np.maximum(b, 0)], 0)
         found = bigram >= 0
         p[found, 2] = self.pair_count[bigram[found]] / history[found]
-        context = lookup(self.pair_keys, np.where((a >= 0) & (b >= 0), a * size + b, -1))
-        context_count = np.where(context >= 0, self.pair_as_context[np.maximum(context, 0)], 0)
+        context, context_count = find_contexts(self.pair_keys, self.pair_as_context, windows, size)
         triple = lookup(self.triple_keys, np.where((context >= 0) & valid_w, context * size + w, -1))
         found = triple >= 0
         p[found, 3] = self.triple_count[triple[found]] / context_count[found]
@@ -97,31 +82,17 @@ class DeletedInterpolation(LanguageModel):
         p[history == 0, 2] = p[history == 0, 1]
         p[context_count == 0, 3] = p[context_count == 0, 2]
         p[~valid_w] = 0.0
-        return p, context_bins(context_count, self.total)
+        return p, frequency_bins(context_count, self.total)
 
     def fit_weights(self, heldout, iterations=5, log=None):
         """EM on held-out text, one weight set per bin (bins without held-out data
         keep the weights fitted over all bins). Returns the held-out log-likelihoods."""
-        windows = _valid_windows(heldout, self.unk_is_word)
-        p, bins = self.components(windows)
-        history = []
-        pooled = np.full(4, 0.25)
-        weights = np.tile(pooled, (self.num_bins, 1))
-        for _ in range(iterations):
-            mix = weights[bins] * p
-            total = mix.sum(axis=1)
-            history.append(float(np.log(total).sum()))
-            posterior = mix / total[:, None]
-            counts = np.zeros((self.num_bins, 4))
-            np.add.at(counts, bins, posterior)
-            seen = counts.sum(axis=1)
-            pooled = posterior.sum(axis=0) / len(posterior)
-            weights = np.where(seen[:, None] > 0, counts / np.maximum(seen, 1)[:, None], pooled)
-            if log:
-                log(f"EM iteration {len(history)}: held-out ppl {math.exp(-history[-1] / len(windows)):.4f}")
-        self.weights = weights
-        mix = (weights[bins] * p).sum(axis=1)
-        history.append(float(np.log(mix).sum()))
+        p, bins = self.components(_valid_windows(heldout, self.unk_is_word))
+
+        def report(iteration, weights, loglik, tokens):
+            log(f"EM iteration {iteration}: held-out ppl {math.exp(-loglik / tokens):.4f}")
+
+        self.weights, history = fit_bin_weights(p.T, bins, self.num_bins, iterations, log=log and report)
         return history
 
     def logprobs(self, corpus):
