@@ -5,7 +5,7 @@ import re
 import numpy as np
 
 from .._ext.arpa_format import SectionError, format_section, parse_section
-from ..errors import NplmError
+from ..errors import InputError
 from ..io import atomic_output, read_bytes
 from ..vocab import Vocabulary
 from .backoff import BackoffModel
@@ -46,7 +46,7 @@ def read_arpa(path):
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise NplmError(f"{path}:{line_of(err.start)}: invalid UTF-8") from None
+        raise InputError("invalid UTF-8", path=path, line=line_of(err.start)) from None
 
     def next_line(offset):
         end = data.find(b"\n", offset)
@@ -60,7 +60,7 @@ def read_arpa(path):
     while pos < len(data) and line_text(pos) != "\\data\\":
         pos = next_line(pos)
     if pos >= len(data):
-        raise NplmError(f"{path}: not an ARPA file (no \\data\\ line) nor an nplm model")
+        raise InputError("not an ARPA file (no \\data\\ line) nor an nplm model", path=path)
     declared = {}
     pos = next_line(pos)
     while pos < len(data) and not line_text(pos).startswith("\\"):
@@ -68,16 +68,16 @@ def read_arpa(path):
         if line:
             match = _COUNT_LINE.match(line)
             if not match:
-                raise NplmError(f"{path}:{line_of(pos)}: expected 'ngram N=count', got '{line[:60]}'")
+                raise InputError(f"expected 'ngram N=count', got '{line[:60]}'", path=path, line=line_of(pos))
             k, n = int(match.group(1)), int(match.group(2))
             if k != len(declared) + 1:
-                raise NplmError(f"{path}:{line_of(pos)}: expected the count of {len(declared) + 1}-grams")
+                raise InputError(f"expected the count of {len(declared) + 1}-grams", path=path, line=line_of(pos))
             if k > MAX_ORDER:
-                raise NplmError(f"{path}:{line_of(pos)}: order {k} is above the maximum {MAX_ORDER}")
+                raise InputError(f"order {k} is above the maximum {MAX_ORDER}", path=path, line=line_of(pos))
             declared[k] = n
         pos = next_line(pos)
     if not declared:
-        raise NplmError(f"{path}: the \\data\\ header declares no n-grams")
+        raise InputError("the \\data\\ header declares no n-grams", path=path)
 
     buffer = np.frombuffer(data, dtype=np.uint8)
     word_ids, vocab = None, None
@@ -88,23 +88,23 @@ def read_arpa(path):
         header = line_text(pos) if pos < len(data) else "end of file"
         match = _SECTION.match(header)
         if not match or int(match.group(1)) != k:
-            raise NplmError(f"{path}:{line_of(min(pos, len(data)))}: expected the \\{k}-grams: "
-                            f"section, got '{header[:60]}'")
+            raise InputError(f"expected the \\{k}-grams: section, got '{header[:60]}'", path=path,
+                             line=line_of(min(pos, len(data))))
         start = next_line(pos)
         end = data.find(b"\n\\", start - 1)
         end = len(data) if end < 0 else end + 1
         try:
             rows, logp, bow, has_bow, line_starts, new_words = parse_section(buffer, start, end, k, word_ids)
         except SectionError as err:
-            raise NplmError(f"{path}:{line_of(err.args[0])}: {err.args[1]}") from None
+            raise InputError(err.args[1], path=path, line=line_of(err.args[0])) from None
         if len(rows) != declared[k]:
-            raise NplmError(f"{path}:{line_of(pos)}: \\{k}-grams: section has {len(rows)} entries, "
-                            f"the header says {declared[k]}")
+            raise InputError(f"\\{k}-grams: section has {len(rows)} entries, the header says {declared[k]}",
+                             path=path, line=line_of(pos))
         if k == 1:
             names = [w.decode("utf-8") for w in new_words]
             vocab = Vocabulary(names)
             if len(vocab) != len(names) + sum(s not in names for s in vocab.words[:3]):
-                raise NplmError(f"{path}:{line_of(pos)}: a 1-gram appears twice")
+                raise InputError("a 1-gram appears twice", path=path, line=line_of(pos))
             word_ids = {w: vocab.index[name] for w, name in zip(new_words, names)}
             rows = np.array([vocab.index[name] for name in names], dtype=np.int32)[:, None]
             key = rows[:, 0].astype(np.int64)
@@ -116,15 +116,15 @@ def read_arpa(path):
             prefix = NgramIndex(len(vocab), grams, keys).find(rows[:, :-1])
             if np.any(prefix < 0):
                 bad = int(np.argmax(prefix < 0))
-                raise NplmError(f"{path}:{line_of(line_starts[bad])}: the context of this {k}-gram "
-                                f"is not among the {k - 1}-grams")
+                raise InputError(f"the context of this {k}-gram is not among the {k - 1}-grams", path=path,
+                                 line=line_of(line_starts[bad]))
             key = prefix * len(vocab) + rows[:, -1]
         order_rows = np.argsort(key, kind="stable")
         sorted_key = key[order_rows]
         repeated = np.flatnonzero(sorted_key[1:] == sorted_key[:-1])
         if len(repeated):
-            raise NplmError(f"{path}:{line_of(line_starts[order_rows[repeated[0] + 1]])}: "
-                            f"this {k}-gram appears twice")
+            raise InputError(f"this {k}-gram appears twice", path=path,
+                             line=line_of(line_starts[order_rows[repeated[0] + 1]]))
         # -99 is SRILM's and KenLM's spelling of log 0.
         logp = np.where(logp == PSEUDO_ZERO, -np.inf, logp)
         bow = np.where(bow == PSEUDO_ZERO, -np.inf, bow)
@@ -138,5 +138,5 @@ def read_arpa(path):
         pos = next_line(pos)
     if pos >= len(data) or line_text(pos) != "\\end\\":
         found = line_text(pos)[:60] if pos < len(data) else "end of file"
-        raise NplmError(f"{path}:{line_of(min(pos, len(data)))}: expected \\end\\, got '{found}'")
+        raise InputError(f"expected \\end\\, got '{found}'", path=path, line=line_of(min(pos, len(data))))
     return BackoffModel(vocab, grams, logps, bows, has_bows, NgramIndex(len(vocab), grams, keys))

@@ -3,16 +3,17 @@ sentence, every n-gram of orders 1..N inside it), and SRILM counts files."""
 import numpy as np
 
 from .._ext.count_kernels import count_keys
-from ..errors import NplmError
+from ..errors import InputError, ParameterError
 from ..io import atomic_output, read_lines
 from .index import NgramIndex
 
 MAX_ORDER = 10
 
 
-def check_order(order, what="order"):
+def check_order(order, parameter="order"):
+    """Refuses an n-gram order outside 1..MAX_ORDER, naming the `parameter` that set it."""
     if not 1 <= order <= MAX_ORDER:
-        raise NplmError(f"{what} must be between 1 and {MAX_ORDER}, got {order}")
+        raise ParameterError(f"{{{parameter}}} must be between 1 and {MAX_ORDER}, got {order}")
 
 
 class NgramCounts:
@@ -49,7 +50,7 @@ class NgramCounts:
         for k in range(1, order + 1):
             valid = np.flatnonzero(position + k <= end)
             if len(valid) == 0:
-                raise NplmError(f"{corpus.name}: no sentence is long enough for {k}-grams")
+                raise InputError(f"no sentence is long enough for {k}-grams", path=corpus.name)
             key = seq[valid] if k == 1 else previous[valid] * len(vocab) + seq[valid + k - 1]
             distinct, count, first, inverse = count_keys(key)
             keys.append(distinct)
@@ -88,24 +89,24 @@ class NgramCounts:
                 continue
             k = len(fields) - 1
             if k < 1:
-                raise NplmError(f"{path}:{number}: expected 'w1 ... wk<TAB>count'")
+                raise InputError("expected 'w1 ... wk<TAB>count'", path=path, line=number)
             if k > MAX_ORDER:
-                raise NplmError(f"{path}:{number}: {k}-gram is longer than the maximum order {MAX_ORDER}")
+                raise InputError(f"{k}-gram is longer than the maximum order {MAX_ORDER}", path=path, line=number)
             try:
                 count = int(fields[-1])
             except ValueError:
-                raise NplmError(f"{path}:{number}: count '{fields[-1]}' is not an integer") from None
+                raise InputError(f"count '{fields[-1]}' is not an integer", path=path, line=number) from None
             if count < 0:
-                raise NplmError(f"{path}:{number}: negative count {count}")
+                raise InputError(f"negative count {count}", path=path, line=number)
             rows, values = by_order.setdefault(k, ([], []))
             rows.append([index.get(w, vocab.unk) for w in fields[:-1]])
             values.append(count)
         if not by_order:
-            raise NplmError(f"{path}: no counts")
+            raise InputError("no counts", path=path)
         order = max(by_order)
         missing = [k for k in range(1, order + 1) if k not in by_order]
         if missing:
-            raise NplmError(f"{path}: has {order}-grams but no {missing[0]}-grams")
+            raise InputError(f"has {order}-grams but no {missing[0]}-grams", path=path)
         grams, counts, index_so_far = [], [], None
         for k in range(1, order + 1):
             rows, values = by_order[k]
@@ -135,8 +136,8 @@ def _sum_duplicates(rows, values, vocab, lower_index, source="counts"):
         prefix = lower_index.find(rows[:, :-1])
         if np.any(prefix < 0):
             bad = rows[np.argmax(prefix < 0)]
-            raise NplmError(f"{source}: {k}-gram '{' '.join(vocab.words[w] for w in bad)}' "
-                            f"has no {k - 1}-gram count for its prefix")
+            raise InputError(f"{k}-gram '{' '.join(vocab.words[w] for w in bad)}' has no {k - 1}-gram count "
+                             "for its prefix", path=source)
         key = prefix * len(vocab) + rows[:, -1]
     unique, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     return rows[first], np.bincount(inverse, weights=values, minlength=len(unique)).astype(np.int64)
