@@ -11,10 +11,7 @@ FLAGS = {
     "checkpoint_dir": "-checkpoint",
     "unk_is_word": "-unk",
     "min_counts": "-gtNmin",
-    "main_weight": "-lambda",
     "weights": "-lambda",
-    "models": "-lm",
-    "ppl_file": "-ppl",
 }
 
 
