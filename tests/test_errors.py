@@ -60,6 +60,11 @@ def test_a_bad_setting_is_one_line_with_the_flag_and_exit_2(train):
     assert err == "nplm: -unk cannot be <s>: <s> and </s> mark where sentences begin and end\n"
 
 
+def test_an_ngram_order_out_of_range_is_spelt_as_the_flag(tmp_path, train):
+    status, out, err = run_nplm("ngram-count", "-text", train, "-order", 0, "-lm", tmp_path / "x.arpa")
+    assert (status, out, err) == (2, "", "nplm: -order must be between 1 and 10, got 0\n")
+
+
 def test_main_spells_every_parameter_of_a_parameter_error(capsys, monkeypatch, train):
     def refuse(*args, **kwargs):
         raise ParameterError("{hidden} 0 needs {direct}, and {features} at least 1", path="model.nplm")
