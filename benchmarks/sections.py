@@ -12,8 +12,10 @@ import numpy as np
 
 from nplmtk.corpus import Corpus
 from nplmtk.vocab import Vocabulary, count_words
+from runs import MLP9, QUALITY_RUNS, RUNS, RUNS_DIR, SAMPLING_RUNS, VOCAB_MIN_COUNT
 
 NPLM = os.path.join(os.path.dirname(sys.executable), "nplm")
+OUT = os.path.join("bench", "out")
 
 
 def median_seconds(fn, repeats=5):
@@ -39,20 +41,35 @@ def timed_command(args, repeats=3):
 
 def corpus_encoding(brown, peak):
     train = os.path.join(brown, "train.txt")
-    vocab = Vocabulary.from_counts(count_words([train]), min_count=4)
+    vocab = Vocabulary.from_counts(count_words([train]), min_count=VOCAB_MIN_COUNT)
     corpus = Corpus.read(train, vocab)
     encode = median_seconds(lambda: Corpus.read(train, vocab))
     windows = median_seconds(lambda: corpus.windows(5))
-    build, peak_mb = timed_command([NPLM, "vocab", "-text", train, "-min-count", "4", "-write-vocab", "/dev/null"])
+    build, peak_mb = timed_command([NPLM, "vocab", "-text", train, "-min-count", str(VOCAB_MIN_COUNT),
+                                    "-write-vocab", "/dev/null"])
     return ["## Vocabulary and corpus encoding (issue 2)", "",
             "| step | data | median | target |", "| --- | --- | --- | --- |",
             f"| `Corpus.read` (text to int32 ids + offsets) | Brown train, {corpus.num_words:,} words | "
             f"{encode:.3f} s ({corpus.num_words / encode / 1e6:.2f} M words/s) | < 1 s |",
             f"| `Corpus.windows(5)` (Cython, OpenMP) | {corpus.num_words + corpus.num_sentences:,} windows | "
             f"{windows * 1000:.1f} ms | |",
-            f"| `nplm vocab -text train.txt -min-count 4 -write-vocab /dev/null` (whole command) | Brown train | "
-            f"{build:.2f} s, peak RSS {peak_mb:.0f} MB | |",
-            "", f"Vocabulary with `-min-count 4`: {len(vocab):,} entries."]
+            f"| `nplm vocab -text train.txt -min-count {VOCAB_MIN_COUNT} -write-vocab /dev/null` (whole command) "
+            f"| Brown train | {build:.2f} s, peak RSS {peak_mb:.0f} MB | |",
+            "", f"Vocabulary with `-min-count {VOCAB_MIN_COUNT}`: {len(vocab):,} entries."]
+
+
+def _vocabulary(brown):
+    """bench/out/vocab.txt, the runs' vocabulary of Brown train, written afresh."""
+    os.makedirs(OUT, exist_ok=True)
+    vocab = os.path.join(OUT, "vocab.txt")
+    subprocess.run([NPLM, "vocab", "-text", os.path.join(brown, "train.txt"), "-min-count", str(VOCAB_MIN_COUNT),
+                    "-write-vocab", vocab], check=True)
+    return vocab
+
+
+def _vocab_size(vocab):
+    """|V| of the models trained with the vocabulary file `vocab`."""
+    return len(Vocabulary.read(vocab))
 
 
 def _ppl(model, text):
@@ -64,44 +81,42 @@ def _ppl(model, text):
 def ngram_models(brown, peak):
     """Issue 3: KN orders 2-5 and the deleted-interpolation trigram on Brown, speed and
     memory of KN5 on Brown and on Brown x 20, and the reference tools when present."""
-    out = os.path.join("bench", "out")
-    os.makedirs(out, exist_ok=True)
     train, valid, test = (os.path.join(brown, f"{s}.txt") for s in ("train", "valid", "test"))
-    vocab = os.path.join(out, "vocab.txt")
-    subprocess.run([NPLM, "vocab", "-text", train, "-min-count", "4", "-write-vocab", vocab], check=True)
+    vocab = _vocabulary(brown)
     common = ["-vocab", vocab, "-unk"]
     rows = []
     for order in (2, 3, 4, 5):
-        model = os.path.join(out, f"kn{order}.arpa")
+        model = os.path.join(OUT, f"kn{order}.arpa")
         subprocess.run([NPLM, "ngram-count", "-text", train, "-order", str(order), *common, "-lm", model], check=True)
         rows.append((f"KN{order} (interpolated modified Kneser-Ney)",
                      f"`nplm ngram-count -text train.txt -order {order} -vocab vocab.txt -unk -lm kn{order}.arpa`",
                      _ppl(model, valid), _ppl(model, test)))
-    model = os.path.join(out, "kn5-always.arpa")
+    model = os.path.join(OUT, "kn5-always.arpa")
     subprocess.run([NPLM, "ngram-count", "-text", train, "-order", "5", *common, "-always-interpolate",
                     "-lm", model], check=True)
     rows.append(("KN5 `-always-interpolate` (KenLM's estimate)", "as KN5, plus `-always-interpolate`",
                  _ppl(model, valid), _ppl(model, test)))
-    model = os.path.join(out, "di3.nplm")
+    model = os.path.join(OUT, "di3.nplm")
     subprocess.run([NPLM, "ngram-count", "-text", train, "-order", "3", *common, "-deleted-interpolation",
                     "-heldout", valid, "-lm", model], check=True, stderr=subprocess.DEVNULL)
     rows.append(("deleted-interpolation trigram (Bengio et al. sec. 4.1)",
                  "`nplm ngram-count ... -order 3 -deleted-interpolation -heldout valid.txt -lm di3.nplm`",
                  _ppl(model, valid), _ppl(model, test)))
     lines = ["## N-gram models on Brown (issue 3)", "",
-             "Vocabulary `nplm vocab -text train.txt -min-count 4` (14,119 entries), `-unk`; ppl as "
+             f"Vocabulary `nplm vocab -text train.txt -min-count {VOCAB_MIN_COUNT}` ({_vocab_size(vocab):,} "
+             "entries), `-unk`; ppl as "
              "`nplm ppl -lm MODEL -text FILE` reports it (SRILM's ppl: words + `</s>`, no OOVs with `-unk`). "
              "The deleted-interpolation weights are fitted on valid, so its valid ppl is not held out.", "",
              "| model | command | valid ppl | test ppl |", "| --- | --- | --- | --- |"]
     lines += [f"| {name} | {command} | {v:.2f} | {t:.2f} |" for name, command, v, t in rows]
 
-    big = os.path.join(out, "brown-x20.txt")
+    big = os.path.join(OUT, "brown-x20.txt")
     with open(big, "w") as f:
         text = open(train).read()
         for _ in range(20):
             f.write(text)
-    kn5 = [NPLM, "ngram-count", "-text", train, "-order", "5", *common, "-lm", os.path.join(out, "t.arpa")]
-    kn5_big = [NPLM, "ngram-count", "-text", big, "-order", "5", *common, "-lm", os.path.join(out, "t.arpa")]
+    kn5 = [NPLM, "ngram-count", "-text", train, "-order", "5", *common, "-lm", os.path.join(OUT, "t.arpa")]
+    kn5_big = [NPLM, "ngram-count", "-text", big, "-order", "5", *common, "-lm", os.path.join(OUT, "t.arpa")]
     small_time, small_mem = timed_command(kn5)
     big_time, big_mem = timed_command(kn5_big)
     lines += ["", "| job | data | median wall (3 runs) | peak RSS | target |", "| --- | --- | --- | --- | --- |",
@@ -115,20 +130,20 @@ def ngram_models(brown, peak):
         lines += ["", "Reference tools built locally from their public sources, same machine, same run:", "",
                   "| tool | KN5 build wall (median of 3) | test ppl |", "| --- | --- | --- |"]
     if srilm:
-        arpa = os.path.join(out, "srilm5.arpa")
+        arpa = os.path.join(OUT, "srilm5.arpa")
         seconds, _ = timed_command([os.path.join(srilm, "ngram-count"), "-text", train, "-order", "5",
                                     "-vocab", vocab, "-unk", "-kndiscount", "-interpolate", "-gt3min", "1",
                                     "-gt4min", "1", "-gt5min", "1", "-lm", arpa])
         report = subprocess.run([os.path.join(srilm, "ngram"), "-lm", arpa, "-order", "5", "-unk", "-ppl", test],
                                 capture_output=True, text=True).stdout
-        ours = subprocess.run([NPLM, "ppl", "-lm", os.path.join(out, "kn5.arpa"), "-text", test],
+        ours = subprocess.run([NPLM, "ppl", "-lm", os.path.join(OUT, "kn5.arpa"), "-text", test],
                               capture_output=True, text=True).stdout
         lines.append(f"| SRILM 1.7.3 `ngram-count -kndiscount -interpolate -gt3min 1 -gt4min 1 -gt5min 1` "
                      f"| {seconds:.2f} s | {float(report.split('ppl= ')[1].split()[0]):.4f} "
                      f"(report {'identical to' if report == ours else 'DIFFERENT from'} `nplm ppl`'s) |")
     if kenlm:
-        arpa = os.path.join(out, "kenlm5.arpa")
-        mapped = {s: os.path.join(out, f"{s}.unkword.txt") for s in ("train", "test")}
+        arpa = os.path.join(OUT, "kenlm5.arpa")
+        mapped = {s: os.path.join(OUT, f"{s}.unkword.txt") for s in ("train", "test")}
         words = set(open(vocab).read().split())
         for s, path in mapped.items():
             with open(os.path.join(brown, f"{s}.txt")) as src, open(path, "w") as dst:
@@ -136,11 +151,11 @@ def ngram_models(brown, peak):
                     dst.write(" ".join(w if w in words else "UNKWORD" for w in line.split()) + "\n")
         with open(mapped["train"]) as src:
             seconds = statistics.median(_timed_stdin([os.path.join(kenlm, "lmplz"), "-o", "5", "-S", "2G",
-                                                       "-T", out], src, arpa) for _ in range(3))
+                                                       "-T", OUT], src, arpa) for _ in range(3))
         query = subprocess.run([os.path.join(kenlm, "query"), "-v", "summary", arpa], stdin=open(mapped["test"]),
                                capture_output=True, text=True).stdout
         kenlm_ppl = float(query.split("Perplexity including OOVs:")[1].split()[0])
-        ours = os.path.join(out, "kn5-unkword.arpa")
+        ours = os.path.join(OUT, "kn5-unkword.arpa")
         subprocess.run([NPLM, "ngram-count", "-text", mapped["train"], "-order", "5", "-always-interpolate",
                         "-lm", ours], check=True)
         lines.append(f"| KenLM lmplz `-o 5` (rare words spelt UNKWORD: lmplz refuses `<unk>` in text) "
@@ -157,23 +172,21 @@ def _timed_stdin(args, stdin, output):
     return time.perf_counter() - start
 
 
-MLP9_SHAPE = ("-order", "5", "-m", "30", "-h", "100")
-
-
-def _train_words_per_second(text, vocab, batch, threads, shape=MLP9_SHAPE, extra=()):
-    out = os.path.join("bench", "out")
-    log = os.path.join(out, "train.log")
-    subprocess.run([NPLM, "train-nplm", "-text", text, "-vocab", vocab, *shape, "-epochs", "1", "-batch", str(batch),
-                    "-threads", str(threads), "-quiet", *extra, "-lm", os.path.join(out, "mlp9.nplm"), "-log", log],
-                   check=True)
+def _train_words_per_second(text, vocab, run, batch, threads, extra=()):
+    """Words/s of one epoch of `run`'s network at `batch` with `threads` (other options:
+    `extra`, else train-nplm's defaults)."""
+    log = os.path.join(OUT, "train.log")
+    subprocess.run([NPLM, "train-nplm", "-text", text, "-vocab", vocab, *run.shape_options(), "-epochs", "1",
+                    "-batch", str(batch), "-threads", str(threads), "-quiet", *extra,
+                    "-lm", os.path.join(OUT, f"{run.name}.nplm"), "-log", log], check=True)
     return json.loads(open(log).readline())["words_per_s"]
 
 
-def _peak_training_memory(train, vocab, seconds=25):
-    """VmHWM of a full-Brown MLP9 run, sampled after `seconds` of its first epoch."""
-    proc = subprocess.Popen([NPLM, "train-nplm", "-text", train, "-vocab", vocab, "-order", "5", "-m", "30",
-                             "-h", "100", "-epochs", "1", "-batch", "256", "-threads", "2", "-quiet",
-                             "-lm", os.path.join("bench", "out", "unused.nplm")])
+def _peak_training_memory(train, vocab, run, seconds=25):
+    """VmHWM of `run` on all of `train`, sampled after `seconds` of its first epoch."""
+    proc = subprocess.Popen([NPLM, "train-nplm", "-text", train, "-vocab", vocab, *run.shape_options(),
+                             "-epochs", "1", "-batch", str(run.batch), "-threads", str(run.threads), "-quiet",
+                             "-lm", os.path.join(OUT, "unused.nplm")])
     time.sleep(seconds)
     peak = 0
     with open(f"/proc/{proc.pid}/status") as f:
@@ -187,28 +200,35 @@ def _peak_training_memory(train, vocab, seconds=25):
 
 def _training_texts(brown):
     """The vocabulary and the Brown-train prefixes the speed sections train on."""
-    out = os.path.join("bench", "out")
-    os.makedirs(out, exist_ok=True)
     train = os.path.join(brown, "train.txt")
-    vocab = os.path.join(out, "vocab.txt")
-    subprocess.run([NPLM, "vocab", "-text", train, "-min-count", "4", "-write-vocab", vocab], check=True)
+    vocab = _vocabulary(brown)
     lines = open(train).read().splitlines(keepends=True)
     texts = {}
     for name, count in (("short", 400), ("long", 1500)):
-        texts[name] = os.path.join(out, f"train-{name}.txt")
+        texts[name] = os.path.join(OUT, f"train-{name}.txt")
         with open(texts[name], "w") as f:
             f.writelines(lines[:count])
     return train, vocab, texts
 
 
+def _shared_flop_per_word(run):
+    """FLOP per training word below the output layer (no direct connections): 6(n-1)mh."""
+    return 6 * (run.order - 1) * run.features * run.hidden
+
+
+def _flop_per_word(run, vocab_size):
+    """FLOP per training word, forward and backward, full softmax: 6|V|h + 6(n-1)mh."""
+    return 6 * vocab_size * run.hidden + _shared_flop_per_word(run)
+
+
 def mlp_training_speed(brown, peak):
     """Issue 4: MLP9 training speed at batch 1, 32, 256 with 1 and 2 threads."""
     train, vocab, texts = _training_texts(brown)
-    size, hidden, context, features = 14119, 100, 4, 30
-    flop_per_word = 6 * size * hidden + 6 * context * features * hidden
+    size = _vocab_size(vocab)
+    flop_per_word = _flop_per_word(MLP9, size)
     table = ["## MLP9 training speed (issue 4)", "",
-             "Bengio et al.'s MLP9 (n=5, m=30, h=100, no direct connections), full softmax over |V| = 14,119, "
-             "plain SGD (`-lr 1e-3`, weight decay 1e-4); `nplm train-nplm -order 5 -m 30 -h 100 -epochs 1 "
+             f"Bengio et al.'s MLP9 ({MLP9.architecture} connections), full softmax over |V| = {size:,}, "
+             f"plain SGD (`-lr 1e-3`, weight decay 1e-4); `nplm train-nplm {' '.join(MLP9.shape_options())} -epochs 1 "
              "-batch K -threads T`, words/s from the epoch log, median of 5 runs with 1 and 2 threads alternating "
              "(the ratio is the median of the 5 side-by-side ratios), on the first 400 (batch 1, 9.1k words) "
              "or 1,500 (batch 32, 256) sentences of Brown train. FLOP per word = 6|V|h + 6(n-1)mh = "
@@ -220,8 +240,8 @@ def mlp_training_speed(brown, peak):
     speeds, ratios = {}, {}
     for batch in (1, 32, 256):
         text = texts["short"] if batch == 1 else texts["long"]
-        runs = [(_train_words_per_second(text, vocab, batch, 1), _train_words_per_second(text, vocab, batch, 2))
-                for _ in range(5)]
+        runs = [(_train_words_per_second(text, vocab, MLP9, batch, 1),
+                 _train_words_per_second(text, vocab, MLP9, batch, 2)) for _ in range(5)]
         ratios[batch] = statistics.median(two / one for one, two in runs)
         for threads in (1, 2):
             speeds[batch, threads] = statistics.median(r[threads - 1] for r in runs)
@@ -230,8 +250,9 @@ def mlp_training_speed(brown, peak):
                          + (f"{ratios[batch]:.2f}x |" if threads == 2 else " |"))
     table += ["", f"2 threads against 1 at batch 1: {ratios[1]:.2f}x (target 1.7x); at batch 256: "
               f"{ratios[256]:.2f}x.",
-              f"Peak memory of MLP9 training on all of Brown train (batch 256, 2 threads; VmHWM after 25 s of "
-              f"the first epoch): {_peak_training_memory(train, vocab):.0f} MB (target < 1 GB)."]
+              f"Peak memory of MLP9 training on all of Brown train (batch {MLP9.batch}, {MLP9.threads} threads; "
+              f"VmHWM after 25 s of the first epoch): {_peak_training_memory(train, vocab, MLP9):.0f} MB "
+              "(target < 1 GB)."]
     return table
 
 
@@ -242,11 +263,11 @@ NETWORKS = {  # name: (latency alpha in s, bandwidth in bytes/s) of one MPI mess
 }
 
 
-def _mpi_run(ranks, text, vocab, batch):
-    log = os.path.join("bench", "out", f"mpi-{ranks}.log")
+def _mpi_run(ranks, text, vocab, run, batch):
+    log = os.path.join(OUT, f"mpi-{ranks}.log")
     subprocess.run([MPIEXEC, "-n", str(ranks), NPLM, "train-nplm", "-mpi", "param", "-text", text, "-vocab", vocab,
-                    "-order", "5", "-m", "30", "-h", "100", "-epochs", "1", "-batch", str(batch), "-threads", "1",
-                    "-quiet", "-lm", os.path.join("bench", "out", "mpi.nplm"), "-log", log], check=True)
+                    *run.shape_options(), "-epochs", "1", "-batch", str(batch), "-threads", "1",
+                    "-quiet", "-lm", os.path.join(OUT, "mpi.nplm"), "-log", log], check=True)
     return json.loads(open(log).readline())
 
 
@@ -258,11 +279,12 @@ def _allreduce_seconds(size, ranks, alpha, bandwidth):
 def mpi_scaling(brown, peak):
     """Issue 7: -mpi param with 1 and 2 ranks on this machine, and a model of larger runs."""
     _, vocab, texts = _training_texts(brown)
-    size, hidden, context, features = 14119, 100, 4, 30
-    width = hidden + context * features
-    shared_share = 6 * context * features * hidden / (6 * size * hidden + 6 * context * features * hidden)
+    flop_per_word = _flop_per_word(MLP9, _vocab_size(vocab))
+    width = MLP9.hidden + (MLP9.order - 1) * MLP9.features  # of dL/da and dL/dx, the shared layers' input
+    shared_share = _shared_flop_per_word(MLP9) / flop_per_word
     table = ["## MPI: the parameter-parallel output layer (issue 7)", "",
-             "`mpiexec -n R nplm train-nplm -mpi param -order 5 -m 30 -h 100 -epochs 1 -batch K -threads 1` (MLP9, "
+             f"`mpiexec -n R nplm train-nplm -mpi param {' '.join(MLP9.shape_options())} -epochs 1 -batch K "
+             "-threads 1` (MLP9, "
              "full softmax, one BLAS thread per rank, mpich from PyPI over shared memory), on the first 400 (K=1) or "
              "1,500 sentences of Brown train; words/s and the time inside Allreduce from the epoch log, median of 3 "
              "runs alternating R=1 and R=2. Rank i owns output rows from i*ceil(|V|/R); per batch three "
@@ -270,11 +292,10 @@ def mpi_scaling(brown, peak):
              f"dL/dx ({4 * width}): {20 + 4 * width} bytes per example and rank.", "",
              "| batch K | R=1 words/s | R=2 words/s | R=2 / R=1 | R=2 time in Allreduce | R=1 GFLOP/s (of peak) |",
              "| --- | --- | --- | --- | --- | --- |"]
-    flop_per_word = 6 * size * hidden + 6 * context * features * hidden
     per_example = {}
     for batch in (1, 32, 256):
         text = texts["short"] if batch == 1 else texts["long"]
-        runs = [(_mpi_run(1, text, vocab, batch), _mpi_run(2, text, vocab, batch)) for _ in range(3)]
+        runs = [(_mpi_run(1, text, vocab, MLP9, batch), _mpi_run(2, text, vocab, MLP9, batch)) for _ in range(3)]
         one = statistics.median(r[0]["words_per_s"] for r in runs)
         two = statistics.median(r[1]["words_per_s"] for r in runs)
         ratio = statistics.median(r[1]["words_per_s"] / r[0]["words_per_s"] for r in runs)
@@ -305,38 +326,32 @@ def mpi_scaling(brown, peak):
     return table
 
 
-NEURAL_RUNS = {  # name: (make target, architecture in the paper's terms, train-nplm options, paper test ppl)
-    "mlp9": ("brown-mlp9", "n=5, m=30, h=100, no direct", "-order 5 -m 30 -h 100", 276),
-    "mlp1": ("brown-mlp1", "n=5, m=60, h=50, direct", "-order 5 -m 60 -h 50 -direct", 268),
-}
-
-
 def mlp_quality(brown, peak):
     """Issue 4: test ppl of MLP9 and MLP1 (trained by `make brown-mlp9`, `make brown-mlp1`)
     beside KN5."""
     lines = ["## MLP9 and MLP1 quality on Brown (issue 4)", ""]
     test, valid = os.path.join(brown, "test.txt"), os.path.join(brown, "valid.txt")
-    kn5 = os.path.join("bench", "out", "kn5.arpa")
+    kn5 = os.path.join(OUT, "kn5.arpa")
     kn5_test = _ppl(kn5, test) if os.path.exists(kn5) else float("nan")
-    for name, (target, shape, options, paper) in NEURAL_RUNS.items():
-        log, model = os.path.join("runs", f"{name}.log"), os.path.join("runs", f"{name}.nplm")
-        lines += [f"### {name.upper()} ({shape})", ""]
+    for run in QUALITY_RUNS:
+        name, log, model, paper = run.name, run.log_path, run.model_path, run.paper_test_ppl
+        lines += [f"### {name.upper()} ({run.architecture})", ""]
         if not (os.path.exists(log) and os.path.exists(model)):
-            lines += [f"Not measured in this run: `make {target}` trains it.", ""]
+            lines += [f"Not measured in this run: `make {run.make_target}` trains it.", ""]
             continue
         records = [json.loads(line) for line in open(log)]
         best = min(records, key=lambda r: r["valid_ppl"])
         mlp_test, mlp_valid = _ppl(model, test), _ppl(model, valid)
-        lines += [f"Trained by `make {target}`: `nplm train-nplm -text train.txt -valid valid.txt -vocab vocab.txt "
-                  f"{options} -epochs 20 -patience 2 -batch 256 -threads 2 -lr 0.003` (weight decay 1e-4, "
-                  f"r = 1e-8), early stopping on valid; scored with `nplm ppl -lm runs/{name}.nplm -text FILE`.", "",
+        lines += [f"Trained by `make {run.make_target}`: `nplm train-nplm -text train.txt -valid valid.txt -vocab "
+                  f"vocab.txt {' '.join(run.options())}` (weight decay 1e-4, r = 1e-8), early stopping on valid; "
+                  f"scored with `nplm ppl -lm {model} -text FILE`.", "",
                   "| epoch | train ppl | valid ppl | words/s |", "| --- | --- | --- | --- |"]
         lines += [f"| {r['epoch']} | {r['train_ppl']:.1f} | {r['valid_ppl']:.2f} | {r['words_per_s']:,.0f} |"
                   for r in records]
         lines += ["", f"Kept: epoch {best['epoch']}. Valid ppl {mlp_valid:.2f}; **test ppl {mlp_test:.2f}** against "
                   f"KN5's {kn5_test:.2f}: {1 - mlp_test / kn5_test:.1%} lower (target 10%, aim 15%; the paper: "
                   f"{paper} against 321, {1 - paper / 321:.0%})."]
-        if best is records[-1] and len(records) < 20:
+        if best is records[-1] and len(records) < run.epochs:
             lines += [f"The run was stopped after epoch {best['epoch']} (a session's time limit) while its valid ppl "
                       "still fell: early stopping had not ended it, and more epochs would likely lower it further."]
         lines += ["Words/s are from the training log of a long run that shared the machine with other work at "
@@ -357,18 +372,18 @@ def mixtures(brown, peak):
     from nplmtk.lm import LN10, load
     from nplmtk.mixture import Mixture, fit_weights
     from nplmtk.ppl import report
-    out = os.path.join("bench", "out")
     train, valid, test = (os.path.join(brown, f"{s}.txt") for s in ("train", "valid", "test"))
     lines = ["## Mixtures on Brown (issue 6)", "",
              "As `nplm mix -lm NGRAM -lm MLP -text valid.txt [-lambda 0.5 | -bins 6 -bin-text train.txt] "
              "-write M.mix` then `nplm ppl -lm M.mix -text test.txt` compute them (EM on valid, test held out), "
              "through the same library calls with each model's scores computed once. N-gram models from the "
-             "n-gram section (bench/out), networks from `make brown-mlp9` / `make brown-mlp1` (runs/). Per-bin "
+             f"n-gram section ({OUT}), networks from {' / '.join(f'`make {r.make_target}`' for r in QUALITY_RUNS)} "
+             f"({RUNS_DIR}/). Per-bin "
              "weights: the deleted-interpolation bins of the two-word context's training frequency, grouped into "
              "at most 6 bins of equal valid mass.", "",
              "| network | n-gram | network test ppl | n-gram test ppl | 0.5 / 0.5 | EM weights (network's) | "
              "per-bin EM | beats both |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    ngrams = {"DI3": os.path.join(out, "di3.nplm"), "KN5": os.path.join(out, "kn5.arpa")}
+    ngrams = {"DI3": os.path.join(OUT, "di3.nplm"), "KN5": os.path.join(OUT, "kn5.arpa")}
     missing = [p for p in ngrams.values() if not os.path.exists(p)]
     if missing:
         return lines[:2] + [f"Not measured in this run: {', '.join(missing)} missing (run the ngram section)."]
@@ -376,8 +391,8 @@ def mixtures(brown, peak):
     ngram_scores = {(name, text): _scored(model, text) for name, model in ngram_models.items()
                     for text in (valid, test)}
     measured = False
-    for name in NEURAL_RUNS:
-        path = os.path.join("runs", f"{name}.nplm")
+    for run in QUALITY_RUNS:
+        name, path = run.name, run.model_path
         if not os.path.exists(path):
             continue
         measured = True
@@ -410,60 +425,54 @@ def mixtures(brown, peak):
             lines.append(f"| {name.upper()} | {ngram_name} | {network_ppl:.2f} | {ngram_ppl:.2f} | {half:.2f} | "
                          f"{em_ppl:.2f} ({em[0, 1]:.3f}) | {binned_ppl:.2f} | {'yes' if beats else 'NO'} |")
     if not measured:
-        return lines[:2] + ["Not measured in this run: no trained network in runs/ (`make brown-mlp9`)."]
-    lines += ["", "The paper (Table 1, Brown test): MLP9 alone 276, the deleted-interpolation trigram 336, "
-              "their 50/50 mixture (MLP10) 252."]
+        return lines[:2] + [f"Not measured in this run: no trained network in {RUNS_DIR}/ "
+                            f"(`make {MLP9.make_target}`)."]
+    lines += ["", f"The paper (Table 1, Brown test): MLP9 alone {MLP9.paper_test_ppl}, the deleted-interpolation "
+              "trigram 336, their 50/50 mixture (MLP10) 252."]
     return lines
 
 
-IS_SHAPE = ("-order", "4", "-m", "30", "-h", "80")
-
-
-IS_VARIANTS = {  # the runs of `make brown-is`: name -> the options beyond the common ones
-    "full": "-criterion full",
-    "adaptive": "-criterion is-adaptive -samples 100",
-    "adaptive-n200": "-criterion is-adaptive -samples 200",
-    "adaptive-ess50": "-criterion is-adaptive -samples 100 -ess-min 50",
-}
+EXACT, ALGORITHM_4 = RUNS["is-full"], RUNS["is-adaptive"]  # the paper's pair, N0 = 100
 
 
 def importance_sampling(brown, peak):
     """Issue 5: the exact gradient against is-adaptive, same epochs (`make brown-is`), and
     the two training steps side by side on a prefix of Brown train."""
     lines = ["## Importance sampling on Brown (issue 5)", ""]
-    runs = {name: (os.path.join("runs", f"is-{name}.log"), os.path.join("runs", f"is-{name}.nplm"))
-            for name in IS_VARIANTS}
-    runs = {name: pair for name, pair in runs.items() if all(os.path.exists(p) for p in pair)}
-    if "full" not in runs or "adaptive" not in runs:
-        return lines + ["Not measured in this run: `make brown-is` trains the models (about 45 minutes, one core)."]
+    runs = [run for run in SAMPLING_RUNS if os.path.exists(run.log_path) and os.path.exists(run.model_path)]
+    if EXACT not in runs or ALGORITHM_4 not in runs:
+        return lines + [f"Not measured in this run: `make {EXACT.make_target}` trains the models (about 45 minutes, "
+                        "one core)."]
     test = os.path.join(brown, "test.txt")
-    logs = {name: [json.loads(line) for line in open(log)] for name, (log, _) in runs.items()}
-    seconds = {name: sum(r["seconds"] for r in records) for name, records in logs.items()}
-    ppl = {name: _ppl(model, test) for name, (_, model) in runs.items()}
-    lines += ["`make brown-is`: `nplm train-nplm -order 4 -m 30 -h 80 -epochs 5 -batch 1 -lr 0.001 OPTIONS` on Brown "
-              "train, one thread (one core), no validation set (Bengio & Senecal's setting: 3 words of context, "
-              "plain per-example SGD, a fixed number of epochs, unigram proposal, N0 = 100, the tiny set 1,000 "
-              "training examples checked every 200,000), run one after another; test ppl from `nplm ppl -lm MODEL "
-              "-text test.txt`. Training seconds are the epochs' wall-clock time (tiny-set checks and blocks "
-              "trained again included).", "",
+    logs = {run: [json.loads(line) for line in open(run.log_path)] for run in runs}
+    seconds = {run: sum(r["seconds"] for r in records) for run, records in logs.items()}
+    ppl = {run: _ppl(run.model_path, test) for run in runs}
+    common = EXACT.shape_options() + EXACT.training_options()
+    n0 = ALGORITHM_4.samples
+    lines += [f"`make {EXACT.make_target}`: `nplm train-nplm {' '.join(common)} OPTIONS` on Brown "
+              f"train, one thread (one core), no validation set (Bengio & Senecal's setting: {EXACT.order - 1} words "
+              f"of context, plain per-example SGD, a fixed number of epochs, unigram proposal, N0 = {n0}, the tiny "
+              "set 1,000 training examples checked every 200,000), run one after another; test ppl from `nplm ppl "
+              "-lm MODEL -text test.txt`. Training seconds are the epochs' wall-clock time (tiny-set checks and "
+              "blocks trained again included).", "",
               "| OPTIONS | training seconds | words/s (mean) | N at the end | mean ESS, last epoch | test ppl | "
               "speed-up | test ppl against exact |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for name in runs:
-        words = sum(r["seconds"] * r["words_per_s"] for r in logs[name])
-        last = logs[name][-1]
+    for run in runs:
+        words = sum(r["seconds"] * r["words_per_s"] for r in logs[run])
+        last = logs[run][-1]
         ess = f"{last['mean_ess']:.1f}" if "mean_ess" in last else ""
-        lines.append(f"| `{IS_VARIANTS[name]}` | {seconds[name]:,.0f} | {words / seconds[name]:,.0f} | "
-                     f"{last.get('samples', 'all words')} | {ess} | {ppl[name]:.2f} | "
-                     f"{seconds['full'] / seconds[name]:.1f}x | {ppl[name] / ppl['full'] - 1:+.2%} |")
-    lines += ["", f"Algorithm 4 as in the paper (N0 = 100): speed-up **{seconds['full'] / seconds['adaptive']:.1f}x** "
-              f"(target 15x, aim 25x; the paper 15x), test ppl {ppl['adaptive'] / ppl['full'] - 1:+.2%} against the "
-              "exact gradient (target within 2%).", ""]
-    lines += _sampled_step_side_by_side(brown, logs["adaptive"][-1]["samples"])
-    lines += ["", "Trajectory of N under Algorithm 4, N0 = 100 (plot-ready; the same events, with every field, are "
-              "the `samples_trajectory` of each epoch's record in `runs/is-adaptive.log`): examples seen, "
+        lines.append(f"| `{' '.join(run.criterion_options())}` | {seconds[run]:,.0f} | {words / seconds[run]:,.0f} | "
+                     f"{last.get('samples', 'all words')} | {ess} | {ppl[run]:.2f} | "
+                     f"{seconds[EXACT] / seconds[run]:.1f}x | {ppl[run] / ppl[EXACT] - 1:+.2%} |")
+    lines += ["", f"Algorithm 4 as in the paper (N0 = {n0}): speed-up "
+              f"**{seconds[EXACT] / seconds[ALGORITHM_4]:.1f}x** (target 15x, aim 25x; the paper 15x), test ppl "
+              f"{ppl[ALGORITHM_4] / ppl[EXACT] - 1:+.2%} against the exact gradient (target within 2%).", ""]
+    lines += _sampled_step_side_by_side(brown, logs[ALGORITHM_4][-1]["samples"])
+    lines += ["", f"Trajectory of N under Algorithm 4, N0 = {n0} (plot-ready; the same events, with every field, "
+              f"are the `samples_trajectory` of each epoch's record in `{ALGORITHM_4.log_path}`): examples seen, "
               "wall-clock seconds since training began, N from then on, the tiny set's exact ppl, what happened.",
               "", "| examples | seconds | N | tiny-set ppl | event |", "| --- | --- | --- | --- | --- |"]
-    for record in logs["adaptive"]:
+    for record in logs[ALGORITHM_4]:
         for event in record["samples_trajectory"]:
             lines.append(f"| {event['examples']:,} | {event.get('seconds', float('nan')):.1f} | {event['samples']} | "
                          f"{event.get('tiny_ppl', float('nan')):.2f} | {event['reason']} |")
@@ -474,11 +483,13 @@ def _sampled_step_side_by_side(brown, final_samples):
     """Words/s of the exact step and of the sampled step (N0 and the run's last N) in
     alternating runs on the first 1,500 sentences of Brown train."""
     _, vocab, texts = _training_texts(brown)
+    sample_sizes = sorted({ALGORITHM_4.samples, final_samples})
     settings = [("full", ("-criterion", "full"))] + [
-        (f"is, N = {n}", ("-criterion", "is", "-samples", str(n))) for n in sorted({100, final_samples})]
-    runs = [[_train_words_per_second(texts["long"], vocab, 1, 1, IS_SHAPE, extra) for _, extra in settings]
+        (f"is, N = {n}", ("-criterion", "is", "-samples", str(n))) for n in sample_sizes]
+    runs = [[_train_words_per_second(texts["long"], vocab, EXACT, EXACT.batch, 1, extra) for _, extra in settings]
             for _ in range(3)]
-    lines = ["Side by side (same shape, batch 1, one thread; 3 alternating runs of one epoch over the first 1,500 "
+    lines = [f"Side by side (same shape, batch {EXACT.batch}, one thread; 3 alternating runs of one epoch over the "
+             "first 1,500 "
              "sentences of Brown train; median words/s, and the median of the per-run ratios to the exact step):",
              "", "| step | words/s | against exact |", "| --- | --- | --- |"]
     for k, (name, _) in enumerate(settings):

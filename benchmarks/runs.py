@@ -1,0 +1,85 @@
+"""The training runs that the benchmark sections train or report, in one table.
+
+Each entry holds the settings of one `nplm train-nplm` run of the Makefile (`make
+brown-mlp9`, `brown-mlp1`, `brown-is`); the sections take the network shapes, options and
+file names from here. |V| is not here: it is read from the vocabulary file in use.
+"""
+import os
+from dataclasses import dataclass
+
+VOCAB_MIN_COUNT = 4  # the runs' vocabulary: `nplm vocab -min-count 4` on Brown train
+RUNS_DIR = "runs"  # where the Makefile's runs write their logs and models
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run: the network (n, m, h, direct connections) and how it trains. `None`
+    leaves an option out (train-nplm's default); its files are runs/NAME.log and .nplm."""
+
+    name: str
+    make_target: str
+    order: int
+    features: int
+    hidden: int
+    direct: bool = False
+    epochs: int | None = None
+    patience: int | None = None
+    batch: int | None = None
+    threads: int | None = None
+    lr: float | None = None
+    criterion: str | None = None
+    samples: int | None = None
+    ess_min: float | None = None
+    paper_test_ppl: float | None = None
+
+    @property
+    def log_path(self):
+        return os.path.join(RUNS_DIR, f"{self.name}.log")
+
+    @property
+    def model_path(self):
+        return os.path.join(RUNS_DIR, f"{self.name}.nplm")
+
+    @property
+    def architecture(self):
+        """The network in the paper's terms."""
+        return (f"n={self.order}, m={self.features}, h={self.hidden}, "
+                + ("direct" if self.direct else "no direct"))
+
+    def shape_options(self):
+        return ["-order", str(self.order), "-m", str(self.features), "-h", str(self.hidden)] + (
+            ["-direct"] if self.direct else [])
+
+    def training_options(self):
+        """The options after the shape, in the Makefile's order (the criterion apart)."""
+        return _flags(("-epochs", self.epochs), ("-patience", self.patience), ("-batch", self.batch),
+                      ("-threads", self.threads), ("-lr", self.lr))
+
+    def criterion_options(self):
+        return _flags(("-criterion", self.criterion), ("-samples", self.samples), ("-ess-min", self.ess_min))
+
+    def options(self):
+        return self.shape_options() + self.training_options() + self.criterion_options()
+
+
+def _flags(*pairs):
+    """`-flag value` for each (flag, value) whose value is set."""
+    return [text for flag, value in pairs if value is not None for text in (flag, str(value))]
+
+
+_MLP = dict(epochs=20, patience=2, batch=256, threads=2, lr=0.003)
+_IS = dict(make_target="brown-is", order=4, features=30, hidden=80, epochs=5, batch=1, lr=0.001)
+
+RUNS = {run.name: run for run in (
+    # Bengio et al. (2003) Table 1.
+    Run("mlp9", "brown-mlp9", order=5, features=30, hidden=100, paper_test_ppl=276, **_MLP),
+    Run("mlp1", "brown-mlp1", order=5, features=60, hidden=50, direct=True, paper_test_ppl=268, **_MLP),
+    # Bengio & Senecal (2003) sec. 4.2: the exact gradient against importance sampling.
+    Run("is-full", criterion="full", **_IS),
+    Run("is-adaptive", criterion="is-adaptive", samples=100, **_IS),
+    Run("is-adaptive-n200", criterion="is-adaptive", samples=200, **_IS),
+    Run("is-adaptive-ess50", criterion="is-adaptive", samples=100, ess_min=50, **_IS),
+)}
+MLP9 = RUNS["mlp9"]
+QUALITY_RUNS = [RUNS["mlp9"], RUNS["mlp1"]]
+SAMPLING_RUNS = [run for run in RUNS.values() if run.make_target == "brown-is"]
