@@ -7,9 +7,11 @@ import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-# The network's softmax needs a vectorised expf (glibc's libmvec, enabled by fast-math);
+# The networks' softmax needs a vectorised expf (glibc's libmvec, enabled by fast-math);
 # the text and ARPA kernels must keep exact IEEE semantics.
-FAST_MATH = {"mlp_kernels"}
+TEXT_KERNELS = ("corpus_kernels", "arpa_format", "count_kernels", "text_kernels")
+NETWORK_KERNELS = ("mlp_kernels", "output_blocks", "energy_kernels", "sampling_kernels")
+FAST_MATH = set(NETWORK_KERNELS)
 
 
 def kernel(name):
@@ -29,10 +31,11 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
-    packages=["nplmtk", "nplmtk._ext", "nplmtk.cli"],
+    packages=["nplmtk", "nplmtk._ext", "nplmtk.neural", "nplmtk.ngram", "nplmtk.cli"],
     package_dir={"nplmtk.cli": "cli"},
     ext_modules=cythonize(
-        [kernel(name) for name in ("corpus_kernels", "arpa_format", "count_kernels", "text_kernels", "mlp_kernels")],
+        [kernel(name) for name in TEXT_KERNELS + NETWORK_KERNELS],
+        include_path=["cython_ext"],  # the shared .pxd files (kernel_common, feedforward)
         compiler_directives={"language_level": 3, "boundscheck": False,
                              "wraparound": False, "cdivision": True},
     ),

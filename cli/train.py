@@ -8,17 +8,15 @@ import click
 from nplmtk.corpus import Corpus
 from nplmtk.errors import NplmError
 from nplmtk.io import check_readable
-from nplmtk.neural.energy import EnergyModel
-from nplmtk.neural.mlp import MLPModel
-from nplmtk.neural.parallel import abort_on_error, world
-from nplmtk.neural.train import Trainer, TrainingConfig
+from nplmtk.models import ARCHITECTURES, PLANNED_ARCHITECTURES
+from nplmtk.neural.parallel import world
+from nplmtk.neural.train import CRITERIA, MPI_MODES, Trainer, TrainingConfig
 from nplmtk.text import Normalizer
 from nplmtk.vocab import Vocabulary, count_words
 
-from .options import example, flag, option
+from .options import example, flag, option, spell
 
-PENDING = {"arch": {"lbl": 0, "rnn": 0, "lstm": 0}, "criterion": {},
-           "mpi": {}}
+ARCH_HELP = "Architecture: " + "; ".join(f"{name} ({model.summary})" for name, model in ARCHITECTURES.items()) + "."
 
 
 @click.command("train-nplm", epilog=example(
@@ -37,8 +35,7 @@ PENDING = {"arch": {"lbl": 0, "rnn": 0, "lstm": 0}, "criterion": {},
 @option("activation", type=click.Choice(["tanh", "sigmoid", "relu", "linear"]), default="tanh",
         help="Hidden layer activation.")
 @flag("no-bias", help="No output and hidden biases (b, d).")
-@option("arch", default="mlp", help="Architecture: mlp (Bengio et al. 2003, eq. 1) or energy (sec. 5.1: the "
-        "next word's features enter the hidden layer; train it with -criterion is* on large vocabularies).")
+@option("arch", default="mlp", help=ARCH_HELP)
 @option("criterion", default="full", help="Training criterion: full (exact softmax gradient), is (importance "
         "sampling, Bengio & Senecal 2003 Alg. 3) or is-adaptive (Alg. 4: N doubles when the ppl of a tiny set rises).")
 @option("samples", type=click.IntRange(min=1), default=100, help="-criterion is*: samples N (is-adaptive: N0).")
@@ -75,22 +72,18 @@ PENDING = {"arch": {"lbl": 0, "rnn": 0, "lstm": 0}, "criterion": {},
 def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, arch, criterion, samples, proposal,
             check_every, ess_min, mpi, sync_every, epochs, batch, lr, lr_decay, weight_decay, lr_halve, patience,
             seed, threads, checkpoint, checkpoint_every, resume, log, quiet, min_count, lower, map_numbers):
-    """Train the neural probabilistic language model of Bengio et al. (2003), eq. 1:
-    y = b + W x + U tanh(d + H x) over the feature vectors x of the n-1 previous words,
-    by stochastic gradient descent with the paper's schedule, early stopping and
-    lock-free threads. Words outside the vocabulary train as <unk>."""
+    """Train a neural probabilistic language model (-arch; by default the network of
+    Bengio et al. 2003, eq. 1: y = b + W x + U tanh(d + H x) over the feature vectors x of
+    the n-1 previous words) by stochastic gradient descent with the paper's schedule,
+    early stopping and lock-free threads. Words outside the vocabulary train as <unk>."""
     comm = world() if mpi in ("param", "data") else None
     with input_agreed_on(comm) if comm else contextlib.nullcontext():
-        for name, value in (("arch", arch), ("criterion", criterion), ("mpi", mpi)):
-            if value is None or (name, value) in (("arch", "mlp"), ("arch", "energy"), ("criterion", "full"),
-                                                     ("mpi", "param"),
-                                                     ("mpi", "data"), ("criterion", "is"), ("criterion", "is-adaptive")):
-                continue
-            if value in PENDING[name]:
-                issue = PENDING[name][value]
-                raise NplmError(f"-{name} {value}: not built yet in this version"
-                                + (f" (issue #{issue})" if issue else ""))
-            raise NplmError(f"-{name}: unknown value '{value}'")
+        if arch in PLANNED_ARCHITECTURES:
+            raise NplmError(f"-arch {arch}: not built yet in this version (issue #{PLANNED_ARCHITECTURES[arch]})")
+        for name, value, choices in (("arch", arch, ARCHITECTURES), ("criterion", criterion, CRITERIA),
+                                     ("mpi", mpi, MPI_MODES)):
+            if value is not None and value not in choices:
+                raise NplmError(f"-{name}: unknown value '{value}' (choose from {', '.join(choices)})")
         if lm is None and checkpoint is None:
             raise NplmError("nothing would be kept: give -lm MODEL (and/or -checkpoint DIR)")
         if resume and checkpoint is None:
@@ -105,10 +98,6 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, ar
                                 checkpoint_every=checkpoint_every, log=log, progress=not quiet, mpi=mpi,
                                 sync_every=sync_every, criterion=criterion, samples=samples, check_every=check_every,
                                 ess_min=ess_min, proposal=proposal, lr_halve=lr_halve)
-        if arch == "energy" and activation != "tanh":
-            raise NplmError("-arch energy uses tanh hidden units")
-        if arch == "energy" and criterion != "full" and batch != 1:
-            raise NplmError("-arch energy with -criterion is* trains one window per update: give -batch 1")
         network = dict(arch=arch, order=order, features=m, hidden=h, direct=direct, bias=not no_bias,
                        activation=activation)
         trainer, corpora = _prepare(text, valid, vocab, network, config, resume, checkpoint, min_count, normalize,
@@ -130,7 +119,7 @@ def input_agreed_on(comm):
     try:
         yield
     except NplmError as error:
-        failure = str(error)
+        failure = error.render(spell)
     except BaseException as error:  # noqa: B902
         abort_on_error(comm, error)
     failures = comm.allgather(failure)
@@ -153,11 +142,7 @@ def _prepare(text, valid, vocab, network, config, resume, checkpoint, min_count,
         vocabulary = (Vocabulary.read(vocab) if vocab
                       else Vocabulary.from_counts(count_words([text], normalize), min_count))
         settings = dict(network)
-        if settings.pop("arch") == "energy":
-            settings.pop("activation")
-            model = EnergyModel.initial(vocabulary, seed=config.seed, **settings)
-        else:
-            model = MLPModel.initial(vocabulary, seed=config.seed, **settings)
+        model = ARCHITECTURES[settings.pop("arch")].initial(vocabulary, seed=config.seed, **settings)
         trainer = Trainer(model, config, comm)
     train_corpus = Corpus.read(text, vocabulary, unk=True, normalize=normalize)
     valid_corpus = Corpus.read(valid, vocabulary, unk=True, normalize=normalize) if valid else None
@@ -168,3 +153,11 @@ def _finish(trainer, corpora, text, lm):
     model = trainer.run(*corpora)
     if lm and trainer.writer:
         model.save(lm, {"training": text, "history": trainer.state["history"]})
+
+
+def abort_on_error(comm, error):
+    """One rank failed: say why on stderr and end every rank now (no rank left waiting
+    in a collective). Exit status 2 for bad input, 1 otherwise."""
+    message = error.render(spell) if isinstance(error, NplmError) else f"{type(error).__name__}: {error}"
+    print(f"nplm: rank {comm.rank} of {comm.size}: {message}", file=sys.stderr, flush=True)
+    comm.Abort(2 if isinstance(error, NplmError) else 1)

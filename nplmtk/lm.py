@@ -1,4 +1,5 @@
-"""The one interface every model implements (shared/DESIGN.md), and `load`."""
+"""The one interface every model implements (shared/DESIGN.md); nplmtk.models.load opens
+any model file."""
 import math
 
 import numpy as np
@@ -36,30 +37,3 @@ class LanguageModel:
     def check_vocab(self, corpus):
         if corpus.vocab is not self.vocab and corpus.vocab != self.vocab:
             raise NplmError(f"{corpus.name}: encoded with a different vocabulary than the model")
-
-
-def load(path):
-    """Open any model file: ARPA text (optionally gzipped) or an nplm container."""
-    from . import container, mixture  # noqa: F401  (registers the mixture kind)
-    from .neural import mlp, train  # noqa: F401  (register their model kinds)
-    from .ngram import deleted_interpolation  # noqa: F401
-    from .ngram.arpa import read_arpa
-    if container.is_container(path):
-        model_file = container.load(path)
-        loader = MODEL_KINDS.get(model_file.kind)
-        if loader is None:
-            raise NplmError(f"{path}: model kind '{model_file.kind}' is not supported by this version")
-        return loader(model_file)
-    return read_arpa(path)
-
-
-# container kind -> function(ModelFile) -> LanguageModel; filled by the model modules.
-MODEL_KINDS = {}
-
-
-def register(kind):
-    def decorator(loader):
-        MODEL_KINDS[kind] = loader
-        return loader
-    return decorator
-

@@ -16,7 +16,7 @@ import numpy as np
 from . import container
 from .corpus import Corpus
 from .errors import InputError, NplmError
-from .lm import LN10, LanguageModel, register
+from .lm import LN10, LanguageModel
 from .ngram.interpolation_weights import count_word_pairs, find_contexts, fit_bin_weights, frequency_bins
 
 CONTEXT_ORDER = 3  # bins count the two words before the predicted one
@@ -179,9 +179,8 @@ def fit_weights(logp, bins, num_bins, iterations=200, tolerance=1e-7, log=None):
 _LOADING = []  # mixture files being loaded, to refuse a mixture that contains itself
 
 
-@register(Mixture.kind)
-def _load(model_file):
-    from .lm import load
+def load_mixture(model_file, load):
+    """The mixture a model file describes; `load` opens its components."""
     path = os.path.abspath(model_file.path)
     if path in _LOADING:
         raise NplmError(f"{model_file.path}: the mixture contains itself")

@@ -7,42 +7,40 @@ normalised over the vocabulary when scoring. Exact training costs |V| hidden lay
 example (small vocabularies); importance sampling (`-criterion is*`) makes it cheap."""
 import numpy as np
 
-from .. import container
-from .._ext.mlp_kernels import EnergyNetwork
-from ..errors import NplmError
-from ..lm import register
-from .mlp import NeuralModel
-
-ARCHITECTURE = ("features", "hidden", "direct", "bias")
+from .._ext.energy_kernels import EnergyNetwork
+from ..errors import ParameterError
+from .network import NeuralModel, uniform_initialiser
 
 
 class EnergyModel(NeuralModel):
     kind = "nplm-energy"
-    activation = "tanh"
-
-    def __init__(self, vocab, params, order, meta):
-        self.vocab, self.params, self.order, self.meta = vocab, params, order, meta
+    arch = "energy"
+    summary = ("sec. 5.1: the next word's features enter the hidden layer; train it with -criterion is* on "
+               "large vocabularies")
 
     @classmethod
-    def initial(cls, vocab, order, features, hidden, direct=False, bias=True, seed=1):
+    def initial(cls, vocab, order, features, hidden, direct=False, bias=True, activation="tanh", seed=1):
         if order < 2:
-            raise NplmError("a neural model needs -order 2 or more (at least one context word)")
+            raise ParameterError("a neural model needs {order} 2 or more (at least one context word)")
         if hidden < 1:
-            raise NplmError("the energy network needs hidden units (-h 1 or more)")
-        rng = np.random.default_rng(seed)
+            raise ParameterError("the energy network needs hidden units ({hidden} 1 or more)")
+        if activation != "tanh":
+            raise ParameterError("the energy network uses tanh hidden units ({activation} tanh)")
+        uniform = uniform_initialiser(seed)
         width = order * features
-
-        def uniform(shape, fan_in):
-            bound = 1.0 / np.sqrt(fan_in)
-            return rng.uniform(-bound, bound, size=shape).astype(np.float32)
-
         size = len(vocab)
         params = {"C": uniform((size, features), features), "H": uniform((hidden, width), width),
                   "d": np.zeros(hidden, dtype=np.float32), "U": uniform((size, hidden), hidden),
                   "b": np.zeros(size, dtype=np.float32)}
         if direct:
             params["W"] = uniform((size, width), width)
-        return cls(vocab, params, order, {"features": features, "hidden": hidden, "direct": direct, "bias": bias})
+        return cls(vocab, params, order, "tanh", {"features": features, "hidden": hidden, "direct": direct,
+                                                  "bias": bias})
+
+    def check_training(self, config):
+        if config.criterion != "full" and config.batch != 1:
+            raise ParameterError("the energy network with importance sampling trains one window per update: "
+                                 "give {batch} 1")
 
     def network(self, capacity=None):
         return EnergyNetwork(self.params, self.order, self.meta.get("bias", True))
@@ -87,18 +85,3 @@ class EnergyModel(NeuralModel):
         if len(windows):
             EnergyNetwork(params, self.order, self.meta.get("bias", True)).logprobs(
                 np.ascontiguousarray(windows), out)
-
-    @classmethod
-    def from_arrays(cls, vocab, params, meta):
-        return cls(vocab, {k: np.array(v) for k, v in params.items()}, meta["order"],
-                   {k: meta[k] for k in ARCHITECTURE})
-
-    def save(self, path, extra_meta=None):
-        meta = {"order": self.order, "arch": "energy", "activation": self.activation, **self.meta,
-                **(extra_meta or {})}
-        container.save(path, self.kind, self.params, meta=meta, vocab=self.vocab)
-
-
-@register(EnergyModel.kind)
-def _load(model_file):
-    return EnergyModel.from_arrays(model_file.vocab, model_file.arrays, model_file.meta)

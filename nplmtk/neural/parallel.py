@@ -3,17 +3,16 @@ parameter-parallel output layer. Rank i owns output rows i*ceil(|V|/R) onwards (
 computes the shared layers (C, H, d) and updates them identically. For each mini-batch:
 Allreduce MAX of the output maxima, Allreduce SUM of the normalisers (with the target's
 score, so every rank has the log-likelihood), Allreduce SUM of dL/da and dL/dx. The
-arithmetic is the kernel's (Network.block_*); this module only sequences and exchanges.
+arithmetic is the kernel's (the model's `output_block`, OutputBlock.block_*) and the
+schedule the Trainer's; this module only sequences and exchanges.
 `-mpi data`: each rank trains on its own shard (with its own threads) and the ranks
 average their parameters every few updates (ParameterAverager).
 """
-import sys
 import time
 
 import numpy as np
 
-from .._ext.mlp_kernels import ACTIVATIONS, Network
-from ..errors import NplmError
+from ..errors import ParameterError
 
 
 def world():
@@ -21,7 +20,7 @@ def world():
     try:
         from mpi4py import MPI
     except ImportError:
-        raise NplmError("-mpi needs mpi4py: pip install 'nplmtk[mpi]' (mpi4py and the mpich wheel)") from None
+        raise ParameterError("{mpi} needs mpi4py: pip install 'nplmtk[mpi]' (mpi4py and the mpich wheel)") from None
     return MPI.COMM_WORLD
 
 
@@ -32,19 +31,17 @@ def output_blocks(vocab_size, ranks):
 
 
 class ParamParallelNetwork:
-    """One rank's share of a model: train() has the signature and the schedule of the
-    kernel's Network.train (learning rate, bulk weight decay), so the Trainer drives it
-    unchanged; `communication_seconds` adds up the time spent in Allreduce."""
+    """One rank's share of a model, with the kernel network's `train` and `train_sampled`
+    signatures (a chunk and its schedule), so the Trainer drives it unchanged;
+    `communication_seconds` adds up the time spent in Allreduce."""
 
     def __init__(self, model, comm, capacity):
         from mpi4py import MPI
         self.MPI = MPI
         self.model, self.comm = model, comm
         self.blocks = output_blocks(len(model.vocab), comm.size)
-        self.network = Network(model.params, model.order - 1, ACTIVATIONS[model.activation], capacity,
-                               model.meta.get("bias", True), rows=self.blocks[comm.rank])
-        hidden = model.meta["hidden"]
-        self.width = hidden + (model.order - 1) * model.meta["features"]
+        self.network = model.output_block(self.blocks[comm.rank], capacity)
+        self.width = self.network.exchange_width
         self.top = np.empty((2, capacity), dtype=np.float32)
         self.sums = np.empty((2, 3 * capacity))
         self.partial = np.empty((2, capacity * self.width), dtype=np.float32)
@@ -55,44 +52,33 @@ class ParamParallelNetwork:
         self.comm.Allreduce(local, result, op=op)
         self.communication_seconds += time.perf_counter() - start
 
-    def train(self, windows, batch, lr0, decay_rate, updates, update_stride, weight_decay):
-        total, done, _ = self._sgd(windows, batch, lr0, decay_rate, updates, update_stride, weight_decay, 64,
-                                   self._softmax_step)
+    def train(self, windows, batch, rates, row_keep, dense_keep):
+        total, done, _ = self._sgd(windows, batch, rates, row_keep, dense_keep, self._softmax_step)
         return total, done
 
-    def train_sampled(self, windows, batch, lr0, decay_rate, updates, update_stride, weight_decay, samples,
-                      proposal, seed):
-        """Network.train_sampled across the blocks: every rank draws the same samples and
-        scores those it holds; the maxima, the sums of r (and r^2, and the target scores)
-        and dL/da, dL/dx are summed as for the full softmax."""
+    def train_sampled(self, windows, batch, rates, row_keep, dense_keep, samples, proposal, seed):
+        """The sampled step across the blocks: every rank draws the same samples and scores
+        those it holds; the maxima, the sums of r (and r^2, and the target scores) and
+        dL/da, dL/dx are summed as for the full softmax."""
         self.network.block_sampled_begin(samples, proposal, seed)
         self.samples = samples
-        return self._sgd(windows, batch, lr0, decay_rate, updates, update_stride, weight_decay, 1024,
-                         self._sampled_step)
+        return self._sgd(windows, batch, rates, row_keep, dense_keep, self._sampled_step)
 
-    def _sgd(self, windows, batch, lr0, decay_rate, updates, update_stride, weight_decay, decay_period, step):
-        """The kernel's schedule (Network.train): the rate of each update, weight decay of
-        the dense weights in bulk every decay_period/batch updates and at the end."""
-        total, done, pending, since, ess = 0.0, 0, 1.0, 0, 0.0
-        decay_every = max(1, decay_period // batch)
-        count = len(windows)
-        for start in range(0, count, batch):
+    def _sgd(self, windows, batch, rates, row_keep, dense_keep, step):
+        """Update u of the chunk: the output blocks' step, the exchange, the shared layers'
+        step at rates[u] (rows of C decayed by row_keep[u]), then the bulk decay dense_keep[u]."""
+        total, ess = 0.0, 0.0
+        for u, start in enumerate(range(0, len(windows), batch)):
             chunk = windows[start:start + batch]
             K = len(chunk)
-            rate = lr0 / (1 + decay_rate * (updates + done * update_stride))
-            logp, sizes = step(chunk, K, rate)
+            logp, sizes = step(chunk, K, rates[u])
             total, ess = total + logp, ess + sizes
             partial = self.partial[:, :K * self.width]
             self._allreduce(partial[0], partial[1], self.MPI.SUM)
-            self.network.block_input_backward(chunk, partial[1], rate, 1 - rate * weight_decay)
-            if weight_decay > 0:
-                pending *= (1 - rate * weight_decay) ** K
-                since += 1
-            if since and (since >= decay_every or start + K >= count):
-                self.network.block_decay(pending)
-                pending, since = 1.0, 0
-            done += 1
-        return total, done, ess
+            self.network.block_input_backward(chunk, partial[1], rates[u], row_keep[u])
+            if dense_keep[u] != 1:
+                self.network.block_decay(dense_keep[u])
+        return total, len(rates), ess
 
     def _softmax_step(self, chunk, K, rate):
         """The output blocks' part of one exact update; leaves this rank's dL/da, dL/dx in
@@ -155,19 +141,3 @@ class ParameterAverager:
         total = np.array(values, dtype=np.float64)
         self.comm.Allreduce(self.MPI.IN_PLACE, total, op=self.MPI.SUM)
         return total.tolist()
-
-
-def abort_on_error(comm, error):
-    """One rank failed: say why on stderr and end every rank now (no rank left waiting
-    in a collective). Exit status 2 for bad input, 1 otherwise."""
-    message = str(error) if isinstance(error, NplmError) else f"{type(error).__name__}: {error}"
-    print(f"nplm: rank {comm.rank} of {comm.size}: {message}", file=sys.stderr, flush=True)
-    comm.Abort(2 if isinstance(error, NplmError) else 1)
-
-
-def exchanged_bytes_per_example(model):
-    """Bytes each rank sends per example in the three Allreduces: its maximum (4), its
-    normaliser and target term (16), and its share of dL/da and dL/dx (4 each)."""
-    width = model.meta["hidden"] + (model.order - 1) * model.meta["features"]
-    return 4 + 16 + 4 * width
-

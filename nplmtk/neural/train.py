@@ -1,8 +1,15 @@
-"""Training policy for the neural models (Bengio et al. 2003, sec. 2 and 4): SGD on
-shuffled windows, learning rate eps_t = eps0 / (1 + r t), weight decay on the weights and
-C (not the biases), early stopping on validation perplexity that keeps the best model,
-lock-free threads (sec. 3.1), atomic checkpoints and a JSON-lines log. The arithmetic is
-in the Cython kernel; this module decides what to run and when."""
+"""The training protocol, the same for every architecture (docs/ARCHITECTURE.md).
+
+The Trainer owns all policy: the examples' order each epoch and their shares among
+threads and MPI ranks, the learning rate of each update eps_t = eps0 / (1 + r t), the
+weight decay (on the rows of C an update touches, and on the dense weights in bulk every
+DENSE_DECAY_PERIOD examples; not the biases), early stopping on validation perplexity
+that keeps the best model, checkpoints, the JSON-lines log, and importance sampling's N
+(sampling.py). A model gives its examples (`training_examples`) and a kernel object per
+worker (`network`); each chunk of examples goes to the kernel with its schedule, the
+numbers of `update_schedule`, and the kernel returns the log-likelihood, the updates
+done (and with sampling the effective sample sizes). Bengio et al. 2003, sec. 2-4.
+"""
 import contextlib
 import json
 import math
@@ -11,30 +18,22 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from types import SimpleNamespace
 
 import numpy as np
 
 from .. import container
-from ..errors import NplmError
+from ..errors import InputError, ParameterError
 from ..io import atomic_output
-from ..lm import register
+from ..models import ARCHITECTURES, CHECKPOINT_KIND, checkpoint_model
 from .blas import blas_threads
-from .._ext.mlp_kernels import Proposal
-from .energy import EnergyModel
-from .mlp import MLPModel
+from .parallel import ParameterAverager, ParamParallelNetwork
+from .sampling import ImportanceSampling
 
-ARCHITECTURES = {"mlp": MLPModel, "energy": EnergyModel}
-
-
-def architecture_of(model):
-    return next(name for name, kind in ARCHITECTURES.items() if isinstance(model, kind))
-
-
-def model_from_arrays(vocab, arrays, meta):
-    """A model of the architecture a checkpoint or model file names (default: mlp)."""
-    return ARCHITECTURES[meta.get("arch", "mlp")].from_arrays(vocab, arrays, meta)
-
+CRITERIA = ("full", "is", "is-adaptive")
+MPI_MODES = ("param", "data")
+# Examples between bulk decays of the dense weights (U, H, W): the full softmax touches
+# them at every update anyway; the sampled steps touch a few rows, so they wait longer.
+DENSE_DECAY_PERIOD = {"full": 64, "sampled": 1024}
 ROUND = 4096  # windows per thread between progress reports and checkpoint checks
 
 
@@ -84,15 +83,21 @@ class Trainer:
         """Before any input is read for training (under MPI, on every rank at once)."""
         cfg = self.config
         if cfg.batch < 1 or cfg.threads < 1 or cfg.epochs < 0:
-            raise NplmError("-batch and -threads must be at least 1, -epochs at least 0")
+            raise ParameterError("{batch} and {threads} must be at least 1, {epochs} at least 0")
+        if cfg.criterion not in CRITERIA:
+            raise ParameterError(f"{{criterion}}: unknown value '{cfg.criterion}' (choose from {', '.join(CRITERIA)})")
+        self.model.check_training(cfg)
         if self.comm is None:
             return
+        if cfg.mpi not in MPI_MODES:
+            raise ParameterError(f"{{mpi}}: unknown value '{cfg.mpi}' (choose from {', '.join(MPI_MODES)})")
         if cfg.criterion == "is-adaptive" and cfg.mpi == "data":
-            raise NplmError("-criterion is-adaptive needs one model to check: use it with -mpi param, not -mpi data")
-        if cfg.mpi == "param" and not isinstance(self.model, MLPModel):
-            raise NplmError("-mpi param splits the MLP's output layer; train this network with -mpi data")
+            raise ParameterError("{criterion} is-adaptive needs one model to check: use it with {mpi} param, "
+                                 "not {mpi} data")
+        if cfg.mpi == "param" and not hasattr(self.model, "output_block"):
+            raise ParameterError("{mpi} param splits the MLP's output layer; train this network with {mpi} data")
         if cfg.mpi == "param" and cfg.threads != 1:
-            raise NplmError("-mpi param runs one thread per rank: give -threads 1 (start more ranks)")
+            raise ParameterError("{mpi} param runs one thread per rank: give {threads} 1 (start more ranks)")
 
     # -- checkpoints -----------------------------------------------------------------
     def checkpoint_path(self):
@@ -104,17 +109,15 @@ class Trainer:
         arrays = dict(self.model.params)
         if self.best is not None:
             arrays.update({f"best.{k}": v for k, v in self.best.items()})
-        meta = {"order": self.model.order, "activation": self.model.activation, **self.model.meta,
-                "arch": architecture_of(self.model), "trainer": self.state, "config": asdict(self.config)}
-        container.save(self.checkpoint_path(), "nplm-checkpoint", arrays, meta=meta, vocab=self.model.vocab)
+        meta = {**self.model.file_meta(), "trainer": self.state, "config": asdict(self.config)}
+        container.save(self.checkpoint_path(), CHECKPOINT_KIND, arrays, meta=meta, vocab=self.model.vocab)
 
     @classmethod
     def resume(cls, path, config, comm=None):
         saved = container.load(path)
-        if saved.kind != "nplm-checkpoint":
-            raise NplmError(f"{path}: not a training checkpoint (kind '{saved.kind}')")
-        current = {k: v for k, v in saved.arrays.items() if not k.startswith("best.")}
-        trainer = cls(model_from_arrays(saved.vocab, current, saved.meta), config, comm)
+        if saved.kind != CHECKPOINT_KIND:
+            raise InputError(f"not a training checkpoint (kind '{saved.kind}')", path=path)
+        trainer = cls(checkpoint_model(saved, best=False), config, comm)
         trainer.state = {**trainer.state, **saved.meta["trainer"]}  # keys newer than the checkpoint: defaults
         best = {k[5:]: np.array(v) for k, v in saved.arrays.items() if k.startswith("best.")}
         trainer.best = best or None
@@ -123,19 +126,16 @@ class Trainer:
     # -- training --------------------------------------------------------------------
     def run(self, train, valid=None):
         cfg = self.config
-        windows = train.windows(self.model.order)
-        windows = np.ascontiguousarray(windows[windows[:, -1] >= 0])
+        windows = self.model.training_examples(train)
         self.averager = None
         self.sampling = None
         if cfg.criterion != "full":
             self.sampling = ImportanceSampling(windows, len(self.model.vocab), cfg, self.state)
         if self.comm is not None and cfg.mpi == "param":
-            from .parallel import ParamParallelNetwork
             networks = [ParamParallelNetwork(self.model, self.comm, capacity=cfg.batch)]
         else:
             networks = [self.model.network(capacity=cfg.batch) for _ in range(cfg.threads)]
             if self.comm is not None:
-                from .parallel import ParameterAverager
                 self.averager = ParameterAverager(self.model, self.comm)
         if self.sampling:  # checks of the tiny set see every rank's output block
             self.sampling.before_check = lambda: self._synchronise(networks)
@@ -257,13 +257,16 @@ class Trainer:
                 network.synchronise()
 
     def _train_chunk(self, network, chunk, first_update):
+        """One worker's chunk: its updates are first_update, first_update + threads, ...
+        (the workers' updates interleave)."""
         cfg = self.config
+        schedule = update_schedule(len(chunk), cfg.batch, self.initial_rate(), cfg.lr_decay, cfg.weight_decay,
+                                   DENSE_DECAY_PERIOD["sampled" if self.sampling else "full"],
+                                   first_update, stride=cfg.threads)
         if self.sampling:
-            return network.train_sampled(chunk, cfg.batch, self.initial_rate(), cfg.lr_decay, first_update, cfg.threads,
-                                         cfg.weight_decay, self.state["samples"], self.sampling.proposal,
+            return network.train_sampled(chunk, cfg.batch, *schedule, self.state["samples"], self.sampling.proposal,
                                          self.sampling.seed(first_update))
-        return network.train(chunk, cfg.batch, self.initial_rate(), cfg.lr_decay, first_update, cfg.threads,
-                             cfg.weight_decay)
+        return network.train(chunk, cfg.batch, *schedule)
 
     def initial_rate(self):
         """eps0, halved by each epoch without progress under -lr-halve."""
@@ -279,106 +282,6 @@ class Trainer:
                 out.write(history)
 
 
-def proposal(windows, vocab_size, kind):
-    """Q from the training windows: the unigram of the targets (add-one, so Q > 0 wherever
-    P > 0), and for "bigram" the relative frequencies p(w|v) of each previous word v,
-    mixed with the unigram by Witten-Bell's keep_v = c(v) / (c(v) + distinct successors)."""
-    counts = np.bincount(windows[:, -1], minlength=vocab_size) + 1.0
-    bigram = None
-    if kind == "bigram":
-        previous = windows[:, -2].astype(np.int64)
-        keys, pair_counts = np.unique(previous * vocab_size + windows[:, -1], return_counts=True)
-        rows, successors = keys // vocab_size, (keys % vocab_size).astype(np.int32)
-        row_start = np.searchsorted(rows, np.arange(vocab_size + 1)).astype(np.int64)
-        totals = np.bincount(rows, weights=pair_counts, minlength=vocab_size)
-        distinct = np.bincount(rows, minlength=vocab_size)
-        p = pair_counts / totals[rows]
-        running = np.concatenate([[0.0], np.cumsum(p)])
-        cumulative = running[1:] - running[row_start[rows]]  # cumulative probability within each row
-        cumulative[row_start[1:][distinct > 0] - 1] = 1.0
-        keep = np.where(totals > 0, totals / np.maximum(totals + distinct, 1), 0.0)
-        bigram = (row_start, successors, cumulative, p, keep)
-    return Proposal(counts / counts.sum(), bigram)
-
-
-class ImportanceSampling:
-    """The proposal and the sample-size policy of Bengio & Senecal (2003): N fixed (`is`),
-    or Algorithm 4 (`is-adaptive`): after each block of about `check_every` examples the
-    exact perplexity of a tiny training set is computed (and at the end of each epoch); if
-    it rose above the last accepted one (state["tiny_ppl"], C_last), N doubles and the
-    parameters return to the block's start, which is trained again. With `ess_min`, N also
-    doubles when a round's mean effective sample size falls below it. N stops at |V|.
-    Every check and change of N is an event in the epoch's log record."""
-
-    def __init__(self, windows, vocab_size, config, state):
-        self.proposal = proposal(windows, vocab_size, config.proposal)
-        self.config = config
-        self.adaptive = config.criterion == "is-adaptive"
-        pick = np.random.default_rng(config.seed + 1).choice(len(windows), min(config.tiny_set, len(windows)),
-                                                             replace=False)
-        self.tiny = np.ascontiguousarray(windows[np.sort(pick)])
-        self.most = vocab_size  # N stops growing at |V| samples
-        self.events = []
-        self.examples = 0  # since training started (this run)
-        self.started = time.perf_counter()
-        self.ess_sum, self.ess_examples = 0.0, 0  # this epoch's, for its log record
-        self.block = None  # the block under way: its first round, parameters, logp and seen
-        self.before_check = lambda: None  # -mpi param: gather the output blocks first
-
-    def seed(self, first_update):
-        return (self.config.seed * 0x9E3779B1 + first_update * 0x85EBCA77 + 1) % 2 ** 64
-
-    def tiny_ppl(self, model):
-        scores = np.empty(len(self.tiny))
-        model.network().logprobs(self.tiny, scores)
-        return math.exp(-scores.mean())
-
-    def begin_round(self, model, round_index, state):
-        if self.adaptive and state.get("tiny_ppl") is None:  # Algorithm 4's first C_last
-            self.before_check()
-            state["tiny_ppl"] = self.tiny_ppl(model)
-        if self.adaptive and self.block is None:
-            self.block = SimpleNamespace(start=round_index, params={k: v.copy() for k, v in model.params.items()},
-                                         logp=0.0, seen=0)
-
-    def end_round(self, model, results, seen, state, last):
-        """Returns (logp, seen, round) of a block to train again, or None. A block ends
-        after `check_every` examples or with the epoch's last round."""
-        self.examples += seen
-        round_ess = sum(result[2] for result in results)
-        self.ess_sum += round_ess
-        self.ess_examples += seen
-        ess = round_ess / max(seen, 1)
-        if self.config.ess_min and ess < self.config.ess_min and state["samples"] < self.most:
-            state["samples"] = min(2 * state["samples"], self.most)
-            self._event("ess", state, mean_ess=ess)
-        if not self.adaptive:
-            return None
-        block = self.block
-        block.logp += sum(result[0] for result in results)
-        block.seen += seen
-        if block.seen < self.config.check_every and not last:
-            return None
-        self.before_check()
-        before, now = state["tiny_ppl"], self.tiny_ppl(model)
-        self.block = None
-        if now > before and state["samples"] < self.most:
-            for name, array in block.params.items():
-                model.params[name][...] = array
-            state["samples"] = min(2 * state["samples"], self.most)
-            self._event("ppl rose", state, tiny_ppl=now, tiny_ppl_before=before)
-            return block.logp, block.seen, block.start
-        state["tiny_ppl"] = now
-        self._event("check", state, tiny_ppl=now)
-        return None
-
-    def _event(self, reason, state, **fields):
-        """A line of the N trajectory: examples seen and wall-clock seconds since this
-        run's training began, N from now on, why."""
-        self.events.append({"examples": self.examples, "seconds": round(time.perf_counter() - self.started, 3),
-                            "samples": state["samples"], "reason": reason, **fields})
-
-
 def _progress(total, epoch, enabled):
     if not enabled or not sys.stderr.isatty():
         return None
@@ -386,11 +289,26 @@ def _progress(total, epoch, enabled):
     return tqdm(total=total, desc=f"epoch {epoch}", unit="w", unit_scale=True, leave=False, file=sys.stderr)
 
 
-@register("nplm-checkpoint")
-def _load_checkpoint(model_file):
-    """A checkpoint scores as the best model so far (or the current one before any
-    validation), so `nplm ppl -lm DIR/checkpoint.nplm` follows a run that is going on."""
-    arrays = model_file.arrays
-    best = {k[5:]: v for k, v in arrays.items() if k.startswith("best.")}
-    current = {k: v for k, v in arrays.items() if not k.startswith("best.")}
-    return model_from_arrays(model_file.vocab, best or current, model_file.meta)
+def update_schedule(examples, batch, lr0, lr_decay, weight_decay, dense_decay_period, first_update=0, stride=1):
+    """The numbers a kernel takes for a chunk of `examples` in batches of `batch`, one per
+    update u of the chunk, t = first_update + stride * u:
+    - rates[u] = eps0 / (1 + r t) (float64);
+    - row_keep[u] = 1 - eps_t lambda, the weight decay of the rows of C the update touches;
+    - dense_keep[u]: the bulk weight decay of the dense weights (U, H, W) applied after
+      update u: the product of (1 - eps_t lambda)^K over the updates since the last one,
+      every `dense_decay_period` examples (and after the chunk's last update); 1: none."""
+    updates = -(-examples // batch)
+    rates = lr0 / (1 + lr_decay * (first_update + stride * np.arange(updates, dtype=np.int64)))
+    row_keep = (1 - rates * weight_decay).astype(np.float32)
+    dense_keep = np.ones(updates, dtype=np.float32)
+    if weight_decay > 0:
+        every = max(1, dense_decay_period // batch)
+        pending, since = 1.0, 0
+        for u, rate in enumerate(rates.tolist()):
+            size = batch if u < updates - 1 else examples - batch * (updates - 1)
+            pending *= (1 - rate * weight_decay) ** size
+            since += 1
+            if since >= every or u == updates - 1:
+                dense_keep[u] = pending
+                pending, since = 1.0, 0
+    return rates, row_keep, dense_keep

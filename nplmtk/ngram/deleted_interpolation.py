@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import container
 from ..errors import NplmError
-from ..lm import LanguageModel, register
+from ..lm import LanguageModel
 from .index import lookup
 from .interpolation_weights import count_word_pairs, find_contexts, fit_bin_weights, frequency_bins, word_pair_keys
 
@@ -109,8 +109,7 @@ class DeletedInterpolation(LanguageModel):
         }, meta={"order": ORDER, "unk_is_word": self.unk_is_word, **(provenance or {})}, vocab=self.vocab)
 
 
-@register(DeletedInterpolation.kind)
-def _load(model_file):
+def load_deleted_interpolation(model_file):
     a = model_file.arrays
     if model_file.vocab is None:
         raise NplmError(f"{model_file.path}: model has no vocabulary")

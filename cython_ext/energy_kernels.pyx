@@ -1,0 +1,339 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""The energy network (Bengio et al. 2003 sec. 5.1; Bengio & Senecal 2003 sec. 1.3): scores,
+the exact gradient over the vocabulary, and importance-sampling SGD (Algorithm 3). The
+trainer hands each chunk its schedule: the rate, the decay of the rows touched, and the
+bulk decay of U, H and W after each update."""
+import numpy as np
+cimport numpy as cnp
+from libc.math cimport expf, log, tanhf
+from libc.string cimport memcpy, memset
+from scipy.linalg.cython_blas cimport saxpy
+
+from kernel_common cimport (Sampling, attach_proposal, dot, draw_samples, gemm, log_normaliser, sampling_alloc,
+                            sampling_free, scale)
+
+cnp.import_array()
+
+cdef class EnergyNetwork:
+    """Score y_w = -E(w, h) = b_w + U_w . tanh(d + H z_w) (+ W_w . z_w with direct
+    connections), z_w = (C(w), C(w_t-1), ..., C(w_t-n+1)): the next word's own feature
+    vector enters the hidden layer. H's first m columns see C(w) (H_target), the rest the
+    context (H_context). Normalised over the vocabulary when scoring; trained with the
+    exact gradient (`gradients`, for small vocabularies) or by importance sampling."""
+    cdef int V, m, n, width, context_width, h, direct, bias
+    cdef float *C
+    cdef float *H
+    cdef float *d
+    cdef float *U
+    cdef float *b
+    cdef float *W
+    cdef object keep_alive
+    cdef object buffers
+    cdef float *P  # V x h: H_target C(w) for every word
+    cdef float *A  # V x h: activations of every word's hidden layer, then dL/d(pre-activation)
+    cdef float *Y  # V scores
+
+    def __init__(self, params, int order, bint bias=True):
+        cdef float[:, ::1] C = params["C"], H = params["H"], U = params["U"], W
+        cdef float[::1] b = params["b"], d = params["d"]
+        self.keep_alive = params
+        self.V, self.m = C.shape[0], C.shape[1]
+        self.n = order
+        self.width = order * self.m
+        self.context_width = (order - 1) * self.m
+        self.h = H.shape[0]
+        if H.shape[1] != self.width or U.shape[1] != self.h:
+            raise ValueError("energy network arrays of inconsistent shapes")
+        self.bias = bias
+        self.C, self.H, self.U = &C[0, 0], &H[0, 0], &U[0, 0]
+        self.b, self.d = &b[0], &d[0]
+        self.direct = "W" in params
+        if self.direct:
+            W = params["W"]
+            self.W = &W[0, 0]
+        cdef float[:, ::1] P = np.empty((self.V, self.h), dtype=np.float32)
+        cdef float[:, ::1] A = np.empty((self.V, self.h), dtype=np.float32)
+        cdef float[::1] Y = np.empty(self.V, dtype=np.float32)
+        self.buffers = (P, A, Y)
+        self.P, self.A, self.Y = &P[0, 0], &A[0, 0], &Y[0]
+
+    cdef void context_part(self, const int *window, float *x, float *c) noexcept nogil:
+        """x = the context's feature vectors; c = d + H_context x."""
+        cdef int k
+        for k in range(self.n - 1):
+            memcpy(x + k * self.m, self.C + <Py_ssize_t> window[k] * self.m, self.m * sizeof(float))
+        memcpy(c, self.d, self.h * sizeof(float))
+        gemm(b'N', b'T', 1, self.h, self.context_width, 1.0, x, self.context_width, self.H + self.m, self.width,
+             1.0, c, self.h)
+
+    cdef float score(self, int word, const float *c, const float *x, float *a) noexcept nogil:
+        """y_word for the context (c, x); a gets tanh(c + H_target C(word))."""
+        cdef int k
+        cdef float y
+        memcpy(a, c, self.h * sizeof(float))
+        gemm(b'N', b'T', 1, self.h, self.m, 1.0, self.C + <Py_ssize_t> word * self.m, self.m, self.H, self.width,
+             1.0, a, self.h)
+        for k in range(self.h):
+            a[k] = tanhf(a[k])
+        y = self.b[word] + dot(self.h, self.U + <Py_ssize_t> word * self.h, a)
+        if self.direct:
+            y += dot(self.m, self.W + <Py_ssize_t> word * self.width, self.C + <Py_ssize_t> word * self.m)
+            y += dot(self.context_width, self.W + <Py_ssize_t> word * self.width + self.m, x)
+        return y
+
+    cdef void all_scores(self, const float *c, const float *x, float *y) noexcept nogil:
+        """y_w for every word (needs P from `project`), their activations in A."""
+        cdef int w, k
+        cdef float total
+        cdef float *a
+        cdef float *p
+        for w in range(self.V):
+            a = self.A + <Py_ssize_t> w * self.h
+            p = self.P + <Py_ssize_t> w * self.h
+            for k in range(self.h):
+                a[k] = tanhf(p[k] + c[k])
+            total = self.b[w]
+            for k in range(self.h):
+                total += self.U[<Py_ssize_t> w * self.h + k] * a[k]
+            y[w] = total
+        if self.direct:
+            for w in range(self.V):
+                y[w] += dot(self.m, self.W + <Py_ssize_t> w * self.width, self.C + <Py_ssize_t> w * self.m)
+            gemm(b'N', b'T', 1, self.V, self.context_width, 1.0, x, self.context_width, self.W + self.m, self.width,
+                 1.0, y, self.V)
+
+    cdef void project(self) noexcept nogil:
+        gemm(b'N', b'T', self.V, self.h, self.m, 1.0, self.C, self.m, self.H, self.width, 0.0, self.P, self.h)
+
+    def logprobs(self, const int[:, ::1] windows, double[::1] out):
+        """Natural-log probability of each window's target, normalised over the vocabulary."""
+        cdef Py_ssize_t i
+        cdef float[::1] x = np.empty(max(self.context_width, 1), dtype=np.float32)
+        cdef float[::1] c = np.empty(self.h, dtype=np.float32)
+        cdef float *y = self.Y
+        if windows.shape[1] != self.n:
+            raise ValueError("windows of the wrong order")
+        with nogil:
+            self.project()
+            for i in range(windows.shape[0]):
+                self.context_part(&windows[i, 0], &x[0], &c[0])
+                self.all_scores(&c[0], &x[0], y)
+                out[i] = y[windows[i, self.n - 1]] - log_normaliser(y, self.V)
+
+    def gradients(self, const int[:, ::1] windows, grads):
+        """Sum over the windows of the exact gradient of -log p(target) (every word's
+        energy), into arrays shaped like the parameters; returns the sum of log p."""
+        cdef float[:, ::1] gC = grads["C"], gH = grads["H"], gU = grads["U"], gW
+        cdef float[::1] gb = grads["b"], gd = grads["d"]
+        cdef float *A = self.A
+        cdef float[::1] x = np.empty(max(self.context_width, 1), dtype=np.float32)
+        cdef float[::1] c = np.empty(self.h, dtype=np.float32)
+        cdef float[::1] dc = np.empty(self.h, dtype=np.float32)
+        cdef float[::1] dx = np.empty(max(self.context_width, 1), dtype=np.float32)
+        cdef float *y = self.Y
+        cdef Py_ssize_t i, at
+        cdef int j, k, t, one = 1
+        cdef float g, unit = 1
+        cdef double normaliser
+        cdef double logp = 0
+        if self.direct:
+            gW = grads["W"]
+        for name in grads:
+            grads[name][...] = 0
+        with nogil:
+            self.project()
+            for i in range(windows.shape[0]):
+                t = windows[i, self.n - 1]
+                self.context_part(&windows[i, 0], &x[0], &c[0])
+                self.all_scores(&c[0], &x[0], y)
+                normaliser = log_normaliser(y, self.V)
+                logp += y[t] - normaliser
+                for j in range(self.V):  # y becomes dL/dy = p - 1[target]
+                    y[j] = expf(y[j] - normaliser)
+                y[t] -= 1
+                memset(&dc[0], 0, self.h * sizeof(float))
+                memset(&dx[0], 0, max(self.context_width, 1) * sizeof(float))
+                for j in range(self.V):
+                    g = y[j]
+                    gb[j] += g
+                    for k in range(self.h):
+                        at = <Py_ssize_t> j * self.h + k
+                        gU[j, k] += g * A[at]
+                        A[at] = g * self.U[at] * (1 - A[at] * A[at])  # dL/d(pre-activation)
+                        dc[k] += A[at]
+                # H_target and the C(w) of every word, through dpre (now in A)
+                gemm(b'T', b'N', self.h, self.m, self.V, 1.0, A, self.h, self.C, self.m, 1.0, &gH[0, 0],
+                     self.width)
+                gemm(b'N', b'N', self.V, self.m, self.h, 1.0, A, self.h, self.H, self.width, 1.0,
+                     &gC[0, 0], self.m)
+                if self.direct:
+                    for j in range(self.V):
+                        g = y[j]
+                        for k in range(self.m):
+                            gW[j, k] += g * self.C[<Py_ssize_t> j * self.m + k]
+                            gC[j, k] += g * self.W[<Py_ssize_t> j * self.width + k]
+                    gemm(b'T', b'N', self.V, self.context_width, 1, 1.0, y, self.V, &x[0], self.context_width,
+                         1.0, &gW[0, 0] + self.m, self.width)
+                    gemm(b'N', b'N', 1, self.context_width, self.V, 1.0, y, self.V, self.W + self.m, self.width,
+                         1.0, &dx[0], self.context_width)
+                for k in range(self.h):
+                    gd[k] += dc[k]
+                gemm(b'T', b'N', self.h, self.context_width, 1, 1.0, &dc[0], self.h, &x[0], self.context_width, 1.0,
+                     &gH[0, 0] + self.m, self.width)
+                gemm(b'N', b'N', 1, self.context_width, self.h, 1.0, &dc[0], self.h, self.H + self.m, self.width,
+                     1.0, &dx[0], self.context_width)
+                for k in range(self.n - 1):
+                    saxpy(&self.m, &unit, &dx[0] + k * self.m, &one, &gC[windows[i, k], 0], &one)
+        return logp
+
+    def train(self, const int[:, ::1] windows, int batch, const double[::1] rates, const float[::1] row_keep,
+              const float[::1] dense_keep):
+        """SGD with the exact gradient (every word's energy: for small vocabularies):
+        update u steps by rates[u] and decays C, H, U and W (not the biases) by row_keep[u]."""
+        cdef Py_ssize_t u, updates = (windows.shape[0] + batch - 1) // batch if batch > 0 else -1
+        if batch < 1 or rates.shape[0] != updates or row_keep.shape[0] != updates:
+            raise ValueError("a schedule that does not cover the chunk's updates")
+        grads = {name: np.empty_like(array) for name, array in self.keep_alive.items()}
+        total = 0.0
+        for u in range(updates):
+            total += self.gradients(windows[u * batch:(u + 1) * batch], grads)
+            for name, array in self.keep_alive.items():
+                if name not in ("b", "d") and row_keep[u] != 1:
+                    array *= row_keep[u]
+                if self.bias or name not in ("b", "d"):
+                    array -= np.float32(rates[u]) * grads[name]
+        return total, updates
+
+    def train_sampled(self, const int[:, ::1] windows, int batch, const double[::1] rates,
+                      const float[::1] row_keep, const float[::1] dense_keep, int samples, proposal,
+                      unsigned long long seed):
+        """Importance-sampling SGD (Bengio & Senecal 2003, Algorithm 3), one window per
+        update: the target's energy pushed down, N sampled words' pulled up with weights
+        r_j / sum r, each touching its own rows of C, U, W and b. Returns (sum of
+        estimated log p(target), updates done, sum of effective sample sizes)."""
+        cdef Sampling sp
+        cdef Py_ssize_t i, count = windows.shape[0]
+        cdef int j, k, t, word, N = samples, one = 1
+        cdef double total = 0, ess = 0
+        cdef long long done = 0
+        cdef float top, value, r_total, squares, gamma, step, keep
+        cdef float[:, ::1] act = np.empty((samples + 1, self.h), dtype=np.float32)
+        cdef float[::1] y = np.empty(samples + 1, dtype=np.float32)
+        cdef float[::1] x = np.empty(max(self.context_width, 1), dtype=np.float32)
+        cdef float[::1] c = np.empty(self.h, dtype=np.float32)
+        cdef float[::1] dc = np.empty(self.h, dtype=np.float32)
+        cdef float[::1] dx = np.empty(max(self.context_width, 1), dtype=np.float32)
+        cdef float[::1] dpre = np.empty(self.h, dtype=np.float32)
+        cdef float[::1] dz = np.empty(self.m, dtype=np.float32)
+        cdef float[:, ::1] dH = np.empty((self.h, self.width), dtype=np.float32)
+        cdef float[:, ::1] old_U = np.empty((samples + 1, self.h), dtype=np.float32)  # the rows before the step
+        cdef float[:, ::1] old_C = np.empty((samples + 1, self.m), dtype=np.float32)
+        cdef float[:, ::1] old_W = np.empty((samples + 1, self.width if self.direct else 1), dtype=np.float32)
+        if batch != 1:
+            raise ValueError("the sampled energy network trains one window per update")
+        if rates.shape[0] != count or row_keep.shape[0] != count or dense_keep.shape[0] != count:
+            raise ValueError("a schedule that does not cover the chunk's updates")
+        if samples < 1 or proposal.vocab_size != self.V or windows.shape[1] != self.n:
+            raise ValueError("no samples, a proposal of the wrong size, or windows of the wrong order")
+        memset(&sp, 0, sizeof(Sampling))
+        attach_proposal(&sp, proposal)
+        sp.rng = seed
+        if not sampling_alloc(&sp, samples, 1, 1, 1, self.V):
+            raise MemoryError()
+        try:
+            with nogil:
+                for i in range(count):
+                    step = <float> rates[i]
+                    keep = row_keep[i]
+                    t = windows[i, self.n - 1]
+                    self.context_part(&windows[i, 0], &x[0], &c[0])
+                    draw_samples(&sp, &windows[i, 0], 1, self.n)
+                    for j in range(N + 1):
+                        word = t if j == N else sp.words[j]
+                        y[j] = self.score(word, &c[0], &x[0], &act[j, 0]) - (0 if j == N else sp.sample_log_q[j])
+                        memcpy(&old_U[j, 0], self.U + <Py_ssize_t> word * self.h, self.h * sizeof(float))
+                        memcpy(&old_C[j, 0], self.C + <Py_ssize_t> word * self.m, self.m * sizeof(float))
+                        if self.direct:
+                            memcpy(&old_W[j, 0], self.W + <Py_ssize_t> word * self.width, self.width * sizeof(float))
+                    top = y[0]
+                    for j in range(N):
+                        top = y[j] if y[j] > top else top
+                    r_total = 0
+                    squares = 0
+                    for j in range(N):
+                        y[j] = expf(y[j] - top)
+                        r_total += y[j]
+                        squares += y[j] * y[j]
+                    ess += <double> r_total * r_total / squares
+                    total += y[N] - (top + log(<double> r_total / N))
+                    memset(&dc[0], 0, self.h * sizeof(float))
+                    memset(&dx[0], 0, max(self.context_width, 1) * sizeof(float))
+                    memset(&dH[0, 0], 0, <Py_ssize_t> self.h * self.width * sizeof(float))
+                    for j in range(N + 1):  # each candidate: its coefficient in dL/dy, old rows only
+                        word = t if j == N else sp.words[j]
+                        gamma = -1 if j == N else y[j] / r_total
+                        for k in range(self.h):
+                            dpre[k] = gamma * old_U[j, k] * (1 - act[j, k] * act[j, k])
+                            dc[k] += dpre[k]
+                        # dz = H_target^T dpre (+ gamma W_w)
+                        gemm(b'N', b'N', 1, self.m, self.h, 1.0, &dpre[0], self.h, self.H, self.width, 0.0,
+                             &dz[0], self.m)
+                        gemm(b'T', b'N', self.h, self.m, 1, 1.0, &dpre[0], self.h, &old_C[j, 0], self.m, 1.0,
+                             &dH[0, 0], self.width)
+                        if self.direct:
+                            for k in range(self.m):
+                                dz[k] += gamma * old_W[j, k]
+                            value = gamma
+                            saxpy(&self.context_width, &value, &old_W[j, 0] + self.m, &one, &dx[0], &one)
+                            value = -step * gamma
+                            saxpy(&self.m, &value, &old_C[j, 0], &one, self.W + <Py_ssize_t> word * self.width, &one)
+                            saxpy(&self.context_width, &value, &x[0], &one,
+                                  self.W + <Py_ssize_t> word * self.width + self.m, &one)
+                        value = -step * gamma
+                        saxpy(&self.h, &value, &act[j, 0], &one, self.U + <Py_ssize_t> word * self.h, &one)
+                        if self.bias:
+                            self.b[word] -= step * gamma
+                        if keep != 1:
+                            scale(self.m, keep, self.C + <Py_ssize_t> word * self.m)
+                        value = -step
+                        saxpy(&self.m, &value, &dz[0], &one, self.C + <Py_ssize_t> word * self.m, &one)
+                    # the context side, shared by every candidate
+                    gemm(b'N', b'N', 1, self.context_width, self.h, 1.0, &dc[0], self.h, self.H + self.m,
+                         self.width, 1.0, &dx[0], self.context_width)
+                    gemm(b'T', b'N', self.h, self.context_width, 1, 1.0, &dc[0], self.h, &x[0],
+                         self.context_width, 1.0, &dH[0, 0] + self.m, self.width)
+                    value = -step
+                    k = self.h * self.width
+                    saxpy(&k, &value, &dH[0, 0], &one, self.H, &one)
+                    if self.bias:
+                        saxpy(&self.h, &value, &dc[0], &one, self.d, &one)
+                    for k in range(self.n - 1):
+                        word = windows[i, k]
+                        if keep != 1:
+                            scale(self.m, keep, self.C + <Py_ssize_t> word * self.m)
+                        saxpy(&self.m, &value, &dx[0] + k * self.m, &one, self.C + <Py_ssize_t> word * self.m, &one)
+                    done += 1
+                    if dense_keep[i] != 1:
+                        scale(self.V * self.h, dense_keep[i], self.U)
+                        scale(self.h * self.width, dense_keep[i], self.H)
+                        if self.direct:
+                            scale(self.V * self.width, dense_keep[i], self.W)
+        finally:
+            sampling_free(&sp)
+        return total, done, ess
+
+    def next_logprobs(self, const int[::1] context, double[::1] out):
+        """Natural-log probabilities of every word after `context` (the n-1 previous ids)."""
+        cdef int j
+        cdef double normaliser
+        cdef float[::1] x = np.empty(max(self.context_width, 1), dtype=np.float32)
+        cdef float[::1] c = np.empty(self.h, dtype=np.float32)
+        if context.shape[0] != self.n - 1 or out.shape[0] != self.V:
+            raise ValueError("a context of the wrong order, or an output of the wrong size")
+        with nogil:
+            self.project()
+            self.context_part(&context[0], &x[0], &c[0])
+            self.all_scores(&c[0], &x[0], self.Y)
+            normaliser = log_normaliser(self.Y, self.V)
+            for j in range(self.V):
+                out[j] = self.Y[j] - normaliser

@@ -1,0 +1,357 @@
+# The feed-forward network of Bengio et al. (2003), eq. 1, as layers over a mini-batch of
+# windows, shared by the serial network (mlp_kernels) and the output blocks of the
+# parameter-parallel layer (output_blocks):
+#
+#     y = b + W x + U act(d + H x),   x = (C(w_t-1), ..., C(w_t-n+1)),   p = softmax(y)
+#
+# Softmax with max-subtraction, in-place SGD steps (sparse on the rows of C that occur).
+# One-window SGD runs on matrix-vector products and defers its dense updates (see Work).
+from libc.math cimport expf, log, tanhf
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy, memset
+from scipy.linalg.cython_blas cimport saxpy
+
+from kernel_common cimport dot, gemm, matvec, matvec_t, scale
+
+
+cdef struct Net:
+    int vocab, context, m, inputs, hidden, direct, activation, bias
+    float *C
+    float *H
+    float *d
+    float *U
+    float *b
+    float *W
+
+
+cdef struct Work:
+    int capacity
+    float *X
+    float *A
+    float *Y
+    float *dA
+    float *dX
+    # One-window SGD defers its updates of the dense parameters (b, U, W, d, H): `pending`
+    # windows wait in rows 0.. of X, A, Y (holding dL/dy) and G (dL/d hidden input), with
+    # their steps -rate, and are applied by sgemm every DEFER windows. Forward and backward
+    # add the pending updates' effect, so the result is plain SGD, but the dense arrays are
+    # written once per DEFER windows: less memory traffic, and lock-free threads no longer
+    # fight over their cache lines at every window. Only the rows of C are written at once.
+    int pending
+    float *G
+    float *steps
+    float *coef
+    float *coef_in
+    float *xdot
+
+
+
+cdef enum:
+    DEFER = 16  # one-window updates deferred at most this many windows
+
+
+cdef inline void activate(float *a, Py_ssize_t size, int kind) noexcept nogil:
+    cdef Py_ssize_t i
+    if kind == 0:
+        for i in range(size):
+            a[i] = tanhf(a[i])
+    elif kind == 1:
+        for i in range(size):
+            a[i] = 1.0 / (1.0 + expf(-a[i]))
+    elif kind == 2:
+        for i in range(size):
+            if a[i] < 0:
+                a[i] = 0
+
+
+cdef inline void activation_slope(float *grad, const float *a, Py_ssize_t size, int kind) noexcept nogil:
+    """grad *= act'(.) expressed through the activation's output a."""
+    cdef Py_ssize_t i
+    if kind == 0:
+        for i in range(size):
+            grad[i] *= 1 - a[i] * a[i]
+    elif kind == 1:
+        for i in range(size):
+            grad[i] *= a[i] * (1 - a[i])
+    elif kind == 2:
+        for i in range(size):
+            if a[i] <= 0:
+                grad[i] = 0
+
+cdef inline void hidden_layer(Net *net, Work *w, const int *rows, int K) noexcept nogil:
+    """Fill X (the context's feature vectors) and A (the hidden layer) from row
+    `w.pending` on. Pending deferred updates count as applied."""
+    cdef int n = net.context + 1, i, k, j, p = w.pending
+    cdef float *X = w.X + <Py_ssize_t> p * net.inputs
+    cdef float *A = w.A + <Py_ssize_t> p * net.hidden
+    for i in range(K):
+        for k in range(net.context):
+            memcpy(X + i * net.inputs + k * net.m, net.C + <Py_ssize_t> rows[i * n + k] * net.m,
+                   net.m * sizeof(float))
+    for j in range(p):  # pending windows: x_j . x
+        w.xdot[j] = dot(net.inputs, w.X + j * net.inputs, X)
+    if net.hidden > 0:
+        for i in range(K):
+            memcpy(A + i * net.hidden, net.d, net.hidden * sizeof(float))
+        gemm(b'N', b'T', K, net.hidden, net.inputs, 1.0, X, net.inputs, net.H, net.inputs, 1.0, A, net.hidden)
+        if p > 0:  # += sum_j steps_j g_j (x_j . x + 1): the pending updates of H and d
+            for j in range(p):
+                w.coef_in[j] = w.steps[j] * (w.xdot[j] + net.bias)
+            matvec_t(p, net.hidden, 1.0, w.G, w.coef_in, 1.0, A)
+        activate(A, <Py_ssize_t> K * net.hidden, net.activation)
+
+
+cdef inline void scores(Net *net, Work *w, const int *rows, int K) noexcept nogil:
+    """Fill X, A and Y (the scores y, before the softmax) from row `w.pending` on.
+    Pending deferred updates count as applied."""
+    cdef int i, j, V = net.vocab, p = w.pending
+    cdef float *X = w.X + <Py_ssize_t> p * net.inputs
+    cdef float *A = w.A + <Py_ssize_t> p * net.hidden
+    cdef float *Y = w.Y + <Py_ssize_t> p * V
+    hidden_layer(net, w, rows, K)
+    for i in range(K):
+        memcpy(Y + <Py_ssize_t> i * V, net.b, V * sizeof(float))
+    if net.hidden > 0:
+        gemm(b'N', b'T', K, V, net.hidden, 1.0, A, net.hidden, net.U, net.hidden, 1.0, Y, V)
+    if net.direct:
+        gemm(b'N', b'T', K, V, net.inputs, 1.0, X, net.inputs, net.W, net.inputs, 1.0, Y, V)
+    if p > 0:  # += sum_j steps_j dL/dy_j (a_j . a + x_j . x + 1): pending updates of U, W, b
+        for j in range(p):
+            w.coef[j] = net.bias
+            if net.hidden > 0:
+                w.coef[j] += dot(net.hidden, w.A + j * net.hidden, A)
+            if net.direct:
+                w.coef[j] += w.xdot[j]
+            w.coef[j] *= w.steps[j]
+        matvec_t(p, V, 1.0, w.Y, w.coef, 1.0, Y)
+
+
+cdef inline double forward(Net *net, Work *w, const int *rows, int K) noexcept nogil:
+    """Fill X, A and Y (probabilities) from row `w.pending` on; return the sum of
+    log p(target), in double."""
+    cdef int n = net.context + 1, i, j, V = net.vocab, target
+    cdef float top, value, sum_exp
+    cdef double total = 0
+    cdef float *y
+    cdef float *Y = w.Y + <Py_ssize_t> w.pending * V
+    scores(net, w, rows, K)
+    for i in range(K):  # softmax with max-subtraction (sec. 3.2); loops kept simple to vectorise
+        y = Y + <Py_ssize_t> i * V
+        target = rows[i * n + net.context]
+        top = y[0]
+        for j in range(1, V):
+            top = y[j] if y[j] > top else top
+        for j in range(V):
+            y[j] = expf(y[j] - top)
+        sum_exp = 0
+        for j in range(V):
+            sum_exp += y[j]
+        total += log(<double> y[target] / sum_exp)
+        value = 1 / sum_exp
+        for j in range(V):
+            y[j] *= value
+    return total
+
+
+cdef inline void backward(Net *net, Work *w, const int *rows, int K, float rate, float keep_c) noexcept nogil:
+    """Gradient of -log p through the batch, applied with step `rate` (sum over the
+    batch); `keep_c` < 1 decays the rows of C that occur (weight decay)."""
+    cdef int n = net.context + 1, i, k, j, V = net.vocab, one = 1, p = w.pending
+    cdef float minus = -rate
+    cdef float *row
+    cdef float *X = w.X + <Py_ssize_t> p * net.inputs
+    cdef float *A = w.A + <Py_ssize_t> p * net.hidden
+    cdef float *Y = w.Y + <Py_ssize_t> p * V
+    for i in range(K):  # dL/dy = p - 1[target]
+        Y[<Py_ssize_t> i * V + rows[i * n + net.context]] -= 1
+    if K == 1:  # one example: matrix-vector products; dense updates deferred
+        if p > 0:  # the pending updates' share of U^T g and W^T g
+            matvec(p, V, 1.0, w.Y, Y, 0.0, w.coef)
+            for j in range(p):
+                w.coef[j] *= w.steps[j]
+                w.coef_in[j] = w.coef[j] if net.direct else 0
+        if net.hidden > 0:
+            matvec_t(V, net.hidden, 1.0, net.U, Y, 0.0, w.dA)
+            if p > 0:
+                matvec_t(p, net.hidden, 1.0, w.A, w.coef, 1.0, w.dA)
+            activation_slope(w.dA, A, net.hidden, net.activation)
+            matvec_t(net.hidden, net.inputs, 1.0, net.H, w.dA, 0.0, w.dX)
+            if p > 0:  # and of H^T g
+                for j in range(p):
+                    w.coef_in[j] += w.steps[j] * dot(net.hidden, w.G + j * net.hidden, w.dA)
+            memcpy(w.G + p * net.hidden, w.dA, net.hidden * sizeof(float))
+        else:
+            memset(w.dX, 0, net.inputs * sizeof(float))
+        if net.direct:
+            matvec_t(V, net.inputs, 1.0, net.W, Y, 1.0, w.dX)
+        if p > 0:
+            matvec_t(p, net.inputs, 1.0, w.X, w.coef_in, 1.0, w.dX)
+        w.steps[p] = minus
+        w.pending = p + 1
+        update_features(net, w, rows, 1, rate, keep_c)
+    else:
+        output_backward(net, w, K, rate)
+        input_backward(net, w, rows, K, rate, keep_c)
+
+
+cdef inline void output_backward(Net *net, Work *w, int K, float rate) noexcept nogil:
+    """From dL/dy in rows 0.. of Y: dA = dL/dy U (before the activation's slope) and
+    dX = dL/dy W (or 0), then the steps on U, W and b (after the products that read them)."""
+    cdef int i, V = net.vocab, one = 1
+    cdef float minus = -rate
+    if net.hidden > 0:
+        gemm(b'N', b'N', K, net.hidden, V, 1.0, w.Y, V, net.U, net.hidden, 0.0, w.dA, net.hidden)
+    if net.direct:
+        gemm(b'N', b'N', K, net.inputs, V, 1.0, w.Y, V, net.W, net.inputs, 0.0, w.dX, net.inputs)
+    else:
+        memset(w.dX, 0, <Py_ssize_t> K * net.inputs * sizeof(float))
+    if net.hidden > 0:
+        gemm(b'T', b'N', V, net.hidden, K, minus, w.Y, V, w.A, net.hidden, 1.0, net.U, net.hidden)
+    if net.direct:
+        gemm(b'T', b'N', V, net.inputs, K, minus, w.Y, V, w.X, net.inputs, 1.0, net.W, net.inputs)
+    if net.bias:
+        for i in range(K):
+            saxpy(&V, &minus, w.Y + <Py_ssize_t> i * V, &one, net.b, &one)
+
+
+cdef inline void input_backward(Net *net, Work *w, const int *rows, int K, float rate, float keep_c) noexcept nogil:
+    """From dA (before the slope) and dX (the direct part) of output_backward: the slope,
+    dX += dA H, and the steps on H, d and the rows of C."""
+    cdef int i, one = 1
+    cdef float minus = -rate
+    if net.hidden > 0:
+        activation_slope(w.dA, w.A, <Py_ssize_t> K * net.hidden, net.activation)
+        gemm(b'N', b'N', K, net.inputs, net.hidden, 1.0, w.dA, net.hidden, net.H, net.inputs, 1.0,
+             w.dX, net.inputs)
+        gemm(b'T', b'N', net.hidden, net.inputs, K, minus, w.dA, net.hidden, w.X, net.inputs, 1.0,
+             net.H, net.inputs)
+        if net.bias:
+            for i in range(K):
+                saxpy(&net.hidden, &minus, w.dA + i * net.hidden, &one, net.d, &one)
+    update_features(net, w, rows, K, rate, keep_c)
+
+
+cdef inline void update_features(Net *net, Work *w, const int *rows, int K, float rate, float keep_c) noexcept nogil:
+    """Step the rows of C that occur along dX; `keep_c` < 1 decays them (weight decay)."""
+    cdef int n = net.context + 1, i, k, one = 1
+    cdef float minus = -rate
+    cdef float *row
+    for i in range(K):
+        for k in range(net.context):
+            row = net.C + <Py_ssize_t> rows[i * n + k] * net.m
+            if keep_c != 1:
+                scale(net.m, keep_c, row)
+            saxpy(&net.m, &minus, w.dX + i * net.inputs + k * net.m, &one, row, &one)
+
+
+cdef inline void flush(Net *net, Work *w) noexcept nogil:
+    """Apply the deferred one-window updates: b += sum_j steps_j y_j, U += sum_j steps_j
+    y_j a_j^T, and likewise W, d and H (y_j = dL/dy of window j, g_j = dL/d its hidden
+    input). The pending rows are scaled in place: they are not needed after this."""
+    cdef int p = w.pending, j
+    if p == 0:
+        return
+    if net.bias:
+        matvec_t(p, net.vocab, 1.0, w.Y, w.steps, 1.0, net.b)
+    if net.hidden > 0:
+        if net.bias:
+            matvec_t(p, net.hidden, 1.0, w.G, w.steps, 1.0, net.d)
+        for j in range(p):
+            scale(net.hidden, w.steps[j], w.G + j * net.hidden)
+            scale(net.hidden, w.steps[j], w.A + j * net.hidden)
+        gemm(b'T', b'N', net.hidden, net.inputs, p, 1.0, w.G, net.hidden, w.X, net.inputs, 1.0, net.H,
+             net.inputs)
+        gemm(b'T', b'N', net.vocab, net.hidden, p, 1.0, w.Y, net.vocab, w.A, net.hidden, 1.0, net.U,
+             net.hidden)
+    if net.direct:
+        for j in range(p):
+            scale(net.inputs, w.steps[j], w.X + j * net.inputs)
+        gemm(b'T', b'N', net.vocab, net.inputs, p, 1.0, w.Y, net.vocab, w.X, net.inputs, 1.0, net.W,
+             net.inputs)
+    w.pending = 0
+
+
+cdef inline void decay_dense(Net *net, float factor) noexcept nogil:
+    """Weight decay in bulk on U, H and W (the biases and C are not touched here)."""
+    if net.hidden > 0:
+        scale(net.vocab * net.hidden, factor, net.U)
+        scale(net.hidden * net.inputs, factor, net.H)
+    if net.direct:
+        scale(net.vocab * net.inputs, factor, net.W)
+
+
+
+cdef inline int net_attach(Net *net, params, int context, int activation, bint bias, int lo, int hi) except -1:
+    """Point `net` at the parameter arrays (float32, C-contiguous, kept alive by the
+    caller); the output layer is rows lo..hi-1 of b, U and W (all of them: 0..|V|)."""
+    cdef float[:, ::1] C = params["C"], U, H, W
+    cdef float[::1] b = params["b"], d
+    if not 0 <= lo <= hi <= b.shape[0]:
+        raise ValueError("output rows outside the vocabulary")
+    net.vocab = hi - lo
+    net.context = context
+    net.m = C.shape[1]
+    net.inputs = context * C.shape[1]
+    net.activation = activation
+    net.bias = bias
+    net.C = &C[0, 0]
+    net.b = &b[0] + lo
+    net.hidden = params["U"].shape[1] if "U" in params else 0
+    if net.hidden:
+        U = params["U"]
+        H = params["H"]
+        d = params["d"]
+        net.U = &U[0, 0] + <Py_ssize_t> lo * net.hidden
+        net.H = &H[0, 0]
+        net.d = &d[0]
+    net.direct = "W" in params
+    if net.direct:
+        W = params["W"]
+        net.W = &W[0, 0] + <Py_ssize_t> lo * net.inputs
+    return 0
+
+
+cdef inline int work_alloc(Work *w, Net *net, int capacity) except -1:
+    """One thread's buffers for batches of up to `capacity` windows (and DEFER deferred)."""
+    cdef Py_ssize_t slots = max(capacity, DEFER)  # deferred windows wait in X, A and Y
+    w.capacity = capacity
+    w.pending = 0
+    w.X = <float *> malloc(slots * max(net.inputs, 1) * sizeof(float))
+    w.A = <float *> malloc(slots * max(net.hidden, 1) * sizeof(float))
+    w.dA = <float *> malloc(<Py_ssize_t> capacity * max(net.hidden, 1) * sizeof(float))
+    w.dX = <float *> malloc(<Py_ssize_t> capacity * max(net.inputs, 1) * sizeof(float))
+    w.Y = <float *> malloc(slots * net.vocab * sizeof(float))
+    w.G = <float *> malloc(DEFER * max(net.hidden, 1) * sizeof(float))
+    w.steps = <float *> malloc(DEFER * sizeof(float))
+    w.coef = <float *> malloc(DEFER * sizeof(float))
+    w.coef_in = <float *> malloc(DEFER * sizeof(float))
+    w.xdot = <float *> malloc(DEFER * sizeof(float))
+    if not (w.X and w.A and w.dA and w.dX and w.Y and w.G and w.steps and w.coef and w.coef_in and w.xdot):
+        raise MemoryError()
+    return 0
+
+
+cdef inline void work_free(Work *w) noexcept nogil:
+    free(w.X)
+    free(w.A)
+    free(w.dA)
+    free(w.dX)
+    free(w.Y)
+    free(w.G)
+    free(w.steps)
+    free(w.coef)
+    free(w.coef_in)
+    free(w.xdot)
+    w.X = w.A = w.dA = w.dX = w.Y = w.G = w.steps = w.coef = w.coef_in = w.xdot = NULL
+
+
+cdef inline int check_schedule(Py_ssize_t count, int batch, int capacity, Py_ssize_t rates, Py_ssize_t row_keep,
+                               Py_ssize_t dense_keep) except -1:
+    """A chunk of `count` examples in batches of `batch` takes one rate, row decay and
+    dense decay per update."""
+    cdef Py_ssize_t updates = (count + batch - 1) // batch if batch > 0 else -1
+    if batch < 1 or batch > capacity:
+        raise ValueError("batch below 1 or larger than the work buffers")
+    if rates != updates or row_keep != updates or dense_keep != updates:
+        raise ValueError(f"the schedule covers {rates} updates, the chunk takes {updates}")
+    return 0

@@ -1,0 +1,58 @@
+"""The one table of models (shared/DESIGN.md): which class opens each kind of model file,
+and which class builds and trains each architecture of `nplm train-nplm -arch`. Adding a
+model is a line here; nothing registers itself on import."""
+from . import container
+from .errors import InputError
+from .mixture import Mixture, load_mixture
+from .neural.energy import EnergyModel
+from .neural.mlp import MLPModel
+from .ngram.arpa import read_arpa
+from .ngram.deleted_interpolation import DeletedInterpolation, load_deleted_interpolation
+
+# -arch name -> the class that builds (`initial`) and trains it (nplmtk.neural.network.NeuralModel)
+ARCHITECTURES = {
+    "mlp": MLPModel,
+    "energy": EnergyModel,
+}
+
+# Architectures that open issues will build: -arch NAME says which.
+PLANNED_ARCHITECTURES = {"lbl": 15, "lbl1": 15, "lbl2": 15, "lbl3": 15, "rnn": 16, "lstm": 16}
+
+CHECKPOINT_KIND = "nplm-checkpoint"
+
+
+def checkpoint_model(model_file, best=True):
+    """The network a training checkpoint holds: the best so far (`best.*` arrays, or the
+    current ones before any validation), or the current parameters. Its meta names the
+    architecture (checkpoints older than the energy network are MLPs)."""
+    arrays = model_file.arrays
+    saved_best = {k[len("best."):]: v for k, v in arrays.items() if k.startswith("best.")}
+    current = {k: v for k, v in arrays.items() if not k.startswith("best.")}
+    arch = model_file.meta.get("arch", "mlp")
+    if arch not in ARCHITECTURES:
+        raise InputError(f"architecture '{arch}' is not supported by this version", path=model_file.path)
+    return ARCHITECTURES[arch].from_arrays(model_file.vocab, saved_best if best and saved_best else current,
+                                           model_file.meta)
+
+
+# container kind -> function(ModelFile) -> LanguageModel
+MODEL_KINDS = {
+    MLPModel.kind: MLPModel.from_file,
+    EnergyModel.kind: EnergyModel.from_file,
+    DeletedInterpolation.kind: load_deleted_interpolation,
+    Mixture.kind: lambda model_file: load_mixture(model_file, load),
+    # A checkpoint scores as the best model so far, so `nplm ppl -lm DIR/checkpoint.nplm`
+    # follows a run that is going on.
+    CHECKPOINT_KIND: checkpoint_model,
+}
+
+
+def load(path):
+    """Open any model file: ARPA text (optionally gzipped) or an nplm container."""
+    if not container.is_container(path):
+        return read_arpa(path)
+    model_file = container.load(path)
+    loader = MODEL_KINDS.get(model_file.kind)
+    if loader is None:
+        raise InputError(f"model kind '{model_file.kind}' is not supported by this version", path=path)
+    return loader(model_file)
