@@ -369,7 +369,8 @@ def _scored(model, path, vocab=None):
 
 def mixtures(brown, peak):
     """Issue 6: each MLP mixed with the deleted-interpolation trigram and with KN5."""
-    from nplmtk.lm import LN10, load
+    from nplmtk.lm import LN10
+    from nplmtk.models import load
     from nplmtk.mixture import Mixture, fit_weights
     from nplmtk.ppl import report
     train, valid, test = (os.path.join(brown, f"{s}.txt") for s in ("train", "valid", "test"))

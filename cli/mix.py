@@ -7,8 +7,9 @@ import numpy as np
 
 from nplmtk.corpus import Corpus
 from nplmtk.errors import NplmError
-from nplmtk.lm import LN10, load
+from nplmtk.lm import LN10
 from nplmtk.mixture import Mixture, fit_weights
+from nplmtk.models import load
 from nplmtk.ppl import read_scored_text, report
 from nplmtk.text import Normalizer
 

@@ -2,7 +2,7 @@
 import click
 
 from nplmtk.errors import NplmError
-from nplmtk.lm import load
+from nplmtk.models import load
 from nplmtk.mixture import Mixture
 from nplmtk.ppl import perplexity
 from nplmtk.text import Normalizer

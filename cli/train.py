@@ -72,9 +72,9 @@ ARCH_HELP = "Architecture: " + "; ".join(f"{name} ({model.summary})" for name, m
 def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, arch, criterion, samples, proposal,
             check_every, ess_min, mpi, sync_every, epochs, batch, lr, lr_decay, weight_decay, lr_halve, patience,
             seed, threads, checkpoint, checkpoint_every, resume, log, quiet, min_count, lower, map_numbers):
-    """Train a neural probabilistic language model (-arch; by default the network of
-    Bengio et al. 2003, eq. 1: y = b + W x + U tanh(d + H x) over the feature vectors x of
-    the n-1 previous words) by stochastic gradient descent with the paper's schedule,
+    """Train a neural probabilistic language model (-arch), by default the network of
+    Bengio et al. (2003), eq. 1: y = b + W x + U tanh(d + H x) over the feature vectors x
+    of the n-1 previous words, by stochastic gradient descent with the paper's schedule,
     early stopping and lock-free threads. Words outside the vocabulary train as <unk>."""
     comm = world() if mpi in ("param", "data") else None
     with input_agreed_on(comm) if comm else contextlib.nullcontext():

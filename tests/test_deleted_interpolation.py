@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from nplmtk.corpus import Corpus
-from nplmtk.lm import load
+from nplmtk.models import load
 from nplmtk.ngram.deleted_interpolation import DeletedInterpolation
 from nplmtk.toy import ToyGrammar
 from nplmtk.vocab import Vocabulary

@@ -7,7 +7,7 @@ import pytest
 
 from conftest import assert_one_line_error, run_nplm
 from nplmtk.corpus import Corpus
-from nplmtk.lm import load
+from nplmtk.models import load
 from nplmtk.mixture import Mixture, fit_weights
 from test_srilm_reference import DATA
 

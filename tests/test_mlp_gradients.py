@@ -4,13 +4,19 @@ import numpy as np
 import pytest
 
 from nplmtk.neural.mlp import MLPModel
-from nplmtk._ext.mlp_kernels import Proposal
-from nplmtk.neural.train import proposal
+from nplmtk.neural.sampling import Proposal, proposal
+from nplmtk.neural.train import DENSE_DECAY_PERIOD, update_schedule
 from nplmtk.vocab import Vocabulary
 
 VOCAB = Vocabulary([f"w{i}" for i in range(9)])
 ACTS = {"tanh": np.tanh, "sigmoid": lambda z: 1 / (1 + np.exp(-z)), "relu": lambda z: np.maximum(z, 0),
         "linear": lambda z: z}
+
+
+def schedule(examples, batch, lr0, lr_decay=0.0, weight_decay=0.0, sampled=False):
+    """The trainer's numbers for a chunk of `examples` starting at update 0."""
+    return update_schedule(examples, batch, lr0, lr_decay, weight_decay,
+                           DENSE_DECAY_PERIOD["sampled" if sampled else "full"])
 
 
 def reference_loss(params, windows, activation):
@@ -67,7 +73,7 @@ def test_a_training_step_moves_every_block_by_its_gradient(hidden, direct, count
     grads = {k: np.zeros_like(v) for k, v in model.params.items()}
     model.network(capacity=8).gradients(windows, grads)
     before = {k: v.copy() for k, v in model.params.items()}
-    model.network(capacity=8).train(windows, count, 0.05, 0.0, 0, 1, 0.0)
+    model.network(capacity=8).train(windows, count, *schedule(count, count, 0.05))
     for name in model.params:
         np.testing.assert_allclose(model.params[name], before[name] - 0.05 * grads[name], atol=2e-6)
 
@@ -86,8 +92,8 @@ def test_one_window_scores_as_in_a_batch():
 def test_one_window_sgd_with_deferred_updates_is_plain_sgd(hidden, direct, bias):
     """Batch-1 training defers its dense updates (16 windows at a time); 40 windows with
     a decaying rate must still give the sequential SGD trajectory. Weight decay follows the
-    kernel's documented schedule: per step on the rows of C that occur, in bulk (every 64
-    windows, here once at the end) on U, H and W."""
+    trainer's schedule (update_schedule): per step on the rows of C that occur, in bulk
+    (every 64 windows, here once at the end) on U, H and W."""
     model = MLPModel.initial(VOCAB, order=3, features=4, hidden=hidden, direct=direct, bias=bias, seed=7)
     reference = {k: v.astype(np.float64) for k, v in model.params.items()}
     windows = np.random.default_rng(2).integers(0, len(VOCAB), size=(40, 3)).astype(np.int32)
@@ -110,7 +116,7 @@ def test_one_window_sgd_with_deferred_updates_is_plain_sgd(hidden, direct, bias)
     for name in ("U", "H", "W"):
         if name in reference:
             reference[name] *= bulk_decay
-    model.network(capacity=1).train(windows, 1, lr0, decay_rate, 0, 1, weight_decay)
+    model.network(capacity=1).train(windows, 1, *schedule(len(windows), 1, lr0, decay_rate, weight_decay))
     for name in model.params:
         np.testing.assert_allclose(model.params[name], reference[name], atol=2e-5, err_msg=name)
 
@@ -138,7 +144,7 @@ def test_importance_sampling_gradient_approaches_the_exact_one_as_n_grows(hidden
         for seed in range(20):
             model = network_at_start()
             before = {k: v.copy() for k, v in model.params.items()}
-            model.network(capacity=1).train_sampled(window, 1, 1.0, 0.0, 0, 1, 0.0, samples, q, seed)
+            model.network(capacity=1).train_sampled(window, 1, *schedule(1, 1, 1.0, sampled=True), samples, q, seed)
             squared.append(sum((((before[k] - model.params[k]) - exact[k]) ** 2).sum() for k in before))
         errors.append(np.mean(squared))
     assert all(later < earlier / 4 for earlier, later in zip(errors, errors[1:])), errors
@@ -195,7 +201,7 @@ def test_a_sampled_step_is_the_estimator_written_out(hidden, direct, batch):
     words = q.draw(40, 11)
     assert len(np.unique(words)) < len(words)
     expected = sampled_step_reference(model.params, windows, words, np.log(counts / counts.sum()), 0.1)
-    model.network(capacity=batch).train_sampled(windows, batch, 0.1, 0.0, 0, 1, 0.0, 40, q, 11)
+    model.network(capacity=batch).train_sampled(windows, batch, *schedule(batch, batch, 0.1, sampled=True), 40, q, 11)
     for name in model.params:
         np.testing.assert_allclose(model.params[name], expected[name], atol=2e-6, err_msg=name)
 
@@ -287,7 +293,7 @@ def test_energy_importance_sampling_approaches_the_exact_gradient(direct):
         for seed in range(12):
             model = random_energy_model(direct)
             before = {k: v.astype(np.float64) for k, v in model.params.items()}
-            model.network().train_sampled(window, 1, rate, 0.0, 0, 1, 0.0, samples, q, seed)
+            model.network().train_sampled(window, 1, *schedule(1, 1, rate, sampled=True), samples, q, seed)
             squared.append(sum((((before[k] - model.params[k]) / rate - exact[k]) ** 2).sum() for k in before))
         errors.append(np.mean(squared))
     assert all(later < earlier / 3 for earlier, later in zip(errors, errors[1:])), errors

@@ -7,7 +7,7 @@ import pytest
 
 from conftest import assert_one_line_error, run_nplm
 from nplmtk.corpus import Corpus
-from nplmtk.lm import load
+from nplmtk.models import load
 from nplmtk.neural.mlp import MLPModel
 from nplmtk.neural.train import Trainer, TrainingConfig
 from nplmtk.ngram.counts import NgramCounts
@@ -144,7 +144,7 @@ def test_a_bigram_proposal_trains_better_than_the_unigram_with_few_samples(toy):
 
 
 def test_algorithm_4_doubles_n_and_reverts_when_the_tiny_perplexity_rises(toy):
-    from nplmtk.neural.train import ImportanceSampling
+    from nplmtk.neural.sampling import ImportanceSampling
     vocab, train, _, _ = toy
     model = small_model(vocab)
     config = TrainingConfig(**CONFIG, criterion="is-adaptive", samples=16, check_every=100)

@@ -25,7 +25,7 @@ class EnergyModel(NeuralModel):
         if hidden < 1:
             raise ParameterError("the energy network needs hidden units ({hidden} 1 or more)")
         if activation != "tanh":
-            raise ParameterError("the energy network uses tanh hidden units ({activation} tanh)")
+            raise ParameterError("{arch} energy uses tanh hidden units: give {activation} tanh")
         uniform = uniform_initialiser(seed)
         width = order * features
         size = len(vocab)
@@ -39,8 +39,7 @@ class EnergyModel(NeuralModel):
 
     def check_training(self, config):
         if config.criterion != "full" and config.batch != 1:
-            raise ParameterError("the energy network with importance sampling trains one window per update: "
-                                 "give {batch} 1")
+            raise ParameterError("{arch} energy with importance sampling trains one window per update: give {batch} 1")
 
     def network(self, capacity=None):
         return EnergyNetwork(self.params, self.order, self.meta.get("bias", True))
