@@ -3,15 +3,19 @@
 The Cython kernels in cython_ext/ compile to nplmtk._ext.*, with -O3 and OpenMP; BLAS
 comes from scipy.linalg.cython_blas, so no system BLAS is needed.
 """
+import glob
+import os
+
 import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
 # The networks' softmax needs a vectorised expf (glibc's libmvec, enabled by fast-math);
 # the text and ARPA kernels must keep exact IEEE semantics.
+# Every other .pyx is a network's kernel: a new architecture's file needs no line here.
 TEXT_KERNELS = ("corpus_kernels", "arpa_format", "count_kernels", "text_kernels")
-NETWORK_KERNELS = ("mlp_kernels", "output_blocks", "energy_kernels", "sampling_kernels")
-FAST_MATH = set(NETWORK_KERNELS)
+KERNELS = sorted(os.path.basename(path)[:-len(".pyx")] for path in glob.glob("cython_ext/*.pyx"))
+FAST_MATH = set(KERNELS) - set(TEXT_KERNELS)
 
 
 def kernel(name):
@@ -34,7 +38,7 @@ setup(
     packages=["nplmtk", "nplmtk._ext", "nplmtk.neural", "nplmtk.ngram", "nplmtk.cli"],
     package_dir={"nplmtk.cli": "cli"},
     ext_modules=cythonize(
-        [kernel(name) for name in TEXT_KERNELS + NETWORK_KERNELS],
+        [kernel(name) for name in KERNELS],
         include_path=["cython_ext"],  # the shared .pxd files (kernel_common, feedforward)
         compiler_directives={"language_level": 3, "boundscheck": False,
                              "wraparound": False, "cdivision": True},

@@ -42,6 +42,11 @@ class NeuralModel(LanguageModel):
         windows = windows[windows[:, -1] >= 0]
         return np.ascontiguousarray(np.where(windows < 0, self.vocab.unk, windows).astype(np.int32))
 
+    def example_order(self, rng, count):
+        """The order of the examples in an epoch: shuffled. (A recurrent model keeps its
+        streams in order, so that each worker's kernel carries its state from chunk to chunk.)"""
+        return rng.permutation(count)
+
     def example_logprobs(self, examples):
         """Exact natural-log probability of each example's target."""
         scores = np.empty(len(examples))

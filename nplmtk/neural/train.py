@@ -34,7 +34,7 @@ MPI_MODES = ("param", "data")
 # Examples between bulk decays of the dense weights (U, H, W): the full softmax touches
 # them at every update anyway; the sampled steps touch a few rows, so they wait longer.
 DENSE_DECAY_PERIOD = {"full": 64, "sampled": 1024}
-ROUND = 4096  # windows per thread between progress reports and checkpoint checks
+ROUND = 4096  # examples per thread between progress reports and checkpoint checks
 
 
 @dataclass
@@ -126,11 +126,11 @@ class Trainer:
     # -- training --------------------------------------------------------------------
     def run(self, train, valid=None):
         cfg = self.config
-        windows = self.model.training_examples(train)
+        examples = self.model.training_examples(train)
         self.averager = None
         self.sampling = None
         if cfg.criterion != "full":
-            self.sampling = ImportanceSampling(windows, len(self.model.vocab), cfg, self.state)
+            self.sampling = ImportanceSampling(examples, len(self.model.vocab), cfg, self.state)
         if self.comm is not None and cfg.mpi == "param":
             networks = [ParamParallelNetwork(self.model, self.comm, capacity=cfg.batch)]
         else:
@@ -147,7 +147,7 @@ class Trainer:
         with blas_threads(1) if one_core else contextlib.nullcontext():
             try:
                 while self.state["epoch"] < cfg.epochs:
-                    if self._epoch(windows, networks, pool, valid):
+                    if self._epoch(examples, networks, pool, valid):
                         break
             finally:
                 if pool:
@@ -157,12 +157,12 @@ class Trainer:
                 self.model.params[name][...] = array
         return self.model
 
-    def _epoch(self, windows, networks, pool, valid):
+    def _epoch(self, examples, networks, pool, valid):
         cfg, state = self.config, self.state
         rng = np.random.default_rng()
         rng.bit_generator.state = state["rng"]
-        order = rng.permutation(len(windows))  # the same on every rank
-        mine = windows[order]
+        order = self.model.example_order(rng, len(examples))  # the same on every rank
+        mine = examples[order]
         largest = len(mine)
         if self.averager:  # -mpi data: each rank its shard, averaged every few rounds
             parts = np.array_split(mine, self.comm.size)
@@ -172,7 +172,7 @@ class Trainer:
         # Every rank runs the same number of rounds (collectives must match up).
         rounds = math.ceil(math.ceil(largest / cfg.threads) / per_round)
         rounds_per_sync = max(1, round(cfg.sync_every / math.ceil(per_round / cfg.batch)))
-        bar = _progress(len(windows), state["epoch"] + 1, cfg.progress and self.writer)
+        bar = _progress(len(examples), state["epoch"] + 1, cfg.progress and self.writer)
         start, logp_sum, seen = time.perf_counter(), 0.0, 0
         last_checkpoint = state["updates"]
         while state["round"] < rounds:
