@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from .errors import NplmError
+from .errors import InputError, NplmError
 
 LN10 = math.log(10)
 
@@ -36,4 +36,4 @@ class LanguageModel:
 
     def check_vocab(self, corpus):
         if corpus.vocab is not self.vocab and corpus.vocab != self.vocab:
-            raise NplmError(f"{corpus.name}: encoded with a different vocabulary than the model")
+            raise InputError("encoded with a different vocabulary than the model", path=corpus.name)

@@ -273,7 +273,8 @@ class Trainer:
         return self.config.lr * self.state["lr_scale"]
 
     def learning_rate(self):
-        return self.initial_rate() / (1 + self.config.lr_decay * self.state["updates"])
+        """The rate of the next update."""
+        return float(learning_rates(self.initial_rate(), self.config.lr_decay, self.state["updates"]))
 
     def _log(self, record):
         if self.config.log and self.writer:
@@ -289,6 +290,11 @@ def _progress(total, epoch, enabled):
     return tqdm(total=total, desc=f"epoch {epoch}", unit="w", unit_scale=True, leave=False, file=sys.stderr)
 
 
+def learning_rates(lr0, lr_decay, updates):
+    """eps_t = eps0 / (1 + r t) for the update counts t in `updates` (Bengio et al. 2003, sec. 4)."""
+    return lr0 / (1 + lr_decay * np.asarray(updates, dtype=np.int64))
+
+
 def update_schedule(examples, batch, lr0, lr_decay, weight_decay, dense_decay_period, first_update=0, stride=1):
     """The numbers a kernel takes for a chunk of `examples` in batches of `batch`, one per
     update u of the chunk, t = first_update + stride * u:
@@ -298,7 +304,7 @@ def update_schedule(examples, batch, lr0, lr_decay, weight_decay, dense_decay_pe
       update u: the product of (1 - eps_t lambda)^K over the updates since the last one,
       every `dense_decay_period` examples (and after the chunk's last update); 1: none."""
     updates = -(-examples // batch)
-    rates = lr0 / (1 + lr_decay * (first_update + stride * np.arange(updates, dtype=np.int64)))
+    rates = learning_rates(lr0, lr_decay, first_update + stride * np.arange(updates, dtype=np.int64))
     row_keep = (1 - rates * weight_decay).astype(np.float32)
     dense_keep = np.ones(updates, dtype=np.float32)
     if weight_decay > 0:
