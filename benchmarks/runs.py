@@ -1,14 +1,18 @@
 """The training runs that the benchmark sections train or report, in one table.
 
-Each entry holds the settings of one `nplm train-nplm` run of the Makefile (`make
-brown-mlp9`, `brown-mlp1`, `brown-is`); the sections take the network shapes, options and
-file names from here. |V| is not here: it is read from the vocabulary file in use.
+Each entry holds the settings of one `nplm train-nplm` run; the Makefile's targets
+(`make brown-mlp9`, `brown-mlp1`, `brown-is`) run them through this file
+(`python benchmarks/runs.py TARGET`), and the benchmark sections take the network shapes,
+options and file names from here. |V| is not here: it is read from the vocabulary file.
 """
+import argparse
 import os
+import subprocess
 from dataclasses import dataclass
 
 VOCAB_MIN_COUNT = 4  # the runs' vocabulary: `nplm vocab -min-count 4` on Brown train
 RUNS_DIR = "runs"  # where the Makefile's runs write their logs and models
+VOCAB_PATH = os.path.join(RUNS_DIR, "vocab.txt")
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,7 @@ class Run:
     samples: int | None = None
     ess_min: float | None = None
     paper_test_ppl: float | None = None
+    early_stopping: bool = False  # on Brown valid, with a checkpoint each epoch (runs/NAME-ckpt)
 
     @property
     def log_path(self):
@@ -61,13 +66,21 @@ class Run:
     def options(self):
         return self.shape_options() + self.training_options() + self.criterion_options()
 
+    def command(self, nplm, brown):
+        """The whole `nplm train-nplm` command of this run on Brown."""
+        files = ["-text", os.path.join(brown, "train.txt"), "-vocab", VOCAB_PATH]
+        if self.early_stopping:
+            files += ["-valid", os.path.join(brown, "valid.txt"),
+                      "-checkpoint", os.path.join(RUNS_DIR, f"{self.name}-ckpt")]
+        return [nplm, "train-nplm", *files, *self.options(), "-log", self.log_path, "-lm", self.model_path]
+
 
 def _flags(*pairs):
     """`-flag value` for each (flag, value) whose value is set."""
     return [text for flag, value in pairs if value is not None for text in (flag, str(value))]
 
 
-_MLP = dict(epochs=20, patience=2, batch=256, threads=2, lr=0.003)
+_MLP = dict(epochs=20, patience=2, batch=256, threads=2, lr=0.003, early_stopping=True)
 _IS = dict(make_target="brown-is", order=4, features=30, hidden=80, epochs=5, batch=1, lr=0.001)
 
 RUNS = {run.name: run for run in (
@@ -83,3 +96,23 @@ RUNS = {run.name: run for run in (
 MLP9 = RUNS["mlp9"]
 QUALITY_RUNS = [RUNS["mlp9"], RUNS["mlp1"]]
 SAMPLING_RUNS = [run for run in RUNS.values() if run.make_target == "brown-is"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description="Train the runs of one Makefile target on Brown.")
+    parser.add_argument("target", choices=sorted({run.make_target for run in RUNS.values()}))
+    parser.add_argument("--brown", default="../shared/data/brown")
+    parser.add_argument("--nplm", default="nplm")
+    args = parser.parse_args()
+    os.makedirs(RUNS_DIR, exist_ok=True)
+    subprocess.run([args.nplm, "vocab", "-text", os.path.join(args.brown, "train.txt"), "-min-count",
+                    str(VOCAB_MIN_COUNT), "-write-vocab", VOCAB_PATH], check=True)
+    for run in RUNS.values():
+        if run.make_target == args.target:
+            command = run.command(args.nplm, args.brown)
+            print(" ".join(command), flush=True)
+            subprocess.run(command, check=True)
+
+
+if __name__ == "__main__":
+    main()
