@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 BROWN  ?= ../shared/data/brown
 
-.PHONY: install demo test bench clean brown-mlp9 brown-mlp1 brown-is
+.PHONY: install demo test bench bench-vs clean brown-mlp9 brown-mlp1 brown-is
 
 install: $(STAMP)
 
@@ -25,6 +25,21 @@ test: install
 
 bench: install
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python benchmarks/run.py --brown $(BROWN) --out BENCHMARKS.md
+
+# Training speed of this build against another, run alternately (benchmarks/side_by_side.py):
+# make bench-vs BASELINE=/path/to/other/.venv/bin/nplm (say the previous commit, checked out
+# and `make install`ed elsewhere). It replaces its own section of BENCHMARKS.md (~10 min).
+ifneq ($(filter bench-vs,$(MAKECMDGOALS)),)
+ifeq ($(BASELINE),)
+$(error make bench-vs needs BASELINE=/path/to/other/.venv/bin/nplm, the build to compare against)
+endif
+ifeq ($(wildcard $(BASELINE)),)
+$(error make bench-vs: BASELINE=$(BASELINE): no such file)
+endif
+endif
+bench-vs: install
+	$(BIN)/python benchmarks/side_by_side.py --baseline $(BASELINE) --nplm $(BIN)/nplm --brown $(BROWN) \
+		--out BENCHMARKS.md
 
 # The papers' runs on Brown; their settings are the table in benchmarks/runs.py, which
 # `make bench` reports from. brown-mlp9: Bengio et al.'s MLP9 (about 35 min on 2 cores);

@@ -42,6 +42,56 @@ def sgemm_peak(size=2048, repeats=7):
     return 2 * size ** 3 / statistics.median(times) / 1e9
 
 
+def now():
+    """The date and time as the benchmark stamps write it."""
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+
+
+def checkout_commit(directory=None, paths=()):
+    """`git rev-parse --short HEAD` of the checkout holding `directory` (the current one by
+    default), "+ uncommitted changes" when tracked files (under `paths`, if given) differ
+    from it; None outside git."""
+    git = ["git"] + (["-C", directory] if directory else [])
+    head = subprocess.run(git + ["rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    if head.returncode != 0:
+        return None
+    changed = subprocess.run(git + ["status", "--porcelain", "--untracked-files=no", "--", *paths],
+                             capture_output=True, text=True).stdout.strip()
+    return head.stdout.strip() + (f" + uncommitted changes{' to ' + ', '.join(paths) if paths else ''}"
+                                  if changed else "")
+
+
+def stamp(commit, peak=None):
+    """The line under a section's heading: when and from which commit it was measured."""
+    return (f"_Measured {now()}, commit {commit}"
+            + (f", sgemm peak in that run {peak:.1f} GFLOP/s._" if peak is not None else "._"))
+
+
+def write_sections(path, bodies, head=None):
+    """Write the markdown file `path` with each of `bodies` (lists of lines, a `## ` heading
+    first) in place of the section of the same heading, or after the last section; every
+    other section is kept as it is. `head` replaces the lines before the first section
+    (kept, or "# Benchmarks", when None). Returns the text written."""
+    sections = {}
+    lines = open(path).read().split("\n") if os.path.exists(path) else ["# Benchmarks", ""]
+    first = next((k for k, line in enumerate(lines) if line.startswith("## ")), len(lines))
+    head = lines[:first] if head is None else head
+    for line in lines[first:]:
+        if line.startswith("## "):
+            current = line
+            sections[current] = []
+        sections[current].append(line)
+    for body in bodies:
+        sections[body[0]] = body
+    text = "\n".join(head).rstrip("\n") + "\n"
+    for body in sections.values():
+        text += "\n" + "\n".join(body).strip("\n") + "\n"
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
+    return text
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--brown", default="../shared/data/brown")
@@ -49,40 +99,24 @@ def main():
     parser.add_argument("--only", nargs="*", help="run only these sections")
     args = parser.parse_args()
     peak = sgemm_peak()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip() or "unknown"
-    lines = ["# Benchmarks", "",
-             "Written by `make bench` (benchmarks/run.py); data: Brown split of ../shared/data/brown.",
-             "Medians of repeated runs in one session; ratios are measured side by side.", "",
-             f"- machine: {cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-             f"numpy {np.__version__}",
-             f"- commit: {commit}, date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
-             f"- numpy sgemm peak (2048x2048 float32, median of 7): **{peak:.1f} GFLOP/s**", ""]
-    sections = {}
-    if args.only and os.path.exists(args.out):
-        # Keep the sections not re-run, each with the stamp of the run that measured it.
-        current = None
-        for line in open(args.out).read().split("\n"):
-            if line.startswith("## "):
-                current = line
-                sections[current] = []
-            if current:
-                sections[current].append(line)
-    stamp = (f"_Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {commit}, "
-             f"sgemm peak in that run {peak:.1f} GFLOP/s._")
+    commit = checkout_commit() or "unknown"
+    head = ["# Benchmarks", "",
+            "Written by `make bench` (benchmarks/run.py); data: Brown split of ../shared/data/brown.",
+            "Medians of repeated runs in one session; ratios are measured side by side. Each section "
+            "carries the stamp of the run that measured it: sections not re-run (`--only`), and "
+            "sections other tools write (`make bench-vs`), are kept as they were.", "",
+            f"- machine: {cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+            f"numpy {np.__version__}",
+            f"- commit: {commit}, date: {now()}",
+            f"- numpy sgemm peak (2048x2048 float32, median of 7): **{peak:.1f} GFLOP/s**"]
+    bodies = []
     for name, section in SECTIONS:
         if args.only and name not in args.only:
             continue
         print(f"bench: {name} ...", file=sys.stderr)
         body = section(args.brown, peak)
-        sections[body[0]] = body[:1] + ["", stamp] + body[1:] + [""]
-    for body in sections.values():
-        lines += body
-    with open(args.out + ".tmp", "w") as f:
-        f.write("\n".join(lines).rstrip("\n") + "\n")
-    os.replace(args.out + ".tmp", args.out)
-    print("\n".join(lines))
-
+        bodies.append(body[:1] + ["", stamp(commit, peak)] + body[1:])
+    print(write_sections(args.out, bodies, head), end="")
 
 if __name__ == "__main__":
     main()
