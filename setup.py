@@ -39,7 +39,9 @@ setup(
     package_dir={"nplmtk.cli": "cli"},
     ext_modules=cythonize(
         [kernel(name) for name in KERNELS],
-        include_path=["cython_ext"],  # the shared .pxd files (kernel_common, feedforward)
+        # cython_ext: the inline .pxd files (kernel_common, feedforward); ".": the C
+        # interfaces of compiled modules, beside them in nplmtk/_ext (sampling_kernels.pxd)
+        include_path=["cython_ext", "."],
         compiler_directives={"language_level": 3, "boundscheck": False,
                              "wraparound": False, "cdivision": True},
     ),

@@ -9,8 +9,8 @@ from libc.math cimport expf, log, tanhf
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
-from kernel_common cimport (Sampling, attach_proposal, dot, draw_samples, gemm, log_normaliser, sampling_alloc,
-                            sampling_free, scale)
+from kernel_common cimport dot, gemm, log_normaliser, scale
+from nplmtk._ext.sampling_kernels cimport Sampling, attach_proposal, draw_samples, sampling_alloc, sampling_free
 
 cnp.import_array()
 

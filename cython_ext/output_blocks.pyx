@@ -10,8 +10,9 @@ from libc.math cimport expf
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
-from kernel_common cimport (Sampling, attach_proposal, dot, draw_samples, gemm, merge_duplicates, sampling_alloc,
-                            sampling_free)
+from kernel_common cimport dot, gemm
+from nplmtk._ext.sampling_kernels cimport (Sampling, attach_proposal, draw_samples, merge_duplicates, sampling_alloc,
+                                           sampling_free)
 from feedforward cimport (Net, Work, decay_dense, hidden_layer, input_backward, net_attach, output_backward, scores,
                           work_alloc, work_free)
 

@@ -39,8 +39,9 @@ class NeuralModel(LanguageModel):
         """The examples the trainer shuffles and shares out: one window of `order` word ids
         per predicted token whose target is in the vocabulary (context OOVs read as <unk>)."""
         windows = corpus.windows(self.order)
-        windows = windows[windows[:, -1] >= 0]
-        return np.ascontiguousarray(np.where(windows < 0, self.vocab.unk, windows).astype(np.int32))
+        windows = windows[windows[:, -1] >= 0]  # a copy
+        windows[windows < 0] = self.vocab.unk
+        return np.ascontiguousarray(windows, dtype=np.int32)
 
     def example_order(self, rng, count):
         """The order of the examples in an epoch: shuffled. (A recurrent model keeps its

@@ -307,14 +307,12 @@ def update_schedule(examples, batch, lr0, lr_decay, weight_decay, dense_decay_pe
     rates = learning_rates(lr0, lr_decay, first_update + stride * np.arange(updates, dtype=np.int64))
     row_keep = (1 - rates * weight_decay).astype(np.float32)
     dense_keep = np.ones(updates, dtype=np.float32)
-    if weight_decay > 0:
+    if weight_decay > 0 and updates:
+        sizes = [batch] * (updates - 1) + [examples - batch * (updates - 1)]
+        factors = [keep if size == 1 else keep ** size for keep, size in zip((1 - rates * weight_decay).tolist(), sizes)]
         every = max(1, dense_decay_period // batch)
-        pending, since = 1.0, 0
-        for u, rate in enumerate(rates.tolist()):
-            size = batch if u < updates - 1 else examples - batch * (updates - 1)
-            pending *= (1 - rate * weight_decay) ** size
-            since += 1
-            if since >= every or u == updates - 1:
-                dense_keep[u] = pending
-                pending, since = 1.0, 0
+        ends = list(range(every - 1, updates - 1, every)) + [updates - 1]
+        starts = [0] + [end + 1 for end in ends[:-1]]
+        # math.prod multiplies in order: the product the updates would accumulate one by one
+        dense_keep[ends] = [math.prod(factors[start:end + 1]) for start, end in zip(starts, ends)]
     return rates, row_keep, dense_keep
