@@ -86,6 +86,17 @@ cdef double sampled_step(Net *net, Work *w, Sampling *sp, const int *rows, int K
     return estimate
 
 
+cdef inline void read_and_step_row(int size, float weight, float step, const float *x, float *row,
+                                   float *grad) noexcept nogil:
+    """grad += weight row, then row += step x, in one pass over the row."""
+    cdef int i
+    cdef float value
+    for i in range(size):
+        value = row[i]
+        grad[i] += weight * value
+        row[i] = value + step * x[i]
+
+
 cdef inline float target_score(Net *net, int t, const float *a, const float *x) noexcept nogil:
     cdef float y = net.b[t]
     if net.hidden > 0:
@@ -133,13 +144,9 @@ cdef double sampled_window(Net *net, Work *w, Sampling *sp, const int *rows, flo
     for j in range(M):
         word = sp.words[j]
         if h > 0:
-            row = net.U + <Py_ssize_t> word * h
-            axpy_row(h, g[j], row, w.dA)
-            axpy_row(h, -rate * g[j], w.A, row)
+            read_and_step_row(h, g[j], -rate * g[j], w.A, net.U + <Py_ssize_t> word * h, w.dA)
         if net.direct:
-            row = net.W + <Py_ssize_t> word * I
-            axpy_row(I, g[j], row, w.dX)
-            axpy_row(I, -rate * g[j], w.X, row)
+            read_and_step_row(I, g[j], -rate * g[j], w.X, net.W + <Py_ssize_t> word * I, w.dX)
     step_target(net, sp, t, w.A, w.X, g, rate)
     input_backward(net, w, rows, 1, rate, keep_c)
     return estimate

@@ -305,11 +305,14 @@ def update_schedule(examples, batch, lr0, lr_decay, weight_decay, dense_decay_pe
       every `dense_decay_period` examples (and after the chunk's last update); 1: none."""
     updates = -(-examples // batch)
     rates = learning_rates(lr0, lr_decay, first_update + stride * np.arange(updates, dtype=np.int64))
-    row_keep = (1 - rates * weight_decay).astype(np.float32)
+    keep = 1 - rates * weight_decay
+    row_keep = keep.astype(np.float32)
     dense_keep = np.ones(updates, dtype=np.float32)
     if weight_decay > 0 and updates:
-        sizes = [batch] * (updates - 1) + [examples - batch * (updates - 1)]
-        factors = [keep if size == 1 else keep ** size for keep, size in zip((1 - rates * weight_decay).tolist(), sizes)]
+        factors = keep.tolist()  # (1 - eps_t lambda)^K for a batch of K examples
+        last = examples - batch * (updates - 1)
+        if batch > 1:
+            factors = [factor ** batch for factor in factors[:-1]] + [factors[-1] ** last]
         every = max(1, dense_decay_period // batch)
         ends = list(range(every - 1, updates - 1, every)) + [updates - 1]
         starts = [0] + [end + 1 for end in ends[:-1]]
