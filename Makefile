@@ -10,7 +10,7 @@ BROWN  ?= ../shared/data/brown
 install: $(STAMP)
 
 # The build needs Cython, numpy and scipy (for cython_blas) before setup.py runs.
-$(STAMP): setup.py pyproject.toml $(wildcard cython_ext/*.pyx cython_ext/*.pxd)
+$(STAMP): setup.py pyproject.toml $(wildcard cython_ext/*.pyx cython_ext/*.pxd nplmtk/_ext/*.pxd)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip 'setuptools>=68' wheel
 	$(BIN)/python -m pip install -q 'cython>=3.0' 'numpy>=1.24' 'scipy>=1.11'
