@@ -76,7 +76,7 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, ar
     Bengio et al. (2003), eq. 1: y = b + W x + U tanh(d + H x) over the feature vectors x
     of the n-1 previous words, by stochastic gradient descent with the paper's schedule,
     early stopping and lock-free threads. Words outside the vocabulary train as <unk>."""
-    comm = world() if mpi in ("param", "data") else None
+    comm = world() if mpi in MPI_MODES else None
     with input_agreed_on(comm) if comm else contextlib.nullcontext():
         if arch in PLANNED_ARCHITECTURES:
             raise NplmError(f"-arch {arch}: not built yet in this version (issue #{PLANNED_ARCHITECTURES[arch]})")
