@@ -89,3 +89,19 @@ cdef inline double log_normaliser(const float *y, int size) noexcept nogil:
     for j in range(size):
         total += expf(y[j] - top)
     return top + log(total)
+
+
+cdef inline double softmax_row(float *y, int size, int target) noexcept nogil:
+    """Scores y in, probabilities out (max-subtracted); returns log p(target) in double."""
+    cdef int j
+    cdef float top = y[0], total = 0, inverse
+    for j in range(1, size):
+        top = y[j] if y[j] > top else top
+    for j in range(size):
+        y[j] = expf(y[j] - top)
+    for j in range(size):
+        total += y[j]
+    inverse = 1 / total
+    for j in range(size):
+        y[j] *= inverse
+    return log(<double> y[target])

@@ -5,6 +5,7 @@ from . import container
 from .errors import InputError
 from .mixture import Mixture, load_mixture
 from .neural.energy import EnergyModel
+from .neural.lbl import LBLModel
 from .neural.mlp import MLPModel
 from .ngram.arpa import read_arpa
 from .ngram.deleted_interpolation import DeletedInterpolation, load_deleted_interpolation
@@ -13,10 +14,11 @@ from .ngram.deleted_interpolation import DeletedInterpolation, load_deleted_inte
 ARCHITECTURES = {
     "mlp": MLPModel,
     "energy": EnergyModel,
+    "lbl": LBLModel,
 }
 
 # Architectures that open issues will build: -arch NAME says which.
-PLANNED_ARCHITECTURES = {"lbl": 15, "lbl1": 15, "lbl2": 15, "lbl3": 15, "rnn": 16, "lstm": 16}
+PLANNED_ARCHITECTURES = {"lbl1": 15, "lbl2": 15, "lbl3": 15, "rnn": 16, "lstm": 16}
 
 CHECKPOINT_KIND = "nplm-checkpoint"
 
@@ -39,6 +41,7 @@ def checkpoint_model(model_file, best=True):
 MODEL_KINDS = {
     MLPModel.kind: MLPModel.from_file,
     EnergyModel.kind: EnergyModel.from_file,
+    LBLModel.kind: LBLModel.from_file,
     DeletedInterpolation.kind: load_deleted_interpolation,
     Mixture.kind: lambda model_file: load_mixture(model_file, load),
     # A checkpoint scores as the best model so far, so `nplm ppl -lm DIR/checkpoint.nplm`
