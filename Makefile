@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 BROWN  ?= ../shared/data/brown
 
-.PHONY: install demo test bench bench-vs clean brown-mlp9 brown-mlp1 brown-is
+.PHONY: install demo test bench bench-vs clean brown-mlp9 brown-mlp1 brown-is brown-lbl
 
 install: $(STAMP)
 
@@ -45,8 +45,9 @@ bench-vs: install
 # `make bench` reports from. brown-mlp9: Bengio et al.'s MLP9 (about 35 min on 2 cores);
 # brown-mlp1: MLP1 of Table 1 (n=5, m=60, h=50, direct connections); brown-is: Bengio &
 # Senecal (2003) sec. 4.2, the exact gradient against importance sampling (Algorithm 4,
-# N0=100; then N0=200 and the ESS rule), a fixed 5 epochs and no validation set.
-brown-mlp9 brown-mlp1 brown-is: install
+# N0=100; then N0=200 and the ESS rule), a fixed 5 epochs and no validation set; brown-lbl:
+# the log-bilinear Model 0 of Zhang, Mnih & Hinton (n=5, m=100; about 20 min).
+brown-mlp9 brown-mlp1 brown-is brown-lbl: install
 	$(BIN)/python benchmarks/runs.py $@ --brown $(BROWN) --nplm $(BIN)/nplm
 
 clean:

@@ -36,6 +36,7 @@ class Run:
     ess_min: float | None = None
     paper_test_ppl: float | None = None
     early_stopping: bool = False  # on Brown valid, with a checkpoint each epoch (runs/NAME-ckpt)
+    arch: str | None = None  # train-nplm -arch (None: its default, the MLP)
 
     @property
     def log_path(self):
@@ -48,12 +49,14 @@ class Run:
     @property
     def architecture(self):
         """The network in the paper's terms."""
+        if self.arch == "lbl":
+            return f"log-bilinear Model 0, n={self.order}, m={self.features}"
         return (f"n={self.order}, m={self.features}, h={self.hidden}, "
                 + ("direct" if self.direct else "no direct"))
 
     def shape_options(self):
-        return ["-order", str(self.order), "-m", str(self.features), "-h", str(self.hidden)] + (
-            ["-direct"] if self.direct else [])
+        return _flags(("-arch", self.arch)) + ["-order", str(self.order), "-m", str(self.features), "-h",
+                                               str(self.hidden)] + (["-direct"] if self.direct else [])
 
     def training_options(self):
         """The options after the shape, in the Makefile's order (the criterion apart)."""
@@ -87,6 +90,8 @@ RUNS = {run.name: run for run in (
     # Bengio et al. (2003) Table 1.
     Run("mlp9", "brown-mlp9", order=5, features=30, hidden=100, paper_test_ppl=276, **_MLP),
     Run("mlp1", "brown-mlp1", order=5, features=60, hidden=50, direct=True, paper_test_ppl=268, **_MLP),
+    # Zhang, Mnih & Hinton, sec. 3: the log-bilinear Model 0 (m = 100, n = 5), exact softmax.
+    Run("lbl0", "brown-lbl", arch="lbl", order=5, features=100, hidden=0, **_MLP),
     # Bengio & Senecal (2003) sec. 4.2: the exact gradient against importance sampling.
     Run("is-full", criterion="full", **_IS),
     Run("is-adaptive", criterion="is-adaptive", samples=100, **_IS),
