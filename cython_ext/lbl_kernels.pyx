@@ -6,8 +6,9 @@ the biases of its footnote 1):
 
 One feature matrix R (|V| x m) serves the context words and the next word; C holds one
 m x m matrix per context position (C_i is rows i*m .. (i+1)*m - 1 of a (n-1)m x m array).
-SGD with the exact softmax gradient over a mini-batch; the trainer hands each chunk its
-schedule (rates and the bulk weight decay of R and C)."""
+SGD with the exact softmax gradient over a mini-batch, or with the importance-sampling
+estimate of Bengio & Senecal (2003, Algorithm 3; the score is an energy); the trainer hands
+each chunk its schedule (rates and the bulk weight decay of R and C)."""
 import numpy as np
 cimport numpy as cnp
 from libc.math cimport log
@@ -15,7 +16,9 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
-from kernel_common cimport gemm, scale, softmax_row
+from kernel_common cimport dot_row, gemm, scale, softmax_row
+from nplmtk._ext.sampling_kernels cimport (Sampling, attach_proposal, draw_samples, importance_weights,
+                                           merge_duplicates, sampling_alloc, sampling_free)
 
 cnp.import_array()
 
@@ -75,6 +78,64 @@ cdef void gradients(LBL *net, Buffers *w, const int *rows, int K) noexcept nogil
         saxpy(&V, &unit, w.Y + <Py_ssize_t> i * V, &one, w.gb, &one)
         for k in range(net.context):
             saxpy(&m, &unit, w.dX + i * net.inputs + k * m, &one, w.gR + <Py_ssize_t> rows[i * n + k] * m, &one)
+
+
+cdef double sampled_step(LBL *net, Buffers *w, Sampling *sp, const int *rows, int K, float rate,
+                         double *ess) noexcept nogil:
+    """One update with the importance-sampling gradient: each target's row and bias pulled
+    up, the N sampled words' pushed down with weights r_j / sum r (r_j = exp(y_j) / Q(w_j)),
+    the context side (C, d and the context words' rows of R) along the estimated dL/dp.
+    Every gradient is taken before any step. Returns the estimated sum of log p(target)
+    and adds the effective sample sizes to `ess`."""
+    cdef int n = net.context + 1, i, j, k, t, M, m = net.m, one = 1
+    cdef float minus = -rate, value
+    cdef double estimate = 0
+    cdef float *g
+    for i in range(K):
+        for k in range(net.context):
+            memcpy(w.X + i * net.inputs + k * m, net.R + <Py_ssize_t> rows[i * n + k] * m, m * sizeof(float))
+        memcpy(w.P + i * m, net.d, m * sizeof(float))
+    gemm(b'N', b'N', K, m, net.inputs, 1.0, w.X, net.inputs, net.C, m, 1.0, w.P, m)
+    draw_samples(sp, rows, K, n)
+    merge_duplicates(sp)
+    M = sp.distinct
+    for j in range(M):
+        memcpy(sp.U_rows + j * m, net.R + <Py_ssize_t> sp.words[j] * m, m * sizeof(float))
+    for i in range(K):
+        for j in range(M):
+            sp.weights[i * M + j] = net.b[sp.words[j]]
+    gemm(b'N', b'T', K, M, m, 1.0, w.P, m, sp.U_rows, m, 1.0, sp.weights, M)
+    for i in range(K):
+        t = rows[i * n + net.context]
+        estimate += net.b[t] + dot_row(m, net.R + <Py_ssize_t> t * m, w.P + i * m)
+        estimate -= importance_weights(sp, sp.weights + i * M, ess)
+    # dL/dp = sum_j g_j r(w_j) - r(target), then dL/dx, dL/dC and dL/dd, all before any step
+    gemm(b'N', b'N', K, m, M, 1.0, sp.weights, M, sp.U_rows, m, 0.0, w.dP, m)
+    value = -1
+    for i in range(K):
+        saxpy(&m, &value, net.R + <Py_ssize_t> rows[i * n + net.context] * m, &one, w.dP + i * m, &one)
+    gemm(b'N', b'T', K, net.inputs, m, 1.0, w.dP, m, net.C, m, 0.0, w.dX, net.inputs)
+    gemm(b'T', b'N', net.inputs, m, K, 1.0, w.X, net.inputs, w.dP, m, 0.0, w.gC, m)
+    gemm(b'T', b'N', M, m, K, 1.0, sp.weights, M, w.P, m, 0.0, sp.row_grads, m)
+    # the steps: sampled rows down, targets up, then the context side
+    for j in range(M):
+        saxpy(&m, &minus, sp.row_grads + j * m, &one, net.R + <Py_ssize_t> sp.words[j] * m, &one)
+    for i in range(K):
+        t = rows[i * n + net.context]
+        saxpy(&m, &rate, w.P + i * m, &one, net.R + <Py_ssize_t> t * m, &one)
+        if net.bias:
+            net.b[t] += rate
+            g = sp.weights + i * M
+            for j in range(M):
+                net.b[sp.words[j]] -= rate * g[j]
+    k = net.inputs * m
+    saxpy(&k, &minus, w.gC, &one, net.C, &one)
+    for i in range(K):
+        if net.bias:
+            saxpy(&m, &minus, w.dP + i * m, &one, net.d, &one)
+        for k in range(net.context):
+            saxpy(&m, &minus, w.dX + i * net.inputs + k * m, &one, net.R + <Py_ssize_t> rows[i * n + k] * m, &one)
+    return estimate
 
 
 cdef void step(LBL *net, Buffers *w, float rate) noexcept nogil:
@@ -163,6 +224,40 @@ cdef class LBLNetwork:
                 start += K
                 u += 1
         return total, u
+
+    def train_sampled(self, const int[:, ::1] windows, int batch, const double[::1] rates,
+                      const float[::1] row_keep, const float[::1] dense_keep, int samples, proposal,
+                      unsigned long long seed):
+        """As train, with the importance-sampling gradient of `samples` words drawn from the
+        proposal (nplmtk.neural.sampling.Proposal), shared by the windows of a batch.
+        Returns (estimated sum of log p(target), updates done, sum of effective sample sizes)."""
+        cdef Py_ssize_t start = 0, count = windows.shape[0], u = 0
+        cdef int K
+        cdef double total = 0, ess = 0
+        cdef Sampling sp
+        self._check(windows, batch)
+        if batch < 1 or rates.shape[0] != (count + batch - 1) // batch or dense_keep.shape[0] != rates.shape[0]:
+            raise ValueError("a schedule that does not cover the chunk's updates")
+        if samples < 1 or proposal.vocab_size != self.net.vocab:
+            raise ValueError("no samples, or a proposal of the wrong size")
+        memset(&sp, 0, sizeof(Sampling))
+        attach_proposal(&sp, proposal)
+        sp.rng = seed
+        try:
+            if not sampling_alloc(&sp, samples, batch, self.net.m, self.net.m, self.net.vocab):
+                raise MemoryError()
+            with nogil:
+                while start < count:
+                    K = <int> min(<Py_ssize_t> batch, count - start)
+                    total += sampled_step(&self.net, &self.work, &sp, &windows[start, 0], K, <float> rates[u], &ess)
+                    if dense_keep[u] != 1:
+                        scale(self.net.vocab * self.net.m, dense_keep[u], self.net.R)
+                        scale(self.net.inputs * self.net.m, dense_keep[u], self.net.C)
+                    start += K
+                    u += 1
+        finally:
+            sampling_free(&sp)
+        return total, u, ess
 
     def logprobs(self, const int[:, ::1] windows, double[::1] out):
         """Natural-log probability of each window's target."""

@@ -1,7 +1,8 @@
 """The log-bilinear model (Mnih & Hinton 2007), Model 0 of Zhang, Mnih & Hinton (eq. 1,
 with the biases of footnote 1): the predicted feature vector p = d + sum_i C_i^T r(w_i)
 of the n-1 context words, and P(w | context) = softmax(b_w + r(w) . p) over the same
-feature vectors R. The gated Models 1-3 are issue #15's next steps."""
+feature vectors R. Trained with the exact softmax or by importance sampling (the score is an energy). The
+gated Models 1-3 are issue #15's next steps."""
 import numpy as np
 
 from .._ext.lbl_kernels import LBLNetwork
@@ -28,10 +29,6 @@ class LBLModel(NeuralModel):
                   "C": uniform((context, features, features), context * features),
                   "d": np.zeros(features, dtype=np.float32), "b": np.zeros(size, dtype=np.float32)}
         return cls(vocab, params, order, "linear", {"features": features, "bias": bias})
-
-    def check_training(self, config):
-        if config.criterion != "full":
-            raise ParameterError("{arch} lbl trains with the exact softmax in this version: give {criterion} full")
 
     def network(self, capacity=SCORING_BATCH):
         return LBLNetwork(self.params, capacity, self.meta.get("bias", True))
