@@ -1,6 +1,7 @@
 # Shared by every network kernel (cimported; everything here is inline, so no module is
-# imported at run time): BLAS through scipy.linalg.cython_blas, short-row loops and the
-# log-normaliser. Importance sampling's draws and weights are nplmtk/_ext/sampling_kernels.pxd.
+# imported at run time): BLAS through scipy.linalg.cython_blas, short-row loops, the
+# log-normaliser and a softmax row, and the check of a chunk's schedule. Importance
+# sampling's draws and weights are nplmtk/_ext/sampling_kernels.pxd.
 from libc.math cimport exp, expf, log, logf
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
@@ -105,3 +106,15 @@ cdef inline double softmax_row(float *y, int size, int target) noexcept nogil:
     for j in range(size):
         y[j] *= inverse
     return log(<double> y[target])
+
+
+cdef inline int check_schedule(Py_ssize_t count, int batch, int capacity, Py_ssize_t rates, Py_ssize_t row_keep,
+                               Py_ssize_t dense_keep) except -1:
+    """A chunk of `count` examples in batches of `batch` takes one rate, row decay and
+    dense decay per update."""
+    cdef Py_ssize_t updates = (count + batch - 1) // batch if batch > 0 else -1
+    if batch < 1 or batch > capacity:
+        raise ValueError("batch below 1 or larger than the work buffers")
+    if rates != updates or row_keep != updates or dense_keep != updates:
+        raise ValueError(f"the schedule covers {rates} updates, the chunk takes {updates}")
+    return 0

@@ -16,7 +16,7 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
-from kernel_common cimport dot_row, gemm, scale, softmax_row
+from kernel_common cimport check_schedule, dot_row, gemm, scale, softmax_row
 from nplmtk._ext.sampling_kernels cimport (Sampling, attach_proposal, draw_samples, importance_weights,
                                            merge_duplicates, sampling_alloc, sampling_free)
 
@@ -196,11 +196,9 @@ cdef class LBLNetwork:
         free(self.work.gd)
         free(self.work.gb)
 
-    def _check(self, const int[:, ::1] windows, Py_ssize_t batch):
+    def _check(self, const int[:, ::1] windows):
         if windows.shape[1] != self.net.context + 1:
             raise ValueError("windows of the wrong order")
-        if batch > self.work.capacity:
-            raise ValueError("batch larger than the work buffers")
 
     def train(self, const int[:, ::1] windows, int batch, const double[::1] rates, const float[::1] row_keep,
               const float[::1] dense_keep):
@@ -209,9 +207,8 @@ cdef class LBLNetwork:
         cdef Py_ssize_t start = 0, count = windows.shape[0], u = 0
         cdef int K
         cdef double total = 0
-        self._check(windows, batch)
-        if batch < 1 or rates.shape[0] != (count + batch - 1) // batch or dense_keep.shape[0] != rates.shape[0]:
-            raise ValueError("a schedule that does not cover the chunk's updates")
+        check_schedule(count, batch, self.work.capacity, rates.shape[0], row_keep.shape[0], dense_keep.shape[0])
+        self._check(windows)
         with nogil:
             while start < count:
                 K = <int> min(<Py_ssize_t> batch, count - start)
@@ -235,9 +232,8 @@ cdef class LBLNetwork:
         cdef int K
         cdef double total = 0, ess = 0
         cdef Sampling sp
-        self._check(windows, batch)
-        if batch < 1 or rates.shape[0] != (count + batch - 1) // batch or dense_keep.shape[0] != rates.shape[0]:
-            raise ValueError("a schedule that does not cover the chunk's updates")
+        check_schedule(count, batch, self.work.capacity, rates.shape[0], row_keep.shape[0], dense_keep.shape[0])
+        self._check(windows)
         if samples < 1 or proposal.vocab_size != self.net.vocab:
             raise ValueError("no samples, or a proposal of the wrong size")
         memset(&sp, 0, sizeof(Sampling))
@@ -263,7 +259,7 @@ cdef class LBLNetwork:
         """Natural-log probability of each window's target."""
         cdef Py_ssize_t start = 0, count = windows.shape[0], i
         cdef int K, n = self.net.context + 1
-        self._check(windows, 0)
+        self._check(windows)
         with nogil:
             while start < count:
                 K = <int> min(<Py_ssize_t> self.work.capacity, count - start)
@@ -277,7 +273,9 @@ cdef class LBLNetwork:
         shaped like the parameters); returns the sum of log p. For tests."""
         cdef int K = windows.shape[0]
         cdef double total
-        self._check(windows, K)
+        self._check(windows)
+        if K > self.work.capacity:
+            raise ValueError("more windows than the work buffers hold")
         total = forward(&self.net, &self.work, &windows[0, 0], K)
         gradients(&self.net, &self.work, &windows[0, 0], K)
         grads["R"][...] = np.asarray(<float[:self.net.vocab, :self.net.m]> self.work.gR)

@@ -13,10 +13,10 @@ from libc.math cimport log
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
-from kernel_common cimport axpy_row, dot_row, gemm
+from kernel_common cimport axpy_row, check_schedule, dot_row, gemm
 from nplmtk._ext.sampling_kernels cimport (Sampling, attach_proposal, draw_samples, importance_weights,
                                            merge_duplicates, sampling_alloc, sampling_free)
-from feedforward cimport (DEFER, Net, Work, activation_slope, backward, check_schedule, decay_dense, flush, forward,
+from feedforward cimport (DEFER, Net, Work, activation_slope, backward, decay_dense, flush, forward,
                           hidden_layer, input_backward, net_attach, work_alloc, work_free)
 
 cnp.import_array()
