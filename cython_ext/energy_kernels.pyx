@@ -9,7 +9,7 @@ from libc.math cimport expf, log, tanhf
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
-from kernel_common cimport dot, gemm, log_normaliser, scale
+from kernel_common cimport check_schedule, dot, gemm, log_normaliser, scale
 from nplmtk._ext.sampling_kernels cimport Sampling, attach_proposal, draw_samples, sampling_alloc, sampling_free
 
 cnp.import_array()
@@ -190,9 +190,9 @@ cdef class EnergyNetwork:
               const float[::1] dense_keep):
         """SGD with the exact gradient (every word's energy: for small vocabularies):
         update u steps by rates[u] and decays C, H, U and W (not the biases) by row_keep[u]."""
-        cdef Py_ssize_t u, updates = (windows.shape[0] + batch - 1) // batch if batch > 0 else -1
-        if batch < 1 or rates.shape[0] != updates or row_keep.shape[0] != updates:
-            raise ValueError("a schedule that does not cover the chunk's updates")
+        cdef Py_ssize_t u
+        check_schedule(windows.shape[0], batch, max(batch, 1), rates.shape[0], row_keep.shape[0], dense_keep.shape[0])
+        updates = rates.shape[0]
         grads = {name: np.empty_like(array) for name, array in self.keep_alive.items()}
         total = 0.0
         for u in range(updates):
@@ -231,8 +231,7 @@ cdef class EnergyNetwork:
         cdef float[:, ::1] old_W = np.empty((samples + 1, self.width if self.direct else 1), dtype=np.float32)
         if batch != 1:
             raise ValueError("the sampled energy network trains one window per update")
-        if rates.shape[0] != count or row_keep.shape[0] != count or dense_keep.shape[0] != count:
-            raise ValueError("a schedule that does not cover the chunk's updates")
+        check_schedule(count, batch, 1, rates.shape[0], row_keep.shape[0], dense_keep.shape[0])
         if samples < 1 or proposal.vocab_size != self.V or windows.shape[1] != self.n:
             raise ValueError("no samples, a proposal of the wrong size, or windows of the wrong order")
         memset(&sp, 0, sizeof(Sampling))

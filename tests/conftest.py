@@ -2,6 +2,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 NPLM = os.path.join(os.path.dirname(sys.executable), "nplm")
@@ -25,3 +26,21 @@ def assert_one_line_error(status, stderr, *fragments):
     assert len(stderr.strip().splitlines()) == 1, stderr
     for fragment in fragments:
         assert fragment in stderr, stderr
+
+
+def sampled_step_errors(model_at_start, windows, proposal, exact, seeds):
+    """For N = 10, 100, 1,000, 10,000 samples: the mean over `seeds` of the squared distance
+    between one sampled update of rate 1 (minus the estimator) and the exact gradient."""
+    from nplmtk.neural.train import DENSE_DECAY_PERIOD, update_schedule
+    batch = len(windows)
+    schedule = update_schedule(batch, batch, 1.0, 0.0, 0.0, DENSE_DECAY_PERIOD["sampled"])
+    errors = []
+    for samples in (10, 100, 1000, 10000):
+        squared = []
+        for seed in range(seeds):
+            model = model_at_start()
+            before = {k: v.astype(np.float64) for k, v in model.params.items()}
+            model.network(capacity=batch).train_sampled(windows, batch, *schedule, samples, proposal, seed)
+            squared.append(sum((((before[k] - model.params[k]) - exact[k]) ** 2).sum() for k in before))
+        errors.append(np.mean(squared))
+    return errors

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from conftest import run_nplm
+from conftest import run_nplm, sampled_step_errors
 from nplmtk.corpus import Corpus
 from nplmtk.models import load
 from nplmtk.neural.lbl import LBLModel
@@ -121,15 +121,6 @@ def test_importance_sampling_gradient_approaches_the_exact_one_as_n_grows(kind, 
     random_model().network(capacity=3).gradients(windows, exact)
     history = np.random.default_rng(5).integers(0, len(VOCAB), size=(200, 4)).astype(np.int32)
     q = proposal(history, len(VOCAB), kind)
-    errors = []
-    for samples in (10, 100, 1000, 10000):
-        squared = []
-        for seed in range(16):
-            model = random_model()
-            before = {k: v.copy() for k, v in model.params.items()}
-            schedule = update_schedule(batch, batch, 1.0, 0.0, 0.0, DENSE_DECAY_PERIOD["sampled"])
-            model.network(capacity=3).train_sampled(windows, batch, *schedule, samples, q, seed)
-            squared.append(sum((((before[k] - model.params[k]) - exact[k]) ** 2).sum() for k in before))
-        errors.append(np.mean(squared))
+    errors = sampled_step_errors(random_model, windows, q, exact, seeds=16)
     assert all(later < earlier / 4 for earlier, later in zip(errors, errors[1:])), errors
     assert errors[-1] < errors[0] / 200

@@ -3,6 +3,7 @@ a float64 numpy implementation of eq. 1 written here."""
 import numpy as np
 import pytest
 
+from conftest import sampled_step_errors
 from nplmtk.neural.mlp import MLPModel
 from nplmtk.neural.sampling import Proposal, proposal
 from nplmtk.neural.train import DENSE_DECAY_PERIOD, update_schedule
@@ -138,15 +139,7 @@ def test_importance_sampling_gradient_approaches_the_exact_one_as_n_grows(hidden
     model.network(capacity=1).gradients(window, exact)
     history = np.random.default_rng(5).integers(0, len(VOCAB), size=(200, 3)).astype(np.int32)
     q = proposal(history, len(VOCAB), kind)
-    errors = []
-    for samples in (10, 100, 1000, 10000):
-        squared = []
-        for seed in range(20):
-            model = network_at_start()
-            before = {k: v.copy() for k, v in model.params.items()}
-            model.network(capacity=1).train_sampled(window, 1, *schedule(1, 1, 1.0, sampled=True), samples, q, seed)
-            squared.append(sum((((before[k] - model.params[k]) - exact[k]) ** 2).sum() for k in before))
-        errors.append(np.mean(squared))
+    errors = sampled_step_errors(network_at_start, window, q, exact, seeds=20)
     assert all(later < earlier / 4 for earlier, later in zip(errors, errors[1:])), errors
     assert errors[-1] < errors[0] / 200
 
@@ -286,14 +279,6 @@ def test_energy_importance_sampling_approaches_the_exact_gradient(direct):
     random_energy_model(direct).network().gradients(window, exact)
     history = np.random.default_rng(5).integers(0, len(VOCAB), size=(200, 3)).astype(np.int32)
     q = proposal(history, len(VOCAB), "unigram")
-    errors = []
-    rate = 1.0  # one step is exactly minus the estimator: the rows are read before the step
-    for samples in (10, 100, 1000, 10000):
-        squared = []
-        for seed in range(12):
-            model = random_energy_model(direct)
-            before = {k: v.astype(np.float64) for k, v in model.params.items()}
-            model.network().train_sampled(window, 1, *schedule(1, 1, rate, sampled=True), samples, q, seed)
-            squared.append(sum((((before[k] - model.params[k]) / rate - exact[k]) ** 2).sum() for k in before))
-        errors.append(np.mean(squared))
+    # one step of rate 1 is exactly minus the estimator: the rows are read before the step
+    errors = sampled_step_errors(lambda: random_energy_model(direct), window, q, exact, seeds=12)
     assert all(later < earlier / 3 for earlier, later in zip(errors, errors[1:])), errors
