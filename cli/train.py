@@ -8,7 +8,7 @@ import click
 from nplmtk.corpus import Corpus
 from nplmtk.errors import NplmError
 from nplmtk.io import check_readable
-from nplmtk.models import ARCHITECTURES, PLANNED_ARCHITECTURES
+from nplmtk.models import ARCHITECTURES, PLANNED_ARCHITECTURES, load
 from nplmtk.neural.parallel import world
 from nplmtk.neural.train import CRITERIA, MPI_MODES, Trainer, TrainingConfig
 from nplmtk.text import Normalizer
@@ -53,6 +53,21 @@ ARCH_HELP = "Architecture: " + "; ".join(f"{name} ({model.summary})" for name, m
 @option("epochs", type=click.IntRange(min=0), default=10, help="Passes over the training text.")
 @option("batch", type=click.IntRange(min=1), default=1, help="Windows per update (1: the paper's SGD).")
 @option("lr", type=float, default=1e-3, help="Initial learning rate eps0.")
+@option("momentum", type=click.FloatRange(0, 1, max_open=True), default=0.0,
+        help="Momentum of every parameter block (log-bilinear models; Zhang et al. sec. 3: 0.5 for C, 0.9 "
+        "for the others with 100 hidden units, 0.8 with 200-300, 0.5 with 500).")
+@option("block-lr", metavar="BLOCK=RATE,...", multiple=True,
+        help="Log-bilinear models: a block's own eps0 (blocks R C d b A a B gate_bias S; sec. 3: C=1e-3, "
+        "A=1e-1, B=1e-5, S=1e-5). Others take -lr.")
+@option("block-momentum", metavar="BLOCK=MU,...", multiple=True, help="A block's own momentum (sec. 3: C=0.5).")
+@option("block-weight-decay", metavar="BLOCK=LAMBDA,...", multiple=True,
+        help="A block's own weight decay (sec. 3: 1e-5 everywhere, S=1e-4).")
+@flag("decay-biases", help="Log-bilinear models: -weight-decay on the biases too (sec. 3: \"all parameters, "
+                           "including biases\").")
+@flag("freeze-features", help="Log-bilinear models: keep the word features R fixed (sec. 3, for Models 1-3).")
+@option("init-from", metavar="MODEL", default=None,
+        help="Start from MODEL's parameters of the same names and shapes (sec. 3: Model 1 from Model 0 takes "
+        "R, C, d, b and predicts exactly as Model 0 before its first update; Model 2 from Model 1 also takes A, a).")
 @option("lr-decay", type=float, default=1e-8, help="r in eps_t = eps0 / (1 + r t), t counting updates.")
 @option("weight-decay", type=float, default=1e-4, help="Weight decay on weights and C (not biases).")
 @flag("lr-halve", help="Not in the paper: after an epoch without a better valid ppl, go back to the best "
@@ -70,7 +85,8 @@ ARCH_HELP = "Architecture: " + "; ".join(f"{name} ({model.summary})" for name, m
 @flag("lower", help="Lower-case the texts first.")
 @flag("map-numbers", help="Map numeric tokens to <num>.")
 def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, arch, criterion, samples, proposal,
-            check_every, ess_min, mpi, sync_every, epochs, batch, lr, lr_decay, weight_decay, lr_halve, patience,
+            check_every, ess_min, mpi, sync_every, epochs, batch, lr, momentum, block_lr, block_momentum,
+            block_weight_decay, decay_biases, freeze_features, init_from, lr_decay, weight_decay, lr_halve, patience,
             seed, threads, checkpoint, checkpoint_every, resume, log, quiet, min_count, lower, map_numbers):
     """Train a neural probabilistic language model (-arch), by default the network of
     Bengio et al. (2003), eq. 1: y = b + W x + U tanh(d + H x) over the feature vectors x
@@ -88,7 +104,9 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, ar
             raise NplmError("nothing would be kept: give -lm MODEL (and/or -checkpoint DIR)")
         if resume and checkpoint is None:
             raise NplmError("-resume needs -checkpoint DIR")
-        for path in [text] + [p for p in (valid, vocab) if p]:
+        if resume and init_from:
+            raise NplmError("-init-from starts a run and -resume continues one: give one of them")
+        for path in [text] + [p for p in (valid, vocab, init_from) if p]:
             check_readable(path)
         if checkpoint:
             os.makedirs(checkpoint, exist_ok=True)
@@ -97,11 +115,15 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, ar
                                 threads=threads, seed=seed, patience=patience, checkpoint_dir=checkpoint,
                                 checkpoint_every=checkpoint_every, log=log, progress=not quiet, mpi=mpi,
                                 sync_every=sync_every, criterion=criterion, samples=samples, check_every=check_every,
-                                ess_min=ess_min, proposal=proposal, lr_halve=lr_halve)
+                                ess_min=ess_min, proposal=proposal, lr_halve=lr_halve, momentum=momentum,
+                                block_lr=block_values("block-lr", block_lr),
+                                block_momentum=block_values("block-momentum", block_momentum),
+                                block_weight_decay=block_values("block-weight-decay", block_weight_decay),
+                                decay_biases=decay_biases, freeze_features=freeze_features)
         network = dict(arch=arch, order=order, features=m, hidden=h, direct=direct, bias=not no_bias,
                        activation=activation)
         trainer, corpora = _prepare(text, valid, vocab, network, config, resume, checkpoint, min_count, normalize,
-                                    comm)
+                                    comm, init_from)
     if comm is None:
         return _finish(trainer, corpora, text, lm)
     try:  # a failing rank must not leave the others waiting in a collective
@@ -133,16 +155,23 @@ def input_agreed_on(comm):
     raise NplmError(f"rank {failed[0]} of {comm.size}: {failures[failed[0]]}")
 
 
-def _prepare(text, valid, vocab, network, config, resume, checkpoint, min_count, normalize, comm):
+def _prepare(text, valid, vocab, network, config, resume, checkpoint, min_count, normalize, comm, init_from):
     """The trainer and the (train, valid) corpora: every input read and checked."""
     if resume:
         trainer = Trainer.resume(os.path.join(checkpoint, "checkpoint.nplm"), config, comm)
         vocabulary = trainer.model.vocab
     else:
-        vocabulary = (Vocabulary.read(vocab) if vocab
-                      else Vocabulary.from_counts(count_words([text], normalize), min_count))
+        source = load(init_from) if init_from else None
+        if vocab:
+            vocabulary = Vocabulary.read(vocab)
+        elif source is not None:
+            vocabulary = source.vocab
+        else:
+            vocabulary = Vocabulary.from_counts(count_words([text], normalize), min_count)
         settings = dict(network)
         model = ARCHITECTURES[settings.pop("arch")].initial(vocabulary, seed=config.seed, **settings)
+        if source is not None:
+            model.initialise_from(source)
         trainer = Trainer(model, config, comm)
     train_corpus = Corpus.read(text, vocabulary, unk=True, normalize=normalize)
     valid_corpus = Corpus.read(valid, vocabulary, unk=True, normalize=normalize) if valid else None
@@ -153,6 +182,20 @@ def _finish(trainer, corpora, text, lm):
     model = trainer.run(*corpora)
     if lm and trainer.writer:
         model.save(lm, {"training": text, "history": trainer.state["history"]})
+
+
+def block_values(flag, given):
+    """-block-lr C=1e-3,A=0.1 (the option repeated or comma-separated) as {"C": 0.001, "A": 0.1}."""
+    values = {}
+    for item in ",".join(given).split(","):
+        if not item.strip():
+            continue
+        name, _, value = item.partition("=")
+        try:
+            values[name.strip()] = float(value)
+        except ValueError:
+            raise NplmError(f"-{flag}: '{item}' is not BLOCK=NUMBER") from None
+    return values
 
 
 def abort_on_error(comm, error):

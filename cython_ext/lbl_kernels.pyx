@@ -1,241 +1,374 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""The log-bilinear model (Mnih & Hinton 2007; Model 0 of Zhang, Mnih & Hinton, eq. 1, with
-the biases of its footnote 1):
+"""The log-bilinear family of Zhang, Mnih & Hinton (Model 0 is Mnih & Hinton 2007, with
+the biases of its footnote 1). Over the context features f = (r(w_1), ..., r(w_n-1)):
 
-    p = d + sum_i C_i^T r(w_i),   y_w = b_w + r(w) . p,   P(w | context) = softmax(y)
+    Model 0 (eq. 1)  p = d + sum_i C_i^T r(w_i)
+    hidden layer     h = logistic(A^T f + a)                     (Models 1-3)
+    Model 1 (eq. 3)  p = d + sum_i s_i C_i^T r(w_i),  s = 2 logistic(B^T h + gate_bias)
+    Model 2 (eq. 4)  p = d + sum_i C_i^T r(w_i) + S^T h
+    Model 3 (eq. 5)  both
+    y_w = b_w + r(w) . p,   P(w | context) = softmax(y)
 
 One feature matrix R (|V| x m) serves the context words and the next word; C holds one
-m x m matrix per context position (C_i is rows i*m .. (i+1)*m - 1 of a (n-1)m x m array).
-SGD with the exact softmax gradient over a mini-batch, or with the importance-sampling
-estimate of Bengio & Senecal (2003, Algorithm 3; the score is an energy); the trainer hands
-each chunk its schedule (rates and the bulk weight decay of R and C)."""
+m x m matrix per context position (rows i*m .. (i+1)*m - 1 of a (n-1)m x m array). The
+parameters form the blocks of BLOCKS; the trainer gives each block its own rate and
+bulk weight decay per update, and a momentum (a block of rate 0 is not trained: with R
+frozen its gradient is not even computed). Exact softmax gradient over a mini-batch, or
+the importance-sampling estimate of Bengio & Senecal (2003, Algorithm 3)."""
 import numpy as np
 cimport numpy as cnp
-from libc.math cimport log
-from libc.stdlib cimport free, malloc
+from libc.math cimport exp, log
+from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
-from kernel_common cimport check_schedule, dot_row, gemm, scale, softmax_row
+from kernel_common cimport dot_row, gemm, scale, softmax_row
 from nplmtk._ext.sampling_kernels cimport (Sampling, attach_proposal, draw_samples, importance_weights,
                                            merge_duplicates, sampling_alloc, sampling_free)
 
 cnp.import_array()
 
+BLOCKS = ("R", "C", "d", "b", "A", "a", "B", "gate_bias", "S")
+cdef enum:
+    R_, C_, D_, B_OUT, A_, A_BIAS, B_GATE, GATE_BIAS, S_, NBLOCKS
+
 
 cdef struct LBL:
-    int vocab, context, m, inputs, bias
-    float *R
-    float *C
-    float *d
-    float *b
+    int vocab, context, m, inputs, hidden, bias, gated, hidden_term
+    float *param[NBLOCKS]       # NULL: the model has no such block
+    float *velocity[NBLOCKS]    # momentum's running step of each block
+    Py_ssize_t size[NBLOCKS]
 
 
 cdef struct Buffers:
     int capacity
-    float *X    # K x inputs: the context's feature vectors
+    float *X    # K x inputs: the context's feature vectors f
+    float *Xg   # K x inputs: f with each word's features times its gate s_i (gated models)
+    float *H    # K x hidden: h
+    float *G    # K x context: the gates s
     float *P    # K x m: the predicted feature vectors p
     float *Y    # K x |V|: scores, probabilities, then dL/dy
     float *dP   # K x m
     float *dX   # K x inputs
-    float *gR   # |V| x m
-    float *gC   # inputs x m
-    float *gd   # m
-    float *gb   # |V|
+    float *dH   # K x hidden
+    float *dG   # K x context
+    float *grad[NBLOCKS]
+
+
+cdef inline float logistic(float z) noexcept nogil:
+    return 1 / (1 + <float> exp(-z))
+
+
+cdef inline void add_rows(int K, int width, const float *rows, float *total) noexcept nogil:
+    """total (width) = the sum of K rows."""
+    cdef int i, one = 1
+    cdef float unit = 1
+    memset(total, 0, width * sizeof(float))
+    for i in range(K):
+        saxpy(&width, &unit, <float *> rows + <Py_ssize_t> i * width, &one, total, &one)
+
+
+cdef inline void broadcast(int K, int width, const float *row, float *rows) noexcept nogil:
+    cdef int i
+    for i in range(K):
+        memcpy(rows + <Py_ssize_t> i * width, row, width * sizeof(float))
+
+
+cdef void predict(LBL *net, Buffers *w, const int *rows, int K) noexcept nogil:
+    """X, H, G, Xg and the predicted features P of K windows."""
+    cdef int n = net.context + 1, i, k, j, m = net.m
+    cdef const float *inputs = w.X
+    for i in range(K):
+        for k in range(net.context):
+            memcpy(w.X + i * net.inputs + k * m, net.param[R_] + <Py_ssize_t> rows[i * n + k] * m, m * sizeof(float))
+    broadcast(K, m, net.param[D_], w.P)
+    if net.hidden:
+        broadcast(K, net.hidden, net.param[A_BIAS], w.H)
+        gemm(b'N', b'N', K, net.hidden, net.inputs, 1.0, w.X, net.inputs, net.param[A_], net.hidden, 1.0, w.H,
+             net.hidden)
+        for j in range(K * net.hidden):
+            w.H[j] = logistic(w.H[j])
+    if net.gated:
+        broadcast(K, net.context, net.param[GATE_BIAS], w.G)
+        gemm(b'N', b'N', K, net.context, net.hidden, 1.0, w.H, net.hidden, net.param[B_GATE], net.context, 1.0,
+             w.G, net.context)
+        for i in range(K):
+            for k in range(net.context):
+                w.G[i * net.context + k] = 2 * logistic(w.G[i * net.context + k])
+                for j in range(m):
+                    w.Xg[i * net.inputs + k * m + j] = w.G[i * net.context + k] * w.X[i * net.inputs + k * m + j]
+        inputs = w.Xg
+    gemm(b'N', b'N', K, m, net.inputs, 1.0, inputs, net.inputs, net.param[C_], m, 1.0, w.P, m)
+    if net.hidden_term:
+        gemm(b'N', b'N', K, m, net.hidden, 1.0, w.H, net.hidden, net.param[S_], m, 1.0, w.P, m)
 
 
 cdef double forward(LBL *net, Buffers *w, const int *rows, int K) noexcept nogil:
-    """X, P and Y (probabilities) for K windows; returns the sum of log p(target)."""
-    cdef int n = net.context + 1, i, k, m = net.m
+    """predict, then Y as probabilities; returns the sum of log p(target)."""
+    cdef int n = net.context + 1, i
     cdef double total = 0
-    for i in range(K):
-        for k in range(net.context):
-            memcpy(w.X + i * net.inputs + k * m, net.R + <Py_ssize_t> rows[i * n + k] * m, m * sizeof(float))
-        memcpy(w.P + i * m, net.d, m * sizeof(float))
-        memcpy(w.Y + <Py_ssize_t> i * net.vocab, net.b, net.vocab * sizeof(float))
-    gemm(b'N', b'N', K, m, net.inputs, 1.0, w.X, net.inputs, net.C, m, 1.0, w.P, m)  # eq. 1: p = sum_i r_i C_i
-    gemm(b'N', b'T', K, net.vocab, m, 1.0, w.P, m, net.R, m, 1.0, w.Y, net.vocab)
+    predict(net, w, rows, K)
+    broadcast(K, net.vocab, net.param[B_OUT], w.Y)
+    gemm(b'N', b'T', K, net.vocab, net.m, 1.0, w.P, net.m, net.param[R_], net.m, 1.0, w.Y, net.vocab)
     for i in range(K):
         total += softmax_row(w.Y + <Py_ssize_t> i * net.vocab, net.vocab, rows[i * n + net.context])
     return total
 
 
-cdef void gradients(LBL *net, Buffers *w, const int *rows, int K) noexcept nogil:
-    """After forward: the gradients of -sum log p(target) in gR, gC, gd, gb (R gets its
-    output part dL/dy^T P and, on the context words' rows, its input part dL/dx)."""
-    cdef int n = net.context + 1, i, k, j, m = net.m, V = net.vocab, one = 1
+cdef void context_backward(LBL *net, Buffers *w, int K) noexcept nogil:
+    """From dL/dp (dP): the gradients of d, C, S, B, gate_bias, A and a, and dL/df in dX."""
+    cdef int i, k, j, m = net.m
+    cdef float s, beta = 0
+    add_rows(K, m, w.dP, w.grad[D_])
+    gemm(b'T', b'N', net.inputs, m, K, 1.0, w.Xg if net.gated else w.X, net.inputs, w.dP, m, 0.0, w.grad[C_], m)
+    gemm(b'N', b'T', K, net.inputs, m, 1.0, w.dP, m, net.param[C_], m, 0.0, w.dX, net.inputs)
+    if not net.hidden:
+        return
+    if net.hidden_term:
+        gemm(b'T', b'N', net.hidden, m, K, 1.0, w.H, net.hidden, w.dP, m, 0.0, w.grad[S_], m)
+        gemm(b'N', b'T', K, net.hidden, m, 1.0, w.dP, m, net.param[S_], m, 0.0, w.dH, net.hidden)
+        beta = 1
+    if net.gated:  # dX holds dL/d(s_i r_i): the gates' share, then the features' own
+        for i in range(K):
+            for k in range(net.context):
+                s = w.G[i * net.context + k]
+                w.dG[i * net.context + k] = dot_row(m, w.dX + i * net.inputs + k * m,
+                                                    w.X + i * net.inputs + k * m) * s * (1 - s / 2)
+                for j in range(m):
+                    w.dX[i * net.inputs + k * m + j] *= s
+        gemm(b'T', b'N', net.hidden, net.context, K, 1.0, w.H, net.hidden, w.dG, net.context, 0.0, w.grad[B_GATE],
+             net.context)
+        add_rows(K, net.context, w.dG, w.grad[GATE_BIAS])
+        gemm(b'N', b'T', K, net.hidden, net.context, 1.0, w.dG, net.context, net.param[B_GATE], net.context, beta,
+             w.dH, net.hidden)
+    for j in range(K * net.hidden):
+        w.dH[j] *= w.H[j] * (1 - w.H[j])
+    gemm(b'T', b'N', net.inputs, net.hidden, K, 1.0, w.X, net.inputs, w.dH, net.hidden, 0.0, w.grad[A_], net.hidden)
+    add_rows(K, net.hidden, w.dH, w.grad[A_BIAS])
+    gemm(b'N', b'T', K, net.inputs, net.hidden, 1.0, w.dH, net.hidden, net.param[A_], net.hidden, 1.0, w.dX,
+         net.inputs)
+
+
+cdef void gradients(LBL *net, Buffers *w, const int *rows, int K, bint features) noexcept nogil:
+    """After forward: the gradients of -sum log p(target) of every block (R's only with
+    `features`: its output part dL/dy^T P and, on the context words' rows, dL/df)."""
+    cdef int n = net.context + 1, i, k, m = net.m, V = net.vocab, one = 1
     cdef float unit = 1
     for i in range(K):
         w.Y[<Py_ssize_t> i * V + rows[i * n + net.context]] -= 1
-    gemm(b'N', b'N', K, m, V, 1.0, w.Y, V, net.R, m, 0.0, w.dP, m)
-    gemm(b'N', b'T', K, net.inputs, m, 1.0, w.dP, m, net.C, m, 0.0, w.dX, net.inputs)
-    gemm(b'T', b'N', V, m, K, 1.0, w.Y, V, w.P, m, 0.0, w.gR, m)
-    gemm(b'T', b'N', net.inputs, m, K, 1.0, w.X, net.inputs, w.dP, m, 0.0, w.gC, m)
-    memset(w.gd, 0, m * sizeof(float))
-    memset(w.gb, 0, V * sizeof(float))
+    gemm(b'N', b'N', K, m, V, 1.0, w.Y, V, net.param[R_], m, 0.0, w.dP, m)
+    add_rows(K, V, w.Y, w.grad[B_OUT])
+    context_backward(net, w, K)
+    if not features:
+        return
+    gemm(b'T', b'N', V, m, K, 1.0, w.Y, V, w.P, m, 0.0, w.grad[R_], m)
     for i in range(K):
-        saxpy(&m, &unit, w.dP + i * m, &one, w.gd, &one)
-        saxpy(&V, &unit, w.Y + <Py_ssize_t> i * V, &one, w.gb, &one)
         for k in range(net.context):
-            saxpy(&m, &unit, w.dX + i * net.inputs + k * m, &one, w.gR + <Py_ssize_t> rows[i * n + k] * m, &one)
+            saxpy(&m, &unit, w.dX + i * net.inputs + k * m, &one, w.grad[R_] + <Py_ssize_t> rows[i * n + k] * m, &one)
 
 
-cdef double sampled_step(LBL *net, Buffers *w, Sampling *sp, const int *rows, int K, float rate,
-                         double *ess) noexcept nogil:
+cdef void step_block(LBL *net, Buffers *w, int block, float rate, float momentum, float keep) noexcept nogil:
+    """One block down its gradient: with momentum, v = momentum v - rate g and the block
+    moves by v; then the bulk weight decay `keep` (1: none)."""
+    cdef int one = 1, size = <int> net.size[block]
+    cdef float minus = -rate, unit = 1
+    if momentum != 0:
+        scale(size, momentum, net.velocity[block])
+        saxpy(&size, &minus, w.grad[block], &one, net.velocity[block], &one)
+        saxpy(&size, &unit, net.velocity[block], &one, net.param[block], &one)
+    else:
+        saxpy(&size, &minus, w.grad[block], &one, net.param[block], &one)
+    if keep != 1:
+        scale(size, keep, net.param[block])
+
+
+cdef inline bint trained(LBL *net, int block, float rate) noexcept nogil:
+    return net.param[block] != NULL and rate != 0 and (net.bias or not (block == D_ or block == B_OUT))
+
+
+cdef double sampled_step(LBL *net, Buffers *w, Sampling *sp, const int *rows, int K, const double *rates,
+                         const float *keep, Py_ssize_t stride, double *ess) noexcept nogil:
     """One update with the importance-sampling gradient: each target's row and bias pulled
     up, the N sampled words' pushed down with weights r_j / sum r (r_j = exp(y_j) / Q(w_j)),
-    the context side (C, d and the context words' rows of R) along the estimated dL/dp.
-    Every gradient is taken before any step. Returns the estimated sum of log p(target)
-    and adds the effective sample sizes to `ess`."""
-    cdef int n = net.context + 1, i, j, k, t, M, m = net.m, one = 1
-    cdef float minus = -rate, value
+    the context side along the estimated dL/dp (every gradient taken before any step).
+    rates[block * stride], keep[block * stride]: this update's numbers. Returns the
+    estimated sum of log p(target) and adds the effective sample sizes to `ess`."""
+    cdef int n = net.context + 1, i, j, k, t, M, m = net.m, one = 1, block
+    cdef float rate_R = rates[R_ * stride], rate_b = rates[B_OUT * stride], minus, value
     cdef double estimate = 0
     cdef float *g
-    for i in range(K):
-        for k in range(net.context):
-            memcpy(w.X + i * net.inputs + k * m, net.R + <Py_ssize_t> rows[i * n + k] * m, m * sizeof(float))
-        memcpy(w.P + i * m, net.d, m * sizeof(float))
-    gemm(b'N', b'N', K, m, net.inputs, 1.0, w.X, net.inputs, net.C, m, 1.0, w.P, m)
+    predict(net, w, rows, K)
     draw_samples(sp, rows, K, n)
     merge_duplicates(sp)
     M = sp.distinct
     for j in range(M):
-        memcpy(sp.U_rows + j * m, net.R + <Py_ssize_t> sp.words[j] * m, m * sizeof(float))
+        memcpy(sp.U_rows + j * m, net.param[R_] + <Py_ssize_t> sp.words[j] * m, m * sizeof(float))
     for i in range(K):
         for j in range(M):
-            sp.weights[i * M + j] = net.b[sp.words[j]]
+            sp.weights[i * M + j] = net.param[B_OUT][sp.words[j]]
     gemm(b'N', b'T', K, M, m, 1.0, w.P, m, sp.U_rows, m, 1.0, sp.weights, M)
     for i in range(K):
         t = rows[i * n + net.context]
-        estimate += net.b[t] + dot_row(m, net.R + <Py_ssize_t> t * m, w.P + i * m)
+        estimate += net.param[B_OUT][t] + dot_row(m, net.param[R_] + <Py_ssize_t> t * m, w.P + i * m)
         estimate -= importance_weights(sp, sp.weights + i * M, ess)
-    # dL/dp = sum_j g_j r(w_j) - r(target), then dL/dx, dL/dC and dL/dd, all before any step
+    # dL/dp = sum_j g_j r(w_j) - r(target), then the context side, all before any step
     gemm(b'N', b'N', K, m, M, 1.0, sp.weights, M, sp.U_rows, m, 0.0, w.dP, m)
     value = -1
     for i in range(K):
-        saxpy(&m, &value, net.R + <Py_ssize_t> rows[i * n + net.context] * m, &one, w.dP + i * m, &one)
-    gemm(b'N', b'T', K, net.inputs, m, 1.0, w.dP, m, net.C, m, 0.0, w.dX, net.inputs)
-    gemm(b'T', b'N', net.inputs, m, K, 1.0, w.X, net.inputs, w.dP, m, 0.0, w.gC, m)
+        saxpy(&m, &value, net.param[R_] + <Py_ssize_t> rows[i * n + net.context] * m, &one, w.dP + i * m, &one)
+    context_backward(net, w, K)
     gemm(b'T', b'N', M, m, K, 1.0, sp.weights, M, w.P, m, 0.0, sp.row_grads, m)
-    # the steps: sampled rows down, targets up, then the context side
-    for j in range(M):
-        saxpy(&m, &minus, sp.row_grads + j * m, &one, net.R + <Py_ssize_t> sp.words[j] * m, &one)
-    for i in range(K):
-        t = rows[i * n + net.context]
-        saxpy(&m, &rate, w.P + i * m, &one, net.R + <Py_ssize_t> t * m, &one)
-        if net.bias:
-            net.b[t] += rate
+    # the steps: sampled rows down, targets up, the context words' rows, then the dense blocks
+    if rate_R != 0:
+        minus = -rate_R
+        for j in range(M):
+            saxpy(&m, &minus, sp.row_grads + j * m, &one, net.param[R_] + <Py_ssize_t> sp.words[j] * m, &one)
+        for i in range(K):
+            saxpy(&m, &rate_R, w.P + i * m, &one, net.param[R_] + <Py_ssize_t> rows[i * n + net.context] * m, &one)
+            for k in range(net.context):
+                saxpy(&m, &minus, w.dX + i * net.inputs + k * m, &one,
+                      net.param[R_] + <Py_ssize_t> rows[i * n + k] * m, &one)
+    if trained(net, B_OUT, rate_b):
+        for i in range(K):
+            net.param[B_OUT][rows[i * n + net.context]] += rate_b
             g = sp.weights + i * M
             for j in range(M):
-                net.b[sp.words[j]] -= rate * g[j]
-    k = net.inputs * m
-    saxpy(&k, &minus, w.gC, &one, net.C, &one)
-    for i in range(K):
-        if net.bias:
-            saxpy(&m, &minus, w.dP + i * m, &one, net.d, &one)
-        for k in range(net.context):
-            saxpy(&m, &minus, w.dX + i * net.inputs + k * m, &one, net.R + <Py_ssize_t> rows[i * n + k] * m, &one)
+                net.param[B_OUT][sp.words[j]] -= rate_b * g[j]
+    for block in range(C_, NBLOCKS):
+        if block != B_OUT and trained(net, block, rates[block * stride]):
+            step_block(net, w, block, rates[block * stride], 0, 1)
+    for block in range(NBLOCKS):
+        if net.param[block] != NULL and keep[block * stride] != 1:
+            scale(<int> net.size[block], keep[block * stride], net.param[block])
     return estimate
 
 
-cdef void step(LBL *net, Buffers *w, float rate) noexcept nogil:
-    """Every parameter one step of `rate` down its gradient (the biases only with bias)."""
-    cdef int size, one = 1
-    cdef float minus = -rate
-    size = net.vocab * net.m
-    saxpy(&size, &minus, w.gR, &one, net.R, &one)
-    size = net.inputs * net.m
-    saxpy(&size, &minus, w.gC, &one, net.C, &one)
-    if net.bias:
-        saxpy(&net.m, &minus, w.gd, &one, net.d, &one)
-        saxpy(&net.vocab, &minus, w.gb, &one, net.b, &one)
-
-
 cdef class LBLNetwork:
-    """Views of a log-bilinear model's arrays (R, C, d, b; float32, C-contiguous, owned by
-    Python) and one worker's buffers for batches of up to `capacity` windows."""
+    """Views of a log-bilinear model's arrays (float32, C-contiguous, owned by Python; the
+    names of BLOCKS, those of Models 1-3 optional) and one worker's buffers for batches of
+    up to `capacity` windows. `velocity`: momentum's state, one array per block."""
     cdef LBL net
     cdef Buffers work
     cdef object keep_alive
+    cdef public dict velocity
 
     def __init__(self, params, int capacity, bint bias=True):
         cdef float[:, ::1] R = params["R"]
-        cdef float[:, :, ::1] C = params["C"]
-        cdef float[::1] d = params["d"], b = params["b"]
-        if C.shape[1] != R.shape[1] or C.shape[2] != R.shape[1] or d.shape[0] != R.shape[1] \
-                or b.shape[0] != R.shape[0] or capacity < 1:
+        cdef int V = R.shape[0], m = R.shape[1], block, context
+        cdef float[::1] flat
+        if params["C"].ndim != 3 or params["C"].shape[1:] != (m, m) or capacity < 1:
+            raise ValueError("log-bilinear arrays of inconsistent shapes")
+        context = params["C"].shape[0]
+        hidden = params["A"].shape[1] if "A" in params else 0
+        expected = {"R": (V, m), "C": (context, m, m), "d": (m,), "b": (V,), "A": (context * m, hidden),
+                    "a": (hidden,), "B": (hidden, context), "gate_bias": (context,), "S": (hidden, m)}
+        if any(params[name].shape != shape for name, shape in expected.items() if name in params) \
+                or ("B" in params) != ("gate_bias" in params) or ("A" in params) != ("B" in params or "S" in params):
             raise ValueError("log-bilinear arrays of inconsistent shapes")
         self.keep_alive = params
-        self.net.vocab, self.net.m, self.net.context = R.shape[0], R.shape[1], C.shape[0]
-        self.net.inputs = self.net.context * self.net.m
+        self.velocity = {}
+        self.net.vocab, self.net.m, self.net.context, self.net.hidden = V, m, context, hidden
+        self.net.inputs = context * m
         self.net.bias = bias
-        self.net.R, self.net.C, self.net.d, self.net.b = &R[0, 0], &C[0, 0, 0], &d[0], &b[0]
-        cdef Py_ssize_t m = self.net.m, V = self.net.vocab, inputs = self.net.inputs
+        self.net.gated, self.net.hidden_term = "B" in params, "S" in params
+        for block, name in enumerate(BLOCKS):
+            self.net.param[block] = NULL
+            self.net.size[block] = 0
+            if name in params:
+                if params[name].dtype != np.float32 or not params[name].flags.c_contiguous:
+                    raise ValueError(f"log-bilinear array {name}: not C-contiguous float32")
+                flat = params[name].reshape(-1)
+                self.net.param[block] = &flat[0]
+                self.net.size[block] = flat.shape[0]
+                self.velocity[name] = np.zeros(flat.shape[0], dtype=np.float32)
+                flat = self.velocity[name]
+                self.net.velocity[block] = &flat[0]
+        cdef Py_ssize_t K = capacity
         self.work.capacity = capacity
-        self.work.X = <float *> malloc(capacity * inputs * sizeof(float))
-        self.work.P = <float *> malloc(capacity * m * sizeof(float))
-        self.work.Y = <float *> malloc(capacity * V * sizeof(float))
-        self.work.dP = <float *> malloc(capacity * m * sizeof(float))
-        self.work.dX = <float *> malloc(capacity * inputs * sizeof(float))
-        self.work.gR = <float *> malloc(V * m * sizeof(float))
-        self.work.gC = <float *> malloc(inputs * m * sizeof(float))
-        self.work.gd = <float *> malloc(m * sizeof(float))
-        self.work.gb = <float *> malloc(V * sizeof(float))
-        if not (self.work.X and self.work.P and self.work.Y and self.work.dP and self.work.dX and self.work.gR
-                and self.work.gC and self.work.gd and self.work.gb):
+        self.work.X = <float *> malloc(K * self.net.inputs * sizeof(float))
+        self.work.Xg = <float *> malloc(K * self.net.inputs * sizeof(float))
+        self.work.H = <float *> malloc(K * max(hidden, 1) * sizeof(float))
+        self.work.G = <float *> malloc(K * context * sizeof(float))
+        self.work.P = <float *> malloc(K * m * sizeof(float))
+        self.work.Y = <float *> malloc(K * V * sizeof(float))
+        self.work.dP = <float *> malloc(K * m * sizeof(float))
+        self.work.dX = <float *> malloc(K * self.net.inputs * sizeof(float))
+        self.work.dH = <float *> malloc(K * max(hidden, 1) * sizeof(float))
+        self.work.dG = <float *> malloc(K * context * sizeof(float))
+        ok = (self.work.X != NULL and self.work.Xg != NULL and self.work.H != NULL and self.work.G != NULL
+              and self.work.P != NULL and self.work.Y != NULL and self.work.dP != NULL and self.work.dX != NULL
+              and self.work.dH != NULL and self.work.dG != NULL)
+        for block in range(NBLOCKS):
+            self.work.grad[block] = <float *> calloc(max(self.net.size[block], 1), sizeof(float))
+            ok = ok and self.work.grad[block] != NULL
+        if not ok:
             raise MemoryError()
 
     def __dealloc__(self):
         free(self.work.X)
+        free(self.work.Xg)
+        free(self.work.H)
+        free(self.work.G)
         free(self.work.P)
         free(self.work.Y)
         free(self.work.dP)
         free(self.work.dX)
-        free(self.work.gR)
-        free(self.work.gC)
-        free(self.work.gd)
-        free(self.work.gb)
+        free(self.work.dH)
+        free(self.work.dG)
+        for block in range(NBLOCKS):
+            free(self.work.grad[block])
 
-    def _check(self, const int[:, ::1] windows):
+    def _check(self, const int[:, ::1] windows, int batch=1, schedule=None):
+        """Windows of this order; a schedule (rates, dense_keep, momentum) of one row per
+        block and one column per update of `batch` windows, and a momentum per block."""
         if windows.shape[1] != self.net.context + 1:
             raise ValueError("windows of the wrong order")
+        if batch < 1 or batch > self.work.capacity:
+            raise ValueError("batch below 1 or larger than the work buffers")
+        updates = (windows.shape[0] + batch - 1) // batch
+        if schedule is not None and [np.shape(part) for part in schedule] != [(NBLOCKS, updates)] * 2 + [(NBLOCKS,)]:
+            raise ValueError(f"the schedule does not cover {updates} updates of {NBLOCKS} blocks")
 
-    def train(self, const int[:, ::1] windows, int batch, const double[::1] rates, const float[::1] row_keep,
-              const float[::1] dense_keep):
-        """SGD over `windows` in batches of `batch`: update u steps by rates[u], then (when
-        dense_keep[u] != 1) decays R and C in bulk. Returns (sum of log p(target), updates)."""
+    def train(self, const int[:, ::1] windows, int batch, const double[:, ::1] rates, const float[:, ::1] dense_keep,
+              const float[::1] momentum):
+        """Mini-batch steepest descent over `windows` in batches of `batch`: at update u
+        block j steps by rates[j, u] (with momentum[j]), then decays by dense_keep[j, u].
+        Returns (sum of log p(target), updates)."""
         cdef Py_ssize_t start = 0, count = windows.shape[0], u = 0
-        cdef int K
+        cdef int K, block
         cdef double total = 0
-        check_schedule(count, batch, self.work.capacity, rates.shape[0], row_keep.shape[0], dense_keep.shape[0])
-        self._check(windows)
+        self._check(windows, batch, (rates, dense_keep, momentum))
         with nogil:
             while start < count:
                 K = <int> min(<Py_ssize_t> batch, count - start)
                 total += forward(&self.net, &self.work, &windows[start, 0], K)
-                gradients(&self.net, &self.work, &windows[start, 0], K)
-                step(&self.net, &self.work, <float> rates[u])
-                if dense_keep[u] != 1:
-                    scale(self.net.vocab * self.net.m, dense_keep[u], self.net.R)
-                    scale(self.net.inputs * self.net.m, dense_keep[u], self.net.C)
+                gradients(&self.net, &self.work, &windows[start, 0], K, rates[R_, u] != 0)
+                for block in range(NBLOCKS):
+                    if trained(&self.net, block, <float> rates[block, u]):
+                        step_block(&self.net, &self.work, block, <float> rates[block, u], momentum[block],
+                                   dense_keep[block, u])
+                    elif self.net.param[block] != NULL and dense_keep[block, u] != 1:
+                        scale(<int> self.net.size[block], dense_keep[block, u], self.net.param[block])
                 start += K
                 u += 1
         return total, u
 
-    def train_sampled(self, const int[:, ::1] windows, int batch, const double[::1] rates,
-                      const float[::1] row_keep, const float[::1] dense_keep, int samples, proposal,
+    def train_sampled(self, const int[:, ::1] windows, int batch, const double[:, ::1] rates,
+                      const float[:, ::1] dense_keep, const float[::1] momentum, int samples, proposal,
                       unsigned long long seed):
         """As train, with the importance-sampling gradient of `samples` words drawn from the
-        proposal (nplmtk.neural.sampling.Proposal), shared by the windows of a batch.
-        Returns (estimated sum of log p(target), updates done, sum of effective sample sizes)."""
-        cdef Py_ssize_t start = 0, count = windows.shape[0], u = 0
-        cdef int K
+        proposal (nplmtk.neural.sampling.Proposal), shared by the windows of a batch; no
+        momentum. Returns (estimated sum of log p(target), updates, sum of effective sample sizes)."""
+        cdef Py_ssize_t start = 0, count = windows.shape[0], u = 0, stride = rates.shape[1]
+        cdef int K, block
         cdef double total = 0, ess = 0
         cdef Sampling sp
-        check_schedule(count, batch, self.work.capacity, rates.shape[0], row_keep.shape[0], dense_keep.shape[0])
-        self._check(windows)
+        self._check(windows, batch, (rates, dense_keep, momentum))
         if samples < 1 or proposal.vocab_size != self.net.vocab:
             raise ValueError("no samples, or a proposal of the wrong size")
+        for block in range(NBLOCKS):
+            if momentum[block] != 0:
+                raise ValueError("no momentum with the sampled gradient")
         memset(&sp, 0, sizeof(Sampling))
         attach_proposal(&sp, proposal)
         sp.rng = seed
@@ -245,10 +378,8 @@ cdef class LBLNetwork:
             with nogil:
                 while start < count:
                     K = <int> min(<Py_ssize_t> batch, count - start)
-                    total += sampled_step(&self.net, &self.work, &sp, &windows[start, 0], K, <float> rates[u], &ess)
-                    if dense_keep[u] != 1:
-                        scale(self.net.vocab * self.net.m, dense_keep[u], self.net.R)
-                        scale(self.net.inputs * self.net.m, dense_keep[u], self.net.C)
+                    total += sampled_step(&self.net, &self.work, &sp, &windows[start, 0], K, &rates[0, u],
+                                          &dense_keep[0, u], stride, &ess)
                     start += K
                     u += 1
         finally:
@@ -271,15 +402,15 @@ cdef class LBLNetwork:
     def gradients(self, const int[:, ::1] windows, grads):
         """Sum over the windows of the gradients of -log p(target) into `grads` (arrays
         shaped like the parameters); returns the sum of log p. For tests."""
-        cdef int K = windows.shape[0]
+        cdef int K = windows.shape[0], block
         cdef double total
         self._check(windows)
         if K > self.work.capacity:
             raise ValueError("more windows than the work buffers hold")
         total = forward(&self.net, &self.work, &windows[0, 0], K)
-        gradients(&self.net, &self.work, &windows[0, 0], K)
-        grads["R"][...] = np.asarray(<float[:self.net.vocab, :self.net.m]> self.work.gR)
-        grads["C"][...] = np.asarray(<float[:self.net.inputs, :self.net.m]> self.work.gC).reshape(grads["C"].shape)
-        grads["d"][...] = np.asarray(<float[:self.net.m]> self.work.gd)
-        grads["b"][...] = np.asarray(<float[:self.net.vocab]> self.work.gb)
+        gradients(&self.net, &self.work, &windows[0, 0], K, True)
+        for block, name in enumerate(BLOCKS):
+            if name in grads:
+                grads[name][...] = np.asarray(<float[:self.net.size[block]]> self.work.grad[block]).reshape(
+                    grads[name].shape)
         return total

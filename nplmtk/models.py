@@ -5,7 +5,7 @@ from . import container
 from .errors import InputError
 from .mixture import Mixture, load_mixture
 from .neural.energy import EnergyModel
-from .neural.lbl import LBLModel
+from .neural.lbl import GatedHiddenTermLBLModel, GatedLBLModel, HiddenTermLBLModel, LBLModel
 from .neural.mlp import MLPModel
 from .ngram.arpa import read_arpa
 from .ngram.deleted_interpolation import DeletedInterpolation, load_deleted_interpolation
@@ -15,10 +15,13 @@ ARCHITECTURES = {
     "mlp": MLPModel,
     "energy": EnergyModel,
     "lbl": LBLModel,
+    "lbl1": GatedLBLModel,
+    "lbl2": HiddenTermLBLModel,
+    "lbl3": GatedHiddenTermLBLModel,
 }
 
 # Architectures that open issues will build: -arch NAME says which.
-PLANNED_ARCHITECTURES = {"lbl1": 15, "lbl2": 15, "lbl3": 15, "rnn": 16, "lstm": 16}
+PLANNED_ARCHITECTURES = {"rnn": 16, "lstm": 16}
 
 CHECKPOINT_KIND = "nplm-checkpoint"
 
@@ -29,7 +32,7 @@ def checkpoint_model(model_file, best=True):
     architecture (checkpoints older than the energy network are MLPs)."""
     arrays = model_file.arrays
     saved_best = {k[len("best."):]: v for k, v in arrays.items() if k.startswith("best.")}
-    current = {k: v for k, v in arrays.items() if not k.startswith("best.")}
+    current = {k: v for k, v in arrays.items() if not k.startswith(("best.", "velocity."))}
     arch = model_file.meta.get("arch", "mlp")
     if arch not in ARCHITECTURES:
         raise InputError(f"architecture '{arch}' is not supported by this version", path=model_file.path)
@@ -42,6 +45,9 @@ MODEL_KINDS = {
     MLPModel.kind: MLPModel.from_file,
     EnergyModel.kind: EnergyModel.from_file,
     LBLModel.kind: LBLModel.from_file,
+    GatedLBLModel.kind: GatedLBLModel.from_file,
+    HiddenTermLBLModel.kind: HiddenTermLBLModel.from_file,
+    GatedHiddenTermLBLModel.kind: GatedHiddenTermLBLModel.from_file,
     DeletedInterpolation.kind: load_deleted_interpolation,
     Mixture.kind: lambda model_file: load_mixture(model_file, load),
     # A checkpoint scores as the best model so far, so `nplm ppl -lm DIR/checkpoint.nplm`

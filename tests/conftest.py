@@ -31,9 +31,13 @@ def assert_one_line_error(status, stderr, *fragments):
 def sampled_step_errors(model_at_start, windows, proposal, exact, seeds):
     """For N = 10, 100, 1,000, 10,000 samples: the mean over `seeds` of the squared distance
     between one sampled update of rate 1 (minus the estimator) and the exact gradient."""
-    from nplmtk.neural.train import DENSE_DECAY_PERIOD, update_schedule
+    from nplmtk.neural.train import DENSE_DECAY_PERIOD, TrainingConfig, block_schedule, update_schedule
     batch = len(windows)
     schedule = update_schedule(batch, batch, 1.0, 0.0, 0.0, DENSE_DECAY_PERIOD["sampled"])
+    model = model_at_start()
+    if hasattr(model, "blocks"):  # a rate of 1 for every block
+        settings = TrainingConfig(batch=batch, lr=1.0, lr_decay=0.0, weight_decay=0.0)
+        schedule = block_schedule(model, settings, batch, 1.0, DENSE_DECAY_PERIOD["sampled"])
     errors = []
     for samples in (10, 100, 1000, 10000):
         squared = []

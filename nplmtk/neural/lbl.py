@@ -1,13 +1,20 @@
-"""The log-bilinear model (Mnih & Hinton 2007), Model 0 of Zhang, Mnih & Hinton (eq. 1,
-with the biases of footnote 1): the predicted feature vector p = d + sum_i C_i^T r(w_i)
-of the n-1 context words, and P(w | context) = softmax(b_w + r(w) . p) over the same
-feature vectors R. Trained with the exact softmax or by importance sampling (the score is an energy). The
-gated Models 1-3 are issue #15's next steps."""
+"""The log-bilinear family of Zhang, Mnih & Hinton: Model 0 (Mnih & Hinton 2007, eq. 1,
+with the biases of footnote 1), p = d + sum_i C_i^T r(w_i) and P(w | context) =
+softmax(b_w + r(w) . p) over one feature matrix R; Model 1 (eq. 3) weighs each context
+word by a gate s_i = 2 logistic(B^T h + gate_bias) of the hidden layer h =
+logistic(A^T f + a) over the context features f; Model 2 (eq. 4) adds S^T h to p;
+Model 3 (eq. 5) does both (cython_ext/lbl_kernels.pyx). Trained with the exact softmax
+or by importance sampling (the score is an energy); each parameter block may have its
+own rate, momentum and weight decay (sec. 3: TrainingConfig's block_* settings)."""
 import numpy as np
 
-from .._ext.lbl_kernels import LBLNetwork
+from .._ext.lbl_kernels import BLOCKS, LBLNetwork
 from ..errors import ParameterError
 from .network import SCORING_BATCH, NeuralModel, uniform_initialiser
+
+# "small random values" (sec. 3) for A, so that the gates start at exactly 1
+GATING_INIT = 0.01
+WEIGHT_BLOCKS = ("R", "C", "A", "B", "S")  # the others are biases
 
 
 class LBLModel(NeuralModel):
@@ -16,19 +23,74 @@ class LBLModel(NeuralModel):
     summary = ("Model 0 of Zhang, Mnih & Hinton: softmax over b_w + r(w) . (d + sum_i C_i^T r(w_i)), one "
                "feature matrix for context and next word; -h and -activation do not apply")
     ARCHITECTURE = ("features", "bias")
+    BLOCKS = BLOCKS  # the parameter blocks, in the kernel's order (those a model has)
+    GATED = False  # Models 1 and 3: gates s_i on the context words
+    HIDDEN_TERM = False  # Models 2 and 3: S^T h added to p
 
     @classmethod
     def initial(cls, vocab, order, features, hidden=0, direct=False, bias=True, activation="linear", seed=1):
         if order < 2:
             raise ParameterError("a neural model needs {order} 2 or more (at least one context word)")
         if direct:
-            raise ParameterError("{arch} lbl has no direct connections: drop {direct}")
+            raise ParameterError(f"{{arch}} {cls.arch} has no direct connections: drop {{direct}}")
+        has_hidden = cls.GATED or cls.HIDDEN_TERM
+        if has_hidden and hidden < 1:
+            raise ParameterError(f"{{arch}} {cls.arch} needs {{h}} 1 or more hidden units")
         uniform = uniform_initialiser(seed)
         size, context = len(vocab), order - 1
         params = {"R": uniform((size, features), features),
                   "C": uniform((context, features, features), context * features),
                   "d": np.zeros(features, dtype=np.float32), "b": np.zeros(size, dtype=np.float32)}
-        return cls(vocab, params, order, "linear", {"features": features, "bias": bias})
+        if has_hidden:  # sec. 3: A small random, everything else new zero
+            params["A"] = (uniform((context * features, hidden), 1) * GATING_INIT).astype(np.float32)
+            params["a"] = np.zeros(hidden, dtype=np.float32)
+        if cls.GATED:
+            params["B"] = np.zeros((hidden, context), dtype=np.float32)
+            params["gate_bias"] = np.zeros(context, dtype=np.float32)
+        if cls.HIDDEN_TERM:
+            params["S"] = np.zeros((hidden, features), dtype=np.float32)
+        meta = {"features": features, "bias": bias}
+        if has_hidden:
+            meta["hidden"] = hidden
+        return cls(vocab, params, order, "linear", meta)
 
     def network(self, capacity=SCORING_BATCH):
         return LBLNetwork(self.params, capacity, self.meta.get("bias", True))
+
+    def blocks(self):
+        return [name for name in self.BLOCKS if name in self.params]
+
+    @staticmethod
+    def is_bias(block):
+        return block not in WEIGHT_BLOCKS
+
+    def check_training(self, config):
+        if config.criterion != "full" and (config.momentum or any(config.block_momentum.values())):
+            raise ParameterError("{momentum} applies to the exact softmax gradient: give {criterion} full "
+                                 "or no momentum")
+
+
+class GatedLBLModel(LBLModel):
+    kind = "nplm-lbl1"
+    arch = "lbl1"
+    summary = ("Model 1: Model 0 with each context word's C_i^T r(w_i) weighted by a gate "
+               "s_i = 2 logistic(B^T h + b) of a hidden layer h = logistic(A^T f + a) of -h units")
+    ARCHITECTURE = ("features", "hidden", "bias")
+    GATED = True
+
+
+class HiddenTermLBLModel(LBLModel):
+    kind = "nplm-lbl2"
+    arch = "lbl2"
+    summary = "Model 2: Model 0 with S^T h added to the predicted features (h as in Model 1)"
+    ARCHITECTURE = ("features", "hidden", "bias")
+    HIDDEN_TERM = True
+
+
+class GatedHiddenTermLBLModel(LBLModel):
+    kind = "nplm-lbl3"
+    arch = "lbl3"
+    summary = "Model 3: the gates of Model 1 and the S^T h of Model 2"
+    ARCHITECTURE = ("features", "hidden", "bias")
+    GATED = True
+    HIDDEN_TERM = True

@@ -5,6 +5,7 @@ training examples are those windows (docs/ARCHITECTURE.md: "adding an architectu
 import numpy as np
 
 from .. import container
+from ..errors import ParameterError
 from ..lm import LanguageModel
 
 SCORING_BATCH = 256
@@ -57,6 +58,28 @@ class NeuralModel(LanguageModel):
 
     def check_training(self, config):
         """Raise a ParameterError for training settings this architecture cannot take."""
+
+    def initialise_from(self, source):
+        """Start from `source`'s parameters: every array it has under a name this network
+        has, of the same shape (Zhang et al. sec. 3: Model 1 takes Model 0's R, C_i and
+        biases and so predicts exactly as Model 0; Model 2 also takes Model 1's A and a).
+        Returns the names copied."""
+        if not isinstance(source, NeuralModel):
+            raise ParameterError("{init_from}: not a neural model")
+        if source.order != self.order or list(source.vocab.words) != list(self.vocab.words):
+            raise ParameterError(f"{{init_from}}: a model of order {source.order} over {len(source.vocab)} words; "
+                                 f"this one has order {self.order} and {len(self.vocab)} words (the same vocabulary "
+                                 "is needed)")
+        shared = [name for name in self.params if name in source.params]
+        for name in shared:
+            if source.params[name].shape != self.params[name].shape:
+                raise ParameterError(f"{{init_from}}: its {name} is {'x'.join(map(str, source.params[name].shape))}, "
+                                     f"this network's {'x'.join(map(str, self.params[name].shape))}")
+        if not shared:
+            raise ParameterError(f"{{init_from}}: no parameter in common with {self.arch}")
+        for name in shared:
+            self.params[name][...] = source.params[name]
+        return shared
 
     # -- scoring --------------------------------------------------------------------------
     def logprobs(self, corpus):

@@ -17,7 +17,7 @@ import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -60,6 +60,20 @@ class TrainingConfig:
     tiny_set: int = 1000  # is-adaptive: training examples whose exact ppl is checked
     proposal: str = "unigram"  # Q for importance sampling: "unigram" or "bigram"
     lr_halve: bool = False  # not in the paper: an epoch without progress restarts from the best at eps0 / 2
+    # Models with parameter blocks (the log-bilinear family, Zhang et al. sec. 3): each
+    # block's rate (eps0 scaled as eps0 is), momentum and weight decay, by block name.
+    momentum: float = 0.0  # every block's, unless block_momentum names it
+    block_lr: dict = field(default_factory=dict)
+    block_momentum: dict = field(default_factory=dict)
+    block_weight_decay: dict = field(default_factory=dict)
+    decay_biases: bool = False  # weight_decay on the biases too (not only on the weights)
+    freeze_features: bool = False  # R kept fixed
+
+    def block_settings(self):
+        """The settings that need a model with parameter blocks."""
+        return {"momentum": self.momentum != 0, "block_lr": self.block_lr, "block_momentum": self.block_momentum,
+                "block_weight_decay": self.block_weight_decay, "decay_biases": self.decay_biases,
+                "freeze_features": self.freeze_features}
 
 
 class Trainer:
@@ -77,6 +91,8 @@ class Trainer:
                       "rng": np.random.default_rng(config.seed).bit_generator.state, "history": [],
                       "samples": config.samples, "tiny_ppl": None, "lr_scale": 1.0}
         self.best = None
+        self.networks = []
+        self.saved_velocity = {}
         self._refuse_impossible_settings()
 
     def _refuse_impossible_settings(self):
@@ -86,6 +102,7 @@ class Trainer:
             raise ParameterError("{batch} and {threads} must be at least 1, {epochs} at least 0")
         if cfg.criterion not in CRITERIA:
             raise ParameterError(f"{{criterion}}: unknown value '{cfg.criterion}' (choose from {', '.join(CRITERIA)})")
+        self._check_blocks()
         self.model.check_training(cfg)
         if self.comm is None:
             return
@@ -99,6 +116,25 @@ class Trainer:
         if cfg.mpi == "param" and cfg.threads != 1:
             raise ParameterError("{mpi} param runs one thread per rank: give {threads} 1 (start more ranks)")
 
+    def _check_blocks(self):
+        cfg = self.config
+        if not hasattr(self.model, "blocks"):
+            given = [name for name, value in cfg.block_settings().items() if value]
+            if given:
+                raise ParameterError(f"{{{given[0]}}}: the {self.model.arch} network has no parameter blocks "
+                                     "(the log-bilinear models have)")
+            return
+        blocks = self.model.blocks()
+        for setting in ("block_lr", "block_momentum", "block_weight_decay"):
+            for name, value in getattr(cfg, setting).items():
+                if name not in blocks:
+                    raise ParameterError(f"{{{setting}}}: no block '{name}' in {self.model.arch} "
+                                         f"(its blocks: {', '.join(blocks)})")
+                if value < 0 or (setting == "block_momentum" and value >= 1):
+                    raise ParameterError(f"{{{setting}}}: {name}={value} is out of range")
+        if not 0 <= cfg.momentum < 1:
+            raise ParameterError("{momentum} must be in [0, 1)")
+
     # -- checkpoints -----------------------------------------------------------------
     def checkpoint_path(self):
         return os.path.join(self.config.checkpoint_dir, "checkpoint.nplm")
@@ -107,6 +143,8 @@ class Trainer:
         if not self.config.checkpoint_dir or not self.writer:
             return
         arrays = dict(self.model.params)
+        for worker, network in enumerate(self.networks):  # momentum's state, to resume exactly
+            arrays.update({f"velocity.{worker}.{k}": v for k, v in getattr(network, "velocity", {}).items()})
         if self.best is not None:
             arrays.update({f"best.{k}": v for k, v in self.best.items()})
         meta = {**self.model.file_meta(), "trainer": self.state, "config": asdict(self.config)}
@@ -121,6 +159,8 @@ class Trainer:
         trainer.state = {**trainer.state, **saved.meta["trainer"]}  # keys newer than the checkpoint: defaults
         best = {k[5:]: np.array(v) for k, v in saved.arrays.items() if k.startswith("best.")}
         trainer.best = best or None
+        trainer.saved_velocity = {k[len("velocity."):]: v for k, v in saved.arrays.items()
+                                  if k.startswith("velocity.")}
         return trainer
 
     # -- training --------------------------------------------------------------------
@@ -137,6 +177,12 @@ class Trainer:
             networks = [self.model.network(capacity=cfg.batch) for _ in range(cfg.threads)]
             if self.comm is not None:
                 self.averager = ParameterAverager(self.model, self.comm)
+        self.networks = networks
+        for worker, network in enumerate(networks):
+            for name, velocity in getattr(network, "velocity", {}).items():
+                saved = self.saved_velocity.get(f"{worker}.{name}")
+                if saved is not None and saved.shape == velocity.shape:
+                    velocity[...] = saved
         if self.sampling:  # checks of the tiny set see every rank's output block
             self.sampling.before_check = lambda: self._synchronise(networks)
         pool = ThreadPoolExecutor(max_workers=cfg.threads) if cfg.threads > 1 else None
@@ -260,9 +306,12 @@ class Trainer:
         """One worker's chunk: its updates are first_update, first_update + threads, ...
         (the workers' updates interleave)."""
         cfg = self.config
-        schedule = update_schedule(len(chunk), cfg.batch, self.initial_rate(), cfg.lr_decay, cfg.weight_decay,
-                                   DENSE_DECAY_PERIOD["sampled" if self.sampling else "full"],
-                                   first_update, stride=cfg.threads)
+        period = DENSE_DECAY_PERIOD["sampled" if self.sampling else "full"]
+        if hasattr(self.model, "blocks"):
+            schedule = block_schedule(self.model, cfg, len(chunk), self.state["lr_scale"], period, first_update)
+        else:
+            schedule = update_schedule(len(chunk), cfg.batch, self.initial_rate(), cfg.lr_decay, cfg.weight_decay,
+                                       period, first_update, stride=cfg.threads)
         if self.sampling:
             return network.train_sampled(chunk, cfg.batch, *schedule, self.state["samples"], self.sampling.proposal,
                                          self.sampling.seed(first_update))
@@ -293,6 +342,28 @@ def _progress(total, epoch, enabled):
 def learning_rates(lr0, lr_decay, updates):
     """eps_t = eps0 / (1 + r t) for the update counts t in `updates` (Bengio et al. 2003, sec. 4)."""
     return lr0 / (1 + lr_decay * np.asarray(updates, dtype=np.int64))
+
+
+def block_schedule(model, config, examples, lr_scale, dense_decay_period, first_update=0):
+    """update_schedule for a model with parameter blocks (model.BLOCKS, in the kernel's
+    order): (rates, dense_keep) with one row per block, absent blocks 0 and 1, and each
+    block's momentum. A block's rate is config.block_lr's or eps0 (0 for R with
+    freeze_features), scaled by lr_scale; its weight decay is block_weight_decay's, or
+    weight_decay on the weights (the biases too with decay_biases)."""
+    present = set(model.blocks())
+    updates = -(-examples // config.batch)
+    rates = np.zeros((len(model.BLOCKS), updates))
+    dense_keep = np.ones((len(model.BLOCKS), updates), dtype=np.float32)
+    momentum = np.zeros(len(model.BLOCKS), dtype=np.float32)
+    for row, name in enumerate(model.BLOCKS):
+        if name not in present or (name == "R" and config.freeze_features):
+            continue
+        decay = config.weight_decay if config.decay_biases or not model.is_bias(name) else 0.0
+        rates[row], _, dense_keep[row] = update_schedule(
+            examples, config.batch, config.block_lr.get(name, config.lr) * lr_scale, config.lr_decay,
+            config.block_weight_decay.get(name, decay), dense_decay_period, first_update, stride=config.threads)
+        momentum[row] = config.block_momentum.get(name, config.momentum)
+    return rates, dense_keep, momentum
 
 
 def update_schedule(examples, batch, lr0, lr_decay, weight_decay, dense_decay_period, first_update=0, stride=1):
