@@ -16,7 +16,10 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from log_bilinear import lbl_quality, lbl_training_speed  # noqa: E402
 from sections import SECTIONS  # noqa: E402
+
+SECTIONS = SECTIONS + [("lbl-quality", lbl_quality), ("lbl-speed", lbl_training_speed)]
 
 
 def cpu_model():

@@ -37,6 +37,10 @@ class Run:
     paper_test_ppl: float | None = None
     early_stopping: bool = False  # on Brown valid, with a checkpoint each epoch (runs/NAME-ckpt)
     arch: str | None = None  # train-nplm -arch (None: its default, the MLP)
+    # -init-from: runs whose models this one starts from ("NAME" or "NAME:BLOCK,..."), in order
+    init_from: tuple = ()
+    extra: tuple = ()  # further train-nplm options (the log-bilinear models' block settings)
+    model_number: int | None = None  # the log-bilinear family: Model 0-3 of Zhang, Mnih & Hinton
 
     @property
     def log_path(self):
@@ -49,8 +53,9 @@ class Run:
     @property
     def architecture(self):
         """The network in the paper's terms."""
-        if self.arch == "lbl":
-            return f"log-bilinear Model 0, n={self.order}, m={self.features}"
+        if self.model_number is not None:
+            return (f"log-bilinear Model {self.model_number}, n={self.order}, m={self.features}"
+                    + (f", h={self.hidden}" if self.model_number else ""))
         return (f"n={self.order}, m={self.features}, h={self.hidden}, "
                 + ("direct" if self.direct else "no direct"))
 
@@ -66,8 +71,17 @@ class Run:
     def criterion_options(self):
         return _flags(("-criterion", self.criterion), ("-samples", self.samples), ("-ess-min", self.ess_min))
 
+    def init_options(self):
+        """-init-from for each run this one starts from (its model file, blocks kept)."""
+        options = []
+        for source in self.init_from:
+            name, colon, blocks = source.partition(":")
+            options += ["-init-from", RUNS[name].model_path + colon + blocks]
+        return options
+
     def options(self):
-        return self.shape_options() + self.training_options() + self.criterion_options()
+        return (self.shape_options() + self.init_options() + self.training_options() + list(self.extra)
+                + self.criterion_options())
 
     def command(self, nplm, brown):
         """The whole `nplm train-nplm` command of this run on Brown."""
@@ -84,14 +98,38 @@ def _flags(*pairs):
 
 
 _MLP = dict(epochs=20, patience=2, batch=256, threads=2, lr=0.003, early_stopping=True)
+# Sec. 3: R and the C_i copied from Model 0, R then fixed; mini-batches of 1,000; weight
+# decay 1e-5 on every parameter, biases included. Model 1: rates 1e-3 for C (and here the
+# biases), 1e-1 for A, 1e-5 for B; momentum 0.5 for C, for the others 0.9 with 100 hidden
+# units and 0.8 with 200-300 (0.5 with 500). Model 2: A from a trained Model 1, only S
+# learnt (rate 1e-5, momentum 0.5, weight decay 1e-4). Model 3: C, A, B as Model 1, S as Model 2.
+_LBL = dict(epochs=10, patience=2, batch=1000, threads=2, early_stopping=True)
+_LBL_INIT = {1: "lbl0", 2: "lbl0 lbl1-h{hidden}:A,a", 3: "lbl0"}
+_LBL_S = ("-block-lr", "S=1e-5", "-block-momentum", "S=0.5", "-block-weight-decay", "S=1e-4")
+
+
+def _lbl_training(number, hidden):
+    common = ("-freeze-features", "-weight-decay", "1e-5", "-decay-biases")
+    gating = ("-lr", "1e-3", "-block-lr", "A=1e-1,B=1e-5", "-momentum", {100: "0.9", 200: "0.8"}[hidden],
+              "-block-momentum", "C=0.5")
+    if number == 2:
+        return common + ("-lr", "0") + _LBL_S
+    return common + gating + (_LBL_S if number == 3 else ())
+
+
 _IS = dict(make_target="brown-is", order=4, features=30, hidden=80, epochs=5, batch=1, lr=0.001)
 
 RUNS = {run.name: run for run in (
     # Bengio et al. (2003) Table 1.
     Run("mlp9", "brown-mlp9", order=5, features=30, hidden=100, paper_test_ppl=276, **_MLP),
     Run("mlp1", "brown-mlp1", order=5, features=60, hidden=50, direct=True, paper_test_ppl=268, **_MLP),
-    # Zhang, Mnih & Hinton, sec. 3: the log-bilinear Model 0 (m = 100, n = 5), exact softmax.
-    Run("lbl0", "brown-lbl", arch="lbl", order=5, features=100, hidden=0, **_MLP),
+    # Zhang, Mnih & Hinton, sec. 3: the log-bilinear Model 0 (m = 100, n = 5), exact softmax,
+    # then Models 1-3 from it.
+    Run("lbl0", "brown-lbl", arch="lbl", order=5, features=100, hidden=0, model_number=0, **_MLP),
+    *(Run(f"lbl{number}-h{hidden}", "brown-lbl", arch=f"lbl{number}", order=5, features=100, hidden=hidden,
+          model_number=number, init_from=_LBL_INIT[number].format(hidden=hidden).split(),
+          extra=_lbl_training(number, hidden), **_LBL)
+      for number in (1, 2, 3) for hidden in (100, 200)),
     # Bengio & Senecal (2003) sec. 4.2: the exact gradient against importance sampling.
     Run("is-full", criterion="full", **_IS),
     Run("is-adaptive", criterion="is-adaptive", samples=100, **_IS),
@@ -100,6 +138,7 @@ RUNS = {run.name: run for run in (
 )}
 MLP9 = RUNS["mlp9"]
 QUALITY_RUNS = [RUNS["mlp9"], RUNS["mlp1"]]
+LBL_RUNS = [run for run in RUNS.values() if run.make_target == "brown-lbl"]
 SAMPLING_RUNS = [run for run in RUNS.values() if run.make_target == "brown-is"]
 
 
@@ -114,6 +153,9 @@ def main():
                     str(VOCAB_MIN_COUNT), "-write-vocab", VOCAB_PATH], check=True)
     for run in RUNS.values():
         if run.make_target == args.target:
+            if os.path.exists(run.model_path):  # as make does: delete the model to train it again
+                print(f"{run.model_path} exists: not trained again", flush=True)
+                continue
             command = run.command(args.nplm, args.brown)
             print(" ".join(command), flush=True)
             subprocess.run(command, check=True)

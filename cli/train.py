@@ -65,9 +65,11 @@ ARCH_HELP = "Architecture: " + "; ".join(f"{name} ({model.summary})" for name, m
 @flag("decay-biases", help="Log-bilinear models: -weight-decay on the biases too (sec. 3: \"all parameters, "
                            "including biases\").")
 @flag("freeze-features", help="Log-bilinear models: keep the word features R fixed (sec. 3, for Models 1-3).")
-@option("init-from", metavar="MODEL", default=None,
-        help="Start from MODEL's parameters of the same names and shapes (sec. 3: Model 1 from Model 0 takes "
-        "R, C, d, b and predicts exactly as Model 0 before its first update; Model 2 from Model 1 also takes A, a).")
+@option("init-from", metavar="MODEL[:BLOCK,...]", multiple=True,
+        help="Start from MODEL's parameters of the same names and shapes, or only the blocks named; repeat to "
+        "take blocks from several models, later ones winning (sec. 3: Model 1 from Model 0 takes R, C, d, b and "
+        "predicts exactly as Model 0 before its first update; Model 2: -init-from model0.nplm "
+        "-init-from model1.nplm:A,a).")
 @option("lr-decay", type=float, default=1e-8, help="r in eps_t = eps0 / (1 + r t), t counting updates.")
 @option("weight-decay", type=float, default=1e-4, help="Weight decay on weights and C (not biases).")
 @flag("lr-halve", help="Not in the paper: after an epoch without a better valid ppl, go back to the best "
@@ -106,7 +108,8 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, ar
             raise NplmError("-resume needs -checkpoint DIR")
         if resume and init_from:
             raise NplmError("-init-from starts a run and -resume continues one: give one of them")
-        for path in [text] + [p for p in (valid, vocab, init_from) if p]:
+        init_from = [_model_and_blocks(given) for given in init_from]
+        for path in [text] + [p for p in (valid, vocab) if p] + [path for path, _ in init_from]:
             check_readable(path)
         if checkpoint:
             os.makedirs(checkpoint, exist_ok=True)
@@ -161,17 +164,21 @@ def _prepare(text, valid, vocab, network, config, resume, checkpoint, min_count,
         trainer = Trainer.resume(os.path.join(checkpoint, "checkpoint.nplm"), config, comm)
         vocabulary = trainer.model.vocab
     else:
-        source = load(init_from) if init_from else None
+        sources = [(load(path), blocks) for path, blocks in init_from]
         if vocab:
             vocabulary = Vocabulary.read(vocab)
-        elif source is not None:
-            vocabulary = source.vocab
+        elif sources:
+            vocabulary = sources[0][0].vocab
         else:
             vocabulary = Vocabulary.from_counts(count_words([text], normalize), min_count)
         settings = dict(network)
         model = ARCHITECTURES[settings.pop("arch")].initial(vocabulary, seed=config.seed, **settings)
-        if source is not None:
-            model.initialise_from(source)
+        for (source, blocks), (path, _) in zip(sources, init_from):
+            try:
+                model.initialise_from(source, blocks)
+            except NplmError as error:
+                error.path = path
+                raise
         trainer = Trainer(model, config, comm)
     train_corpus = Corpus.read(text, vocabulary, unk=True, normalize=normalize)
     valid_corpus = Corpus.read(valid, vocabulary, unk=True, normalize=normalize) if valid else None
@@ -182,6 +189,14 @@ def _finish(trainer, corpora, text, lm):
     model = trainer.run(*corpora)
     if lm and trainer.writer:
         model.save(lm, {"training": text, "history": trainer.state["history"]})
+
+
+def _model_and_blocks(given):
+    """-init-from MODEL or MODEL:BLOCK,... as (path, block names or None)."""
+    path, colon, blocks = given.rpartition(":")
+    if not colon or os.path.exists(given) or not path:
+        return given, None
+    return path, [name.strip() for name in blocks.split(",") if name.strip()]
 
 
 def block_values(flag, given):

@@ -166,7 +166,8 @@ def ppl(model, corpus):
 def test_the_family_learns_through_the_common_protocol_and_scores_the_same_from_its_file(toy, tmp_path):
     vocab, (train, valid, test) = toy
     settings = dict(epochs=4, batch=8, lr=0.05, lr_decay=1e-6, weight_decay=1e-5, threads=2, progress=False)
-    model0 = Trainer(LBLModel.initial(vocab, order=3, features=12, seed=1), TrainingConfig(**settings)).run(train, valid)
+    model0 = LBLModel.initial(vocab, order=3, features=12, seed=1)
+    model0 = Trainer(model0, TrainingConfig(**settings)).run(train, valid)
     bigram = estimate(NgramCounts.from_corpus(train, 2))
     assert ppl(model0, test) < 0.97 * ppl(bigram, test)
     model1 = ARCHITECTURES["lbl1"].initial(vocab, order=3, features=12, hidden=8, seed=2)

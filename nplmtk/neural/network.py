@@ -59,18 +59,20 @@ class NeuralModel(LanguageModel):
     def check_training(self, config):
         """Raise a ParameterError for training settings this architecture cannot take."""
 
-    def initialise_from(self, source):
+    def initialise_from(self, source, names=None):
         """Start from `source`'s parameters: every array it has under a name this network
-        has, of the same shape (Zhang et al. sec. 3: Model 1 takes Model 0's R, C_i and
-        biases and so predicts exactly as Model 0; Model 2 also takes Model 1's A and a).
-        Returns the names copied."""
+        has (or those of `names`), of the same shape (Zhang et al. sec. 3: Model 1 takes
+        Model 0's R, C_i and biases and so predicts exactly as Model 0; Model 2 takes
+        those and a trained Model 1's A). Returns the names copied."""
         if not isinstance(source, NeuralModel):
             raise ParameterError("{init_from}: not a neural model")
         if source.order != self.order or list(source.vocab.words) != list(self.vocab.words):
             raise ParameterError(f"{{init_from}}: a model of order {source.order} over {len(source.vocab)} words; "
                                  f"this one has order {self.order} and {len(self.vocab)} words (the same vocabulary "
                                  "is needed)")
-        shared = [name for name in self.params if name in source.params]
+        shared = [name for name in self.params if name in source.params and (names is None or name in names)]
+        for name in set(names or ()) - set(shared):
+            raise ParameterError(f"{{init_from}}: no block '{name}' in both networks")
         for name in shared:
             if source.params[name].shape != self.params[name].shape:
                 raise ParameterError(f"{{init_from}}: its {name} is {'x'.join(map(str, source.params[name].shape))}, "
