@@ -186,6 +186,18 @@ cdef inline bint trained(LBL *net, int block, float rate) noexcept nogil:
     return net.param[block] != NULL and rate != 0 and (net.bias or not (block == D_ or block == B_OUT))
 
 
+cdef void step_blocks(LBL *net, Buffers *w, const double *rates, const float *keep, Py_ssize_t stride,
+                      const float *momentum) noexcept nogil:
+    """Every block one step (rates[block * stride], with momentum[block]) and its bulk
+    decay keep[block * stride]."""
+    cdef int block
+    for block in range(NBLOCKS):
+        if trained(net, block, <float> rates[block * stride]):
+            step_block(net, w, block, <float> rates[block * stride], momentum[block], keep[block * stride])
+        elif net.param[block] != NULL and keep[block * stride] != 1:
+            scale(<int> net.size[block], keep[block * stride], net.param[block])
+
+
 cdef double sampled_step(LBL *net, Buffers *w, Sampling *sp, const int *rows, int K, const double *rates,
                          const float *keep, Py_ssize_t stride, double *ess) noexcept nogil:
     """One update with the importance-sampling gradient: each target's row and bias pulled
@@ -343,12 +355,7 @@ cdef class LBLNetwork:
                 K = <int> min(<Py_ssize_t> batch, count - start)
                 total += forward(&self.net, &self.work, &windows[start, 0], K)
                 gradients(&self.net, &self.work, &windows[start, 0], K, rates[R_, u] != 0)
-                for block in range(NBLOCKS):
-                    if trained(&self.net, block, <float> rates[block, u]):
-                        step_block(&self.net, &self.work, block, <float> rates[block, u], momentum[block],
-                                   dense_keep[block, u])
-                    elif self.net.param[block] != NULL and dense_keep[block, u] != 1:
-                        scale(<int> self.net.size[block], dense_keep[block, u], self.net.param[block])
+                step_blocks(&self.net, &self.work, &rates[0, u], &dense_keep[0, u], rates.shape[1], &momentum[0])
                 start += K
                 u += 1
         return total, u
@@ -414,3 +421,100 @@ cdef class LBLNetwork:
                 grads[name][...] = np.asarray(<float[:self.net.size[block]]> self.work.grad[block]).reshape(
                     grads[name].shape)
         return total
+
+
+cdef class LBLOutputBlock(LBLNetwork):
+    """One rank's block of -mpi param: the output rows lo..hi-1 (the rows of R that score
+    words there, and of b), driven phase by phase while nplmtk.neural.parallel sums each
+    phase's results across the blocks (exact softmax). Every rank holds all of R for the
+    context and computes the shared blocks identically; when R is trained, its rows'
+    output steps are the owner's and the caller gathers R after each update."""
+    cdef int lo, hi
+    cdef readonly int exchange_width
+
+    def __init__(self, params, int capacity, bint bias, int lo, int hi):
+        LBLNetwork.__init__(self, params, capacity, bias)
+        if not 0 <= lo <= hi <= self.net.vocab:
+            raise ValueError("output rows outside the vocabulary")
+        self.lo, self.hi = lo, hi
+        self.exchange_width = self.net.m
+
+    def block_scores(self, const int[:, ::1] windows, float[::1] top):
+        """Predict; score this block's words for each window; `top` gets their maxima."""
+        cdef int K = windows.shape[0], i, j, V = self.hi - self.lo, m = self.net.m
+        cdef float best
+        cdef float *y
+        self._check(windows, K)
+        with nogil:
+            predict(&self.net, &self.work, &windows[0, 0], K)
+            broadcast(K, V, self.net.param[B_OUT] + self.lo, self.work.Y)
+            gemm(b'N', b'T', K, V, m, 1.0, self.work.P, m, self.net.param[R_] + <Py_ssize_t> self.lo * m, m, 1.0,
+                 self.work.Y, V)
+            for i in range(K):
+                y = self.work.Y + <Py_ssize_t> i * V
+                best = -3.4e38
+                for j in range(V):
+                    best = y[j] if y[j] > best else best
+                top[i] = best
+
+    def block_exponentials(self, const int[:, ::1] windows, const float[::1] top, double[::1] out):
+        """With the maxima over all blocks: out[i] = sum of this block's exp(y - top), and
+        out[K + i] = y(target) - top when this block holds the target, else 0."""
+        cdef int K = windows.shape[0], n = self.net.context + 1, i, j, t, V = self.hi - self.lo
+        cdef float total
+        cdef float *y
+        with nogil:
+            for i in range(K):
+                y = self.work.Y + <Py_ssize_t> i * V
+                t = windows[i, n - 1] - self.lo
+                out[K + i] = y[t] - top[i] if 0 <= t < V else 0
+                total = 0
+                for j in range(V):
+                    y[j] = <float> exp(y[j] - top[i])
+                    total += y[j]
+                out[i] = total
+
+    def block_backward(self, const int[:, ::1] windows, const double[::1] sums, const double[::1] rates,
+                       float[::1] partial):
+        """With the normalisers over all blocks: dL/dy of this block, its share of dL/dp
+        into `partial` (K x m), the gradient of its rows of b and (when R is trained) the
+        output part of its rows of R."""
+        cdef int K = windows.shape[0], n = self.net.context + 1, i, j, t, V = self.hi - self.lo, m = self.net.m
+        cdef float inverse
+        cdef float *y
+        with nogil:
+            for i in range(K):
+                y = self.work.Y + <Py_ssize_t> i * V
+                inverse = <float> (1 / sums[i])
+                for j in range(V):
+                    y[j] *= inverse
+                t = windows[i, n - 1] - self.lo
+                if 0 <= t < V:
+                    y[t] -= 1
+            memset(&partial[0], 0, <Py_ssize_t> K * m * sizeof(float))
+            gemm(b'N', b'N', K, m, V, 1.0, self.work.Y, V, self.net.param[R_] + <Py_ssize_t> self.lo * m, m, 0.0,
+                 &partial[0], m)
+            memset(self.work.grad[B_OUT], 0, self.net.vocab * sizeof(float))
+            add_rows(K, V, self.work.Y, self.work.grad[B_OUT] + self.lo)
+            if rates[R_] != 0:
+                memset(self.work.grad[R_], 0, <Py_ssize_t> self.net.vocab * m * sizeof(float))
+                gemm(b'T', b'N', V, m, K, 1.0, self.work.Y, V, self.work.P, m, 0.0,
+                     self.work.grad[R_] + <Py_ssize_t> self.lo * m, m)
+
+    def block_input_backward(self, const int[:, ::1] windows, const float[::1] total, const double[::1] rates,
+                             const float[::1] keep, const float[::1] momentum):
+        """With block_backward's partials summed over all blocks (dL/dp): the shared blocks'
+        gradients, the same on every rank, then every block's step and decay. Returns the
+        arrays whose blocks the ranks must gather now: ("R",) when R is trained."""
+        cdef int K = windows.shape[0], n = self.net.context + 1, i, k, m = self.net.m, one = 1
+        cdef float unit = 1
+        with nogil:
+            memcpy(self.work.dP, &total[0], <Py_ssize_t> K * m * sizeof(float))
+            context_backward(&self.net, &self.work, K)
+            if rates[R_] != 0:
+                for i in range(K):
+                    for k in range(self.net.context):
+                        saxpy(&m, &unit, self.work.dX + i * self.net.inputs + k * m, &one,
+                              self.work.grad[R_] + <Py_ssize_t> windows[i, k] * m, &one)
+            step_blocks(&self.net, &self.work, &rates[0], &keep[0], 1, &momentum[0])
+        return ("R",) if rates[R_] != 0 else ()

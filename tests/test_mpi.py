@@ -51,6 +51,25 @@ def test_param_parallel_training_gives_the_serial_parameters(corpus, shape, crit
             np.testing.assert_allclose(parallel[name], serial[name], atol=2e-5, err_msg=f"R={ranks} {name}")
 
 
+@pytest.mark.parametrize("shape", [["-arch", "lbl1", "-h", 5],
+                                   ["-arch", "lbl3", "-h", 4, "-freeze-features", "-momentum", 0.5]])
+def test_param_parallel_log_bilinear_training_gives_the_serial_parameters(corpus, shape):
+    """The log-bilinear output layer is R itself: each rank scores with its rows of R and
+    b; R, when trained, is gathered after each update."""
+    common = ["train", "-text", corpus / "t.txt", "-order", 3, "-m", 6, *shape, "-epochs", 1, "-lr", 0.05,
+              "-batch", 8, "-quiet"]
+    status, _, err = run_nplm(*common, "-lm", corpus / "serial.nplm")
+    assert status == 0, err
+    serial = container.load(str(corpus / "serial.nplm")).arrays
+    for ranks in (2, 3):
+        status, _, err = mpi_nplm(ranks, *common, "-mpi", "param", "-lm", corpus / f"p{ranks}.nplm")
+        assert status == 0, err
+        parallel = container.load(str(corpus / f"p{ranks}.nplm")).arrays
+        assert set(parallel) == set(serial)
+        for name in serial:
+            np.testing.assert_allclose(parallel[name], serial[name], atol=2e-5, err_msg=f"R={ranks} {name}")
+
+
 def test_only_rank_zero_writes_and_the_log_counts_communication(corpus, tmp_path):
     status, _, err = mpi_nplm(2, "train", "-text", corpus / "t.txt", "-valid", corpus / "t.txt", "-order", 3,
                               "-m", 6, "-h", 8, "-epochs", 2, "-batch", 4, "-quiet", "-mpi", "param",

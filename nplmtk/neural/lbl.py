@@ -8,7 +8,7 @@ or by importance sampling (the score is an energy); each parameter block may hav
 own rate, momentum and weight decay (sec. 3: TrainingConfig's block_* settings)."""
 import numpy as np
 
-from .._ext.lbl_kernels import BLOCKS, LBLNetwork
+from .._ext.lbl_kernels import BLOCKS, LBLNetwork, LBLOutputBlock
 from ..errors import ParameterError
 from .network import SCORING_BATCH, NeuralModel, uniform_initialiser
 
@@ -57,6 +57,11 @@ class LBLModel(NeuralModel):
     def network(self, capacity=SCORING_BATCH):
         return LBLNetwork(self.params, capacity, self.meta.get("bias", True))
 
+    def output_block(self, rows, capacity):
+        """The kernel of one rank's block (output rows lo..hi-1) of -mpi param."""
+        lo, hi = rows
+        return LBLOutputBlock(self.params, capacity, self.meta.get("bias", True), lo, hi)
+
     def blocks(self):
         return [name for name in self.BLOCKS if name in self.params]
 
@@ -68,6 +73,9 @@ class LBLModel(NeuralModel):
         if config.criterion != "full" and (config.momentum or any(config.block_momentum.values())):
             raise ParameterError("{momentum} applies to the exact softmax gradient: give {criterion} full "
                                  "or no momentum")
+        if config.criterion != "full" and config.mpi == "param":
+            raise ParameterError(f"{{mpi}} param trains {self.arch} with the exact softmax: give {{criterion}} full, "
+                                 "or use {mpi} data")
 
 
 class GatedLBLModel(LBLModel):

@@ -1,6 +1,7 @@
 """Training across MPI ranks (Bengio et al. 2003, sec. 3.2). `-mpi param`: the
-parameter-parallel output layer. Rank i owns output rows i*ceil(|V|/R) onwards (its rows of b, U and W); every rank
-computes the shared layers (C, H, d) and updates them identically. For each mini-batch:
+parameter-parallel output layer. Rank i owns output rows i*ceil(|V|/R) onwards (its rows of b, U and W; of the
+log-bilinear models, its rows of b and R as output weights); every rank computes the shared layers (C, H, d) and
+updates them identically. For each mini-batch:
 Allreduce MAX of the output maxima, Allreduce SUM of the normalisers (with the target's
 score, so every rank has the log-likelihood), Allreduce SUM of dL/da and dL/dx. The
 arithmetic is the kernel's (the model's `output_block`, OutputBlock.block_*) and the
@@ -41,6 +42,7 @@ class ParamParallelNetwork:
         self.model, self.comm = model, comm
         self.blocks = output_blocks(len(model.vocab), comm.size)
         self.network = model.output_block(self.blocks[comm.rank], capacity)
+        self.per_block = hasattr(model, "blocks")
         self.width = self.network.exchange_width
         self.top = np.empty((2, capacity), dtype=np.float32)
         self.sums = np.empty((2, 3 * capacity))
@@ -52,8 +54,8 @@ class ParamParallelNetwork:
         self.comm.Allreduce(local, result, op=op)
         self.communication_seconds += time.perf_counter() - start
 
-    def train(self, windows, batch, rates, row_keep, dense_keep):
-        total, done, _ = self._sgd(windows, batch, rates, row_keep, dense_keep, self._softmax_step)
+    def train(self, windows, batch, *schedule):
+        total, done, _ = self._sgd(windows, batch, schedule, self._softmax_step)
         return total, done
 
     def train_sampled(self, windows, batch, rates, row_keep, dense_keep, samples, proposal, seed):
@@ -62,23 +64,35 @@ class ParamParallelNetwork:
         dL/da, dL/dx are summed as for the full softmax."""
         self.network.block_sampled_begin(samples, proposal, seed)
         self.samples = samples
-        return self._sgd(windows, batch, rates, row_keep, dense_keep, self._sampled_step)
+        return self._sgd(windows, batch, (rates, row_keep, dense_keep), self._sampled_step)
 
-    def _sgd(self, windows, batch, rates, row_keep, dense_keep, step):
+    def _sgd(self, windows, batch, schedule, step):
         """Update u of the chunk: the output blocks' step, the exchange, the shared layers'
-        step at rates[u] (rows of C decayed by row_keep[u]), then the bulk decay dense_keep[u]."""
+        step at rates[u] (rows of C decayed by row_keep[u]), then the bulk decay dense_keep[u].
+        A model with parameter blocks has schedule (rates, dense_keep, momentum), a column
+        per update, and its block says which arrays the ranks gather after the update."""
         total, ess = 0.0, 0.0
         for u, start in enumerate(range(0, len(windows), batch)):
             chunk = windows[start:start + batch]
             K = len(chunk)
-            logp, sizes = step(chunk, K, rates[u])
+            if self.per_block:
+                rates, dense_keep, momentum = schedule
+                rate, keep = np.ascontiguousarray(rates[:, u]), np.ascontiguousarray(dense_keep[:, u])
+            else:
+                rates, row_keep, dense_keep = schedule
+                rate = rates[u]
+            logp, sizes = step(chunk, K, rate)
             total, ess = total + logp, ess + sizes
             partial = self.partial[:, :K * self.width]
             self._allreduce(partial[0], partial[1], self.MPI.SUM)
-            self.network.block_input_backward(chunk, partial[1], rates[u], row_keep[u])
+            if self.per_block:
+                for name in self.network.block_input_backward(chunk, partial[1], rate, keep, momentum):
+                    self._gather(name)
+                continue
+            self.network.block_input_backward(chunk, partial[1], rate, row_keep[u])
             if dense_keep[u] != 1:
                 self.network.block_decay(dense_keep[u])
-        return total, len(rates), ess
+        return total, schedule[0].shape[-1], ess
 
     def _softmax_step(self, chunk, K, rate):
         """The output blocks' part of one exact update; leaves this rank's dL/da, dL/dx in
@@ -108,17 +122,19 @@ class ParamParallelNetwork:
 
     def synchronise(self):
         """Give every rank every block of b, U and W (before validation and saving)."""
-        MPI = self.MPI
         for name in ("b", "U", "W"):
-            array = self.model.params.get(name)
-            if array is None:
-                continue
-            row = int(np.prod(array.shape[1:], dtype=np.int64))
-            counts = [(hi - lo) * row for lo, hi in self.blocks]
-            offsets = [lo * row for lo, _ in self.blocks]
-            start = time.perf_counter()
-            self.comm.Allgatherv(MPI.IN_PLACE, [array, counts, offsets, MPI.FLOAT])
-            self.communication_seconds += time.perf_counter() - start
+            if name in self.model.params:
+                self._gather(name)
+
+    def _gather(self, name):
+        """Every rank's block of rows of params[name] to every rank."""
+        MPI, array = self.MPI, self.model.params[name]
+        row = int(np.prod(array.shape[1:], dtype=np.int64))
+        counts = [(hi - lo) * row for lo, hi in self.blocks]
+        offsets = [lo * row for lo, _ in self.blocks]
+        start = time.perf_counter()
+        self.comm.Allgatherv(MPI.IN_PLACE, [array, counts, offsets, MPI.FLOAT])
+        self.communication_seconds += time.perf_counter() - start
 
 
 class ParameterAverager:
