@@ -108,6 +108,56 @@ cdef inline double softmax_row(float *y, int size, int target) noexcept nogil:
     return log(<double> y[target])
 
 
+cdef inline void row_maxima(const float *Y, int K, int V, float *top) noexcept nogil:
+    """-mpi param: the maximum of each of K rows of V scores (-3.4e38 for an empty block)."""
+    cdef int i, j
+    cdef float best
+    cdef const float *y
+    for i in range(K):
+        y = Y + <Py_ssize_t> i * V
+        best = -3.4e38
+        for j in range(V):
+            best = y[j] if y[j] > best else best
+        top[i] = best
+
+
+cdef inline void block_exponentials(float *Y, int K, int V, const int *windows, int n, int lo, const float *top,
+                                    double *out) noexcept nogil:
+    """-mpi param: the scores of a block of V output rows (from row lo) of K windows in,
+    exp(y - top) out (top: the maxima over all blocks); out[i] = their sum, out[K + i] =
+    y(target) - top when the block holds the target, else 0."""
+    cdef int i, j, t
+    cdef float total
+    cdef float *y
+    for i in range(K):
+        y = Y + <Py_ssize_t> i * V
+        t = windows[i * n + n - 1] - lo
+        out[K + i] = y[t] - top[i] if 0 <= t < V else 0
+        for j in range(V):
+            y[j] = expf(y[j] - top[i])
+        total = 0
+        for j in range(V):
+            total += y[j]
+        out[i] = total
+
+
+cdef inline void block_output_gradient(float *Y, int K, int V, const int *windows, int n, int lo,
+                                       const double *sums) noexcept nogil:
+    """-mpi param: exp(y - top) of a block in, dL/dy = p - [w = target] out (sums: the
+    normalisers over all blocks)."""
+    cdef int i, j, t
+    cdef float inverse
+    cdef float *y
+    for i in range(K):
+        y = Y + <Py_ssize_t> i * V
+        inverse = <float> (1 / sums[i])
+        for j in range(V):
+            y[j] *= inverse
+        t = windows[i * n + n - 1] - lo
+        if 0 <= t < V:
+            y[t] -= 1
+
+
 cdef inline int check_schedule(Py_ssize_t count, int batch, int capacity, Py_ssize_t rates, Py_ssize_t row_keep,
                                Py_ssize_t dense_keep) except -1:
     """A chunk of `count` examples in batches of `batch` takes one rate, row decay and

@@ -22,7 +22,7 @@ from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
-from kernel_common cimport dot_row, gemm, scale, softmax_row
+from kernel_common cimport block_exponentials, block_output_gradient, dot_row, gemm, row_maxima, scale, softmax_row
 from nplmtk._ext.sampling_kernels cimport (Sampling, attach_proposal, draw_samples, importance_weights,
                                            merge_duplicates, sampling_alloc, sampling_free)
 
@@ -441,56 +441,30 @@ cdef class LBLOutputBlock(LBLNetwork):
 
     def block_scores(self, const int[:, ::1] windows, float[::1] top):
         """Predict; score this block's words for each window; `top` gets their maxima."""
-        cdef int K = windows.shape[0], i, j, V = self.hi - self.lo, m = self.net.m
-        cdef float best
-        cdef float *y
+        cdef int K = windows.shape[0], V = self.hi - self.lo, m = self.net.m
         self._check(windows, K)
         with nogil:
             predict(&self.net, &self.work, &windows[0, 0], K)
             broadcast(K, V, self.net.param[B_OUT] + self.lo, self.work.Y)
             gemm(b'N', b'T', K, V, m, 1.0, self.work.P, m, self.net.param[R_] + <Py_ssize_t> self.lo * m, m, 1.0,
                  self.work.Y, V)
-            for i in range(K):
-                y = self.work.Y + <Py_ssize_t> i * V
-                best = -3.4e38
-                for j in range(V):
-                    best = y[j] if y[j] > best else best
-                top[i] = best
+            row_maxima(self.work.Y, K, V, &top[0])
 
     def block_exponentials(self, const int[:, ::1] windows, const float[::1] top, double[::1] out):
         """With the maxima over all blocks: out[i] = sum of this block's exp(y - top), and
         out[K + i] = y(target) - top when this block holds the target, else 0."""
-        cdef int K = windows.shape[0], n = self.net.context + 1, i, j, t, V = self.hi - self.lo
-        cdef float total
-        cdef float *y
         with nogil:
-            for i in range(K):
-                y = self.work.Y + <Py_ssize_t> i * V
-                t = windows[i, n - 1] - self.lo
-                out[K + i] = y[t] - top[i] if 0 <= t < V else 0
-                total = 0
-                for j in range(V):
-                    y[j] = <float> exp(y[j] - top[i])
-                    total += y[j]
-                out[i] = total
+            block_exponentials(self.work.Y, windows.shape[0], self.hi - self.lo, &windows[0, 0], self.net.context + 1,
+                               self.lo, &top[0], &out[0])
 
     def block_backward(self, const int[:, ::1] windows, const double[::1] sums, const double[::1] rates,
                        float[::1] partial):
         """With the normalisers over all blocks: dL/dy of this block, its share of dL/dp
         into `partial` (K x m), the gradient of its rows of b and (when R is trained) the
         output part of its rows of R."""
-        cdef int K = windows.shape[0], n = self.net.context + 1, i, j, t, V = self.hi - self.lo, m = self.net.m
-        cdef float inverse
-        cdef float *y
+        cdef int K = windows.shape[0], V = self.hi - self.lo, m = self.net.m
         with nogil:
-            for i in range(K):
-                y = self.work.Y + <Py_ssize_t> i * V
-                inverse = <float> (1 / sums[i])
-                for j in range(V):
-                    y[j] *= inverse
-                t = windows[i, n - 1] - self.lo
-                if 0 <= t < V:
-                    y[t] -= 1
+            block_output_gradient(self.work.Y, K, V, &windows[0, 0], self.net.context + 1, self.lo, &sums[0])
             memset(&partial[0], 0, <Py_ssize_t> K * m * sizeof(float))
             gemm(b'N', b'N', K, m, V, 1.0, self.work.Y, V, self.net.param[R_] + <Py_ssize_t> self.lo * m, m, 0.0,
                  &partial[0], m)

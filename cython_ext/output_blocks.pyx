@@ -10,7 +10,7 @@ from libc.math cimport expf
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
-from kernel_common cimport dot, gemm
+from kernel_common cimport block_exponentials, block_output_gradient, dot, gemm, row_maxima
 from nplmtk._ext.sampling_kernels cimport (Sampling, attach_proposal, draw_samples, merge_duplicates, sampling_alloc,
                                            sampling_free)
 from feedforward cimport (Net, Work, decay_dense, hidden_layer, input_backward, net_attach, output_backward, scores,
@@ -44,54 +44,28 @@ cdef class OutputBlock:
 
     def block_scores(self, const int[:, ::1] windows, float[::1] top):
         """Scores of this block's words for each window; `top` gets their maxima."""
-        cdef int K = windows.shape[0], i, j, V = self.net.vocab
-        cdef float best
-        cdef float *y
+        cdef int K = windows.shape[0], V = self.net.vocab
         self._check_block(windows)
         with nogil:
             scores(&self.net, &self.work, &windows[0, 0], K)
-            for i in range(K):
-                y = self.work.Y + <Py_ssize_t> i * V
-                best = -3.4e38
-                for j in range(V):
-                    best = y[j] if y[j] > best else best
-                top[i] = best
+            row_maxima(self.work.Y, K, V, &top[0])
         
     def block_exponentials(self, const int[:, ::1] windows, const float[::1] top, double[::1] out):
         """With the maxima over all blocks: out[i] = sum of this block's exp(y - top), and
         out[K + i] = y(target) - top when this block holds the target, else 0."""
-        cdef int K = windows.shape[0], n = self.net.context + 1, i, j, t, V = self.net.vocab
-        cdef float total
-        cdef float *y
         with nogil:
-            for i in range(K):
-                y = self.work.Y + <Py_ssize_t> i * V
-                t = windows[i, n - 1] - self.lo
-                out[K + i] = y[t] - top[i] if 0 <= t < V else 0
-                for j in range(V):
-                    y[j] = expf(y[j] - top[i])
-                total = 0
-                for j in range(V):
-                    total += y[j]
-                out[i] = total
+            block_exponentials(self.work.Y, windows.shape[0], self.net.vocab, &windows[0, 0], self.net.context + 1,
+                               self.lo, &top[0], &out[0])
 
     def block_backward(self, const int[:, ::1] windows, const double[::1] sums, float rate, float[::1] partial):
         """With the normalisers over all blocks: dL/dy of this block, this block's share of
         dL/da and of the direct dL/dx into `partial` (K x hidden, then K x inputs), and the
         steps on the block's rows of U, W and b."""
-        cdef int K = windows.shape[0], n = self.net.context + 1, i, j, t, V = self.net.vocab
+        cdef int K = windows.shape[0]
         cdef Py_ssize_t hidden_part = <Py_ssize_t> K * self.net.hidden
-        cdef float inverse
-        cdef float *y
         with nogil:
-            for i in range(K):
-                y = self.work.Y + <Py_ssize_t> i * V
-                inverse = <float> (1 / sums[i])
-                for j in range(V):
-                    y[j] *= inverse
-                t = windows[i, n - 1] - self.lo
-                if 0 <= t < V:
-                    y[t] -= 1
+            block_output_gradient(self.work.Y, K, self.net.vocab, &windows[0, 0], self.net.context + 1, self.lo,
+                                  &sums[0])
             output_backward(&self.net, &self.work, K, rate)
             memcpy(&partial[0], self.work.dA, hidden_part * sizeof(float))
             memcpy(&partial[hidden_part], self.work.dX, <Py_ssize_t> K * self.net.inputs * sizeof(float))
