@@ -82,7 +82,8 @@ class GatedLBLModel(LBLModel):
     kind = "nplm-lbl1"
     arch = "lbl1"
     summary = ("Model 1: Model 0 with each context word's C_i^T r(w_i) weighted by a gate "
-               "s_i = 2 logistic(B^T h + b) of a hidden layer h = logistic(A^T f + a) of -h units")
+               "s_i = 2 logistic(B^T h + b) of a hidden layer h = logistic(A^T f + a) of -h units (logistic: "
+               "-activation does not apply)")
     ARCHITECTURE = ("features", "hidden", "bias")
     GATED = True
 
