@@ -67,6 +67,52 @@ def save(path, kind, arrays, meta=None, vocab=None):
         out.write(b"\0" * (header["file_size"] - written))
 
 
+# The dtypes a container may hold (little-endian): model arrays, counts, ids.
+DTYPES = ("<f4", "<f8", "<i4", "<i8", "<u4", "<u8", "|u1", "|i1", "|b1")
+
+
+def _checked_header(body, file_size, path):
+    """The JSON header, refused unless it has every key of the layout with values of the
+    right types, each array inside the file with as many bytes as its dtype and shape say."""
+    def refuse(what):
+        raise InputError(f"malformed nplm model header ({what})", path=path)
+    try:
+        header = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        refuse("not JSON")
+    if not isinstance(header, dict) or not isinstance(header.get("kind"), str) \
+            or not isinstance(header.get("meta"), dict) or not isinstance(header.get("arrays"), list):
+        refuse("kind, meta and arrays")
+    if not _natural(header.get("file_size")):
+        refuse("file_size")
+    names = set()
+    for entry in header["arrays"]:
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or entry["name"] in names:
+            refuse("an array without a name of its own")
+        names.add(entry["name"])
+        shape = entry.get("shape")
+        if entry.get("dtype") not in DTYPES or not isinstance(shape, list) or len(shape) > 8 \
+                or not all(_natural(n) for n in shape):
+            refuse(f"array '{entry['name']}': dtype and shape")
+        count = 1
+        for n in shape:
+            count *= n
+        if not all(_natural(entry.get(key)) for key in ("offset", "nbytes", "crc32")) \
+                or entry["nbytes"] != count * np.dtype(entry["dtype"]).itemsize \
+                or entry["offset"] + entry["nbytes"] > header["file_size"]:
+            refuse(f"array '{entry['name']}': its bytes")
+    vocab = header.get("vocab")
+    if vocab is not None and not (isinstance(vocab, dict) and isinstance(vocab.get("words"), list)
+                                  and all(isinstance(w, str) for w in vocab["words"])
+                                  and isinstance(vocab.get("unk"), str)):
+        refuse("vocab")
+    return header
+
+
+def _natural(value):
+    return type(value) is int and value >= 0
+
+
 class ModelFile:
     """A loaded container: `kind`, `meta`, `vocab` and `arrays` (read-only memory maps)."""
 
@@ -104,7 +150,7 @@ def load(path, verify=True):
                 raise InputError("truncated nplm model file (header)", path=path)
             if zlib.crc32(body) != header_crc:
                 raise InputError("corrupt nplm model file (header checksum mismatch)", path=path)
-            header = json.loads(body.decode("utf-8"))
+            header = _checked_header(body, size, path)
             if size < header["file_size"]:
                 raise InputError(f"truncated nplm model file ({size} of {header['file_size']} bytes)", path=path)
             buffer = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
@@ -118,6 +164,9 @@ def load(path, verify=True):
                              path=path)
         arrays[entry["name"]] = np.frombuffer(view, dtype=np.dtype(entry["dtype"])).reshape(entry["shape"])
     vocab = None
-    if header["vocab"] is not None:
-        vocab = Vocabulary(header["vocab"]["words"], unk=header["vocab"]["unk"])
+    if header.get("vocab") is not None:
+        try:
+            vocab = Vocabulary(header["vocab"]["words"], unk=header["vocab"]["unk"])
+        except NplmError as error:
+            raise InputError(f"vocabulary: {error.render()}", path=path) from None
     return ModelFile(path, header["kind"], header["meta"], vocab, arrays)

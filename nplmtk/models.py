@@ -34,10 +34,10 @@ def checkpoint_model(model_file, best=True):
     saved_best = {k[len("best."):]: v for k, v in arrays.items() if k.startswith("best.")}
     current = {k: v for k, v in arrays.items() if not k.startswith(("best.", "velocity."))}
     arch = model_file.meta.get("arch", "mlp")
-    if arch not in ARCHITECTURES:
-        raise InputError(f"architecture '{arch}' is not supported by this version", path=model_file.path)
+    if not isinstance(arch, str) or arch not in ARCHITECTURES:
+        raise InputError(f"architecture {arch!r} is not supported by this version", path=model_file.path)
     return ARCHITECTURES[arch].from_arrays(model_file.vocab, saved_best if best and saved_best else current,
-                                           model_file.meta)
+                                           model_file.meta, model_file.path)
 
 
 # container kind -> function(ModelFile) -> LanguageModel

@@ -37,6 +37,17 @@ class EnergyModel(NeuralModel):
         return cls(vocab, params, order, "tanh", {"features": features, "hidden": hidden, "direct": direct,
                                                   "bias": bias})
 
+    @classmethod
+    def array_shapes(cls, vocab_size, order, shape):
+        width, hidden = order * shape["features"], shape["hidden"]
+        if hidden < 1:
+            return {}
+        arrays = {"C": (vocab_size, shape["features"]), "H": (hidden, width), "d": (hidden,),
+                  "U": (vocab_size, hidden), "b": (vocab_size,)}
+        if shape["direct"]:
+            arrays["W"] = (vocab_size, width)
+        return arrays
+
     def check_training(self, config):
         if config.criterion != "full" and config.batch != 1:
             raise ParameterError("{arch} energy with importance sampling trains one window per update: give {batch} 1")

@@ -23,6 +23,7 @@ class LBLModel(NeuralModel):
     summary = ("Model 0 of Zhang, Mnih & Hinton: softmax over b_w + r(w) . (d + sum_i C_i^T r(w_i)), one "
                "feature matrix for context and next word; -h and -activation do not apply")
     ARCHITECTURE = ("features", "bias")
+    ACTIVATIONS = ("linear",)
     BLOCKS = BLOCKS  # the parameter blocks, in the kernel's order (those a model has)
     GATED = False  # Models 1 and 3: gates s_i on the context words
     HIDDEN_TERM = False  # Models 2 and 3: S^T h added to p
@@ -53,6 +54,20 @@ class LBLModel(NeuralModel):
         if has_hidden:
             meta["hidden"] = hidden
         return cls(vocab, params, order, "linear", meta)
+
+    @classmethod
+    def array_shapes(cls, vocab_size, order, shape):
+        m, context, hidden = shape["features"], order - 1, shape.get("hidden", 0)
+        arrays = {"R": (vocab_size, m), "C": (context, m, m), "d": (m,), "b": (vocab_size,)}
+        if cls.GATED or cls.HIDDEN_TERM:
+            if hidden < 1:
+                return {}
+            arrays.update(A=(context * m, hidden), a=(hidden,))
+        if cls.GATED:
+            arrays.update(B=(hidden, context), gate_bias=(context,))
+        if cls.HIDDEN_TERM:
+            arrays["S"] = (hidden, m)
+        return arrays
 
     def network(self, capacity=SCORING_BATCH):
         return LBLNetwork(self.params, capacity, self.meta.get("bias", True))

@@ -14,6 +14,7 @@ class MLPModel(NeuralModel):
     kind = "nplm-mlp"
     arch = "mlp"
     summary = "Bengio et al. 2003, eq. 1: softmax over b + W x + U act(d + H x)"
+    ACTIVATIONS = tuple(ACTIVATIONS)
 
     def __init__(self, vocab, params, order, activation="tanh", meta=None):
         if activation not in ACTIVATIONS:
@@ -37,6 +38,18 @@ class MLPModel(NeuralModel):
             params["W"] = uniform((size, inputs), inputs)
         meta = {"features": features, "hidden": hidden, "direct": direct, "bias": bias}
         return cls(vocab, params, order, activation, meta)
+
+    @classmethod
+    def array_shapes(cls, vocab_size, order, shape):
+        if shape["hidden"] == 0 and not shape["direct"]:
+            return {}  # no such network: any array is unexpected
+        inputs = (order - 1) * shape["features"]
+        arrays = {"C": (vocab_size, shape["features"]), "b": (vocab_size,)}
+        if shape["hidden"]:
+            arrays.update(H=(shape["hidden"], inputs), d=(shape["hidden"],), U=(vocab_size, shape["hidden"]))
+        if shape["direct"]:
+            arrays["W"] = (vocab_size, inputs)
+        return arrays
 
     def network(self, capacity=SCORING_BATCH):
         return Network(self.params, self.order - 1, ACTIVATIONS[self.activation], capacity,

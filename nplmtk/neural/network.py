@@ -5,10 +5,14 @@ training examples are those windows (docs/ARCHITECTURE.md: "adding an architectu
 import numpy as np
 
 from .. import container
-from ..errors import ParameterError
+from ..errors import InputError, ParameterError
 from ..lm import LanguageModel
 
 SCORING_BATCH = 256
+MAX_ORDER = 20  # as train-nplm -order
+MAX_UNITS = 1 << 20  # features or hidden units a file may declare
+META_TYPES = {"features": int, "hidden": int, "direct": bool, "bias": bool}
+META_MINIMUM = {"features": 1, "hidden": 0}
 
 
 class NeuralModel(LanguageModel):
@@ -27,6 +31,7 @@ class NeuralModel(LanguageModel):
     arch = None
     summary = ""
     ARCHITECTURE = ("features", "hidden", "direct", "bias")  # the meta keys that shape the network
+    ACTIVATIONS = ("tanh",)  # the hidden activations its files may name
 
     def __init__(self, vocab, params, order, activation="tanh", meta=None):
         self.vocab = vocab
@@ -105,14 +110,55 @@ class NeuralModel(LanguageModel):
         return {"order": self.order, "arch": self.arch, "activation": self.activation, **self.meta}
 
     @classmethod
-    def from_arrays(cls, vocab, params, meta):
-        """A model from stored arrays and the meta of a model file or checkpoint."""
-        return cls(vocab, {k: np.array(v) for k, v in params.items()}, meta["order"], meta.get("activation", "tanh"),
-                   {k: meta[k] for k in cls.ARCHITECTURE})
+    def array_shapes(cls, vocab_size, order, shape):
+        """The arrays a network of this architecture has: name -> shape, from the vocabulary
+        size, the order and the `ARCHITECTURE` meta values in `shape`."""
+        raise NotImplementedError
+
+    @classmethod
+    def from_arrays(cls, vocab, params, meta, path=None):
+        """A model from stored arrays and the meta of a model file or checkpoint, checked
+        first against what the architecture promises (the kernels do not check sizes): an
+        InputError naming `path` for anything else."""
+        order, activation, shape = cls._checked_meta(vocab, meta, path)
+        expected = cls.array_shapes(len(vocab), order, shape)
+        for name in sorted(set(expected) ^ set(params)):
+            raise InputError(f"{cls.arch} network with {'an unexpected' if name in params else 'no'} array '{name}'",
+                             path=path)
+        for name, dims in expected.items():
+            array = params[name]
+            if array.dtype != np.float32 or tuple(array.shape) != tuple(dims):
+                raise InputError(f"{cls.arch} network: array '{name}' is {array.dtype} {tuple(array.shape)}, its "
+                                 f"shape says float32 {tuple(dims)}", path=path)
+            if not np.isfinite(array).all():
+                raise InputError(f"{cls.arch} network: array '{name}' holds non-finite values", path=path)
+        return cls(vocab, {k: np.array(v) for k, v in params.items()}, order, activation, shape)
+
+    @classmethod
+    def _checked_meta(cls, vocab, meta, path):
+        """(order, activation, the ARCHITECTURE values) of a file's meta, or an InputError."""
+        if vocab is None or len(vocab) < 3:
+            raise InputError(f"{cls.arch} network without a vocabulary", path=path)
+        order = meta.get("order")
+        if type(order) is not int or not 2 <= order <= MAX_ORDER:
+            raise InputError(f"{cls.arch} network of order {order!r} (an integer from 2 to {MAX_ORDER})", path=path)
+        activation = meta.get("activation", "tanh")
+        if activation not in cls.ACTIVATIONS:
+            raise InputError(f"{cls.arch} network with activation {activation!r} "
+                             f"(expected {' or '.join(cls.ACTIVATIONS)})", path=path)
+        shape = {}
+        for key in cls.ARCHITECTURE:
+            value, kind = meta.get(key), META_TYPES[key]
+            if type(value) is not kind or (kind is int and not META_MINIMUM[key] <= value <= MAX_UNITS):
+                raise InputError(f"{cls.arch} network with {key} {value!r} (expected "
+                                 + ("true or false)" if kind is bool else
+                                    f"an integer from {META_MINIMUM[key]} to {MAX_UNITS:,})"), path=path)
+            shape[key] = value
+        return order, activation, shape
 
     @classmethod
     def from_file(cls, model_file):
-        return cls.from_arrays(model_file.vocab, model_file.arrays, model_file.meta)
+        return cls.from_arrays(model_file.vocab, model_file.arrays, model_file.meta, model_file.path)
 
     def save(self, path, extra_meta=None):
         container.save(path, self.kind, self.params, meta={**self.file_meta(), **(extra_meta or {})},

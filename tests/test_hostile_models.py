@@ -1,0 +1,108 @@
+"""Crafted model files with valid checksums (issue 20, item 1): every one is refused in one
+line naming the file, exit 2, before a kernel sees its arrays (the kernels do not check
+sizes: these files used to crash `nplm ppl` with SIGSEGV, print nan, or a traceback)."""
+import json
+import struct
+import zlib
+
+import numpy as np
+import pytest
+
+from conftest import assert_one_line_error, run_nplm
+from nplmtk import container
+from nplmtk.models import ARCHITECTURES
+from nplmtk.vocab import Vocabulary
+
+VOCAB = Vocabulary(["a", "b", "c", "d"])
+
+
+def saved(tmp_path, arch="mlp", arrays=None, meta=None, vocab=VOCAB, kind=None, **shape):
+    """A model of `arch` written with its arrays and meta changed as given."""
+    model = ARCHITECTURES[arch].initial(VOCAB, order=shape.pop("order", 4), features=3,
+                                        hidden=shape.pop("hidden", 5), seed=1, **shape)
+    params = {**model.params, **(arrays or {})}
+    params = {k: v for k, v in params.items() if v is not None}
+    file_meta = {**model.file_meta(), **(meta or {})}
+    file_meta = {k: v for k, v in file_meta.items() if v is not None}
+    path = tmp_path / "m.nplm"
+    container.save(str(path), kind or model.kind, params, meta=file_meta, vocab=vocab)
+    return path
+
+
+def raw_container(tmp_path, body):
+    """A container whose header is `body` (bytes) with a valid checksum, and no arrays."""
+    path = tmp_path / "raw.nplm"
+    path.write_bytes(struct.pack("<8sIII4x", container.MAGIC, 1, len(body), zlib.crc32(body)) + body)
+    return path
+
+
+def refused(tmp_path, path, *fragments):
+    (tmp_path / "t.txt").write_text("a b c d\nd c b a\n")
+    status, out, err = run_nplm("ppl", "-lm", path, "-text", tmp_path / "t.txt")
+    assert_one_line_error(status, err, str(path), *fragments)
+    assert out == ""
+
+
+@pytest.mark.parametrize("arch, change, fragment", [
+    ("mlp", {"arrays": {"b": np.zeros(9, np.float32)}}, "array 'b' is float32 (9,), its shape says float32 (7,)"),
+    ("mlp", {"arrays": {"U": np.zeros((7, 4), np.float32)}}, "array 'U'"),
+    ("mlp", {"arrays": {"C": np.zeros((7, 3), np.float64)}}, "array 'C' is float64"),
+    ("mlp", {"arrays": {"H": None}}, "mlp network with no array 'H'"),
+    ("mlp", {"arrays": {"extra": np.zeros(3, np.float32)}}, "an unexpected array 'extra'"),
+    ("mlp", {"arrays": {"d": np.array([1, np.inf, 0, 0, 0], np.float32)}}, "array 'd' holds non-finite values"),
+    ("mlp", {"vocab": Vocabulary([f"w{i}" for i in range(30)])}, "array 'C'"),
+    ("mlp", {"meta": {"order": 20}}, "array 'H'"),
+    ("mlp", {"meta": {"order": 99}}, "order 99"),
+    ("mlp", {"meta": {"order": "4"}}, "order '4'"),
+    ("mlp", {"meta": {"features": None}}, "features None"),
+    ("mlp", {"meta": {"hidden": -5}}, "hidden -5"),
+    ("mlp", {"meta": {"direct": 1}}, "direct 1"),
+    ("mlp", {"meta": {"activation": "softsign"}}, "activation 'softsign'"),
+    ("mlp", {"vocab": None}, "without a vocabulary"),
+    ("energy", {"arrays": {"H": np.zeros((5, 9), np.float32)}}, "array 'H'"),
+    ("lbl", {"arrays": {"R": np.zeros((7, 4), np.float32)}}, "array 'R'"),
+    ("lbl", {"meta": {"order": 20}}, "array 'C'"),
+    ("lbl1", {"arrays": {"gate_bias": np.zeros(5, np.float32)}}, "array 'gate_bias'"),
+    ("lbl3", {"arrays": {"S": None}}, "no array 'S'"),
+    ("lbl2", {"meta": {"hidden": 7}}, "array 'A'"),
+])
+def test_a_network_whose_arrays_break_its_promises_is_refused(tmp_path, arch, change, fragment):
+    refused(tmp_path, saved(tmp_path, arch, **change), fragment)
+
+
+def test_a_checkpoint_is_checked_as_its_network(tmp_path):
+    path = saved(tmp_path, "lbl", arrays={"best.b": np.zeros(3, np.float32)}, kind="nplm-checkpoint")
+    refused(tmp_path, path, "lbl network with no array 'C'")  # a best set of b alone
+    path = saved(tmp_path, "mlp", meta={"arch": ["mlp"]}, kind="nplm-checkpoint")
+    refused(tmp_path, path, "architecture ['mlp'] is not supported")
+
+
+def header(**changes):
+    array = {"name": "b", "dtype": "<f4", "shape": [7], "offset": 128, "nbytes": 28, "crc32": 0}
+    base = {"kind": "nplm-mlp", "meta": {}, "arrays": [array], "vocab": None, "file_size": 192}
+    for key, value in changes.items():
+        if key.startswith("array_"):
+            array[key[len("array_"):]] = value
+        else:
+            base[key] = value
+    return json.dumps(base).encode()
+
+
+@pytest.mark.parametrize("body, fragment", [
+    (b"[" * 100000 + b"]" * 100000, "not JSON"),
+    (b"\xff\xfe", "not JSON"),
+    (b"[1, 2]", "kind, meta and arrays"),
+    (header(meta=None), "kind, meta and arrays"),
+    (header(file_size="big"), "file_size"),
+    (header(array_dtype="<f2"), "array 'b': dtype and shape"),
+    (header(array_dtype="O"), "array 'b': dtype and shape"),
+    (header(array_shape=[-7]), "array 'b': dtype and shape"),
+    (header(array_nbytes=12), "array 'b': its bytes"),
+    (header(array_offset=10 ** 12), "array 'b': its bytes"),
+    (header(vocab={"words": [1, 2]}), "vocab"),
+    (header(arrays=[], file_size=0, vocab={"words": ["a", "a"], "unk": "<unk>"}),
+     "vocabulary: vocabulary has duplicate words"),
+    (header(arrays=[], file_size=0, vocab={"words": ["a"], "unk": "<s>"}), "vocabulary: unk cannot be <s>"),
+])
+def test_a_malformed_header_is_refused(tmp_path, body, fragment):
+    refused(tmp_path, raw_container(tmp_path, body), fragment)
