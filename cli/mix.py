@@ -7,6 +7,7 @@ import numpy as np
 
 from nplmtk.corpus import Corpus
 from nplmtk.errors import NplmError
+from nplmtk.io import check_writable
 from nplmtk.lm import LN10
 from nplmtk.mixture import Mixture, fit_weights
 from nplmtk.models import load
@@ -79,6 +80,7 @@ def command(models, text, weights, bins, bin_text, iterations, write, debug, low
         raise NplmError("-bins needs -bin-text FILE: the training text whose context counts define the bins")
     if weights is not None and bins > 1:
         raise NplmError("-lambda fixes one weight set; it does not go with -bins")
+    check_writable(write)
     normalize = Normalizer(lower=lower, map_numbers=map_numbers)
     components = [load(path) for path in models]
     uniform = np.full((1, len(models)), 1.0 / len(models))

@@ -3,7 +3,7 @@ import click
 
 from nplmtk.corpus import Corpus
 from nplmtk.errors import NplmError
-from nplmtk.io import check_readable, read_lines
+from nplmtk.io import check_readable, check_writable, read_lines
 from nplmtk.ngram.arpa import write_arpa
 from nplmtk.ngram.counts import MAX_ORDER, NgramCounts, check_order
 from nplmtk.ngram.deleted_interpolation import DeletedInterpolation
@@ -67,6 +67,8 @@ def command(text, read, order, vocab, unk, write, lm, kndiscount, wbdiscount, in
         raise NplmError("-: stdin can be read only once")
     for path in list(text) + list(read) + ([vocab] if vocab else []) + ([heldout] if heldout else []):
         check_readable(path)
+    for path in (lm, write):
+        check_writable(path)
     normalize = Normalizer(lower=lower, map_numbers=map_numbers)
 
     if vocab is not None:

@@ -7,7 +7,7 @@ import click
 
 from nplmtk.corpus import Corpus
 from nplmtk.errors import NplmError
-from nplmtk.io import check_readable
+from nplmtk.io import check_readable, check_writable
 from nplmtk.models import ARCHITECTURES, PLANNED_ARCHITECTURES, load
 from nplmtk.neural.parallel import world
 from nplmtk.neural.train import CRITERIA, MPI_MODES, Trainer, TrainingConfig
@@ -112,7 +112,13 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, ar
         for path in [text] + [p for p in (valid, vocab) if p] + [path for path, _ in init_from]:
             check_readable(path)
         if checkpoint:
-            os.makedirs(checkpoint, exist_ok=True)
+            try:
+                os.makedirs(checkpoint, exist_ok=True)
+            except OSError as err:
+                raise NplmError(f"cannot create the checkpoint folder ({err.strerror})", path=checkpoint) from None
+            check_writable(os.path.join(checkpoint, "checkpoint.nplm"))
+        for path in (lm, log):  # before hours of training, not after
+            check_writable(path)
         normalize = Normalizer(lower=lower, map_numbers=map_numbers)
         config = TrainingConfig(epochs=epochs, batch=batch, lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
                                 threads=threads, seed=seed, patience=patience, checkpoint_dir=checkpoint,

@@ -2,6 +2,7 @@
 import click
 
 from nplmtk.errors import NplmError
+from nplmtk.io import check_writable
 from nplmtk.text import Normalizer
 from nplmtk.vocab import UNK, Vocabulary, count_words
 
@@ -29,6 +30,8 @@ def command(text, write_vocab, write_counts, min_count, max_size, lower, map_num
     """
     if text.count("-") > 1:
         raise NplmError("-: stdin can be read only once")
+    for path in (write_vocab, write_counts):
+        check_writable(path)
     counts = count_words(text, Normalizer(lower=lower, map_numbers=map_numbers))
     vocab = Vocabulary.from_counts(counts, min_count=min_count, max_size=max_size, unk=unk)
     if write_vocab is None and write_counts is None:

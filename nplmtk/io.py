@@ -87,6 +87,24 @@ def check_readable(path):
         raise _os_error(path, err) from None
 
 
+def check_writable(path):
+    """Fail early (before any long work) when an output could not be written: its folder
+    missing, `path` a folder, or no file can be created there."""
+    if path is None or path == "-":
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise NplmError("is a directory, not a file", path=path)
+    if not os.path.isdir(directory):
+        raise NplmError(f"directory {directory} does not exist", path=path)
+    try:
+        fd, probe = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    except OSError as err:
+        raise _os_error(path, err) from None
+    os.close(fd)
+    os.unlink(probe)
+
+
 @contextlib.contextmanager
 def atomic_output(path, binary=False):
     """Yield a file for `path`; it appears only when the block succeeds.

@@ -106,3 +106,24 @@ def header(**changes):
 ])
 def test_a_malformed_header_is_refused(tmp_path, body, fragment):
     refused(tmp_path, raw_container(tmp_path, body), fragment)
+
+
+@pytest.mark.parametrize("command", [
+    ["train", "-text", "T", "-order", 3, "-m", 4, "-h", 4, "-log", "SIDE", "-lm", "OUT"],
+    ["train", "-text", "T", "-order", 3, "-m", 4, "-h", 4, "-lm", "SIDE", "-log", "OUT"],
+    ["ngram-count", "-text", "T", "-order", 2, "-write", "SIDE", "-lm", "OUT"],
+    ["vocab", "-text", "T", "-write-counts", "SIDE", "-write-vocab", "OUT"],
+    ["mix", "-lm", "OK", "-lm", "OK", "-text", "T", "-write", "OUT"],
+])
+def test_an_output_that_cannot_be_written_is_refused_before_the_work(tmp_path, command):
+    """Issue 20, item 7: a typo in an output's folder used to cost the whole run (the
+    other outputs were written, the report printed, then the error)."""
+    (tmp_path / "t.txt").write_text("a b c d\nd c b a\n" * 50)
+    assert run_nplm("ngram-count", "-text", tmp_path / "t.txt", "-order", 2, "-lm", tmp_path / "ok.arpa")[0] == 0
+    side = tmp_path / "side"
+    for out, message in ((tmp_path / "missing" / "out", f"{tmp_path / 'missing'} does not exist"),
+                         (tmp_path, "is a directory, not a file")):
+        files = {"T": tmp_path / "t.txt", "OK": tmp_path / "ok.arpa", "OUT": out, "SIDE": side}
+        status, stdout, err = run_nplm(*[files.get(a, a) if isinstance(a, str) else a for a in command])
+        assert_one_line_error(status, err, message)
+        assert stdout == "" and not side.exists()
