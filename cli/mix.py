@@ -1,12 +1,14 @@
 """nplm mix: interpolate models with weights learned by EM on held-out text."""
 import math
+import os
 import re
+import warnings
 
 import click
 import numpy as np
 
 from nplmtk.corpus import Corpus
-from nplmtk.errors import NplmError
+from nplmtk.errors import NplmError, NplmWarning
 from nplmtk.io import check_writable
 from nplmtk.lm import LN10
 from nplmtk.mixture import Mixture, fit_weights
@@ -14,7 +16,7 @@ from nplmtk.models import load
 from nplmtk.ppl import read_scored_text, report
 from nplmtk.text import Normalizer
 
-from .options import example, flag, option
+from .options import example, flag, option, spell
 
 NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
@@ -69,7 +71,9 @@ def stats_of(model, raw, corpus, log10):
         help="1: print each EM iteration as compute-best-mix does.")
 @flag("lower", help="Lower-case the texts first (as the models' training text was).")
 @flag("map-numbers", help="Map numeric tokens to <num> (as the models' training text was).")
-def command(models, text, weights, bins, bin_text, iterations, write, debug, lower, map_numbers):
+@flag("allow-paths", help="Follow a mixture's components wherever its file names them (by default only "
+                          "files in the mixture's folder and below).")
+def command(models, text, weights, bins, bin_text, iterations, write, debug, lower, map_numbers, allow_paths):
     """Interpolate models: p(w|h) = sum_i lambda_i p_i(w|h), the weights fitted by EM on
     held-out text (as SRILM's compute-best-mix) unless -lambda fixes them, optionally one
     weight set per context-frequency bin (Bengio et al. 2003, sec. 2). Prints each
@@ -82,7 +86,7 @@ def command(models, text, weights, bins, bin_text, iterations, write, debug, low
         raise NplmError("-lambda fixes one weight set; it does not go with -bins")
     check_writable(write)
     normalize = Normalizer(lower=lower, map_numbers=map_numbers)
-    components = [load(path) for path in models]
+    components = [load(path, allow_paths) for path in models]
     uniform = np.full((1, len(models)), 1.0 / len(models))
     mixture = Mixture(components, uniform if weights is None else parse_weights(weights, len(models)), models)
     raw, heldout = read_scored_text(text, mixture.vocab, normalize)
@@ -110,3 +114,7 @@ def command(models, text, weights, bins, bin_text, iterations, write, debug, low
     if write:
         mixture.save(write)
         click.echo(f"wrote {write}")
+        folder = os.path.dirname(os.path.abspath(write))
+        if any(os.path.commonpath([folder, os.path.abspath(name)]) != folder for name in models):
+            warnings.warn(f"{write} names components outside its folder: reading it needs {spell('allow_paths')}",
+                          NplmWarning)

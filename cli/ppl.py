@@ -43,15 +43,17 @@ def _mix_options(function):
         help="Accepted as 0 only: nplm always interpolates exactly, as SRILM does with -bayes 0.")
 @flag("oov-estimate", help="Energy networks: a word outside the vocabulary gets the feature vector "
                            "sum_i C(i) P(i|context) and a probability (Bengio et al. 2003, sec. 5.1).")
+@flag("allow-paths", help="Follow a mixture's components wherever its file names them (by default only "
+                          "files in the mixture's folder and below).")
 @_mix_options
 def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, main_weight, bayes, oov_estimate,
-            **more):
+            allow_paths, **more):
     """Report the perplexity of a model on a text in SRILM's `ngram -ppl` format."""
     if (text is None) == (ppl_file is None):
         raise NplmError("give the text to score with -text FILE (or -ppl FILE)")
     if bayes not in (None, 0):
         raise NplmError("-bayes: only 0 (exact interpolation) is supported")
-    model = load(lm)
+    model = load(lm, allow_paths)
     if order is not None:
         if not hasattr(model, "truncated"):
             raise NplmError(f"{lm}: -order applies to n-gram models only")
@@ -64,7 +66,7 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
         weights = [main_weight, 1 - main_weight - sum(w for _, w in extra)] + [w for _, w in extra]
         if weights[1] < -1e-9:
             raise NplmError("-lambda and -mix-lambdaN add up to more than 1")
-        model = Mixture([model] + [load(name) for name in names[1:]], [max(w, 0.0) for w in weights], names)
+        model = Mixture([model] + [load(name, allow_paths) for name in names[1:]], [max(w, 0.0) for w in weights], names)
     if oov_estimate and not hasattr(model, "logprobs_estimating_oov"):
         raise NplmError(f"{lm}: -oov-estimate needs an energy network (-arch energy)")
     perplexity(model, text or ppl_file, debug=debug, write=click.echo,

@@ -10,12 +10,13 @@ of the held-out tokens; each bin has its own weights. A mixture is a model: it s
 saves (the component files by path), and mixes again.
 """
 import os
+import stat
 
 import numpy as np
 
 from . import container
 from .corpus import Corpus
-from .errors import InputError, NplmError
+from .errors import InputError, NplmError, ParameterError
 from .lm import LN10, LanguageModel
 from .ngram.interpolation_weights import count_word_pairs, find_contexts, fit_bin_weights, frequency_bins
 
@@ -177,20 +178,46 @@ def fit_weights(logp, bins, num_bins, iterations=200, tolerance=1e-7, log=None):
 
 
 _LOADING = []  # mixture files being loaded, to refuse a mixture that contains itself
+_LOADED = {}  # components opened while the outermost mixture loads: each file once
+MAX_DEPTH = 8  # mixtures of mixtures
 
 
-def load_mixture(model_file, load):
-    """The mixture a model file describes; `load` opens its components."""
+def load_mixture(model_file, load, allow_paths=False):
+    """The mixture a model file describes; `load` opens its components. They are named
+    relative to the mixture's folder; unless `allow_paths`, an absolute path or one that
+    leaves the folder is refused (a mixture file must not read what it likes). Only
+    regular files; at most MAX_DEPTH mixtures deep; each component opened once."""
     path = os.path.abspath(model_file.path)
     if path in _LOADING:
-        raise NplmError(f"{model_file.path}: the mixture contains itself")
+        raise InputError("the mixture contains itself", path=model_file.path)
+    if len(_LOADING) >= MAX_DEPTH:
+        raise InputError(f"mixtures nested more than {MAX_DEPTH} deep", path=model_file.path)
     base = os.path.dirname(path)
-    names = [os.path.normpath(os.path.join(base, name)) for name in model_file.meta["components"]]
+    given = model_file.meta.get("components")
+    if not isinstance(given, list) or not given or not all(isinstance(name, str) and name for name in given):
+        raise InputError("a mixture without a list of component files", path=model_file.path)
+    names = [os.path.normpath(os.path.join(base, name)) for name in given]
+    for name, written in zip(names, given):
+        if not allow_paths and (os.path.isabs(written) or os.path.commonpath([base, name]) != base):
+            raise ParameterError(f"component '{written}' lies outside the mixture's folder: give {{allow_paths}} "
+                                 "to follow it", path=model_file.path)
+        try:
+            regular = stat.S_ISREG(os.stat(name).st_mode)
+        except OSError as err:
+            raise InputError(f"component '{written}': {err.strerror}", path=model_file.path) from None
+        if not regular:
+            raise InputError(f"component '{written}' is not a regular file", path=model_file.path)
     _LOADING.append(path)
     try:
-        components = [load(name) for name in names]
+        components = []
+        for name in names:
+            if name not in _LOADED:
+                _LOADED[name] = load(name)
+            components.append(_LOADED[name])
     finally:
         _LOADING.pop()
+        if not _LOADING:
+            _LOADED.clear()
     bins = None
     a = model_file.arrays
     if "edges" in a:

@@ -49,19 +49,22 @@ MODEL_KINDS = {
     HiddenTermLBLModel.kind: HiddenTermLBLModel.from_file,
     GatedHiddenTermLBLModel.kind: GatedHiddenTermLBLModel.from_file,
     DeletedInterpolation.kind: load_deleted_interpolation,
-    Mixture.kind: lambda model_file: load_mixture(model_file, load),
+    Mixture.kind: load_mixture,  # given `load` (and allow_paths) by `load`
     # A checkpoint scores as the best model so far, so `nplm ppl -lm DIR/checkpoint.nplm`
     # follows a run that is going on.
     CHECKPOINT_KIND: checkpoint_model,
 }
 
 
-def load(path):
-    """Open any model file: ARPA text (optionally gzipped) or an nplm container."""
+def load(path, allow_paths=False):
+    """Open any model file: ARPA text (optionally gzipped) or an nplm container. A
+    mixture's components must lie in its folder unless `allow_paths`."""
     if not container.is_container(path):
         return read_arpa(path)
     model_file = container.load(path)
     loader = MODEL_KINDS.get(model_file.kind)
     if loader is None:
         raise InputError(f"model kind '{model_file.kind}' is not supported by this version", path=path)
+    if loader is load_mixture:
+        return load_mixture(model_file, lambda name: load(name, allow_paths), allow_paths)
     return loader(model_file)

@@ -127,3 +127,48 @@ def test_an_output_that_cannot_be_written_is_refused_before_the_work(tmp_path, c
         status, stdout, err = run_nplm(*[files.get(a, a) if isinstance(a, str) else a for a in command])
         assert_one_line_error(status, err, message)
         assert stdout == "" and not side.exists()
+
+
+def mixture_file(path, components, vocab):
+    from nplmtk.mixture import Mixture
+    weights = np.full((1, len(components)), 1 / len(components))
+    container.save(str(path), Mixture.kind, {"weights": weights}, meta={"components": components}, vocab=vocab)
+    return path
+
+
+@pytest.fixture
+def arpa(tmp_path):
+    from nplmtk.models import load
+    (tmp_path / "t.txt").write_text("a b c d\nd c b a\n")
+    assert run_nplm("ngram-count", "-text", tmp_path / "t.txt", "-order", 2, "-lm", tmp_path / "a.arpa")[0] == 0
+    return tmp_path / "a.arpa", load(str(tmp_path / "a.arpa")).vocab
+
+
+@pytest.mark.parametrize("component, allow, fragment", [
+    ("/etc/passwd", False, "component '/etc/passwd' lies outside the mixture's folder: give -allow-paths"),
+    ("../../etc/passwd", False, "component '../../etc/passwd' lies outside the mixture's folder"),
+    ("/dev/zero", True, "component '/dev/zero' is not a regular file"),
+    ("fifo", False, "component 'fifo' is not a regular file"),
+    ("nothing-here", False, "component 'nothing-here': No such file or directory"),
+])
+def test_mixture_components_stay_in_their_folder_and_are_regular_files(tmp_path, arpa, component, allow, fragment):
+    """Issue 20, item 2: a mixture file used to open any path (and hang on a FIFO, or read
+    /dev/zero until memory ran out)."""
+    import os
+    os.mkfifo(tmp_path / "fifo")
+    mix = mixture_file(tmp_path / "m.mix", ["a.arpa", component], arpa[1])
+    status, out, err = run_nplm("ppl", "-lm", mix, "-text", tmp_path / "t.txt", *(["-allow-paths"] if allow else []))
+    assert_one_line_error(status, err, str(mix), fragment)
+
+
+def test_a_chain_of_mixtures_loads_each_file_once_and_stops_at_a_depth_limit(tmp_path, arpa):
+    """Issue 20, item 2: 25 mixtures each naming the previous one twice took days."""
+    from nplmtk.mixture import MAX_DEPTH
+    previous = "a.arpa"
+    for depth in range(1, 26):
+        mixture_file(tmp_path / f"m{depth}.mix", [previous, previous], arpa[1])
+        previous = f"m{depth}.mix"
+    status, out, err = run_nplm("ppl", "-lm", tmp_path / f"m{MAX_DEPTH}.mix", "-text", tmp_path / "t.txt")
+    assert status == 0 and "ppl=" in out, err
+    status, _, err = run_nplm("ppl", "-lm", tmp_path / "m25.mix", "-text", tmp_path / "t.txt")
+    assert_one_line_error(status, err, f"mixtures nested more than {MAX_DEPTH} deep")

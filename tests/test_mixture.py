@@ -82,14 +82,16 @@ def test_a_mix_file_scores_as_the_mix_lm_spelling_and_mixes_again(tmp_path):
     assert status == 0, err
     assert "weights all contexts, 771 tokens: 0.300000 0.700000" in out
     spelled = run_nplm("ppl", "-lm", KN, "-mix-lm", WB, "-lambda", 0.3, "-ppl", "test.txt", "-debug", 2, cwd=DATA)
-    from_file = run_nplm("ppl", "-lm", tmp_path / "kw.mix", "-ppl", "test.txt", "-debug", 2, cwd=DATA)
+    assert_one_line_error(*run_nplm("ppl", "-lm", tmp_path / "kw.mix", "-ppl", "test.txt", cwd=DATA)[::2],
+                          "lies outside the mixture's folder: give -allow-paths")  # issue 20: only with consent
+    from_file = run_nplm("ppl", "-lm", tmp_path / "kw.mix", "-ppl", "test.txt", "-debug", 2, "-allow-paths", cwd=DATA)
     assert spelled[1] == from_file[1] == reference("ppl-mix-kn3-wb3-debug2.txt")
     assert f"mixture: ppl= {ppl_of(spelled[1]):.7g}" in out
     # (0.3 KN + 0.7 WB) x 0.8 + KB x 0.2 = 0.24 KN + 0.56 WB + 0.2 KB
     status, _, err = run_nplm("mix", "-lm", tmp_path / "kw.mix", "-lm", KB, "-lambda", 0.8, "-text",
-                              "test.txt", "-write", tmp_path / "nested.mix", cwd=DATA)
+                              "test.txt", "-write", tmp_path / "nested.mix", "-allow-paths", cwd=DATA)
     assert status == 0, err
-    nested = run_nplm("ppl", "-lm", tmp_path / "nested.mix", "-ppl", "test.txt", cwd=DATA)[1]
+    nested = run_nplm("ppl", "-lm", tmp_path / "nested.mix", "-ppl", "test.txt", "-allow-paths", cwd=DATA)[1]
     flat = run_nplm("ppl", "-lm", KN, "-lambda", 0.24, "-mix-lm", WB, "-mix-lm2", KB, "-mix-lambda2", 0.2,
                     "-ppl", "test.txt", cwd=DATA)[1]
     assert np.isclose(ppl_of(nested), ppl_of(flat), rtol=1e-6)
@@ -105,7 +107,7 @@ def test_em_and_per_bin_weights_are_saved_and_beat_each_component(tmp_path):
     components = [float(v) for v in re.findall(r"model \S+: ppl= (\S+)", out)]
     mixed = float(re.search(r"mixture: ppl= (\S+)", out).group(1))
     assert mixed < min(components)
-    report = run_nplm("ppl", "-lm", tmp_path / "b.mix", "-ppl", "test.txt", cwd=DATA)[1]
+    report = run_nplm("ppl", "-lm", tmp_path / "b.mix", "-ppl", "test.txt", "-allow-paths", cwd=DATA)[1]
     assert np.isclose(ppl_of(report), mixed, rtol=1e-6)
 
 
@@ -142,6 +144,6 @@ def test_different_vocabularies_and_self_containing_mixtures_are_refused(tmp_pat
     assert_one_line_error(status, err, "o.arpa: vocabulary differs from that of kn3-unk.arpa.gz")
     mix = tmp_path / "m.mix"
     assert run_nplm("mix", "-lm", KN, "-lm", WB, "-text", "test.txt", "-write", mix, cwd=DATA)[0] == 0
-    assert run_nplm("mix", "-lm", mix, "-lm", KB, "-text", "test.txt", "-write", mix, cwd=DATA)[0] == 0
-    status, _, err = run_nplm("ppl", "-lm", mix, "-ppl", "test.txt", cwd=DATA)
+    assert run_nplm("mix", "-lm", mix, "-lm", KB, "-text", "test.txt", "-write", mix, "-allow-paths", cwd=DATA)[0] == 0
+    status, _, err = run_nplm("ppl", "-lm", mix, "-ppl", "test.txt", "-allow-paths", cwd=DATA)
     assert_one_line_error(status, err, "the mixture contains itself")
