@@ -133,6 +133,8 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, ar
                        activation=activation)
         trainer, corpora = _prepare(text, valid, vocab, network, config, resume, checkpoint, min_count, normalize,
                                     comm, init_from)
+        if resume:
+            _check_resumed_network(trainer.model, network, os.path.join(checkpoint, "checkpoint.nplm"))
     if comm is None:
         return _finish(trainer, corpora, text, lm)
     try:  # a failing rank must not leave the others waiting in a collective
@@ -195,6 +197,28 @@ def _finish(trainer, corpora, text, lm):
     model = trainer.run(*corpora)
     if lm and trainer.writer:
         model.save(lm, {"training": text, "history": trainer.state["history"]})
+
+
+# train-nplm's options that shape the network -> how a model says its value
+NETWORK_OPTIONS = {"arch": ("arch", lambda model: model.arch), "order": ("order", lambda model: model.order),
+                   "features": ("m", lambda model: model.meta.get("features")),
+                   "hidden": ("h", lambda model: model.meta.get("hidden")),
+                   "direct": ("direct", lambda model: model.meta.get("direct", False)),
+                   "bias": ("no_bias", lambda model: model.meta.get("bias", True)),
+                   "activation": ("activation", lambda model: model.activation)}
+
+
+def _check_resumed_network(model, network, path):
+    """-resume continues the checkpoint's network: an option given on the command line
+    that says otherwise is refused, naming both values."""
+    context = click.get_current_context()
+    for key, (option_name, saved) in NETWORK_OPTIONS.items():
+        if context.get_parameter_source(option_name) is not click.core.ParameterSource.COMMANDLINE:
+            continue
+        if network[key] != saved(model):
+            flag = "-" + option_name.replace("_", "-")
+            raise NplmError(f"{flag} {context.params[option_name]} contradicts the checkpoint's network "
+                            f"({key} {saved(model)}): drop it, or start a new run", path=path)
 
 
 def _model_and_blocks(given):

@@ -78,14 +78,21 @@ cdef double parse_number(const unsigned char *text, Py_ssize_t length, Py_ssize_
                          str what) except? -1e300:
     cdef char buffer[64]
     cdef char *end
-    cdef double value
+    cdef double value = 0
+    cdef Py_ssize_t i
+    cdef bint word = False  # hexadecimal floats, inf and nan are not ARPA numbers
     if length >= 63:
         raise SectionError(line_start, f"bad {what} '{bytes(text[:length]).decode('utf-8', 'replace')[:40]}'")
     memcpy(buffer, text, length)
     buffer[length] = 0
-    value = strtod(buffer, &end)
-    if end != buffer + length or value != value or value == float("inf"):
+    for i in range(length):
+        word = word or buffer[i] == b'x' or buffer[i] == b'X' or buffer[i] == b'n' or buffer[i] == b'N'
+    if not word:
+        value = strtod(buffer, &end)
+    if word or end != buffer + length or not -3.4e38 <= value <= 3.4e38:
         raise SectionError(line_start, f"bad {what} '{bytes(text[:length]).decode('utf-8', 'replace')}'")
+    if what == "probability" and value > 0:
+        raise SectionError(line_start, f"log10 probability {bytes(text[:length]).decode('utf-8', 'replace')} above 0")
     return value
 
 

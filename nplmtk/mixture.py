@@ -153,7 +153,7 @@ class Mixture(LanguageModel):
 def check_weights(weights, names):
     if weights.shape[1] != len(names):
         raise NplmError(f"{len(names)} models but {weights.shape[1]} weights")
-    if np.any(weights < 0) or not np.allclose(weights.sum(axis=1), 1.0, atol=1e-6):
+    if np.any(weights < 0) or np.any(np.abs(weights.sum(axis=1) - 1.0) > 1e-6):
         raise NplmError("mixture weights must be non-negative and sum to 1, got "
                         + " ".join(f"{w:g}" for w in weights[0]))
 
@@ -221,8 +221,29 @@ def load_mixture(model_file, load, allow_paths=False):
     bins = None
     a = model_file.arrays
     if "edges" in a:
+        _check_bins(a, model_file.meta.get("context_total"), model_file.path)
         bins = ContextBins(len(components[0].vocab), a["context_keys"], a["context_counts"],
                            model_file.meta["context_total"], a["edges"])
     if model_file.vocab != components[0].vocab:
         raise NplmError(f"{model_file.path}: {names[0]} has changed since the mixture was written")
-    return Mixture(components, np.array(a["weights"]), names, bins)
+    weights = a.get("weights")
+    rows = 1 if bins is None else bins.num_bins
+    if weights is None or weights.dtype != np.float64 or weights.shape != (rows, len(names)) \
+            or not np.isfinite(weights).all():
+        raise InputError(f"a mixture of {len(names)} models in {rows} bin(s) needs float64 weights of shape "
+                         f"({rows}, {len(names)})", path=model_file.path)
+    try:
+        return Mixture(components, np.array(weights), names, bins)
+    except NplmError as error:
+        if error.path is None:
+            error.path = model_file.path
+        raise
+
+
+def _check_bins(arrays, total, path):
+    """The context counts and bin edges of a mixture file: sorted keys, counts >= 0."""
+    keys, counts, edges = (arrays.get(name) for name in ("context_keys", "context_counts", "edges"))
+    if not all(array is not None and array.dtype == np.int64 and array.ndim == 1 for array in (keys, counts, edges)) \
+            or len(keys) != len(counts) or np.any(np.diff(keys) <= 0) or np.any(keys < 0) or np.any(counts < 0) \
+            or np.any(np.diff(edges) <= 0) or type(total) is not int or total < 0:
+        raise InputError("malformed context bins (keys, counts, edges, total)", path=path)

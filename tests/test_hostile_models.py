@@ -172,3 +172,51 @@ def test_a_chain_of_mixtures_loads_each_file_once_and_stops_at_a_depth_limit(tmp
     assert status == 0 and "ppl=" in out, err
     status, _, err = run_nplm("ppl", "-lm", tmp_path / "m25.mix", "-text", tmp_path / "t.txt")
     assert_one_line_error(status, err, f"mixtures nested more than {MAX_DEPTH} deep")
+
+
+@pytest.mark.parametrize("value, fragment", [
+    ("5", "log10 probability 5 above 0"), ("1e300", "bad probability '1e300'"),
+    ("0x1p3", "bad probability '0x1p3'"), ("nan", "bad probability 'nan'"), ("-inf", "bad probability '-inf'"),
+    ("-1e39", "bad probability '-1e39'"),
+])
+def test_arpa_values_outside_their_domain_are_refused_with_their_line(tmp_path, arpa, value, fragment):
+    """Issue 20, item 6: a log10 probability of 5 used to lower the ppl, 1e300 gave ppl= 0."""
+    lines = arpa[0].read_text().splitlines()
+    at = lines.index("\\1-grams:") + 2
+    lines[at] = value + lines[at][lines[at].index("\t"):]
+    (tmp_path / "bad.arpa").write_text("\n".join(lines) + "\n")
+    status, _, err = run_nplm("ppl", "-lm", tmp_path / "bad.arpa", "-text", tmp_path / "t.txt")
+    assert_one_line_error(status, err, f"{tmp_path / 'bad.arpa'}:{at + 1}: ", fragment)
+
+
+@pytest.mark.parametrize("weights, fragment", [
+    (np.array([[0.5, 0.50001]]), "non-negative and sum to 1"),
+    (np.array([[0.5, 0.5], [0.5, 0.5]]), "needs float64 weights of shape (1, 2)"),
+    (np.array([0.2, 0.3, 0.5]), "needs float64 weights of shape (1, 2)"),
+    (np.array([[0.5, np.nan]]), "needs float64 weights"),
+    (np.array([[1, 0]], dtype=np.int64), "needs float64 weights"),
+])
+def test_mixture_weights_that_break_their_promise_are_refused(tmp_path, arpa, weights, fragment):
+    """Issue 20, item 6: weights summing to 1.00001 and extra rows without bins were accepted."""
+    from nplmtk.mixture import Mixture
+    mix = tmp_path / "m.mix"
+    container.save(str(mix), Mixture.kind, {"weights": weights}, meta={"components": ["a.arpa", "a.arpa"]},
+                   vocab=arpa[1])
+    status, _, err = run_nplm("ppl", "-lm", mix, "-text", tmp_path / "t.txt")
+    assert_one_line_error(status, err, str(mix), fragment)
+
+
+@pytest.mark.parametrize("option, fragment", [
+    (["-order", 4], "-order 4 contradicts the checkpoint's network (order 3)"),
+    (["-m", 6], "-m 6 contradicts the checkpoint's network (features 4)"),
+    (["-arch", "lbl"], "-arch lbl contradicts the checkpoint's network (arch mlp)"),
+])
+def test_resume_refuses_a_network_that_contradicts_the_checkpoint(tmp_path, option, fragment):
+    """Issue 20, item 6: -resume with another -order used to keep the checkpoint's silently."""
+    (tmp_path / "t.txt").write_text("a b c d\nd c b a\n" * 20)
+    common = ["train", "-text", tmp_path / "t.txt", "-epochs", 1, "-quiet", "-checkpoint", tmp_path / "ck"]
+    assert run_nplm(*common, "-order", 3, "-m", 4, "-h", 4)[0] == 0
+    status, _, err = run_nplm(*common, "-resume", "-epochs", 2, *option)
+    assert_one_line_error(status, err, str(tmp_path / "ck" / "checkpoint.nplm"), fragment)
+    status, _, err = run_nplm(*common, "-resume", "-epochs", 2, "-order", 3, "-m", 4, "-h", 4)
+    assert status == 0, err
