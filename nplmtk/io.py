@@ -6,6 +6,7 @@ import io
 import os
 import sys
 import tempfile
+import time
 import zlib
 
 from .errors import InputError, NplmError
@@ -87,6 +88,40 @@ def check_readable(path):
         raise _os_error(path, err) from None
 
 
+def _temporary_prefix(path, pid=None):
+    """Our temporary files for `path` are `.NAME.PID-XXXXXXXX.tmp` beside it."""
+    return f".{os.path.basename(path)}.{os.getpid() if pid is None else pid}-"
+
+
+def _remove_stale_temporaries(path):
+    """Temporary files for `path` left by a process that was killed (kill -9, a power
+    cut): those whose process is gone, and those of the older naming a day old."""
+    directory, prefix = os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}."
+    with contextlib.suppress(OSError):
+        for name in os.listdir(directory):
+            if not (name.startswith(prefix) and name.endswith(".tmp")):
+                continue
+            owner = name[len(prefix):].split("-", 1)[0]
+            full = os.path.join(directory, name)
+            if owner.isdigit():
+                stale = not _alive(int(owner))
+            else:
+                stale = time.time() - os.path.getmtime(full) > 86400
+            if stale:
+                with contextlib.suppress(OSError):
+                    os.unlink(full)
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def check_writable(path):
     """Fail early (before any long work) when an output could not be written: its folder
     missing, `path` a folder, or no file can be created there."""
@@ -98,7 +133,7 @@ def check_writable(path):
     if not os.path.isdir(directory):
         raise NplmError(f"directory {directory} does not exist", path=path)
     try:
-        fd, probe = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+        fd, probe = tempfile.mkstemp(dir=directory, prefix=_temporary_prefix(path), suffix=".tmp")
     except OSError as err:
         raise _os_error(path, err) from None
     os.close(fd)
@@ -122,8 +157,9 @@ def atomic_output(path, binary=False):
         raise NplmError("is a directory, not a file", path=path)
     if not os.path.isdir(directory):
         raise NplmError(f"directory {directory} does not exist", path=path)
+    _remove_stale_temporaries(path)
     try:
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=_temporary_prefix(path), suffix=".tmp")
     except OSError as err:
         raise _os_error(path, err) from None
     try:
@@ -145,6 +181,10 @@ def atomic_output(path, binary=False):
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
+    except OSError as err:  # a full disk, a quota: one line; the old file stays
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise NplmError(f"cannot write ({err.strerror or err}); nothing was changed", path=path) from None
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

@@ -220,3 +220,35 @@ def test_resume_refuses_a_network_that_contradicts_the_checkpoint(tmp_path, opti
     assert_one_line_error(status, err, str(tmp_path / "ck" / "checkpoint.nplm"), fragment)
     status, _, err = run_nplm(*common, "-resume", "-epochs", 2, "-order", 3, "-m", 4, "-h", 4)
     assert status == 0, err
+
+
+def test_a_full_disk_is_one_line_and_leaves_the_old_file(tmp_path):
+    """Issue 20, item 4: ENOSPC while writing used to be a traceback."""
+    import errno
+    import os
+    from nplmtk.errors import NplmError
+    from nplmtk.io import atomic_output
+    target = tmp_path / "model.arpa"
+    target.write_text("old")
+    with pytest.raises(NplmError, match="model.arpa: cannot write \\(No space left on device\\); nothing was changed"):
+        with atomic_output(str(target)) as out:
+            out.write("new")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    assert target.read_text() == "old" and os.listdir(tmp_path) == ["model.arpa"]
+
+
+def test_temporary_files_of_a_killed_writer_are_removed_by_the_next_write(tmp_path):
+    """Issue 20, item 8: kill -9 left `.kn5.arpa.*.tmp` files that nothing cleaned."""
+    import os
+    import subprocess
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a process id that no longer runs
+    (tmp_path / "t.txt").write_text("a b c d\nd c b a\n")
+    stale = tmp_path / f".kn.arpa.{gone.pid}-abcdefgh.tmp"
+    old_style = tmp_path / ".kn.arpa.qwertyui.tmp"
+    live = tmp_path / f".kn.arpa.{os.getpid()}-abcdefgh.tmp"  # a writer still at work
+    for path in (stale, old_style, live):
+        path.write_text("partial")
+    os.utime(old_style, (0, 0))
+    assert run_nplm("ngram-count", "-text", tmp_path / "t.txt", "-order", 2, "-lm", tmp_path / "kn.arpa")[0] == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["t.txt", "kn.arpa", live.name])
