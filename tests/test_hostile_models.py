@@ -252,3 +252,22 @@ def test_temporary_files_of_a_killed_writer_are_removed_by_the_next_write(tmp_pa
     os.utime(old_style, (0, 0))
     assert run_nplm("ngram-count", "-text", tmp_path / "t.txt", "-order", 2, "-lm", tmp_path / "kn.arpa")[0] == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["t.txt", "kn.arpa", live.name])
+
+
+@pytest.mark.parametrize("lines, fragment", [
+    (["a\t9223372036854775808"], "counts.txt:1: count 9223372036854775808 above 2^63 - 1"),
+    (["a\t9223372036854775807", "a\t9223372036854775807"], "1-gram counts that sum above 2^63 - 1"),
+])
+def test_counts_past_int64_are_refused(tmp_path, lines, fragment):
+    """Issue 20, item 3: a traceback, or a negative count written back with exit 0."""
+    (tmp_path / "counts.txt").write_text("\n".join(lines + ["b\t3"]) + "\n")
+    status, _, err = run_nplm("ngram-count", "-read", tmp_path / "counts.txt", "-order", 1, "-write",
+                              tmp_path / "out.txt")
+    assert_one_line_error(status, err, fragment)
+    assert not (tmp_path / "out.txt").exists()
+
+
+def test_large_counts_are_summed_exactly(tmp_path):
+    (tmp_path / "counts.txt").write_text("a\t9007199254740993\na\t1\nb\t3\n")  # 2^53 + 1: float64 loses it
+    assert run_nplm("ngram-count", "-read", tmp_path / "counts.txt", "-order", 1, "-write", tmp_path / "o.txt")[0] == 0
+    assert "a\t9007199254740994\n" in (tmp_path / "o.txt").read_text()

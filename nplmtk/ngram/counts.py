@@ -7,6 +7,7 @@ from ..errors import InputError, ParameterError
 from ..io import atomic_output, read_lines
 from .index import NgramIndex
 
+MAX_COUNT = 2 ** 63 - 1  # counts are int64
 MAX_ORDER = 10
 
 
@@ -98,6 +99,8 @@ class NgramCounts:
                 raise InputError(f"count '{fields[-1]}' is not an integer", path=path, line=number) from None
             if count < 0:
                 raise InputError(f"negative count {count}", path=path, line=number)
+            if count > MAX_COUNT:
+                raise InputError(f"count {count} above 2^63 - 1", path=path, line=number)
             rows, values = by_order.setdefault(k, ([], []))
             rows.append([index.get(w, vocab.unk) for w in fields[:-1]])
             values.append(count)
@@ -140,4 +143,10 @@ def _sum_duplicates(rows, values, vocab, lower_index, source="counts"):
                              "for its prefix", path=source)
         key = prefix * len(vocab) + rows[:, -1]
     unique, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    return rows[first], np.bincount(inverse, weights=values, minlength=len(unique)).astype(np.int64)
+    order = np.argsort(inverse, kind="stable")
+    starts = np.searchsorted(inverse[order], np.arange(len(unique)))
+    summed = np.add.reduceat(values[order], starts) if len(values) else np.zeros(0, np.int64)  # exact in int64
+    # a sum past 2^63 - 1 wraps in int64: the float sums tell
+    if np.any(summed < 0) or np.any(np.bincount(inverse, weights=values, minlength=len(unique)) >= 2.0 ** 63):
+        raise InputError(f"{k}-gram counts that sum above 2^63 - 1", path=source)
+    return rows[first], summed
