@@ -71,7 +71,7 @@ class SectionError(ValueError):
 
 
 cdef inline bint is_space(unsigned char c) noexcept nogil:
-    return c == b' ' or c == b'\t' or c == b'\r'
+    return c == b' ' or c == b'\t' or c == b'\r' or c == b'\x0b' or c == b'\x0c'  # as nplmtk.text.split_words
 
 
 cdef double parse_number(const unsigned char *text, Py_ssize_t length, Py_ssize_t line_start,

@@ -82,7 +82,7 @@ class Vocabulary:
         """An SRILM vocabulary file: one word per line, optionally followed by a count."""
         words, counts, first_line = [], {}, {}
         for number, line in enumerate(read_lines(path), 1):
-            fields = line.split()
+            fields = split_words(line)
             if not fields:
                 continue
             if len(fields) > 2:

@@ -271,3 +271,20 @@ def test_large_counts_are_summed_exactly(tmp_path):
     (tmp_path / "counts.txt").write_text("a\t9007199254740993\na\t1\nb\t3\n")  # 2^53 + 1: float64 loses it
     assert run_nplm("ngram-count", "-read", tmp_path / "counts.txt", "-order", 1, "-write", tmp_path / "o.txt")[0] == 0
     assert "a\t9007199254740994\n" in (tmp_path / "o.txt").read_text()
+
+
+def test_one_tokeniser_no_break_space_stays_inside_a_word(tmp_path):
+    """Issue 20, item 5: the vocabulary and counts readers split at any Unicode space,
+    the kernels at ASCII whitespace only, so nplm refused its own files."""
+    (tmp_path / "t.txt").write_text("a\u00a0b c d\nd c a\u00a0b\n", encoding="utf-8")
+    common = ["-text", tmp_path / "t.txt"]
+    assert run_nplm("vocab", *common, "-write-vocab", tmp_path / "v.txt", "-write-counts", tmp_path / "c.txt")[0] == 0
+    status, _, err = run_nplm("ngram-count", *common, "-vocab", tmp_path / "c.txt", "-order", 2, "-write",
+                              tmp_path / "counts.txt", "-lm", tmp_path / "m.arpa")
+    assert status == 0, err
+    status, out, err = run_nplm("ngram-count", "-read", tmp_path / "counts.txt", "-vocab", tmp_path / "v.txt",
+                                "-order", 2, "-lm", tmp_path / "again.arpa")
+    assert status == 0, err
+    assert (tmp_path / "again.arpa").read_text() == (tmp_path / "m.arpa").read_text()
+    status, out, err = run_nplm("ppl", "-lm", tmp_path / "m.arpa", "-text", tmp_path / "t.txt")
+    assert status == 0 and "0 OOVs" in out, err

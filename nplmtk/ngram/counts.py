@@ -5,6 +5,7 @@ import numpy as np
 from .._ext.count_kernels import count_keys
 from ..errors import InputError, ParameterError
 from ..io import atomic_output, read_lines
+from ..text import split_words
 from .index import NgramIndex
 
 MAX_COUNT = 2 ** 63 - 1  # counts are int64
@@ -85,7 +86,7 @@ class NgramCounts:
         by_order = {}
         index = vocab.index
         for number, line in enumerate(read_lines(path), 1):
-            fields = line.split()
+            fields = split_words(line)
             if not fields:
                 continue
             k = len(fields) - 1
