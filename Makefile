@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 BROWN  ?= ../shared/data/brown
 
-.PHONY: install demo test bench bench-vs clean brown-mlp9 brown-mlp1 brown-is brown-lbl
+.PHONY: install demo test fuzz bench bench-vs clean brown-mlp9 brown-mlp1 brown-is brown-lbl
 
 install: $(STAMP)
 
@@ -22,6 +22,12 @@ demo: install
 
 test: install
 	$(BIN)/python -m pytest -q tests
+
+# Every reader against generated hostile inputs (tests/fuzz.py; not part of `make test`):
+# 20,000 per reader, about 20 minutes on one core; the figures go to BENCHMARKS.md.
+fuzz: install
+	$(BIN)/python -m pip install -q 'hypothesis>=6'
+	$(BIN)/python tests/fuzz.py --inputs $(or $(FUZZ_INPUTS),20000) --out BENCHMARKS.md
 
 bench: install
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python benchmarks/run.py --brown $(BROWN) --out BENCHMARKS.md

@@ -49,6 +49,7 @@ setup(
     extras_require={
         "mpi": ["mpi4py>=3.1", "mpich"],
         "test": ["pytest>=7", "kenlm"],
+        "fuzz": ["hypothesis>=6"],
     },
     entry_points={"console_scripts": ["nplm = nplmtk.cli.main:main"]},
     zip_safe=False,

@@ -1,0 +1,303 @@
+"""`make fuzz` (issue 20): every reader fed generated hostile inputs, each outcome counted.
+
+For each reader (ARPA, counts, vocabulary, corpus, model container, mixture) hypothesis
+draws inputs from valid seed files: line and byte mutations of the text formats (values
+out of their domain, truncations, stray bytes, odd whitespace), crafted model files that
+keep valid checksums (meta values, arrays, dtypes, shapes and vocabularies changed, then
+saved again) and raw byte damage. Each input is read and, where the reader yields a
+model, scored, in a worker process: a clean refusal is an NplmError; any other exception is
+a traceback; a worker killed by a signal is a crash; one silent for HANG_SECONDS a hang.
+Not in `make test`; tests/test_hostile_models.py holds the crafted cases as regressions.
+
+    python tests/fuzz.py [--inputs 20000] [--out BENCHMARKS.md]
+"""
+import argparse
+import json
+import multiprocessing
+import os
+import resource
+import sys
+import tempfile
+import time
+import traceback
+
+import numpy as np
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+HANG_SECONDS = 30
+SPECIAL_VALUES = ["5", "1e300", "-inf", "nan", "0x1p3", "9223372036854775808", "-1", "", "\u00a0", "\x00", "\ufeff",
+                  "a" * 300, "<s>", "</s>", "<unk>", "-99", "0", "1e-300", "\t\t", "ngram 1=99999999999", "\\data\\",
+                  "\\end\\", "\\1-grams:", "\\9-grams:"]
+META_VALUES = [None, -1, 0, 1, 3, 21, 2 ** 40, "x", [1], {}, True, False, 1e300, 0.5, "tanh", "mlp", "lbl1"]
+
+
+def seeds(folder):
+    """Valid files of every format, small enough to read thousands of times."""
+    from nplmtk.corpus import Corpus
+    from nplmtk.mixture import Mixture
+    from nplmtk.models import ARCHITECTURES, load
+    from nplmtk.neural.train import Trainer, TrainingConfig
+    from nplmtk.ngram.arpa import write_arpa
+    from nplmtk.ngram.counts import NgramCounts
+    from nplmtk.ngram.estimate import estimate
+    from nplmtk.toy import ToyGrammar
+    from nplmtk.vocab import Vocabulary, count_words
+    grammar = ToyGrammar()
+    text = os.path.join(folder, "text.txt")
+    with open(text, "w") as f:
+        f.writelines(" ".join(s) + "\n" for s in grammar.sentences(40, 1))
+    vocab = Vocabulary.from_counts(count_words([text]))
+    vocab.write(os.path.join(folder, "vocab.txt"), with_counts=True)
+    corpus = Corpus.read(text, vocab)
+    counts = NgramCounts.from_corpus(corpus, 3)
+    counts.write(os.path.join(folder, "counts.txt"))
+    write_arpa(estimate(counts), os.path.join(folder, "kn3.arpa"))
+    models = []
+    for arch in ("mlp", "energy", "lbl", "lbl1", "lbl3"):
+        model = ARCHITECTURES[arch].initial(vocab, order=3, features=4, hidden=3, direct=arch == "mlp", seed=1)
+        path = os.path.join(folder, f"{arch}.nplm")
+        model.save(path)
+        models.append(path)
+    checkpoint = os.path.join(folder, "ckpt")
+    os.makedirs(checkpoint)
+    Trainer(ARCHITECTURES["lbl1"].initial(vocab, order=3, features=4, hidden=3, seed=1),
+            TrainingConfig(epochs=1, batch=8, progress=False, momentum=0.5, checkpoint_dir=checkpoint)).run(corpus)
+    models.append(os.path.join(checkpoint, "checkpoint.nplm"))
+    mixture = Mixture([load(os.path.join(folder, "kn3.arpa")), load(models[0])], [0.5, 0.5],
+                      [os.path.join(folder, "kn3.arpa"), models[0]])
+    mixture.save(os.path.join(folder, "m.mix"))
+    return {"text": text, "vocab": os.path.join(folder, "vocab.txt"), "counts": os.path.join(folder, "counts.txt"),
+            "arpa": os.path.join(folder, "kn3.arpa"), "models": models, "mixture": os.path.join(folder, "m.mix")}
+
+
+def text_mutation(data, draw):
+    """1-4 line or byte operations on a text file."""
+    lines = data.split(b"\n")
+    for _ in range(draw(st.integers(1, 4))):
+        op = draw(st.sampled_from(["value", "value", "delete", "duplicate", "swap", "insert", "truncate", "flip"]))
+        i = draw(st.integers(0, max(len(lines) - 1, 0)))
+        if op == "value" and lines:
+            fields = lines[i].split(b"\t") if b"\t" in lines[i] else lines[i].split(b" ")
+            j = draw(st.integers(0, max(len(fields) - 1, 0)))
+            fields[j] = draw(st.sampled_from(SPECIAL_VALUES)).encode("utf-8")
+            lines[i] = (b"\t" if b"\t" in lines[i] else b" ").join(fields)
+        elif op == "delete" and lines:
+            del lines[i]
+        elif op == "duplicate" and lines:
+            lines.insert(i, lines[i])
+        elif op == "swap" and len(lines) > 1:
+            k = draw(st.integers(0, len(lines) - 1))
+            lines[i], lines[k] = lines[k], lines[i]
+        else:
+            flat = b"\n".join(lines)
+            at = draw(st.integers(0, len(flat)))
+            if op == "truncate":
+                flat = flat[:at]
+            elif op == "flip" and flat:
+                at = min(at, len(flat) - 1)
+                flat = flat[:at] + bytes([flat[at] ^ (1 << draw(st.integers(0, 7)))]) + flat[at + 1:]
+            else:
+                flat = flat[:at] + draw(st.binary(min_size=1, max_size=8)) + flat[at:]
+            lines = flat.split(b"\n")
+    return b"\n".join(lines)
+
+
+def crafted_container(path, draw, out):
+    """A model file changed in its meta, arrays or vocabulary and saved again (valid checksums)."""
+    from nplmtk import container
+    from nplmtk.vocab import Vocabulary
+    saved = container.load(path)
+    meta, arrays = json.loads(json.dumps(saved.meta)), {k: np.array(v) for k, v in saved.arrays.items()}
+    words = list(saved.vocab.words)
+    for _ in range(draw(st.integers(1, 3))):
+        op = draw(st.sampled_from(["meta", "drop-meta", "array", "drop-array", "values", "vocab", "kind"]))
+        if op == "meta" or (op == "drop-meta" and meta):
+            key = draw(st.sampled_from(sorted(meta) + ["order", "arch", "hidden", "features", "components"]))
+            if op == "meta":
+                meta[key] = draw(st.sampled_from(META_VALUES))
+            else:
+                meta.pop(key, None)
+        elif op in ("array", "drop-array", "values") and arrays:
+            name = draw(st.sampled_from(sorted(arrays)))
+            if op == "drop-array":
+                del arrays[name]
+            elif op == "values":
+                flat = arrays[name].reshape(-1)
+                if flat.size and flat.dtype.kind == "f":
+                    flat[draw(st.integers(0, flat.size - 1))] = draw(st.sampled_from([np.inf, -np.inf, np.nan, 1e30]))
+            else:
+                shape = tuple(draw(st.lists(st.integers(0, 40), min_size=0, max_size=3)))
+                dtype = draw(st.sampled_from([np.float32, np.float64, np.int32, np.int64, np.uint8]))
+                arrays[draw(st.sampled_from([name, "extra"]))] = np.ones(shape, dtype=dtype)
+        elif op == "vocab":
+            words = words + [f"extra{len(words)}"] if draw(st.booleans()) or len(words) < 5 else words[:-2]
+        else:
+            meta["kind"] = draw(st.sampled_from(["nplm-mlp", "nplm-lbl", "mixture", "nplm-checkpoint"]))
+    container.save(out, meta.pop("kind", saved.kind), arrays, meta=meta, vocab=Vocabulary(words[3:]))
+    if draw(st.integers(0, 9)) == 0:  # raw damage on top: the checksums must catch it
+        with open(out, "rb") as f:
+            data = f.read()
+        with open(out, "wb") as f:
+            f.write(text_mutation(data, draw))
+
+
+def read_and_use(reader, path, seed):
+    """Read `path` as `reader` reads it and use what it yields as a command would."""
+    from nplmtk.corpus import Corpus
+    from nplmtk.models import load
+    from nplmtk.ngram.counts import NgramCounts
+    from nplmtk.ngram.estimate import estimate
+    from nplmtk.vocab import Vocabulary
+    vocab = Vocabulary.read(seed["vocab"])
+    if reader in ("arpa", "container", "mixture"):
+        model = load(path)
+        corpus = Corpus.read(seed["text"], model.vocab)
+        model.logprobs(corpus)
+    elif reader == "counts":
+        estimate(NgramCounts.read(path, vocab))
+    elif reader == "vocab":
+        Corpus.read(seed["text"], Vocabulary.read(path)).windows(3)
+    else:
+        Corpus.read(path, vocab).windows(3)
+
+
+def campaign(reader, seed, count, results_path, current_path):
+    """In a worker process: `count` inputs for `reader`, outcomes counted into results_path."""
+    import warnings
+    from nplmtk.errors import NplmError, NplmWarning
+    warnings.simplefilter("ignore", NplmWarning)  # a command prints them; here they are noise
+    folder = tempfile.mkdtemp(prefix=f"fuzz-{reader}-")
+    outcome = {"inputs": 0, "refused": 0, "accepted": 0, "tracebacks": 0, "examples": []}
+    sources = {"arpa": [seed["arpa"]], "counts": [seed["counts"]], "vocab": [seed["vocab"]],
+               "corpus": [seed["text"]], "container": seed["models"], "mixture": [seed["mixture"]]}[reader]
+
+    @settings(max_examples=count, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(st.data())
+    def one(data):
+        draw = data.draw
+        source = draw(st.sampled_from(sources))
+        suffix = ".mix" if reader == "mixture" else os.path.splitext(source)[1]
+        path = os.path.join(os.path.dirname(source) if reader == "mixture" else folder, f"input{suffix}")
+        if reader in ("container", "mixture") and draw(st.integers(0, 4)):
+            crafted_container(source, draw, path)
+        else:
+            with open(source, "rb") as f:
+                mutated = text_mutation(f.read(), draw)
+            with open(path, "wb") as f:
+                f.write(mutated)
+        with open(current_path, "wb") as f, open(path, "rb") as g:
+            f.write(g.read())
+        outcome["inputs"] += 1
+        try:
+            read_and_use(reader, path, seed)
+            outcome["accepted"] += 1
+        except NplmError as error:
+            outcome["refused"] += 1
+            if "\n" in error.render():
+                outcome["tracebacks"] += 1  # a refusal must be one line
+        except Exception:  # noqa: BLE001 (what the harness counts)
+            outcome["tracebacks"] += 1
+            if len(outcome["examples"]) < 3:
+                outcome["examples"].append(traceback.format_exc(limit=3)[-600:])
+        if outcome["inputs"] % 200 == 0:
+            write(outcome)
+
+    def write(values):
+        values["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        with open(results_path + ".tmp", "w") as f:
+            json.dump(values, f)
+        os.replace(results_path + ".tmp", results_path)
+
+    one()
+    write(outcome)
+
+
+def fuzz_reader(reader, seed, count, work):
+    """Run campaigns in worker processes until `count` inputs are done; a worker killed by a
+    signal is a crash, one without progress for HANG_SECONDS a hang (the input is kept)."""
+    totals = {"inputs": 0, "refused": 0, "accepted": 0, "tracebacks": 0, "crashes": 0, "hangs": 0, "peak_mb": 0,
+              "examples": []}
+    context = multiprocessing.get_context("spawn")  # forking after OpenMP has run is unsafe
+    attempt = 0
+    while totals["inputs"] < count and attempt < 20:
+        attempt += 1
+        results, current = os.path.join(work, f"{reader}.json"), os.path.join(work, f"{reader}.current")
+        with open(results, "w") as f:
+            json.dump({"inputs": 0}, f)
+        worker = context.Process(target=campaign, args=(reader, seed, count - totals["inputs"], results, current))
+        worker.start()
+        last, seen = time.time(), 0
+        while worker.is_alive():
+            worker.join(1)
+            done = json.load(open(results)).get("inputs", 0)
+            if done != seen or os.path.getmtime(current if os.path.exists(current) else results) > last:
+                seen, last = done, time.time()
+            elif time.time() - last > HANG_SECONDS:
+                worker.kill()
+                worker.join()
+                totals["hangs"] += 1
+                os.replace(current, os.path.join(work, f"{reader}-hang-{attempt}.input"))
+        outcome = json.load(open(results))
+        for key in ("inputs", "refused", "accepted", "tracebacks"):
+            totals[key] += outcome.get(key, 0)
+        totals["peak_mb"] = max(totals["peak_mb"], outcome.get("peak_mb", 0))
+        totals["examples"] += outcome.get("examples", [])
+        if worker.exitcode is not None and worker.exitcode < 0 and os.path.exists(current):
+            totals["crashes"] += 1
+            totals["inputs"] += 1
+            os.replace(current, os.path.join(work, f"{reader}-crash-{attempt}.input"))
+        elif worker.exitcode:
+            raise RuntimeError(f"the {reader} worker failed (exit {worker.exitcode}): a fault of the harness")
+    return totals
+
+
+READERS = ("arpa", "counts", "vocab", "corpus", "container", "mixture")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--inputs", type=int, default=20000, help="inputs per reader")
+    parser.add_argument("--out", default=None, help="write the figures as a BENCHMARKS.md section")
+    parser.add_argument("--readers", nargs="*", default=READERS)
+    args = parser.parse_args()
+    work = tempfile.mkdtemp(prefix="nplm-fuzz-")
+    seed = seeds(work)
+    rows, started = [], time.time()
+    for reader in args.readers:
+        begin = time.time()
+        totals = fuzz_reader(reader, seed, args.inputs, work)
+        totals["seconds"] = time.time() - begin
+        print(json.dumps({"reader": reader, **{k: v for k, v in totals.items() if k != "examples"}}), flush=True)
+        for example in totals["examples"]:
+            print(example, file=sys.stderr)
+        rows.append((reader, totals))
+    bad = sum(t["tracebacks"] + t["crashes"] + t["hangs"] for _, t in rows)
+    print(f"fuzz: {sum(t['inputs'] for _, t in rows):,} inputs in {time.time() - started:.0f} s; "
+          f"{bad} tracebacks, crashes or hangs (inputs kept in {work})")
+    if args.out:
+        write_section(args.out, rows, args.inputs)
+    sys.exit(1 if bad else 0)
+
+
+def write_section(out, rows, count):
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
+    from run import checkout_commit, cpu_model, now, write_sections
+    body = ["## Hostile inputs: `make fuzz` (issue 20)", "",
+            f"_Measured {now()}, commit {checkout_commit() or 'unknown'}, {cpu_model()}._", "",
+            f"`python tests/fuzz.py --inputs {count}` (tests/fuzz.py): per reader, inputs drawn by hypothesis from "
+            "valid seed files (line and byte mutations, values out of their domain; model files crafted with "
+            "valid checksums, some with raw damage on top), each read and used (scored) in a worker process. "
+            "Refused: one-line NplmError; tracebacks: any other exception (or a refusal of several lines); "
+            f"crashes: the worker killed by a signal; hangs: no progress for {HANG_SECONDS} s.", "",
+            "| reader | inputs | refused | accepted | tracebacks | crashes | hangs | peak memory | seconds |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for reader, t in rows:
+        body.append(f"| {reader} | {t['inputs']:,} | {t['refused']:,} | {t['accepted']:,} | {t['tracebacks']} | "
+                    f"{t['crashes']} | {t['hangs']} | {t['peak_mb']:.0f} MB | {t['seconds']:.0f} |")
+    write_sections(out, [body])
+
+
+if __name__ == "__main__":
+    main()
