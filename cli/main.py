@@ -1,6 +1,7 @@
 """The `nplm` group: subcommands, aliases, one-line errors with exit status 2, and the
 library's warnings as one line each."""
 import contextlib
+import difflib
 import sys
 import warnings
 
@@ -58,11 +59,17 @@ cli.add_command(mix.command)
 
 
 def _usage_message(err, argv):
-    # click reads an unknown '-foo' as the short option '-f': name what was typed.
-    if isinstance(err, click.NoSuchOption) and len(err.option_name) == 2:
-        typed = next((a for a in argv if a.startswith(err.option_name)), err.option_name)
-        return f"no such option: {typed.split('=')[0]}"
-    return err.format_message()
+    """click reads an unknown '-foo' as the short option '-f': name what was typed (not a
+    known option that starts the same), and the nearest option there is."""
+    if not isinstance(err, click.NoSuchOption):
+        return err.format_message()
+    known = [name for param in (err.ctx.command.params if err.ctx else []) for name in param.opts
+             if not name.startswith("--")]
+    typed = err.option_name
+    if len(typed) == 2:
+        typed = next((a.split("=")[0] for a in argv if a.startswith(typed) and a.split("=")[0] not in known), typed)
+    nearest = difflib.get_close_matches(typed, known, n=1, cutoff=0.6)
+    return f"no such option: {typed}" + (f" (did you mean {nearest[0]}?)" if nearest else "")
 
 
 def main(argv=None):

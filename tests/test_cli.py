@@ -51,6 +51,12 @@ def test_train_is_an_alias_of_train_nplm(nplm):
     (lambda d: ["vocab", "-text", d / "latin1.txt"], "latin1.txt:2: invalid UTF-8"),
     (lambda d: ["vocab", "-text", d / "train.txt", "-bogus", "1"], "no such option: -bogus"),
     (lambda d: ["vocab", "-text", d / "train.txt", "--bogus"], "--bogus"),
+    # click reads '-tolower' as '-t olower': name what was typed, not -text, and the nearest option
+    (lambda d: ["vocab", "-text", d / "train.txt", "-tolower"], "no such option: -tolower (did you mean -lower?)"),
+    (lambda d: ["ppl", "-lm", d / "train.txt", "-limit-vocab", "-text", d / "train.txt"],
+     "no such option: -limit-vocab"),
+    (lambda d: ["ppl", "-lm", d / "kenlm.binary", "-text", d / "train.txt"],
+     "kenlm.binary: a KenLM binary model (written by KenLM's build_binary), not ARPA text"),
     (lambda d: ["vocab", "-text", d / "train.txt", "-min-count", "zero"], "min-count"),
     (lambda d: ["vocab", "-text", d / "train.txt", "-write-vocab", d / "no" / "dir" / "v.txt"], "does not exist"),
     (lambda d: ["no-such-command"], "no-such-command"),
@@ -60,10 +66,11 @@ def test_bad_input_is_one_line_and_exit_2(nplm, tmp_path, make_args, fragment):
     (tmp_path / "train.txt").write_text(TRAIN)
     (tmp_path / "empty.txt").write_text("\n \n")
     (tmp_path / "latin1.txt").write_bytes("ok\ncaf\xe9\n".encode("latin-1"))
+    (tmp_path / "kenlm.binary").write_bytes(b"mmap lm http://kheafield.com/code format version 5\n\0\x01\x02")
     status, out, err = nplm(*make_args(tmp_path))
     assert_one_line_error(status, err, fragment)
     assert out == ""
-    assert sorted(os.listdir(tmp_path)) == ["empty.txt", "latin1.txt", "train.txt"]
+    assert sorted(os.listdir(tmp_path)) == ["empty.txt", "kenlm.binary", "latin1.txt", "train.txt"]
 
 
 def test_a_failing_run_keeps_the_previous_output(nplm, train, tmp_path):

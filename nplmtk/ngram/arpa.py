@@ -13,6 +13,7 @@ from .counts import MAX_ORDER
 from .index import NgramIndex
 
 PSEUDO_ZERO = -99.0
+KENLM_BINARY_MAGIC = b"mmap lm http://kheafield.com/code"  # KenLM's lm/binary_format.cc
 _COUNT_LINE = re.compile(r"ngram\s+(\d+)\s*=\s*(\d+)\s*$")
 _SECTION = re.compile(r"\\(\d+)-grams:\s*$")
 
@@ -39,6 +40,9 @@ def write_arpa(model, path):
 def read_arpa(path):
     """A BackoffModel from an ARPA file; its vocabulary is the words of the 1-grams."""
     data = read_bytes(path)
+    if data.startswith(KENLM_BINARY_MAGIC):
+        raise InputError("a KenLM binary model (written by KenLM's build_binary), not ARPA text: build_binary has "
+                         "no inverse, so give the ARPA file it was built from", path=path)
 
     def line_of(offset):
         return data.count(b"\n", 0, offset) + 1
