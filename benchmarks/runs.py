@@ -101,7 +101,7 @@ _MLP = dict(epochs=20, patience=2, batch=256, threads=2, lr=0.003, early_stoppin
 # Sec. 3: R and the C_i copied from Model 0, R then fixed; mini-batches of 1,000; weight
 # decay 1e-5 on every parameter, biases included. Model 1: rates 1e-3 for C (and here the
 # biases), 1e-1 for A, 1e-5 for B; momentum 0.5 for C, for the others 0.9 with 100 hidden
-# units and 0.8 with 200-300 (0.5 with 500). Model 2: A from a trained Model 1, only S
+# units, 0.8 with 200-300 and 0.5 with 500. Model 2: A from a trained Model 1, only S
 # learnt (rate 1e-5, momentum 0.5, weight decay 1e-4). Model 3: C, A, B as Model 1, S as Model 2.
 _LBL = dict(epochs=10, patience=2, batch=1000, threads=2, early_stopping=True)
 _LBL_INIT = {1: "lbl0", 2: "lbl0 lbl1-h{hidden}:A,a", 3: "lbl0"}
@@ -110,7 +110,7 @@ _LBL_S = ("-block-lr", "S=1e-5", "-block-momentum", "S=0.5", "-block-weight-deca
 
 def _lbl_training(number, hidden):
     common = ("-freeze-features", "-weight-decay", "1e-5", "-decay-biases")
-    gating = ("-lr", "1e-3", "-block-lr", "A=1e-1,B=1e-5", "-momentum", {100: "0.9", 200: "0.8"}[hidden],
+    gating = ("-lr", "1e-3", "-block-lr", "A=1e-1,B=1e-5", "-momentum", {100: "0.9", 200: "0.8", 500: "0.5"}[hidden],
               "-block-momentum", "C=0.5")
     if number == 2:
         return common + ("-lr", "0") + _LBL_S
@@ -130,6 +130,9 @@ RUNS = {run.name: run for run in (
           model_number=number, init_from=_LBL_INIT[number].format(hidden=hidden).split(),
           extra=_lbl_training(number, hidden), **_LBL)
       for number in (1, 2, 3) for hidden in (100, 200)),
+    # the paper's best: Model 1 with 500 gating units
+    Run("lbl1-h500", "brown-lbl", arch="lbl1", order=5, features=100, hidden=500, model_number=1,
+        init_from=("lbl0",), extra=_lbl_training(1, 500), **_LBL),
     # Bengio & Senecal (2003) sec. 4.2: the exact gradient against importance sampling.
     Run("is-full", criterion="full", **_IS),
     Run("is-adaptive", criterion="is-adaptive", samples=100, **_IS),
