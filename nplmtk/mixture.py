@@ -100,14 +100,16 @@ class Mixture(LanguageModel):
     def component_logprobs(self, corpus):
         """(components, tokens) natural-log probabilities, each component on its own ids."""
         self.check_vocab(corpus)
-        rows = []
+        return np.array([model.logprobs(own) for model, own in zip(self.components, self._encoded_for(corpus))])
+
+    def _encoded_for(self, corpus):
+        """The corpus (in the mixture's ids) in each component's own ids."""
         for model, ids in zip(self.components, self._id_maps):
-            own = corpus
-            if ids is not None:
-                own = Corpus(np.where(corpus.ids >= 0, ids[np.maximum(corpus.ids, 0)], corpus.ids),
-                             corpus.offsets, model.vocab, corpus.name)
-            rows.append(model.logprobs(own))
-        return np.array(rows)
+            if ids is None:
+                yield corpus
+            else:
+                yield Corpus(np.where(corpus.ids >= 0, ids[np.maximum(corpus.ids, 0)], corpus.ids), corpus.offsets,
+                             model.vocab, corpus.name)
 
     def token_bins(self, corpus):
         if self.bins is None:
@@ -132,7 +134,7 @@ class Mixture(LanguageModel):
 
     def hit_tags(self, corpus):
         """SRILM's -bayes 0 mixture prints the tags of every component side by side."""
-        per_model = [model.hit_tags(corpus) for model in self.components]
+        per_model = [model.hit_tags(own) for model, own in zip(self.components, self._encoded_for(corpus))]
         per_model = [tags for tags in per_model if tags]
         if not per_model:
             return None

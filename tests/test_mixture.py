@@ -147,3 +147,20 @@ def test_different_vocabularies_and_self_containing_mixtures_are_refused(tmp_pat
     assert run_nplm("mix", "-lm", mix, "-lm", KB, "-text", "test.txt", "-write", mix, "-allow-paths", cwd=DATA)[0] == 0
     status, _, err = run_nplm("ppl", "-lm", mix, "-ppl", "test.txt", "-allow-paths", cwd=DATA)
     assert_one_line_error(status, err, "the mixture contains itself")
+
+
+def test_debug_2_tags_are_each_components_own_when_their_words_are_in_another_order(tmp_path):
+    """Issue 17: a component whose ARPA lists its words in another order than the first
+    component's got its n-gram tags looked up with the first one's ids."""
+    (tmp_path / "t.txt").write_text("a b c\nb c d\nc d a\na b d\n")
+    (tmp_path / "reversed.txt").write_text("d\nc\nb\na\n")
+    assert run_nplm("ngram-count", "-text", tmp_path / "t.txt", "-order", 2, "-lm", tmp_path / "a.arpa")[0] == 0
+    assert run_nplm("ngram-count", "-text", tmp_path / "t.txt", "-order", 2, "-vocab", tmp_path / "reversed.txt",
+                    "-lm", tmp_path / "b.arpa")[0] == 0
+
+    def tags(*args):
+        out = run_nplm("ppl", *args, "-text", tmp_path / "t.txt", "-debug", 2)[1]
+        return re.findall(r"= ((?:\[\w+\])+) ", out)
+    alone_a, alone_b = tags("-lm", tmp_path / "a.arpa"), tags("-lm", tmp_path / "b.arpa")
+    mixed = tags("-lm", tmp_path / "a.arpa", "-mix-lm", tmp_path / "b.arpa")
+    assert len(mixed) == 16 and mixed == [a + b for a, b in zip(alone_a, alone_b)]
