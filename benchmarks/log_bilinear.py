@@ -40,7 +40,7 @@ def lbl_quality(brown, peak):
              f"Trained by `make brown-lbl` (benchmarks/runs.py; {RUNS_DIR}/NAME.log and .nplm): Model 0 as its own "
              "run, then Models 1-3 from it as the paper's sec. 3 says (R and the C_i copied, R fixed, mini-batches "
              "of 1,000, weight decay 1e-5 on every parameter; Model 1: rates C 1e-3, A 1e-1, B 1e-5, momentum "
-             "0.5 on C and 0.9 / 0.8 on the rest for h = 100 / 200; Model 2: A and a from the Model 1 of the same "
+             "0.5 on C and 0.9 / 0.8 / 0.5 on the rest for h = 100 / 200 / 500; Model 2: A and a from the Model 1 of the same "
              "h, S alone learnt at 1e-5 with momentum 0.5 and weight decay 1e-4; Model 3: Model 1's settings and "
              "S as Model 2's), early stopping on Brown valid. Mixed: `nplm mix -lm kn5.arpa -lm MODEL -text "
              "valid.txt -write M.mix` (EM weights on valid) and `nplm ppl -lm M.mix -text test.txt`; KN5 is the "
