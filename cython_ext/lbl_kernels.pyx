@@ -23,7 +23,7 @@ from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
 from kernel_common cimport block_exponentials, block_output_gradient, dot_row, gemm, row_maxima, scale, softmax_row
-from nplmtk._ext.sampling_kernels cimport (Sampling, attach_proposal, draw_samples, importance_weights,
+from nplmtk._ext.sampling_kernels cimport (Sampling, attach_proposal, block_sums, draw_samples, importance_weights,
                                            merge_duplicates, sampling_alloc, sampling_free)
 
 cnp.import_array()
@@ -426,11 +426,18 @@ cdef class LBLNetwork:
 cdef class LBLOutputBlock(LBLNetwork):
     """One rank's block of -mpi param: the output rows lo..hi-1 (the rows of R that score
     words there, and of b), driven phase by phase while nplmtk.neural.parallel sums each
-    phase's results across the blocks (exact softmax). Every rank holds all of R for the
-    context and computes the shared blocks identically; when R is trained, its rows'
-    output steps are the owner's and the caller gathers R after each update."""
+    phase's results across the blocks: the exact softmax (block_scores, ...) or importance
+    sampling (block_sampled_*, every rank drawing the same words). Every rank holds all of
+    R for the context and computes the shared blocks identically; when R is trained, its
+    rows' output steps are the owner's and the caller gathers R after each update."""
     cdef int lo, hi
     cdef readonly int exchange_width
+    cdef Sampling sampling
+    cdef object proposal
+    cdef bint sampled  # the update under way is a sampled one: R and b already stepped row by row
+
+    def __dealloc__(self):
+        sampling_free(&self.sampling)
 
     def __init__(self, params, int capacity, bint bias, int lo, int hi):
         LBLNetwork.__init__(self, params, capacity, bias)
@@ -475,6 +482,99 @@ cdef class LBLOutputBlock(LBLNetwork):
                 gemm(b'T', b'N', V, m, K, 1.0, self.work.Y, V, self.work.P, m, 0.0,
                      self.work.grad[R_] + <Py_ssize_t> self.lo * m, m)
 
+    def block_sampled_begin(self, int samples, proposal, unsigned long long seed):
+        """Start a chunk of importance-sampled batches (same proposal and seed on every rank)."""
+        if samples < 1 or proposal.vocab_size != self.net.vocab:
+            raise ValueError("no samples, or a proposal of the wrong size")
+        if self.sampling.count != samples:
+            sampling_free(&self.sampling)
+            if not sampling_alloc(&self.sampling, samples, self.work.capacity, self.net.m, self.net.m,
+                                  self.net.vocab):
+                raise MemoryError()
+        self.proposal = proposal
+        attach_proposal(&self.sampling, proposal)
+        self.sampling.rng = seed
+
+    def block_sampled_scores(self, const int[:, ::1] windows, float[::1] top):
+        """Predict; draw the batch's samples; score the held ones (y - log Q) and the targets
+        held; `top` gets each window's maximum over the held samples."""
+        cdef Sampling *sp = &self.sampling
+        cdef int K = windows.shape[0], n = self.net.context + 1, i, j, h, t, M, m = self.net.m
+        cdef float best
+        cdef float *g
+        self._check(windows, K)
+        if sp.count == 0:
+            raise ValueError("block_sampled_begin first")
+        with nogil:
+            predict(&self.net, &self.work, &windows[0, 0], K)
+            draw_samples(sp, &windows[0, 0], K, n)
+            merge_duplicates(sp)
+            sp.held = 0
+            for j in range(sp.distinct):
+                if self.lo <= sp.words[j] < self.hi:
+                    sp.owned[sp.held] = j
+                    memcpy(sp.U_rows + sp.held * m, self.net.param[R_] + <Py_ssize_t> sp.words[j] * m,
+                           m * sizeof(float))
+                    sp.held += 1
+            M = sp.held
+            for i in range(K):
+                for h in range(M):
+                    sp.weights[i * M + h] = self.net.param[B_OUT][sp.words[sp.owned[h]]]
+            gemm(b'N', b'T', K, M, m, 1.0, self.work.P, m, sp.U_rows, m, 1.0, sp.weights, M)
+            for i in range(K):
+                g = sp.weights + i * M
+                best = -3.4e38
+                for h in range(M):
+                    g[h] -= sp.sample_log_q[sp.owned[h]]
+                    best = g[h] if g[h] > best else best
+                top[i] = best
+                t = windows[i, n - 1]
+                sp.targets[i] = 0
+                if self.lo <= t < self.hi:
+                    sp.targets[i] = self.net.param[B_OUT][t] + dot_row(m, self.net.param[R_] + <Py_ssize_t> t * m,
+                                                                       self.work.P + i * m)
+
+    def block_sampled_sums(self, const int[:, ::1] windows, const float[::1] top, double[::1] out):
+        """With the maxima over all blocks: out[i] = sum of this block's r, out[K + i] = sum
+        of r^2, out[2K + i] = the target's score where this block holds it (else 0)."""
+        with nogil:
+            block_sums(&self.sampling, windows.shape[0], &top[0], &out[0])
+
+    def block_sampled_backward(self, const int[:, ::1] windows, const double[::1] sums, const double[::1] rates,
+                               float[::1] partial):
+        """With the sums of r over all blocks: this block's share of the estimated dL/dp into
+        `partial`, then the steps on the held sampled words' and targets' rows of R and b."""
+        cdef Sampling *sp = &self.sampling
+        cdef int K = windows.shape[0], n = self.net.context + 1, i, h, t, M = sp.held, m = self.net.m, one = 1
+        cdef float value, rate_R = <float> rates[R_], rate_b = <float> rates[B_OUT], minus = -rate_R
+        with nogil:
+            for i in range(K):
+                value = <float> (1 / sums[i])
+                for h in range(M):
+                    sp.weights[i * M + h] *= value
+            memset(&partial[0], 0, <Py_ssize_t> K * m * sizeof(float))
+            gemm(b'N', b'N', K, m, M, 1.0, sp.weights, M, sp.U_rows, m, 0.0, &partial[0], m)
+            value = -1
+            for i in range(K):
+                t = windows[i, n - 1]
+                if self.lo <= t < self.hi:
+                    saxpy(&m, &value, self.net.param[R_] + <Py_ssize_t> t * m, &one, &partial[i * m], &one)
+            if rate_R != 0 and M > 0:
+                gemm(b'T', b'N', M, m, K, 1.0, sp.weights, M, self.work.P, m, 0.0, sp.row_grads, m)
+                for h in range(M):
+                    saxpy(&m, &minus, sp.row_grads + h * m, &one,
+                          self.net.param[R_] + <Py_ssize_t> sp.words[sp.owned[h]] * m, &one)
+            for i in range(K):
+                t = windows[i, n - 1]
+                if self.lo <= t < self.hi and rate_R != 0:
+                    saxpy(&m, &rate_R, self.work.P + i * m, &one, self.net.param[R_] + <Py_ssize_t> t * m, &one)
+                if trained(&self.net, B_OUT, rate_b):
+                    if self.lo <= t < self.hi:
+                        self.net.param[B_OUT][t] += rate_b
+                    for h in range(M):
+                        self.net.param[B_OUT][sp.words[sp.owned[h]]] -= rate_b * sp.weights[i * M + h]
+        self.sampled = True
+
     def block_input_backward(self, const int[:, ::1] windows, const float[::1] total, const double[::1] rates,
                              const float[::1] keep, const float[::1] momentum):
         """With block_backward's partials summed over all blocks (dL/dp): the shared blocks'
@@ -482,13 +582,29 @@ cdef class LBLOutputBlock(LBLNetwork):
         arrays whose blocks the ranks must gather now: ("R",) when R is trained."""
         cdef int K = windows.shape[0], n = self.net.context + 1, i, k, m = self.net.m, one = 1
         cdef float unit = 1
+        cdef float minus = -rates[R_]
+        cdef int block
+        cdef bint sampled = self.sampled
+        self.sampled = False
         with nogil:
             memcpy(self.work.dP, &total[0], <Py_ssize_t> K * m * sizeof(float))
             context_backward(&self.net, &self.work, K)
-            if rates[R_] != 0:
+            if sampled:  # R's and b's rows have had their output steps: the context rows, the rest
                 for i in range(K):
                     for k in range(self.net.context):
-                        saxpy(&m, &unit, self.work.dX + i * self.net.inputs + k * m, &one,
-                              self.work.grad[R_] + <Py_ssize_t> windows[i, k] * m, &one)
-            step_blocks(&self.net, &self.work, &rates[0], &keep[0], 1, &momentum[0])
+                        if rates[R_] != 0:
+                            saxpy(&m, &minus, self.work.dX + i * self.net.inputs + k * m, &one,
+                                  self.net.param[R_] + <Py_ssize_t> windows[i, k] * m, &one)
+                for block in range(NBLOCKS):
+                    if block != R_ and block != B_OUT and trained(&self.net, block, <float> rates[block]):
+                        step_block(&self.net, &self.work, block, <float> rates[block], 0, keep[block])
+                    elif self.net.param[block] != NULL and keep[block] != 1:
+                        scale(<int> self.net.size[block], keep[block], self.net.param[block])
+            else:
+                if rates[R_] != 0:
+                    for i in range(K):
+                        for k in range(self.net.context):
+                            saxpy(&m, &unit, self.work.dX + i * self.net.inputs + k * m, &one,
+                                  self.work.grad[R_] + <Py_ssize_t> windows[i, k] * m, &one)
+                step_blocks(&self.net, &self.work, &rates[0], &keep[0], 1, &momentum[0])
         return ("R",) if rates[R_] != 0 else ()

@@ -11,8 +11,8 @@ from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
 from kernel_common cimport block_exponentials, block_output_gradient, dot, gemm, row_maxima
-from nplmtk._ext.sampling_kernels cimport (Sampling, attach_proposal, draw_samples, merge_duplicates, sampling_alloc,
-                                           sampling_free)
+from nplmtk._ext.sampling_kernels cimport (Sampling, attach_proposal, block_sums, draw_samples, merge_duplicates,
+                                           sampling_alloc, sampling_free)
 from feedforward cimport (Net, Work, decay_dense, hidden_layer, input_backward, net_attach, output_backward, scores,
                           work_alloc, work_free)
 
@@ -146,21 +146,8 @@ cdef class OutputBlock:
     def block_sampled_sums(self, const int[:, ::1] windows, const float[::1] top, double[::1] out):
         """With the maxima over all blocks: out[i] = sum of this block's r, out[K + i] = sum
         of r^2, out[2K + i] = the target's score where this block holds it (else 0)."""
-        cdef Sampling *sp = &self.sampling
-        cdef int K = windows.shape[0], i, m
-        cdef float value
-        cdef float *g
         with nogil:
-            for i in range(K):
-                g = sp.weights + i * sp.held
-                out[i] = 0
-                out[K + i] = 0
-                for m in range(sp.held):
-                    value = expf(g[m] - top[i])
-                    g[m] = value
-                    out[i] += value
-                    out[K + i] += value * value / sp.multiplicity[sp.owned[m]]
-                out[2 * K + i] = sp.targets[i]
+            block_sums(&self.sampling, windows.shape[0], &top[0], &out[0])
 
     def block_sampled_backward(self, const int[:, ::1] windows, const double[::1] sums, float rate,
                                float[::1] partial):

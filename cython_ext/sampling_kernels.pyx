@@ -176,6 +176,25 @@ cdef double importance_weights(Sampling *sp, float *g, double *ess) noexcept nog
 
 
 
+cdef void block_sums(Sampling *sp, int K, const float *top, double *out) noexcept nogil:
+    """-mpi param: with the maxima over all blocks, the held samples' scores (K x held, in
+    weights) become r = exp(y - top); out[i] = their sum, out[K + i] = the sum of r^2 over
+    the multiplicities, out[2K + i] = the target's score where this block holds it."""
+    cdef int i, m
+    cdef float value
+    cdef float *g
+    for i in range(K):
+        g = sp.weights + i * sp.held
+        out[i] = 0
+        out[K + i] = 0
+        for m in range(sp.held):
+            value = expf(g[m] - top[i])
+            g[m] = value
+            out[i] += value
+            out[K + i] += value * value / sp.multiplicity[sp.owned[m]]
+        out[2 * K + i] = sp.targets[i]
+
+
 cdef int attach_proposal(Sampling *sp, object proposal) except -1:
     """Point the sampler at a proposal's tables (nplmtk.neural.sampling.Proposal: the alias
     table, log Q and the optional bigram rows); the caller keeps `proposal` alive."""

@@ -127,17 +127,22 @@ def check_writable(path):
     missing, `path` a folder, or no file can be created there."""
     if path is None or path == "-":
         return
+    fd, probe = _temporary_beside(path)
+    os.close(fd)
+    os.unlink(probe)
+
+
+def _temporary_beside(path):
+    """(fd, name) of a new temporary file in `path`'s folder, or a one-line error."""
     directory = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
         raise NplmError("is a directory, not a file", path=path)
     if not os.path.isdir(directory):
         raise NplmError(f"directory {directory} does not exist", path=path)
     try:
-        fd, probe = tempfile.mkstemp(dir=directory, prefix=_temporary_prefix(path), suffix=".tmp")
+        return tempfile.mkstemp(dir=directory, prefix=_temporary_prefix(path), suffix=".tmp")
     except OSError as err:
         raise _os_error(path, err) from None
-    os.close(fd)
-    os.unlink(probe)
 
 
 @contextlib.contextmanager
@@ -152,16 +157,8 @@ def atomic_output(path, binary=False):
         yield stream
         stream.flush()
         return
-    directory = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        raise NplmError("is a directory, not a file", path=path)
-    if not os.path.isdir(directory):
-        raise NplmError(f"directory {directory} does not exist", path=path)
     _remove_stale_temporaries(path)
-    try:
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=_temporary_prefix(path), suffix=".tmp")
-    except OSError as err:
-        raise _os_error(path, err) from None
+    fd, tmp = _temporary_beside(path)
     try:
         with os.fdopen(fd, "wb") as raw:
             compressed = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) if path.endswith(".gz") else None

@@ -219,7 +219,6 @@ def test_train_nplm_the_family_from_the_command_line(tmp_path):
     (["-arch", "mlp", "-momentum", "0.5"], "-momentum: the mlp network has no parameter blocks"),
     (["-arch", "lbl2", "-h", "0"], "-arch lbl2 needs -h 1 or more hidden units"),
     (["-arch", "lbl", "-momentum", "0.5", "-criterion", "is"], "-momentum applies to the exact softmax gradient"),
-    (["-arch", "lbl", "-mpi", "param", "-criterion", "is"], "-mpi param trains lbl with the exact softmax"),
     (["-arch", "lbl1", "-init-from", "MODEL"], "-init-from: a model of order 3 over"),
 ])
 def test_family_options_that_do_not_go_together(tmp_path, args, fragment):

@@ -34,6 +34,8 @@ def corpus(tmp_path_factory):
     # the log-bilinear output layer is R itself: ranks score with their rows of R and b and
     # gather R after each update when it is trained
     (["-arch", "lbl1", "-h", 5], []), (["-arch", "lbl3", "-h", 4, "-freeze-features", "-momentum", 0.5], []),
+    (["-arch", "lbl3", "-h", 4], ["-criterion", "is", "-samples", 9]),
+    (["-arch", "lbl1", "-h", 4, "-freeze-features"], ["-criterion", "is", "-samples", 30, "-proposal", "bigram"]),
 ])
 @pytest.mark.parametrize("batch", [8, 1])
 def test_param_parallel_training_gives_the_serial_parameters(corpus, shape, criterion, batch):

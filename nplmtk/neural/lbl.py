@@ -88,9 +88,7 @@ class LBLModel(NeuralModel):
         if config.criterion != "full" and (config.momentum or any(config.block_momentum.values())):
             raise ParameterError("{momentum} applies to the exact softmax gradient: give {criterion} full "
                                  "or no momentum")
-        if config.criterion != "full" and config.mpi == "param":
-            raise ParameterError(f"{{mpi}} param trains {self.arch} with the exact softmax: give {{criterion}} full, "
-                                 "or use {mpi} data")
+
 
 
 class GatedLBLModel(LBLModel):
