@@ -2,7 +2,10 @@
 import click
 
 from nplmtk.errors import NplmError
+from nplmtk.io import check_writable
 from nplmtk.models import load
+from nplmtk.ngram.arpa import write_arpa
+from nplmtk.ngram.backoff import BackoffModel
 from nplmtk.mixture import Mixture
 from nplmtk.ppl import perplexity
 from nplmtk.text import Normalizer
@@ -45,12 +48,17 @@ def _mix_options(function):
                            "sum_i C(i) P(i|context) and a probability (Bengio et al. 2003, sec. 5.1).")
 @flag("allow-paths", help="Follow a mixture's components wherever its file names them (by default only "
                           "files in the mixture's folder and below).")
+@option("write-lm", metavar="FILE", default=None,
+        help="Write the n-gram model (after -order) as ARPA, .gz too, as SRILM's `ngram -write-lm`; -text is "
+        "then optional.")
 @_mix_options
 def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, main_weight, bayes, oov_estimate,
-            allow_paths, **more):
-    """Report the perplexity of a model on a text in SRILM's `ngram -ppl` format."""
-    if (text is None) == (ppl_file is None):
+            allow_paths, write_lm, **more):
+    """Report the perplexity of a model on a text in SRILM's `ngram -ppl` format, and/or
+    rewrite an n-gram model (`-write-lm`)."""
+    if text is not None and ppl_file is not None or (text is None and ppl_file is None and write_lm is None):
         raise NplmError("give the text to score with -text FILE (or -ppl FILE)")
+    check_writable(write_lm)
     if bayes not in (None, 0):
         raise NplmError("-bayes: only 0 (exact interpolation) is supported")
     model = load(lm, allow_paths)
@@ -67,6 +75,12 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
         if weights[1] < -1e-9:
             raise NplmError("-lambda and -mix-lambdaN add up to more than 1")
         model = Mixture([model] + [load(name, allow_paths) for name in names[1:]], [max(w, 0.0) for w in weights], names)
+    if write_lm is not None:
+        if not isinstance(model, BackoffModel):
+            raise NplmError(f"{lm}: -write-lm writes back-off n-gram models (ARPA) only")
+        write_arpa(model, write_lm)
+    if text is None and ppl_file is None:
+        return
     if oov_estimate and not hasattr(model, "logprobs_estimating_oov"):
         raise NplmError(f"{lm}: -oov-estimate needs an energy network (-arch energy)")
     perplexity(model, text or ppl_file, debug=debug, write=click.echo,

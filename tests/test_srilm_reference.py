@@ -1,5 +1,6 @@
 """nplmtk against SRILM 1.7.3's own outputs (tests/data/srilm/README.md): every ARPA entry
 to the printed digit, and every ppl report byte for byte."""
+import gzip
 import os
 
 import pytest
@@ -43,6 +44,18 @@ def test_estimated_models_equal_srilms(name, tmp_path):
     assert set(ours) == set(theirs)
     different = [(k, ours[k], theirs[k]) for k in ours if ours[k] != theirs[k]]
     assert different == []
+    # and the file itself, line for line in SRILM's order (issue 17)
+    assert out.read_bytes() == gzip.open(f"{DATA}/{name}.arpa.gz").read()
+
+
+@pytest.mark.parametrize("order", [2, 3])
+def test_write_lm_equals_srilms_byte_for_byte(order, tmp_path):
+    """`ngram -lm kn3-unk.arpa.gz [-order 2] -write-lm` (issue 17), to .gz as well."""
+    out = tmp_path / "out.arpa.gz"
+    status, stdout, err = run_nplm("ppl", "-lm", f"{DATA}/kn3-unk.arpa.gz", "-order", order, "-write-lm", out)
+    assert status == 0 and stdout == "", err
+    reference = f"{DATA}/kn{order}-from-kn3-unk.arpa.gz" if order == 2 else f"{DATA}/kn3-unk.arpa.gz"
+    assert gzip.open(out).read() == gzip.open(reference).read()
 
 
 @pytest.mark.parametrize("name", ["kn3-unk", "kn3-closed", "kn3-cutoff", "wb3-backoff"])

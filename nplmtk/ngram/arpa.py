@@ -18,8 +18,30 @@ _COUNT_LINE = re.compile(r"ngram\s+(\d+)\s*=\s*(\d+)\s*$")
 _SECTION = re.compile(r"\\(\d+)-grams:\s*$")
 
 
+def srilm_order(grams, rank):
+    """The order SRILM writes the n-grams of one order in: by the context read from the
+    most recent word back, then by the word, words compared as byte strings (its context
+    trie stores contexts reversed). `rank[w]`: word w's place in byte order."""
+    k = grams.shape[1]
+    word = rank[grams[:, -1]].astype(np.int64)
+    bits = max(1, int(len(rank) - 1).bit_length())
+    if bits * (k - 1) > 63:
+        return np.lexsort([word] + [rank[grams[:, j]] for j in range(k - 1)])  # lexsort: last key first
+    # the reversed context packed in one int64 (w_{k-1} most significant), then the word:
+    # one key when it all fits, the n-grams being distinct
+    context = np.zeros(len(grams), dtype=np.int64)
+    for j in range(k - 1):
+        context |= rank[grams[:, j]].astype(np.int64) << (bits * j)
+    if bits * k <= 63:
+        return np.argsort((context << bits) | word)
+    return np.lexsort((word, context))
+
+
 def write_arpa(model, path):
+    """The model as SRILM writes it, line for line (the same n-grams in the same order)."""
     encoded = [w.encode("utf-8") for w in model.vocab.words]
+    rank = np.empty(len(encoded), dtype=np.int32)
+    rank[sorted(range(len(encoded)), key=encoded.__getitem__)] = np.arange(len(encoded), dtype=np.int32)
     word_start = np.zeros(len(encoded) + 1, dtype=np.int64)
     np.cumsum([len(w) for w in encoded], out=word_start[1:])
     words = np.frombuffer(b"".join(encoded), dtype=np.uint8)
@@ -30,10 +52,11 @@ def write_arpa(model, path):
         for k, (grams, logp, bow, has_bow) in enumerate(
                 zip(model.grams, model.logp, model.bow, model.has_bow), 1):
             out.write(f"\n\\{k}-grams:\n".encode())
-            out.write(format_section(np.ascontiguousarray(grams, dtype=np.int32),
-                                     np.ascontiguousarray(logp, dtype=np.float32),
-                                     np.ascontiguousarray(bow, dtype=np.float32),
-                                     np.ascontiguousarray(has_bow, dtype=np.uint8), words, word_start))
+            order = srilm_order(grams, rank)
+            out.write(format_section(np.ascontiguousarray(grams[order], dtype=np.int32),
+                                     np.ascontiguousarray(logp[order], dtype=np.float32),
+                                     np.ascontiguousarray(bow[order], dtype=np.float32),
+                                     np.ascontiguousarray(has_bow[order], dtype=np.uint8), words, word_start))
         out.write(b"\n\\end\\\n")
 
 
