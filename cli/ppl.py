@@ -6,6 +6,7 @@ from nplmtk.io import check_writable
 from nplmtk.models import load
 from nplmtk.ngram.arpa import write_arpa
 from nplmtk.ngram.backoff import BackoffModel
+from nplmtk.ngram.estimate import renormalise
 from nplmtk.mixture import Mixture
 from nplmtk.ppl import perplexity
 from nplmtk.text import Normalizer
@@ -48,12 +49,13 @@ def _mix_options(function):
                            "sum_i C(i) P(i|context) and a probability (Bengio et al. 2003, sec. 5.1).")
 @flag("allow-paths", help="Follow a mixture's components wherever its file names them (by default only "
                           "files in the mixture's folder and below).")
+@flag("renorm", help="Recompute the n-gram model's back-off weights from its probabilities (SRILM's -renorm).")
 @option("write-lm", metavar="FILE", default=None,
         help="Write the n-gram model (after -order) as ARPA, .gz too, as SRILM's `ngram -write-lm`; -text is "
         "then optional.")
 @_mix_options
 def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, main_weight, bayes, oov_estimate,
-            allow_paths, write_lm, **more):
+            allow_paths, renorm, write_lm, **more):
     """Report the perplexity of a model on a text in SRILM's `ngram -ppl` format, and/or
     rewrite an n-gram model (`-write-lm`)."""
     if text is not None and ppl_file is not None or (text is None and ppl_file is None and write_lm is None):
@@ -66,6 +68,10 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
         if not hasattr(model, "truncated"):
             raise NplmError(f"{lm}: -order applies to n-gram models only")
         model = model.truncated(order)
+    if renorm:
+        if not isinstance(model, BackoffModel):
+            raise NplmError(f"{lm}: -renorm applies to back-off n-gram models (ARPA) only")
+        model = renormalise(model)
     extra = [(more[f"mix_lm{i}"], more[f"mix_lambda{i}"]) for i in range(2, MAX_MIX + 1) if more[f"mix_lm{i}"]]
     if extra and mix_lm is None:
         raise NplmError("-mix-lm2 and the like need -mix-lm")

@@ -73,3 +73,32 @@ def test_order_option_equals_srilms():
     assert status == 0, err
     with open(f"{DATA}/ppl-kn3-unk-order2.txt", encoding="utf-8") as f:
         assert out == f.read()
+
+
+def thinned(tmp_path):
+    """kn3-unk without every third 3-gram: its back-off weights no longer fit."""
+    lines, out, section, count = gzip.open(f"{DATA}/kn3-unk.arpa.gz", "rt").read().split("\n"), [], 0, 0
+    for line in lines:
+        if line.startswith("\\") and line.endswith("-grams:"):
+            section, count = int(line[1]), 0
+        elif section == 3 and line and not line.startswith("\\"):
+            count += 1
+            if count % 3 == 0:
+                continue
+        out.append(line)
+    kept = sum(1 for line in out[out.index("\\3-grams:") + 1:] if line and not line.startswith("\\"))
+    path = tmp_path / "thinned.arpa"
+    path.write_text("\n".join(line if not line.startswith("ngram 3=") else f"ngram 3={kept}" for line in out))
+    return path
+
+
+def test_renorm_equals_srilms_byte_for_byte(tmp_path):
+    """`ngram -lm thinned.arpa -renorm -write-lm` and `-renorm -ppl` (issue 17)."""
+    path = thinned(tmp_path)
+    status, out, err = run_nplm("ppl", "-lm", path, "-renorm", "-write-lm", tmp_path / "renormed.arpa",
+                                "-ppl", "test.txt", cwd=DATA)
+    assert status == 0, err
+    assert (tmp_path / "renormed.arpa").read_bytes() == gzip.open(f"{DATA}/kn3-unk-thinned-renorm.arpa.gz").read()
+    assert (tmp_path / "renormed.arpa").read_bytes() != path.read_bytes()
+    with open(f"{DATA}/ppl-kn3-unk-thinned-renorm.txt", encoding="utf-8") as f:
+        assert out == f.read()

@@ -361,3 +361,33 @@ def fixup_missing_contexts(tables):
         if rows.any():
             tables.logp[k - 1][rows] = tables.backoff(grams[k - 1][rows])
             present[k - 1][rows] = True
+
+
+def renormalise(model):
+    """SRILM's `ngram -renorm` (recomputeBOWs): the back-off weight of every context
+    recomputed from the model's own probabilities, order by order from the shortest (the
+    longer ones back off through them); a context with no mass left below scales its
+    probabilities to sum to 1, and left-over unigram mass goes to the words of
+    probability 0 (to every word when there are none), as SRILM's distributeProb does."""
+    logp = [np.array(values, dtype=np.float32) for values in model.logp]
+    bow = [np.zeros(len(grams), dtype=np.float32) for grams in model.grams]
+    unigram, words = logp[0], model.grams[0][:, 0]
+    leftover = 1 - log10_to_prob(unigram).sum()
+    if leftover > PROB_EPSILON:
+        events = words != model.vocab.bos
+        zero = events & np.isneginf(unigram)
+        if zero.any():
+            unigram[zero] = np.float32(math.log10(leftover / zero.sum()))
+        else:
+            unigram[events] = np.log10(log10_to_prob(unigram[events]) + leftover / events.sum()).astype(np.float32)
+    for k in range(1, model.order):
+        children = model.grams[k]
+        group = model.index.prefix_of(k + 1)
+        lower = log10_to_prob(backoff_walk(model.index, logp, bow, model.node, children[:, 1:]))
+        size = len(model.grams[k - 1])
+        numerator = 1 - np.bincount(group, weights=log10_to_prob(logp[k]), minlength=size)
+        denominator = 1 - np.bincount(group, weights=lower, minlength=size)
+        bow[k - 1] = _compute_bow(numerator, denominator, model.node[k - 1], logp[k],
+                                  np.ones(len(children), dtype=bool), group)
+    has_bow = [model.node[k].copy() for k in range(model.order - 1)] + [np.zeros(len(model.grams[-1]), dtype=bool)]
+    return BackoffModel(model.vocab, model.grams, logp, bow, has_bow, model.index)
