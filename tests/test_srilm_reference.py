@@ -102,3 +102,13 @@ def test_renorm_equals_srilms_byte_for_byte(tmp_path):
     assert (tmp_path / "renormed.arpa").read_bytes() != path.read_bytes()
     with open(f"{DATA}/ppl-kn3-unk-thinned-renorm.txt", encoding="utf-8") as f:
         assert out == f.read()
+
+
+@pytest.mark.parametrize("threshold", ["1e-5", "1e-4"])
+def test_entropy_pruning_equals_srilms_byte_for_byte(threshold, tmp_path):
+    """`ngram -lm kn3-unk.arpa.gz -prune T -write-lm` (issue 17): the n-grams kept, their
+    probabilities and the recomputed back-off weights."""
+    out = tmp_path / "pruned.arpa"
+    status, _, err = run_nplm("ppl", "-lm", f"{DATA}/kn3-unk.arpa.gz", "-prune", threshold, "-write-lm", out)
+    assert status == 0, err
+    assert out.read_bytes() == gzip.open(f"{DATA}/kn3-unk-prune{threshold}.arpa.gz").read()

@@ -391,3 +391,85 @@ def renormalise(model):
                                   np.ones(len(children), dtype=bool), group)
     has_bow = [model.node[k].copy() for k in range(model.order - 1)] + [np.zeros(len(model.grams[-1]), dtype=bool)]
     return BackoffModel(model.vocab, model.grams, logp, bow, has_bow, model.index)
+
+
+def prune(model, threshold, min_order=2):
+    """SRILM's `-prune` (Stolcke 1998, Ngram::pruneProbs): from the highest order down,
+    each n-gram whose removal would raise the model's own perplexity by less than
+    `threshold` (relatively) is removed, the context's probability P(h) taken from the
+    model itself; an n-gram that is a context of a longer one stays; then the back-off
+    weights are recomputed (`renormalise`). Orders below `min_order` are kept whole."""
+    logp = [np.array(values, dtype=np.float32) for values in model.logp]
+    present = [np.ones(len(grams), dtype=bool) for grams in model.grams]
+    node = [mask.copy() for mask in model.node]
+    history = _context_log10probs(model)
+    for i in range(model.order - 1, max(min_order - 1, 1) - 1, -1):  # contexts of i words, (i+1)-grams
+        grams, group = model.grams[i], model.index.prefix_of(i + 1)
+        size = len(model.grams[i - 1])
+        backoff = backoff_walk(model.index, logp, model.bow, node, grams[:, 1:]).astype(np.float32)
+        prob = log10_to_prob(logp[i])
+        numerator = 1 - np.bincount(group, weights=prob, minlength=size)
+        denominator = 1 - np.bincount(group, weights=log10_to_prob(backoff), minlength=size)
+        usable = _bow_terms(numerator, denominator, logp[i], group)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            new_bow = (np.log10(numerator[group] + prob) - np.log10(denominator[group] + log10_to_prob(backoff))
+                       ).astype(np.float32)
+            delta_logp = (backoff + new_bow) - logp[i]  # float32, as SRILM's LogP
+            delta_entropy = -log10_to_prob(history[i - 1][group]) * (
+                prob * delta_logp.astype(np.float64)
+                + numerator[group] * (new_bow - model.bow[i - 1][group]).astype(np.float64))
+            perplexity_change = log10_to_prob(delta_entropy) - 1.0
+        pruned = usable[group] & (threshold > 0) & (perplexity_change < threshold) & ~node[i]
+        present[i] &= ~pruned
+        # a context left without n-grams and without longer contexts behind it goes too
+        left = np.bincount(group, weights=present[i], minlength=size) > 0
+        extended = np.zeros(size, dtype=bool)
+        if i + 1 < model.order:
+            longer = node[i]
+            suffix = model.index.find(model.grams[i][longer][:, 1:])
+            extended[suffix[suffix >= 0]] = True
+        node[i - 1] &= ~(usable & ~left & ~extended)
+    kept = BackoffModel(model.vocab, [g[p] for g, p in zip(model.grams, present)],
+                        [lp[p] for lp, p in zip(logp, present)], [b[p] for b, p in zip(model.bow, present)],
+                        [n[p] for n, p in zip(node[:-1], present[:-1])] + [np.zeros(int(present[-1].sum()), bool)])
+    return renormalise(kept)
+
+
+def _bow_terms(numerator, denominator, child_logp, group):
+    """SRILM's computeBOW without the weight: the numerator and denominator with rounding
+    fixed (in place), children scaled where nothing is left below; False where the
+    context's weight cannot be computed (its n-grams are then not pruned)."""
+    numerator[np.abs(numerator) < PROB_EPSILON] = 0.0
+    denominator[np.abs(denominator) < PROB_EPSILON] = 0.0
+    rescale = (denominator < PROB_EPSILON) & (numerator > PROB_EPSILON)
+    if rescale.any():
+        rows = rescale[group]
+        child_logp[rows] = (child_logp[rows].astype(np.float64) - np.log10(1 - numerator[group[rows]])
+                            ).astype(np.float32)
+        numerator[rescale] = 0.0
+        denominator[rescale] = 0.0
+    usable = ~((numerator < 0) | ((denominator <= 0) & (numerator > PROB_EPSILON)))
+    zero = (denominator <= 0) & usable & ~rescale
+    numerator[zero] = 0.0
+    denominator[zero] = 0.0
+    return usable
+
+
+def _context_log10probs(model):
+    """log10 P(h) of every n-gram h of orders 1 .. N-1 as SRILM's contextProb: the chain of
+    the model's own conditional probabilities, </s>'s standing in for a leading <s>, a
+    zero-probability <s> skipped; accumulated in float32 as its LogP."""
+    bos, eos = model.vocab.bos, model.vocab.eos
+    out = []
+    for k in range(1, model.order):
+        grams = model.grams[k - 1]
+        total = np.zeros(len(grams), dtype=np.float32)
+        for j in range(k):
+            rows = np.ascontiguousarray(grams[:, :j + 1])
+            if j == 0:
+                rows = np.where(rows == bos, eos, rows).astype(np.int32)
+            score = model.score_rows(rows).astype(np.float32)
+            skip = np.isneginf(score) & (rows[:, -1] == bos)
+            total = np.where(skip, total, total + score).astype(np.float32)
+        out.append(total)
+    return out
