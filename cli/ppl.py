@@ -7,6 +7,7 @@ from nplmtk.models import load
 from nplmtk.ngram.arpa import write_arpa
 from nplmtk.ngram.backoff import BackoffModel
 from nplmtk.ngram.estimate import prune as prune_model
+from nplmtk.ngram.estimate import prune_low_probs
 from nplmtk.ngram.estimate import renormalise
 from nplmtk.mixture import Mixture
 from nplmtk.ppl import perplexity
@@ -55,12 +56,14 @@ def _mix_options(function):
         help="Remove the n-grams whose removal raises the model's perplexity by less than this (relatively; "
         "Stolcke's entropy pruning, as SRILM's -prune), then recompute the back-off weights.")
 @option("minprune", type=click.IntRange(min=2), default=2, help="Prune only n-grams at least this long.")
+@flag("prune-lowprobs", help="Remove the n-grams whose probability is below their back-off estimate (SRILM's "
+                             "-prune-lowprobs).")
 @option("write-lm", metavar="FILE", default=None,
         help="Write the n-gram model (after -order) as ARPA, .gz too, as SRILM's `ngram -write-lm`; -text is "
         "then optional.")
 @_mix_options
 def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, main_weight, bayes, oov_estimate,
-            allow_paths, renorm, prune, minprune, write_lm, **more):
+            allow_paths, renorm, prune, minprune, prune_lowprobs, write_lm, **more):
     """Report the perplexity of a model on a text in SRILM's `ngram -ppl` format, and/or
     rewrite an n-gram model (`-write-lm`)."""
     if text is not None and ppl_file is not None or (text is None and ppl_file is None and write_lm is None):
@@ -73,12 +76,14 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
         if not hasattr(model, "truncated"):
             raise NplmError(f"{lm}: -order applies to n-gram models only")
         model = model.truncated(order)
-    if (renorm or prune) and not isinstance(model, BackoffModel):
-        raise NplmError(f"{lm}: -renorm and -prune apply to back-off n-gram models (ARPA) only")
-    if renorm:
+    if (renorm or prune or prune_lowprobs) and not isinstance(model, BackoffModel):
+        raise NplmError(f"{lm}: -renorm and -prune* apply to back-off n-gram models (ARPA) only")
+    if renorm:  # in SRILM's order
         model = renormalise(model)
     if prune:
         model = prune_model(model, prune, minprune)
+    if prune_lowprobs:
+        model = prune_low_probs(model, minprune)
     extra = [(more[f"mix_lm{i}"], more[f"mix_lambda{i}"]) for i in range(2, MAX_MIX + 1) if more[f"mix_lm{i}"]]
     if extra and mix_lm is None:
         raise NplmError("-mix-lm2 and the like need -mix-lm")

@@ -112,3 +112,14 @@ def test_entropy_pruning_equals_srilms_byte_for_byte(threshold, tmp_path):
     status, _, err = run_nplm("ppl", "-lm", f"{DATA}/kn3-unk.arpa.gz", "-prune", threshold, "-write-lm", out)
     assert status == 0, err
     assert out.read_bytes() == gzip.open(f"{DATA}/kn3-unk-prune{threshold}.arpa.gz").read()
+
+
+@pytest.mark.parametrize("name", ["kn3-backoff", "wb3-backoff"])
+def test_prune_lowprobs_equals_srilms_byte_for_byte(name, tmp_path):
+    """`ngram -lm NAME.arpa.gz -prune-lowprobs -write-lm` (issue 17): back-off models where
+    some n-grams fall below their back-off estimate (103 2-grams and 1,587 3-grams go from
+    kn3-backoff)."""
+    out = tmp_path / "pruned.arpa"
+    status, _, err = run_nplm("ppl", "-lm", f"{DATA}/{name}.arpa.gz", "-prune-lowprobs", "-write-lm", out)
+    assert status == 0, err
+    assert out.read_bytes() == gzip.open(f"{DATA}/{name}-lowprobs.arpa.gz").read()

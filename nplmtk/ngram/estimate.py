@@ -365,11 +365,21 @@ def fixup_missing_contexts(tables):
 
 def renormalise(model):
     """SRILM's `ngram -renorm` (recomputeBOWs): the back-off weight of every context
-    recomputed from the model's own probabilities, order by order from the shortest (the
-    longer ones back off through them); a context with no mass left below scales its
-    probabilities to sum to 1, and left-over unigram mass goes to the words of
-    probability 0 (to every word when there are none), as SRILM's distributeProb does."""
+    recomputed from the model's own probabilities (see `_recompute_bows`)."""
     logp = [np.array(values, dtype=np.float32) for values in model.logp]
+    present = [np.ones(len(grams), dtype=bool) for grams in model.grams]
+    bow = _recompute_bows(model, logp, model.node, present)
+    has_bow = [model.node[k].copy() for k in range(model.order - 1)] + [np.zeros(len(model.grams[-1]), dtype=bool)]
+    return BackoffModel(model.vocab, model.grams, logp, bow, has_bow, model.index)
+
+
+def _recompute_bows(model, logp, node, present):
+    """The back-off weights of the contexts `node` over the n-grams `present` of `model`'s
+    tables (probabilities `logp`, changed in place where SRILM changes them), order by
+    order from the shortest context (the longer ones back off through them); a context
+    with no mass left below scales its probabilities to sum to 1, and left-over unigram
+    mass goes to the words of probability 0 (to every word when there are none), as
+    SRILM's computeBOWs and distributeProb do."""
     bow = [np.zeros(len(grams), dtype=np.float32) for grams in model.grams]
     unigram, words = logp[0], model.grams[0][:, 0]
     leftover = 1 - log10_to_prob(unigram).sum()
@@ -383,14 +393,12 @@ def renormalise(model):
     for k in range(1, model.order):
         children = model.grams[k]
         group = model.index.prefix_of(k + 1)
-        lower = log10_to_prob(backoff_walk(model.index, logp, bow, model.node, children[:, 1:]))
+        lower = log10_to_prob(backoff_walk(model.index, logp, bow, node, children[:, 1:], present))
         size = len(model.grams[k - 1])
-        numerator = 1 - np.bincount(group, weights=log10_to_prob(logp[k]), minlength=size)
-        denominator = 1 - np.bincount(group, weights=lower, minlength=size)
-        bow[k - 1] = _compute_bow(numerator, denominator, model.node[k - 1], logp[k],
-                                  np.ones(len(children), dtype=bool), group)
-    has_bow = [model.node[k].copy() for k in range(model.order - 1)] + [np.zeros(len(model.grams[-1]), dtype=bool)]
-    return BackoffModel(model.vocab, model.grams, logp, bow, has_bow, model.index)
+        numerator = 1 - np.bincount(group, weights=np.where(present[k], log10_to_prob(logp[k]), 0.0), minlength=size)
+        denominator = 1 - np.bincount(group, weights=np.where(present[k], lower, 0.0), minlength=size)
+        bow[k - 1] = _compute_bow(numerator, denominator, node[k - 1], logp[k], present[k], group)
+    return bow
 
 
 def prune(model, threshold, min_order=2):
@@ -421,14 +429,7 @@ def prune(model, threshold, min_order=2):
             perplexity_change = log10_to_prob(delta_entropy) - 1.0
         pruned = usable[group] & (threshold > 0) & (perplexity_change < threshold) & ~node[i]
         present[i] &= ~pruned
-        # a context left without n-grams and without longer contexts behind it goes too
-        left = np.bincount(group, weights=present[i], minlength=size) > 0
-        extended = np.zeros(size, dtype=bool)
-        if i + 1 < model.order:
-            longer = node[i]
-            suffix = model.index.find(model.grams[i][longer][:, 1:])
-            extended[suffix[suffix >= 0]] = True
-        node[i - 1] &= ~(usable & ~left & ~extended)
+        node[i - 1] &= ~(usable & _contexts_left_empty(model, i, group, present, node))
     kept = BackoffModel(model.vocab, [g[p] for g, p in zip(model.grams, present)],
                         [lp[p] for lp, p in zip(logp, present)], [b[p] for b, p in zip(model.bow, present)],
                         [n[p] for n, p in zip(node[:-1], present[:-1])] + [np.zeros(int(present[-1].sum()), bool)])
@@ -473,3 +474,42 @@ def _context_log10probs(model):
             total = np.where(skip, total, total + score).astype(np.float32)
         out.append(total)
     return out
+
+
+def prune_low_probs(model, min_order=2):
+    """SRILM's `-prune-lowprobs` (Ngram::pruneLowProbs): n-grams whose probability is below
+    their back-off estimate are removed, from order `min_order` up, and the weights
+    recomputed, until no more go; then every context gets a probability back (fixupProbs)."""
+    logp = [np.array(values, dtype=np.float32) for values in model.logp]
+    bow = [np.array(values, dtype=np.float32) for values in model.bow]
+    present = [np.ones(len(grams), dtype=bool) for grams in model.grams]
+    node = [mask.copy() for mask in model.node]
+    while True:
+        removed = False
+        for i in range(max(min_order - 1, 1), model.order):  # contexts of i words, (i+1)-grams
+            grams, group, size = model.grams[i], model.index.prefix_of(i + 1), len(model.grams[i - 1])
+            backoff = backoff_walk(model.index, logp, bow, node, grams[:, 1:], present)
+            low = present[i] & node[i - 1][group] & ((backoff + bow[i - 1][group]) > logp[i])
+            present[i] &= ~low
+            removed = removed or bool(low.any())
+            node[i - 1] &= ~_contexts_left_empty(model, i, group, present, node)
+        bow = _recompute_bows(model, logp, node, present)
+        if not removed:
+            break
+    tables = _Tables.__new__(_Tables)
+    tables.vocab, tables.grams, tables.index = model.vocab, model.grams, model.index
+    tables.logp, tables.present, tables.node, tables.bow = logp, present, node, bow
+    fixup_missing_contexts(tables)
+    return tables.model()
+
+
+def _contexts_left_empty(model, i, group, present, node):
+    """The contexts of i words with no n-gram left and no longer context behind them
+    (SRILM removes their back-off nodes)."""
+    size = len(model.grams[i - 1])
+    left = np.bincount(group, weights=present[i], minlength=size) > 0
+    extended = np.zeros(size, dtype=bool)
+    if i + 1 < model.order:
+        suffix = model.index.find(model.grams[i][node[i]][:, 1:])
+        extended[suffix[suffix >= 0]] = True
+    return ~left & ~extended
