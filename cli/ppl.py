@@ -12,6 +12,7 @@ from nplmtk.ngram.estimate import renormalise
 from nplmtk.mixture import Mixture
 from nplmtk.ppl import perplexity
 from nplmtk.text import Normalizer
+from nplmtk.vocab import Vocabulary
 
 from .options import example, flag, option
 
@@ -51,6 +52,8 @@ def _mix_options(function):
                            "sum_i C(i) P(i|context) and a probability (Bengio et al. 2003, sec. 5.1).")
 @flag("allow-paths", help="Follow a mixture's components wherever its file names them (by default only "
                           "files in the mixture's folder and below).")
+@option("vocab", metavar="FILE", default=None, help="With -limit-vocab: the words to keep.")
+@flag("limit-vocab", help="Drop the n-gram model's n-grams with words outside -vocab (SRILM's -limit-vocab).")
 @flag("renorm", help="Recompute the n-gram model's back-off weights from its probabilities (SRILM's -renorm).")
 @option("prune", type=click.FloatRange(min=0), default=0.0,
         help="Remove the n-grams whose removal raises the model's perplexity by less than this (relatively; "
@@ -63,7 +66,7 @@ def _mix_options(function):
         "then optional.")
 @_mix_options
 def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, main_weight, bayes, oov_estimate,
-            allow_paths, renorm, prune, minprune, prune_lowprobs, write_lm, **more):
+            allow_paths, vocab, limit_vocab, renorm, prune, minprune, prune_lowprobs, write_lm, **more):
     """Report the perplexity of a model on a text in SRILM's `ngram -ppl` format, and/or
     rewrite an n-gram model (`-write-lm`)."""
     if text is not None and ppl_file is not None or (text is None and ppl_file is None and write_lm is None):
@@ -76,8 +79,12 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
         if not hasattr(model, "truncated"):
             raise NplmError(f"{lm}: -order applies to n-gram models only")
         model = model.truncated(order)
-    if (renorm or prune or prune_lowprobs) and not isinstance(model, BackoffModel):
-        raise NplmError(f"{lm}: -renorm and -prune* apply to back-off n-gram models (ARPA) only")
+    if (renorm or prune or prune_lowprobs or limit_vocab) and not isinstance(model, BackoffModel):
+        raise NplmError(f"{lm}: -limit-vocab, -renorm and -prune* apply to back-off n-gram models (ARPA) only")
+    if limit_vocab != (vocab is not None):
+        raise NplmError("-limit-vocab and -vocab go together (the words to keep)")
+    if limit_vocab:
+        model = model.limited_to(Vocabulary.read(vocab).words)
     if renorm:  # in SRILM's order
         model = renormalise(model)
     if prune:

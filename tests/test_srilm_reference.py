@@ -123,3 +123,15 @@ def test_prune_lowprobs_equals_srilms_byte_for_byte(name, tmp_path):
     status, _, err = run_nplm("ppl", "-lm", f"{DATA}/{name}.arpa.gz", "-prune-lowprobs", "-write-lm", out)
     assert status == 0, err
     assert out.read_bytes() == gzip.open(f"{DATA}/{name}-lowprobs.arpa.gz").read()
+
+
+def test_limit_vocab_equals_srilms_byte_for_byte(tmp_path):
+    """`ngram -lm kn3-unk.arpa.gz -vocab limit-vocab.txt -limit-vocab -write-lm` and its
+    `-ppl test.txt -debug 2` report (issue 17): 280 of the words, one not in the model."""
+    out = tmp_path / "limited.arpa"
+    status, report, err = run_nplm("ppl", "-lm", "kn3-unk.arpa.gz", "-vocab", "limit-vocab.txt", "-limit-vocab",
+                                   "-write-lm", out, "-ppl", "test.txt", "-debug", 2, cwd=DATA)
+    assert status == 0, err
+    assert out.read_bytes() == gzip.open(f"{DATA}/kn3-unk-limited.arpa.gz").read()
+    with open(f"{DATA}/ppl-kn3-unk-limited-debug2.txt", encoding="utf-8") as f:
+        assert report == f.read()

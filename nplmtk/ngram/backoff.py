@@ -71,6 +71,26 @@ class BackoffModel(LanguageModel):
         has_bow = self.has_bow[:order - 1] + [np.zeros(len(self.grams[order - 1]), dtype=bool)]
         return BackoffModel(self.vocab, self.grams[:order], self.logp[:order], self.bow[:order], has_bow)
 
+    def limited_to(self, words):
+        """The model without the n-grams that have a word outside `words` (SRILM's
+        -limit-vocab); `<s>`, `</s>` and the unknown word always stay. Weights unchanged."""
+        from ..vocab import Vocabulary
+        keep_word = np.zeros(len(self.vocab), dtype=bool)
+        keep_word[[self.vocab.index[w] for w in words if w in self.vocab.index]] = True
+        keep_word[[self.vocab.unk, self.vocab.bos, self.vocab.eos]] = True
+        keep = [keep_word[grams].all(axis=1) for grams in self.grams]
+        kept_words = [self.vocab.words[w] for w in self.grams[0][keep[0]][:, 0]]
+        vocab = Vocabulary(kept_words, unk=self.vocab.unk_word)
+        new_id = np.full(len(self.vocab), -1, dtype=np.int32)
+        new_id[[self.vocab.index[w] for w in vocab.words if w in self.vocab.index]] = \
+            [vocab.index[w] for w in vocab.words if w in self.vocab.index]
+        grams = [new_id[g[k]] for g, k in zip(self.grams, keep)]
+        order = [np.lexsort(g.T[::-1]) for g in grams]  # rows sorted by the new ids
+        return BackoffModel(vocab, [g[o] for g, o in zip(grams, order)],
+                            [lp[k][o] for lp, k, o in zip(self.logp, keep, order)],
+                            [b[k][o] for b, k, o in zip(self.bow, keep, order)],
+                            [h[k][o] for h, k, o in zip(self.has_bow, keep, order)])
+
     def score_rows(self, rows):
         """float32 log10 p(w | h) for rows (h..., w) of word ids."""
         return backoff_walk(self.index, self.logp, self.bow, self.node, rows)
