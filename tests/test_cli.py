@@ -53,8 +53,8 @@ def test_train_is_an_alias_of_train_nplm(nplm):
     (lambda d: ["vocab", "-text", d / "train.txt", "--bogus"], "--bogus"),
     # click reads '-tolower' as '-t olower': name what was typed, not -text, and the nearest option
     (lambda d: ["vocab", "-text", d / "train.txt", "-tolower"], "no such option: -tolower (did you mean -lower?)"),
-    (lambda d: ["ppl", "-lm", d / "train.txt", "-limit-vocab", "-text", d / "train.txt"],
-     "no such option: -limit-vocab"),
+    (lambda d: ["ppl", "-lm", d / "train.txt", "-lmit-vocab", "-text", d / "train.txt"],
+     "no such option: -lmit-vocab (did you mean -limit-vocab?)"),
     (lambda d: ["ppl", "-lm", d / "kenlm.binary", "-text", d / "train.txt"],
      "kenlm.binary: a KenLM binary model (written by KenLM's build_binary), not ARPA text"),
     (lambda d: ["vocab", "-text", d / "train.txt", "-min-count", "zero"], "min-count"),
