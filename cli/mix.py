@@ -66,6 +66,10 @@ def stats_of(model, raw, corpus, log10):
 @option("bin-text", metavar="FILE", default=None,
         help="Training text whose two-word context counts define the bins (with -bins).")
 @option("iterations", type=click.IntRange(min=1), default=200, help="Most EM iterations.")
+@option("precision", type=click.FloatRange(min=0), default=0.001,
+        help="Stop EM once no weight moves by more than this, as SRILM's compute-best-mix does (its "
+        "default); 0, and with -bins: iterate until the held-out log-likelihood gains less than 1e-7 nats "
+        "per token.")
 @option("write", metavar="FILE", default=None, help="Write the mixture model here.")
 @option("debug", type=click.IntRange(0, 1), default=0,
         help="1: print each EM iteration as compute-best-mix does.")
@@ -73,7 +77,8 @@ def stats_of(model, raw, corpus, log10):
 @flag("map-numbers", help="Map numeric tokens to <num> (as the models' training text was).")
 @flag("allow-paths", help="Follow a mixture's components wherever its file names them (by default only "
                           "files in the mixture's folder and below).")
-def command(models, text, weights, bins, bin_text, iterations, write, debug, lower, map_numbers, allow_paths):
+def command(models, text, weights, bins, bin_text, iterations, precision, write, debug, lower, map_numbers,
+            allow_paths):
     """Interpolate models: p(w|h) = sum_i lambda_i p_i(w|h), the weights fitted by EM on
     held-out text (as SRILM's compute-best-mix) unless -lambda fixes them, optionally one
     weight set per context-frequency bin (Bengio et al. 2003, sec. 2). Prints each
@@ -103,7 +108,11 @@ def command(models, text, weights, bins, bin_text, iterations, write, debug, low
             if debug:
                 lam = " ".join(f"{w:g}" for w in current[0])
                 click.echo(f"iteration {iteration}, lambda = ({lam}), ppl = {math.exp(-loglik / count):g}")
-        mixture.weights, history = fit_weights(logp, token_bins, mixture.num_bins, iterations, log=show)
+        # compute-best-mix's rule for its one weight set; per-bin weights (ours) run to the likelihood's tolerance
+        srilm_rule = precision > 0 and mixture.num_bins == 1
+        mixture.weights, history = fit_weights(logp, token_bins, mixture.num_bins, iterations,
+                                               tolerance=None if srilm_rule else 1e-7, log=show,
+                                               precision=precision if srilm_rule else None)
         click.echo(f"EM: {len(history) - 1} iterations")
     counts = np.bincount(token_bins, minlength=mixture.num_bins)
     for b in range(mixture.num_bins):

@@ -172,11 +172,11 @@ def mix_logprobs(logp, weights):
         return np.where(finite, safe + np.log(np.exp(terms - safe).sum(axis=0)), -np.inf)
 
 
-def fit_weights(logp, bins, num_bins, iterations=200, tolerance=1e-7, log=None):
+def fit_weights(logp, bins, num_bins, iterations=200, tolerance=1e-7, log=None, precision=None):
     """compute-best-mix's EM from the components' natural-log scores `logp` (components,
-    tokens), one weight set per bin (see fit_bin_weights): returns the weights and the
+    tokens), one weight set per bin (see fit_bin_weights, also for `precision`): returns the weights and the
     held-out log-likelihood of each iteration's starting weights, then of the final ones."""
-    return fit_bin_weights(np.exp(logp), bins, num_bins, iterations, tolerance, log)
+    return fit_bin_weights(np.exp(logp), bins, num_bins, iterations, tolerance, log, precision)
 
 
 _LOADING = []  # mixture files being loaded, to refuse a mixture that contains itself

@@ -45,6 +45,22 @@ def test_em_follows_compute_best_mix_iteration_by_iteration():
         np.testing.assert_allclose(ours[iteration], values, rtol=2e-5, err_msg=f"iteration {iteration}")
 
 
+def test_em_stops_where_compute_best_mix_stops():
+    """Issue 17: every weight moving by at most 0.001 (its -precision), so the weights
+    printed are SRILM's; -precision 0 iterates on to our likelihood tolerance."""
+    reference_text = reference("compute-best-mix-kn3-wb3.txt")
+    best = [float(v) for v in re.search(r"best lambda \((\S+) (\S+)\)", reference_text).groups()]
+    last = max(int(n) for n in re.findall(r"iteration (\d+),", reference_text))
+    status, out, err = run_nplm("mix", "-lm", KN, "-lm", WB, "-text", "test.txt", cwd=DATA)
+    assert status == 0, err
+    assert f"EM: {last} iterations" in out
+    assert f"tokens: {best[0]:.6f} {best[1]:.6f}" in out
+    status, longer, err = run_nplm("mix", "-lm", KN, "-lm", WB, "-text", "test.txt", "-precision", 0, cwd=DATA)
+    assert status == 0, err
+    ppl = [float(re.search(r"mixture: ppl= (\S+)", text).group(1)) for text in (out, longer)]
+    assert ppl[1] < ppl[0]
+
+
 @pytest.fixture(scope="module")
 def three_models():
     models = [load(f"{DATA}/{name}") for name in (KN, WB, KB)]

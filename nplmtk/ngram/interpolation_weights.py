@@ -44,7 +44,7 @@ def frequency_bins(context_count, total):
     return np.clip(q, 0, last)
 
 
-def fit_bin_weights(prob, bins, num_bins, iterations, tolerance=None, log=None):
+def fit_bin_weights(prob, bins, num_bins, iterations, tolerance=None, log=None, precision=None):
     """EM for interpolation weights, one set per bin, from uniform weights.
 
     `prob` (components, tokens): each component's probability of each held-out token;
@@ -53,7 +53,9 @@ def fit_bin_weights(prob, bins, num_bins, iterations, tolerance=None, log=None):
     stops earlier when an iteration gains less than `tolerance` nats per token. `log`,
     if given, is called as log(iteration, weights, log-likelihood, tokens) with each
     iteration's starting weights. Returns the weights (bins, components) and the held-out
-    log-likelihood of each iteration's starting weights, then of the final ones.
+    log-likelihood of each iteration's starting weights, then of the final ones. With
+    `precision`, it also stops once no weight moved by more than that (SRILM's
+    compute-best-mix and its -precision, 0.001 there).
     """
     num_components = len(prob)
     scored = prob.sum(axis=0) > 0
@@ -72,8 +74,11 @@ def fit_bin_weights(prob, bins, num_bins, iterations, tolerance=None, log=None):
         posterior = joint / total
         mass = np.stack([np.bincount(bins, weights=row, minlength=num_bins) for row in posterior], axis=1)
         pooled = posterior.sum(axis=1) / len(total)
+        previous = weights
         weights = np.where(tokens_in_bin[:, None] > 0, mass / np.maximum(tokens_in_bin, 1)[:, None], pooled)
         if tolerance is not None and len(history) > 1 and history[-1] - history[-2] < tolerance * len(total):
+            break
+        if precision is not None and np.abs(weights - previous).max() <= precision:
             break
     history.append(float(np.log((prob * weights[bins].T).sum(axis=0)).sum()))
     return weights, history
