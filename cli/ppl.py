@@ -99,7 +99,8 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
         weights = [main_weight, 1 - main_weight - sum(w for _, w in extra)] + [w for _, w in extra]
         if weights[1] < -1e-9:
             raise NplmError("-lambda and -mix-lambdaN add up to more than 1")
-        model = Mixture([model] + [load(name, allow_paths) for name in names[1:]], [max(w, 0.0) for w in weights], names)
+        components = [model] + [load(name, allow_paths) for name in names[1:]]
+        model = Mixture(components, [max(w, 0.0) for w in weights], names)
     if write_lm is not None:
         if not isinstance(model, BackoffModel):
             raise NplmError(f"{lm}: -write-lm writes back-off n-gram models (ARPA) only")

@@ -30,7 +30,8 @@ ARCH_HELP = "Architecture: " + "; ".join(f"{name} ({model.summary})" for name, m
 @option("lm", metavar="FILE", default=None, help="Write the trained model (nplm container).")
 @option("order", type=click.IntRange(2, 20), default=5, help="n: the model sees n-1 previous words.")
 @option("m", type=click.IntRange(min=1), default=30, help="Word feature dimension.")
-@option("h", type=click.IntRange(min=0), default=100, help="Hidden units (0: no hidden layer, needs -direct; lbl1-lbl3: the units of h).")
+@option("h", type=click.IntRange(min=0), default=100,
+        help="Hidden units (0: no hidden layer, needs -direct; lbl1-lbl3: the units of h).")
 @flag("direct", help="Direct connections W from the features to the output.")
 @option("activation", type=click.Choice(["tanh", "sigmoid", "relu", "linear"]), default="tanh",
         help="Hidden layer activation.")
