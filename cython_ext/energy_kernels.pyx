@@ -10,7 +10,7 @@ from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
 from kernel_common cimport check_schedule, dot, gemm, log_normaliser, scale
-from nplmtk._ext.sampling_kernels cimport Sampling, attach_proposal, draw_samples, sampling_alloc, sampling_free
+from nplmtk._ext.sampling_kernels cimport Sampling, draw_samples, sampling_free, sampling_start
 
 cnp.import_array()
 
@@ -235,11 +235,8 @@ cdef class EnergyNetwork:
         if samples < 1 or proposal.vocab_size != self.V or windows.shape[1] != self.n:
             raise ValueError("no samples, a proposal of the wrong size, or windows of the wrong order")
         memset(&sp, 0, sizeof(Sampling))
-        attach_proposal(&sp, proposal)
-        sp.rng = seed
-        if not sampling_alloc(&sp, samples, 1, 1, 1, self.V):
-            raise MemoryError()
         try:
+            sampling_start(&sp, proposal, samples, 1, 1, 1, seed)
             with nogil:
                 for i in range(count):
                     step = <float> rates[i]

@@ -23,8 +23,8 @@ from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
 from kernel_common cimport block_exponentials, block_output_gradient, dot_row, gemm, row_maxima, scale, softmax_row
-from nplmtk._ext.sampling_kernels cimport (Sampling, attach_proposal, block_sums, draw_samples, importance_weights,
-                                           merge_duplicates, sampling_alloc, sampling_free)
+from nplmtk._ext.sampling_kernels cimport (Sampling, block_sums, draw_samples, importance_weights, merge_duplicates,
+                                           sampling_free, sampling_start)
 
 cnp.import_array()
 
@@ -377,11 +377,8 @@ cdef class LBLNetwork:
             if momentum[block] != 0:
                 raise ValueError("no momentum with the sampled gradient")
         memset(&sp, 0, sizeof(Sampling))
-        attach_proposal(&sp, proposal)
-        sp.rng = seed
         try:
-            if not sampling_alloc(&sp, samples, batch, self.net.m, self.net.m, self.net.vocab):
-                raise MemoryError()
+            sampling_start(&sp, proposal, samples, batch, self.net.m, self.net.m, seed)
             with nogil:
                 while start < count:
                     K = <int> min(<Py_ssize_t> batch, count - start)
@@ -486,14 +483,8 @@ cdef class LBLOutputBlock(LBLNetwork):
         """Start a chunk of importance-sampled batches (same proposal and seed on every rank)."""
         if samples < 1 or proposal.vocab_size != self.net.vocab:
             raise ValueError("no samples, or a proposal of the wrong size")
-        if self.sampling.count != samples:
-            sampling_free(&self.sampling)
-            if not sampling_alloc(&self.sampling, samples, self.work.capacity, self.net.m, self.net.m,
-                                  self.net.vocab):
-                raise MemoryError()
+        sampling_start(&self.sampling, proposal, samples, self.work.capacity, self.net.m, self.net.m, seed)
         self.proposal = proposal
-        attach_proposal(&self.sampling, proposal)
-        self.sampling.rng = seed
 
     def block_sampled_scores(self, const int[:, ::1] windows, float[::1] top):
         """Predict; draw the batch's samples; score the held ones (y - log Q) and the targets

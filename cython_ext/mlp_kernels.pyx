@@ -14,8 +14,8 @@ from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
 from kernel_common cimport axpy_row, check_schedule, dot_row, gemm
-from nplmtk._ext.sampling_kernels cimport (Sampling, attach_proposal, draw_samples, importance_weights,
-                                           merge_duplicates, sampling_alloc, sampling_free)
+from nplmtk._ext.sampling_kernels cimport (Sampling, draw_samples, importance_weights, merge_duplicates,
+                                           sampling_free, sampling_start)
 from feedforward cimport (DEFER, Net, Work, activation_slope, backward, decay_dense, flush, forward,
                           hidden_layer, input_backward, net_attach, work_alloc, work_free)
 
@@ -216,11 +216,8 @@ cdef class Network:
         if samples < 1 or proposal.vocab_size != self.net.vocab:
             raise ValueError("no samples, or a proposal of the wrong size")
         memset(&sp, 0, sizeof(Sampling))
-        attach_proposal(&sp, proposal)
-        sp.rng = seed
         try:
-            if not sampling_alloc(&sp, samples, batch, self.net.hidden, self.net.inputs, self.net.vocab):
-                raise MemoryError()
+            sampling_start(&sp, proposal, samples, batch, self.net.hidden, self.net.inputs, seed)
             with nogil:
                 start = 0
                 while start < count:

@@ -11,8 +11,8 @@ from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
 from kernel_common cimport block_exponentials, block_output_gradient, dot, gemm, row_maxima
-from nplmtk._ext.sampling_kernels cimport (Sampling, attach_proposal, block_sums, draw_samples, merge_duplicates,
-                                           sampling_alloc, sampling_free)
+from nplmtk._ext.sampling_kernels cimport (Sampling, block_sums, draw_samples, merge_duplicates, sampling_free,
+                                           sampling_start)
 from feedforward cimport (Net, Work, decay_dense, hidden_layer, input_backward, net_attach, output_backward, scores,
                           work_alloc, work_free)
 
@@ -85,14 +85,8 @@ cdef class OutputBlock:
         (same proposal, same seed) and scores those it holds."""
         if samples < 1 or proposal.vocab_size < self.lo + self.net.vocab:
             raise ValueError("no samples, or a proposal of the wrong size")
-        if self.sampling.count != samples:
-            sampling_free(&self.sampling)
-            if not sampling_alloc(&self.sampling, samples, self.work.capacity, self.net.hidden, self.net.inputs,
-                                  proposal.vocab_size):
-                raise MemoryError()
+        sampling_start(&self.sampling, proposal, samples, self.work.capacity, self.net.hidden, self.net.inputs, seed)
         self.proposal = proposal
-        attach_proposal(&self.sampling, proposal)
-        self.sampling.rng = seed
 
     def block_sampled_scores(self, const int[:, ::1] windows, float[::1] top):
         """Draw the batch's samples; score the held ones (y - log Q) and the targets held;

@@ -36,6 +36,22 @@ cdef int sampling_alloc(Sampling *sp, int samples, int batch, int hidden, int in
             and sp.row_grads != NULL and sp.targets != NULL)
 
 
+cdef int sampling_start(Sampling *sp, object proposal, int samples, int batch, int hidden, int inputs,
+                        unsigned long long seed) except -1:
+    """Ready `sp` (zeroed, or started before) for a chunk: `samples` draws from `proposal`
+    shared by batches of up to `batch` windows (sampled rows of widths hidden and inputs),
+    from `seed`. Buffers are (re)allocated only when the number of draws changes; the
+    caller frees them with sampling_free."""
+    if sp.count != samples:
+        sampling_free(sp)
+        if not sampling_alloc(sp, samples, batch, hidden, inputs, proposal.vocab_size):
+            sampling_free(sp)
+            raise MemoryError()
+    attach_proposal(sp, proposal)
+    sp.rng = seed
+    return 0
+
+
 cdef void sampling_free(Sampling *sp) noexcept nogil:
     free(sp.words)
     free(sp.sample_log_q)

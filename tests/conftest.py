@@ -28,6 +28,25 @@ def assert_one_line_error(status, stderr, *fragments):
         assert fragment in stderr, stderr
 
 
+def assert_gradients_match_finite_differences(params, grads, loss, rng, epsilon=1e-3):
+    """Central differences of the float64 `loss()` at up to 12 entries of every array of
+    `params` (perturbed in place) against the kernel's `grads`: within 2e-3, relative
+    above 1."""
+    for name, array in params.items():
+        flat = array.reshape(-1)
+        for index in rng.choice(flat.size, size=min(flat.size, 12), replace=False):
+            saved = flat[index]
+            flat[index] = saved + epsilon
+            up = loss()
+            flat[index] = saved - epsilon
+            down = loss()
+            flat[index] = saved
+            # the perturbation is exact in float32 arithmetic of the stored value
+            numeric = (up - down) / (np.float64(np.float32(saved + epsilon)) - np.float64(np.float32(saved - epsilon)))
+            analytic = grads[name].reshape(-1)[index]
+            assert abs(numeric - analytic) <= 2e-3 * max(1.0, abs(numeric)), (name, index, numeric, analytic)
+
+
 def sampled_step_errors(model_at_start, windows, proposal, exact, seeds):
     """For N = 10, 100, 1,000, 10,000 samples: the mean over `seeds` of the squared distance
     between one sampled update of rate 1 (minus the estimator) and the exact gradient."""

@@ -3,7 +3,7 @@ a float64 numpy implementation of eq. 1 written here."""
 import numpy as np
 import pytest
 
-from conftest import sampled_step_errors
+from conftest import assert_gradients_match_finite_differences, sampled_step_errors
 from nplmtk.neural.mlp import MLPModel
 from nplmtk.neural.sampling import Proposal, proposal
 from nplmtk.neural.train import DENSE_DECAY_PERIOD, update_schedule
@@ -49,20 +49,8 @@ def test_every_parameter_block_matches_finite_differences(hidden, direct, activa
     grads = {k: np.zeros_like(v) for k, v in model.params.items()}
     total = model.network(capacity=8).gradients(windows, grads)
     assert np.isclose(-total, reference_loss(model.params, windows, activation), rtol=1e-5)
-    epsilon = 1e-3
-    for name, array in model.params.items():
-        flat = array.reshape(-1)
-        for index in rng.choice(flat.size, size=min(flat.size, 12), replace=False):
-            saved = flat[index]
-            flat[index] = saved + epsilon
-            up = reference_loss(model.params, windows, activation)
-            flat[index] = saved - epsilon
-            down = reference_loss(model.params, windows, activation)
-            flat[index] = saved
-            # the perturbation is exact in float32 arithmetic of the stored value
-            numeric = (up - down) / (np.float64(np.float32(saved + epsilon)) - np.float64(np.float32(saved - epsilon)))
-            analytic = grads[name].reshape(-1)[index]
-            assert abs(numeric - analytic) <= 2e-3 * max(1.0, abs(numeric)), (name, index, numeric, analytic)
+    assert_gradients_match_finite_differences(model.params, grads,
+                                              lambda: reference_loss(model.params, windows, activation), rng)
 
 
 @pytest.mark.parametrize("hidden, direct", [(5, False), (4, True), (0, True)])
@@ -258,18 +246,7 @@ def test_energy_network_gradient_matches_finite_differences(direct):
     scores = np.empty(len(windows))
     model.network().logprobs(windows, scores)
     assert np.isclose(-scores.sum(), energy_loss(model.params, windows), rtol=1e-5)
-    for name, array in model.params.items():
-        flat = array.reshape(-1)
-        for index in rng.choice(flat.size, size=min(flat.size, 12), replace=False):
-            saved = flat[index]
-            flat[index] = saved + 1e-3
-            up = energy_loss(model.params, windows)
-            flat[index] = saved - 1e-3
-            down = energy_loss(model.params, windows)
-            flat[index] = saved
-            numeric = (up - down) / (np.float64(np.float32(saved + 1e-3)) - np.float64(np.float32(saved - 1e-3)))
-            analytic = grads[name].reshape(-1)[index]
-            assert abs(numeric - analytic) <= 2e-3 * max(1.0, abs(numeric)), (name, index, numeric, analytic)
+    assert_gradients_match_finite_differences(model.params, grads, lambda: energy_loss(model.params, windows), rng)
 
 
 @pytest.mark.parametrize("direct", [False, True])

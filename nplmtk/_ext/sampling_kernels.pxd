@@ -33,6 +33,8 @@ cdef struct Sampling:
 
 cdef int sampling_alloc(Sampling *sp, int samples, int batch, int hidden, int inputs, int vocab) noexcept nogil
 cdef void sampling_free(Sampling *sp) noexcept nogil
+cdef int sampling_start(Sampling *sp, object proposal, int samples, int batch, int hidden, int inputs,
+                        unsigned long long seed) except -1
 cdef int attach_proposal(Sampling *sp, object proposal) except -1
 cdef void draw_samples(Sampling *sp, const int *rows, int K, int n) noexcept nogil
 cdef void merge_duplicates(Sampling *sp) noexcept nogil

@@ -355,13 +355,16 @@ def block_schedule(model, config, examples, lr_scale, dense_decay_period, first_
     rates = np.zeros((len(model.BLOCKS), updates))
     dense_keep = np.ones((len(model.BLOCKS), updates), dtype=np.float32)
     momentum = np.zeros(len(model.BLOCKS), dtype=np.float32)
+    schedules = {}  # blocks of the same rate and decay share one schedule
     for row, name in enumerate(model.BLOCKS):
         if name not in present or (name == "R" and config.freeze_features):
             continue
         decay = config.weight_decay if config.decay_biases or not model.is_bias(name) else 0.0
-        rates[row], _, dense_keep[row] = update_schedule(
-            examples, config.batch, config.block_lr.get(name, config.lr) * lr_scale, config.lr_decay,
-            config.block_weight_decay.get(name, decay), dense_decay_period, first_update, stride=config.threads)
+        settings = (config.block_lr.get(name, config.lr) * lr_scale, config.block_weight_decay.get(name, decay))
+        if settings not in schedules:
+            schedules[settings] = update_schedule(examples, config.batch, settings[0], config.lr_decay, settings[1],
+                                                  dense_decay_period, first_update, stride=config.threads)
+        rates[row], _, dense_keep[row] = schedules[settings]
         momentum[row] = config.block_momentum.get(name, config.momentum)
     return rates, dense_keep, momentum
 

@@ -144,12 +144,30 @@ class _Tables:
     and back-off weight, whether it is an n-gram of the model (`present`) and whether it
     is a context on the back-off path (`node`)."""
 
-    def __init__(self, counts):
-        self.vocab, self.grams, self.index = counts.vocab, counts.grams, counts.index
-        self.logp = [np.full(len(g), -np.inf, dtype=np.float32) for g in self.grams]
-        self.present = [np.zeros(len(g), dtype=bool) for g in self.grams]
-        self.node = [np.zeros(len(g), dtype=bool) for g in self.grams]
-        self.bow = [np.zeros(len(g), dtype=np.float32) for g in self.grams]
+    def __init__(self, vocab, grams, index, logp, present, node, bow):
+        self.vocab, self.grams, self.index = vocab, grams, index
+        self.logp, self.present, self.node, self.bow = logp, present, node, bow
+
+    @classmethod
+    def empty(cls, counts):
+        """Nothing estimated yet for the counted n-grams."""
+        grams = counts.grams
+        return cls(counts.vocab, grams, counts.index, [np.full(len(g), -np.inf, dtype=np.float32) for g in grams],
+                   [np.zeros(len(g), dtype=bool) for g in grams], [np.zeros(len(g), dtype=bool) for g in grams],
+                   [np.zeros(len(g), dtype=np.float32) for g in grams])
+
+    @classmethod
+    def of(cls, model):
+        """A working copy of a BackoffModel, every n-gram present, to prune or renormalise."""
+        node = [mask.copy() for mask in model.node]
+        node[-1][:] = False  # the highest order is never a context
+        return cls(model.vocab, model.grams, model.index, [np.array(v, dtype=np.float32) for v in model.logp],
+                   [np.ones(len(g), dtype=bool) for g in model.grams], node,
+                   [np.array(v, dtype=np.float32) for v in model.bow])
+
+    @property
+    def order(self):
+        return len(self.grams)
 
     def backoff(self, rows):
         """log10 p(w | h) of rows (h..., w) by the back-off walk over what is stored so far."""
@@ -177,7 +195,7 @@ def estimate(counts, method="kn", interpolate=True, min_counts=None, unk_is_word
     suffix = suffix_positions(counts)
     adjusted = adjust_counts(counts, suffix, events) if discounting.adjusts_counts else counts.counts
     discounts = estimate_discounts(discounting, counts, adjusted, min_counts, events, warn or _warn)
-    tables = _Tables(counts)
+    tables = _Tables.empty(counts)
     for k in range(counts.order):
         contexts = _ContextsOfOrder(counts, k, adjusted[k], events)
         lower = lower_order_probabilities(tables, k, suffix, contexts.eligible, events)
@@ -329,10 +347,24 @@ def backoff_weights(tables, k, keep, lower, contexts, suffix):
 
 
 def _compute_bow(numerator, denominator, node, child_logp, child_keep, child_group):
-    """SRILM's computeBOW for every context at once (float32 log10 weights)."""
-    numerator = np.where(np.abs(numerator) < PROB_EPSILON, 0.0, numerator)
-    denominator = np.where(np.abs(denominator) < PROB_EPSILON, 0.0, denominator)
-    # No back-off mass left below but some here: scale the context's probabilities to 1.
+    """SRILM's computeBOW for every context at once (float32 log10 weights): -inf where
+    the weight cannot be computed."""
+    usable = _bow_terms(numerator, denominator, node, child_logp, child_keep, child_group)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        weights = np.log10(numerator) - np.log10(denominator)
+    weights = np.where((numerator < PROB_EPSILON) & (denominator < PROB_EPSILON), 0.0, weights)
+    weights = np.where(usable, weights, -np.inf)
+    return np.where(node, weights, 0.0).astype(np.float32)
+
+
+def _bow_terms(numerator, denominator, node, child_logp, child_keep, child_group):
+    """The first part of SRILM's computeBOW, on the numerators 1 - sum p(w | h) and the
+    denominators 1 - sum p(w | h') of the contexts (float64, changed in place): rounding
+    errors to 0; where nothing is left below but some mass here, the context's kept
+    probabilities (`child_logp`, in place) scaled to sum to 1. Returns where a weight can
+    be computed."""
+    numerator[np.abs(numerator) < PROB_EPSILON] = 0.0
+    denominator[np.abs(denominator) < PROB_EPSILON] = 0.0
     rescale = node & (denominator < PROB_EPSILON) & (numerator > PROB_EPSILON)
     if rescale.any():
         rows = child_keep & rescale[child_group]
@@ -340,11 +372,11 @@ def _compute_bow(numerator, denominator, node, child_logp, child_keep, child_gro
         child_logp[rows] = (child_logp[rows].astype(np.float64) + scale).astype(np.float32)
         numerator[rescale] = 0.0
         denominator[rescale] = 0.0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        weights = np.log10(numerator) - np.log10(denominator)
-    weights = np.where((numerator < PROB_EPSILON) & (denominator < PROB_EPSILON), 0.0, weights)
-    weights = np.where((numerator < 0) | ((denominator <= 0) & (numerator > PROB_EPSILON)), -np.inf, weights)
-    return np.where(node, weights, 0.0).astype(np.float32)
+    usable = ~((numerator < 0) | ((denominator <= 0) & (numerator > PROB_EPSILON)))
+    empty = (denominator <= 0) & usable  # nothing left on either side: weight 1
+    numerator[empty] = 0.0
+    denominator[empty] = 0.0
+    return usable
 
 
 def fixup_missing_contexts(tables):
@@ -366,39 +398,35 @@ def fixup_missing_contexts(tables):
 def renormalise(model):
     """SRILM's `ngram -renorm` (recomputeBOWs): the back-off weight of every context
     recomputed from the model's own probabilities (see `_recompute_bows`)."""
-    logp = [np.array(values, dtype=np.float32) for values in model.logp]
-    present = [np.ones(len(grams), dtype=bool) for grams in model.grams]
-    bow = _recompute_bows(model, logp, model.node, present)
-    has_bow = [model.node[k].copy() for k in range(model.order - 1)] + [np.zeros(len(model.grams[-1]), dtype=bool)]
-    return BackoffModel(model.vocab, model.grams, logp, bow, has_bow, model.index)
+    tables = _Tables.of(model)
+    _recompute_bows(tables)
+    return tables.model()
 
 
-def _recompute_bows(model, logp, node, present):
-    """The back-off weights of the contexts `node` over the n-grams `present` of `model`'s
-    tables (probabilities `logp`, changed in place where SRILM changes them), order by
-    order from the shortest context (the longer ones back off through them); a context
-    with no mass left below scales its probabilities to sum to 1, and left-over unigram
-    mass goes to the words of probability 0 (to every word when there are none), as
-    SRILM's computeBOWs and distributeProb do."""
-    bow = [np.zeros(len(grams), dtype=np.float32) for grams in model.grams]
-    unigram, words = logp[0], model.grams[0][:, 0]
-    leftover = 1 - log10_to_prob(unigram).sum()
+def _recompute_bows(tables):
+    """The back-off weights of the contexts (`node`) over the `present` n-grams, into
+    tables.bow, order by order from the shortest context (the longer ones back off
+    through them); a context with no mass left below scales its probabilities to sum to
+    1, and left-over unigram mass goes to the words of probability 0 (to every word when
+    there are none), as SRILM's computeBOWs and distributeProb do."""
+    logp, node, present = tables.logp, tables.node, tables.present
+    tables.bow = [np.zeros(len(grams), dtype=np.float32) for grams in tables.grams]
+    unigram, words = logp[0], tables.grams[0][:, 0]
+    leftover = 1 - log10_to_prob(np.where(present[0], unigram, -np.inf)).sum()
     if leftover > PROB_EPSILON:
-        events = words != model.vocab.bos
+        events = present[0] & (words != tables.vocab.bos)
         zero = events & np.isneginf(unigram)
         if zero.any():
             unigram[zero] = np.float32(math.log10(leftover / zero.sum()))
         else:
             unigram[events] = np.log10(log10_to_prob(unigram[events]) + leftover / events.sum()).astype(np.float32)
-    for k in range(1, model.order):
-        children = model.grams[k]
-        group = model.index.prefix_of(k + 1)
-        lower = log10_to_prob(backoff_walk(model.index, logp, bow, node, children[:, 1:], present))
-        size = len(model.grams[k - 1])
+    for k in range(1, tables.order):
+        group = tables.index.prefix_of(k + 1)
+        lower = log10_to_prob(tables.backoff(tables.grams[k][:, 1:]))
+        size = len(tables.grams[k - 1])
         numerator = 1 - np.bincount(group, weights=np.where(present[k], log10_to_prob(logp[k]), 0.0), minlength=size)
         denominator = 1 - np.bincount(group, weights=np.where(present[k], lower, 0.0), minlength=size)
-        bow[k - 1] = _compute_bow(numerator, denominator, node[k - 1], logp[k], present[k], group)
-    return bow
+        tables.bow[k - 1] = _compute_bow(numerator, denominator, node[k - 1], logp[k], present[k], group)
 
 
 def prune(model, threshold, min_order=2):
@@ -406,54 +434,30 @@ def prune(model, threshold, min_order=2):
     each n-gram whose removal would raise the model's own perplexity by less than
     `threshold` (relatively) is removed, the context's probability P(h) taken from the
     model itself; an n-gram that is a context of a longer one stays; then the back-off
-    weights are recomputed (`renormalise`). Orders below `min_order` are kept whole."""
-    logp = [np.array(values, dtype=np.float32) for values in model.logp]
-    present = [np.ones(len(grams), dtype=bool) for grams in model.grams]
-    node = [mask.copy() for mask in model.node]
+    weights are recomputed. Orders below `min_order` are kept whole."""
+    tables = _Tables.of(model)
+    logp, present, node, old_bow = tables.logp, tables.present, tables.node, model.bow
     history = _context_log10probs(model)
     for i in range(model.order - 1, max(min_order - 1, 1) - 1, -1):  # contexts of i words, (i+1)-grams
-        grams, group = model.grams[i], model.index.prefix_of(i + 1)
-        size = len(model.grams[i - 1])
-        backoff = backoff_walk(model.index, logp, model.bow, node, grams[:, 1:]).astype(np.float32)
+        group, size = model.index.prefix_of(i + 1), len(model.grams[i - 1])
+        backoff = tables.backoff(model.grams[i][:, 1:])
         prob = log10_to_prob(logp[i])
         numerator = 1 - np.bincount(group, weights=prob, minlength=size)
         denominator = 1 - np.bincount(group, weights=log10_to_prob(backoff), minlength=size)
-        usable = _bow_terms(numerator, denominator, logp[i], group)
+        usable = _bow_terms(numerator, denominator, node[i - 1], logp[i], present[i], group)
         with np.errstate(divide="ignore", invalid="ignore"):
             new_bow = (np.log10(numerator[group] + prob) - np.log10(denominator[group] + log10_to_prob(backoff))
                        ).astype(np.float32)
             delta_logp = (backoff + new_bow) - logp[i]  # float32, as SRILM's LogP
             delta_entropy = -log10_to_prob(history[i - 1][group]) * (
                 prob * delta_logp.astype(np.float64)
-                + numerator[group] * (new_bow - model.bow[i - 1][group]).astype(np.float64))
+                + numerator[group] * (new_bow - old_bow[i - 1][group]).astype(np.float64))
             perplexity_change = log10_to_prob(delta_entropy) - 1.0
         pruned = usable[group] & (threshold > 0) & (perplexity_change < threshold) & ~node[i]
         present[i] &= ~pruned
-        node[i - 1] &= ~(usable & _contexts_left_empty(model, i, group, present, node))
-    kept = BackoffModel(model.vocab, [g[p] for g, p in zip(model.grams, present)],
-                        [lp[p] for lp, p in zip(logp, present)], [b[p] for b, p in zip(model.bow, present)],
-                        [n[p] for n, p in zip(node[:-1], present[:-1])] + [np.zeros(int(present[-1].sum()), bool)])
-    return renormalise(kept)
-
-
-def _bow_terms(numerator, denominator, child_logp, group):
-    """SRILM's computeBOW without the weight: the numerator and denominator with rounding
-    fixed (in place), children scaled where nothing is left below; False where the
-    context's weight cannot be computed (its n-grams are then not pruned)."""
-    numerator[np.abs(numerator) < PROB_EPSILON] = 0.0
-    denominator[np.abs(denominator) < PROB_EPSILON] = 0.0
-    rescale = (denominator < PROB_EPSILON) & (numerator > PROB_EPSILON)
-    if rescale.any():
-        rows = rescale[group]
-        child_logp[rows] = (child_logp[rows].astype(np.float64) - np.log10(1 - numerator[group[rows]])
-                            ).astype(np.float32)
-        numerator[rescale] = 0.0
-        denominator[rescale] = 0.0
-    usable = ~((numerator < 0) | ((denominator <= 0) & (numerator > PROB_EPSILON)))
-    zero = (denominator <= 0) & usable & ~rescale
-    numerator[zero] = 0.0
-    denominator[zero] = 0.0
-    return usable
+        node[i - 1] &= ~(usable & _contexts_left_empty(tables, i, group))
+    _recompute_bows(tables)
+    return tables.model()
 
 
 def _context_log10probs(model):
@@ -480,36 +484,31 @@ def prune_low_probs(model, min_order=2):
     """SRILM's `-prune-lowprobs` (Ngram::pruneLowProbs): n-grams whose probability is below
     their back-off estimate are removed, from order `min_order` up, and the weights
     recomputed, until no more go; then every context gets a probability back (fixupProbs)."""
-    logp = [np.array(values, dtype=np.float32) for values in model.logp]
-    bow = [np.array(values, dtype=np.float32) for values in model.bow]
-    present = [np.ones(len(grams), dtype=bool) for grams in model.grams]
-    node = [mask.copy() for mask in model.node]
+    tables = _Tables.of(model)
+    logp, present, node = tables.logp, tables.present, tables.node
     while True:
         removed = False
         for i in range(max(min_order - 1, 1), model.order):  # contexts of i words, (i+1)-grams
-            grams, group, size = model.grams[i], model.index.prefix_of(i + 1), len(model.grams[i - 1])
-            backoff = backoff_walk(model.index, logp, bow, node, grams[:, 1:], present)
-            low = present[i] & node[i - 1][group] & ((backoff + bow[i - 1][group]) > logp[i])
+            group = model.index.prefix_of(i + 1)
+            backoff = tables.backoff(model.grams[i][:, 1:])
+            low = present[i] & node[i - 1][group] & ((backoff + tables.bow[i - 1][group]) > logp[i])
             present[i] &= ~low
             removed = removed or bool(low.any())
-            node[i - 1] &= ~_contexts_left_empty(model, i, group, present, node)
-        bow = _recompute_bows(model, logp, node, present)
+            node[i - 1] &= ~_contexts_left_empty(tables, i, group)
+        _recompute_bows(tables)
         if not removed:
             break
-    tables = _Tables.__new__(_Tables)
-    tables.vocab, tables.grams, tables.index = model.vocab, model.grams, model.index
-    tables.logp, tables.present, tables.node, tables.bow = logp, present, node, bow
     fixup_missing_contexts(tables)
     return tables.model()
 
 
-def _contexts_left_empty(model, i, group, present, node):
+def _contexts_left_empty(tables, i, group):
     """The contexts of i words with no n-gram left and no longer context behind them
     (SRILM removes their back-off nodes)."""
-    size = len(model.grams[i - 1])
-    left = np.bincount(group, weights=present[i], minlength=size) > 0
+    size = len(tables.grams[i - 1])
+    left = np.bincount(group, weights=tables.present[i], minlength=size) > 0
     extended = np.zeros(size, dtype=bool)
-    if i + 1 < model.order:
-        suffix = model.index.find(model.grams[i][node[i]][:, 1:])
+    if i + 1 < tables.order:
+        suffix = tables.index.find(tables.grams[i][tables.node[i]][:, 1:])
         extended[suffix[suffix >= 0]] = True
     return ~left & ~extended
