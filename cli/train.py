@@ -8,7 +8,7 @@ import click
 from nplmtk.corpus import Corpus
 from nplmtk.errors import NplmError
 from nplmtk.io import check_readable, check_writable
-from nplmtk.models import ARCHITECTURES, PLANNED_ARCHITECTURES, load
+from nplmtk.models import ARCHITECTURES, load
 from nplmtk.neural.parallel import world
 from nplmtk.neural.train import CRITERIA, MPI_MODES, Trainer, TrainingConfig
 from nplmtk.text import Normalizer
@@ -28,7 +28,8 @@ ARCH_HELP = "Architecture: " + "; ".join(f"{name} ({model.summary})" for name, m
 @option("vocab", metavar="FILE", default=None,
         help="Vocabulary (other words train as <unk>). Default: the training words.")
 @option("lm", metavar="FILE", default=None, help="Write the trained model (nplm container).")
-@option("order", type=click.IntRange(2, 20), default=5, help="n: the model sees n-1 previous words.")
+@option("order", type=click.IntRange(2, 20), default=None,
+        help="n: a feed-forward model sees the n-1 previous words (default 5; recurrent models see them all).")
 @option("m", type=click.IntRange(min=1), default=30, help="Word feature dimension.")
 @option("h", type=click.IntRange(min=0), default=100,
         help="Hidden units (0: no hidden layer, needs -direct; lbl1-lbl3: the units of h).")
@@ -36,6 +37,21 @@ ARCH_HELP = "Architecture: " + "; ".join(f"{name} ({model.summary})" for name, m
 @option("activation", type=click.Choice(["tanh", "sigmoid", "relu", "linear"]), default="tanh",
         help="Hidden layer activation.")
 @flag("no-bias", help="No output and hidden biases (b, d).")
+@option("layers", type=click.IntRange(1, 8), default=None, help="rnn, lstm: stacked recurrent layers [1].")
+@flag("tie", help="rnn, lstm: the output layer is the input features C (needs -h equal to -m).")
+@flag("peephole", help="lstm: the gates also read the previous cell c_t-1 (diagonal weights P).")
+@option("reset-state", type=click.Choice(["sentence", "never"]), default=None,
+        help="rnn, lstm: each sentence starts from a zero state, or the state runs on through the text; "
+        "scoring follows the model's rule [sentence].")
+@option("bptt", type=click.IntRange(min=1), default=None,
+        help="rnn, lstm: truncated BPTT: one update per this many steps of every stream [35].")
+@option("streams", type=click.IntRange(min=1), default=None,
+        help="rnn, lstm: the training text as this many parallel streams (the state carried along each) [32].")
+@option("dropout", type=click.FloatRange(0, 1, max_open=True), default=None,
+        help="rnn, lstm: dropout probability on the non-recurrent connections [0].")
+@option("clip", type=click.FloatRange(min=0), default=None,
+        help="rnn, lstm: cap on the gradient's norm per word of a segment (PyTorch's clip_grad_norm_ of the mean "
+        "loss; 0: none) [0.25].")
 @option("arch", default="mlp", help=ARCH_HELP)
 @option("criterion", default="full", help="Training criterion: full (exact softmax gradient), is (importance "
         "sampling, Bengio & Senecal 2003 Alg. 3) or is-adaptive (Alg. 4: N doubles when the ppl of a tiny set rises).")
@@ -53,7 +69,10 @@ ARCH_HELP = "Architecture: " + "; ".join(f"{name} ({model.summary})" for name, m
         help="-mpi data: average the ranks' parameters after this many updates of each worker.")
 @option("epochs", type=click.IntRange(min=0), default=10, help="Passes over the training text.")
 @option("batch", type=click.IntRange(min=1), default=1, help="Windows per update (1: the paper's SGD).")
-@option("lr", type=float, default=1e-3, help="Initial learning rate eps0.")
+@option("optimizer", type=click.Choice(["sgd", "adam"]), default="sgd",
+        help="rnn, lstm: plain SGD (the papers') or Adam (Kingma & Ba; -lr is then its step size, e.g. 1e-3).")
+@option("lr", type=float, default=None, help="Initial learning rate eps0 (per word: gradients are summed over "
+        "a batch or segment) [1e-3; rnn, lstm: 0.05].")
 @option("momentum", type=click.FloatRange(0, 1, max_open=True), default=0.0,
         help="Momentum of every parameter block (log-bilinear models; Zhang et al. sec. 3: 0.5 for C, 0.9 "
         "for the others with 100 hidden units, 0.8 with 200-300, 0.5 with 500).")
@@ -72,7 +91,8 @@ ARCH_HELP = "Architecture: " + "; ".join(f"{name} ({model.summary})" for name, m
         "predicts exactly as Model 0 before its first update; Model 2: -init-from model0.nplm "
         "-init-from model1.nplm:A,a).")
 @option("lr-decay", type=float, default=1e-8, help="r in eps_t = eps0 / (1 + r t), t counting updates.")
-@option("weight-decay", type=float, default=1e-4, help="Weight decay on weights and C (not biases).")
+@option("weight-decay", type=float, default=None,
+        help="Weight decay on weights and C (not biases) [1e-4; rnn, lstm: 0].")
 @flag("lr-halve", help="Not in the paper: after an epoch without a better valid ppl, go back to the best "
                        "parameters and halve eps0 (stopping still follows -patience).")
 @option("patience", type=click.IntRange(min=1), default=2,
@@ -87,8 +107,9 @@ ARCH_HELP = "Architecture: " + "; ".join(f"{name} ({model.summary})" for name, m
 @option("min-count", type=click.IntRange(min=1), default=1, help="Without -vocab: rarer words train as <unk>.")
 @flag("lower", help="Lower-case the texts first.")
 @flag("map-numbers", help="Map numeric tokens to <num>.")
-def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, arch, criterion, samples, proposal,
-            check_every, ess_min, mpi, sync_every, epochs, batch, lr, momentum, block_lr, block_momentum,
+def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, layers, tie, peephole, reset_state,
+            bptt, streams, dropout, clip, arch, criterion, samples, proposal,
+            check_every, ess_min, mpi, sync_every, epochs, batch, optimizer, lr, momentum, block_lr, block_momentum,
             block_weight_decay, decay_biases, freeze_features, init_from, lr_decay, weight_decay, lr_halve, patience,
             seed, threads, checkpoint, checkpoint_every, resume, log, quiet, min_count, lower, map_numbers):
     """Train a neural probabilistic language model (-arch), by default the network of
@@ -97,8 +118,6 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, ar
     early stopping and lock-free threads. Words outside the vocabulary train as <unk>."""
     comm = world() if mpi in MPI_MODES else None
     with input_agreed_on(comm) if comm else contextlib.nullcontext():
-        if arch in PLANNED_ARCHITECTURES:
-            raise NplmError(f"-arch {arch}: not built yet in this version (issue #{PLANNED_ARCHITECTURES[arch]})")
         for name, value, choices in (("arch", arch, ARCHITECTURES), ("criterion", criterion, CRITERIA),
                                      ("mpi", mpi, MPI_MODES)):
             if value is not None and value not in choices:
@@ -121,7 +140,17 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, ar
         for path in (lm, log):  # before hours of training, not after
             check_writable(path)
         normalize = Normalizer(lower=lower, map_numbers=map_numbers)
-        config = TrainingConfig(epochs=epochs, batch=batch, lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
+        model_class = ARCHITECTURES[arch]
+        recurrent = dict(bptt=bptt, streams=streams, dropout=dropout, clip=clip)
+        shape = dict(layers=layers, tie=tie, peephole=peephole, reset_state=reset_state)
+        if not model_class.RECURRENT:
+            for name, value in {**recurrent, **shape}.items():
+                if value not in (None, False):
+                    raise NplmError(f"-{name.replace('_', '-')} applies to the recurrent models (-arch rnn, lstm)")
+        config = TrainingConfig(epochs=epochs, batch=batch, lr_decay=lr_decay, optimizer=optimizer,
+                                lr=model_class.DEFAULTS["lr"] if lr is None else lr,
+                                weight_decay=model_class.DEFAULTS["weight_decay"] if weight_decay is None else weight_decay,
+                                **{name: value for name, value in recurrent.items() if value is not None},
                                 threads=threads, seed=seed, patience=patience, checkpoint_dir=checkpoint,
                                 checkpoint_every=checkpoint_every, log=log, progress=not quiet, mpi=mpi,
                                 sync_every=sync_every, criterion=criterion, samples=samples, check_every=check_every,
@@ -132,6 +161,10 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, ar
                                 decay_biases=decay_biases, freeze_features=freeze_features)
         network = dict(arch=arch, order=order, features=m, hidden=h, direct=direct, bias=not no_bias,
                        activation=activation)
+        if model_class.RECURRENT:
+            network.update({name: value for name, value in shape.items() if value is not None})
+        elif order is None:
+            network["order"] = 5
         trainer, corpora = _prepare(text, valid, vocab, network, config, resume, checkpoint, min_count, normalize,
                                     comm, init_from)
         if resume:
@@ -206,7 +239,11 @@ NETWORK_OPTIONS = {"arch": ("arch", lambda model: model.arch), "order": ("order"
                    "hidden": ("h", lambda model: model.meta.get("hidden")),
                    "direct": ("direct", lambda model: model.meta.get("direct", False)),
                    "bias": ("no_bias", lambda model: model.meta.get("bias", True)),
-                   "activation": ("activation", lambda model: model.activation)}
+                   "activation": ("activation", lambda model: model.activation),
+                   "layers": ("layers", lambda model: model.meta.get("layers")),
+                   "tie": ("tie", lambda model: model.meta.get("tie", False)),
+                   "peephole": ("peephole", lambda model: model.meta.get("peephole", False)),
+                   "reset_state": ("reset_state", lambda model: model.meta.get("reset_state"))}
 
 
 def _check_resumed_network(model, network, path):
@@ -216,7 +253,7 @@ def _check_resumed_network(model, network, path):
     for key, (option_name, saved) in NETWORK_OPTIONS.items():
         if context.get_parameter_source(option_name) is not click.core.ParameterSource.COMMANDLINE:
             continue
-        if network[key] != saved(model):
+        if network.get(key) != saved(model):
             flag = "-" + option_name.replace("_", "-")
             raise NplmError(f"{flag} {context.params[option_name]} contradicts the checkpoint's network "
                             f"({key} {saved(model)}): drop it, or start a new run", path=path)

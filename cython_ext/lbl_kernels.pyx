@@ -258,11 +258,11 @@ cdef double sampled_step(LBL *net, Buffers *w, Sampling *sp, const int *rows, in
 cdef class LBLNetwork:
     """Views of a log-bilinear model's arrays (float32, C-contiguous, owned by Python; the
     names of BLOCKS, those of Models 1-3 optional) and one worker's buffers for batches of
-    up to `capacity` windows. `velocity`: momentum's state, one array per block."""
+    up to `capacity` windows. `carried`: momentum's state, "velocity.NAME" per block."""
     cdef LBL net
     cdef Buffers work
     cdef object keep_alive
-    cdef public dict velocity
+    cdef public dict carried
 
     def __init__(self, params, int capacity, bint bias=True):
         cdef float[:, ::1] R = params["R"]
@@ -278,7 +278,7 @@ cdef class LBLNetwork:
                 or ("B" in params) != ("gate_bias" in params) or ("A" in params) != ("B" in params or "S" in params):
             raise ValueError("log-bilinear arrays of inconsistent shapes")
         self.keep_alive = params
-        self.velocity = {}
+        self.carried = {}
         self.net.vocab, self.net.m, self.net.context, self.net.hidden = V, m, context, hidden
         self.net.inputs = context * m
         self.net.bias = bias
@@ -292,8 +292,8 @@ cdef class LBLNetwork:
                 flat = params[name].reshape(-1)
                 self.net.param[block] = &flat[0]
                 self.net.size[block] = flat.shape[0]
-                self.velocity[name] = np.zeros(flat.shape[0], dtype=np.float32)
-                flat = self.velocity[name]
+                self.carried[f"velocity.{name}"] = np.zeros(flat.shape[0], dtype=np.float32)
+                flat = self.carried[f"velocity.{name}"]
                 self.net.velocity[block] = &flat[0]
         cdef Py_ssize_t K = capacity
         self.work.capacity = capacity

@@ -7,6 +7,7 @@ from .mixture import Mixture, load_mixture
 from .neural.energy import EnergyModel
 from .neural.lbl import GatedHiddenTermLBLModel, GatedLBLModel, HiddenTermLBLModel, LBLModel
 from .neural.mlp import MLPModel
+from .neural.recurrent import LSTMModel, RNNModel
 from .ngram.arpa import read_arpa
 from .ngram.deleted_interpolation import DeletedInterpolation, load_deleted_interpolation
 
@@ -18,10 +19,9 @@ ARCHITECTURES = {
     "lbl1": GatedLBLModel,
     "lbl2": HiddenTermLBLModel,
     "lbl3": GatedHiddenTermLBLModel,
+    "rnn": RNNModel,
+    "lstm": LSTMModel,
 }
-
-# Architectures that open issues will build: -arch NAME says which.
-PLANNED_ARCHITECTURES = {"rnn": 16, "lstm": 16}
 
 CHECKPOINT_KIND = "nplm-checkpoint"
 
@@ -32,7 +32,7 @@ def checkpoint_model(model_file, best=True):
     architecture (checkpoints older than the energy network are MLPs)."""
     arrays = model_file.arrays
     saved_best = {k[len("best."):]: v for k, v in arrays.items() if k.startswith("best.")}
-    current = {k: v for k, v in arrays.items() if not k.startswith(("best.", "velocity."))}
+    current = {k: v for k, v in arrays.items() if not k.startswith(("best.", "worker."))}
     arch = model_file.meta.get("arch", "mlp")
     if not isinstance(arch, str) or arch not in ARCHITECTURES:
         raise InputError(f"architecture {arch!r} is not supported by this version", path=model_file.path)
@@ -48,6 +48,8 @@ MODEL_KINDS = {
     GatedLBLModel.kind: GatedLBLModel.from_file,
     HiddenTermLBLModel.kind: HiddenTermLBLModel.from_file,
     GatedHiddenTermLBLModel.kind: GatedHiddenTermLBLModel.from_file,
+    RNNModel.kind: RNNModel.from_file,
+    LSTMModel.kind: LSTMModel.from_file,
     DeletedInterpolation.kind: load_deleted_interpolation,
     Mixture.kind: load_mixture,  # given `load` (and allow_paths) by `load`
     # A checkpoint scores as the best model so far, so `nplm ppl -lm DIR/checkpoint.nplm`

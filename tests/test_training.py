@@ -100,7 +100,7 @@ def test_cli_trains_saves_logs_and_scores(tmp_path):
 
 
 @pytest.mark.parametrize("args, fragment", [
-    (["-arch", "lstm"], "-arch lstm: not built yet in this version"),
+    (["-arch", "gru"], "-arch: unknown value 'gru'"),
     (["-criterion", "nce"], "-criterion: unknown value 'nce'"),
     (["-mpi", "ring"], "-mpi: unknown value 'ring'"),
     (["-h", "0"], "-h 0 leaves no path"),

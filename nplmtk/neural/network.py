@@ -11,8 +11,10 @@ from ..lm import LanguageModel
 SCORING_BATCH = 256
 MAX_ORDER = 20  # as train-nplm -order
 MAX_UNITS = 1 << 20  # features or hidden units a file may declare
-META_TYPES = {"features": int, "hidden": int, "direct": bool, "bias": bool}
-META_MINIMUM = {"features": 1, "hidden": 0}
+# the meta keys of model files: their types (or the values allowed) and integer minima
+META_TYPES = {"features": int, "hidden": int, "direct": bool, "bias": bool, "layers": int, "tie": bool,
+              "peephole": bool, "reset_state": ("sentence", "never")}
+META_MINIMUM = {"features": 1, "hidden": 0, "layers": 1}
 
 
 class NeuralModel(LanguageModel):
@@ -30,6 +32,8 @@ class NeuralModel(LanguageModel):
 
     arch = None
     summary = ""
+    RECURRENT = False  # examples are steps of word streams, not windows (nplmtk.neural.recurrent)
+    DEFAULTS = {"lr": 1e-3, "weight_decay": 1e-4}  # train-nplm's -lr and -weight-decay when not given
     ARCHITECTURE = ("features", "hidden", "direct", "bias")  # the meta keys that shape the network
     ACTIVATIONS = ("tanh",)  # the hidden activations its files may name
 
@@ -41,7 +45,7 @@ class NeuralModel(LanguageModel):
         self.meta = meta or {}
 
     # -- the training protocol ----------------------------------------------------------
-    def training_examples(self, corpus):
+    def training_examples(self, corpus, config):
         """The examples the trainer shuffles and shares out: one window of `order` word ids
         per predicted token whose target is in the vocabulary (context OOVs read as <unk>)."""
         windows = corpus.windows(self.order)
@@ -53,6 +57,17 @@ class NeuralModel(LanguageModel):
         """The order of the examples in an epoch: shuffled. (A recurrent model keeps its
         streams in order, so that each worker's kernel carries its state from chunk to chunk.)"""
         return rng.permutation(count)
+
+    def examples_per_update(self, config):
+        return config.batch
+
+    def example_words(self, examples):
+        """The predicted words in an array of examples (for words/s and the running ppl)."""
+        return len(examples)
+
+    def training_network(self, config, worker):
+        """Worker `worker`'s kernel object over the shared parameter arrays."""
+        return self.network(capacity=config.batch)
 
     def example_logprobs(self, examples):
         """Exact natural-log probability of each example's target."""
@@ -140,7 +155,9 @@ class NeuralModel(LanguageModel):
         if vocab is None or len(vocab) < 3:
             raise InputError(f"{cls.arch} network without a vocabulary", path=path)
         order = meta.get("order")
-        if type(order) is not int or not 2 <= order <= MAX_ORDER:
+        if cls.RECURRENT and order is not None:
+            raise InputError(f"{cls.arch} network with an order ({order!r}): recurrent models have none", path=path)
+        if not cls.RECURRENT and (type(order) is not int or not 2 <= order <= MAX_ORDER):
             raise InputError(f"{cls.arch} network of order {order!r} (an integer from 2 to {MAX_ORDER})", path=path)
         activation = meta.get("activation", "tanh")
         if activation not in cls.ACTIVATIONS:
@@ -149,7 +166,11 @@ class NeuralModel(LanguageModel):
         shape = {}
         for key in cls.ARCHITECTURE:
             value, kind = meta.get(key), META_TYPES[key]
-            if type(value) is not kind or (kind is int and not META_MINIMUM[key] <= value <= MAX_UNITS):
+            if isinstance(kind, tuple):
+                if type(value) is not str or value not in kind:
+                    raise InputError(f"{cls.arch} network with {key} {value!r} (expected {' or '.join(kind)})",
+                                     path=path)
+            elif type(value) is not kind or (kind is int and not META_MINIMUM[key] <= value <= MAX_UNITS):
                 raise InputError(f"{cls.arch} network with {key} {value!r} (expected "
                                  + ("true or false)" if kind is bool else
                                     f"an integer from {META_MINIMUM[key]} to {MAX_UNITS:,})"), path=path)

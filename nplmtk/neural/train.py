@@ -31,6 +31,7 @@ from .sampling import ImportanceSampling
 
 CRITERIA = ("full", "is", "is-adaptive")
 MPI_MODES = ("param", "data")
+OPTIMIZERS = ("sgd", "adam")
 # Examples between bulk decays of the dense weights (U, H, W): the full softmax touches
 # them at every update anyway; the sampled steps touch a few rows, so they wait longer.
 DENSE_DECAY_PERIOD = {"full": 64, "sampled": 1024}
@@ -68,6 +69,14 @@ class TrainingConfig:
     block_weight_decay: dict = field(default_factory=dict)
     decay_biases: bool = False  # weight_decay on the biases too (not only on the weights)
     freeze_features: bool = False  # R kept fixed
+    # Recurrent models: truncated BPTT over `streams` parallel streams in segments of
+    # `bptt` steps, dropout on the non-recurrent connections, the gradient's norm per
+    # word capped at `clip` (0: no cap).
+    bptt: int = 35
+    streams: int = 32
+    dropout: float = 0.0
+    clip: float = 0.25
+    optimizer: str = "sgd"  # or "adam" (recurrent models; -lr is then Adam's step size)
 
     def block_settings(self):
         """The settings that need a model with parameter blocks."""
@@ -92,7 +101,7 @@ class Trainer:
                       "samples": config.samples, "tiny_ppl": None, "lr_scale": 1.0}
         self.best = None
         self.networks = []
-        self.saved_velocity = {}
+        self.saved_carried = {}
         self._refuse_impossible_settings()
 
     def _refuse_impossible_settings(self):
@@ -100,6 +109,9 @@ class Trainer:
         cfg = self.config
         if cfg.batch < 1 or cfg.threads < 1 or cfg.epochs < 0:
             raise ParameterError("{batch} and {threads} must be at least 1, {epochs} at least 0")
+        if cfg.optimizer not in OPTIMIZERS or (cfg.optimizer != "sgd" and not self.model.RECURRENT):
+            raise ParameterError(f"{{optimizer}} {cfg.optimizer}: the choices are {', '.join(OPTIMIZERS)}, and Adam is "
+                                 "built for the recurrent models (-arch rnn, lstm)")
         if cfg.criterion not in CRITERIA:
             raise ParameterError(f"{{criterion}}: unknown value '{cfg.criterion}' (choose from {', '.join(CRITERIA)})")
         self._check_blocks()
@@ -143,8 +155,8 @@ class Trainer:
         if not self.config.checkpoint_dir or not self.writer:
             return
         arrays = dict(self.model.params)
-        for worker, network in enumerate(self.networks):  # momentum's state, to resume exactly
-            arrays.update({f"velocity.{worker}.{k}": v for k, v in getattr(network, "velocity", {}).items()})
+        for worker, network in enumerate(self.networks):  # momentum's or the streams' state, to resume exactly
+            arrays.update({f"worker.{worker}.{k}": v for k, v in getattr(network, "carried", {}).items()})
         if self.best is not None:
             arrays.update({f"best.{k}": v for k, v in self.best.items()})
         meta = {**self.model.file_meta(), "trainer": self.state, "config": asdict(self.config)}
@@ -159,14 +171,13 @@ class Trainer:
         trainer.state = {**trainer.state, **saved.meta["trainer"]}  # keys newer than the checkpoint: defaults
         best = {k[5:]: np.array(v) for k, v in saved.arrays.items() if k.startswith("best.")}
         trainer.best = best or None
-        trainer.saved_velocity = {k[len("velocity."):]: v for k, v in saved.arrays.items()
-                                  if k.startswith("velocity.")}
+        trainer.saved_carried = {k[len("worker."):]: v for k, v in saved.arrays.items() if k.startswith("worker.")}
         return trainer
 
     # -- training --------------------------------------------------------------------
     def run(self, train, valid=None):
         cfg = self.config
-        examples = self.model.training_examples(train)
+        examples = self.model.training_examples(train, cfg)
         self.averager = None
         self.sampling = None
         if cfg.criterion != "full":
@@ -174,22 +185,23 @@ class Trainer:
         if self.comm is not None and cfg.mpi == "param":
             networks = [ParamParallelNetwork(self.model, self.comm, capacity=cfg.batch)]
         else:
-            networks = [self.model.network(capacity=cfg.batch) for _ in range(cfg.threads)]
+            networks = [self.model.training_network(cfg, worker) for worker in range(cfg.threads)]
             if self.comm is not None:
                 self.averager = ParameterAverager(self.model, self.comm)
         self.networks = networks
         for worker, network in enumerate(networks):
-            for name, velocity in getattr(network, "velocity", {}).items():
-                saved = self.saved_velocity.get(f"{worker}.{name}")
-                if saved is not None and saved.shape == velocity.shape:
-                    velocity[...] = saved
+            for name, carried in getattr(network, "carried", {}).items():
+                saved = self.saved_carried.get(f"{worker}.{name}")
+                if saved is not None and saved.shape == carried.shape and saved.dtype == carried.dtype:
+                    carried[...] = saved
         if self.sampling:  # checks of the tiny set see every rank's output block
             self.sampling.before_check = lambda: self._synchronise(networks)
         pool = ThreadPoolExecutor(max_workers=cfg.threads) if cfg.threads > 1 else None
         # Several workers (threads or ranks): each gets a single-threaded BLAS. One worker
         # may use every core for its matrix products, but not at batch 1: threaded
         # matrix-vector products gain nothing there, so -threads 1 -batch 1 is one core.
-        one_core = cfg.threads > 1 or cfg.batch == 1 or self.comm is not None
+        per_update = self.model.examples_per_update(cfg)
+        one_core = cfg.threads > 1 or self.model.example_words(examples[:per_update]) <= 1 or self.comm is not None
         with blas_threads(1) if one_core else contextlib.nullcontext():
             try:
                 while self.state["epoch"] < cfg.epochs:
@@ -214,11 +226,21 @@ class Trainer:
             parts = np.array_split(mine, self.comm.size)
             mine, largest = parts[self.comm.rank], len(parts[0])
         shards = np.array_split(mine, cfg.threads)
-        per_round = ROUND if not self.averager else min(ROUND, cfg.sync_every * cfg.batch)
+        per_update = self.model.examples_per_update(cfg)
+        per_round = ROUND
+        words = self.model.example_words(examples)
+        if words > len(examples):  # examples of several words (stream steps): whole updates of about ROUND words
+            per_round = per_update * max(1, round(ROUND * len(examples) / words / per_update))
+        if self.averager:
+            per_round = min(per_round, cfg.sync_every * per_update)
         # Every rank runs the same number of rounds (collectives must match up).
         rounds = math.ceil(math.ceil(largest / cfg.threads) / per_round)
-        rounds_per_sync = max(1, round(cfg.sync_every / math.ceil(per_round / cfg.batch)))
-        bar = _progress(len(examples), state["epoch"] + 1, cfg.progress and self.writer)
+        rounds_per_sync = max(1, round(cfg.sync_every / math.ceil(per_round / per_update)))
+        if state["round"] == 0:  # a new pass: recurrent streams start from a zero state
+            for network in networks:
+                if hasattr(network, "reset"):
+                    network.reset()
+        bar = _progress(words, state["epoch"] + 1, cfg.progress and self.writer)
         start, logp_sum, seen = time.perf_counter(), 0.0, 0
         last_checkpoint = state["updates"]
         while state["round"] < rounds:
@@ -232,19 +254,19 @@ class Trainer:
             else:
                 results = [self._train_chunk(*job) for job in jobs]
             logp_sum += sum(result[0] for result in results)
-            seen += sum(len(c) for c in chunks)
+            done = sum(self.model.example_words(c) for c in chunks)
+            seen += done
             state["updates"] += sum(result[1] for result in results)
             state["round"] += 1
             if self.sampling:
-                retry = self.sampling.end_round(self.model, results, sum(len(c) for c in chunks), state,
-                                                last=state["round"] == rounds)
+                retry = self.sampling.end_round(self.model, results, done, state, last=state["round"] == rounds)
                 if retry is not None:  # Algorithm 4: perplexity rose, N doubled, block undone
                     logp_sum, seen = logp_sum - retry[0], seen - retry[1]
                     state["round"] = retry[2]
             if self.averager and state["round"] % rounds_per_sync == 0:
                 self.averager.average()
             if bar:
-                bar.update(sum(len(c) for c in chunks) * (self.comm.size if self.averager else 1))
+                bar.update(done * (self.comm.size if self.averager else 1))
                 bar.set_postfix(ppl=f"{math.exp(-logp_sum / max(seen, 1)):.1f}",
                                 lr=f"{self.learning_rate():.2e}")
             if cfg.checkpoint_every and state["updates"] - last_checkpoint >= cfg.checkpoint_every:
@@ -307,15 +329,16 @@ class Trainer:
         (the workers' updates interleave)."""
         cfg = self.config
         period = DENSE_DECAY_PERIOD["sampled" if self.sampling else "full"]
+        per_update = self.model.examples_per_update(cfg)
         if hasattr(self.model, "blocks"):
             schedule = block_schedule(self.model, cfg, len(chunk), self.state["lr_scale"], period, first_update)
         else:
-            schedule = update_schedule(len(chunk), cfg.batch, self.initial_rate(), cfg.lr_decay, cfg.weight_decay,
+            schedule = update_schedule(len(chunk), per_update, self.initial_rate(), cfg.lr_decay, cfg.weight_decay,
                                        period, first_update, stride=cfg.threads)
         if self.sampling:
-            return network.train_sampled(chunk, cfg.batch, *schedule, self.state["samples"], self.sampling.proposal,
+            return network.train_sampled(chunk, per_update, *schedule, self.state["samples"], self.sampling.proposal,
                                          self.sampling.seed(first_update))
-        return network.train(chunk, cfg.batch, *schedule)
+        return network.train(chunk, per_update, *schedule)
 
     def initial_rate(self):
         """eps0, halved by each epoch without progress under -lr-halve."""

@@ -1,0 +1,640 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""The hot loops of the recurrent models (survey, paper 002, sec. 2.2-2.3), over B
+parallel word streams and segments of T steps (truncated BPTT), without the GIL:
+
+    RNN:   s_t = f(U x_t + W s_t-1 + b)
+    LSTM:  i, f, o = logistic(U_. x_t + W_. s_t-1 + P_. * c_t-1 + b_.),  g = f(U_g x_t + W_g s_t-1 + b_g)
+           c_t = f * c_t-1 + i * g,  s_t = o * f(c_t)
+    both:  y_t = V s_t + M x_t + d,  p = softmax(y_t)
+
+x_t the features C(w_t) of the input word (the output layer reads C itself when tied), L
+stacked layers, dropout on the non-recurrent connections (features, between layers,
+before the output). The state s (and c) of every stream is carried from one segment to
+the next; a step whose input is <s> starts from a zero state when the model resets at
+sentences. A segment's gradient is summed over its words, clipped to a norm of
+`clip` per word (PyTorch's clip_grad_norm_ of the mean loss), then stepped with the
+trainer's rate and decays: no policy here."""
+import numpy as np
+cimport numpy as cnp
+from libc.math cimport expf, log, sqrt, sqrtf, tanhf
+from libc.string cimport memcpy, memset
+
+from kernel_common cimport check_schedule, gemm, scale, softmax_row
+from feedforward cimport activate, activation_slope
+
+cnp.import_array()
+
+cdef enum:
+    MAX_LAYERS = 8
+    MAX_SLOTS = 4 * MAX_LAYERS + 4
+
+cdef float ADAM_BETA1 = 0.9, ADAM_BETA2 = 0.999, ADAM_EPSILON = 1e-8
+
+
+cdef struct Slot:
+    float *param      # a parameter array stepped whole (all but C's rows, unless tied)
+    float *grad
+    float *m          # Adam's moments (NULL with SGD)
+    float *v
+    Py_ssize_t size
+    bint weight       # decayed with the weights (not a bias)
+
+
+cdef struct Layer:
+    int inputs, hidden, gates   # gates: 1 (RNN) or 4 (LSTM: i, f, o, g)
+    float *U
+    float *W
+    float *b          # NULL without biases
+    float *P          # LSTM peepholes (3 x h: i, f, o) or NULL
+    float *gU
+    float *gW
+    float *gb
+    float *gP
+    float *S          # (T + 1) x B x h: the states, block 0 the carried one
+    float *cell       # (T + 1) x B x h (LSTM)
+    float *Sp         # T x B x h: the previous state as each step saw it (0 after a reset)
+    float *Cp         # T x B x h (LSTM)
+    float *Z          # T x B x gates h: the LSTM's gate values
+    float *out        # T x B x h: the output after dropout, the next layer's input
+    float *mask       # T x B x h: dropout's scale (0 or 1 / (1 - p))
+
+
+cdef struct Rnn:
+    int vocab, m, layers, streams, capacity, lstm, activation, bias, direct, tied, reset, bos
+    float dropout, clip
+    float *C
+    float *V          # the output weights (C when tied)
+    float *d
+    float *M
+    float *gC
+    float *gV
+    float *gd
+    float *gM
+    float *X          # T x B x m: the input features after dropout
+    float *Xmask
+    float *Y          # T x B x |V|: scores, then probabilities, then dL/dy
+    float *keep       # T x B: 0 where the step's input is <s> and the state resets
+    float *dOut       # T x B x max(h, m)
+    float *dX         # T x B x m
+    float *dZ         # T x B x 4h
+    float *dS         # B x h: dL/ds_t-1 carried back
+    float *dC         # B x h
+    int *inputs
+    int *targets
+    int *touched      # the distinct input words of a segment
+    char *seen
+    unsigned long long *rng
+    Layer layer[MAX_LAYERS]
+    Slot slot[MAX_SLOTS]
+    int slots
+    bint adam
+    float *mC         # Adam's moments of the rows of C (untied)
+    float *vC
+    double *adam_step
+
+
+cdef inline float uniform(unsigned long long *state) noexcept nogil:
+    """xorshift64*: a float in [0, 1)."""
+    cdef unsigned long long x = state[0]
+    x ^= x >> 12
+    x ^= x << 25
+    x ^= x >> 27
+    state[0] = x
+    return <float> ((x * 2685821657736338717ULL) >> 40) / 16777216.0
+
+
+cdef inline void dropout(float *values, float *mask, Py_ssize_t size, float p, unsigned long long *rng) noexcept nogil:
+    cdef Py_ssize_t i
+    cdef float kept = 1 / (1 - p)
+    for i in range(size):
+        mask[i] = 0 if uniform(rng) < p else kept
+        values[i] *= mask[i]
+
+
+cdef inline float logistic(float z) noexcept nogil:
+    return 1 / (1 + expf(-z))
+
+
+cdef inline float act(float z, int kind) noexcept nogil:
+    if kind == 0:
+        return tanhf(z)
+    if kind == 1:
+        return logistic(z)
+    if kind == 2:
+        return z if z > 0 else 0
+    return z
+
+
+cdef inline float slope(float a, int kind) noexcept nogil:
+    """act'(z) through a = act(z)."""
+    if kind == 0:
+        return 1 - a * a
+    if kind == 1:
+        return a * (1 - a)
+    if kind == 2:
+        return 1 if a > 0 else 0
+    return 1
+
+
+cdef void layer_forward(Rnn *net, Layer *L, const float *input, int T) noexcept nogil:
+    cdef int B = net.streams, h = L.hidden, G = L.gates * h, t, r, j
+    cdef Py_ssize_t N = <Py_ssize_t> T * B
+    cdef float *z
+    cdef float *Sp
+    cdef float *Cp
+    cdef float *s
+    cdef float *c
+    cdef float k, cp, gi, gf, go, gg
+    cdef float *pre = L.Z if net.lstm else L.S + B * h  # the pre-activations of every step
+    for r in range(N):
+        if L.b != NULL:
+            memcpy(pre + r * G, L.b, G * sizeof(float))
+        else:
+            memset(pre + r * G, 0, G * sizeof(float))
+    gemm(b'N', b'T', <int> N, G, L.inputs, 1.0, input, L.inputs, L.U, L.inputs, 1.0, pre, G)
+    for t in range(T):
+        Sp = L.Sp + t * B * h
+        for r in range(B):
+            k = net.keep[t * B + r]
+            for j in range(h):
+                Sp[r * h + j] = k * L.S[(t * B + r) * h + j]
+                if net.lstm:
+                    L.Cp[(t * B + r) * h + j] = k * L.cell[(t * B + r) * h + j]
+        z = pre + t * B * G
+        gemm(b'N', b'T', B, G, h, 1.0, Sp, h, L.W, h, 1.0, z, G)
+        if not net.lstm:
+            activate(z, B * h, net.activation)
+            continue
+        Cp = L.Cp + t * B * h
+        s = L.S + (t + 1) * B * h
+        c = L.cell + (t + 1) * B * h
+        for r in range(B):
+            for j in range(h):
+                cp = Cp[r * h + j]
+                gi, gf, go, gg = z[r * G + j], z[r * G + h + j], z[r * G + 2 * h + j], z[r * G + 3 * h + j]
+                if L.P != NULL:
+                    gi += L.P[j] * cp
+                    gf += L.P[h + j] * cp
+                    go += L.P[2 * h + j] * cp
+                gi, gf, go, gg = logistic(gi), logistic(gf), logistic(go), act(gg, net.activation)
+                z[r * G + j], z[r * G + h + j], z[r * G + 2 * h + j], z[r * G + 3 * h + j] = gi, gf, go, gg
+                c[r * h + j] = gf * cp + gi * gg
+                s[r * h + j] = go * act(c[r * h + j], net.activation)
+
+
+cdef double forward(Rnn *net, int T, bint train, double *logp) noexcept nogil:
+    """Scores of a segment of T steps (net.inputs, net.targets): the sum of log p of its
+    targets (those >= 0), each also in logp[step * B + stream] when logp is given."""
+    cdef int B = net.streams, m = net.m, V = net.vocab, l, target, width
+    cdef Py_ssize_t N = <Py_ssize_t> T * B, r
+    cdef const float *top
+    cdef double total = 0, value
+    cdef Layer *L
+    for r in range(N):
+        memcpy(net.X + r * m, net.C + <Py_ssize_t> net.inputs[r] * m, m * sizeof(float))
+        net.keep[r] = 0 if net.reset and net.inputs[r] == net.bos else 1
+    if train and net.dropout > 0:
+        dropout(net.X, net.Xmask, N * m, net.dropout, net.rng)
+    top = net.X
+    for l in range(net.layers):
+        L = &net.layer[l]
+        layer_forward(net, L, top, T)
+        memcpy(L.out, L.S + B * L.hidden, N * L.hidden * sizeof(float))
+        if train and net.dropout > 0:
+            dropout(L.out, L.mask, N * L.hidden, net.dropout, net.rng)
+        top = L.out
+    width = net.layer[net.layers - 1].hidden
+    for r in range(N):
+        if net.d != NULL:
+            memcpy(net.Y + r * V, net.d, V * sizeof(float))
+        else:
+            memset(net.Y + r * V, 0, V * sizeof(float))
+    gemm(b'N', b'T', <int> N, V, width, 1.0, top, width, net.V, width, 1.0, net.Y, V)
+    if net.direct:
+        gemm(b'N', b'T', <int> N, V, m, 1.0, net.X, m, net.M, m, 1.0, net.Y, V)
+    for r in range(N):
+        target = net.targets[r]
+        if target >= 0:
+            value = softmax_row(net.Y + r * V, V, target)
+            total += value
+            if logp != NULL:
+                logp[r] = value
+    return total
+
+
+cdef void layer_backward(Rnn *net, Layer *L, const float *input, int T) noexcept nogil:
+    """From dL/d(output) of every step in net.dOut: back through time (from the segment's
+    end, nothing carried in), the gradients of U, W, b, P, and dL/d(input) in net.dOut."""
+    cdef int B = net.streams, h = L.hidden, G = L.gates * h, t, r, j
+    cdef Py_ssize_t N = <Py_ssize_t> T * B, i
+    cdef float *ds
+    cdef float *dz
+    cdef float *z
+    cdef float gi, gf, go, gg, cp, ac, dc, dcp, di, df, do, dg
+    memset(net.dS, 0, B * h * sizeof(float))
+    memset(net.dC, 0, B * h * sizeof(float))
+    if L.gP != NULL:
+        memset(L.gP, 0, 3 * h * sizeof(float))
+    for t in range(T - 1, -1, -1):
+        ds = net.dOut + t * B * h
+        dz = net.dZ + t * B * G
+        for i in range(B * h):
+            ds[i] += net.dS[i]
+        if not net.lstm:
+            memcpy(dz, ds, B * h * sizeof(float))
+            activation_slope(dz, L.S + (t + 1) * B * h, B * h, net.activation)
+        else:
+            z = L.Z + t * B * G
+            for r in range(B):
+                for j in range(h):
+                    gi, gf, go, gg = z[r * G + j], z[r * G + h + j], z[r * G + 2 * h + j], z[r * G + 3 * h + j]
+                    cp = L.Cp[(t * B + r) * h + j]
+                    ac = act(L.cell[((t + 1) * B + r) * h + j], net.activation)
+                    dc = net.dC[r * h + j] + ds[r * h + j] * go * slope(ac, net.activation)
+                    do = ds[r * h + j] * ac
+                    di, df, dg = dc * gg * gi * (1 - gi), dc * cp * gf * (1 - gf), dc * gi * slope(gg, net.activation)
+                    do = do * go * (1 - go)
+                    dz[r * G + j], dz[r * G + h + j], dz[r * G + 2 * h + j], dz[r * G + 3 * h + j] = di, df, do, dg
+                    dcp = dc * gf
+                    if L.P != NULL:
+                        dcp += L.P[j] * di + L.P[h + j] * df + L.P[2 * h + j] * do
+                        L.gP[j] += di * cp
+                        L.gP[h + j] += df * cp
+                        L.gP[2 * h + j] += do * cp
+                    net.dC[r * h + j] = net.keep[t * B + r] * dcp
+        gemm(b'N', b'N', B, h, G, 1.0, dz, G, L.W, h, 0.0, net.dS, h)
+        for r in range(B):
+            if net.keep[t * B + r] == 0:
+                memset(net.dS + r * h, 0, h * sizeof(float))
+    gemm(b'T', b'N', G, h, <int> N, 1.0, net.dZ, G, L.Sp, h, 0.0, L.gW, h)
+    gemm(b'T', b'N', G, L.inputs, <int> N, 1.0, net.dZ, G, input, L.inputs, 0.0, L.gU, L.inputs)
+    if L.gb != NULL:
+        column_sums(net.dZ, N, G, L.gb)
+    gemm(b'N', b'N', <int> N, L.inputs, G, 1.0, net.dZ, G, L.U, L.inputs, 0.0, net.dOut, L.inputs)
+
+
+cdef inline void column_sums(const float *A, Py_ssize_t rows, int cols, float *out) noexcept nogil:
+    cdef Py_ssize_t r
+    cdef int j
+    memset(out, 0, cols * sizeof(float))
+    for r in range(rows):
+        for j in range(cols):
+            out[j] += A[r * cols + j]
+
+
+cdef int backward(Rnn *net, int T) noexcept nogil:
+    """The gradients of -sum log p of the segment just run forward (with train set), in
+    the g* arrays; gC only in the rows of the words that occur (listed in net.touched,
+    their count returned) unless tied."""
+    cdef int B = net.streams, m = net.m, V = net.vocab, l, width = net.layer[net.layers - 1].hidden, w, j, count = 0
+    cdef Py_ssize_t N = <Py_ssize_t> T * B, r
+    cdef Layer *L
+    for r in range(N):  # dL/dy = p - 1[target]; no loss on padding
+        if net.targets[r] >= 0:
+            net.Y[r * V + net.targets[r]] -= 1
+        else:
+            memset(net.Y + r * V, 0, V * sizeof(float))
+    gemm(b'T', b'N', V, width, <int> N, 1.0, net.Y, V, net.layer[net.layers - 1].out, width, 0.0, net.gV, width)
+    if net.gd != NULL:
+        column_sums(net.Y, N, V, net.gd)
+    if net.direct:
+        gemm(b'T', b'N', V, m, <int> N, 1.0, net.Y, V, net.X, m, 0.0, net.gM, m)
+        gemm(b'N', b'N', <int> N, m, V, 1.0, net.Y, V, net.M, m, 0.0, net.dX, m)
+    else:
+        memset(net.dX, 0, N * m * sizeof(float))
+    gemm(b'N', b'N', <int> N, width, V, 1.0, net.Y, V, net.V, width, 0.0, net.dOut, width)
+    for l in range(net.layers - 1, -1, -1):
+        L = &net.layer[l]
+        if net.dropout > 0:
+            for r in range(N * L.hidden):
+                net.dOut[r] *= L.mask[r]
+        layer_backward(net, L, net.layer[l - 1].out if l > 0 else net.X, T)
+    for r in range(N * m):
+        net.dX[r] += net.dOut[r]
+        if net.dropout > 0:
+            net.dX[r] *= net.Xmask[r]
+    for r in range(N):
+        w = net.inputs[r]
+        if not net.seen[w]:
+            net.seen[w] = 1
+            net.touched[count] = w
+            count += 1
+            if not net.tied:
+                memset(net.gC + <Py_ssize_t> w * m, 0, m * sizeof(float))
+        for j in range(m):
+            net.gC[<Py_ssize_t> w * m + j] += net.dX[r * m + j]
+    for r in range(count):
+        net.seen[net.touched[r]] = 0
+    return 0 if net.tied else count
+
+
+cdef inline double squares(const float *v, Py_ssize_t size) noexcept nogil:
+    cdef Py_ssize_t i
+    cdef double total = 0
+    for i in range(size):
+        total += v[i] * v[i]
+    return total
+
+
+cdef inline void update(float *param, const float *grad, float *m, float *v, Py_ssize_t size, float rate,
+                        float clipped, float c1, float c2) noexcept nogil:
+    """param -= rate g for g = clipped grad, or with Adam's moments m and v (given) and
+    their bias corrections c1, c2: param -= rate m / c1 / (sqrt(v / c2) + ADAM_EPSILON)."""
+    cdef Py_ssize_t i
+    cdef float g
+    if m == NULL:
+        for i in range(size):
+            param[i] -= rate * clipped * grad[i]
+        return
+    for i in range(size):
+        g = clipped * grad[i]
+        m[i] = ADAM_BETA1 * m[i] + (1 - ADAM_BETA1) * g
+        v[i] = ADAM_BETA2 * v[i] + (1 - ADAM_BETA2) * g * g
+        param[i] -= rate * (m[i] / c1) / (sqrtf(v[i] / c2) + ADAM_EPSILON)
+
+
+cdef void step(Rnn *net, int touched, int words, float rate, float keep_c, float dense_keep) noexcept nogil:
+    """One update from the segment's gradient (clipped to a norm of clip * words): every
+    slot's array by SGD or Adam, the weights then decayed in bulk by dense_keep; the rows
+    of C that occur (unless tied, when C is a slot) decayed by keep_c first."""
+    cdef int k, m = net.m
+    cdef double norm = 0
+    cdef float clipped = 1, c1 = 1, c2 = 1
+    cdef Slot *slot
+    cdef Py_ssize_t row
+    for k in range(net.slots):
+        norm += squares(net.slot[k].grad, net.slot[k].size)
+    for k in range(touched):
+        norm += squares(net.gC + <Py_ssize_t> net.touched[k] * m, m)
+    norm = sqrt(norm)
+    if net.clip > 0 and norm > net.clip * words:
+        clipped = <float> (net.clip * words / norm)
+    if net.adam:
+        net.adam_step[0] += 1
+        c1, c2 = 1 - ADAM_BETA1 ** net.adam_step[0], 1 - ADAM_BETA2 ** net.adam_step[0]
+    for k in range(net.slots):
+        slot = &net.slot[k]
+        update(slot.param, slot.grad, slot.m, slot.v, slot.size, rate, clipped, c1, c2)
+        if slot.weight and dense_keep != 1:
+            scale(<int> slot.size, dense_keep, slot.param)
+    for k in range(touched):
+        row = <Py_ssize_t> net.touched[k] * m
+        if keep_c != 1:
+            scale(m, keep_c, net.C + row)
+        update(net.C + row, net.gC + row, net.mC + row if net.adam else NULL, net.vC + row if net.adam else NULL,
+               m, rate, clipped, c1, c2)
+
+
+cdef void carry_state(Rnn *net, int T) noexcept nogil:
+    """The last step's state (and cell) becomes the carried one."""
+    cdef int l, size
+    for l in range(net.layers):
+        size = net.streams * net.layer[l].hidden
+        memcpy(net.layer[l].S, net.layer[l].S + <Py_ssize_t> T * size, size * sizeof(float))
+        if net.lstm:
+            memcpy(net.layer[l].cell, net.layer[l].cell + <Py_ssize_t> T * size, size * sizeof(float))
+
+
+cdef void load_segment(Rnn *net, const int[:, :, ::1] rows, Py_ssize_t start, int T) noexcept nogil:
+    cdef int t, b, B = net.streams
+    for t in range(T):
+        for b in range(B):
+            net.inputs[t * B + b] = rows[start + t, 0, b]
+            net.targets[t * B + b] = rows[start + t, 1, b]
+
+
+cdef float *pointer(array) except? NULL:
+    """The data of a C-contiguous float32 array (kept alive by the caller)."""
+    if array.dtype != np.float32 or not array.flags.c_contiguous:
+        raise ValueError("recurrent network arrays must be C-contiguous float32")
+    cdef float[::1] flat = array.reshape(-1)
+    return &flat[0] if flat.shape[0] else NULL
+
+
+cdef class RecurrentNetwork:
+    """Views of a recurrent model's arrays (float32, C-contiguous, owned by Python: C, per
+    layer l U{l}, W{l} and optionally b{l}, P{l}; V unless tied, d, M) and one worker's
+    buffers for segments of up to `capacity` steps of `streams` streams. `carried`: the
+    state each stream carries into the next segment, and the dropout generator's state."""
+    cdef Rnn net
+    cdef object keep_alive
+    cdef list buffers
+    cdef public dict carried
+    cdef public dict grads
+
+    def __init__(self, params, int layers, bint lstm, int activation, int streams, int capacity, bint reset,
+                 int bos, float dropout=0.0, float clip=0.0, unsigned long long seed=1, bint trainable=True,
+                 bint adam=False):
+        cdef int V = params["C"].shape[0], m = params["C"].shape[1], G = 4 if lstm else 1, l, h, inputs = m
+        cdef Py_ssize_t N = <Py_ssize_t> capacity * streams
+        if not 1 <= layers <= MAX_LAYERS or streams < 1 or capacity < 1 or not 0 <= dropout < 1 or not 0 <= bos < V:
+            raise ValueError("recurrent network settings out of range")
+        self.keep_alive = params
+        self.buffers = []
+        self.carried = {"rng": np.array([(int(seed) * 0x9E3779B97F4A7C15 | 1) % 2 ** 64], dtype=np.uint64)}
+        self.grads = {}
+        cdef Rnn *net = &self.net
+        cdef Layer *L
+        net.vocab, net.m, net.layers, net.streams, net.capacity = V, m, layers, streams, capacity
+        net.lstm, net.activation, net.reset, net.bos = lstm, activation, reset, bos
+        net.dropout, net.clip = dropout, clip
+        net.bias, net.direct, net.tied = "d" in params, "M" in params, "V" not in params
+        net.C, net.d, net.M = pointer(params["C"]), self._param(params, "d"), self._param(params, "M")
+        net.V = net.C if net.tied else pointer(params["V"])
+        cdef cnp.uint64_t[::1] rng = self.carried["rng"]
+        net.rng = <unsigned long long *> &rng[0]
+        for l in range(layers):
+            L = &net.layer[l]
+            h = params[f"W{l}"].shape[1]
+            if params[f"U{l}"].shape != (G * h, inputs) or params[f"W{l}"].shape != (G * h, h):
+                raise ValueError("recurrent arrays of inconsistent shapes")
+            L.inputs, L.hidden, L.gates = inputs, h, G
+            L.U, L.W = pointer(params[f"U{l}"]), pointer(params[f"W{l}"])
+            L.b, L.P = self._param(params, f"b{l}"), self._param(params, f"P{l}")
+            self.carried[f"state{l}"] = np.zeros((streams, h), dtype=np.float32)
+            self.carried[f"cell{l}"] = np.zeros((streams, h), dtype=np.float32)
+            L.S = self._buffer(f"S{l}", (capacity + 1) * streams * h)
+            L.cell = self._buffer(f"cell{l}", (capacity + 1) * streams * h)
+            L.Sp, L.Cp = self._buffer(f"Sp{l}", N * h), self._buffer(f"Cp{l}", N * h)
+            L.Z = self._buffer(f"Z{l}", N * G * h if lstm else 1)
+            L.out, L.mask = self._buffer(f"out{l}", N * h), self._buffer(f"mask{l}", N * h if dropout else 1)
+            L.gU, L.gW = self._grad(f"U{l}", params, trainable), self._grad(f"W{l}", params, trainable)
+            L.gb, L.gP = self._grad(f"b{l}", params, trainable), self._grad(f"P{l}", params, trainable)
+            inputs = h
+        if net.tied and inputs != m:
+            raise ValueError("a tied output layer needs as many hidden units as features")
+        widest = max(m, max(params[f"W{l}"].shape[1] for l in range(layers)))
+        net.X, net.Xmask = self._buffer("X", N * m), self._buffer("Xmask", N * m if dropout else 1)
+        net.Y, net.keep = self._buffer("Y", N * V), self._buffer("keep", N)
+        net.dOut = self._buffer("dOut", N * widest if trainable else 1)
+        net.dX = self._buffer("dX", N * m if trainable else 1)
+        net.dZ = self._buffer("dZ", N * 4 * widest if trainable else 1)
+        net.dS, net.dC = self._buffer("dS", streams * widest), self._buffer("dC", streams * widest)
+        net.gC, net.gd, net.gM = self._grad("C", params, trainable), self._grad("d", params, trainable), \
+            self._grad("M", params, trainable)
+        net.gV = net.gC if net.tied else self._grad("V", params, trainable)
+        net.adam, net.slots = adam and trainable, 0
+        if trainable:
+            self._slots(params, layers)
+        ints = np.zeros(3 * N, dtype=np.int32)
+        self.buffers.append(ints)
+        cdef int[::1] view = ints
+        net.inputs, net.targets, net.touched = &view[0], &view[N], &view[2 * N]
+        seen = np.zeros(V, dtype=np.int8)
+        self.buffers.append(seen)
+        cdef cnp.int8_t[::1] flags = seen
+        net.seen = <char *> &flags[0]
+
+    cdef _slots(self, params, int layers):
+        """What `step` updates: each array but C's rows (unless tied), with Adam's moments."""
+        names = [f"{kind}{l}" for l in range(layers) for kind in "UWbP"] + ["C" if self.net.tied else "V", "d", "M"]
+        for name in [name for name in names if name in params]:
+            slot = &self.net.slot[self.net.slots]
+            slot.param, slot.grad, slot.size = pointer(params[name]), pointer(self.grads[name]), params[name].size
+            slot.weight, slot.m, slot.v = name[0] not in "bd", self._moment(name, "m"), self._moment(name, "v")
+            self.net.slots += 1
+        if not self.net.tied:
+            self.net.mC, self.net.vC = self._moment("C", "m"), self._moment("C", "v")
+        if self.net.adam:
+            self.carried["adam_step"] = np.zeros(1)
+            self.net.adam_step = <double *> cnp.PyArray_DATA(self.carried["adam_step"])
+
+    cdef float *_moment(self, name, kind) except? NULL:
+        if not self.net.adam:
+            return NULL
+        self.carried[f"adam_{kind}.{name}"] = np.zeros(self.keep_alive[name].shape, dtype=np.float32)
+        return pointer(self.carried[f"adam_{kind}.{name}"])
+
+    cdef float *_param(self, params, name) except? NULL:
+        return pointer(params[name]) if name in params else NULL
+
+    cdef float *_buffer(self, name, Py_ssize_t size) except? NULL:
+        array = np.zeros(max(size, 1), dtype=np.float32)
+        self.buffers.append(array)
+        return pointer(array)
+
+    cdef float *_grad(self, name, params, bint trainable) except? NULL:
+        if name not in params or not trainable:
+            return NULL
+        self.grads[name] = np.zeros(params[name].shape, dtype=np.float32)
+        return pointer(self.grads[name])
+
+    def reset(self):
+        """Every stream starts again from a zero state."""
+        self._restore_state()
+        for name, array in self.carried.items():
+            if name != "rng":
+                array[...] = 0
+        self._save_state()
+
+    cdef _restore_state(self):
+        """carried -> block 0 of the state buffers (a checkpoint may have replaced it)."""
+        self._copy_state(True)
+
+    cdef _save_state(self):
+        self._copy_state(False)
+
+    cdef _copy_state(self, bint restore):
+        cdef int l
+        cdef float[::1] state, cell
+        cdef Py_ssize_t size
+        for l in range(self.net.layers):
+            state, cell = self.carried[f"state{l}"].reshape(-1), self.carried[f"cell{l}"].reshape(-1)
+            size = state.shape[0] * sizeof(float)
+            if restore:
+                memcpy(self.net.layer[l].S, &state[0], size)
+                memcpy(self.net.layer[l].cell, &cell[0], size)
+            else:
+                memcpy(&state[0], self.net.layer[l].S, size)
+                memcpy(&cell[0], self.net.layer[l].cell, size)
+
+    def _check_rows(self, rows):
+        if rows.ndim != 3 or rows.shape[1] != 2 or rows.shape[2] != self.net.streams:
+            raise ValueError("rows of the wrong shape for this network's streams")
+        if rows.size and (rows[:, 0].min() < 0 or rows[:, 0].max() >= self.net.vocab
+                          or rows[:, 1].max() >= self.net.vocab):
+            raise ValueError("word ids outside the vocabulary")
+
+    def train(self, const int[:, :, ::1] rows, int bptt, const double[::1] rates, const float[::1] row_keep,
+              const float[::1] dense_keep):
+        """Truncated BPTT over `rows` (steps x (inputs, targets) x streams) in segments of
+        `bptt` steps, the state carried through: segment u steps by rates[u], decays the
+        rows of C it reads by row_keep[u] and the weights in bulk by dense_keep[u].
+        Returns (sum of log p of the targets, updates done)."""
+        cdef Py_ssize_t start = 0, count = rows.shape[0], u = 0
+        cdef int T, touched, words, r
+        cdef double total = 0
+        if not self.grads:
+            raise ValueError("a scoring network cannot train")
+        check_schedule(count, bptt, self.net.capacity, rates.shape[0], row_keep.shape[0], dense_keep.shape[0])
+        self._check_rows(np.asarray(rows))
+        self._restore_state()
+        with nogil:
+            while start < count:
+                T = <int> min(<Py_ssize_t> bptt, count - start)
+                load_segment(&self.net, rows, start, T)
+                total += forward(&self.net, T, True, NULL)
+                touched = backward(&self.net, T)
+                words = 0
+                for r in range(T * self.net.streams):
+                    words += self.net.targets[r] >= 0
+                step(&self.net, touched, words, <float> rates[u], row_keep[u], dense_keep[u])
+                carry_state(&self.net, T)
+                start += T
+                u += 1
+        self._save_state()
+        return total, u
+
+    def logprobs(self, const int[:, :, ::1] rows, double[::1] out):
+        """Natural-log probability of every target >= 0 in out[step * streams + stream]
+        (others untouched), without dropout, the state carried through."""
+        cdef Py_ssize_t start = 0, count = rows.shape[0]
+        cdef int T
+        if out.shape[0] != count * self.net.streams:
+            raise ValueError("out of the wrong size")
+        self._check_rows(np.asarray(rows))
+        self._restore_state()
+        with nogil:
+            while start < count:
+                T = <int> min(<Py_ssize_t> self.net.capacity, count - start)
+                load_segment(&self.net, rows, start, T)
+                forward(&self.net, T, False, &out[start * self.net.streams])
+                carry_state(&self.net, T)
+                start += T
+        self._save_state()
+
+    def next_logprobs(self, const int[:, :, ::1] rows, double[::1] out):
+        """log p of every word after the steps of `rows` (one stream; targets ignored)."""
+        cdef int T = rows.shape[0], j
+        if self.net.streams != 1 or not 1 <= T <= self.net.capacity or out.shape[0] != self.net.vocab:
+            raise ValueError("one stream of at most capacity steps, and a row per word")
+        self._check_rows(np.asarray(rows))
+        self._restore_state()
+        load_segment(&self.net, rows, 0, T)
+        self.net.targets[T - 1] = 0
+        forward(&self.net, T, False, NULL)
+        for j in range(self.net.vocab):
+            out[j] = log(self.net.Y[<Py_ssize_t> (T - 1) * self.net.vocab + j])
+
+    def gradients(self, const int[:, :, ::1] rows, grads):
+        """The gradients of -sum log p over one segment from the carried state, without
+        dropout, clipping or a step, written into `grads` (arrays shaped like the
+        parameters); returns the sum of log p. For tests."""
+        cdef int T = rows.shape[0], touched
+        cdef double total
+        if not 1 <= T <= self.net.capacity or not self.grads:
+            raise ValueError("one segment of at most capacity steps, on a trainable network")
+        self._check_rows(np.asarray(rows))
+        self._restore_state()
+        saved_dropout, self.net.dropout = self.net.dropout, 0
+        load_segment(&self.net, rows, 0, T)
+        total = forward(&self.net, T, True, NULL)
+        touched = backward(&self.net, T)
+        self.net.dropout = saved_dropout
+        for name, array in self.grads.items():
+            grads[name][...] = array
+        if not self.net.tied:  # gC holds only the rows that occur
+            grads["C"][...] = 0
+            for w in {int(v) for v in np.asarray(rows)[:, 0].reshape(-1)}:
+                grads["C"][w] = self.grads["C"][w]
+        return total

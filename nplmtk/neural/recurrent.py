@@ -1,0 +1,183 @@
+"""Recurrent language models (survey, paper 002, sec. 2.2-2.3): the RNN s_t = f(U x_t +
+W s_t-1 + b) and the LSTM (input, forget and output gates, cell c_t, s_t = o_t * f(c_t),
+optional peepholes on c_t-1), y_t = V s_t + M x_t + d, stacked in `layers`, the output
+layer optionally tied to the input features (cython_ext/rnn_kernels.pyx).
+
+Their examples are time steps of parallel word streams: the text as one sequence of
+(input, target) pairs, (<s>, w1), (w1, w2), ..., (wn, </s>) for each sentence, cut at
+sentence starts into B streams of about equal length, one row per step holding the B
+inputs and the B targets (padding: target -1). The trainer keeps the rows in order, and
+each worker's network carries its streams' state from segment to segment (truncated
+BPTT). With `reset_state` "sentence" every sentence starts from a zero state, in training
+and in scoring; with "never" the state runs on through the whole text, and scoring reads
+it as a single stream."""
+import numpy as np
+
+from .._ext.mlp_kernels import ACTIVATIONS
+from .._ext.rnn_kernels import RecurrentNetwork
+from ..errors import InputError, ParameterError
+from .network import NeuralModel, uniform_initialiser
+
+RESET_STATES = ("sentence", "never")
+MAX_LAYERS = 8
+SCORING_STREAMS = 64  # sentences scored side by side when each starts from a zero state
+SCORING_ROWS = 512  # steps x streams per segment when scoring
+
+
+class RNNModel(NeuralModel):
+    kind = "nplm-rnn"
+    arch = "rnn"
+    summary = ("recurrent network (survey sec. 2.2): s_t = act(U x_t + W s_t-1 + b), y_t = V s_t + M x_t + d, "
+               "trained by truncated BPTT over -streams streams of -bptt steps")
+    ARCHITECTURE = ("features", "hidden", "direct", "bias", "layers", "tie", "peephole", "reset_state")
+    ACTIVATIONS = tuple(ACTIVATIONS)
+    RECURRENT = True
+    LSTM = False
+    DEFAULTS = {"lr": 0.05, "weight_decay": 0.0}  # -lr is per word: the gradient is summed over a segment
+
+    def __init__(self, vocab, params, order=None, activation="tanh", meta=None):
+        super().__init__(vocab, params, None, activation, meta)
+
+    @classmethod
+    def initial(cls, vocab, order=None, features=100, hidden=200, direct=False, bias=True, activation="tanh",
+                seed=1, layers=1, tie=False, peephole=False, reset_state="sentence"):
+        if order is not None:
+            raise ParameterError(f"{{order}} applies to the feed-forward models: {cls.arch} sees the whole history")
+        if hidden < 1:
+            raise ParameterError(f"{{arch}} {cls.arch} needs {{hidden}} 1 or more")
+        if not 1 <= layers <= MAX_LAYERS:
+            raise ParameterError(f"{{layers}} must be from 1 to {MAX_LAYERS}")
+        if tie and hidden != features:
+            raise ParameterError(f"{{tie}} makes the output layer the word features: it needs {{hidden}} equal to "
+                                 f"{{features}} (here {hidden} and {features})")
+        if peephole and not cls.LSTM:
+            raise ParameterError("{peephole} applies to -arch lstm")
+        if reset_state not in RESET_STATES:
+            raise ParameterError(f"{{reset_state}}: unknown value '{reset_state}' (choose from "
+                                 f"{', '.join(RESET_STATES)})")
+        if activation not in ACTIVATIONS:
+            raise ParameterError(f"{{activation}}: unknown '{activation}' (choose from {', '.join(ACTIVATIONS)})")
+        meta = {"features": features, "hidden": hidden, "direct": direct, "bias": bias, "layers": layers,
+                "tie": tie, "peephole": peephole, "reset_state": reset_state}
+        uniform = uniform_initialiser(seed)
+        params = {}
+        for name, shape in cls.array_shapes(len(vocab), None, meta).items():
+            if name[0] in "bdP":  # biases and peepholes start at zero
+                params[name] = np.zeros(shape, dtype=np.float32)
+            else:
+                params[name] = uniform(shape, shape[-1])
+        if cls.LSTM and bias:  # forget gates start open (Gers et al. 2000; Jozefowicz et al. 2015)
+            for layer in range(layers):
+                params[f"b{layer}"][hidden:2 * hidden] = 1
+        return cls(vocab, params, None, activation, meta)
+
+    @classmethod
+    def array_shapes(cls, vocab_size, order, shape):
+        m, h, layers, gates = shape["features"], shape["hidden"], shape["layers"], 4 if cls.LSTM else 1
+        if not 1 <= layers <= MAX_LAYERS or (shape["tie"] and h != m) or (shape["peephole"] and not cls.LSTM):
+            return {}  # no such network: any array is unexpected
+        arrays = {"C": (vocab_size, m)}
+        inputs = m
+        for layer in range(layers):
+            arrays.update({f"U{layer}": (gates * h, inputs), f"W{layer}": (gates * h, h)})
+            if shape["bias"]:
+                arrays[f"b{layer}"] = (gates * h,)
+            if shape["peephole"]:
+                arrays[f"P{layer}"] = (3, h)
+            inputs = h
+        if not shape["tie"]:
+            arrays["V"] = (vocab_size, h)
+        if shape["bias"]:
+            arrays["d"] = (vocab_size,)
+        if shape["direct"]:
+            arrays["M"] = (vocab_size, m)
+        return arrays
+
+    # -- the training protocol ----------------------------------------------------------
+    def check_training(self, config):
+        if config.criterion != "full":
+            raise ParameterError(f"{{criterion}} {config.criterion}: recurrent models train with the exact softmax "
+                                 "(importance sampling of their output layer is not built yet)")
+        if config.batch != 1:
+            raise ParameterError("{batch}: a recurrent model updates once per {bptt} steps of its {streams} streams")
+        if config.bptt < 1 or config.streams < 1 or not 0 <= config.dropout < 1 or config.clip < 0:
+            raise ParameterError("{bptt} and {streams} must be at least 1, {dropout} in [0, 1), {clip} at least 0")
+
+    def training_examples(self, corpus, config):
+        rows, _ = stream_rows(corpus, config.streams, self.vocab)
+        return rows
+
+    def example_order(self, rng, count):
+        return np.arange(count)  # in order: each worker carries its streams' state
+
+    def examples_per_update(self, config):
+        return config.bptt
+
+    def example_words(self, rows):
+        return int(np.count_nonzero(rows[:, 1] >= 0))
+
+    def training_network(self, config, worker):
+        return self._network(config.streams, config.bptt, True, config.dropout, config.clip,
+                             config.seed * 1000 + worker, config.optimizer == "adam")
+
+    def _network(self, streams, capacity, trainable=False, dropout=0.0, clip=0.0, seed=1, adam=False):
+        meta = self.meta
+        return RecurrentNetwork(self.params, meta["layers"], self.LSTM, ACTIVATIONS[self.activation], streams,
+                                capacity, meta["reset_state"] == "sentence", self.vocab.bos, dropout, clip, seed,
+                                trainable, adam)
+
+    # -- scoring --------------------------------------------------------------------------
+    def logprobs(self, corpus):
+        """In order through the text: sentences side by side when each starts from a zero
+        state, else one stream; a target outside the vocabulary is -inf (as input, <unk>)."""
+        self.check_vocab(corpus)
+        streams = 1 if self.meta["reset_state"] == "never" else min(SCORING_STREAMS, corpus.num_sentences)
+        rows, positions = stream_rows(corpus, streams, self.vocab)
+        out = np.full(rows.shape[0] * streams, -np.inf)
+        if len(rows):
+            self._network(streams, max(1, SCORING_ROWS // streams)).logprobs(rows, out)
+        return out[positions]
+
+    def example_logprobs(self, examples):
+        raise ParameterError(f"{self.arch} models score whole texts, not single windows")
+
+    def next_distribution(self, history):
+        inputs = np.array([self.vocab.bos] + [self.vocab.unk if w < 0 else w for w in history], dtype=np.int32)
+        rows = np.zeros((len(inputs), 2, 1), dtype=np.int32)
+        rows[:, 0, 0] = inputs
+        out = np.empty(len(self.vocab))
+        self._network(1, len(inputs)).next_logprobs(rows, out)
+        return np.exp(out)
+
+
+class LSTMModel(RNNModel):
+    kind = "nplm-lstm"
+    arch = "lstm"
+    summary = ("LSTM network (survey sec. 2.3): gates i, f, o = logistic(U x_t + W s_t-1 [+ P * c_t-1] + b), "
+               "c_t = f c_t-1 + i act(U_g x_t + W_g s_t-1 + b_g), s_t = o act(c_t), y_t = V s_t + M x_t + d")
+    LSTM = True
+
+
+def stream_rows(corpus, streams, vocab):
+    """The text as (input, target) steps of `streams` streams cut at sentence starts:
+    rows (steps, 2, streams) int32 (input ids, OOV inputs as <unk>; target ids, -1 for an
+    OOV target and for padding), and for each predicted token in the order of
+    corpus.windows (each word, then </s>) its flat index step * streams + stream."""
+    ids, offsets = corpus.ids, corpus.offsets
+    sentences = len(offsets) - 1
+    targets = np.insert(ids, offsets[1:], vocab.eos)
+    inputs = np.insert(ids, offsets[:-1], vocab.bos)
+    inputs[inputs < 0] = vocab.unk
+    total = len(targets)
+    starts = offsets[:-1] + np.arange(sentences)
+    wanted = np.arange(1, streams) * total / streams
+    cuts = np.concatenate([[0], starts[np.minimum(np.searchsorted(starts, wanted), sentences - 1)]])
+    cuts = np.unique(cuts) if sentences else np.zeros(1, dtype=np.int64)
+    stream = np.searchsorted(cuts, np.arange(total), side="right") - 1
+    step = np.arange(total) - cuts[stream]
+    steps = int(step.max()) + 1 if total else 0
+    rows = np.full((steps, 2, streams), -1, dtype=np.int32)
+    rows[:, 0, :] = vocab.bos
+    rows[step, 0, stream] = inputs
+    rows[step, 1, stream] = targets
+    return rows, step * streams + stream

@@ -1,0 +1,224 @@
+"""Recurrent models (survey sec. 2.2-2.3): finite-difference checks through time of every
+parameter against a float64 numpy model written here, the state carried across segments
+equal to one unrolled pass, scoring equal to the reference sentence by sentence, a
+dependency 20 words back that an LSTM learns and a 5-gram cannot, and training through
+the common protocol (files, resume, `ppl`, the CLI)."""
+import math
+
+import numpy as np
+import pytest
+
+from conftest import assert_gradients_match_finite_differences, assert_one_line_error, run_nplm
+from nplmtk.corpus import Corpus
+from nplmtk.models import ARCHITECTURES, load
+from nplmtk.neural.recurrent import stream_rows
+from nplmtk.neural.train import Trainer, TrainingConfig
+from nplmtk.ngram.counts import NgramCounts
+from nplmtk.ngram.estimate import estimate
+from nplmtk.toy import ToyGrammar
+from nplmtk.vocab import Vocabulary
+
+VOCAB = Vocabulary([f"w{i}" for i in range(9)])
+TEXT = ["w1 w2 w3", "w4 w5 w6 w7 w8 w0", "w3 w3", "w5 w1 w2 w2", "w7", "w0 w6 w6 w2 w1"]
+SHAPES = [
+    ("rnn", {}),
+    ("rnn", dict(layers=2, direct=True, activation="sigmoid")),
+    ("rnn", dict(tie=True, features=5, hidden=5, activation="relu", reset_state="never")),
+    ("lstm", {}),
+    ("lstm", dict(layers=2, direct=True, peephole=True)),
+    ("lstm", dict(bias=False, reset_state="never", tie=True, features=5, hidden=5)),
+]
+
+
+def logistic(z):
+    return 1 / (1 + np.exp(-z))
+
+
+ACT = {"tanh": np.tanh, "sigmoid": logistic, "relu": lambda z: np.maximum(z, 0), "linear": lambda z: z}
+
+
+def reference_logprobs(model, rows):
+    """log p of every target of rows (steps, 2, streams) in float64, the survey's equations
+    written out step by step (padding targets: 0)."""
+    p = {k: v.astype(np.float64) for k, v in model.params.items()}
+    meta, act = model.meta, ACT[model.activation]
+    steps, _, streams = rows.shape
+    s = [np.zeros((streams, meta["hidden"])) for _ in range(meta["layers"])]
+    c = [np.zeros((streams, meta["hidden"])) for _ in range(meta["layers"])]
+    out = np.zeros((steps, streams))
+    for t in range(steps):
+        inputs, targets = rows[t, 0], rows[t, 1]
+        keep = (inputs != model.vocab.bos)[:, None] if meta["reset_state"] == "sentence" else 1
+        x = below = p["C"][inputs]
+        for layer in range(meta["layers"]):
+            previous, cell = keep * s[layer], keep * c[layer]
+            z = below @ p[f"U{layer}"].T + previous @ p[f"W{layer}"].T + p.get(f"b{layer}", 0)
+            if model.LSTM:
+                zi, zf, zo, zg = np.split(z, 4, axis=1)
+                if f"P{layer}" in p:
+                    zi, zf, zo = (zi + p[f"P{layer}"][0] * cell, zf + p[f"P{layer}"][1] * cell,
+                                  zo + p[f"P{layer}"][2] * cell)
+                c[layer] = logistic(zf) * cell + logistic(zi) * act(zg)
+                s[layer] = logistic(zo) * act(c[layer])
+            else:
+                s[layer] = act(z)
+            below = s[layer]
+        y = below @ p.get("V", p["C"]).T + p.get("d", 0) + (x @ p["M"].T if "M" in p else 0)
+        y -= y.max(axis=1, keepdims=True)
+        logp = y - np.log(np.exp(y).sum(axis=1, keepdims=True))
+        out[t] = np.where(targets >= 0, logp[np.arange(streams), np.maximum(targets, 0)], 0)
+    return out
+
+
+def random_model(arch, shape, seed=2):
+    model = ARCHITECTURES[arch].initial(VOCAB, seed=seed, **{"features": 4, "hidden": 5, **shape})
+    rng = np.random.default_rng(0)
+    for name in model.params:  # non-zero biases and larger weights make a sharper test
+        model.params[name][...] = rng.normal(0, 0.5, model.params[name].shape)
+    return model
+
+
+@pytest.mark.parametrize("arch, shape", SHAPES)
+def test_every_parameter_matches_finite_differences_through_time(arch, shape):
+    model = random_model(arch, shape)
+    rows, _ = stream_rows(Corpus.from_lines(TEXT, VOCAB), 2, VOCAB)
+    grads = {k: np.zeros_like(v) for k, v in model.params.items()}
+    total = model._network(2, len(rows), trainable=True).gradients(rows, grads)
+    assert math.isclose(total, reference_logprobs(model, rows).sum(), rel_tol=1e-5)
+    assert_gradients_match_finite_differences(model.params, grads, lambda: -reference_logprobs(model, rows).sum(),
+                                              np.random.default_rng(1), epsilon=1e-4)  # relu: off its kink
+
+
+@pytest.mark.parametrize("arch, shape", SHAPES)
+def test_scoring_carries_the_state_and_equals_the_reference(arch, shape):
+    model = random_model(arch, shape)
+    corpus = Corpus.from_lines(TEXT, VOCAB)
+    rows, positions = stream_rows(corpus, 3, VOCAB)
+    expected = reference_logprobs(model, rows).reshape(-1)[positions]
+    for capacity in (1, 2, 5, len(rows)):  # segments of any length: the state carried across
+        out = np.full(rows.shape[0] * 3, -np.inf)
+        model._network(3, capacity).logprobs(rows, out)
+        np.testing.assert_allclose(out[positions], expected, rtol=1e-5, atol=1e-6)
+    # ppl's path: sentences side by side when each starts afresh, else one stream
+    np.testing.assert_allclose(model.logprobs(corpus), expected if shape.get("reset_state") != "never" else
+                               reference_logprobs(model, stream_rows(corpus, 1, VOCAB)[0]).reshape(-1),
+                               rtol=1e-5, atol=1e-6)
+    history = list(corpus.sentence(1)[:3])
+    distribution = model.next_distribution(history)
+    assert abs(distribution.sum() - 1) < 1e-5
+    single = Corpus.from_lines([" ".join(VOCAB.words[w] for w in corpus.sentence(1))], VOCAB)
+    assert math.isclose(math.log(distribution[corpus.sentence(1)[3]]), model.logprobs(single)[3], rel_tol=1e-5)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_training_in_two_chunks_equals_one_pass(optimizer):
+    """The state (and Adam's moments) carried from one call to the next: the same steps."""
+    rows, _ = stream_rows(Corpus.from_lines(TEXT * 3, VOCAB), 2, VOCAB)
+    results = []
+    for cuts in ([len(rows)], [8, len(rows) - 8]):
+        model = random_model("lstm", {"peephole": True})
+        network = model._network(2, 4, trainable=True, clip=0.5, adam=optimizer == "adam")
+        start = 0
+        for size in cuts:
+            updates = -(-size // 4)
+            network.train(rows[start:start + size], 4, np.full(updates, 0.01), np.full(updates, 0.999, np.float32),
+                          np.ones(updates, np.float32))
+            start += size
+        results.append(model.params)
+    for name in results[0]:
+        np.testing.assert_array_equal(results[0][name], results[1][name])
+
+
+def bracket_sentences(count, seed, gap=20):
+    """An opening bracket, `gap` random fillers, the matching closing bracket."""
+    rng = np.random.default_rng(seed)
+    fillers = [f"x{i}" for i in range(8)]
+    sentences = []
+    for _ in range(count):
+        kind = rng.integers(2)
+        sentences.append(" ".join(["([" [kind]] + list(rng.choice(fillers, gap)) + [")]"[kind]]))
+    return sentences
+
+
+def closing_choice(model, corpus):
+    """Mean probability of the right closing bracket given that one closes."""
+    vocab, closers = model.vocab, [model.vocab.index[")"], model.vocab.index["]"]]
+    ratios = []
+    for s in range(corpus.num_sentences):
+        words = [vocab.words[w] for w in corpus.sentence(s)]
+        p = np.exp(model.logprobs(Corpus.from_lines([" ".join(words)], vocab))[-2])  # the closer
+        other = model.next_distribution(list(corpus.sentence(s)[:-1]))[closers].sum()
+        ratios.append(p / other)
+    return float(np.mean(ratios))
+
+
+def test_an_lstm_matches_a_bracket_twenty_words_back_where_a_5gram_cannot():
+    vocab = Vocabulary(["(", "[", ")", "]"] + [f"x{i}" for i in range(8)])
+    train = Corpus.from_lines(bracket_sentences(4000, 1), vocab)
+    test = Corpus.from_lines(bracket_sentences(60, 2), vocab)
+    lstm = ARCHITECTURES["lstm"].initial(vocab, features=8, hidden=16, seed=1)
+    config = TrainingConfig(epochs=30, lr=0.01, optimizer="adam", streams=16, bptt=50, clip=1, weight_decay=0,
+                            progress=False)
+    Trainer(lstm, config).run(train)
+    kn5 = estimate(NgramCounts.from_corpus(train, 5))
+    assert closing_choice(lstm, test) > 0.9
+    assert closing_choice(kn5, test) < 0.6
+
+
+@pytest.fixture(scope="module")
+def texts(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("recurrent")
+    grammar = ToyGrammar()
+    for name, count, seed in (("train", 600, 1), ("valid", 40, 2)):
+        (folder / f"{name}.txt").write_text("\n".join(" ".join(s) for s in grammar.sentences(count, seed)) + "\n")
+    return folder, Vocabulary(grammar.words)
+
+
+def test_resumed_run_finishes_like_an_uninterrupted_one(texts, tmp_path):
+    """Mid-epoch checkpoints hold each worker's carried state, dropout generator and Adam moments."""
+    folder, model_vocab = texts
+    train, valid = (Corpus.read(str(folder / f"{name}.txt"), model_vocab) for name in ("train", "valid"))
+    settings = dict(epochs=2, lr=0.01, optimizer="adam", streams=4, bptt=5, dropout=0.2, progress=False,
+                    checkpoint_dir=str(tmp_path), checkpoint_every=7)
+
+    def fresh():
+        return ARCHITECTURES["lstm"].initial(model_vocab, features=6, hidden=6, layers=2, seed=1)
+    straight = Trainer(fresh(), TrainingConfig(**settings)).run(train, valid)
+    Trainer(fresh(), TrainingConfig(**{**settings, "epochs": 1})).run(train, valid)
+    resumed = Trainer.resume(str(tmp_path / "checkpoint.nplm"), TrainingConfig(**settings)).run(train, valid)
+    for name in straight.params:
+        assert np.array_equal(straight.params[name], resumed.params[name]), name
+
+
+@pytest.mark.parametrize("arch", ["rnn", "lstm"])
+def test_train_save_score_from_the_command_line(texts, tmp_path, arch):
+    texts, vocab = texts
+    model_path = tmp_path / "m.nplm"
+    status, _, err = run_nplm("train", "-arch", arch, "-text", texts / "train.txt", "-valid", texts / "valid.txt",
+                              "-m", 8, "-h", 8, "-layers", 2, "-tie", "-dropout", 0.1, "-bptt", 10, "-streams", 4,
+                              "-epochs", 3, "-threads", 2, "-lm", model_path, "-log", tmp_path / "log.jsonl", "-quiet")
+    assert status == 0, err
+    status, out, err = run_nplm("ppl", "-lm", model_path, "-text", texts / "valid.txt")
+    assert status == 0 and out.startswith(f"file {texts / 'valid.txt'}: 40 sentences"), err
+    reported = float(out.split("ppl= ")[1].split()[0])
+    assert reported < len(vocab) / 3
+    model = load(str(model_path))
+    assert model.meta["reset_state"] == "sentence" and model.meta["tie"] and "V" not in model.params
+    corpus = Corpus.read(str(texts / "valid.txt"), model.vocab)
+    assert math.isclose(math.exp(-model.logprobs(corpus).mean()), reported, rel_tol=1e-3)
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["-arch", "lstm", "-order", "3"], "-order applies to the feed-forward models: lstm sees the whole history"),
+    (["-dropout", "0.5"], "-dropout applies to the recurrent models"),
+    (["-arch", "rnn", "-tie"], "-tie makes the output layer the word features: it needs -h equal to -m"),
+    (["-arch", "rnn", "-peephole"], "-peephole applies to -arch lstm"),
+    (["-arch", "lstm", "-criterion", "is"], "recurrent models train with the exact softmax"),
+    (["-arch", "lstm", "-batch", "4"], "-batch: a recurrent model updates once per -bptt steps"),
+    (["-optimizer", "adam"], "Adam is built for the recurrent models"),
+])
+def test_recurrent_options_refused_in_one_line(tmp_path, args, fragment):
+    (tmp_path / "t.txt").write_text("a b c\n")
+    status, _, err = run_nplm("train", "-text", tmp_path / "t.txt", "-lm", tmp_path / "m.nplm", *args)
+    assert_one_line_error(status, err, fragment)
+    assert not (tmp_path / "m.nplm").exists()
