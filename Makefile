@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 BROWN  ?= ../shared/data/brown
 
-.PHONY: install demo test fuzz bench bench-vs clean brown-mlp9 brown-mlp1 brown-is brown-lbl
+.PHONY: install demo test fuzz bench bench-vs clean brown-mlp9 brown-mlp1 brown-is brown-lbl brown-survey brown-lstm
 
 install: $(STAMP)
 
@@ -52,8 +52,10 @@ bench-vs: install
 # brown-mlp1: MLP1 of Table 1 (n=5, m=60, h=50, direct connections); brown-is: Bengio &
 # Senecal (2003) sec. 4.2, the exact gradient against importance sampling (Algorithm 4,
 # N0=100; then N0=200 and the ESS rule), a fixed 5 epochs and no validation set; brown-lbl:
-# the log-bilinear Model 0 of Zhang, Mnih & Hinton (n=5, m=100; about 20 min).
-brown-mlp9 brown-mlp1 brown-is brown-lbl: install
+# the log-bilinear Model 0 of Zhang, Mnih & Hinton (n=5, m=100; about 20 min); brown-survey:
+# the survey's Table 1 (FNN, RNN, LSTM at m=100, h=200; about 15 min each); brown-lstm: our
+# best LSTM (m=h=256, tied, dropout 0.3, Adam; about 40 min).
+brown-mlp9 brown-mlp1 brown-is brown-lbl brown-survey brown-lstm: install
 	$(BIN)/python benchmarks/runs.py $@ --brown $(BROWN) --nplm $(BIN)/nplm
 
 clean:

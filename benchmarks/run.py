@@ -17,9 +17,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from log_bilinear import lbl_quality, lbl_training_speed  # noqa: E402
+from recurrent import lstm_quality, lstm_speed, survey_table  # noqa: E402
 from sections import SECTIONS  # noqa: E402
 
-SECTIONS = SECTIONS + [("lbl-quality", lbl_quality), ("lbl-speed", lbl_training_speed)]
+SECTIONS = SECTIONS + [("lbl-quality", lbl_quality), ("lbl-speed", lbl_training_speed), ("survey", survey_table),
+                       ("lstm-quality", lstm_quality), ("lstm-speed", lstm_speed)]
 
 
 def cpu_model():

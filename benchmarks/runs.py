@@ -22,10 +22,11 @@ class Run:
 
     name: str
     make_target: str
-    order: int
+    order: int | None  # None: a recurrent model (it sees the whole history)
     features: int
     hidden: int
     direct: bool = False
+    bias: bool = True
     epochs: int | None = None
     patience: int | None = None
     batch: int | None = None
@@ -56,12 +57,14 @@ class Run:
         if self.model_number is not None:
             return (f"log-bilinear Model {self.model_number}, n={self.order}, m={self.features}"
                     + (f", h={self.hidden}" if self.model_number else ""))
-        return (f"n={self.order}, m={self.features}, h={self.hidden}, "
-                + ("direct" if self.direct else "no direct"))
+        return (f"{self.arch.upper() + ', ' if self.order is None else f'n={self.order}, '}m={self.features}, "
+                f"h={self.hidden}, " + ("direct" if self.direct else "no direct")
+                + ("" if self.bias else ", no biases"))
 
     def shape_options(self):
-        return _flags(("-arch", self.arch)) + ["-order", str(self.order), "-m", str(self.features), "-h",
-                                               str(self.hidden)] + (["-direct"] if self.direct else [])
+        return (_flags(("-arch", self.arch), ("-order", self.order)) + ["-m", str(self.features), "-h",
+                                                                          str(self.hidden)]
+                + (["-direct"] if self.direct else []) + ([] if self.bias else ["-no-bias"]))
 
     def training_options(self):
         """The options after the shape, in the Makefile's order (the criterion apart)."""
@@ -117,6 +120,13 @@ def _lbl_training(number, hidden):
     return common + gating + (_LBL_S if number == 3 else ())
 
 
+# The survey's Table 1 (paper 002): FNN (n = 5), RNN and LSTM at m = 100, h = 200, without
+# direct connections and biases, then the LSTM with each; 5 epochs at most, one thread
+# each (two runs side by side on 2 cores). The recurrent ones train with Adam, the FNN
+# with the MLP's SGD; -lr-halve for all.
+_SURVEY = dict(make_target="brown-survey", features=100, hidden=200, bias=False, epochs=5, patience=1, threads=1,
+               early_stopping=True)
+_RECURRENT = ("-optimizer", "adam", "-lr-halve")
 _IS = dict(make_target="brown-is", order=4, features=30, hidden=80, epochs=5, batch=1, lr=0.001)
 
 RUNS = {run.name: run for run in (
@@ -133,6 +143,14 @@ RUNS = {run.name: run for run in (
     # the paper's best: Model 1 with 500 gating units
     Run("lbl1-h500", "brown-lbl", arch="lbl1", order=5, features=100, hidden=500, model_number=1,
         init_from=("lbl0",), extra=_lbl_training(1, 500), **_LBL),
+    Run("survey-fnn", order=5, batch=256, lr=0.003, extra=("-lr-halve",), **_SURVEY),
+    Run("survey-rnn", arch="rnn", order=None, lr=0.002, extra=_RECURRENT, **_SURVEY),
+    Run("survey-lstm", arch="lstm", order=None, lr=0.002, extra=_RECURRENT, **_SURVEY),
+    Run("survey-lstm-direct", arch="lstm", order=None, direct=True, lr=0.002, extra=_RECURRENT, **_SURVEY),
+    Run("survey-lstm-bias", arch="lstm", order=None, lr=0.002, extra=_RECURRENT, **{**_SURVEY, "bias": True}),
+    # our best LSTM on Brown (make brown-lstm): output layer tied to the features, dropout
+    Run("lstm-best", "brown-lstm", arch="lstm", order=None, features=256, hidden=256, epochs=12, patience=2,
+        threads=1, lr=0.002, early_stopping=True, extra=("-tie", "-dropout", "0.3") + _RECURRENT),
     # Bengio & Senecal (2003) sec. 4.2: the exact gradient against importance sampling.
     Run("is-full", criterion="full", **_IS),
     Run("is-adaptive", criterion="is-adaptive", samples=100, **_IS),
@@ -143,6 +161,7 @@ MLP9 = RUNS["mlp9"]
 QUALITY_RUNS = [RUNS["mlp9"], RUNS["mlp1"]]
 LBL_RUNS = [run for run in RUNS.values() if run.make_target == "brown-lbl"]
 SAMPLING_RUNS = [run for run in RUNS.values() if run.make_target == "brown-is"]
+SURVEY_RUNS = [run for run in RUNS.values() if run.make_target == "brown-survey"]
 
 
 def main():

@@ -72,7 +72,7 @@ ARCH_HELP = "Architecture: " + "; ".join(f"{name} ({model.summary})" for name, m
 @option("optimizer", type=click.Choice(["sgd", "adam"]), default="sgd",
         help="rnn, lstm: plain SGD (the papers') or Adam (Kingma & Ba; -lr is then its step size, e.g. 1e-3).")
 @option("lr", type=float, default=None, help="Initial learning rate eps0 (per word: gradients are summed over "
-        "a batch or segment) [1e-3; rnn, lstm: 0.05].")
+        "a batch or segment) [1e-3; rnn, lstm: 0.01].")
 @option("momentum", type=click.FloatRange(0, 1, max_open=True), default=0.0,
         help="Momentum of every parameter block (log-bilinear models; Zhang et al. sec. 3: 0.5 for C, 0.9 "
         "for the others with 100 hidden units, 0.8 with 200-300, 0.5 with 500).")

@@ -18,8 +18,10 @@ VOCAB = Vocabulary(["a", "b", "c", "d"])
 
 def saved(tmp_path, arch="mlp", arrays=None, meta=None, vocab=VOCAB, kind=None, **shape):
     """A model of `arch` written with its arrays and meta changed as given."""
-    model = ARCHITECTURES[arch].initial(VOCAB, order=shape.pop("order", 4), features=3,
-                                        hidden=shape.pop("hidden", 5), seed=1, **shape)
+    model_class = ARCHITECTURES[arch]
+    if not model_class.RECURRENT:
+        shape["order"] = shape.pop("order", 4)
+    model = model_class.initial(VOCAB, features=3, hidden=shape.pop("hidden", 5), seed=1, **shape)
     params = {**model.params, **(arrays or {})}
     params = {k: v for k, v in params.items() if v is not None}
     file_meta = {**model.file_meta(), **(meta or {})}
@@ -65,6 +67,17 @@ def refused(tmp_path, path, *fragments):
     ("lbl1", {"arrays": {"gate_bias": np.zeros(5, np.float32)}}, "array 'gate_bias'"),
     ("lbl3", {"arrays": {"S": None}}, "no array 'S'"),
     ("lbl2", {"meta": {"hidden": 7}}, "array 'A'"),
+    ("rnn", {"arrays": {"W0": np.zeros((5, 6), np.float32)}}, "array 'W0' is float32 (5, 6)"),
+    ("lstm", {"arrays": {"U0": np.zeros((5, 3), np.float32)}}, "array 'U0' is float32 (5, 3), its shape says "
+                                                                 "float32 (20, 3)"),
+    ("lstm", {"meta": {"order": 5}}, "lstm network with an order (5): recurrent models have none"),
+    ("lstm", {"meta": {"reset_state": "always"}}, "reset_state 'always' (expected sentence or never)"),
+    ("rnn", {"meta": {"layers": "2"}}, "layers '2'"),
+    ("lstm", {"meta": {"layers": 9}}, "an unexpected array"),
+    ("lstm", {"meta": {"layers": 2}}, "no array 'U1'"),
+    ("lstm", {"meta": {"tie": True}}, "an unexpected array"),
+    ("lstm", {"meta": {"peephole": True}}, "no array 'P0'"),
+    ("rnn", {"meta": {"peephole": True}}, "an unexpected array"),
 ])
 def test_a_network_whose_arrays_break_its_promises_is_refused(tmp_path, arch, change, fragment):
     refused(tmp_path, saved(tmp_path, arch, **change), fragment)

@@ -85,11 +85,16 @@ def test_bad_settings_and_bad_input_are_one_line_for_the_whole_job(corpus, tmp_p
     assert not (tmp_path / "m.nplm").exists()
 
 
-def test_data_parallel_training_reaches_the_serial_perplexity(tmp_path):
+@pytest.mark.parametrize("network", [
+    ["-order", 3, "-batch", 4, "-lr", 0.02],
+    # a recurrent model: each rank's streams are its own contiguous part of the text
+    ["-arch", "lstm", "-streams", 4, "-bptt", 10, "-optimizer", "adam", "-lr", 0.01],
+])
+def test_data_parallel_training_reaches_the_serial_perplexity(tmp_path, network):
     for name, count, seed in (("train", 2000, 5), ("valid", 300, 6)):
         assert run_nplm("toy-corpus", "-sentences", count, "-seed", seed, "-write", tmp_path / f"{name}.txt")[0] == 0
-    common = ["train", "-text", tmp_path / "train.txt", "-valid", tmp_path / "valid.txt", "-order", 3, "-m", 8,
-              "-h", 16, "-epochs", 3, "-batch", 4, "-lr", 0.02, "-quiet"]
+    common = ["train", "-text", tmp_path / "train.txt", "-valid", tmp_path / "valid.txt", "-m", 8,
+              "-h", 16, "-epochs", 3, *network, "-quiet"]
     assert run_nplm(*common, "-lm", tmp_path / "s.nplm", "-log", tmp_path / "s.log")[0] == 0
     status, _, err = mpi_nplm(2, *common, "-mpi", "data", "-sync-every", 20, "-lm", tmp_path / "d.nplm",
                               "-log", tmp_path / "d.log")

@@ -33,7 +33,7 @@ class RNNModel(NeuralModel):
     ACTIVATIONS = tuple(ACTIVATIONS)
     RECURRENT = True
     LSTM = False
-    DEFAULTS = {"lr": 0.05, "weight_decay": 0.0}  # -lr is per word: the gradient is summed over a segment
+    DEFAULTS = {"lr": 0.01, "weight_decay": 0.0}  # -lr is per word: the gradient is summed over a segment
 
     def __init__(self, vocab, params, order=None, activation="tanh", meta=None):
         super().__init__(vocab, params, None, activation, meta)

@@ -1,0 +1,137 @@
+"""The recurrent models' sections (issue 16): the survey's Table 1 on Brown from the runs of
+`make brown-survey`, our best LSTM (`make brown-lstm`) alone and mixed, and the LSTM's
+training speed beside PyTorch's, side by side."""
+import json
+import os
+import statistics
+import subprocess
+
+from log_bilinear import KN5_TEST, _kn5
+from runs import RUNS, RUNS_DIR, SURVEY_RUNS
+from sections import NPLM, OUT, _ppl, _training_texts, _vocab_size
+
+BEST = RUNS["lstm-best"]
+SURVEY_PAPER = {"survey-fnn": 214.91, "survey-lstm": 228.91}  # its Table 1, Brown (its own split and vocabulary)
+# the peer of the speed section: a Python with torch==2.13.0 (CPU), never a dependency of nplmtk
+TORCH_PYTHON = os.environ.get("TORCH_PYTHON", "/tmp/torchenv/bin/python")
+SPEED_SHAPES = [("m=100, h=200, 1 layer (the survey's LSTM, with biases)", ["-m", "100", "-h", "200"], []),
+                ("m=h=256, tied, dropout 0.3 (our best LSTM's shape)",
+                 ["-m", "256", "-h", "256", "-tie", "-dropout", "0.3"], ["--tie", "--dropout", "0.3"])]
+SPEED_ROUNDS, STREAMS, BPTT = 3, 32, 35
+
+
+def _records(run):
+    return [json.loads(line) for line in open(run.log_path)]
+
+
+def survey_table(brown, peak):
+    test = os.path.join(brown, "test.txt")
+    lines = ["## Recurrent models on Brown: the survey's Table 1 (issue 16)", "",
+             f"Trained by `make brown-survey` (benchmarks/runs.py; {RUNS_DIR}/NAME.log and .nplm): m = 100, h = 200, "
+             "no direct connections and no biases unless the row says so, at most 5 epochs with early stopping on "
+             "Brown valid and `-lr-halve`, one thread each (two runs side by side on the 2 cores, so words/s is "
+             "one core's); the recurrent models by Adam (`-optimizer adam -lr 0.002`, `-streams 32 -bptt 35 "
+             "-clip 0.25`, each sentence from a zero state), the FNN (the MLP, n = 5) by SGD at batch 256, "
+             "`-lr 0.003`. Test ppl: `nplm ppl -lm MODEL -text test.txt`; the survey's figures are on its own "
+             "split and vocabulary.", "",
+             "| model | direct | bias | valid ppl by epoch (kept: bold) | test ppl | words/s (median epoch) | "
+             "the survey |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    if not any(os.path.exists(run.model_path) for run in SURVEY_RUNS):
+        return lines[:2] + ["Not measured in this run: `make brown-survey` trains the models."]
+    for run in SURVEY_RUNS:
+        label = "FNN (n = 5)" if run.order else run.arch.upper()
+        if not os.path.exists(run.model_path):
+            lines.append(f"| {label} | {'yes' if run.direct else 'no'} | {'yes' if run.bias else 'no'} | "
+                         "not trained | | | |")
+            continue
+        records = _records(run)
+        best = min(range(len(records)), key=lambda i: records[i]["valid_ppl"])
+        curve = ", ".join(f"**{r['valid_ppl']:.1f}**" if i == best else f"{r['valid_ppl']:.1f}"
+                          for i, r in enumerate(records))
+        speed = statistics.median(r["words_per_s"] for r in records)
+        lines.append(f"| {label} | {'yes' if run.direct else 'no'} | {'yes' if run.bias else 'no'} | {curve} | "
+                     f"{_ppl(run.model_path, test):.2f} | {speed:,.0f} | {SURVEY_PAPER.get(run.name, '-')} |")
+    return lines + ["", f"KN5 alone: {KN5_TEST} (the n-gram section)."]
+
+
+def _mixture(components, valid, test, name):
+    """EM weights on valid (`nplm mix ... -write`), then the mixture's test ppl."""
+    mix = os.path.join(OUT, name)
+    command = [NPLM, "mix", *[x for c in components for x in ("-lm", c)], "-text", valid, "-write", mix]
+    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    weights = [line for line in out.splitlines() if line.startswith("weights")]
+    return (weights[-1].split(None, 1)[-1] if weights else "?"), _ppl_paths(mix, test)
+
+
+def _ppl_paths(mix, test):
+    out = subprocess.run([NPLM, "ppl", "-lm", mix, "-text", test, "-allow-paths"], check=True, capture_output=True,
+                         text=True).stdout
+    return float(out.split("ppl= ")[1].split()[0])
+
+
+def lstm_quality(brown, peak):
+    valid, test = os.path.join(brown, "valid.txt"), os.path.join(brown, "test.txt")
+    lines = ["## Our best LSTM on Brown, alone and mixed (issue 16)", "",
+             f"`make brown-lstm`: `{' '.join(BEST.command('nplm', 'BROWN'))}`. Mixed by `nplm mix` (EM weights "
+             "on Brown valid), scored on Brown test; KN5 is the n-gram section's, the feed-forward network the best "
+             "of runs/ that exists (MLP9, else the log-bilinear Model 3).", ""]
+    if not os.path.exists(BEST.model_path):
+        return lines + [f"Not measured in this run: `make {BEST.make_target}` trains the model."]
+    records = _records(BEST)
+    best = min(range(len(records)), key=lambda i: records[i]["valid_ppl"])
+    lines.append("Valid ppl by epoch (kept: bold): " + ", ".join(
+        f"**{r['valid_ppl']:.1f}**" if i == best else f"{r['valid_ppl']:.1f}" for i, r in enumerate(records))
+        + f"; {statistics.median(r['words_per_s'] for r in records):,.0f} words/s (median epoch, one thread).")
+    kn5 = _kn5(brown)
+    network = next((run for run in (RUNS["mlp9"], RUNS["lbl3-h100"]) if os.path.exists(run.model_path)), None)
+    alone = _ppl(BEST.model_path, test)
+    lines += ["", "| model | EM weights (in order) | test ppl | against KN5 |", "| --- | --- | --- | --- |",
+              f"| LSTM alone | | {alone:.2f} | {1 - alone / KN5_TEST:.1%} |"]
+    mixtures = [("LSTM + KN5", [kn5, BEST.model_path])]
+    if network:
+        mixtures += [(f"LSTM + {network.name}", [network.model_path, BEST.model_path]),
+                     (f"LSTM + KN5 + {network.name}", [kn5, network.model_path, BEST.model_path])]
+    for label, components in mixtures:
+        weights, mixed = _mixture(components, valid, test, label.replace(" + ", "-").lower() + ".mix")
+        lines.append(f"| {label} | {weights} | {mixed:.2f} | {1 - mixed / KN5_TEST:.1%} |")
+    return lines + ["", f"Aims: alone <= 110 (0.75 x KN5's {KN5_TEST}), mixed <= 100."]
+
+
+def lstm_speed(brown, peak):
+    """Words/s of one epoch of our LSTM and of PyTorch's word-language-model LSTM on the same
+    text, shape, streams, BPTT length and full softmax, in turn."""
+    _, vocab, texts = _training_texts(brown)
+    lines = ["## LSTM training speed against PyTorch (issue 16)", ""]
+    if not os.path.exists(TORCH_PYTHON):
+        return lines + [f"Not measured in this run: no PyTorch at {TORCH_PYTHON} (`python -m venv /tmp/torchenv && "
+                        "/tmp/torchenv/bin/pip install torch==2.13.0 numpy`, or TORCH_PYTHON=...)."]
+    text, size = texts["long"], _vocab_size(vocab)
+    peer = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pytorch_lstm.py")
+    lines += [f"One epoch on the first 1,500 sentences of Brown train (|V| = {size:,}, full softmax), {STREAMS} "
+              f"streams, BPTT {BPTT}, plain SGD with clipping 0.25, the two in turn, {SPEED_ROUNDS} rounds (median; "
+              "the ratio is the median of the rounds' ratios). Ours: `nplm train-nplm -arch lstm SHAPE -text "
+              "train-long.txt -vocab vocab.txt -epochs 1 -threads T -quiet` (words/s from its log; -threads 1 gives "
+              "BLAS both cores, -threads 2 runs two lock-free workers); PyTorch 2.13 (CPU): "
+              "`benchmarks/pytorch_lstm.py --text train-long.txt --vocab vocab.txt SHAPE --threads 2` (its "
+              "examples/word_language_model LSTM, timed inside the training loop).", "",
+              "| shape | PyTorch, 2 threads | ours, -threads 1 | ours, -threads 2 | ratio (-threads 2 / PyTorch) |",
+              "| --- | --- | --- | --- | --- |"]
+    log = os.path.join(OUT, "lstm-speed.log")
+    for label, ours, theirs in SPEED_SHAPES:
+        rounds = []
+        for _ in range(SPEED_ROUNDS):
+            shape = ours + ["-streams", str(STREAMS), "-bptt", str(BPTT)]
+            torch_out = subprocess.run([TORCH_PYTHON, peer, "--text", text, "--vocab", vocab, "--m", ours[1], "--h",
+                                        ours[3], "--streams", str(STREAMS), "--bptt", str(BPTT), "--threads", "2",
+                                        *theirs], check=True, capture_output=True, text=True).stdout
+            mine = []
+            for threads in ("1", "2"):
+                subprocess.run([NPLM, "train-nplm", "-arch", "lstm", *shape, "-text", text, "-vocab", vocab,
+                                "-epochs", "1", "-threads", threads, "-quiet", "-log", log,
+                                "-lm", os.path.join(OUT, "lstm-speed.nplm")], check=True)
+                mine.append(json.loads(open(log).readline())["words_per_s"])
+            rounds.append((json.loads(torch_out)["words_per_s"], *mine))
+        torch_speed, one, two = (statistics.median(r[i] for r in rounds) for i in range(3))
+        ratio = statistics.median(r[2] / r[0] for r in rounds)
+        lines.append(f"| {label} | {torch_speed:,.0f} | {one:,.0f} | {two:,.0f} | {ratio:.2f}x |")
+    return lines
