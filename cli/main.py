@@ -9,7 +9,7 @@ import click
 
 from nplmtk.errors import NplmError, NplmWarning
 
-from . import mix, ngram_count, ppl, toy_corpus, train, vocab
+from . import generate, mix, ngram_count, ppl, toy_corpus, train, vocab
 from .options import spell
 
 ALIASES = {"train": "train-nplm"}
@@ -56,6 +56,7 @@ cli.add_command(ppl.command)
 cli.add_command(train.command)
 cli.add_command(toy_corpus.command)
 cli.add_command(mix.command)
+cli.add_command(generate.command)
 
 
 def _usage_message(err, argv):

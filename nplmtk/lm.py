@@ -4,7 +4,9 @@ import math
 
 import numpy as np
 
-from .errors import InputError, NplmError
+from .corpus import Corpus
+from .errors import InputError, NplmError, ParameterError
+from .vocab import sentence_tokens
 
 LN10 = math.log(10)
 
@@ -27,12 +29,38 @@ class LanguageModel:
         return self.log10probs(corpus) * LN10
 
     def next_distribution(self, history):
-        """Probabilities of every vocabulary word after the word ids in `history`."""
+        """Probabilities of every vocabulary word after <s> and the word ids in `history`
+        (the sentence so far)."""
         raise NplmError(f"{self.kind} models cannot list a next-word distribution")
 
     def hit_tags(self, corpus):
         """Per-token tags for `ppl -debug 2` (SRILM prints the n-gram order used)."""
         return None
+
+    # -- the Python API, as KenLM's (`nplmtk.load(path).score("a sentence")`) -----------------
+    def full_scores(self, sentence, eos=True):
+        """(log10 p, n-gram order used or None, whether out of vocabulary) of each word of
+        `sentence` (a string) and then of </s>, each after <s> and the words before it; a
+        word outside the vocabulary is scored as <unk> (-inf without one)."""
+        words = sentence_tokens(sentence)
+        ids = np.array([self.vocab.id(w) for w in words], dtype=np.int32)
+        corpus = Corpus(ids, [0, len(ids)], self.vocab, name="<sentence>")
+        scores = self.log10probs(corpus)
+        tags = self.hit_tags(corpus) or [None] * len(scores)
+        orders = [int(tag[1:-5]) if tag and tag.endswith("gram]") else None for tag in tags]
+        oov = [w not in self.vocab.index for w in words] + [False]
+        triples = list(zip(scores.tolist(), orders, oov))
+        return triples if eos else triples[:-1]
+
+    def score(self, sentence, bos=True, eos=True):
+        """log10 P(sentence) (with </s> unless eos is False)."""
+        if not bos:
+            raise ParameterError("{bos} False: every model here conditions a sentence's first word on <s>")
+        return float(sum(score for score, _, _ in self.full_scores(sentence, eos)))
+
+    def perplexity(self, sentence):
+        """10^(-log10 P / (words + 1)), as KenLM's (the words and </s>)."""
+        return 10.0 ** (-self.score(sentence) / (len(sentence_tokens(sentence)) + 1))
 
     def check_vocab(self, corpus):
         if corpus.vocab is not self.vocab and corpus.vocab != self.vocab:

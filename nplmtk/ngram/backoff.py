@@ -106,7 +106,7 @@ class BackoffModel(LanguageModel):
         return [f"[{n}gram]" if n else "[OOV]" for n in used.tolist()]
 
     def next_distribution(self, history):
-        history = list(history)[-(self.order - 1):] if self.order > 1 else []
+        history = ([self.vocab.bos] + list(history))[-(self.order - 1):] if self.order > 1 else []
         rows = np.empty((len(self.vocab), len(history) + 1), dtype=np.int32)
         rows[:, :-1] = history
         rows[:, -1] = np.arange(len(self.vocab))

@@ -1,0 +1,88 @@
+"""Using models after `ppl` (issue 19): sampling sentences (`nplm generate`) and the
+KenLM-like Python API (`nplmtk.load`, `score`, `full_scores`, `perplexity`), for n-grams
+and networks, and the README's example run as written."""
+import math
+import re
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import nplmtk
+from conftest import assert_one_line_error, run_nplm
+from nplmtk.corpus import Corpus
+from nplmtk.generate import sample_sentences
+from nplmtk.lm import LanguageModel
+from nplmtk.models import ARCHITECTURES
+from nplmtk.ngram.counts import NgramCounts
+from nplmtk.ngram.estimate import estimate
+from nplmtk.toy import ToyGrammar
+from nplmtk.vocab import Vocabulary
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("using")
+    grammar = ToyGrammar()
+    vocab = Vocabulary(grammar.words)
+    lines = [" ".join(s) for s in grammar.sentences(1500, 1)]
+    (folder / "train.txt").write_text("\n".join(lines) + "\n")
+    kn3 = estimate(NgramCounts.from_corpus(Corpus.from_lines(lines, vocab), 3))
+    return folder, vocab, kn3
+
+
+def test_sampled_first_words_follow_the_model(toy):
+    _, vocab, kn3 = toy
+    sentences = sample_sentences(kn3, 3000, seed=3, max_words=1)
+    counts = Counter(s[0] for s in sentences if s)
+    expected = kn3.next_distribution([])
+    for word, count in counts.most_common(3):
+        p = expected[vocab.index[word]]
+        assert abs(count / 3000 - p) < 4 * math.sqrt(p * (1 - p) / 3000) + 1e-3, word
+    assert sample_sentences(kn3, 5, seed=3, max_words=1) == sentences[:5]  # the seed decides
+    sharp = sample_sentences(kn3, 50, seed=4, temperature=0.05, max_words=3)
+    assert len({tuple(s) for s in sharp}) <= 3  # near the most likely words every time
+
+
+def test_generate_from_the_command_line(toy, tmp_path):
+    folder, _, _ = toy
+    model = tmp_path / "kn3.arpa"
+    assert run_nplm("ngram-count", "-text", folder / "train.txt", "-order", 3, "-lm", model)[0] == 0
+    status, out, err = run_nplm("generate", "-lm", model, "-n", 4, "-seed", 9, "-prefix", "the", "-max-words", 20)
+    assert status == 0, err
+    lines = out.splitlines()
+    assert len(lines) == 4 and all(line.split()[0] == "the" and len(line.split()) <= 20 for line in lines)
+    assert run_nplm("generate", "-lm", model, "-n", 4, "-seed", 9, "-prefix", "the", "-max-words", 20)[1] == out
+    assert_one_line_error(*run_nplm("generate", "-lm", model, "-temperature", -1)[::2], "-temperature must be above 0")
+
+
+def test_the_python_api_agrees_with_ppl(toy, tmp_path):
+    folder, vocab, kn3 = toy
+    sentence = "the cat sees a dog"
+    path = tmp_path / "one.txt"
+    path.write_text(sentence + "\n")
+    lstm = ARCHITECTURES["lstm"].initial(vocab, features=4, hidden=4, seed=1)
+    for model in (kn3, lstm):
+        scores = model.full_scores(sentence)
+        expected = model.log10probs(Corpus.read(str(path), vocab))
+        np.testing.assert_allclose([s for s, _, _ in scores], expected, rtol=1e-6)
+        assert math.isclose(model.score(sentence), expected.sum(), rel_tol=1e-6)
+        assert math.isclose(model.score(sentence, eos=False), expected[:-1].sum(), rel_tol=1e-6)
+        assert math.isclose(model.perplexity(sentence), 10 ** (-expected.sum() / 6), rel_tol=1e-6)
+    assert [order for _, order, _ in kn3.full_scores(sentence)] == [
+        int(tag[1]) for tag in kn3.hit_tags(Corpus.read(str(path), vocab))]
+    assert lstm.full_scores("the zyzzyva")[1][2] and not lstm.full_scores("the zyzzyva")[0][2]
+
+
+def test_the_readme_example_runs(toy, tmp_path, monkeypatch):
+    folder, _, _ = toy
+    assert run_nplm("ngram-count", "-text", folder / "train.txt", "-order", 3, "-lm", tmp_path / "kn3.arpa")[0] == 0
+    code = re.search(r"```python\n(.*?)```", README.read_text(), re.S).group(1)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "kn3.arpa").rename(tmp_path / "model.arpa")
+    namespace = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    assert isinstance(namespace["model"], LanguageModel)
