@@ -4,6 +4,7 @@ import os
 import sys
 
 import click
+import numpy as np
 
 from nplmtk.corpus import Corpus
 from nplmtk.errors import NplmError
@@ -43,6 +44,11 @@ ARCH_HELP = "Architecture: " + "; ".join(f"{name} ({model.summary})" for name, m
 @option("reset-state", type=click.Choice(["sentence", "never"]), default=None,
         help="rnn, lstm: each sentence starts from a zero state, or the state runs on through the text; "
         "scoring follows the model's rule [sentence].")
+@option("output", type=click.Choice(["full", "class"]), default=None,
+        help="rnn, lstm: the output layer: the full softmax, or Mikolov's class-factored softmax p(class) "
+        "p(word | class) over -classes classes by frequency (exactly normalised, O(K + |class|) per word) [full].")
+@option("classes", type=click.IntRange(min=1), default=None,
+        help="-output class: the number of classes K [the square root of |V|].")
 @option("bptt", type=click.IntRange(min=1), default=None,
         help="rnn, lstm: truncated BPTT: one update per this many steps of every stream [35].")
 @option("streams", type=click.IntRange(min=1), default=None,
@@ -108,7 +114,7 @@ ARCH_HELP = "Architecture: " + "; ".join(f"{name} ({model.summary})" for name, m
 @flag("lower", help="Lower-case the texts first.")
 @flag("map-numbers", help="Map numeric tokens to <num>.")
 def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, layers, tie, peephole, reset_state,
-            bptt, streams, dropout, clip, arch, criterion, samples, proposal,
+            output, classes, bptt, streams, dropout, clip, arch, criterion, samples, proposal,
             check_every, ess_min, mpi, sync_every, epochs, batch, optimizer, lr, momentum, block_lr, block_momentum,
             block_weight_decay, decay_biases, freeze_features, init_from, lr_decay, weight_decay, lr_halve, patience,
             seed, threads, checkpoint, checkpoint_every, resume, log, quiet, min_count, lower, map_numbers):
@@ -142,7 +148,8 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, la
         normalize = Normalizer(lower=lower, map_numbers=map_numbers)
         model_class = ARCHITECTURES[arch]
         recurrent = dict(bptt=bptt, streams=streams, dropout=dropout, clip=clip)
-        shape = dict(layers=layers, tie=tie, peephole=peephole, reset_state=reset_state)
+        shape = dict(layers=layers, tie=tie, peephole=peephole, reset_state=reset_state, output=output,
+                     classes=classes)
         if not model_class.RECURRENT:
             for name, value in {**recurrent, **shape}.items():
                 if value not in (None, False):
@@ -161,8 +168,12 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, la
                                 decay_biases=decay_biases, freeze_features=freeze_features)
         network = dict(arch=arch, order=order, features=m, hidden=h, direct=direct, bias=not no_bias,
                        activation=activation)
+        if classes and output != "class":
+            raise NplmError("-classes applies to -output class")
         if model_class.RECURRENT:
-            network.update({name: value for name, value in shape.items() if value is not None})
+            network.update({name: value for name, value in shape.items() if value is not None and name != "output"})
+            if output == "class":
+                network["classes"] = classes or -1  # -1: the square root of |V|, once it is known
         elif order is None:
             network["order"] = 5
         trainer, corpora = _prepare(text, valid, vocab, network, config, resume, checkpoint, min_count, normalize,
@@ -205,6 +216,7 @@ def _prepare(text, valid, vocab, network, config, resume, checkpoint, min_count,
     if resume:
         trainer = Trainer.resume(os.path.join(checkpoint, "checkpoint.nplm"), config, comm)
         vocabulary = trainer.model.vocab
+        train_corpus = Corpus.read(text, vocabulary, unk=True, normalize=normalize)
     else:
         sources = [(load(path), blocks) for path, blocks in init_from]
         if vocab:
@@ -213,7 +225,13 @@ def _prepare(text, valid, vocab, network, config, resume, checkpoint, min_count,
             vocabulary = sources[0][0].vocab
         else:
             vocabulary = Vocabulary.from_counts(count_words([text], normalize), min_count)
+        train_corpus = Corpus.read(text, vocabulary, unk=True, normalize=normalize)
         settings = dict(network)
+        if settings.get("classes"):  # classes by the training counts (each </s> counted)
+            settings["counts"] = np.bincount(train_corpus.ids, minlength=len(vocabulary))
+            settings["counts"][vocabulary.eos] += train_corpus.num_sentences
+            if settings["classes"] < 0:
+                settings["classes"] = max(1, round(len(vocabulary) ** 0.5))
         model = ARCHITECTURES[settings.pop("arch")].initial(vocabulary, seed=config.seed, **settings)
         for (source, blocks), (path, _) in zip(sources, init_from):
             try:
@@ -222,7 +240,6 @@ def _prepare(text, valid, vocab, network, config, resume, checkpoint, min_count,
                 error.path = path
                 raise
         trainer = Trainer(model, config, comm)
-    train_corpus = Corpus.read(text, vocabulary, unk=True, normalize=normalize)
     valid_corpus = Corpus.read(valid, vocabulary, unk=True, normalize=normalize) if valid else None
     return trainer, (train_corpus, valid_corpus)
 
@@ -243,7 +260,8 @@ NETWORK_OPTIONS = {"arch": ("arch", lambda model: model.arch), "order": ("order"
                    "layers": ("layers", lambda model: model.meta.get("layers")),
                    "tie": ("tie", lambda model: model.meta.get("tie", False)),
                    "peephole": ("peephole", lambda model: model.meta.get("peephole", False)),
-                   "reset_state": ("reset_state", lambda model: model.meta.get("reset_state"))}
+                   "reset_state": ("reset_state", lambda model: model.meta.get("reset_state")),
+                   "classes": ("classes", lambda model: model.meta.get("classes"))}
 
 
 def _check_resumed_network(model, network, path):

@@ -16,11 +16,13 @@ sentences. A segment's gradient is summed over its words, clipped to a norm of
 trainer's rate and decays: no policy here."""
 import numpy as np
 cimport numpy as cnp
-from libc.math cimport expf, log, sqrt, sqrtf, tanhf
+from libc.math cimport log, sqrt
 from libc.string cimport memcpy, memset
 
-from kernel_common cimport check_schedule, gemm, scale, softmax_row
+from class_output cimport Classes, class_backward, class_distribution, class_forward
+from elementwise cimport act, adam_corrections, column_sums, dropout, logistic, slope, squares, update
 from feedforward cimport activate, activation_slope
+from kernel_common cimport check_schedule, gemm, scale, softmax_row
 
 cnp.import_array()
 
@@ -28,7 +30,6 @@ cdef enum:
     MAX_LAYERS = 8
     MAX_SLOTS = 4 * MAX_LAYERS + 4
 
-cdef float ADAM_BETA1 = 0.9, ADAM_BETA2 = 0.999, ADAM_EPSILON = 1e-8
 
 
 cdef struct Slot:
@@ -70,6 +71,12 @@ cdef struct Rnn:
     float *gV
     float *gd
     float *gM
+    Classes classes   # the class-factored output layer (classes.count 0: the full softmax)
+    float *Vc         # its class rows (K x h) and biases
+    float *bc
+    float *gVc
+    float *gbc
+    float *U          # T x B x largest class: probabilities within each row's target class
     float *X          # T x B x m: the input features after dropout
     float *Xmask
     float *Y          # T x B x |V|: scores, then probabilities, then dL/dy
@@ -91,49 +98,6 @@ cdef struct Rnn:
     float *mC         # Adam's moments of the rows of C (untied)
     float *vC
     double *adam_step
-
-
-cdef inline float uniform(unsigned long long *state) noexcept nogil:
-    """xorshift64*: a float in [0, 1)."""
-    cdef unsigned long long x = state[0]
-    x ^= x >> 12
-    x ^= x << 25
-    x ^= x >> 27
-    state[0] = x
-    return <float> ((x * 2685821657736338717ULL) >> 40) / 16777216.0
-
-
-cdef inline void dropout(float *values, float *mask, Py_ssize_t size, float p, unsigned long long *rng) noexcept nogil:
-    cdef Py_ssize_t i
-    cdef float kept = 1 / (1 - p)
-    for i in range(size):
-        mask[i] = 0 if uniform(rng) < p else kept
-        values[i] *= mask[i]
-
-
-cdef inline float logistic(float z) noexcept nogil:
-    return 1 / (1 + expf(-z))
-
-
-cdef inline float act(float z, int kind) noexcept nogil:
-    if kind == 0:
-        return tanhf(z)
-    if kind == 1:
-        return logistic(z)
-    if kind == 2:
-        return z if z > 0 else 0
-    return z
-
-
-cdef inline float slope(float a, int kind) noexcept nogil:
-    """act'(z) through a = act(z)."""
-    if kind == 0:
-        return 1 - a * a
-    if kind == 1:
-        return a * (1 - a)
-    if kind == 2:
-        return 1 if a > 0 else 0
-    return 1
 
 
 cdef void layer_forward(Rnn *net, Layer *L, const float *input, int T) noexcept nogil:
@@ -204,6 +168,9 @@ cdef double forward(Rnn *net, int T, bint train, double *logp) noexcept nogil:
             dropout(L.out, L.mask, N * L.hidden, net.dropout, net.rng)
         top = L.out
     width = net.layer[net.layers - 1].hidden
+    if net.classes.count:
+        return class_forward(&net.classes, top, N, width, net.Vc, net.bc, net.V, net.d, net.targets, net.Y, net.U,
+                             logp)
     for r in range(N):
         if net.d != NULL:
             memcpy(net.Y + r * V, net.d, V * sizeof(float))
@@ -273,22 +240,11 @@ cdef void layer_backward(Rnn *net, Layer *L, const float *input, int T) noexcept
     gemm(b'N', b'N', <int> N, L.inputs, G, 1.0, net.dZ, G, L.U, L.inputs, 0.0, net.dOut, L.inputs)
 
 
-cdef inline void column_sums(const float *A, Py_ssize_t rows, int cols, float *out) noexcept nogil:
+cdef void full_backward(Rnn *net, Py_ssize_t N, int width) noexcept nogil:
+    """The full softmax's gradients from its probabilities in Y: gV (or gC), gd, gM,
+    dL/d(top) in dOut, and dL/dx of the direct connections in dX."""
+    cdef int m = net.m, V = net.vocab
     cdef Py_ssize_t r
-    cdef int j
-    memset(out, 0, cols * sizeof(float))
-    for r in range(rows):
-        for j in range(cols):
-            out[j] += A[r * cols + j]
-
-
-cdef int backward(Rnn *net, int T) noexcept nogil:
-    """The gradients of -sum log p of the segment just run forward (with train set), in
-    the g* arrays; gC only in the rows of the words that occur (listed in net.touched,
-    their count returned) unless tied."""
-    cdef int B = net.streams, m = net.m, V = net.vocab, l, width = net.layer[net.layers - 1].hidden, w, j, count = 0
-    cdef Py_ssize_t N = <Py_ssize_t> T * B, r
-    cdef Layer *L
     for r in range(N):  # dL/dy = p - 1[target]; no loss on padding
         if net.targets[r] >= 0:
             net.Y[r * V + net.targets[r]] -= 1
@@ -303,6 +259,24 @@ cdef int backward(Rnn *net, int T) noexcept nogil:
     else:
         memset(net.dX, 0, N * m * sizeof(float))
     gemm(b'N', b'N', <int> N, width, V, 1.0, net.Y, V, net.V, width, 0.0, net.dOut, width)
+
+
+cdef int backward(Rnn *net, int T) noexcept nogil:
+    """The gradients of -sum log p of the segment just run forward (with train set), in
+    the g* arrays; gC only in the rows of the words that occur (listed in net.touched,
+    their count returned) unless tied."""
+    cdef int B = net.streams, m = net.m, V = net.vocab, l, width = net.layer[net.layers - 1].hidden, w, j, count = 0
+    cdef Py_ssize_t N = <Py_ssize_t> T * B, r
+    cdef Layer *L
+    if net.classes.count:  # no direct connections here (refused by the model)
+        memset(net.gV, 0, <Py_ssize_t> V * width * sizeof(float))
+        if net.gd != NULL:
+            memset(net.gd, 0, V * sizeof(float))
+        class_backward(&net.classes, net.layer[net.layers - 1].out, N, width, net.Vc, net.V, net.targets, net.Y,
+                       net.U, net.gVc, net.gbc, net.gV, net.gd, net.dOut)
+        memset(net.dX, 0, N * m * sizeof(float))
+    else:
+        full_backward(net, N, width)
     for l in range(net.layers - 1, -1, -1):
         L = &net.layer[l]
         if net.dropout > 0:
@@ -328,31 +302,6 @@ cdef int backward(Rnn *net, int T) noexcept nogil:
     return 0 if net.tied else count
 
 
-cdef inline double squares(const float *v, Py_ssize_t size) noexcept nogil:
-    cdef Py_ssize_t i
-    cdef double total = 0
-    for i in range(size):
-        total += v[i] * v[i]
-    return total
-
-
-cdef inline void update(float *param, const float *grad, float *m, float *v, Py_ssize_t size, float rate,
-                        float clipped, float c1, float c2) noexcept nogil:
-    """param -= rate g for g = clipped grad, or with Adam's moments m and v (given) and
-    their bias corrections c1, c2: param -= rate m / c1 / (sqrt(v / c2) + ADAM_EPSILON)."""
-    cdef Py_ssize_t i
-    cdef float g
-    if m == NULL:
-        for i in range(size):
-            param[i] -= rate * clipped * grad[i]
-        return
-    for i in range(size):
-        g = clipped * grad[i]
-        m[i] = ADAM_BETA1 * m[i] + (1 - ADAM_BETA1) * g
-        v[i] = ADAM_BETA2 * v[i] + (1 - ADAM_BETA2) * g * g
-        param[i] -= rate * (m[i] / c1) / (sqrtf(v[i] / c2) + ADAM_EPSILON)
-
-
 cdef void step(Rnn *net, int touched, int words, float rate, float keep_c, float dense_keep) noexcept nogil:
     """One update from the segment's gradient (clipped to a norm of clip * words): every
     slot's array by SGD or Adam, the weights then decayed in bulk by dense_keep; the rows
@@ -371,7 +320,7 @@ cdef void step(Rnn *net, int touched, int words, float rate, float keep_c, float
         clipped = <float> (net.clip * words / norm)
     if net.adam:
         net.adam_step[0] += 1
-        c1, c2 = 1 - ADAM_BETA1 ** net.adam_step[0], 1 - ADAM_BETA2 ** net.adam_step[0]
+        adam_corrections(net.adam_step[0], &c1, &c2)
     for k in range(net.slots):
         slot = &net.slot[k]
         update(slot.param, slot.grad, slot.m, slot.v, slot.size, rate, clipped, c1, c2)
@@ -424,7 +373,7 @@ cdef class RecurrentNetwork:
 
     def __init__(self, params, int layers, bint lstm, int activation, int streams, int capacity, bint reset,
                  int bos, float dropout=0.0, float clip=0.0, unsigned long long seed=1, bint trainable=True,
-                 bint adam=False):
+                 bint adam=False, classes=None):
         cdef int V = params["C"].shape[0], m = params["C"].shape[1], G = 4 if lstm else 1, l, h, inputs = m
         cdef Py_ssize_t N = <Py_ssize_t> capacity * streams
         if not 1 <= layers <= MAX_LAYERS or streams < 1 or capacity < 1 or not 0 <= dropout < 1 or not 0 <= bos < V:
@@ -473,6 +422,7 @@ cdef class RecurrentNetwork:
         net.gC, net.gd, net.gM = self._grad("C", params, trainable), self._grad("d", params, trainable), \
             self._grad("M", params, trainable)
         net.gV = net.gC if net.tied else self._grad("V", params, trainable)
+        self._classes(params, classes, N, trainable)
         net.adam, net.slots = adam and trainable, 0
         if trainable:
             self._slots(params, layers)
@@ -487,7 +437,8 @@ cdef class RecurrentNetwork:
 
     cdef _slots(self, params, int layers):
         """What `step` updates: each array but C's rows (unless tied), with Adam's moments."""
-        names = [f"{kind}{l}" for l in range(layers) for kind in "UWbP"] + ["C" if self.net.tied else "V", "d", "M"]
+        names = [f"{kind}{l}" for l in range(layers) for kind in "UWbP"] + ["C" if self.net.tied else "V", "d", "M",
+                                                                             "Vc", "bc"]
         for name in [name for name in names if name in params]:
             slot = &self.net.slot[self.net.slots]
             slot.param, slot.grad, slot.size = pointer(params[name]), pointer(self.grads[name]), params[name].size
@@ -498,6 +449,37 @@ cdef class RecurrentNetwork:
         if self.net.adam:
             self.carried["adam_step"] = np.zeros(1)
             self.net.adam_step = <double *> cnp.PyArray_DATA(self.carried["adam_step"])
+
+    cdef _classes(self, params, class_of, Py_ssize_t N, bint trainable):
+        """The class-factored output layer's lists, from each word's class (or none)."""
+        self.net.classes.count = 0
+        if class_of is None:
+            return
+        class_of = np.ascontiguousarray(class_of, dtype=np.int32)
+        K = params["Vc"].shape[0]
+        sizes = np.bincount(class_of, minlength=K) if len(class_of) == self.net.vocab and class_of.min() >= 0 else []
+        if len(sizes) != K or sizes.min() < 1 or params["Vc"].shape[1] != self.net.layer[self.net.layers - 1].hidden:
+            raise ValueError("classes that do not cover the vocabulary, or output arrays of inconsistent shapes")
+        words = np.argsort(class_of, kind="stable").astype(np.int32)
+        slot_of = np.empty_like(words)
+        starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
+        slot_of[words] = np.arange(len(words)) - np.repeat(starts[:-1], sizes)
+        cdef int[::1] view
+        for name, array in (("words", words), ("starts", starts), ("class_of", class_of), ("slot_of", slot_of)):
+            self.buffers.append(array)
+            view = array
+            if name == "words":
+                self.net.classes.words = &view[0]
+            elif name == "starts":
+                self.net.classes.starts = &view[0]
+            elif name == "class_of":
+                self.net.classes.class_of = &view[0]
+            else:
+                self.net.classes.slot_of = &view[0]
+        self.net.classes.count, self.net.classes.largest = K, int(sizes.max())
+        self.net.Vc, self.net.bc = pointer(params["Vc"]), self._param(params, "bc")
+        self.net.gVc, self.net.gbc = self._grad("Vc", params, trainable), self._grad("bc", params, trainable)
+        self.net.U = self._buffer("U", N * self.net.classes.largest)
 
     cdef float *_moment(self, name, kind) except? NULL:
         if not self.net.adam:
@@ -605,7 +587,7 @@ cdef class RecurrentNetwork:
 
     def next_logprobs(self, const int[:, :, ::1] rows, double[::1] out):
         """log p of every word after the steps of `rows` (one stream; targets ignored)."""
-        cdef int T = rows.shape[0], j
+        cdef int T = rows.shape[0], j, width
         if self.net.streams != 1 or not 1 <= T <= self.net.capacity or out.shape[0] != self.net.vocab:
             raise ValueError("one stream of at most capacity steps, and a row per word")
         self._check_rows(np.asarray(rows))
@@ -613,6 +595,11 @@ cdef class RecurrentNetwork:
         load_segment(&self.net, rows, 0, T)
         self.net.targets[T - 1] = 0
         forward(&self.net, T, False, NULL)
+        if self.net.classes.count:
+            width = self.net.layer[self.net.layers - 1].hidden
+            class_distribution(&self.net.classes, self.net.layer[self.net.layers - 1].out + (T - 1) * width, width,
+                               self.net.Vc, self.net.bc, self.net.V, self.net.d, self.net.Y, self.net.U, &out[0])
+            return
         for j in range(self.net.vocab):
             out[j] = log(self.net.Y[<Py_ssize_t> (T - 1) * self.net.vocab + j])
 

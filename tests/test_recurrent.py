@@ -27,7 +27,11 @@ SHAPES = [
     ("lstm", {}),
     ("lstm", dict(layers=2, direct=True, peephole=True)),
     ("lstm", dict(bias=False, reset_state="never", tie=True, features=5, hidden=5)),
+    # the class-factored output layer
+    ("rnn", dict(classes=3)),
+    ("lstm", dict(classes=4, layers=2, tie=True, features=5, hidden=5, bias=False)),
 ]
+COUNTS = [0, 0, 30, 50, 9, 7, 5, 4, 3, 3, 2, 1]  # of <unk>, <s>, </s> and the nine words
 
 
 def logistic(z):
@@ -64,14 +68,25 @@ def reference_logprobs(model, rows):
                 s[layer] = act(z)
             below = s[layer]
         y = below @ p.get("V", p["C"]).T + p.get("d", 0) + (x @ p["M"].T if "M" in p else 0)
-        y -= y.max(axis=1, keepdims=True)
-        logp = y - np.log(np.exp(y).sum(axis=1, keepdims=True))
+        if "Vc" in p:  # p(class) p(word | class), each a softmax
+            class_of = np.array(meta["class_of"])
+            z = log_softmax(below @ p["Vc"].T + p.get("bc", 0))
+            logp = np.stack([z[np.arange(streams), class_of[w]] + log_softmax(
+                np.where(class_of == class_of[w], y, -np.inf))[:, w] for w in range(len(class_of))], axis=1)
+        else:
+            logp = log_softmax(y)
         out[t] = np.where(targets >= 0, logp[np.arange(streams), np.maximum(targets, 0)], 0)
     return out
 
 
+def log_softmax(y):
+    top = y.max(axis=1, keepdims=True)
+    return y - top - np.log(np.exp(y - top).sum(axis=1, keepdims=True))
+
+
 def random_model(arch, shape, seed=2):
-    model = ARCHITECTURES[arch].initial(VOCAB, seed=seed, **{"features": 4, "hidden": 5, **shape})
+    counts = COUNTS if shape.get("classes") else None
+    model = ARCHITECTURES[arch].initial(VOCAB, seed=seed, counts=counts, **{"features": 4, "hidden": 5, **shape})
     rng = np.random.default_rng(0)
     for name in model.params:  # non-zero biases and larger weights make a sharper test
         model.params[name][...] = rng.normal(0, 0.5, model.params[name].shape)
@@ -108,6 +123,17 @@ def test_scoring_carries_the_state_and_equals_the_reference(arch, shape):
     assert abs(distribution.sum() - 1) < 1e-5
     single = Corpus.from_lines([" ".join(VOCAB.words[w] for w in corpus.sentence(1))], VOCAB)
     assert math.isclose(math.log(distribution[corpus.sentence(1)[3]]), model.logprobs(single)[3], rel_tol=1e-5)
+
+
+def test_classes_by_frequency_are_balanced_in_sqrt_mass_and_ordered():
+    from nplmtk.neural.recurrent import frequency_classes
+    counts = np.random.default_rng(1).zipf(1.3, 5000).astype(float)
+    class_of = frequency_classes(counts, 40)
+    order = np.argsort(-counts, kind="stable")
+    assert np.all(np.diff(class_of[order]) >= 0) and set(class_of) == set(range(class_of.max() + 1))
+    mass = np.bincount(class_of, weights=np.sqrt(counts))
+    singletons = np.bincount(class_of) == 1  # a word heavier than 1/K of the mass has a class alone
+    assert mass[~singletons].max() < 3 * np.sqrt(counts).sum() / 40
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
@@ -196,7 +222,7 @@ def test_train_save_score_from_the_command_line(texts, tmp_path, arch):
     model_path = tmp_path / "m.nplm"
     status, _, err = run_nplm("train", "-arch", arch, "-text", texts / "train.txt", "-valid", texts / "valid.txt",
                               "-m", 8, "-h", 8, "-layers", 2, "-tie", "-dropout", 0.1, "-bptt", 10, "-streams", 4,
-                              "-epochs", 3, "-threads", 2, "-lm", model_path, "-log", tmp_path / "log.jsonl", "-quiet")
+                              "-epochs", 3, "-lr", 0.05, "-threads", 2, "-lm", model_path, "-log", tmp_path / "log.jsonl", "-quiet")
     assert status == 0, err
     status, out, err = run_nplm("ppl", "-lm", model_path, "-text", texts / "valid.txt")
     assert status == 0 and out.startswith(f"file {texts / 'valid.txt'}: 40 sentences"), err

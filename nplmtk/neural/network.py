@@ -13,8 +13,8 @@ MAX_ORDER = 20  # as train-nplm -order
 MAX_UNITS = 1 << 20  # features or hidden units a file may declare
 # the meta keys of model files: their types (or the values allowed) and integer minima
 META_TYPES = {"features": int, "hidden": int, "direct": bool, "bias": bool, "layers": int, "tie": bool,
-              "peephole": bool, "reset_state": ("sentence", "never")}
-META_MINIMUM = {"features": 1, "hidden": 0, "layers": 1}
+              "peephole": bool, "reset_state": ("sentence", "never"), "classes": int}
+META_MINIMUM = {"features": 1, "hidden": 0, "layers": 1, "classes": 0}
 
 
 class NeuralModel(LanguageModel):

@@ -29,7 +29,7 @@ class RNNModel(NeuralModel):
     arch = "rnn"
     summary = ("recurrent network (survey sec. 2.2): s_t = act(U x_t + W s_t-1 + b), y_t = V s_t + M x_t + d, "
                "trained by truncated BPTT over -streams streams of -bptt steps")
-    ARCHITECTURE = ("features", "hidden", "direct", "bias", "layers", "tie", "peephole", "reset_state")
+    ARCHITECTURE = ("features", "hidden", "direct", "bias", "layers", "tie", "peephole", "reset_state", "classes")
     ACTIVATIONS = tuple(ACTIVATIONS)
     RECURRENT = True
     LSTM = False
@@ -40,7 +40,9 @@ class RNNModel(NeuralModel):
 
     @classmethod
     def initial(cls, vocab, order=None, features=100, hidden=200, direct=False, bias=True, activation="tanh",
-                seed=1, layers=1, tie=False, peephole=False, reset_state="sentence"):
+                seed=1, layers=1, tie=False, peephole=False, reset_state="sentence", classes=0, counts=None):
+        """`classes` K > 0: the class-factored output layer, classes by frequency from
+        `counts` (each word's count in the training text, </s> included)."""
         if order is not None:
             raise ParameterError(f"{{order}} applies to the feed-forward models: {cls.arch} sees the whole history")
         if hidden < 1:
@@ -55,10 +57,20 @@ class RNNModel(NeuralModel):
         if reset_state not in RESET_STATES:
             raise ParameterError(f"{{reset_state}}: unknown value '{reset_state}' (choose from "
                                  f"{', '.join(RESET_STATES)})")
+        if classes and direct:
+            raise ParameterError("{direct} connections with {classes}: not built (the class-factored output layer "
+                                 "reads the hidden state only)")
+        if classes and counts is None:
+            raise ParameterError("{classes} needs the training counts of the words")
+        if not 0 <= classes <= len(vocab):
+            raise ParameterError(f"{{classes}} must be from 0 (the full softmax) to |V| = {len(vocab)}")
         if activation not in ACTIVATIONS:
             raise ParameterError(f"{{activation}}: unknown '{activation}' (choose from {', '.join(ACTIVATIONS)})")
         meta = {"features": features, "hidden": hidden, "direct": direct, "bias": bias, "layers": layers,
-                "tie": tie, "peephole": peephole, "reset_state": reset_state}
+                "tie": tie, "peephole": peephole, "reset_state": reset_state, "classes": 0}
+        if classes:
+            class_of = frequency_classes(counts, classes)
+            meta.update(classes=int(class_of.max()) + 1, class_of=class_of.tolist())
         uniform = uniform_initialiser(seed)
         params = {}
         for name, shape in cls.array_shapes(len(vocab), None, meta).items():
@@ -91,7 +103,25 @@ class RNNModel(NeuralModel):
             arrays["d"] = (vocab_size,)
         if shape["direct"]:
             arrays["M"] = (vocab_size, m)
+        if shape["classes"]:
+            if shape["direct"]:
+                return {}
+            arrays["Vc"] = (shape["classes"], h)
+            if shape["bias"]:
+                arrays["bc"] = (shape["classes"],)
         return arrays
+
+    @classmethod
+    def _checked_meta(cls, vocab, meta, path):
+        order, activation, shape = super()._checked_meta(vocab, meta, path)
+        if shape["classes"]:
+            count, class_of = shape["classes"], meta.get("class_of")
+            if (type(class_of) is not list or len(class_of) != len(vocab)
+                    or any(type(c) is not int or not 0 <= c < count for c in class_of) or len(set(class_of)) != count):
+                raise InputError(f"{cls.arch} network whose class_of is not one of its {count} classes for each of its "
+                                 f"{len(vocab)} words, every class used", path=path)
+            shape["class_of"] = class_of
+        return order, activation, shape
 
     # -- the training protocol ----------------------------------------------------------
     def check_training(self, config):
@@ -124,7 +154,7 @@ class RNNModel(NeuralModel):
         meta = self.meta
         return RecurrentNetwork(self.params, meta["layers"], self.LSTM, ACTIVATIONS[self.activation], streams,
                                 capacity, meta["reset_state"] == "sentence", self.vocab.bos, dropout, clip, seed,
-                                trainable, adam)
+                                trainable, adam, np.array(meta["class_of"]) if meta.get("classes") else None)
 
     # -- scoring --------------------------------------------------------------------------
     def logprobs(self, corpus):
@@ -156,6 +186,20 @@ class LSTMModel(RNNModel):
     summary = ("LSTM network (survey sec. 2.3): gates i, f, o = logistic(U x_t + W s_t-1 [+ P * c_t-1] + b), "
                "c_t = f c_t-1 + i act(U_g x_t + W_g s_t-1 + b_g), s_t = o act(c_t), y_t = V s_t + M x_t + d")
     LSTM = True
+
+
+def frequency_classes(counts, classes):
+    """Each word's class, by frequency as RNNLM and faster-rnnlm bin them: the words by
+    descending count, cut where the running sum of sqrt(count) crosses each 1/K of its
+    total (classes left empty by a very frequent word are dropped)."""
+    counts = np.asarray(counts, dtype=np.float64)
+    order = np.argsort(-counts, kind="stable")
+    mass = np.sqrt(counts[order])
+    before = (np.cumsum(mass) - mass) / max(mass.sum(), 1e-300)
+    ranked = np.minimum((before * classes).astype(np.int64), classes - 1)
+    class_of = np.empty(len(counts), dtype=np.int64)
+    class_of[order] = np.unique(ranked, return_inverse=True)[1]
+    return class_of
 
 
 def stream_rows(corpus, streams, vocab):
