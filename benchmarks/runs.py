@@ -151,6 +151,9 @@ RUNS = {run.name: run for run in (
     # our best LSTM on Brown (make brown-lstm): output layer tied to the features, dropout
     Run("lstm-best", "brown-lstm", arch="lstm", order=None, features=256, hidden=256, epochs=12, patience=2,
         threads=1, lr=0.002, early_stopping=True, extra=("-tie", "-dropout", "0.3") + _RECURRENT),
+    # the same with the class-factored output layer (sqrt(|V|) classes by frequency)
+    Run("lstm-class", "brown-lstm", arch="lstm", order=None, features=256, hidden=256, epochs=12, patience=2,
+        threads=1, lr=0.002, early_stopping=True, extra=("-tie", "-dropout", "0.3", "-output", "class") + _RECURRENT),
     # Bengio & Senecal (2003) sec. 4.2: the exact gradient against importance sampling.
     Run("is-full", criterion="full", **_IS),
     Run("is-adaptive", criterion="is-adaptive", samples=100, **_IS),
@@ -162,6 +165,7 @@ QUALITY_RUNS = [RUNS["mlp9"], RUNS["mlp1"]]
 LBL_RUNS = [run for run in RUNS.values() if run.make_target == "brown-lbl"]
 SAMPLING_RUNS = [run for run in RUNS.values() if run.make_target == "brown-is"]
 SURVEY_RUNS = [run for run in RUNS.values() if run.make_target == "brown-survey"]
+LSTM_RUNS = [run for run in RUNS.values() if run.make_target == "brown-lstm"]
 
 
 def main():

@@ -15,6 +15,7 @@ MAX_UNITS = 1 << 20  # features or hidden units a file may declare
 META_TYPES = {"features": int, "hidden": int, "direct": bool, "bias": bool, "layers": int, "tie": bool,
               "peephole": bool, "reset_state": ("sentence", "never"), "classes": int}
 META_MINIMUM = {"features": 1, "hidden": 0, "layers": 1, "classes": 0}
+META_DEFAULTS = {"classes": 0}  # keys newer than some model files: the value those files mean
 
 
 class NeuralModel(LanguageModel):
@@ -165,7 +166,7 @@ class NeuralModel(LanguageModel):
                              f"(expected {' or '.join(cls.ACTIVATIONS)})", path=path)
         shape = {}
         for key in cls.ARCHITECTURE:
-            value, kind = meta.get(key), META_TYPES[key]
+            value, kind = meta.get(key, META_DEFAULTS.get(key)), META_TYPES[key]
             if isinstance(kind, tuple):
                 if type(value) is not str or value not in kind:
                     raise InputError(f"{cls.arch} network with {key} {value!r} (expected {' or '.join(kind)})",
