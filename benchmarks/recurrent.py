@@ -127,8 +127,9 @@ def lstm_speed(brown, peak):
               "BLAS both cores, -threads 2 runs two lock-free workers); PyTorch 2.13 (CPU): "
               "`benchmarks/pytorch_lstm.py --text train-long.txt --vocab vocab.txt SHAPE --threads 2` (its "
               "examples/word_language_model LSTM, timed inside the training loop).", "",
-              "| shape | PyTorch, 2 threads | ours, -threads 1 | ours, -threads 2 | ratio (-threads 2 / PyTorch) |",
-              "| --- | --- | --- | --- | --- |"]
+              "| shape | PyTorch, 2 threads | ours, -threads 1 | ours, -threads 2 | ratio (-threads 2 / PyTorch) | "
+              "ours, -output class, -threads 2 |",
+              "| --- | --- | --- | --- | --- | --- |"]
     log = os.path.join(OUT, "lstm-speed.log")
     for label, ours, theirs in SPEED_SHAPES:
         rounds = []
@@ -138,13 +139,13 @@ def lstm_speed(brown, peak):
                                         ours[3], "--streams", str(STREAMS), "--bptt", str(BPTT), "--threads", "2",
                                         *theirs], check=True, capture_output=True, text=True).stdout
             mine = []
-            for threads in ("1", "2"):
+            for threads, output in (("1", "full"), ("2", "full"), ("2", "class")):
                 subprocess.run([NPLM, "train-nplm", "-arch", "lstm", *shape, "-text", text, "-vocab", vocab,
-                                "-epochs", "1", "-threads", threads, "-quiet", "-log", log,
+                                "-epochs", "1", "-threads", threads, "-output", output, "-quiet", "-log", log,
                                 "-lm", os.path.join(OUT, "lstm-speed.nplm")], check=True)
                 mine.append(json.loads(open(log).readline())["words_per_s"])
             rounds.append((json.loads(torch_out)["words_per_s"], *mine))
-        torch_speed, one, two = (statistics.median(r[i] for r in rounds) for i in range(3))
+        torch_speed, one, two, classes = (statistics.median(r[i] for r in rounds) for i in range(4))
         ratio = statistics.median(r[2] / r[0] for r in rounds)
-        lines.append(f"| {label} | {torch_speed:,.0f} | {one:,.0f} | {two:,.0f} | {ratio:.2f}x |")
+        lines.append(f"| {label} | {torch_speed:,.0f} | {one:,.0f} | {two:,.0f} | {ratio:.2f}x | {classes:,.0f} |")
     return lines

@@ -17,7 +17,10 @@ nplm ngram-count -text train.txt -order 3 -vocab vocab.txt -unk -deleted-interpo
   -heldout valid.txt -lm di3.nplm 2>/dev/null
 nplm train-nplm -text train.txt -valid valid.txt -vocab vocab.txt -order 4 -m 16 -h 32 \
   -epochs 6 -batch 16 -lr 0.01 -weight-decay 0 -lm mlp.nplm -log mlp.log
+nplm train-nplm -arch lstm -text train.txt -valid valid.txt -vocab vocab.txt -m 16 -h 32 -epochs 3 \
+  -streams 16 -bptt 20 -optimizer adam -lr 0.01 -lm lstm.nplm -log lstm.log
 nplm mix -lm kn3.arpa -lm mlp.nplm -text valid.txt -write kn3-mlp.mix > mix.txt
+nplm generate -lm lstm.nplm -n 3 -seed 1 -write samples.txt
 
 echo
 echo "toy corpus: $(wc -l < train.txt) / $(wc -l < valid.txt) / $(wc -l < test.txt) sentences" \
@@ -32,6 +35,10 @@ done
 printf '%-28s %12s\n' "deleted interpolation 3" "$(ppl di3.nplm)"
 printf '%-28s %12s\n' "neural MLP (n=4 m=16 h=32)" "$(ppl mlp.nplm)"
 printf '%-28s %12s\n' "KN3 + MLP (EM on valid)" "$(ppl kn3-mlp.mix)"
+printf '%-28s %12s\n' "LSTM (m=16 h=32, Adam)" "$(ppl lstm.nplm)"
 score=$(nplm toy-corpus -score test.txt)
 printf '%-28s %12s\n' "true grammar (on test)" "$(sed 's/.*true model ppl= \([^,]*\),.*/\1/' <<<"$score")"
 printf '%-28s %12s\n' "entropy floor (exact)" "$(sed 's/.*entropy floor ppl= //' <<<"$score")"
+echo
+echo "sentences sampled from the LSTM (nplm generate):"
+sed 's/^/  /' samples.txt
