@@ -216,13 +216,13 @@ def test_resumed_run_finishes_like_an_uninterrupted_one(texts, tmp_path):
         assert np.array_equal(straight.params[name], resumed.params[name]), name
 
 
-@pytest.mark.parametrize("arch", ["rnn", "lstm"])
-def test_train_save_score_from_the_command_line(texts, tmp_path, arch):
+@pytest.mark.parametrize("arch, output", [("rnn", []), ("lstm", []), ("lstm", ["-output", "class", "-classes", 6])])
+def test_train_save_score_from_the_command_line(texts, tmp_path, arch, output):
     texts, vocab = texts
     model_path = tmp_path / "m.nplm"
     status, _, err = run_nplm("train", "-arch", arch, "-text", texts / "train.txt", "-valid", texts / "valid.txt",
                               "-m", 8, "-h", 8, "-layers", 2, "-tie", "-dropout", 0.1, "-bptt", 10, "-streams", 4,
-                              "-epochs", 3, "-lr", 0.05, "-threads", 2, "-lm", model_path, "-log", tmp_path / "log.jsonl", "-quiet")
+                              "-epochs", 3, "-lr", 0.05, "-threads", 2, *output, "-lm", model_path, "-log", tmp_path / "log.jsonl", "-quiet")
     assert status == 0, err
     status, out, err = run_nplm("ppl", "-lm", model_path, "-text", texts / "valid.txt")
     assert status == 0 and out.startswith(f"file {texts / 'valid.txt'}: 40 sentences"), err
@@ -230,6 +230,7 @@ def test_train_save_score_from_the_command_line(texts, tmp_path, arch):
     assert reported < len(vocab) / 3
     model = load(str(model_path))
     assert model.meta["reset_state"] == "sentence" and model.meta["tie"] and "V" not in model.params
+    assert model.meta["classes"] == (6 if output else 0)
     corpus = Corpus.read(str(texts / "valid.txt"), model.vocab)
     assert math.isclose(math.exp(-model.logprobs(corpus).mean()), reported, rel_tol=1e-3)
 
