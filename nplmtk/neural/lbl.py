@@ -25,6 +25,7 @@ class LBLModel(NeuralModel):
     ARCHITECTURE = ("features", "bias")
     ACTIVATIONS = ("linear",)
     BLOCKS = BLOCKS  # the parameter blocks, in the kernel's order (those a model has)
+    FEATURES = "R"  # the C_i are m x m matrices
     GATED = False  # Models 1 and 3: gates s_i on the context words
     HIDDEN_TERM = False  # Models 2 and 3: S^T h added to p
 

@@ -34,6 +34,7 @@ class NeuralModel(LanguageModel):
     arch = None
     summary = ""
     RECURRENT = False  # examples are steps of word streams, not windows (nplmtk.neural.recurrent)
+    FEATURES = "C"  # the array of the words' feature vectors (|V| x m)
     DEFAULTS = {"lr": 1e-3, "weight_decay": 1e-4}  # train-nplm's -lr and -weight-decay when not given
     ARCHITECTURE = ("features", "hidden", "direct", "bias")  # the meta keys that shape the network
     ACTIVATIONS = ("tanh",)  # the hidden activations its files may name
