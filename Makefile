@@ -14,7 +14,7 @@ $(STAMP): setup.py pyproject.toml $(wildcard cython_ext/*.pyx cython_ext/*.pxd n
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip 'setuptools>=68' wheel
 	$(BIN)/python -m pip install -q 'cython>=3.0' 'numpy>=1.24' 'scipy>=1.11'
-	$(BIN)/python -m pip install -q --no-build-isolation -e '.[mpi,test]'
+	$(BIN)/python -m pip install -q --no-build-isolation -e '.[mpi,test,plot]'
 	touch $@
 
 demo: install

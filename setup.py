@@ -50,6 +50,7 @@ setup(
         "mpi": ["mpi4py>=3.1", "mpich"],
         "test": ["pytest>=7", "kenlm"],
         "fuzz": ["hypothesis>=6"],
+        "plot": ["matplotlib>=3.5"],
     },
     entry_points={"console_scripts": ["nplm = nplmtk.cli.main:main"]},
     zip_safe=False,

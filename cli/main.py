@@ -9,7 +9,7 @@ import click
 
 from nplmtk.errors import NplmError, NplmWarning
 
-from . import embeddings, generate, mix, ngram_count, ppl, toy_corpus, train, vocab
+from . import embeddings, generate, mix, ngram_count, plot, ppl, toy_corpus, train, vocab
 from .options import spell
 
 ALIASES = {"train": "train-nplm"}
@@ -58,6 +58,7 @@ cli.add_command(toy_corpus.command)
 cli.add_command(mix.command)
 cli.add_command(generate.command)
 cli.add_command(embeddings.command)
+cli.add_command(plot.command)
 
 
 def _usage_message(err, argv):

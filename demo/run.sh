@@ -21,6 +21,8 @@ nplm train-nplm -arch lstm -text train.txt -valid valid.txt -vocab vocab.txt -m 
   -streams 16 -bptt 20 -optimizer adam -lr 0.01 -lm lstm.nplm -log lstm.log
 nplm mix -lm kn3.arpa -lm mlp.nplm -text valid.txt -write kn3-mlp.mix > mix.txt
 nplm generate -lm lstm.nplm -n 3 -seed 1 -write samples.txt
+nplm plot -log mlp.log -log lstm.log -out curves.png
+nplm plot -lm lstm.nplm -embeddings -words 70 -out map.png
 
 echo
 echo "toy corpus: $(wc -l < train.txt) / $(wc -l < valid.txt) / $(wc -l < test.txt) sentences" \
@@ -42,3 +44,5 @@ printf '%-28s %12s\n' "entropy floor (exact)" "$(sed 's/.*entropy floor ppl= //'
 echo
 echo "sentences sampled from the LSTM (nplm generate):"
 sed 's/^/  /' samples.txt
+echo
+echo "figures: $PWD/curves.png (training curves), $PWD/map.png (the LSTM's word features)"

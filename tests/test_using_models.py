@@ -144,3 +144,30 @@ def test_embeddings_of_a_model_without_features_is_one_line(tmp_path, toy):
     assert_one_line_error(*run_nplm("embeddings", "-lm", tmp_path / "kn2.arpa", "-neighbours", "the")[::2],
                           "no word features")
     assert_one_line_error(*run_nplm("embeddings", "-lm", tmp_path / "kn2.arpa")[::2], "nothing to do")
+
+
+def test_plots_of_training_logs_and_word_features(toy, tmp_path):
+    folder, vocab, _ = toy
+    log = tmp_path / "run.log"
+    status, _, err = run_nplm("train", "-arch", "lstm", "-text", folder / "train.txt", "-valid", folder / "train.txt",
+                              "-m", 6, "-h", 6, "-epochs", 2, "-optimizer", "adam", "-lr", 0.01, "-log", log,
+                              "-lm", tmp_path / "m.nplm", "-quiet")
+    assert status == 0, err
+    assert run_nplm("plot", "-log", log, "-log", log, "-out", tmp_path / "curves.png")[0] == 0
+    assert run_nplm("plot", "-lm", tmp_path / "m.nplm", "-embeddings", "-words", 20, "-out", tmp_path / "map.png")[0] == 0
+    for name in ("curves.png", "map.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    (tmp_path / "bad.log").write_text('{"epoch": 1, "train_ppl": 5, "seconds": 1}\nnot json\n')
+    assert_one_line_error(*run_nplm("plot", "-log", tmp_path / "bad.log", "-out", tmp_path / "x.png")[::2],
+                          "bad.log:2: not a train-nplm log record")
+    assert_one_line_error(*run_nplm("plot", "-out", tmp_path / "x.png")[::2], "give -log FILE")
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_plotting_without_matplotlib_is_one_line(monkeypatch, toy):
+    import sys
+    from nplmtk import plots
+    from nplmtk.errors import NplmError
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(NplmError, match=r"pip install 'nplmtk\[plot\]'"):
+        plots.training_curves([], "x.png")
