@@ -9,7 +9,7 @@ import click
 
 from nplmtk.errors import NplmError, NplmWarning
 
-from . import embeddings, generate, mix, ngram_count, plot, ppl, toy_corpus, train, vocab
+from . import embeddings, generate, mix, ngram_count, plot, ppl, rescore, toy_corpus, train, vocab
 from .options import spell
 
 ALIASES = {"train": "train-nplm"}
@@ -59,6 +59,7 @@ cli.add_command(mix.command)
 cli.add_command(generate.command)
 cli.add_command(embeddings.command)
 cli.add_command(plot.command)
+cli.add_command(rescore.command)
 
 
 def _usage_message(err, argv):

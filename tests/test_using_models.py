@@ -171,3 +171,29 @@ def test_plotting_without_matplotlib_is_one_line(monkeypatch, toy):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(NplmError, match=r"pip install 'nplmtk\[plot\]'"):
         plots.training_curves([], "x.png")
+
+
+def test_rescoring_ranks_the_reference_first_and_reports_srilm_lines(toy, tmp_path):
+    folder, vocab, kn3 = toy
+    model = tmp_path / "kn3.arpa"
+    assert run_nplm("ngram-count", "-text", folder / "train.txt", "-order", 3, "-lm", model)[0] == 0
+    reference = next(line for line in (folder / "train.txt").read_text().splitlines() if len(line.split()) >= 5)
+    words = reference.split()  # the perturbations of the issue: swap two words, drop one, replace one
+    perturbed = [" ".join([words[1], words[0]] + words[2:]), " ".join(words[:2] + words[3:]),
+                 " ".join(words[:-1] + ["the"]), " ".join(["the"] + words)]
+    (tmp_path / "list").write_text("".join(f"0 0 {len(h.split())} {h}\n" for h in perturbed + [reference]))
+    status, out, err = run_nplm("rescore", "-lm", model, "-nbest", tmp_path / "list")
+    assert status == 0, err
+    lines = out.splitlines()
+    assert lines[0].split()[3:] == reference.split() and len(lines) == 5
+    loaded = nplmtk.load(str(model))
+    for line in lines:  # SRILM's format, lscore the model's log10 P(sentence </s>)
+        ascore, lscore, count, *words = line.split()
+        assert int(count) == len(words) and math.isclose(float(lscore), loaded.score(" ".join(words)), rel_tol=1e-5)
+    # Decipher's NBestList1.0: bytelog scores taken as acoustic ones, here deciding against the LM
+    (tmp_path / "decipher").write_text(f"NBestList1.0\n(-1000) {reference}\n(0) {perturbed[1]}\n")
+    status, out, _ = run_nplm("rescore", "-lm", model, "-nbest", tmp_path / "decipher", "-lm-weight", 0, "-best")
+    assert status == 0 and out == perturbed[1] + "\n"
+    (tmp_path / "bad").write_text("0 0 3 a b\n")
+    assert_one_line_error(*run_nplm("rescore", "-lm", model, "-nbest", tmp_path / "bad")[::2],
+                          "bad:1: not an N-best hypothesis")
