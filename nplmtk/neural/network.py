@@ -113,7 +113,9 @@ class NeuralModel(LanguageModel):
         # A target outside the vocabulary (-1) has no probability; as context it reads as <unk>.
         usable = windows[:, -1] >= 0
         rows = np.where(windows[usable] < 0, self.vocab.unk, windows[usable]).astype(np.int32)
-        out[usable] = self.example_logprobs(rows)
+        # each distinct window scored once: N-best hypotheses share most of theirs
+        distinct, where = np.unique(rows, axis=0, return_inverse=True)
+        out[usable] = self.example_logprobs(np.ascontiguousarray(distinct, dtype=np.int32))[where.reshape(-1)]
         return out
 
     def next_distribution(self, history):
