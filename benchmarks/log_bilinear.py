@@ -21,16 +21,15 @@ def _kn5(brown):
     return path
 
 
-def _mixed_with(kn5, model, valid, test):
-    """`nplm mix -lm kn5 -lm model -text valid -write M` (EM on valid), then `nplm ppl -lm M
-    -text test -allow-paths`: (the model's EM weight, the mixture's test ppl)."""
-    mix = os.path.join(OUT, "lbl-kn5.mix")
-    out = subprocess.run([NPLM, "mix", "-lm", kn5, "-lm", model, "-text", valid, "-write", mix], check=True,
-                         capture_output=True, text=True).stdout
+def _mixture(components, valid, test, name):
+    """`nplm mix -lm C1 -lm C2 ... -text valid -write NAME` (EM on valid), then the mixture's
+    test ppl (`-allow-paths`: its components are in runs/ and bench/out/): (the EM
+    weights in order, as `mix` prints them, and the test ppl)."""
+    mix = os.path.join(OUT, name)
+    command = [NPLM, "mix", *[x for c in components for x in ("-lm", c)], "-text", valid, "-write", mix]
+    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     weights = [line for line in out.splitlines() if line.startswith("weights")]
-    report = subprocess.run([NPLM, "ppl", "-lm", mix, "-text", test, "-allow-paths"], check=True, capture_output=True,
-                            text=True).stdout  # its components are in runs/ and bench/out/
-    return (weights[-1].split()[-1] if weights else "?"), float(report.split("ppl= ")[1].split()[0])
+    return (weights[-1].split(":")[-1].strip() if weights else "?"), _ppl(mix, test, "-allow-paths")
 
 
 def lbl_quality(brown, peak):
@@ -63,7 +62,8 @@ def lbl_quality(brown, peak):
         curve = ", ".join(f"**{r['valid_ppl']:.1f}**" if i == best else f"{r['valid_ppl']:.1f}"
                           for i, r in enumerate(records))
         alone = _ppl(run.model_path, test)
-        weight, mixed = _mixed_with(kn5, run.model_path, valid, test)
+        weights, mixed = _mixture([kn5, run.model_path], valid, test, "lbl-kn5.mix")
+        weight = weights.split()[-1]
         results[run.name] = (alone, mixed, best == len(records) - 1)
         reduction = "" if run is MODEL_0 else f"{1 - alone / zero:.1%}"
         lines.append(f"| Model {run.model_number} | {run.hidden or '-'} | {curve} | {alone:.2f} | {reduction} | "

@@ -6,7 +6,7 @@ import os
 import statistics
 import subprocess
 
-from log_bilinear import KN5_TEST, _kn5
+from log_bilinear import KN5_TEST, _kn5, _mixture
 from runs import LSTM_RUNS, RUNS, RUNS_DIR, SURVEY_RUNS
 from sections import NPLM, OUT, _ppl, _training_texts, _vocab_size
 
@@ -54,21 +54,6 @@ def survey_table(brown, peak):
     return lines + ["", f"KN5 alone: {KN5_TEST} (the n-gram section)."]
 
 
-def _mixture(components, valid, test, name):
-    """EM weights on valid (`nplm mix ... -write`), then the mixture's test ppl."""
-    mix = os.path.join(OUT, name)
-    command = [NPLM, "mix", *[x for c in components for x in ("-lm", c)], "-text", valid, "-write", mix]
-    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-    weights = [line for line in out.splitlines() if line.startswith("weights")]
-    return (weights[-1].split(":")[-1].strip() if weights else "?"), _ppl_paths(mix, test)
-
-
-def _ppl_paths(mix, test):
-    out = subprocess.run([NPLM, "ppl", "-lm", mix, "-text", test, "-allow-paths"], check=True, capture_output=True,
-                         text=True).stdout
-    return float(out.split("ppl= ")[1].split()[0])
-
-
 def lstm_quality(brown, peak):
     valid, test = os.path.join(brown, "valid.txt"), os.path.join(brown, "test.txt")
     lines = ["## Our best LSTM on Brown, alone and mixed (issue 16)", "",
@@ -79,7 +64,8 @@ def lstm_quality(brown, peak):
              "lower valid ppl is mixed by `nplm mix` (EM weights on Brown valid) and scored on Brown test; KN5 is "
              "the n-gram section's, the feed-forward network the best of runs/ that exists (MLP9, else the "
              "log-bilinear Model 3).", "",
-             "| model | valid ppl by epoch (kept: bold) | words/s (median epoch, one thread) | test ppl | against KN5 |",
+             "| model | valid ppl by epoch (kept: bold) | words/s (median epoch, one thread) | test ppl | "
+             "against KN5 |",
              "| --- | --- | --- | --- | --- |"]
     trained = [run for run in LSTM_RUNS if os.path.exists(run.model_path)]
     if not trained:

@@ -72,8 +72,8 @@ def _vocab_size(vocab):
     return len(Vocabulary.read(vocab))
 
 
-def _ppl(model, text):
-    out = subprocess.run([NPLM, "ppl", "-lm", model, "-text", text], check=True, capture_output=True,
+def _ppl(model, text, *options):
+    out = subprocess.run([NPLM, "ppl", "-lm", model, "-text", text, *options], check=True, capture_output=True,
                          text=True).stdout
     return float(out.split("ppl= ")[1].split()[0])
 

@@ -156,7 +156,8 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, la
                     raise NplmError(f"-{name.replace('_', '-')} applies to the recurrent models (-arch rnn, lstm)")
         config = TrainingConfig(epochs=epochs, batch=batch, lr_decay=lr_decay, optimizer=optimizer,
                                 lr=model_class.DEFAULTS["lr"] if lr is None else lr,
-                                weight_decay=model_class.DEFAULTS["weight_decay"] if weight_decay is None else weight_decay,
+                                weight_decay=(model_class.DEFAULTS["weight_decay"] if weight_decay is None
+                                              else weight_decay),
                                 **{name: value for name, value in recurrent.items() if value is not None},
                                 threads=threads, seed=seed, patience=patience, checkpoint_dir=checkpoint,
                                 checkpoint_every=checkpoint_every, log=log, progress=not quiet, mpi=mpi,
@@ -168,12 +169,8 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, la
                                 decay_biases=decay_biases, freeze_features=freeze_features)
         network = dict(arch=arch, order=order, features=m, hidden=h, direct=direct, bias=not no_bias,
                        activation=activation)
-        if classes and output != "class":
-            raise NplmError("-classes applies to -output class")
         if model_class.RECURRENT:
-            network.update({name: value for name, value in shape.items() if value is not None and name != "output"})
-            if output == "class":
-                network["classes"] = classes or -1  # -1: the square root of |V|, once it is known
+            network.update({name: value for name, value in shape.items() if value is not None})
         elif order is None:
             network["order"] = 5
         trainer, corpora = _prepare(text, valid, vocab, network, config, resume, checkpoint, min_count, normalize,
@@ -227,11 +224,9 @@ def _prepare(text, valid, vocab, network, config, resume, checkpoint, min_count,
             vocabulary = Vocabulary.from_counts(count_words([text], normalize), min_count)
         train_corpus = Corpus.read(text, vocabulary, unk=True, normalize=normalize)
         settings = dict(network)
-        if settings.get("classes"):  # classes by the training counts (each </s> counted)
+        if settings.get("output") == "class":  # classes by the training counts (each </s> counted)
             settings["counts"] = np.bincount(train_corpus.ids, minlength=len(vocabulary))
             settings["counts"][vocabulary.eos] += train_corpus.num_sentences
-            if settings["classes"] < 0:
-                settings["classes"] = max(1, round(len(vocabulary) ** 0.5))
         model = ARCHITECTURES[settings.pop("arch")].initial(vocabulary, seed=config.seed, **settings)
         for (source, blocks), (path, _) in zip(sources, init_from):
             try:

@@ -23,8 +23,8 @@ from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
 from kernel_common cimport block_exponentials, block_output_gradient, dot_row, gemm, row_maxima, scale, softmax_row
-from nplmtk._ext.sampling_kernels cimport (Sampling, block_sums, draw_samples, importance_weights, merge_duplicates,
-                                           sampling_free, sampling_start)
+from nplmtk._ext.sampling_kernels cimport (Sampling, block_sums, draw_samples, held_maxima, hold_block_samples,
+                                           importance_weights, merge_duplicates, sampling_free, sampling_start)
 
 cnp.import_array()
 
@@ -490,9 +490,7 @@ cdef class LBLOutputBlock(LBLNetwork):
         """Predict; draw the batch's samples; score the held ones (y - log Q) and the targets
         held; `top` gets each window's maximum over the held samples."""
         cdef Sampling *sp = &self.sampling
-        cdef int K = windows.shape[0], n = self.net.context + 1, i, j, h, t, M, m = self.net.m
-        cdef float best
-        cdef float *g
+        cdef int K = windows.shape[0], n = self.net.context + 1, i, h, t, M, m = self.net.m
         self._check(windows, K)
         if sp.count == 0:
             raise ValueError("block_sampled_begin first")
@@ -500,25 +498,17 @@ cdef class LBLOutputBlock(LBLNetwork):
             predict(&self.net, &self.work, &windows[0, 0], K)
             draw_samples(sp, &windows[0, 0], K, n)
             merge_duplicates(sp)
-            sp.held = 0
-            for j in range(sp.distinct):
-                if self.lo <= sp.words[j] < self.hi:
-                    sp.owned[sp.held] = j
-                    memcpy(sp.U_rows + sp.held * m, self.net.param[R_] + <Py_ssize_t> sp.words[j] * m,
-                           m * sizeof(float))
-                    sp.held += 1
+            hold_block_samples(sp, self.lo, self.hi)
             M = sp.held
+            for h in range(M):
+                memcpy(sp.U_rows + h * m, self.net.param[R_] + <Py_ssize_t> sp.words[sp.owned[h]] * m,
+                       m * sizeof(float))
             for i in range(K):
                 for h in range(M):
                     sp.weights[i * M + h] = self.net.param[B_OUT][sp.words[sp.owned[h]]]
             gemm(b'N', b'T', K, M, m, 1.0, self.work.P, m, sp.U_rows, m, 1.0, sp.weights, M)
+            held_maxima(sp, K, &top[0])
             for i in range(K):
-                g = sp.weights + i * M
-                best = -3.4e38
-                for h in range(M):
-                    g[h] -= sp.sample_log_q[sp.owned[h]]
-                    best = g[h] if g[h] > best else best
-                top[i] = best
                 t = windows[i, n - 1]
                 sp.targets[i] = 0
                 if self.lo <= t < self.hi:

@@ -11,8 +11,8 @@ from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
 from kernel_common cimport block_exponentials, block_output_gradient, dot, gemm, row_maxima
-from nplmtk._ext.sampling_kernels cimport (Sampling, block_sums, draw_samples, merge_duplicates, sampling_free,
-                                           sampling_start)
+from nplmtk._ext.sampling_kernels cimport (Sampling, block_sums, draw_samples, held_maxima, hold_block_samples,
+                                           merge_duplicates, sampling_free, sampling_start)
 from feedforward cimport (Net, Work, decay_dense, hidden_layer, input_backward, net_attach, output_backward, scores,
                           work_alloc, work_free)
 
@@ -92,10 +92,8 @@ cdef class OutputBlock:
         """Draw the batch's samples; score the held ones (y - log Q) and the targets held;
         `top` gets each window's maximum over the held samples."""
         cdef Sampling *sp = &self.sampling
-        cdef int K = windows.shape[0], n = self.net.context + 1, i, j, m, t, word
+        cdef int K = windows.shape[0], n = self.net.context + 1, i, m, t, word
         cdef int h = self.net.hidden, I = self.net.inputs, V = self.net.vocab
-        cdef float best
-        cdef float *g
         self._check_block(windows)
         if sp.count == 0:
             raise ValueError("block_sampled_begin first")
@@ -103,17 +101,13 @@ cdef class OutputBlock:
             hidden_layer(&self.net, &self.work, &windows[0, 0], K)
             draw_samples(sp, &windows[0, 0], K, n)
             merge_duplicates(sp)
-            sp.held = 0
-            for j in range(sp.distinct):
-                word = sp.words[j] - self.lo
-                if 0 <= word < V:
-                    m = sp.held
-                    sp.owned[m] = j
-                    sp.held += 1
-                    if h > 0:
-                        memcpy(sp.U_rows + m * h, self.net.U + <Py_ssize_t> word * h, h * sizeof(float))
-                    if self.net.direct:
-                        memcpy(sp.W_rows + m * I, self.net.W + <Py_ssize_t> word * I, I * sizeof(float))
+            hold_block_samples(sp, self.lo, self.lo + V)
+            for m in range(sp.held):
+                word = sp.words[sp.owned[m]] - self.lo
+                if h > 0:
+                    memcpy(sp.U_rows + m * h, self.net.U + <Py_ssize_t> word * h, h * sizeof(float))
+                if self.net.direct:
+                    memcpy(sp.W_rows + m * I, self.net.W + <Py_ssize_t> word * I, I * sizeof(float))
             for i in range(K):
                 for m in range(sp.held):
                     sp.weights[i * sp.held + m] = self.net.b[sp.words[sp.owned[m]] - self.lo]
@@ -121,13 +115,8 @@ cdef class OutputBlock:
                 gemm(b'N', b'T', K, sp.held, h, 1.0, self.work.A, h, sp.U_rows, h, 1.0, sp.weights, sp.held)
             if self.net.direct:
                 gemm(b'N', b'T', K, sp.held, I, 1.0, self.work.X, I, sp.W_rows, I, 1.0, sp.weights, sp.held)
+            held_maxima(sp, K, &top[0])
             for i in range(K):
-                g = sp.weights + i * sp.held
-                best = -3.4e38
-                for m in range(sp.held):
-                    g[m] -= sp.sample_log_q[sp.owned[m]]
-                    best = g[m] if g[m] > best else best
-                top[i] = best
                 t = windows[i, n - 1] - self.lo
                 sp.targets[i] = 0
                 if 0 <= t < V:

@@ -163,7 +163,8 @@ cdef double forward(Rnn *net, int T, bint train, double *logp) noexcept nogil:
     for l in range(net.layers):
         L = &net.layer[l]
         layer_forward(net, L, top, T)
-        memcpy(L.out, L.S + B * L.hidden, N * L.hidden * sizeof(float))
+        if L.out != L.S + B * L.hidden:  # without dropout the output is the states themselves
+            memcpy(L.out, L.S + B * L.hidden, N * L.hidden * sizeof(float))
         if train and net.dropout > 0:
             dropout(L.out, L.mask, N * L.hidden, net.dropout, net.rng)
         top = L.out
@@ -311,13 +312,14 @@ cdef void step(Rnn *net, int touched, int words, float rate, float keep_c, float
     cdef float clipped = 1, c1 = 1, c2 = 1
     cdef Slot *slot
     cdef Py_ssize_t row
-    for k in range(net.slots):
-        norm += squares(net.slot[k].grad, net.slot[k].size)
-    for k in range(touched):
-        norm += squares(net.gC + <Py_ssize_t> net.touched[k] * m, m)
-    norm = sqrt(norm)
-    if net.clip > 0 and norm > net.clip * words:
-        clipped = <float> (net.clip * words / norm)
+    if net.clip > 0:  # the gradient's norm, only to clip it
+        for k in range(net.slots):
+            norm += squares(net.slot[k].grad, net.slot[k].size)
+        for k in range(touched):
+            norm += squares(net.gC + <Py_ssize_t> net.touched[k] * m, m)
+        norm = sqrt(norm)
+        if norm > net.clip * words:
+            clipped = <float> (net.clip * words / norm)
     if net.adam:
         net.adam_step[0] += 1
         adam_corrections(net.adam_step[0], &c1, &c2)
@@ -406,7 +408,8 @@ cdef class RecurrentNetwork:
             L.cell = self._buffer(f"cell{l}", (capacity + 1) * streams * h)
             L.Sp, L.Cp = self._buffer(f"Sp{l}", N * h), self._buffer(f"Cp{l}", N * h)
             L.Z = self._buffer(f"Z{l}", N * G * h if lstm else 1)
-            L.out, L.mask = self._buffer(f"out{l}", N * h), self._buffer(f"mask{l}", N * h if dropout else 1)
+            L.out = self._buffer(f"out{l}", N * h) if dropout else L.S + streams * h
+            L.mask = self._buffer(f"mask{l}", N * h if dropout else 1)
             L.gU, L.gW = self._grad(f"U{l}", params, trainable), self._grad(f"W{l}", params, trainable)
             L.gb, L.gP = self._grad(f"b{l}", params, trainable), self._grad(f"P{l}", params, trainable)
             inputs = h
@@ -463,19 +466,11 @@ cdef class RecurrentNetwork:
         words = np.argsort(class_of, kind="stable").astype(np.int32)
         slot_of = np.empty_like(words)
         starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
-        slot_of[words] = np.arange(len(words)) - np.repeat(starts[:-1], sizes)
-        cdef int[::1] view
-        for name, array in (("words", words), ("starts", starts), ("class_of", class_of), ("slot_of", slot_of)):
-            self.buffers.append(array)
-            view = array
-            if name == "words":
-                self.net.classes.words = &view[0]
-            elif name == "starts":
-                self.net.classes.starts = &view[0]
-            elif name == "class_of":
-                self.net.classes.class_of = &view[0]
-            else:
-                self.net.classes.slot_of = &view[0]
+        slot_of[words] = np.arange(len(words)) - np.repeat(starts[:K], sizes)
+        self.buffers += [words, starts, class_of, slot_of]
+        cdef int[::1] w = words, st = starts, co = class_of, so = slot_of
+        self.net.classes.words, self.net.classes.starts = &w[0], &st[0]
+        self.net.classes.class_of, self.net.classes.slot_of = &co[0], &so[0]
         self.net.classes.count, self.net.classes.largest = K, int(sizes.max())
         self.net.Vc, self.net.bc = pointer(params["Vc"]), self._param(params, "bc")
         self.net.gVc, self.net.gbc = self._grad("Vc", params, trainable), self._grad("bc", params, trainable)

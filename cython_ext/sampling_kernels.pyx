@@ -192,6 +192,32 @@ cdef double importance_weights(Sampling *sp, float *g, double *ess) noexcept nog
 
 
 
+cdef void hold_block_samples(Sampling *sp, int lo, int hi) noexcept nogil:
+    """-mpi param: the distinct samples among output rows lo..hi-1 (their positions in
+    sp.owned, their count in sp.held)."""
+    cdef int j
+    sp.held = 0
+    for j in range(sp.distinct):
+        if lo <= sp.words[j] < hi:
+            sp.owned[sp.held] = j
+            sp.held += 1
+
+
+cdef void held_maxima(Sampling *sp, int K, float *top) noexcept nogil:
+    """-mpi param: the held samples' scores (K x held, in weights) less log Q, and top[i]
+    the maximum of window i's (-3.4e38 when the block holds none)."""
+    cdef int i, m
+    cdef float best
+    cdef float *g
+    for i in range(K):
+        g = sp.weights + i * sp.held
+        best = -3.4e38
+        for m in range(sp.held):
+            g[m] -= sp.sample_log_q[sp.owned[m]]
+            best = g[m] if g[m] > best else best
+        top[i] = best
+
+
 cdef void block_sums(Sampling *sp, int K, const float *top, double *out) noexcept nogil:
     """-mpi param: with the maxima over all blocks, the held samples' scores (K x held, in
     weights) become r = exp(y - top); out[i] = their sum, out[K + i] = the sum of r^2 over

@@ -33,6 +33,11 @@ class LanguageModel:
         (the sentence so far)."""
         raise NplmError(f"{self.kind} models cannot list a next-word distribution")
 
+    def hit_orders(self, corpus):
+        """Per token, the order of the n-gram that scored it (0: out of the vocabulary), for
+        a back-off model; None for others."""
+        return None
+
     def hit_tags(self, corpus):
         """Per-token tags for `ppl -debug 2` (SRILM prints the n-gram order used)."""
         return None
@@ -46,8 +51,7 @@ class LanguageModel:
         ids = np.array([self.vocab.id(w) for w in words], dtype=np.int32)
         corpus = Corpus(ids, [0, len(ids)], self.vocab, name="<sentence>")
         scores = self.log10probs(corpus)
-        tags = self.hit_tags(corpus) or [None] * len(scores)
-        orders = [int(tag[1:-5]) if tag and tag.endswith("gram]") else None for tag in tags]
+        orders = [order or None for order in self.hit_orders(corpus) or [None] * len(scores)]
         oov = [w not in self.vocab.index for w in words] + [False]
         triples = list(zip(scores.tolist(), orders, oov))
         return triples if eos else triples[:-1]

@@ -78,10 +78,12 @@ def refused(tmp_path, path, *fragments):
     ("lstm", {"meta": {"tie": True}}, "an unexpected array"),
     ("lstm", {"meta": {"peephole": True}}, "no array 'P0'"),
     ("rnn", {"meta": {"peephole": True}}, "an unexpected array"),
-    ("rnn", {"classes": 3, "counts": [0, 0, 5, 4, 3, 2, 1], "meta": {"class_of": [0, 1, 2, 2, 2, 2, 9]}},
+    ("rnn", {"output": "class", "classes": 3, "counts": [0, 0, 5, 4, 3, 2, 1],
+             "meta": {"class_of": [0, 1, 2, 2, 2, 2, 9]}},
      "rnn network whose class_of is not one of its 3 classes for each of its 7 words"),
-    ("rnn", {"classes": 3, "counts": [0, 0, 5, 4, 3, 2, 1], "meta": {"class_of": None}}, "class_of"),
-    ("lstm", {"classes": 2, "counts": [0, 0, 5, 4, 3, 2, 1], "arrays": {"Vc": None}}, "no array 'Vc'"),
+    ("rnn", {"output": "class", "classes": 3, "counts": [0, 0, 5, 4, 3, 2, 1], "meta": {"class_of": None}}, "class_of"),
+    ("lstm", {"output": "class", "classes": 2, "counts": [0, 0, 5, 4, 3, 2, 1], "arrays": {"Vc": None}},
+     "no array 'Vc'"),
 ])
 def test_a_network_whose_arrays_break_its_promises_is_refused(tmp_path, arch, change, fragment):
     refused(tmp_path, saved(tmp_path, arch, **change), fragment)

@@ -28,8 +28,8 @@ SHAPES = [
     ("lstm", dict(layers=2, direct=True, peephole=True)),
     ("lstm", dict(bias=False, reset_state="never", tie=True, features=5, hidden=5)),
     # the class-factored output layer
-    ("rnn", dict(classes=3)),
-    ("lstm", dict(classes=4, layers=2, tie=True, features=5, hidden=5, bias=False)),
+    ("rnn", dict(output="class", classes=3)),
+    ("lstm", dict(output="class", classes=4, layers=2, tie=True, features=5, hidden=5, bias=False)),
 ]
 COUNTS = [0, 0, 30, 50, 9, 7, 5, 4, 3, 3, 2, 1]  # of <unk>, <s>, </s> and the nine words
 
@@ -85,7 +85,7 @@ def log_softmax(y):
 
 
 def random_model(arch, shape, seed=2):
-    counts = COUNTS if shape.get("classes") else None
+    counts = COUNTS if shape.get("output") == "class" else None
     model = ARCHITECTURES[arch].initial(VOCAB, seed=seed, counts=counts, **{"features": 4, "hidden": 5, **shape})
     rng = np.random.default_rng(0)
     for name in model.params:  # non-zero biases and larger weights make a sharper test
@@ -222,7 +222,8 @@ def test_train_save_score_from_the_command_line(texts, tmp_path, arch, output):
     model_path = tmp_path / "m.nplm"
     status, _, err = run_nplm("train", "-arch", arch, "-text", texts / "train.txt", "-valid", texts / "valid.txt",
                               "-m", 8, "-h", 8, "-layers", 2, "-tie", "-dropout", 0.1, "-bptt", 10, "-streams", 4,
-                              "-epochs", 3, "-lr", 0.05, "-threads", 2, *output, "-lm", model_path, "-log", tmp_path / "log.jsonl", "-quiet")
+                              "-epochs", 3, "-lr", 0.05, "-threads", 2, *output, "-lm", model_path,
+                              "-log", tmp_path / "log.jsonl", "-quiet")
     assert status == 0, err
     status, out, err = run_nplm("ppl", "-lm", model_path, "-text", texts / "valid.txt")
     assert status == 0 and out.startswith(f"file {texts / 'valid.txt'}: 40 sentences"), err

@@ -154,7 +154,9 @@ def test_plots_of_training_logs_and_word_features(toy, tmp_path):
                               "-lm", tmp_path / "m.nplm", "-quiet")
     assert status == 0, err
     assert run_nplm("plot", "-log", log, "-log", log, "-out", tmp_path / "curves.png")[0] == 0
-    assert run_nplm("plot", "-lm", tmp_path / "m.nplm", "-embeddings", "-words", 20, "-out", tmp_path / "map.png")[0] == 0
+    status, _, err = run_nplm("plot", "-lm", tmp_path / "m.nplm", "-embeddings", "-words", 20,
+                              "-out", tmp_path / "map.png")
+    assert status == 0, err
     for name in ("curves.png", "map.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     (tmp_path / "bad.log").write_text('{"epoch": 1, "train_ppl": 5, "seconds": 1}\nnot json\n')

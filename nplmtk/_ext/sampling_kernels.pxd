@@ -39,4 +39,6 @@ cdef int attach_proposal(Sampling *sp, object proposal) except -1
 cdef void draw_samples(Sampling *sp, const int *rows, int K, int n) noexcept nogil
 cdef void merge_duplicates(Sampling *sp) noexcept nogil
 cdef double importance_weights(Sampling *sp, float *g, double *ess) noexcept nogil
+cdef void hold_block_samples(Sampling *sp, int lo, int hi) noexcept nogil
+cdef void held_maxima(Sampling *sp, int K, float *top) noexcept nogil
 cdef void block_sums(Sampling *sp, int K, const float *top, double *out) noexcept nogil

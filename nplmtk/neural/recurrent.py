@@ -19,6 +19,7 @@ from ..errors import InputError, ParameterError
 from .network import NeuralModel, uniform_initialiser
 
 RESET_STATES = ("sentence", "never")
+OUTPUTS = ("full", "class")
 MAX_LAYERS = 8
 SCORING_STREAMS = 64  # sentences scored side by side when each starts from a zero state
 SCORING_ROWS = 512  # steps x streams per segment when scoring
@@ -40,9 +41,11 @@ class RNNModel(NeuralModel):
 
     @classmethod
     def initial(cls, vocab, order=None, features=100, hidden=200, direct=False, bias=True, activation="tanh",
-                seed=1, layers=1, tie=False, peephole=False, reset_state="sentence", classes=0, counts=None):
-        """`classes` K > 0: the class-factored output layer, classes by frequency from
-        `counts` (each word's count in the training text, </s> included)."""
+                seed=1, layers=1, tie=False, peephole=False, reset_state="sentence", output="full", classes=None,
+                counts=None):
+        """`output` "class": the class-factored output layer over `classes` classes (default
+        sqrt |V|) by frequency from `counts` (each word's count in the training text, </s>
+        included)."""
         if order is not None:
             raise ParameterError(f"{{order}} applies to the feed-forward models: {cls.arch} sees the whole history")
         if hidden < 1:
@@ -57,13 +60,19 @@ class RNNModel(NeuralModel):
         if reset_state not in RESET_STATES:
             raise ParameterError(f"{{reset_state}}: unknown value '{reset_state}' (choose from "
                                  f"{', '.join(RESET_STATES)})")
+        if output not in OUTPUTS:
+            raise ParameterError(f"{{output}}: unknown value '{output}' (choose from {', '.join(OUTPUTS)})")
+        if classes is not None and output != "class":
+            raise ParameterError("{classes} applies to {output} class")
+        if output == "class" and classes is None:
+            classes = max(1, round(len(vocab) ** 0.5))
         if classes and direct:
             raise ParameterError("{direct} connections with {classes}: not built (the class-factored output layer "
                                  "reads the hidden state only)")
         if classes and counts is None:
             raise ParameterError("{classes} needs the training counts of the words")
-        if not 0 <= classes <= len(vocab):
-            raise ParameterError(f"{{classes}} must be from 0 (the full softmax) to |V| = {len(vocab)}")
+        if classes is not None and not 1 <= classes <= len(vocab):
+            raise ParameterError(f"{{classes}} must be from 1 to |V| = {len(vocab)}")
         if activation not in ACTIVATIONS:
             raise ParameterError(f"{{activation}}: unknown '{activation}' (choose from {', '.join(ACTIVATIONS)})")
         meta = {"features": features, "hidden": hidden, "direct": direct, "bias": bias, "layers": layers,

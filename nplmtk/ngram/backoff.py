@@ -99,11 +99,14 @@ class BackoffModel(LanguageModel):
         self.check_vocab(corpus)
         return self.score_rows(corpus.windows(self.order)).astype(np.float64)
 
-    def hit_tags(self, corpus):
-        """SRILM's -debug 2 tag of each token: the order of the n-gram used, or OOV."""
+    def hit_orders(self, corpus):
         _, used = backoff_walk(self.index, self.logp, self.bow, self.node,
                                corpus.windows(self.order), with_order=True)
-        return [f"[{n}gram]" if n else "[OOV]" for n in used.tolist()]
+        return used.tolist()
+
+    def hit_tags(self, corpus):
+        """SRILM's -debug 2 tag of each token: the order of the n-gram used, or OOV."""
+        return [f"[{n}gram]" if n else "[OOV]" for n in self.hit_orders(corpus)]
 
     def next_distribution(self, history):
         history = ([self.vocab.bos] + list(history))[-(self.order - 1):] if self.order > 1 else []
