@@ -14,6 +14,7 @@ from conftest import assert_one_line_error, run_nplm
 from nplmtk.corpus import Corpus
 from nplmtk.generate import sample_sentences
 from nplmtk.lm import LanguageModel
+from nplmtk.mixture import Mixture
 from nplmtk.models import ARCHITECTURES
 from nplmtk.ngram.counts import NgramCounts
 from nplmtk.ngram.estimate import estimate
@@ -80,6 +81,11 @@ def test_the_python_api_agrees_with_ppl(toy, tmp_path):
     assert [order for _, order, _ in kn3.full_scores(sentence)] == [
         int(tag[1]) for tag in kn3.hit_tags(Corpus.read(str(path), vocab))]
     assert lstm.full_scores("the zyzzyva")[1][2] and not lstm.full_scores("the zyzzyva")[0][2]
+    mixture = Mixture([kn3, lstm], [0.5, 0.5], ["kn3", "lstm"])  # no single n-gram order
+    assert [order for _, order, _ in mixture.full_scores(sentence)] == [None] * 6
+    mixed = sum(math.log10(0.5 * 10 ** a + 0.5 * 10 ** b)
+                for (a, _, _), (b, _, _) in zip(kn3.full_scores(sentence), lstm.full_scores(sentence)))
+    assert math.isclose(mixture.score(sentence), mixed, rel_tol=1e-6)
 
 
 def test_the_readme_example_runs(toy, tmp_path, monkeypatch):
