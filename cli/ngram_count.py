@@ -1,25 +1,44 @@
 """nplm ngram-count: count n-grams and estimate smoothed models."""
 import click
+import numpy as np
 
 from nplmtk.corpus import Corpus
 from nplmtk.errors import NplmError
-from nplmtk.io import check_readable, check_writable, read_lines
+from nplmtk.io import atomic_output, check_readable, check_writable, read_lines
 from nplmtk.ngram.arpa import write_arpa
-from nplmtk.ngram.counts import MAX_ORDER, NgramCounts, check_order
+from nplmtk.ngram.counts import MAX_ORDER, NgramCounts, byte_ranks, check_order
 from nplmtk.ngram.deleted_interpolation import DeletedInterpolation
 from nplmtk.ngram.estimate import estimate
+from nplmtk.ngram.estimate import prune as prune_model
 from nplmtk.text import Normalizer
-from nplmtk.vocab import Vocabulary, count_words
+from nplmtk.vocab import UNK, Vocabulary, count_words
 
 from .options import example, flag, option
 
 
 def _cutoff_options(command):
     for k in range(MAX_ORDER, 0, -1):
+        command = option(f"gt{k}max", type=click.IntRange(min=0), default=None, metavar="N",
+                         help=f"Good-Turing: discount {k}-grams counted up to N times (SRILM's defaults: 1 for "
+                         "1-grams, 7 above; likewise -gt2max .. -gt9max)." if k == 1 else None, hidden=k > 1)(command)
         command = option(f"gt{k}min", type=click.IntRange(min=1), default=None, metavar="N",
-                         help=f"Drop {k}-grams counted fewer than N times (default 1: keep all)." if k == 1
-                         else None, hidden=k > 1)(command)
+                         help=f"Drop {k}-grams counted fewer than N times (default 1: keep all; likewise -gt2min .. "
+                         "-gt9min)." if k == 1 else None, hidden=k > 1)(command)
     return command
+
+
+def _discounting(kndiscount, ukndiscount, wbdiscount, gtdiscount, cdiscount, addsmooth):
+    """The method and its constant from the flags, at most one given (SRILM: "conflicting
+    default discounting options")."""
+    chosen = [name for name, given in (("-kndiscount", kndiscount), ("-ukndiscount", ukndiscount),
+                                       ("-wbdiscount", wbdiscount), ("-gtdiscount", gtdiscount),
+                                       ("-cdiscount", cdiscount is not None), ("-addsmooth", addsmooth is not None))
+              if given]
+    if len(chosen) > 1:
+        raise NplmError(f"conflicting discounting options: {' and '.join(chosen)}")
+    method = {"-kndiscount": "kn", "-ukndiscount": "ukn", "-wbdiscount": "wb", "-gtdiscount": "gt",
+              "-cdiscount": "cd", "-addsmooth": "add"}.get(chosen[0] if chosen else None)
+    return method, cdiscount if cdiscount is not None else addsmooth
 
 
 @click.command("ngram-count", epilog=example(
@@ -36,48 +55,77 @@ def _cutoff_options(command):
 @option("lm", metavar="FILE", default=None,
         help="Write the model: ARPA for back-off models, an nplm container for -deleted-interpolation.")
 @flag("kndiscount", help="Modified Kneser-Ney discounting (the default).")
+@flag("ukndiscount", help="Original Kneser-Ney discounting: one discount per order.")
 @flag("wbdiscount", help="Witten-Bell discounting.")
+@flag("gtdiscount", help="Good-Turing discounting (SRILM's default when no method is given; nplm's default is "
+      "-kndiscount -interpolate), with -gtNmax.")
+@option("cdiscount", type=float, default=None, metavar="D", help="Absolute discounting: D (0..1) from every count.")
+@option("addsmooth", type=float, default=None, metavar="D", help="Add D to every count (additive smoothing).")
 @flag("interpolate", help="Interpolate with lower orders (implied when no method is given).")
 @flag("always-interpolate", help="Keep interpolating in contexts whose seen words leave no mass for "
       "unseen ones (KenLM's lmplz does; SRILM switches interpolation off there).")
 @flag("deleted-interpolation", help="The deleted-interpolation trigram of Bengio et al. 2003 (needs -heldout).")
 @option("heldout", metavar="FILE", default=None, help="Held-out text for the EM weights of -deleted-interpolation.")
 @option("em-iterations", type=click.IntRange(min=1), default=5, help="EM iterations for -deleted-interpolation.")
+@option("prune", type=click.FloatRange(min=0), default=0.0,
+        help="Entropy pruning of the estimated model, as `nplm ppl -prune` (SRILM's -prune).")
+@option("minprune", type=click.IntRange(min=2), default=2, help="Prune only n-grams at least this long.")
+@option("write-vocab", metavar="FILE", default=None,
+        help="Write the vocabulary, sorted as SRILM writes it (SRILM's pause token -pau- left out).")
+@flag("limit-vocab", help="With -vocab: leave out the -read counts of n-grams with other words (else they count "
+                          "as <unk>).")
+@flag("sort", help="Accepted for SRILM compatibility: -write always writes SRILM's sorted order.")
+@option("map-unk", metavar="WORD", default=None, help="Name the unknown word WORD instead of <unk>.")
+@option("debug", type=click.IntRange(0, 4), default=0,
+        help="1 or more: print each order's discounting as SRILM's -debug 1 does (to stderr).")
 @flag("lower", help="Lower-case the text first.")
 @flag("map-numbers", help="Map numeric tokens to <num>.")
 @_cutoff_options
-def command(text, read, order, vocab, unk, write, lm, kndiscount, wbdiscount, interpolate,
-            always_interpolate, deleted_interpolation, heldout, em_iterations, lower, map_numbers, **cutoffs):
+def command(text, read, order, vocab, unk, write, lm, kndiscount, ukndiscount, wbdiscount, gtdiscount, cdiscount,
+            addsmooth, interpolate, always_interpolate, deleted_interpolation, heldout, em_iterations, prune, minprune,
+            write_vocab, limit_vocab, sort, map_unk, debug, lower, map_numbers, **cutoffs):
     """Count the n-grams of a text and estimate a smoothed model.
 
-    With neither -kndiscount nor -wbdiscount the model is interpolated modified
-    Kneser-Ney (-kndiscount -interpolate); -kndiscount alone gives the back-off
-    version. Cutoffs -gt1min .. -gt9min are as in SRILM, default 1 (keep every n-gram).
+    With no discounting option the model is interpolated modified Kneser-Ney
+    (-kndiscount -interpolate); -kndiscount alone gives the back-off version.
+    Cutoffs -gt1min .. -gt9min are as in SRILM, default 1 (keep every n-gram).
     """
     check_order(order)
     if not text and not read:
         raise NplmError("give training text with -text or counts with -read")
-    if kndiscount and wbdiscount:
-        raise NplmError("choose one of -kndiscount and -wbdiscount")
-    if deleted_interpolation and (kndiscount or wbdiscount or interpolate):
-        raise NplmError("-deleted-interpolation is a model of its own: drop -kndiscount/-wbdiscount/-interpolate")
-    if lm is None and write is None:
-        raise NplmError("nothing to do: give -lm MODEL and/or -write COUNTS")
+    method, constant = _discounting(kndiscount, ukndiscount, wbdiscount, gtdiscount, cdiscount, addsmooth)
+    if deleted_interpolation and (method or interpolate):
+        raise NplmError("-deleted-interpolation is a model of its own: drop the discounting options")
+    max_counts = [cutoffs[f"gt{k}max"] for k in range(1, MAX_ORDER + 1)]
+    if method != "gt" and any(m is not None for m in max_counts):
+        raise NplmError("-gtNmax sets Good-Turing's discounting: it needs -gtdiscount")
+    if lm is None and write is None and write_vocab is None:
+        raise NplmError("nothing to do: give -lm MODEL, -write COUNTS and/or -write-vocab FILE")
+    if limit_vocab and vocab is None:
+        raise NplmError("-limit-vocab needs -vocab (the words to keep)")
+    if prune and lm is None:
+        raise NplmError("-prune prunes the model: give -lm MODEL")
     if sum(path == "-" for path in text + read + ((heldout,) if heldout else ())) > 1:
         raise NplmError("-: stdin can be read only once")
     for path in list(text) + list(read) + ([vocab] if vocab else []) + ([heldout] if heldout else []):
         check_readable(path)
-    for path in (lm, write):
+    for path in (lm, write, write_vocab):
         check_writable(path)
     normalize = Normalizer(lower=lower, map_numbers=map_numbers)
+    unk_word = map_unk or UNK
 
     if vocab is not None:
-        vocabulary = Vocabulary.read(vocab)
+        vocabulary = Vocabulary.read(vocab, unk=unk_word)
     elif text:
-        vocabulary = Vocabulary.from_counts(count_words(text, normalize))
+        vocabulary = Vocabulary.from_counts(count_words(text, normalize), unk=unk_word)
     else:
         vocabulary = Vocabulary(list(dict.fromkeys(w for path in read for line in read_lines(path)
-                                                   for w in line.split()[:-1])))
+                                                   for w in line.split()[:-1])), unk=unk_word)
+    if write_vocab is not None:
+        with atomic_output(write_vocab) as out:
+            out.writelines(f"{vocabulary.words[w]}\n" for w in np.argsort(byte_ranks(vocabulary.words)))
+        if lm is None and write is None:
+            return
 
     if deleted_interpolation:
         if order != 3:
@@ -94,7 +142,7 @@ def command(text, read, order, vocab, unk, write, lm, kndiscount, wbdiscount, in
 
     parts = [NgramCounts.from_corpus(Corpus.read(path, vocabulary, unk=True, normalize=normalize), order)
              for path in text]
-    parts += [NgramCounts.read(path, vocabulary) for path in read]
+    parts += [NgramCounts.read(path, vocabulary, limit_vocab) for path in read]
     counts = parts[0] if len(parts) == 1 else NgramCounts.merge(parts)
     if write is not None:
         counts.write(write)
@@ -104,8 +152,10 @@ def command(text, read, order, vocab, unk, write, lm, kndiscount, wbdiscount, in
         raise NplmError(f"the counts go up to order {counts.order}, below -order {order}")
     if counts.order > order:
         counts = NgramCounts(counts.vocab, counts.grams[:order], counts.counts[:order])
-    method = "wb" if wbdiscount else "kn"
-    model = estimate(counts, method=method, interpolate=interpolate or not (kndiscount or wbdiscount),
+    model = estimate(counts, method=method or "kn", interpolate=interpolate or method is None,
                      min_counts=[cutoffs[f"gt{k}min"] or 1 for k in range(1, order + 1)], unk_is_word=unk,
-                     always_interpolate=always_interpolate)
+                     always_interpolate=always_interpolate, max_counts=max_counts[:order], constant=constant,
+                     log=(lambda line: click.echo(line, err=True)) if debug else None)
+    if prune:
+        model = prune_model(model, prune, minprune)
     write_arpa(model, lm)

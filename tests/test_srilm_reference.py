@@ -16,6 +16,15 @@ MODELS = {
     "wb3-unk": ["-unk", "-wbdiscount", "-interpolate"],
     "wb3-backoff": ["-unk", "-wbdiscount"],
     "kn3-cutoff": ["-unk", "-gt2min", "2", "-gt3min", "2"],
+    "gt3-unk": ["-unk", "-gtdiscount"],
+    "gt3-max": ["-unk", "-gtdiscount", "-gt2max", "3", "-gt3max", "2"],
+    "ukn3-unk": ["-unk", "-ukndiscount", "-interpolate"],
+    "ukn3-backoff": ["-unk", "-ukndiscount"],
+    "cd3-unk": ["-unk", "-cdiscount", "0.7", "-interpolate"],
+    "cd3-backoff": ["-unk", "-cdiscount", "0.7"],
+    "add3-unk": ["-unk", "-addsmooth", "0.1"],
+    "kn3-unk-counted-prune1e-5": ["-unk", "-prune", "1e-5"],
+    "kn3-mapunk": ["-unk", "-map-unk", "<UNK>"],
 }
 
 
@@ -46,6 +55,40 @@ def test_estimated_models_equal_srilms(name, tmp_path):
     assert different == []
     # and the file itself, line for line in SRILM's order (issue 17)
     assert out.read_bytes() == gzip.open(f"{DATA}/{name}.arpa.gz").read()
+
+
+def test_counts_and_vocabulary_written_as_srilms(tmp_path):
+    status, _, err = run_nplm("ngram-count", "-text", f"{DATA}/train.txt", "-order", 3, "-vocab", f"{DATA}/vocab.txt",
+                              "-write-vocab", tmp_path / "vocab.txt")
+    assert status == 0, err
+    status, _, err = run_nplm("ngram-count", "-text", f"{DATA}/train.txt", "-order", 3,
+                              "-write", tmp_path / "counts.txt", "-sort")
+    assert status == 0, err
+    assert (tmp_path / "counts.txt").read_bytes() == gzip.open(f"{DATA}/counts-sorted.txt.gz").read()
+    with open(f"{DATA}/written-vocab.txt", encoding="utf-8") as f:
+        theirs = [line for line in f if line != "-pau-\n"]  # SRILM's pause token, which nplm leaves out
+    assert (tmp_path / "vocab.txt").read_text(encoding="utf-8").splitlines(True) == theirs
+
+
+def test_limit_vocab_drops_counts_read_with_other_words(tmp_path):
+    out = tmp_path / "limited.arpa"
+    with gzip.open(f"{DATA}/counts-sorted.txt.gz") as f:
+        (tmp_path / "counts.txt").write_bytes(f.read())
+    status, _, err = run_nplm("ngram-count", "-read", tmp_path / "counts.txt", "-order", 3, "-vocab",
+                              f"{DATA}/limit-vocab.txt", "-limit-vocab", "-unk", "-wbdiscount", "-interpolate",
+                              "-lm", out)
+    assert status == 0, err
+    assert out.read_bytes() == gzip.open(f"{DATA}/wb3-read-limited.arpa.gz").read()
+
+
+def test_debug_prints_srilms_discount_lines(tmp_path):
+    status, _, err = run_nplm("ngram-count", "-text", f"{DATA}/train.txt", "-order", 3, "-vocab", f"{DATA}/vocab.txt",
+                              "-unk", "-ukndiscount", "-interpolate", "-debug", 1, "-lm", tmp_path / "m.arpa")
+    assert status == 0, err
+    with open(f"{DATA}/ukn3-unk-debug1.err", encoding="utf-8") as f:
+        theirs = [line for line in f.read().splitlines() if line.split()[0] in
+                  ("using", "modifying", "Kneser-Ney", "n1", "n2", "D")]
+    assert err.splitlines() == theirs
 
 
 @pytest.mark.parametrize("order", [2, 3])

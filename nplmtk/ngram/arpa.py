@@ -9,7 +9,7 @@ from ..errors import InputError
 from ..io import atomic_output, read_bytes
 from ..vocab import Vocabulary
 from .backoff import BackoffModel
-from .counts import MAX_ORDER
+from .counts import MAX_ORDER, byte_ranks
 from .index import NgramIndex
 
 PSEUDO_ZERO = -99.0
@@ -40,8 +40,7 @@ def srilm_order(grams, rank):
 def write_arpa(model, path):
     """The model as SRILM writes it, line for line (the same n-grams in the same order)."""
     encoded = [w.encode("utf-8") for w in model.vocab.words]
-    rank = np.empty(len(encoded), dtype=np.int32)
-    rank[sorted(range(len(encoded)), key=encoded.__getitem__)] = np.arange(len(encoded), dtype=np.int32)
+    rank = byte_ranks(model.vocab.words)
     word_start = np.zeros(len(encoded) + 1, dtype=np.int64)
     np.cumsum([len(w) for w in encoded], out=word_start[1:])
     words = np.frombuffer(b"".join(encoded), dtype=np.uint8)

@@ -80,9 +80,10 @@ class NgramCounts:
         return cls(vocab, grams, counts)
 
     @classmethod
-    def read(cls, path, vocab):
+    def read(cls, path, vocab, limit_vocab=False):
         """An SRILM counts file: `w1 ... wk<TAB>count` per line, any order of lines.
-        Words outside `vocab` are counted as `<unk>`; repeated n-grams are summed."""
+        Words outside `vocab` are counted as `<unk>`, or with `limit_vocab` their n-grams
+        are left out (SRILM's -limit-vocab); repeated n-grams are summed."""
         by_order = {}
         index = vocab.index
         for number, line in enumerate(read_lines(path), 1):
@@ -102,6 +103,8 @@ class NgramCounts:
                 raise InputError(f"negative count {count}", path=path, line=number)
             if count > MAX_COUNT:
                 raise InputError(f"count {count} above 2^63 - 1", path=path, line=number)
+            if limit_vocab and any(w not in index for w in fields[:-1]):
+                continue
             rows, values = by_order.setdefault(k, ([], []))
             rows.append([index.get(w, vocab.unk) for w in fields[:-1]])
             values.append(count)
@@ -123,12 +126,28 @@ class NgramCounts:
         return cls(vocab, grams, counts)
 
     def write(self, path):
-        """All orders, order by order, rows in vocabulary-id order."""
+        """All orders in the order of SRILM's `ngram-count -write -sort`: each n-gram
+        followed by its extensions, words compared as byte strings."""
         words = self.vocab.words
+        rank = byte_ranks(words)
+        padded = np.full((sum(len(g) for g in self.grams), self.order), -1, dtype=np.int64)
+        start = 0
+        for k, grams in enumerate(self.grams, 1):
+            padded[start:start + len(grams), :k] = rank[grams]
+            start += len(grams)
+        rows = np.lexsort(padded.T[::-1])  # lexsort: last key first; -1 puts a prefix first
+        lines = [f"{' '.join(words[w] for w in row)}\t{c}\n" for grams, counts in zip(self.grams, self.counts)
+                 for row, c in zip(grams.tolist(), counts.tolist())]
         with atomic_output(path) as out:
-            for grams, counts in zip(self.grams, self.counts):
-                out.writelines(f"{' '.join(words[w] for w in row)}\t{c}\n"
-                               for row, c in zip(grams.tolist(), counts.tolist()))
+            out.writelines(lines[row] for row in rows.tolist())
+
+
+def byte_ranks(words):
+    """rank[w]: the place of word w when the words are sorted as byte strings (strcmp)."""
+    encoded = [w.encode("utf-8") for w in words]
+    rank = np.empty(len(encoded), dtype=np.int32)
+    rank[sorted(range(len(encoded)), key=encoded.__getitem__)] = np.arange(len(encoded), dtype=np.int32)
+    return rank
 
 
 def _sum_duplicates(rows, values, vocab, lower_index, source="counts"):

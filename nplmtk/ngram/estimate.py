@@ -36,26 +36,68 @@ def log10_to_prob(logp):
     return np.exp(np.asarray(logp, dtype=np.float64) * LN10)
 
 
-class ModifiedKneserNey:
+class _OrderSettings:
+    """What a discounting method may need for one order: SRILM's -gtNmin (`min_count`),
+    -gtNmax (`max_count`), the -cdiscount or -addsmooth constant, the number of events."""
+
+    def __init__(self, order, min_count=1, max_count=None, constant=None, events=None, highest=False):
+        self.order, self.min_count, self.max_count, self.highest = order, min_count, max_count, highest
+        self.constant, self.events = constant, events
+
+
+def _counts_of_counts(counts, largest):
+    """n_c for c = 0 .. largest (count c of n-grams counted c times)."""
+    return np.bincount(counts[counts <= largest].astype(np.int64), minlength=largest + 1)[:largest + 1]
+
+
+class _Discount:
+    """One order's discounting (SRILM's Discount): `factor` multiplies each count, and
+    `lower_weight` is the weight of the lower order in interpolated models (0: none).
+    `no_discount` (SRILM's nodiscount) turns the estimate into plain relative frequencies
+    without SRILM's retry; `debug_lines` are what SRILM's -debug 1 prints."""
+    adjusts_counts = False
+    fallback = False
+    no_discount = False
+    name = ""
+
+    def __init__(self, counts, settings, warn):
+        self.min_count = settings.min_count
+        self.debug_lines = []
+
+    def _cutoff(self, count, factor):
+        # count 0: factor 1 (nothing to discount); below -gtNmin: 0 (the n-gram is dropped)
+        return np.where(count <= 0, 1.0, np.where(count < self.min_count, 0.0, factor))
+
+    def lower_weight(self, total, observed, min2, min3):
+        return np.zeros(len(total))
+
+
+class ModifiedKneserNey(_Discount):
     """Discounts D1, D2, D3+ of one order (Chen & Goodman 1998 eq. 26; SRILM ModKneserNey).
     `fallback` is set when the counts-of-counts give discounts out of range."""
     adjusts_counts = True
+    name = "ModKneserNey"
 
-    def __init__(self, counts, min_count=1):
-        n = [int(np.count_nonzero(counts == i)) for i in (1, 2, 3, 4)]
+    def __init__(self, counts, settings, warn):
+        super().__init__(counts, settings, warn)
+        n = [int(c) for c in _counts_of_counts(counts, 4)[1:]]
         self.counts_of_counts = n
-        self.min_count = min_count
         self.fallback = False
+        self.debug_lines = _modifying(settings) + [f"Kneser-Ney smoothing {settings.order}-grams"] + [
+            f"n{i} = {c}" for i, c in enumerate(n, 1)]
         if min(n) > 0:
             # Y = n1 / (n1 + 2 n2), D_c = c - (c + 1) Y n_{c+1} / n_c
             y = n[0] / (n[0] + 2 * n[1])
             self.d = (1 - 2 * y * n[1] / n[0], 2 - 3 * y * n[2] / n[1], 3 - 4 * y * n[3] / n[2])
+            self.debug_lines += [f"D{i} = {_g(d)}" for i, d in zip(("1", "2", "3+"), self.d)]
         else:
             self.d = (-1.0, -1.0, -1.0)
         if not all(0 < d <= i for i, d in enumerate(self.d, 1)):
             # Degenerate counts-of-counts (e.g. repeated text): fall back as KenLM does.
             self.fallback = True
             self.d = FALLBACK_DISCOUNTS
+            warn(f"order {settings.order}: counts-of-counts n1..n4 = {n} give discounts out of range; "
+                 f"using fallback discounts {' '.join(map(str, FALLBACK_DISCOUNTS))}")
 
     def factor(self, count, total, observed):
         d1, d2, d3 = self.d
@@ -63,8 +105,7 @@ class ModifiedKneserNey:
         # (c - D(c)) / c, D(c) = D1, D2 or D3+
         discounted = np.where(c == 1, (c - d1), np.where(c == 2, c - d2, c - d3))
         with np.errstate(divide="ignore", invalid="ignore"):
-            factor = np.where(c <= 0, 1.0, discounted / c)
-        return np.where((c > 0) & (c < self.min_count), 0.0, factor)
+            return self._cutoff(count, discounted / c)
 
     def lower_weight(self, total, observed, min2, min3):
         d1, d2, d3 = self.d
@@ -73,19 +114,40 @@ class ModifiedKneserNey:
             return (d1 * (observed - min2) + d2 * (min2 - min3) + d3 * min3) / total
 
 
-class WittenBell:
-    """SRILM's WittenBell: discount total/(total+types), lower weight types/(total+types)."""
-    adjusts_counts = False
-    fallback = False
+class KneserNey(_Discount):
+    """Original Kneser-Ney (SRILM's KneserNey, -ukndiscount): one discount
+    D = n1 / (n1 + 2 n2) on the same continuation counts as the modified version."""
+    adjusts_counts = True
+    name = "KneserNey"
 
-    def __init__(self, counts, min_count=1):
-        self.min_count = min_count
+    def __init__(self, counts, settings, warn):
+        super().__init__(counts, settings, warn)
+        n1, n2 = (int(c) for c in _counts_of_counts(counts, 2)[1:])
+        self.debug_lines = _modifying(settings) + [f"Kneser-Ney smoothing {settings.order}-grams", f"n1 = {n1}",
+                                                   f"n2 = {n2}"]
+        if n1 == 0 or n2 == 0:
+            raise NplmError(f"order {settings.order}: original Kneser-Ney needs n-grams counted once and twice "
+                            f"(n1 = {n1}, n2 = {n2}), as SRILM's does")
+        self.d = n1 / (n1 + 2 * n2)
+        self.debug_lines.append(f"D = {_g(self.d)}")
+
+    def factor(self, count, total, observed):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return self._cutoff(count, (count - self.d) / count)
+
+    def lower_weight(self, total, observed, min2, min3):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return self.d * observed / total  # D N1+(h.) / c(h)
+
+
+class WittenBell(_Discount):
+    """SRILM's WittenBell: discount total/(total+types), lower weight types/(total+types)."""
+    name = "WittenBell"
 
     def factor(self, count, total, observed):
         # p(w | h) = c(hw) / (c(h) + N1+(h.))
         with np.errstate(divide="ignore", invalid="ignore"):
-            factor = total / (total + observed)
-        return np.where(count <= 0, 1.0, np.where(count < self.min_count, 0.0, factor))
+            return self._cutoff(count, total / (total + observed))
 
     def lower_weight(self, total, observed, min2, min3):
         # gamma(h) = N1+(h.) / (c(h) + N1+(h.))
@@ -93,7 +155,96 @@ class WittenBell:
             return observed / (total + observed)
 
 
-METHODS = {"kn": ModifiedKneserNey, "wb": WittenBell}
+class GoodTuring(_Discount):
+    """SRILM's GoodTuring (its default discounting): counts 1 .. max_count (-gtNmax) are
+    discounted by d(c) = ((c+1) n_{c+1} / (c n_c) - A) / (1 - A), A = (K+1) n_{K+1} / n_1,
+    larger counts are kept whole. Not interpolated."""
+    name = "GoodTuring"
+
+    def __init__(self, counts, settings, warn):
+        super().__init__(counts, settings, warn)
+        largest = settings.max_count
+        n = [int(c) for c in _counts_of_counts(counts, largest + 1)]
+        self.debug_lines = [f"Good-Turing discounting {settings.order}-grams"] + [
+            f"GT-count [{i}] = {c}" for i, c in enumerate(n)]
+        if n[1] == 0:
+            warn(f"order {settings.order}: no singleton counts")
+            largest = 0
+        while largest > 0 and n[largest + 1] == 0:
+            warn(f"order {settings.order}: count of count {largest + 1} is zero -- lowering maxcount")
+            largest -= 1
+        self.coefficients = np.ones(largest + 1)
+        if largest <= 0:
+            warn(f"order {settings.order}: GT discounting disabled")
+        else:
+            common = (largest + 1) * n[largest + 1] / n[1]
+            for c in range(1, largest + 1):
+                if n[c] == 0:
+                    warn(f"order {settings.order}: count of count {c} is zero")
+                    continue
+                plain = (c + 1) * n[c + 1] / (c * n[c])
+                coefficient = (plain - common) / (1 - common) if common != 1 else math.inf
+                if not math.isfinite(coefficient) or coefficient <= PROB_EPSILON or plain > 1:
+                    warn(f"order {settings.order}: discount coeff {c} is out of range: {_g(coefficient)}")
+                    coefficient = 1.0
+                self.coefficients[c] = coefficient
+        self.max_count = largest
+        self.no_discount = self.min_count <= 1 and largest <= 0
+
+    def factor(self, count, total, observed):
+        clipped = np.minimum(count, self.max_count).astype(np.int64)
+        return self._cutoff(count, np.where(count > self.max_count, 1.0, self.coefficients[np.maximum(clipped, 0)]))
+
+
+class AbsoluteDiscount(_Discount):
+    """SRILM's ConstDiscount (-cdiscount D, Ney's absolute discounting): D in [0, 1] taken
+    from every count, D N1+(h.) / c(h) to the lower order."""
+    name = "ConstDiscount"
+
+    def __init__(self, counts, settings, warn):
+        super().__init__(counts, settings, warn)
+        self.d = min(max(settings.constant, 0.0), 1.0)
+        self.no_discount = self.min_count <= 1 and self.d == 0
+
+    def factor(self, count, total, observed):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return self._cutoff(count, (count - self.d) / count)
+
+    def lower_weight(self, total, observed, min2, min3):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return self.d * observed / total
+
+
+class AddSmoothing(_Discount):
+    """SRILM's AddSmooth (-addsmooth delta): p = (c + delta) / (c(h) + |V| delta) for the
+    words seen after h. Not interpolated."""
+    name = "AddSmooth"
+
+    def __init__(self, counts, settings, warn):
+        super().__init__(counts, settings, warn)
+        self.delta = max(settings.constant, 0.0)
+        self.events = settings.events
+        self.no_discount = self.min_count <= 1 and self.delta == 0
+
+    def factor(self, count, total, observed):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return self._cutoff(count, (1 + self.delta / count) / (1 + self.events * self.delta / total))
+
+
+def _modifying(settings):
+    return [] if settings.highest else [f"modifying {settings.order}-gram counts for Kneser-Ney smoothing"]
+
+
+def _g(value):
+    """A double as C++'s ostream prints it (6 significant digits)."""
+    return f"{value:g}"
+
+
+# -kndiscount, -ukndiscount, -wbdiscount, Good-Turing (SRILM's default), -cdiscount, -addsmooth
+METHODS = {"kn": ModifiedKneserNey, "ukn": KneserNey, "wb": WittenBell, "gt": GoodTuring,
+           "cd": AbsoluteDiscount, "add": AddSmoothing}
+NEEDS_CONSTANT = {"cd", "add"}
+GT_MAX_COUNTS = (1, 7)  # SRILM's default -gt1max, and -gtNmax for N > 1
 
 
 def _warn(message):
@@ -182,19 +333,25 @@ class _Tables:
 
 
 def estimate(counts, method="kn", interpolate=True, min_counts=None, unk_is_word=True, warn=None,
-             always_interpolate=False):
-    """A BackoffModel from NgramCounts. `min_counts[k-1]` is SRILM's -gtkmin (default 1).
-    `always_interpolate` skips SRILM's retry (in `initial_probabilities`) in contexts that
-    leave no mass for unseen words, as KenLM's lmplz does. Warnings (fallback discounts)
-    go to `warnings.warn` as NplmWarning, or to `warn(message)` when given."""
+             always_interpolate=False, max_counts=None, constant=None, log=None):
+    """A BackoffModel from NgramCounts. `method` is a key of METHODS; `min_counts[k-1]`
+    is SRILM's -gtkmin (default 1), `max_counts[k-1]` its -gtkmax (Good-Turing; default
+    GT_MAX_COUNTS), `constant` the D of "cd" or the delta of "add". `always_interpolate`
+    skips SRILM's retry (in `initial_probabilities`) in contexts that leave no mass for
+    unseen words, as KenLM's lmplz does. Warnings (fallback discounts) go to
+    `warnings.warn` as NplmWarning, or to `warn(message)` when given; `log(line)`
+    receives the lines SRILM's `ngram-count -debug 1` prints about the discounts."""
     if method not in METHODS:
         raise ParameterError(f"unknown discounting {{method}} '{method}'")
+    if (constant is None) == (method in NEEDS_CONSTANT):
+        raise ParameterError(f"{{constant}} goes with the methods {sorted(NEEDS_CONSTANT)} only, and they need it")
     discounting = METHODS[method]
     counts = _full_unigrams(counts)
     events = _Events(counts.vocab, unk_is_word)
     suffix = suffix_positions(counts)
     adjusted = adjust_counts(counts, suffix, events) if discounting.adjusts_counts else counts.counts
-    discounts = estimate_discounts(discounting, counts, adjusted, min_counts, events, warn or _warn)
+    settings = _order_settings(counts.order, min_counts, max_counts, constant, events)
+    discounts = estimate_discounts(discounting, counts, adjusted, settings, events, warn or _warn, log)
     tables = _Tables.empty(counts)
     for k in range(counts.order):
         contexts = _ContextsOfOrder(counts, k, adjusted[k], events)
@@ -207,6 +364,17 @@ def estimate(counts, method="kn", interpolate=True, min_counts=None, unk_is_word
             backoff_weights(tables, k, keep, lower, contexts, suffix)
     fixup_missing_contexts(tables)
     return tables.model()
+
+
+def _order_settings(order, min_counts, max_counts, constant, events):
+    min_counts = list(min_counts or []) + [1] * order
+    defaults = [GT_MAX_COUNTS[0]] + [GT_MAX_COUNTS[1]] * (order - 1)
+    max_counts = [d if m is None else m for d, m in zip(defaults, list(max_counts or []) + [None] * order)]
+    for name, values in (("min_counts", min_counts), ("max_counts", max_counts)):
+        if any(v < 0 for v in values):
+            raise ParameterError(f"{{{name}}} must not be negative")
+    return [_OrderSettings(k + 1, min_counts[k], max_counts[k], constant, events.count, k + 1 == order)
+            for k in range(order)]
 
 
 def _full_unigrams(counts):
@@ -248,15 +416,14 @@ def adjust_counts(counts, suffix, events):
     return adjusted
 
 
-def estimate_discounts(discounting, counts, adjusted, min_counts, events, warn):
+def estimate_discounts(discounting, counts, adjusted, settings, events, warn, log=None):
     """One discount per order, from the counts of the n-grams that predict events."""
-    min_counts = list(min_counts or []) + [1] * counts.order
     discounts = []
     for k, (grams, count) in enumerate(zip(counts.grams, adjusted)):
-        discount = discounting(count[~events.non_event(grams[:, -1])], min_counts[k])
-        if discount.fallback:
-            warn(f"order {k + 1}: counts-of-counts n1..n4 = {discount.counts_of_counts} give discounts out of "
-                 f"range; using fallback discounts {' '.join(map(str, FALLBACK_DISCOUNTS))}")
+        discount = discounting(count[~events.non_event(grams[:, -1])], settings[k], warn)
+        if log is not None:
+            for line in [f"using {discount.name} for {k + 1}-grams"] + discount.debug_lines:
+                log(line)
         discounts.append(discount)
     return discounts
 
@@ -290,7 +457,8 @@ def initial_probabilities(tables, k, count, discount, lower, contexts, interpola
     active = (total > 0) & ~contexts.skipped
     group = contexts.group
     while True:
-        factor = discount.factor(count, denominator[group], observed[group])
+        factor = (np.ones(len(count)) if discount.no_discount
+                  else discount.factor(count, denominator[group], observed[group]))
         gamma = discount.lower_weight(denominator, observed, min2, min3)
         # p(w | h) = (c(hw) - D(c(hw))) / c(h) [+ gamma(h) p(w | h')]
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -298,7 +466,7 @@ def initial_probabilities(tables, k, count, discount, lower, contexts, interpola
         prob = np.where(interpolating[group], prob + gamma[group] * lower, prob)
         counted = eligible & (factor != 0)
         total_prob = contexts.sum(np.where(counted, prob, 0.0))
-        stuck = active & (total_prob > 1 - PROB_EPSILON) & (observed < events.count)
+        stuck = active & (total_prob > 1 - PROB_EPSILON) & (observed < events.count) & (not discount.no_discount)
         if always_interpolate:
             stuck &= ~interpolating
         if not stuck.any():
