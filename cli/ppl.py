@@ -2,7 +2,8 @@
 import click
 
 from nplmtk.errors import NplmError
-from nplmtk.io import check_writable
+from nplmtk.container import is_container
+from nplmtk.io import check_readable, check_writable
 from nplmtk.models import load
 from nplmtk.ngram.arpa import write_arpa
 from nplmtk.ngram.backoff import BackoffModel
@@ -10,7 +11,7 @@ from nplmtk.ngram.estimate import prune as prune_model
 from nplmtk.ngram.estimate import prune_low_probs
 from nplmtk.ngram.estimate import renormalise
 from nplmtk.mixture import Mixture
-from nplmtk.ppl import perplexity
+from nplmtk.ppl import count_perplexity, perplexity
 from nplmtk.text import Normalizer
 from nplmtk.vocab import Vocabulary
 
@@ -61,20 +62,32 @@ def _mix_options(function):
 @option("minprune", type=click.IntRange(min=2), default=2, help="Prune only n-grams at least this long.")
 @flag("prune-lowprobs", help="Remove the n-grams whose probability is below their back-off estimate (SRILM's "
                              "-prune-lowprobs).")
+@option("map-unk", metavar="WORD", default=None, help="The ARPA model's unknown word is WORD, not <unk>.")
+@option("unk-prob", type=float, default=None, metavar="LOGP",
+        help="Give unknown words this log10 probability in every context (-99: probability 0, an OOV).")
+@option("counts", metavar="FILE", default=None,
+        help="Score the n-grams of a counts file (w1 ... wk<TAB>count): p(wk | w1 .. wk-1) times the count, as "
+        "SRILM's -counts; back-off n-gram models.")
 @option("write-lm", metavar="FILE", default=None,
         help="Write the n-gram model (after -order) as ARPA, .gz too, as SRILM's `ngram -write-lm`; -text is "
         "then optional.")
 @_mix_options
 def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, main_weight, bayes, oov_estimate,
-            allow_paths, vocab, limit_vocab, renorm, prune, minprune, prune_lowprobs, write_lm, **more):
+            allow_paths, vocab, limit_vocab, renorm, prune, minprune, prune_lowprobs, map_unk, unk_prob, counts,
+            write_lm, **more):
     """Report the perplexity of a model on a text in SRILM's `ngram -ppl` format, and/or
     rewrite an n-gram model (`-write-lm`)."""
-    if text is not None and ppl_file is not None or (text is None and ppl_file is None and write_lm is None):
+    if text is not None and ppl_file is not None or (text is None and ppl_file is None and write_lm is None
+                                                     and counts is None):
         raise NplmError("give the text to score with -text FILE (or -ppl FILE)")
     check_writable(write_lm)
+    if counts is not None:
+        check_readable(counts)
     if bayes not in (None, 0):
         raise NplmError("-bayes: only 0 (exact interpolation) is supported")
-    model = load(lm, allow_paths)
+    if map_unk is not None and is_container(lm):
+        raise NplmError(f"{lm}: -map-unk renames an ARPA model's unknown word only")
+    model = load(lm, allow_paths, unk=map_unk)
     if order is not None:
         if not hasattr(model, "truncated"):
             raise NplmError(f"{lm}: -order applies to n-gram models only")
@@ -105,9 +118,16 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
         if not isinstance(model, BackoffModel):
             raise NplmError(f"{lm}: -write-lm writes back-off n-gram models (ARPA) only")
         write_arpa(model, write_lm)
+    if counts is not None:
+        if not isinstance(model, BackoffModel):
+            raise NplmError(f"{lm}: -counts scores back-off n-gram models (ARPA) only")
+        count_perplexity(model, counts, debug=debug, write=click.echo, unk_log10prob=unk_prob)
     if text is None and ppl_file is None:
         return
     if oov_estimate and not hasattr(model, "logprobs_estimating_oov"):
         raise NplmError(f"{lm}: -oov-estimate needs an energy network (-arch energy)")
+    if oov_estimate and unk_prob is not None:
+        raise NplmError("choose one of -oov-estimate and -unk-prob")
     perplexity(model, text or ppl_file, debug=debug, write=click.echo,
-               normalize=Normalizer(lower=lower, map_numbers=map_numbers), oov_estimate=oov_estimate)
+               normalize=Normalizer(lower=lower, map_numbers=map_numbers), oov_estimate=oov_estimate,
+               unk_log10prob=unk_prob)

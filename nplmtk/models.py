@@ -10,6 +10,7 @@ from .neural.mlp import MLPModel
 from .neural.recurrent import LSTMModel, RNNModel
 from .ngram.arpa import read_arpa
 from .ngram.deleted_interpolation import DeletedInterpolation, load_deleted_interpolation
+from .vocab import UNK
 
 # -arch name -> the class that builds (`initial`) and trains it (nplmtk.neural.network.NeuralModel)
 ARCHITECTURES = {
@@ -58,11 +59,14 @@ MODEL_KINDS = {
 }
 
 
-def load(path, allow_paths=False):
+def load(path, allow_paths=False, unk=None):
     """Open any model file: ARPA text (optionally gzipped) or an nplm container. A
-    mixture's components must lie in its folder unless `allow_paths`."""
+    mixture's components must lie in its folder unless `allow_paths`. `unk` names the
+    unknown word of an ARPA model (SRILM's -map-unk)."""
     if not container.is_container(path):
-        return read_arpa(path)
+        return read_arpa(path, unk=unk or UNK)
+    if unk is not None:
+        raise InputError("only an ARPA model's unknown word can be renamed", path=path)
     model_file = container.load(path)
     loader = MODEL_KINDS.get(model_file.kind)
     if loader is None:

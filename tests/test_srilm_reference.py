@@ -111,6 +111,22 @@ def test_ppl_reports_equal_srilms_byte_for_byte(name, debug):
         assert out == f.read()
 
 
+@pytest.mark.parametrize("reference, options", [
+    ("ppl-counts-kn3-unk-debug2.txt", ["-lm", "kn3-unk.arpa.gz", "-counts", "test-counts.txt.gz", "-debug", 2]),
+    ("ppl-counts-kn3-closed-unkprob-debug1.txt", ["-lm", "kn3-closed.arpa.gz", "-counts", "test-counts.txt.gz",
+                                                  "-unk-prob", -5, "-debug", 1]),
+    ("ppl-kn3-closed-unkprob-debug2.txt", ["-lm", "kn3-closed.arpa.gz", "-ppl", "test.txt", "-unk-prob", -5,
+                                           "-debug", 2]),
+    ("ppl-kn3-mapunk-debug2.txt", ["-lm", "kn3-mapunk.arpa.gz", "-map-unk", "<UNK>", "-ppl", "test.txt",
+                                   "-debug", 2]),
+])
+def test_counts_unk_prob_and_map_unk_reports_equal_srilms(reference, options):
+    status, out, err = run_nplm("ppl", *options, cwd=DATA)
+    assert status == 0, err
+    with open(f"{DATA}/{reference}", encoding="utf-8") as f:
+        assert out == f.read()
+
+
 def test_order_option_equals_srilms():
     status, out, err = run_nplm("ppl", "-lm", "kn3-unk.arpa.gz", "-order", 2, "-text", "test.txt", cwd=DATA)
     assert status == 0, err

@@ -7,7 +7,7 @@ import numpy as np
 from .._ext.arpa_format import SectionError, format_section, parse_section
 from ..errors import InputError
 from ..io import atomic_output, read_bytes
-from ..vocab import Vocabulary
+from ..vocab import UNK, Vocabulary
 from .backoff import BackoffModel
 from .counts import MAX_ORDER, byte_ranks
 from .index import NgramIndex
@@ -59,7 +59,7 @@ def write_arpa(model, path):
         out.write(b"\n\\end\\\n")
 
 
-def read_arpa(path):
+def read_arpa(path, unk=UNK):
     """A BackoffModel from an ARPA file; its vocabulary is the words of the 1-grams."""
     data = read_bytes(path)
     if data.startswith(KENLM_BINARY_MAGIC):
@@ -128,7 +128,7 @@ def read_arpa(path):
                              path=path, line=line_of(pos))
         if k == 1:
             names = [w.decode("utf-8") for w in new_words]
-            vocab = Vocabulary(names)
+            vocab = Vocabulary(names, unk=unk)
             if len(vocab) != len(names) + sum(s not in names for s in vocab.words[:3]):
                 raise InputError("a 1-gram appears twice", path=path, line=line_of(pos))
             word_ids = {w: vocab.index[name] for w, name in zip(new_words, names)}

@@ -91,9 +91,10 @@ class BackoffModel(LanguageModel):
                             [b[k][o] for b, k, o in zip(self.bow, keep, order)],
                             [h[k][o] for h, k, o in zip(self.has_bow, keep, order)])
 
-    def score_rows(self, rows):
-        """float32 log10 p(w | h) for rows (h..., w) of word ids."""
-        return backoff_walk(self.index, self.logp, self.bow, self.node, rows)
+    def score_rows(self, rows, with_order=False):
+        """float32 log10 p(w | h) for rows (h..., w) of word ids; `with_order` adds the
+        order of the n-gram each probability came from (0: none)."""
+        return backoff_walk(self.index, self.logp, self.bow, self.node, rows, with_order=with_order)
 
     def log10probs(self, corpus):
         self.check_vocab(corpus)

@@ -90,19 +90,7 @@ class NgramCounts:
             fields = split_words(line)
             if not fields:
                 continue
-            k = len(fields) - 1
-            if k < 1:
-                raise InputError("expected 'w1 ... wk<TAB>count'", path=path, line=number)
-            if k > MAX_ORDER:
-                raise InputError(f"{k}-gram is longer than the maximum order {MAX_ORDER}", path=path, line=number)
-            try:
-                count = int(fields[-1])
-            except ValueError:
-                raise InputError(f"count '{fields[-1]}' is not an integer", path=path, line=number) from None
-            if count < 0:
-                raise InputError(f"negative count {count}", path=path, line=number)
-            if count > MAX_COUNT:
-                raise InputError(f"count {count} above 2^63 - 1", path=path, line=number)
+            k, count = len(fields) - 1, parse_count(fields, path, number)
             if limit_vocab and any(w not in index for w in fields[:-1]):
                 continue
             rows, values = by_order.setdefault(k, ([], []))
@@ -140,6 +128,24 @@ class NgramCounts:
                  for row, c in zip(grams.tolist(), counts.tolist())]
         with atomic_output(path) as out:
             out.writelines(lines[row] for row in rows.tolist())
+
+
+def parse_count(fields, path, number):
+    """The count of a counts-file line split into `fields` (w1 ... wk count), checked."""
+    k = len(fields) - 1
+    if k < 1:
+        raise InputError("expected 'w1 ... wk<TAB>count'", path=path, line=number)
+    if k > MAX_ORDER:
+        raise InputError(f"{k}-gram is longer than the maximum order {MAX_ORDER}", path=path, line=number)
+    try:
+        count = int(fields[-1])
+    except ValueError:
+        raise InputError(f"count '{fields[-1]}' is not an integer", path=path, line=number) from None
+    if count < 0:
+        raise InputError(f"negative count {count}", path=path, line=number)
+    if count > MAX_COUNT:
+        raise InputError(f"count {count} above 2^63 - 1", path=path, line=number)
+    return count
 
 
 def byte_ranks(words):
