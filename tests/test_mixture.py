@@ -45,6 +45,26 @@ def test_em_follows_compute_best_mix_iteration_by_iteration():
         np.testing.assert_allclose(ours[iteration], values, rtol=2e-5, err_msg=f"iteration {iteration}")
 
 
+def test_em_on_contexts_holding_a_parenthesis_follows_compute_best_mix_reading_them_right():
+    """SRILM's compute-best-mix reads a `p( w | ) ...)` line (the word after a `)`) as log
+    probability 0 for every model; on the same -debug 2 files with that context renamed
+    it follows the EM we run from the models (tests/data/srilm/README.md)."""
+    status, out, err = run_nplm("mix", "-lm", KN, "-lm", WB, "-text", "test-parens.txt", "-debug", 1, cwd=DATA)
+    assert status == 0, err
+    pattern = r"iteration (\d+), lambda = \((\S+) (\S+)\), ppl = (\S+)"
+    ours = {int(m[0]): tuple(map(float, m[1:])) for m in re.findall(pattern, out)}
+    fixed = reference("compute-best-mix-parens-fixed.txt")
+    theirs = {int(m[0]): tuple(map(float, m[1:])) for m in re.findall(pattern, fixed)}
+    assert len(theirs) > 40 and set(theirs) <= set(ours)
+    for iteration, values in theirs.items():
+        np.testing.assert_allclose(ours[iteration], values, rtol=2e-5, err_msg=f"iteration {iteration}")
+    best = [float(v) for v in re.search(r"best lambda \((\S+) (\S+)\)", fixed).groups()]
+    assert f"tokens: {best[0]:.6f} {best[1]:.6f}" in out
+    as_read = [float(v) for v in re.search(r"best lambda \((\S+) (\S+)\)",
+                                            reference("compute-best-mix-parens-as-read.txt")).groups()]
+    assert abs(as_read[0] - best[0]) > 1e-3  # the misread tokens move SRILM's own weights
+
+
 def test_em_stops_where_compute_best_mix_stops():
     """Issue 17: every weight moving by at most 0.001 (its -precision), so the weights
     printed are SRILM's; -precision 0 iterates on to our likelihood tolerance."""
