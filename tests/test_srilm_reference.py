@@ -57,6 +57,19 @@ def test_estimated_models_equal_srilms(name, tmp_path):
     assert out.read_bytes() == gzip.open(f"{DATA}/{name}.arpa.gz").read()
 
 
+def test_fallback_discounts_estimate_as_srilm_given_them(tmp_path):
+    """Text repeated 10 times has no trigram counted 1..4 times: we warn and use KenLM's
+    fallback discounts, and otherwise SRILM's logic, as SRILM does when -kn3 gives it those
+    discounts (back-off weights above 1 included)."""
+    with open(f"{DATA}/train.txt", encoding="utf-8") as f:
+        (tmp_path / "train10.txt").write_text(f.read() * 10, encoding="utf-8")
+    out = tmp_path / "m.arpa"
+    status, _, err = run_nplm("ngram-count", "-text", tmp_path / "train10.txt", "-order", 3,
+                              "-vocab", f"{DATA}/vocab.txt", "-unk", "-lm", out)
+    assert status == 0 and "order 3: counts-of-counts n1..n4 = [0, 0, 0, 0]" in err
+    assert out.read_bytes() == gzip.open(f"{DATA}/kn3-unk-repeated10-fallback.arpa.gz").read()
+
+
 def test_counts_and_vocabulary_written_as_srilms(tmp_path):
     status, _, err = run_nplm("ngram-count", "-text", f"{DATA}/train.txt", "-order", 3, "-vocab", f"{DATA}/vocab.txt",
                               "-write-vocab", tmp_path / "vocab.txt")
