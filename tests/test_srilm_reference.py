@@ -70,6 +70,24 @@ def test_fallback_discounts_estimate_as_srilm_given_them(tmp_path):
     assert out.read_bytes() == gzip.open(f"{DATA}/kn3-unk-repeated10-fallback.arpa.gz").read()
 
 
+def test_always_interpolate_estimates_as_kenlm_lmplz(tmp_path):
+    """Every entry of lmplz's ARPA to the printed digit (tests/data/kenlm/README.md), but
+    for <s> (lmplz: log10 p 0, SRILM and we: -99); a weight lmplz writes as 0 we may leave out."""
+    out = tmp_path / "ai.arpa"
+    status, _, err = run_nplm("ngram-count", "-text", f"{DATA}/train.txt", "-order", 3, "-unk",
+                              "-always-interpolate", "-lm", out)
+    assert status == 0, err
+    ours, theirs = arpa_entries(str(out)), arpa_entries(f"{DATA}/../kenlm/lmplz3.arpa.gz")
+    assert set(ours) == set(theirs)
+    worst = 0.0
+    for gram in ours:
+        a, b = [float(v) for v in ours[gram] + ("0",)][:2], [float(v) for v in theirs[gram] + ("0",)][:2]
+        if gram == "<s>":
+            a, b = a[1:], b[1:]
+        worst = max([worst] + [abs(x - y) for x, y in zip(a, b)])
+    assert worst <= 1e-6  # the last of 7 printed digits
+
+
 def test_counts_and_vocabulary_written_as_srilms(tmp_path):
     status, _, err = run_nplm("ngram-count", "-text", f"{DATA}/train.txt", "-order", 3, "-vocab", f"{DATA}/vocab.txt",
                               "-write-vocab", tmp_path / "vocab.txt")

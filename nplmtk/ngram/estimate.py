@@ -85,15 +85,16 @@ class ModifiedKneserNey(_Discount):
         self.fallback = False
         self.debug_lines = _modifying(settings) + [f"Kneser-Ney smoothing {settings.order}-grams"] + [
             f"n{i} = {c}" for i, c in enumerate(n, 1)]
-        if min(n) > 0:
+        if min(n[:3]) > 0:
             # Y = n1 / (n1 + 2 n2), D_c = c - (c + 1) Y n_{c+1} / n_c
             y = n[0] / (n[0] + 2 * n[1])
             self.d = (1 - 2 * y * n[1] / n[0], 2 - 3 * y * n[2] / n[1], 3 - 4 * y * n[3] / n[2])
             self.debug_lines += [f"D{i} = {_g(d)}" for i, d in zip(("1", "2", "3+"), self.d)]
         else:
             self.d = (-1.0, -1.0, -1.0)
-        if not all(0 < d <= i for i, d in enumerate(self.d, 1)):
-            # Degenerate counts-of-counts (e.g. repeated text): fall back as KenLM does.
+        if not all(0 <= d <= i for i, d in enumerate(self.d, 1)):
+            # Degenerate counts-of-counts (e.g. repeated text): fall back as KenLM does, and
+            # when it does (n1, n2 or n3 zero, or some D_c outside [0, c]).
             self.fallback = True
             self.d = FALLBACK_DISCOUNTS
             warn(f"order {settings.order}: counts-of-counts n1..n4 = {n} give discounts out of range; "
@@ -356,12 +357,14 @@ def estimate(counts, method="kn", interpolate=True, min_counts=None, unk_is_word
     for k in range(counts.order):
         contexts = _ContextsOfOrder(counts, k, adjusted[k], events)
         lower = lower_order_probabilities(tables, k, suffix, contexts.eligible, events)
-        keep = initial_probabilities(tables, k, adjusted[k], discounts[k], lower, contexts, interpolate,
-                                     always_interpolate, events)
+        keep, gamma = initial_probabilities(tables, k, adjusted[k], discounts[k], lower, contexts, interpolate,
+                                            always_interpolate, events)
+        # lmplz writes the interpolation weights themselves as back-off weights
+        lmplz_gamma = gamma if always_interpolate and interpolate else None
         if k == 0:
-            distribute_unigram_mass(tables, events)
+            distribute_unigram_mass(tables, events, lmplz_gamma)
         else:
-            backoff_weights(tables, k, keep, lower, contexts, suffix)
+            backoff_weights(tables, k, keep, lower, contexts, suffix, lmplz_gamma)
     fixup_missing_contexts(tables)
     return tables.model()
 
@@ -445,8 +448,9 @@ def lower_order_probabilities(tables, k, suffix, eligible, events):
 
 def initial_probabilities(tables, k, count, discount, lower, contexts, interpolate, always_interpolate, events):
     """Stores p(w | h) of the order-(k+1) n-grams kept in the model, and returns which
-    those are. SRILM's retry: a context whose seen words leave no mass for unseen ones
-    stops interpolating, then has one added to its denominator."""
+    those are and each context's interpolation weight gamma(h) (0 where it stopped
+    interpolating). SRILM's retry: a context whose seen words leave no mass for unseen
+    ones stops interpolating, then has one added to its denominator."""
     eligible = contexts.eligible
     total = contexts.sum(np.where(eligible, count, 0))
     observed = contexts.sum(eligible)
@@ -477,16 +481,23 @@ def initial_probabilities(tables, k, count, discount, lower, contexts, interpola
     with np.errstate(divide="ignore"):
         tables.logp[k][keep] = np.log10(prob[keep]).astype(np.float32)
     tables.present[k][keep] = True
-    return keep
+    return keep, np.where(interpolating, gamma, 0.0)
 
 
-def distribute_unigram_mass(tables, events):
+def distribute_unigram_mass(tables, events, lmplz_gamma=None):
     """SRILM's distributeProb: the unigram mass left over goes to words without a
     probability (or to all words when every word has one). `<s>` is a unigram of
-    probability zero, kept for its back-off weight."""
+    probability zero, kept for its back-off weight. With `lmplz_gamma` (the unigrams'
+    interpolation weight) the words without a count get gamma / |V| directly, as lmplz
+    gives them, not the float32 sum's left-over."""
     logp, present = tables.logp[0], tables.present[0]
     present[events.vocab.bos] = True
     real = ~events.non_event(np.arange(len(events.vocab)))
+    if lmplz_gamma is not None:
+        zero = real & ~present
+        logp[zero] = np.log10(np.float32(lmplz_gamma[0]) * np.float32(1 / events.count))
+        present[real] = True
+        return
     numerator = 1 - log10_to_prob(logp[present & real]).sum()
     if numerator < PROB_EPSILON:
         numerator = 0.0
@@ -500,14 +511,20 @@ def distribute_unigram_mass(tables, events):
     present[real] = True
 
 
-def backoff_weights(tables, k, keep, lower, contexts, suffix):
+def backoff_weights(tables, k, keep, lower, contexts, suffix, lmplz_gamma=None):
     """The back-off weights of the order-k contexts, once their order-(k+1) n-grams have
-    probabilities (`keep` marks those kept, `lower` their p(w | h'))."""
+    probabilities (`keep` marks those kept, `lower` their p(w | h')); with `lmplz_gamma`
+    the contexts' interpolation weights, as lmplz writes them (float32, 1 where none)."""
     # Contexts with kept words get back-off nodes, and so does every suffix of them.
     node = tables.node
     node[k - 1][contexts.group[keep]] = True
     for j in range(k - 1, 0, -1):
         node[j - 1][suffix[j][node[j]]] = True
+    if lmplz_gamma is not None:
+        usable = node[k - 1] & np.isfinite(lmplz_gamma) & (lmplz_gamma > 0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            tables.bow[k - 1] = np.where(usable, np.log10(lmplz_gamma.astype(np.float32)), 0.0).astype(np.float32)
+        return
     # bow(h) = (1 - sum_{w seen after h} p(w | h)) / (1 - sum_{w seen after h} p(w | h'))
     numerator = 1 - contexts.sum(np.where(keep, log10_to_prob(tables.logp[k]), 0.0))
     denominator = 1 - contexts.sum(np.where(keep, lower, 0.0))
