@@ -9,7 +9,7 @@ import click
 
 from nplmtk.errors import NplmError, NplmWarning
 
-from . import embeddings, generate, mix, ngram_count, plot, ppl, rescore, toy_corpus, train, vocab
+from . import embeddings, generate, mix, ngram_class, ngram_count, plot, ppl, rescore, toy_corpus, train, vocab
 from .options import spell
 
 ALIASES = {"train": "train-nplm"}
@@ -52,6 +52,7 @@ def warnings_printed_by(subcommand):
 
 cli.add_command(vocab.command)
 cli.add_command(ngram_count.command)
+cli.add_command(ngram_class.command)
 cli.add_command(ppl.command)
 cli.add_command(train.command)
 cli.add_command(toy_corpus.command)

@@ -6,6 +6,7 @@ from nplmtk.corpus import Corpus
 from nplmtk.errors import NplmError
 from nplmtk.io import atomic_output, check_readable, check_writable, read_lines
 from nplmtk.ngram.arpa import write_arpa
+from nplmtk.ngram.classes import WordClasses, token_ids, token_vocabulary
 from nplmtk.ngram.counts import MAX_ORDER, NgramCounts, byte_ranks, check_order
 from nplmtk.ngram.deleted_interpolation import DeletedInterpolation
 from nplmtk.ngram.estimate import estimate
@@ -76,6 +77,10 @@ def _discounting(kndiscount, ukndiscount, wbdiscount, gtdiscount, cdiscount, add
                           "as <unk>).")
 @flag("sort", help="Accepted for SRILM compatibility: -write always writes SRILM's sorted order.")
 @option("map-unk", metavar="WORD", default=None, help="Name the unknown word WORD instead of <unk>.")
+@option("classes", metavar="FILE", default=None,
+        help="A classes file (SRILM's format, e.g. from `nplm ngram-class`): count and estimate the n-grams of "
+        "the words' classes (what SRILM's replace-words-with-classes and ngram-count do); score with "
+        "`nplm ppl -lm X -classes FILE`.")
 @option("debug", type=click.IntRange(0, 4), default=0,
         help="1 or more: print each order's discounting as SRILM's -debug 1 does (to stderr).")
 @flag("lower", help="Lower-case the text first.")
@@ -83,7 +88,7 @@ def _discounting(kndiscount, ukndiscount, wbdiscount, gtdiscount, cdiscount, add
 @_cutoff_options
 def command(text, read, order, vocab, unk, write, lm, kndiscount, ukndiscount, wbdiscount, gtdiscount, cdiscount,
             addsmooth, interpolate, always_interpolate, deleted_interpolation, heldout, em_iterations, prune, minprune,
-            write_vocab, limit_vocab, sort, map_unk, debug, lower, map_numbers, **cutoffs):
+            write_vocab, limit_vocab, sort, map_unk, classes, debug, lower, map_numbers, **cutoffs):
     """Count the n-grams of a text and estimate a smoothed model.
 
     With no discounting option the model is interpolated modified Kneser-Ney
@@ -107,7 +112,7 @@ def command(text, read, order, vocab, unk, write, lm, kndiscount, ukndiscount, w
         raise NplmError("-prune prunes the model: give -lm MODEL")
     if sum(path == "-" for path in text + read + ((heldout,) if heldout else ())) > 1:
         raise NplmError("-: stdin can be read only once")
-    for path in list(text) + list(read) + ([vocab] if vocab else []) + ([heldout] if heldout else []):
+    for path in list(text) + list(read) + [p for p in (vocab, heldout, classes) if p]:
         check_readable(path)
     for path in (lm, write, write_vocab):
         check_writable(path)
@@ -140,8 +145,17 @@ def command(text, read, order, vocab, unk, write, lm, kndiscount, ukndiscount, w
         model.save(lm, {"training": list(text), "heldout": heldout})
         return
 
-    parts = [NgramCounts.from_corpus(Corpus.read(path, vocabulary, unk=True, normalize=normalize), order)
-             for path in text]
+    corpora = [Corpus.read(path, vocabulary, unk=True, normalize=normalize) for path in text]
+    if classes is not None:
+        if read:
+            raise NplmError("-classes counts class n-grams of -text; -read counts are of words")
+        word_classes = WordClasses.read(classes)
+        tokens = token_vocabulary(vocabulary, word_classes)
+        ids = token_ids(vocabulary, word_classes, tokens)
+        corpora = [Corpus(ids[c.ids], c.offsets, tokens, name=c.name) for c in corpora]
+        # the unknown word's class stands for it: the <unk> token itself never occurs
+        unk = unk and vocabulary.unk_word not in word_classes.class_of
+    parts = [NgramCounts.from_corpus(corpus, order) for corpus in corpora]
     parts += [NgramCounts.read(path, vocabulary, limit_vocab) for path in read]
     counts = parts[0] if len(parts) == 1 else NgramCounts.merge(parts)
     if write is not None:

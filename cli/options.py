@@ -12,6 +12,7 @@ FLAGS = {
     "unk_is_word": "-unk",
     "min_counts": "-gtNmin",
     "weights": "-lambda",
+    "num_classes": "-numclasses",
 }
 
 

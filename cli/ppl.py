@@ -7,6 +7,7 @@ from nplmtk.io import check_readable, check_writable
 from nplmtk.models import load
 from nplmtk.ngram.arpa import write_arpa
 from nplmtk.ngram.backoff import BackoffModel
+from nplmtk.ngram.classes import ClassNgramModel, WordClasses
 from nplmtk.ngram.estimate import prune as prune_model
 from nplmtk.ngram.estimate import prune_low_probs
 from nplmtk.ngram.estimate import renormalise
@@ -62,6 +63,10 @@ def _mix_options(function):
 @option("minprune", type=click.IntRange(min=2), default=2, help="Prune only n-grams at least this long.")
 @flag("prune-lowprobs", help="Remove the n-grams whose probability is below their back-off estimate (SRILM's "
                              "-prune-lowprobs).")
+@option("classes", metavar="FILE", default=None,
+        help="A classes file (SRILM's format): -lm is a class n-gram, p(w | h) = p(w | c(w)) p(c(w) | c(h)) "
+        "(SRILM's -classes with -simple-classes).")
+@flag("simple-classes", help="Accepted for SRILM compatibility: every word has one class.")
 @option("map-unk", metavar="WORD", default=None, help="The ARPA model's unknown word is WORD, not <unk>.")
 @option("unk-prob", type=float, default=None, metavar="LOGP",
         help="Give unknown words this log10 probability in every context (-99: probability 0, an OOV).")
@@ -73,16 +78,17 @@ def _mix_options(function):
         "then optional.")
 @_mix_options
 def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, main_weight, bayes, oov_estimate,
-            allow_paths, vocab, limit_vocab, renorm, prune, minprune, prune_lowprobs, map_unk, unk_prob, counts,
-            write_lm, **more):
+            allow_paths, vocab, limit_vocab, renorm, prune, minprune, prune_lowprobs, classes, simple_classes, map_unk,
+            unk_prob, counts, write_lm, **more):
     """Report the perplexity of a model on a text in SRILM's `ngram -ppl` format, and/or
     rewrite an n-gram model (`-write-lm`)."""
     if text is not None and ppl_file is not None or (text is None and ppl_file is None and write_lm is None
                                                      and counts is None):
         raise NplmError("give the text to score with -text FILE (or -ppl FILE)")
     check_writable(write_lm)
-    if counts is not None:
-        check_readable(counts)
+    for path in (counts, classes):
+        if path is not None:
+            check_readable(path)
     if bayes not in (None, 0):
         raise NplmError("-bayes: only 0 (exact interpolation) is supported")
     if map_unk is not None and is_container(lm):
@@ -104,6 +110,10 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
         model = prune_model(model, prune, minprune)
     if prune_lowprobs:
         model = prune_low_probs(model, minprune)
+    if classes is not None:
+        if not isinstance(model, BackoffModel):
+            raise NplmError(f"{lm}: -classes goes with a back-off n-gram model over classes (ARPA)")
+        model = ClassNgramModel(model, WordClasses.read(classes))
     extra = [(more[f"mix_lm{i}"], more[f"mix_lambda{i}"]) for i in range(2, MAX_MIX + 1) if more[f"mix_lm{i}"]]
     if extra and mix_lm is None:
         raise NplmError("-mix-lm2 and the like need -mix-lm")
