@@ -6,7 +6,7 @@ from nplmtk.corpus import Corpus
 from nplmtk.errors import NplmError
 from nplmtk.io import atomic_output, check_readable, check_writable, read_lines
 from nplmtk.ngram.arpa import write_arpa
-from nplmtk.ngram.classes import WordClasses, token_ids, token_vocabulary
+from nplmtk.ngram.classes import ClassNgramModel, WordClasses, token_ids, token_vocabulary
 from nplmtk.ngram.counts import MAX_ORDER, NgramCounts, byte_ranks, check_order
 from nplmtk.ngram.deleted_interpolation import DeletedInterpolation
 from nplmtk.ngram.estimate import estimate
@@ -79,8 +79,8 @@ def _discounting(kndiscount, ukndiscount, wbdiscount, gtdiscount, cdiscount, add
 @option("map-unk", metavar="WORD", default=None, help="Name the unknown word WORD instead of <unk>.")
 @option("classes", metavar="FILE", default=None,
         help="A classes file (SRILM's format, e.g. from `nplm ngram-class`): count and estimate the n-grams of "
-        "the words' classes (what SRILM's replace-words-with-classes and ngram-count do); score with "
-        "`nplm ppl -lm X -classes FILE`.")
+        "the words' classes (what SRILM's replace-words-with-classes and ngram-count do). -lm X.nplm writes one "
+        "file holding both; an ARPA -lm is scored with `nplm ppl -lm X -classes FILE`.")
 @option("debug", type=click.IntRange(0, 4), default=0,
         help="1 or more: print each order's discounting as SRILM's -debug 1 does (to stderr).")
 @flag("lower", help="Lower-case the text first.")
@@ -172,4 +172,7 @@ def command(text, read, order, vocab, unk, write, lm, kndiscount, ukndiscount, w
                      log=(lambda line: click.echo(line, err=True)) if debug else None)
     if prune:
         model = prune_model(model, prune, minprune)
-    write_arpa(model, lm)
+    if classes is not None and lm.endswith(".nplm"):
+        ClassNgramModel(model, word_classes).save(lm)  # the class n-gram and its classes in one file
+    else:
+        write_arpa(model, lm)

@@ -140,3 +140,32 @@ def test_ngram_class_refuses_more_classes_than_words(tmp_path):
                                 "-numclasses", 100000, "-classes", tmp_path / "c.classes")
     assert_one_line_error(status, err, "-numclasses must be between 1 and the")
     assert not os.path.exists(tmp_path / "c.classes")
+
+
+def test_a_class_ngram_in_one_file_scores_and_mixes_as_any_model(tmp_path):
+    model = tmp_path / "c20.nplm"
+    status, _, err = run_nplm("ngram-count", "-text", f"{DATA}/train.txt", "-vocab", f"{DATA}/vocab.txt",
+                              "-classes", f"{DATA}/class20.classes", "-order", 3, "-wbdiscount", "-interpolate",
+                              "-lm", model)
+    assert status == 0, err
+    status, report, err = run_nplm("ppl", "-lm", model, "-ppl", "test.txt", "-debug", 2, cwd=DATA)
+    assert status == 0, err
+    with open(f"{DATA}/ppl-class20-wb3-simple-debug2.txt", encoding="utf-8") as f:
+        assert report == f.read()
+    status, out, err = run_nplm("mix", "-lm", model, "-lm", f"{DATA}/kn3-unk.arpa.gz", "-text", f"{DATA}/test.txt")
+    assert status == 0, err
+    mixed = float(out.split("mixture: ppl= ")[1].split()[0])
+    alone = [float(line.split("ppl= ")[1]) for line in out.splitlines() if line.startswith("model ")]
+    assert mixed < min(alone)
+
+
+def test_a_crafted_class_ngram_file_is_refused_in_one_line(tmp_path):
+    from nplmtk import container
+    bad = tmp_path / "bad.nplm"
+    container.save(str(bad), "class-ngram", {"arpa": np.frombuffer(b"\\data\\\nngram 1=1\n", dtype=np.uint8),
+                                             "classes": np.frombuffer(b"C 1 a\n", dtype=np.uint8)})
+    status, out, err = run_nplm("ppl", "-lm", bad, "-ppl", f"{DATA}/test.txt")
+    assert_one_line_error(status, err, "bad.nplm")
+    container.save(str(bad), "class-ngram", {"arpa": np.zeros(3, dtype=np.float32)})
+    status, out, err = run_nplm("ppl", "-lm", bad, "-ppl", f"{DATA}/test.txt")
+    assert_one_line_error(status, err, "exactly the uint8 arrays 'arpa' and 'classes'")

@@ -1,5 +1,6 @@
 """ARPA back-off files, read and written as SRILM and KenLM do: log10 values with 7
 significant digits, -99 for log 0, gzip-aware, every defect reported with its line."""
+import io
 import re
 
 import numpy as np
@@ -39,29 +40,40 @@ def srilm_order(grams, rank):
 
 def write_arpa(model, path):
     """The model as SRILM writes it, line for line (the same n-grams in the same order)."""
+    with atomic_output(path, binary=True) as out:
+        _write_arpa_to(model, out)
+
+
+def arpa_bytes(model):
+    """The ARPA text `write_arpa` writes, as bytes."""
+    out = io.BytesIO()
+    _write_arpa_to(model, out)
+    return out.getvalue()
+
+
+def _write_arpa_to(model, out):
     encoded = [w.encode("utf-8") for w in model.vocab.words]
     rank = byte_ranks(model.vocab.words)
     word_start = np.zeros(len(encoded) + 1, dtype=np.int64)
     np.cumsum([len(w) for w in encoded], out=word_start[1:])
     words = np.frombuffer(b"".join(encoded), dtype=np.uint8)
-    with atomic_output(path, binary=True) as out:
-        out.write(b"\n\\data\\\n")
-        for k, grams in enumerate(model.grams, 1):
-            out.write(f"ngram {k}={len(grams)}\n".encode())
-        for k, (grams, logp, bow, has_bow) in enumerate(
-                zip(model.grams, model.logp, model.bow, model.has_bow), 1):
-            out.write(f"\n\\{k}-grams:\n".encode())
-            order = srilm_order(grams, rank)
-            out.write(format_section(np.ascontiguousarray(grams[order], dtype=np.int32),
-                                     np.ascontiguousarray(logp[order], dtype=np.float32),
-                                     np.ascontiguousarray(bow[order], dtype=np.float32),
-                                     np.ascontiguousarray(has_bow[order], dtype=np.uint8), words, word_start))
-        out.write(b"\n\\end\\\n")
+    out.write(b"\n\\data\\\n")
+    for k, grams in enumerate(model.grams, 1):
+        out.write(f"ngram {k}={len(grams)}\n".encode())
+    for k, (grams, logp, bow, has_bow) in enumerate(zip(model.grams, model.logp, model.bow, model.has_bow), 1):
+        out.write(f"\n\\{k}-grams:\n".encode())
+        order = srilm_order(grams, rank)
+        out.write(format_section(np.ascontiguousarray(grams[order], dtype=np.int32),
+                                 np.ascontiguousarray(logp[order], dtype=np.float32),
+                                 np.ascontiguousarray(bow[order], dtype=np.float32),
+                                 np.ascontiguousarray(has_bow[order], dtype=np.uint8), words, word_start))
+    out.write(b"\n\\end\\\n")
 
 
-def read_arpa(path, unk=UNK):
-    """A BackoffModel from an ARPA file; its vocabulary is the words of the 1-grams."""
-    data = read_bytes(path)
+def read_arpa(path, unk=UNK, data=None):
+    """A BackoffModel from an ARPA file (or its bytes `data`, `path` naming them); its
+    vocabulary is the words of the 1-grams."""
+    data = read_bytes(path) if data is None else bytes(data)
     if data.startswith(KENLM_BINARY_MAGIC):
         raise InputError("a KenLM binary model (written by KenLM's build_binary), not ARPA text: build_binary has "
                          "no inverse, so give the ARPA file it was built from", path=path)

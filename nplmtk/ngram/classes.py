@@ -10,11 +10,13 @@ import math
 
 import numpy as np
 
+from .. import container
 from ..errors import InputError
 from ..io import atomic_output, read_lines
 from ..lm import LanguageModel
+from .arpa import arpa_bytes, read_arpa
 from ..text import split_words
-from ..vocab import BOS, EOS, UNK, Vocabulary
+from ..vocab import BOS, EOS, Vocabulary
 
 CLASS_NAME = "CLASS-{:05d}"  # ngram-class's names
 
@@ -30,11 +32,12 @@ class WordClasses:
         return list(dict.fromkeys(self.class_of.values()))
 
     @classmethod
-    def read(cls, path):
-        """An SRILM classes file; a member without a probability gets an equal share of
-        what its class's other members leave (SRILM's rule)."""
+    def read(cls, path, lines=None):
+        """An SRILM classes file (or its `lines`, `path` naming them); a member without a
+        probability gets an equal share of what its class's other members leave (SRILM's
+        rule)."""
         class_of, prob, first_line, missing = {}, {}, {}, {}
-        for number, line in enumerate(read_lines(path), 1):
+        for number, line in enumerate(read_lines(path) if lines is None else lines, 1):
             fields = split_words(line)
             if not fields:
                 continue
@@ -76,12 +79,14 @@ class WordClasses:
 
     def write(self, path):
         """SRILM's classes-format, one `class prob word` per line, classes in order."""
+        with atomic_output(path) as out:
+            out.write(self.text())
+
+    def text(self):
         by_class = {}
         for word, name in self.class_of.items():
             by_class.setdefault(name, []).append(word)
-        with atomic_output(path) as out:
-            for name in sorted(by_class):
-                out.writelines(f"{name} {self.prob[w]!r} {w}\n" for w in by_class[name])
+        return "".join(f"{name} {self.prob[w]!r} {w}\n" for name in sorted(by_class) for w in by_class[name])
 
     def replace(self, words):
         """The token of each word: its class, or the word itself if it has none."""
@@ -128,6 +133,24 @@ class ClassNgramModel(LanguageModel):
     @property
     def order(self):
         return self.tokens.order
+
+    def save(self, path):
+        """One file for `load`, `mix` and `-mix-lm`: the class n-gram's ARPA text and the
+        classes file, each read back by its own (validating) reader."""
+        container.save(path, self.kind, {
+            "arpa": np.frombuffer(arpa_bytes(self.tokens), dtype=np.uint8),
+            "classes": np.frombuffer(self.classes.text().encode("utf-8"), dtype=np.uint8)})
+
+    @classmethod
+    def from_file(cls, model_file):
+        arrays = model_file.arrays
+        if set(arrays) != {"arpa", "classes"} or any(a.dtype != np.uint8 or a.ndim != 1 for a in arrays.values()):
+            raise InputError("a class n-gram holds exactly the uint8 arrays 'arpa' and 'classes'", path=model_file.path)
+        try:
+            lines = bytes(arrays["classes"]).decode("utf-8").split("\n")
+        except UnicodeDecodeError:
+            raise InputError("its classes are not UTF-8 text", path=model_file.path) from None
+        return cls(read_arpa(model_file.path, data=arrays["arpa"]), WordClasses.read(model_file.path, lines))
 
     def _token_windows(self, corpus):
         windows = corpus.windows(self.order)
