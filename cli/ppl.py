@@ -1,4 +1,7 @@
 """nplm ppl: score text with any model and report perplexity as SRILM does."""
+import os
+import time
+
 import click
 
 from nplmtk.errors import NplmError
@@ -11,6 +14,7 @@ from nplmtk.ngram.classes import ClassNgramModel, WordClasses
 from nplmtk.ngram.estimate import prune as prune_model
 from nplmtk.ngram.estimate import prune_low_probs
 from nplmtk.ngram.estimate import renormalise
+from nplmtk.ngram.srilm_sampling import srilm_sentences
 from nplmtk.mixture import Mixture
 from nplmtk.ppl import count_perplexity, perplexity
 from nplmtk.text import Normalizer
@@ -73,17 +77,21 @@ def _mix_options(function):
 @option("counts", metavar="FILE", default=None,
         help="Score the n-grams of a counts file (w1 ... wk<TAB>count): p(wk | w1 .. wk-1) times the count, as "
         "SRILM's -counts; back-off n-gram models.")
+@option("gen", type=click.IntRange(min=0), default=0, metavar="N",
+        help="Print N sentences sampled from the n-gram model, the same as SRILM's `ngram -gen N -seed S` (with "
+        "-unk, <unk> may be drawn).")
+@option("seed", type=int, default=None, help="Seed of -gen (default: from the time and the process id, as SRILM).")
 @option("write-lm", metavar="FILE", default=None,
         help="Write the n-gram model (after -order) as ARPA, .gz too, as SRILM's `ngram -write-lm`; -text is "
         "then optional.")
 @_mix_options
 def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, main_weight, bayes, oov_estimate,
             allow_paths, vocab, limit_vocab, renorm, prune, minprune, prune_lowprobs, classes, simple_classes, map_unk,
-            unk_prob, counts, write_lm, **more):
+            unk_prob, counts, gen, seed, write_lm, **more):
     """Report the perplexity of a model on a text in SRILM's `ngram -ppl` format, and/or
     rewrite an n-gram model (`-write-lm`)."""
     if text is not None and ppl_file is not None or (text is None and ppl_file is None and write_lm is None
-                                                     and counts is None):
+                                                     and counts is None and not gen):
         raise NplmError("give the text to score with -text FILE (or -ppl FILE)")
     check_writable(write_lm)
     for path in (counts, classes):
@@ -132,12 +140,22 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
         if not isinstance(model, BackoffModel):
             raise NplmError(f"{lm}: -counts scores back-off n-gram models (ARPA) only")
         count_perplexity(model, counts, debug=debug, write=click.echo, unk_log10prob=unk_prob)
-    if text is None and ppl_file is None:
-        return
+    if text is not None or ppl_file is not None:
+        _score_text(model, lm, text or ppl_file, debug, lower, map_numbers, oov_estimate, unk_prob)
+    if gen:
+        if not isinstance(model, BackoffModel):
+            raise NplmError(f"{lm}: -gen samples back-off n-gram models as SRILM does (`nplm generate` samples any "
+                            "model)")
+        for words in srilm_sentences(model, gen, int(time.time()) + os.getpid() if seed is None else seed,
+                                     unk_is_word=unk):
+            click.echo(" ".join(words))
+
+
+def _score_text(model, lm, text, debug, lower, map_numbers, oov_estimate, unk_prob):
     if oov_estimate and not hasattr(model, "logprobs_estimating_oov"):
         raise NplmError(f"{lm}: -oov-estimate needs an energy network (-arch energy)")
     if oov_estimate and unk_prob is not None:
         raise NplmError("choose one of -oov-estimate and -unk-prob")
-    perplexity(model, text or ppl_file, debug=debug, write=click.echo,
+    perplexity(model, text, debug=debug, write=click.echo,
                normalize=Normalizer(lower=lower, map_numbers=map_numbers), oov_estimate=oov_estimate,
                unk_log10prob=unk_prob)

@@ -158,6 +158,24 @@ def test_counts_unk_prob_and_map_unk_reports_equal_srilms(reference, options):
         assert out == f.read()
 
 
+@pytest.mark.parametrize("reference, make_model, options", [
+    ("gen-kn3-unk-seed17.txt", None, ["-lm", "kn3-unk.arpa.gz", "-unk", "-gen", 25, "-seed", 17]),
+    ("gen-kn3-closed-seed-5.txt", None, ["-lm", "kn3-closed.arpa.gz", "-gen", 25, "-seed", -5]),
+    ("gen-utf8-kn3-seed3.txt", "utf8-train.txt", ["-gen", 25, "-seed", 3]),
+])
+def test_gen_draws_srilms_sentences(tmp_path, reference, make_model, options):
+    """SRILM's drand48 and its hash table's order of the words, including non-ASCII ones."""
+    if make_model:
+        model = tmp_path / "m.arpa"
+        status, _, err = run_nplm("ngram-count", "-text", f"{DATA}/{make_model}", "-order", 3, "-lm", model)
+        assert status == 0, err
+        options = ["-lm", model] + options
+    status, out, err = run_nplm("ppl", *options, cwd=DATA)
+    assert status == 0, err
+    with open(f"{DATA}/{reference}", encoding="utf-8") as f:
+        assert out == f.read()
+
+
 def test_order_option_equals_srilms():
     status, out, err = run_nplm("ppl", "-lm", "kn3-unk.arpa.gz", "-order", 2, "-text", "test.txt", cwd=DATA)
     assert status == 0, err
