@@ -87,18 +87,27 @@ def test_classes_files_round_trip(tmp_path):
     assert classes.prob[first[2]] == float(first[1])
 
 
-def test_class_trigram_and_its_report_equal_srilms(tmp_path):
-    out = tmp_path / "class20-wb3.arpa"
+def class20_trigram(out):
+    """SRILM's recipe's Witten-Bell class trigram on SRILM's 20 classes (README there), to `out`."""
     status, _, err = run_nplm("ngram-count", "-text", f"{DATA}/train.txt", "-vocab", f"{DATA}/vocab.txt",
                               "-classes", f"{DATA}/class20.classes", "-order", 3, "-wbdiscount", "-interpolate",
                               "-lm", out)
     assert status == 0, err
+
+
+def srilm_class20_report():
+    with open(f"{DATA}/ppl-class20-wb3-simple-debug2.txt", encoding="utf-8") as f:
+        return f.read()
+
+
+def test_class_trigram_and_its_report_equal_srilms(tmp_path):
+    out = tmp_path / "class20-wb3.arpa"
+    class20_trigram(out)
     assert out.read_bytes() == gzip.open(f"{DATA}/class20-wb3.arpa.gz").read()
     status, report, err = run_nplm("ppl", "-lm", "class20-wb3.arpa.gz", "-classes", "class20.classes",
                                    "-ppl", "test.txt", "-debug", 2, cwd=DATA)
     assert status == 0, err
-    with open(f"{DATA}/ppl-class20-wb3-simple-debug2.txt", encoding="utf-8") as f:
-        assert report == f.read()
+    assert report == srilm_class20_report()
 
 
 def test_with_a_class_per_word_the_class_model_is_the_word_model(tmp_path):
@@ -144,14 +153,10 @@ def test_ngram_class_refuses_more_classes_than_words(tmp_path):
 
 def test_a_class_ngram_in_one_file_scores_and_mixes_as_any_model(tmp_path):
     model = tmp_path / "c20.nplm"
-    status, _, err = run_nplm("ngram-count", "-text", f"{DATA}/train.txt", "-vocab", f"{DATA}/vocab.txt",
-                              "-classes", f"{DATA}/class20.classes", "-order", 3, "-wbdiscount", "-interpolate",
-                              "-lm", model)
-    assert status == 0, err
+    class20_trigram(model)
     status, report, err = run_nplm("ppl", "-lm", model, "-ppl", "test.txt", "-debug", 2, cwd=DATA)
     assert status == 0, err
-    with open(f"{DATA}/ppl-class20-wb3-simple-debug2.txt", encoding="utf-8") as f:
-        assert report == f.read()
+    assert report == srilm_class20_report()
     status, out, err = run_nplm("mix", "-lm", model, "-lm", f"{DATA}/kn3-unk.arpa.gz", "-text", f"{DATA}/test.txt")
     assert status == 0, err
     mixed = float(out.split("mixture: ppl= ")[1].split()[0])
