@@ -11,7 +11,7 @@ from nplmtk.errors import NplmError
 from nplmtk.io import atomic_output, check_readable, check_writable
 from nplmtk.ngram.classes import CLASS_NAME, WordClasses, token_ids, token_vocabulary
 from nplmtk.ngram.counts import NgramCounts
-from nplmtk.ngram.exchange import BigramCounts, exchange
+from nplmtk.ngram.exchange import BigramCounts, brown_merging, exchange
 from nplmtk.text import Normalizer
 from nplmtk.vocab import Vocabulary, count_words
 
@@ -29,6 +29,8 @@ from .options import example, flag, option
         help="Write the classes (SRILM's classes format: class p(word|class) word).")
 @option("class-counts", "-write-counts", "--write-counts", "counts_out", metavar="FILE", default=None,
         help="Write the class unigram and bigram counts (for ngram-count -read).")
+@flag("full", help="Brown et al. (1992)'s bottom-up merging instead (SRILM's -full): every word its own class, then "
+      "the least harmful merge again and again; O(V^3), at most 2,000 words.")
 @option("passes", type=click.IntRange(min=1), default=20, help="At most this many exchange passes.")
 @option("tolerance", type=click.FloatRange(min=0), default=1e-5,
         help="Stop once a pass raises the log-likelihood by less than this, relatively.")
@@ -37,13 +39,13 @@ from .options import example, flag, option
 @flag("quiet", help="No progress bar.")
 @flag("lower", help="Lower-case the text first.")
 @flag("map-numbers", help="Map numeric tokens to <num>.")
-def command(text, vocab, numclasses, classes_out, counts_out, passes, tolerance, seed, log, quiet, lower,
+def command(text, vocab, numclasses, classes_out, counts_out, full, passes, tolerance, seed, log, quiet, lower,
             map_numbers):
     """Cluster the words into classes by the exchange algorithm (Kneser & Ney 1993): each
     pass moves every word to the class that most raises the training likelihood of the
     class bigram model p(w | v) = p(c(w) | c(v)) p(w | c(w)); <s> and </s> stay alone.
-    After each pass one line on stderr gives the model's training logprob and ppl in
-    SRILM's terms (log10, over words and </s>)."""
+    After each pass (with -full: every 100 merges) one line on stderr gives the model's
+    training logprob and ppl in SRILM's terms (log10, over words and </s>)."""
     if classes_out is None and counts_out is None:
         raise NplmError("nothing to do: give -classes FILE and/or -class-counts FILE")
     for path in list(text) + ([vocab] if vocab else []):
@@ -61,22 +63,29 @@ def command(text, vocab, numclasses, classes_out, counts_out, passes, tolerance,
 
     def report(record):
         log10 = record["log_likelihood"] / math.log(10)
-        click.echo(f"nplm ngram-class: pass {record['pass']}: logprob= {log10:.7g} "
-                   f"ppl= {math.exp(-log10 / tokens * math.log(10)):.7g} moved {record['moved']} words", err=True)
+        step = f"{record['classes']} classes" if full else f"pass {record['pass']}"
+        moved = "" if full else f" moved {record['moved']} words"
+        click.echo(f"nplm ngram-class: {step}: logprob= {log10:.7g} "
+                   f"ppl= {math.exp(-log10 / tokens * math.log(10)):.7g}{moved}", err=True)
         if history_file is not None:
             history_file.append(dict(record, log10_likelihood=log10))
             with atomic_output(log) as out:
                 out.writelines(json.dumps(r) + "\n" for r in history_file)
 
-    def progress(words, number):
+    def progress(steps, number):
         if quiet or not sys.stderr.isatty():
-            return words
+            return steps
         from tqdm import tqdm
-        return tqdm(words, desc=f"pass {number}", unit="w", leave=False, file=sys.stderr)
+        return tqdm(steps, desc="merges" if full else f"pass {number}", unit="" if full else "w", leave=False,
+                    file=sys.stderr)
 
     # words that never occur (in -vocab only) have nothing to place them by: no class
-    class_of, _ = exchange(bigrams, counts, numclasses, [vocabulary.bos, vocabulary.eos], passes=passes, seed=seed,
-                           tolerance=tolerance, progress=progress, log=report)
+    fixed = [vocabulary.bos, vocabulary.eos]
+    if full:
+        class_of, _ = brown_merging(bigrams, counts, numclasses, fixed, progress=progress, log=report)
+    else:
+        class_of, _ = exchange(bigrams, counts, numclasses, fixed, passes=passes, seed=seed, tolerance=tolerance,
+                               progress=progress, log=report)
     word_classes = classes_from_assignment(vocabulary, class_of, counts, numclasses)
     if classes_out is not None:
         word_classes.write(classes_out)

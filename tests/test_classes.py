@@ -9,7 +9,7 @@ import pytest
 from conftest import assert_one_line_error, run_nplm
 from nplmtk.corpus import Corpus
 from nplmtk.ngram.classes import WordClasses
-from nplmtk.ngram.exchange import BigramCounts, ClassBigramState, exchange
+from nplmtk.ngram.exchange import BigramCounts, ClassBigramState, brown_merging, exchange
 from nplmtk.vocab import Vocabulary
 from test_srilm_reference import DATA
 
@@ -174,3 +174,43 @@ def test_a_crafted_class_ngram_file_is_refused_in_one_line(tmp_path):
     container.save(str(bad), "class-ngram", {"arpa": np.zeros(3, dtype=np.float32)})
     status, out, err = run_nplm("ppl", "-lm", bad, "-ppl", f"{DATA}/test.txt")
     assert_one_line_error(status, err, "exactly the uint8 arrays 'arpa' and 'classes'")
+
+
+def test_bottom_up_merging_makes_the_greedy_merge_each_time():
+    """-full: at each step the merge of least likelihood loss, as brute force finds it."""
+    import itertools
+    rng = np.random.default_rng(5)
+    size, fixed, num_classes = 9, [0, 1], 3
+    first, second = rng.integers(0, size, 120), rng.integers(0, size, 120)
+    keys, counts = np.unique(first * size + second, return_counts=True)
+    bigrams = BigramCounts(keys // size, keys % size, counts.astype(float), size)
+
+    def likelihood(groups):
+        class_of = np.zeros(size, dtype=int)
+        for k, group in enumerate(groups):
+            class_of[group] = k
+        class_of[fixed] = [len(groups), len(groups) + 1]
+        return ClassBigramState(bigrams, class_of, len(groups) + 2).log_likelihood()
+
+    groups = [[w] for w in range(size) if w not in fixed]
+    while len(groups) > num_classes:
+        a, b = max(itertools.combinations(range(len(groups)), 2), key=lambda pair: likelihood(
+            [g for k, g in enumerate(groups) if k not in pair] + [groups[pair[0]] + groups[pair[1]]]))
+        groups = [g for k, g in enumerate(groups) if k not in (a, b)] + [groups[a] + groups[b]]
+    class_of, history = brown_merging(bigrams, np.bincount(second, minlength=size) + 1, num_classes, fixed)
+    ours = {}
+    for w in range(size):
+        if w not in fixed:
+            ours.setdefault(class_of[w], []).append(w)
+    assert sorted(map(sorted, ours.values())) == sorted(map(sorted, groups))
+    assert history[-1]["log_likelihood"] == pytest.approx(likelihood(groups))
+    assert set(class_of[fixed]) == {num_classes, num_classes + 1}
+
+
+def test_ngram_class_full_writes_classes(tmp_path):
+    (tmp_path / "t.txt").write_text("the cat sat on a mat\na dog sat on the cat\nthe dog ran\n" * 5)
+    status, _, err = run_nplm("ngram-class", "-text", tmp_path / "t.txt", "-numclasses", 3, "-full",
+                              "-classes", tmp_path / "c.classes")
+    assert status == 0, err
+    classes = WordClasses.read(str(tmp_path / "c.classes"))
+    assert len(classes.names) == 3 and set(classes.class_of) >= {"the", "cat", "dog", "sat", "ran"}

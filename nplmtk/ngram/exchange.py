@@ -178,3 +178,94 @@ def exchange(bigrams, counts, num_classes, fixed, passes=10, seed=0, tolerance=1
         if moved == 0 or change <= tolerance * abs(history[-2]["log_likelihood"]):
             break
     return state.class_of, history
+
+
+MAX_MERGING_WORDS = 2000  # Brown's merging costs O(V^3) to start
+
+
+def _pair_gain(x, y):
+    """G(x, y) = f(x + y) - f(x) - f(y), element-wise (broadcast)."""
+    return xlogx(x + y) - xlogx(x) - xlogx(y)
+
+
+def _merge_losses(m, pairs_of=None):
+    """LL change of merging each pair of classes (a, b) (for a in `pairs_of`, else every
+    a), from the class bigram matrix `m` (alive classes only)."""
+    n = len(m)
+    first = np.arange(n) if pairs_of is None else np.asarray(pairs_of)
+    row_part = np.zeros((len(first), n))
+    column_part = np.zeros((len(first), n))
+    for c in range(n):
+        row_part += _pair_gain(m[first, c][:, None], m[None, :, c])
+        column_part += _pair_gain(m[c, first][:, None], m[None, c, :])
+    a, b = first[:, None], np.arange(n)[None, :]
+    # the cells (a, a), (a, b), (b, a), (b, b) were counted as columns and rows a, b: count them once
+    row_part -= _pair_gain(m[a, a], m[b, a]) + _pair_gain(m[a, b], m[b, b])
+    column_part -= _pair_gain(m[a, a], m[a, b]) + _pair_gain(m[b, a], m[b, b])
+    block = xlogx(m[a, a] + m[a, b] + m[b, a] + m[b, b]) - xlogx(m[a, a]) - xlogx(m[a, b]) - xlogx(m[b, a]) \
+        - xlogx(m[b, b])
+    before, after = m.sum(axis=1), m.sum(axis=0)
+    return (row_part + column_part + block - _pair_gain(before[a], before[b]) - _pair_gain(after[a], after[b]))
+
+
+def brown_merging(bigrams, counts, num_classes, fixed, progress=None, log=None):
+    """Classes by Brown et al. (1992)'s bottom-up merging (SRILM's ngram-class -full):
+    every word its own class, then again and again the two classes whose merge loses the
+    least training likelihood, until `num_classes` remain. The merge losses are kept in a
+    table and updated in O(n^2) after each merge; starting it costs O(V^3), so at most
+    MAX_MERGING_WORDS words. Returns class_of as `exchange` does, and the history."""
+    counts = np.asarray(counts)
+    unused = [w for w in np.flatnonzero(counts == 0).tolist() if w not in set(fixed)]
+    words = np.array([w for w in range(bigrams.size) if w not in set(fixed) and w not in set(unused)])
+    if not 1 <= num_classes <= len(words):
+        raise ParameterError(f"{{num_classes}} must be between 1 and the {len(words)} words to cluster, "
+                             f"got {num_classes}")
+    if len(words) > MAX_MERGING_WORDS:
+        raise ParameterError(f"bottom-up merging of {len(words)} words costs O(V^3): at most {MAX_MERGING_WORDS} "
+                             "(the exchange algorithm takes any number)")
+    class_of = np.empty(bigrams.size, dtype=np.int64)
+    class_of[words] = np.arange(len(words))
+    for i, w in enumerate(fixed):
+        class_of[w] = len(words) + i
+    class_of[unused] = len(words) + len(fixed)
+    state = ClassBigramState(bigrams, class_of, len(words) + len(fixed) + 1)
+    m = state.matrix
+    alive = np.zeros(len(m), dtype=bool)
+    alive[:len(words)] = True
+    losses = _merge_losses(m)
+    history = [{"classes": len(words), "log_likelihood": state.log_likelihood()}]
+    steps = range(len(words) - num_classes)
+    for _ in (progress(steps, 0) if progress else steps):
+        candidates = np.where(alive[:, None] & alive[None, :] & np.triu(np.ones_like(alive[:, None] & alive), 1),
+                              losses, -np.inf)
+        i, j = np.unravel_index(int(np.argmax(candidates)), candidates.shape)
+        old = m.copy()
+        m[i, :] += m[j, :]
+        m[:, i] += m[:, j]
+        m[j, :] = 0
+        m[:, j] = 0
+        alive[j] = False
+        class_of[class_of == j] = i
+        # pairs away from i and j: only their terms in rows and columns i, j change
+        others = alive.copy()
+        others[i] = False
+        x = np.flatnonzero(others)
+        ax, bx = x[:, None], x[None, :]
+        change = (_pair_gain(m[ax, i], m[bx, i]) + _pair_gain(m[i, ax], m[i, bx])
+                  - _pair_gain(old[ax, i], old[bx, i]) - _pair_gain(old[ax, j], old[bx, j])
+                  - _pair_gain(old[i, ax], old[i, bx]) - _pair_gain(old[j, ax], old[j, bx]))
+        losses[ax, bx] += change
+        fresh = _merge_losses(m, [i])[0]
+        losses[i, :] = fresh
+        losses[:, i] = fresh
+        remaining = int(alive.sum())
+        if remaining == num_classes or (remaining - num_classes) % 100 == 0:  # LL costs O(n^2): now and then
+            history.append({"classes": remaining, "log_likelihood": state.log_likelihood()})
+            if log:
+                log(history[-1])
+    alive_ids = np.flatnonzero(alive)
+    renumber = np.full(len(m), -1, dtype=np.int64)
+    renumber[alive_ids] = np.arange(len(alive_ids))
+    result = np.where(class_of < len(words), renumber[np.minimum(class_of, len(m) - 1)], 0)
+    result = np.where(class_of >= len(words), num_classes + (class_of - len(words)), result)
+    return result, history
