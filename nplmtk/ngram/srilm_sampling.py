@@ -98,12 +98,31 @@ def srilm_sentences(model, count, seed, unk_is_word=False, max_words=50000):
 def _cumulative(model, context, ids):
     """log10 p(w | context) of the words in hash order (-inf for -pau-) and the running sums
     of their probabilities in double, as generateWord adds them."""
-    rows = np.empty((len(ids), len(context) + 1), dtype=np.int32)
-    rows[:, :-1] = context
-    rows[:, -1] = np.maximum(ids, 0)
-    log10 = np.where(ids >= 0, model.score_rows(rows), -np.inf).astype(np.float32)
+    log10 = _context_log10probs(model, context)[np.maximum(ids, 0)]
+    log10 = np.where(ids >= 0, log10, -np.inf).astype(np.float32)
     probs = np.where(np.isneginf(log10), 0.0, np.exp(log10.astype(np.float64) * LN10))
     return ids, log10, np.cumsum(probs)
+
+
+def _context_log10probs(model, context):
+    """log10 p(w | context) of every word at once, as Ngram::wordProbBO walks the back-off
+    nodes from the shortest context up (float32): each longer context that is a node adds
+    its weight, and the words stored under it take their own probabilities afresh."""
+    index, size = model.index, len(model.vocab)
+    log10 = np.full(size, -np.inf, dtype=np.float32)
+    log10[index.keys[0]] = model.logp[0]
+    weight = np.zeros(size, dtype=np.float32)
+    for j in range(len(context)):
+        row = index.find(np.array([context[len(context) - 1 - j:]], dtype=np.int32))[0]
+        if row < 0 or not model.node[j][row]:
+            break
+        weight += model.bow[j][row]
+        keys = index.keys[j + 1]
+        low, high = np.searchsorted(keys, [row * size, (row + 1) * size])
+        words = keys[low:high] % size
+        log10[words] = model.logp[j + 1][low:high]
+        weight[words] = 0
+    return log10 + weight
 
 
 def _draw(ids, log10, sums, random, drawn_never):
