@@ -28,6 +28,11 @@ class LanguageModel:
     def logprobs(self, corpus):
         return self.log10probs(corpus) * LN10
 
+    def log10probs_sharing_prefixes(self, corpus):
+        """log10probs for sentences that share beginnings (N-best lists): a model may score
+        each common prefix once (a recurrent network's trie of states)."""
+        return self.log10probs(corpus)
+
     def next_distribution(self, history):
         """Probabilities of every vocabulary word after <s> and the word ids in `history`
         (the sentence so far)."""

@@ -126,6 +126,11 @@ class Mixture(LanguageModel):
     def log10probs(self, corpus):
         return self.log10probs_from(self.component_logprobs(corpus), corpus)
 
+    def log10probs_sharing_prefixes(self, corpus):
+        logp = [model.log10probs_sharing_prefixes(own) * LN10 for model, own in zip(self.components,
+                                                                                   self._encoded_for(corpus))]
+        return self.log10probs_from(np.array(logp), corpus)
+
     def log10probs_from(self, logp, corpus):
         """The mixture's log10 probabilities from its components' natural logs, rounded
         to float32 as SRILM's LogP is (so reports match `ngram -bayes 0` digit for digit)."""

@@ -57,12 +57,13 @@ def read_nbest(path):
 
 def language_scores(model, hypotheses):
     """log10 P(words </s> | <s>) of each hypothesis (words outside the vocabulary as <unk>),
-    all scored in one pass (a network's batches span hypotheses)."""
+    all scored in one pass (a network's batches span hypotheses; a recurrent network runs
+    each common prefix once)."""
     vocab = model.vocab
     ids = np.array([vocab.id(w) for h in hypotheses for w in h.words], dtype=np.int32)
     lengths = np.array([len(h.words) for h in hypotheses], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(lengths)])
-    scores = model.log10probs(Corpus(ids, offsets, vocab, name="<n-best>"))
+    scores = model.log10probs_sharing_prefixes(Corpus(ids, offsets, vocab, name="<n-best>"))
     starts = offsets[:-1] + np.arange(len(hypotheses))  # each sentence's tokens, </s> included
     return np.add.reduceat(scores, starts) if len(hypotheses) else np.zeros(0)
 

@@ -181,3 +181,24 @@ def test_rescoring_ranks_the_reference_first_and_reports_srilm_lines(toy, tmp_pa
     (tmp_path / "bad").write_text("0 0 3 a b\n")
     assert_one_line_error(*run_nplm("rescore", "-lm", model, "-nbest", tmp_path / "bad")[::2],
                           "bad:1: not an N-best hypothesis")
+
+
+@pytest.mark.parametrize("shape", [dict(arch="lstm", layers=2, peephole=True), dict(arch="rnn", layers=1),
+                                   dict(arch="lstm", layers=1, output="class", classes=4)])
+def test_nbest_prefixes_are_scored_once_with_the_same_scores(toy, shape):
+    """A recurrent network rescoring a list of hypotheses that share long beginnings runs
+    the trie of their prefixes, and scores each hypothesis as the plain pass does."""
+    from nplmtk.neural import recurrent
+    _, vocab, _ = toy
+    arch = shape.pop("arch")
+    counts = np.ones(len(vocab)) if shape.get("output") == "class" else None
+    model = ARCHITECTURES[arch].initial(vocab, features=6, hidden=7, seed=3, counts=counts, **shape)
+    base = "the big cat sees a small dog in the house".split()
+    rng = np.random.default_rng(2)
+    hypotheses = [base] + [base[:6] + [vocab.words[rng.integers(3, len(vocab))]] + base[7 + k % 2:]
+                           for k in range(20)] + [["an", "unknownword"] + base[2:]]
+    corpus = Corpus.from_lines([" ".join(h) for h in hypotheses], vocab)
+    levels = recurrent._prefix_trie(corpus, vocab)
+    tokens = corpus.num_words + corpus.num_sentences
+    assert sum(len(level[2]) for level in levels) <= recurrent.SHARED_FRACTION * tokens  # the trie is used
+    np.testing.assert_allclose(model.log10probs_sharing_prefixes(corpus), model.log10probs(corpus), atol=1e-5)

@@ -13,6 +13,8 @@ and in scoring; with "never" the state runs on through the whole text, and scori
 it as a single stream."""
 import numpy as np
 
+from ..lm import LN10
+
 from .._ext.mlp_kernels import ACTIVATIONS
 from .._ext.rnn_kernels import RecurrentNetwork
 from ..errors import InputError, ParameterError
@@ -23,6 +25,7 @@ OUTPUTS = ("full", "class")
 MAX_LAYERS = 8
 SCORING_STREAMS = 64  # sentences scored side by side when each starts from a zero state
 SCORING_ROWS = 512  # steps x streams per segment when scoring
+SHARED_FRACTION = 0.5  # N-best lists: the trie of prefixes when it scores at most this share of the tokens
 
 
 class RNNModel(NeuralModel):
@@ -177,6 +180,49 @@ class RNNModel(NeuralModel):
             self._network(streams, max(1, SCORING_ROWS // streams)).logprobs(rows, out)
         return out[positions]
 
+    def log10probs_sharing_prefixes(self, corpus):
+        """As log10probs, but the sentences' common beginnings run once: a trie of states,
+        one level per step, each distinct (prefix, next token) scored once; for N-best lists,
+        whose hypotheses share prefixes. Sentences must start from a zero state. A step of
+        one token per stream costs more per token than the plain pass, so the trie is used
+        when it leaves at most SHARED_FRACTION of the tokens to score."""
+        if self.meta["reset_state"] != "sentence" or corpus.num_sentences < 2:
+            return self.log10probs(corpus)
+        self.check_vocab(corpus)
+        levels = _prefix_trie(corpus, self.vocab)
+        if sum(len(level[2]) for level in levels) > SHARED_FRACTION * (corpus.num_words + corpus.num_sentences):
+            return self.log10probs(corpus)
+        out = np.full(corpus.num_words + corpus.num_sentences, -np.inf)
+        states, networks = None, {}
+        for positions, pair_of_token, pairs, parent, node_input in levels:
+            logp, states = self._step_pairs(pairs, parent, node_input, states, networks)
+            out[positions] = logp[pair_of_token]
+        return out / LN10
+
+    def _step_pairs(self, pairs, parent, node_input, states, networks):
+        """One step for every (node, target) pair: from the state of the node's parent (zero
+        at the root), input the node's token; log p of the target (-inf if outside the
+        vocabulary), and the nodes' new states."""
+        count = len(pairs)
+        node = np.array([n for n, _ in pairs])
+        rows = np.empty((1, 2, count), dtype=np.int32)
+        rows[0, 0] = node_input[node]
+        rows[0, 1] = [t if t >= 0 else -1 for _, t in pairs]
+        network = networks.get(count)
+        if network is None:
+            network = networks[count] = self._network(count, 1)
+        for l in range(self.meta["layers"]):
+            for name in ("state", "cell"):
+                carried = network.carried[f"{name}{l}"]
+                carried[...] = 0 if states is None or parent[0] < 0 else states[l][name][parent[node]]
+        logp = np.full(count, -np.inf)
+        network.logprobs(rows, logp)
+        first = np.zeros(len(node_input), dtype=np.int64)
+        first[node[::-1]] = np.arange(count)[::-1]  # a pair of each node carries its state
+        next_states = [{name: network.carried[f"{name}{l}"][first].copy() for name in ("state", "cell")}
+                       for l in range(self.meta["layers"])]
+        return logp, next_states
+
     def example_logprobs(self, examples):
         raise ParameterError(f"{self.arch} models score whole texts, not single windows")
 
@@ -195,6 +241,30 @@ class LSTMModel(RNNModel):
     summary = ("LSTM network (survey sec. 2.3): gates i, f, o = logistic(U x_t + W s_t-1 [+ P * c_t-1] + b), "
                "c_t = f c_t-1 + i act(U_g x_t + W_g s_t-1 + b_g), s_t = o act(c_t), y_t = V s_t + M x_t + d")
     LSTM = True
+
+
+def _prefix_trie(corpus, vocab):
+    """The trie of the sentences' inputs (<s> w1 .. wn), level by level: for each level the
+    positions of its predicted tokens (in corpus.windows order), each token's (node, target)
+    pair, the distinct pairs, each node's parent node one level up (-1: none) and input."""
+    offsets = corpus.offsets
+    sentences = [corpus.ids[offsets[s]:offsets[s + 1]] for s in range(corpus.num_sentences)]
+    start = np.concatenate([[0], np.cumsum([len(s) + 1 for s in sentences])])
+    node_of = np.full(len(sentences), -1, dtype=np.int64)
+    levels = []
+    for depth in range(max(len(s) for s in sentences) + 1):
+        alive = [i for i, s in enumerate(sentences) if len(s) >= depth]
+        nodes, pairs, pair_of_token = {}, {}, []
+        for i in alive:
+            word = vocab.bos if depth == 0 else int(sentences[i][depth - 1])
+            node = nodes.setdefault((int(node_of[i]), word if word >= 0 else vocab.unk), len(nodes))
+            target = int(sentences[i][depth]) if depth < len(sentences[i]) else vocab.eos
+            pair_of_token.append(pairs.setdefault((node, target), len(pairs)))
+            node_of[i] = node
+        keys = list(nodes)  # in the order of their ids
+        levels.append((start[alive] + depth, np.array(pair_of_token), list(pairs),
+                       np.array([parent for parent, _ in keys]), np.array([word for _, word in keys])))
+    return levels
 
 
 def frequency_classes(counts, classes):
