@@ -1,12 +1,14 @@
 """Issue 19's n-best section: test sentences of Brown among perturbed copies of themselves
-(two words swapped, one dropped, one replaced by a frequent word), re-ranked by KN5, by our
-best LSTM and by their mixture (nplmtk.rescore, as `nplm rescore`)."""
+(two words swapped, one dropped, one replaced by a frequent word), re-ranked by KN5, MLP9,
+our best LSTM and their mixtures with KN5 (nplmtk.rescore, as `nplm rescore`); and the
+recurrent network's trie of prefixes on long lists."""
 import os
 import time
 
 import numpy as np
 
 from log_bilinear import _kn5
+from nplmtk.corpus import Corpus
 from nplmtk.mixture import Mixture
 from nplmtk.models import load
 from nplmtk.rescore import Hypothesis, rescore
@@ -41,8 +43,12 @@ def nbest_rescoring(brown, peak):
         return lines + ["Not measured in this run: `make brown-lstm` trains the LSTM."]
     lists = perturbed_lists(os.path.join(brown, "test.txt"), np.random.default_rng(SEED))
     kn5, network = load(_kn5(brown)), load(lstm.model_path)
-    models = [("KN5", kn5), (f"LSTM ({lstm.name})", network),
-              ("KN5 + LSTM, 0.5 each", Mixture([kn5, network], [0.5, 0.5], ["kn5", lstm.name]))]
+    models = [("KN5", kn5)]
+    if os.path.exists(RUNS["mlp9"].model_path):
+        mlp9 = load(RUNS["mlp9"].model_path)
+        models += [("MLP9", mlp9), ("KN5 + MLP9, 0.5 each", Mixture([kn5, mlp9], [0.5, 0.5], ["kn5", "mlp9"]))]
+    models += [(f"LSTM ({lstm.name})", network),
+               ("KN5 + LSTM, 0.5 each", Mixture([kn5, network], [0.5, 0.5], ["kn5", lstm.name]))]
     lines += [f"The first {len(lists)} sentences of Brown test with 4 words or more, each in a list with three "
               "perturbed copies (two neighbouring words swapped, one word dropped, one replaced by 'the'), all "
               "of acoustic score 0, re-ranked by the model's log10 P alone (`nplm rescore -lm-weight 1`; the Python "
@@ -59,5 +65,44 @@ def nbest_rescoring(brown, peak):
         seconds = time.perf_counter() - start
         cells = " | ".join(f"{np.mean(np.array(r) == 1):.1%} | {np.mean(r):.2f}" for r in ranks.values())
         lines.append(f"| {name} | {cells} | {4 * len(lists) / seconds:,.0f} |")
-    return lines + ["", "Without a word penalty the copy with a word dropped usually wins (one factor fewer); "
-                    "a penalty of 2 (about the models' mean -log10 p per word) compensates."]
+    lines += ["", "Without a word penalty the copy with a word dropped usually wins (one factor fewer); "
+              "a penalty of 2 (about the models' mean -log10 p per word) compensates."]
+    full = RUNS["lstm-best"]  # the full softmax, where the output layer dominates
+    return lines + [""] + (_prefix_sharing(brown, load(full.model_path), full.name)
+                           if os.path.exists(full.model_path) else _prefix_sharing(brown, network, lstm.name))
+
+
+def _prefix_sharing(brown, network, name, lists=10, size=100, rounds=3):
+    """Long lists as a recognizer writes them: each of `lists` test sentences of 13 words or
+    more with `size` - 1 copies that differ in one or two words of their second half; the
+    plain pass against the trie of prefixes, in turn, `rounds` times."""
+    rng = np.random.default_rng(SEED)
+    words = [w for w in network.vocab.words[3:3000]]
+    corpora = []
+    for line in open(os.path.join(brown, "test.txt"), encoding="utf-8"):
+        sentence = line.split()
+        if len(sentence) < 13 or len(corpora) == lists:
+            continue
+        hypotheses = [sentence]
+        while len(hypotheses) < size:
+            copy = list(sentence)
+            for _ in range(int(rng.integers(1, 3))):
+                copy[int(rng.integers(len(copy) // 2, len(copy)))] = words[int(rng.integers(len(words)))]
+            hypotheses.append(copy)
+        corpora.append(Corpus.from_lines([" ".join(h) for h in hypotheses], network.vocab))
+    times = {"plain": [], "trie": []}
+    for _ in range(rounds):
+        for name, score in (("plain", network.log10probs), ("trie", network.log10probs_sharing_prefixes)):
+            start = time.perf_counter()
+            results = [score(corpus) for corpus in corpora]
+            times[name].append(time.perf_counter() - start)
+            if name == "plain":
+                plain = results
+    difference = max(float(np.abs(a - b).max()) for a, b in zip(plain, results))
+    tokens = sum(c.num_words + c.num_sentences for c in corpora)
+    plain_s, trie_s = np.median(times["plain"]), np.median(times["trie"])
+    return [f"Prefix sharing ({name}, one thread): {lists} "
+            f"lists of {size} hypotheses ({tokens:,} tokens), a test sentence of 13 words or more and copies that "
+            "differ in one or two words of its second half, as a recognizer's lists do: the plain pass "
+            f"{plain_s:.2f} s, the trie of prefixes {trie_s:.2f} s ({plain_s / trie_s:.1f}x; median of {rounds} "
+            f"rounds in turn), scores within {difference:.1e} (log10)."]
