@@ -62,6 +62,8 @@ ARCH_HELP = "Architecture: " + "; ".join(f"{name} ({model.summary})" for name, m
 @option("criterion", default="full", help="Training criterion: full (exact softmax gradient), is (importance "
         "sampling, Bengio & Senecal 2003 Alg. 3) or is-adaptive (Alg. 4: N doubles when the ppl of a tiny set rises).")
 @option("samples", type=click.IntRange(min=1), default=100, help="-criterion is*: samples N (is-adaptive: N0).")
+@option("max-samples", type=click.IntRange(min=1), default=1600,
+        help="-criterion is-adaptive and -ess-min: N doubles no further (a warning says when it would).")
 @option("proposal", type=click.Choice(["unigram", "bigram"]), default="unigram",
         help="-criterion is*: the proposal Q: the training unigram (add-one), or the bigram of the previous "
         "word interpolated with it (Witten-Bell weights; a batch samples from its windows' mixture).")
@@ -114,7 +116,7 @@ ARCH_HELP = "Architecture: " + "; ".join(f"{name} ({model.summary})" for name, m
 @flag("lower", help="Lower-case the texts first.")
 @flag("map-numbers", help="Map numeric tokens to <num>.")
 def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, layers, tie, peephole, reset_state,
-            output, classes, bptt, streams, dropout, clip, arch, criterion, samples, proposal,
+            output, classes, bptt, streams, dropout, clip, arch, criterion, samples, max_samples, proposal,
             check_every, ess_min, mpi, sync_every, epochs, batch, optimizer, lr, momentum, block_lr, block_momentum,
             block_weight_decay, decay_biases, freeze_features, init_from, lr_decay, weight_decay, lr_halve, patience,
             seed, threads, checkpoint, checkpoint_every, resume, log, quiet, min_count, lower, map_numbers):
@@ -161,7 +163,8 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, la
                                 **{name: value for name, value in recurrent.items() if value is not None},
                                 threads=threads, seed=seed, patience=patience, checkpoint_dir=checkpoint,
                                 checkpoint_every=checkpoint_every, log=log, progress=not quiet, mpi=mpi,
-                                sync_every=sync_every, criterion=criterion, samples=samples, check_every=check_every,
+                                sync_every=sync_every, criterion=criterion, samples=samples, max_samples=max_samples,
+                                check_every=check_every,
                                 ess_min=ess_min, proposal=proposal, lr_halve=lr_halve, momentum=momentum,
                                 block_lr=block_values("block-lr", block_lr),
                                 block_momentum=block_values("block-momentum", block_momentum),

@@ -1,6 +1,7 @@
 """Training behaviour: learning, save/load, resume, threads, early stopping, CLI."""
 import json
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -9,6 +10,7 @@ from conftest import assert_one_line_error, run_nplm
 from nplmtk.corpus import Corpus
 from nplmtk.models import load
 from nplmtk.neural.mlp import MLPModel
+from nplmtk.errors import ParameterError
 from nplmtk.neural.train import Trainer, TrainingConfig
 from nplmtk.ngram.counts import NgramCounts
 from nplmtk.ngram.estimate import estimate
@@ -229,3 +231,33 @@ def test_lr_halve_restarts_from_the_best_epoch_at_half_the_rate(toy):
     assert halved and [r["lr_halved_to"] for r in halved] == [0.1 / 2 ** (i + 1) for i in range(len(halved))]
     best = min(r["valid_ppl"] for r in records)
     assert np.isclose(ppl(trainer.model, valid), best, rtol=1e-6)
+
+
+def test_algorithm_4_stops_at_max_samples_and_warns_once(toy):
+    """Issue 21: without a cap, N doubled 100 -> 800 within one epoch of the energy
+    network and training stalled; at max_samples a rise is accepted, with one warning."""
+    from nplmtk.errors import NplmWarning
+    from nplmtk.neural.sampling import ImportanceSampling
+    vocab, train, _, _ = toy
+    model = small_model(vocab)
+    config = TrainingConfig(**CONFIG, criterion="is-adaptive", samples=16, max_samples=32, check_every=100)
+    state = {"samples": 16}
+    sampling = ImportanceSampling(train.windows(3), len(vocab), config, state)
+    retries = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(4):
+            sampling.begin_round(model, 3, state)
+            model.params["U"] *= 3  # every block makes things worse
+            retries.append(sampling.end_round(model, [(-50.0, 10, 10.0)], 120, state, last=False))
+    assert state["samples"] == 32
+    assert [r is None for r in retries] == [False, True, True, True]  # undone once, then kept at the cap
+    assert [e["reason"] for e in sampling.events] == ["ppl rose", "check", "check", "check"]
+    cap = [w for w in caught if issubclass(w.category, NplmWarning)]
+    assert len(cap) == 1 and "cap of 32" in str(cap[0].message)
+
+
+def test_max_samples_below_samples_is_refused(toy):
+    vocab, _, _, _ = toy
+    with pytest.raises(ParameterError, match="max_samples"):
+        Trainer(small_model(vocab), TrainingConfig(**CONFIG, criterion="is", samples=64, max_samples=32))

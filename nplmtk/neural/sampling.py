@@ -2,11 +2,13 @@
 size N (Algorithm 4). The draws and the sampled steps are the kernels'."""
 import math
 import time
+import warnings
 from types import SimpleNamespace
 
 import numpy as np
 
 from .._ext.sampling_kernels import alias_table, draw
+from ..errors import NplmWarning
 
 
 class Proposal:
@@ -66,7 +68,8 @@ class ImportanceSampling:
     exact perplexity of a tiny training set is computed (and at the end of each epoch); if
     it rose above the last accepted one (state["tiny_ppl"], C_last), N doubles and the
     parameters return to the block's start, which is trained again. With `ess_min`, N also
-    doubles when a round's mean effective sample size falls below it. N stops at |V|.
+    doubles when a round's mean effective sample size falls below it. N stops at
+    `max_samples` (and |V|): once there, a rise is accepted, and a warning says so once.
     Every check and change of N is an event in the epoch's log record."""
 
     def __init__(self, windows, vocab_size, config, state):
@@ -76,7 +79,9 @@ class ImportanceSampling:
         pick = np.random.default_rng(config.seed + 1).choice(len(windows), min(config.tiny_set, len(windows)),
                                                              replace=False)
         self.tiny = np.ascontiguousarray(windows[np.sort(pick)])
-        self.most = vocab_size  # N stops growing at |V| samples
+        self.most = min(vocab_size, config.max_samples)  # where N stops growing
+        self.capped = config.max_samples < vocab_size  # (at |V| the samples are the exact sum anyway)
+        self.warned = False
         self.events = []
         self.examples = 0  # since training started (this run)
         self.started = time.perf_counter()
@@ -106,9 +111,12 @@ class ImportanceSampling:
         self.ess_sum += round_ess
         self.ess_examples += seen
         ess = round_ess / max(seen, 1)
-        if self.config.ess_min and ess < self.config.ess_min and state["samples"] < self.most:
-            state["samples"] = min(2 * state["samples"], self.most)
-            self._event("ess", state, mean_ess=ess)
+        if self.config.ess_min and ess < self.config.ess_min:
+            if state["samples"] < self.most:
+                state["samples"] = min(2 * state["samples"], self.most)
+                self._event("ess", state, mean_ess=ess)
+            else:
+                self._at_the_cap(state, f"the mean effective sample size {ess:.1f} fell below {self.config.ess_min}")
         if not self.adaptive:
             return None
         block = self.block
@@ -125,9 +133,18 @@ class ImportanceSampling:
             state["samples"] = min(2 * state["samples"], self.most)
             self._event("ppl rose", state, tiny_ppl=now, tiny_ppl_before=before)
             return block.logp, block.seen, block.start
+        if now > before:
+            self._at_the_cap(state, f"the tiny set's perplexity rose from {before:.2f} to {now:.2f}")
         state["tiny_ppl"] = now
         self._event("check", state, tiny_ppl=now)
         return None
+
+    def _at_the_cap(self, state, why):
+        """N is at its cap and the policy asks for more: go on with N, and say so once."""
+        if self.capped and not self.warned:
+            warnings.warn(f"importance sampling: {why}, but the sample size is at its cap of {self.most} "
+                          "(max_samples): training goes on with it", NplmWarning)
+            self.warned = True
 
     def _event(self, reason, state, **fields):
         """A line of the N trajectory: examples seen and wall-clock seconds since this

@@ -56,6 +56,7 @@ class TrainingConfig:
     sync_every: int = 100  # -mpi data: average the ranks' parameters after this many updates
     criterion: str = "full"  # full softmax gradient, or importance sampling: "is", "is-adaptive"
     samples: int = 100  # N (is) or N0 (is-adaptive)
+    max_samples: int = 1600  # is-adaptive and ess_min: N grows no further (16 x the default N0)
     check_every: int = 200_000  # is-adaptive: examples per block between perplexity checks
     ess_min: float = 0.0  # grow N when a round's mean effective sample size falls below this
     tiny_set: int = 1000  # is-adaptive: training examples whose exact ppl is checked
@@ -114,6 +115,8 @@ class Trainer:
                                  "built for the recurrent models (-arch rnn, lstm)")
         if cfg.criterion not in CRITERIA:
             raise ParameterError(f"{{criterion}}: unknown value '{cfg.criterion}' (choose from {', '.join(CRITERIA)})")
+        if cfg.max_samples < cfg.samples:
+            raise ParameterError(f"{{max_samples}} {cfg.max_samples} is below {{samples}} {cfg.samples}")
         self._check_blocks()
         self.model.check_training(cfg)
         if self.comm is None:
