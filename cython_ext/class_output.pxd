@@ -106,3 +106,21 @@ cdef inline void class_distribution(const Classes *k, const float *s, int width,
         softmax_row(u, k.starts[c + 1] - k.starts[c], 0)
         for j in range(k.starts[c + 1] - k.starts[c]):
             out[k.words[k.starts[c] + j]] = class_logp + log(<double> u[j])
+
+
+cdef inline int class_attach(Classes *k, lists, int words) except -1:
+    """Point k at the lists (members, starts, class_of, slot_of: int32 arrays that the
+    caller keeps alive; nplmtk.neural.recurrent.class_lists), checked here once since the
+    loops above do not check them."""
+    members, starts, class_of, slot_of = lists
+    count = len(starts) - 1
+    sizes = starts[1:count + 1] - starts[0:count]
+    if (count < 1 or starts[0] != 0 or starts[count] != words or (sizes < 1).any()
+            or members.shape != (words,) or class_of.shape != (words,) or slot_of.shape != (words,)
+            or members.min() < 0 or members.max() >= words or class_of.min() < 0 or class_of.max() >= count
+            or slot_of.min() < 0 or (slot_of >= sizes[class_of]).any()):
+        raise ValueError("classes that do not cover the vocabulary")
+    cdef int[::1] m = members, s = starts, c = class_of, o = slot_of
+    k.words, k.starts, k.class_of, k.slot_of = &m[0], &s[0], &c[0], &o[0]
+    k.count, k.largest = count, int(sizes.max())
+    return 0

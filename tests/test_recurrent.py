@@ -30,6 +30,9 @@ SHAPES = [
     # the class-factored output layer
     ("rnn", dict(output="class", classes=3)),
     ("lstm", dict(output="class", classes=4, layers=2, tie=True, features=5, hidden=5, bias=False)),
+    # the hierarchical softmax
+    ("rnn", dict(output="hs")),
+    ("lstm", dict(output="hs", layers=2, bias=False, peephole=True)),
 ]
 COUNTS = [0, 0, 30, 50, 9, 7, 5, 4, 3, 3, 2, 1]  # of <unk>, <s>, </s> and the nine words
 
@@ -67,16 +70,36 @@ def reference_logprobs(model, rows):
             else:
                 s[layer] = act(z)
             below = s[layer]
-        y = below @ p.get("V", p["C"]).T + p.get("d", 0) + (x @ p["M"].T if "M" in p else 0)
-        if "Vc" in p:  # p(class) p(word | class), each a softmax
+        if "Vn" in p:
+            logp = hs_logprobs(below, p["Vn"], p.get("bn", 0), model.meta["tree"], len(model.vocab))
+        elif "Vc" in p:  # p(class) p(word | class), each a softmax
             class_of = np.array(meta["class_of"])
             z = log_softmax(below @ p["Vc"].T + p.get("bc", 0))
+            y = below @ p.get("V", p["C"]).T + p.get("d", 0)
             logp = np.stack([z[np.arange(streams), class_of[w]] + log_softmax(
                 np.where(class_of == class_of[w], y, -np.inf))[:, w] for w in range(len(class_of))], axis=1)
         else:
-            logp = log_softmax(y)
+            logp = log_softmax(below @ p.get("V", p["C"]).T + p.get("d", 0) + (x @ p["M"].T if "M" in p else 0))
         out[t] = np.where(targets >= 0, logp[np.arange(streams), np.maximum(targets, 0)], 0)
     return out
+
+
+def hs_logprobs(h, Vn, bn, tree, words):
+    """log p of every word from the top layer h (rows): the product of sigma(+-z) down
+    the stored tree, walked from the root (words are leaves 0..|V|-1, internal node i is
+    |V| + i, its children at tree[2i], tree[2i + 1]; the root is the last)."""
+    z = h @ Vn.T + bn
+    logp = np.zeros((len(h), words))
+    stack = [(2 * words - 2, np.zeros(len(h)))]
+    while stack:
+        node, above = stack.pop()
+        if node < words:
+            logp[:, node] = above
+            continue
+        i = node - words
+        sign = np.log(1 / (1 + np.exp(-z[:, i])))
+        stack += [(tree[2 * i], above + sign), (tree[2 * i + 1], above + sign - z[:, i])]  # log sigma(-z)
+    return logp
 
 
 def log_softmax(y):
@@ -85,7 +108,7 @@ def log_softmax(y):
 
 
 def random_model(arch, shape, seed=2):
-    counts = COUNTS if shape.get("output") == "class" else None
+    counts = COUNTS if shape.get("output") in ("class", "hs") else None
     model = ARCHITECTURES[arch].initial(VOCAB, seed=seed, counts=counts, **{"features": 4, "hidden": 5, **shape})
     rng = np.random.default_rng(0)
     for name in model.params:  # non-zero biases and larger weights make a sharper test

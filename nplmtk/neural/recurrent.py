@@ -18,10 +18,10 @@ from ..lm import LN10
 from .._ext.mlp_kernels import ACTIVATIONS
 from .._ext.rnn_kernels import RecurrentNetwork
 from ..errors import InputError, ParameterError
+from .huffman import huffman_tree
 from .network import NeuralModel, uniform_initialiser
 
 RESET_STATES = ("sentence", "never")
-OUTPUTS = ("full", "class")
 MAX_LAYERS = 8
 SCORING_STREAMS = 64  # sentences scored side by side when each starts from a zero state
 SCORING_ROWS = 512  # steps x streams per segment when scoring
@@ -33,8 +33,10 @@ class RNNModel(NeuralModel):
     arch = "rnn"
     summary = ("recurrent network (survey sec. 2.2): s_t = act(U x_t + W s_t-1 + b), y_t = V s_t + M x_t + d, "
                "trained by truncated BPTT over -streams streams of -bptt steps")
-    ARCHITECTURE = ("features", "hidden", "direct", "bias", "layers", "tie", "peephole", "reset_state", "classes")
+    ARCHITECTURE = ("features", "hidden", "direct", "bias", "layers", "tie", "peephole", "reset_state", "classes",
+                    "hs")
     ACTIVATIONS = tuple(ACTIVATIONS)
+    OUTPUTS = ("full", "class", "hs")
     RECURRENT = True
     LSTM = False
     DEFAULTS = {"lr": 0.01, "weight_decay": 0.0}  # -lr is per word: the gradient is summed over a segment
@@ -48,7 +50,7 @@ class RNNModel(NeuralModel):
                 counts=None):
         """`output` "class": the class-factored output layer over `classes` classes (default
         sqrt |V|) by frequency from `counts` (each word's count in the training text, </s>
-        included)."""
+        included); "hs": the hierarchical softmax over the Huffman tree of `counts`."""
         if order is not None:
             raise ParameterError(f"{{order}} applies to the feed-forward models: {cls.arch} sees the whole history")
         if hidden < 1:
@@ -63,8 +65,13 @@ class RNNModel(NeuralModel):
         if reset_state not in RESET_STATES:
             raise ParameterError(f"{{reset_state}}: unknown value '{reset_state}' (choose from "
                                  f"{', '.join(RESET_STATES)})")
-        if output not in OUTPUTS:
-            raise ParameterError(f"{{output}}: unknown value '{output}' (choose from {', '.join(OUTPUTS)})")
+        if output not in cls.OUTPUTS:
+            raise ParameterError(f"{{output}}: unknown value '{output}' (choose from {', '.join(cls.OUTPUTS)})")
+        if output == "hs" and (direct or tie):
+            raise ParameterError("{output} hs: its node vectors replace the output layer, so neither {direct} nor "
+                                 "{tie} applies")
+        if output == "hs" and counts is None:
+            raise ParameterError("{output} hs needs the training counts of the words")
         if classes is not None and output != "class":
             raise ParameterError("{classes} applies to {output} class")
         if output == "class" and classes is None:
@@ -79,7 +86,9 @@ class RNNModel(NeuralModel):
         if activation not in ACTIVATIONS:
             raise ParameterError(f"{{activation}}: unknown '{activation}' (choose from {', '.join(ACTIVATIONS)})")
         meta = {"features": features, "hidden": hidden, "direct": direct, "bias": bias, "layers": layers,
-                "tie": tie, "peephole": peephole, "reset_state": reset_state, "classes": 0}
+                "tie": tie, "peephole": peephole, "reset_state": reset_state, "classes": 0, "hs": output == "hs"}
+        if output == "hs":
+            meta["tree"] = huffman_tree(counts)
         if classes:
             class_of = frequency_classes(counts, classes)
             meta.update(classes=int(class_of.max()) + 1, class_of=class_of.tolist())
@@ -109,6 +118,13 @@ class RNNModel(NeuralModel):
             if shape["peephole"]:
                 arrays[f"P{layer}"] = (3, h)
             inputs = h
+        if shape["hs"]:  # the tree's node vectors and biases instead of V and d
+            if shape["tie"] or shape["direct"] or shape["classes"]:
+                return {}
+            arrays["Vn"] = (vocab_size - 1, h)
+            if shape["bias"]:
+                arrays["bn"] = (vocab_size - 1,)
+            return arrays
         if not shape["tie"]:
             arrays["V"] = (vocab_size, h)
         if shape["bias"]:
@@ -166,7 +182,8 @@ class RNNModel(NeuralModel):
         meta = self.meta
         return RecurrentNetwork(self.params, meta["layers"], self.LSTM, ACTIVATIONS[self.activation], streams,
                                 capacity, meta["reset_state"] == "sentence", self.vocab.bos, dropout, clip, seed,
-                                trainable, adam, np.array(meta["class_of"]) if meta.get("classes") else None)
+                                trainable, adam, class_lists(meta["class_of"]) if meta.get("classes") else None,
+                                self.hs_paths() if meta.get("hs") else None)
 
     # -- scoring --------------------------------------------------------------------------
     def logprobs(self, corpus):
@@ -279,6 +296,19 @@ def frequency_classes(counts, classes):
     class_of = np.empty(len(counts), dtype=np.int64)
     class_of[order] = np.unique(ranked, return_inverse=True)[1]
     return class_of
+
+
+def class_lists(class_of):
+    """The class-factored output layer's lists for its kernel: the words of class 0, then
+    of class 1, ... (each class in id order), the K + 1 offsets of the classes in that list,
+    each word's class, and each word's place within its class (int32 arrays)."""
+    class_of = np.asarray(class_of, dtype=np.int32)
+    sizes = np.bincount(class_of)
+    members = np.argsort(class_of, kind="stable").astype(np.int32)
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
+    slot_of = np.empty_like(members)
+    slot_of[members] = np.arange(len(members)) - np.repeat(starts[:-1], sizes)
+    return members, starts, class_of, slot_of
 
 
 def stream_rows(corpus, streams, vocab):
