@@ -178,10 +178,10 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, la
                        activation=activation)
         if model_class.RECURRENT:
             network.update({name: value for name, value in shape.items() if value is not None})
-        if output is not None:
-            network["output"] = output
         elif order is None:
             network["order"] = 5
+        if output is not None:
+            network["output"] = output
         trainer, corpora = _prepare(text, valid, vocab, network, config, resume, checkpoint, min_count, normalize,
                                     comm, init_from)
         if resume:

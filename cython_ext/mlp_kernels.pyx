@@ -13,7 +13,8 @@ from libc.math cimport log
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
-from kernel_common cimport axpy_row, check_schedule, dot_row, gemm
+from hs_output cimport Tree, tree_attach, tree_backward, tree_forward
+from kernel_common cimport axpy_row, check_schedule, dot_row, gemm, scale
 from nplmtk._ext.sampling_kernels cimport (Sampling, draw_samples, importance_weights, merge_duplicates,
                                            sampling_free, sampling_start)
 from feedforward cimport (DEFER, Net, Work, activation_slope, backward, decay_dense, flush, forward,
@@ -248,48 +249,157 @@ cdef class Network:
     def gradients(self, const int[:, ::1] windows, grads):
         """Sum over the windows of the gradients of -log p(target), written into `grads`
         (arrays shaped like the parameters); returns the sum of log p. For tests."""
-        cdef int K = windows.shape[0], n = self.net.context + 1, i, k, j
+        cdef int K = windows.shape[0], n = self.net.context + 1, i, j
         cdef double total
-        cdef float[:, ::1] gC = grads["C"], gU, gH, gW
-        cdef float[::1] gb = grads["b"], gd
+        cdef float[:, ::1] gU, gW
+        cdef float[::1] gb = grads["b"]
         if K > self.work.capacity:
             raise ValueError("more windows than the work buffers hold")
         total = forward(&self.net, &self.work, &windows[0, 0], K)
         for i in range(K):
             self.work.Y[i * self.net.vocab + windows[i, n - 1]] -= 1
-        gC[:, :] = 0
         for j in range(self.net.vocab):
             gb[j] = 0
             for i in range(K):
                 gb[j] += self.work.Y[i * self.net.vocab + j]
+        memset(self.work.dX, 0, K * self.net.inputs * sizeof(float))
         if self.net.hidden > 0:
             gU = grads["U"]
-            gH = grads["H"]
-            gd = grads["d"]
             gemm(b'N', b'N', K, self.net.hidden, self.net.vocab, 1.0, self.work.Y, self.net.vocab,
                  self.net.U, self.net.hidden, 0.0, self.work.dA, self.net.hidden)
-            activation_slope(self.work.dA, self.work.A, K * self.net.hidden, self.net.activation)
-            gemm(b'N', b'N', K, self.net.inputs, self.net.hidden, 1.0, self.work.dA, self.net.hidden,
-                 self.net.H, self.net.inputs, 0.0, self.work.dX, self.net.inputs)
             gemm(b'T', b'N', self.net.vocab, self.net.hidden, K, 1.0, self.work.Y, self.net.vocab,
                  self.work.A, self.net.hidden, 0.0, &gU[0, 0], self.net.hidden)
-            gemm(b'T', b'N', self.net.hidden, self.net.inputs, K, 1.0, self.work.dA, self.net.hidden,
-                 self.work.X, self.net.inputs, 0.0, &gH[0, 0], self.net.inputs)
-            for j in range(self.net.hidden):
-                gd[j] = 0
-                for i in range(K):
-                    gd[j] += self.work.dA[i * self.net.hidden + j]
-        else:
-            memset(self.work.dX, 0, K * self.net.inputs * sizeof(float))
         if self.net.direct:
             gW = grads["W"]
             gemm(b'N', b'N', K, self.net.inputs, self.net.vocab, 1.0, self.work.Y, self.net.vocab,
                  self.net.W, self.net.inputs, 1.0, self.work.dX, self.net.inputs)
             gemm(b'T', b'N', self.net.vocab, self.net.inputs, K, 1.0, self.work.Y, self.net.vocab,
                  self.work.X, self.net.inputs, 0.0, &gW[0, 0], self.net.inputs)
-        for i in range(K):
-            for k in range(self.net.context):
-                for j in range(self.net.m):
-                    gC[windows[i, k], j] += self.work.dX[i * self.net.inputs + k * self.net.m + j]
+        input_gradients(&self.net, &self.work, windows, grads)
         return total
 
+
+cdef input_gradients(Net *net, Work *w, const int[:, ::1] windows, grads):
+    """From dL/d(hidden output) in dA (before the slope) and the direct connections' share
+    of dL/dx in dX: the gradients of H and d and the rows of C, into `grads`. For tests."""
+    cdef int K = windows.shape[0], i, k, j
+    cdef float[:, ::1] gC = grads["C"], gH
+    cdef float[::1] gd
+    if net.hidden > 0:
+        gH, gd = grads["H"], grads["d"]
+        activation_slope(w.dA, w.A, K * net.hidden, net.activation)
+        gemm(b'N', b'N', K, net.inputs, net.hidden, 1.0, w.dA, net.hidden, net.H, net.inputs, 1.0, w.dX, net.inputs)
+        gemm(b'T', b'N', net.hidden, net.inputs, K, 1.0, w.dA, net.hidden, w.X, net.inputs, 0.0, &gH[0, 0],
+             net.inputs)
+        for j in range(net.hidden):
+            gd[j] = 0
+            for i in range(K):
+                gd[j] += w.dA[i * net.hidden + j]
+    gC[:, :] = 0
+    for i in range(K):
+        for k in range(net.context):
+            for j in range(net.m):
+                gC[windows[i, k], j] += w.dX[i * net.inputs + k * net.m + j]
+
+
+# -- the hierarchical softmax (output "hs", hs_output.pxd) over the hidden layer ----------
+
+cdef double tree_step(Net *net, Work *w, Tree *tree, float *Vn, float *bn, float *G, const int *rows, int K,
+                      float rate, float keep_c) noexcept nogil:
+    """One SGD update over K windows: the nodes on the targets' paths (read for dL/da
+    first, then stepped in place), then H, d and the rows of C. Returns the sum of log p."""
+    cdef int n = net.context + 1, h = net.hidden
+    cdef double total
+    hidden_layer(net, w, rows, K)
+    total = tree_forward(tree, w.A, K, h, Vn, bn, rows + net.context, n, G, NULL)
+    memset(w.dA, 0, <Py_ssize_t> K * h * sizeof(float))
+    tree_backward(tree, w.A, K, h, Vn, rows + net.context, n, G, 0, NULL, NULL, w.dA)
+    tree_backward(tree, w.A, K, h, Vn, rows + net.context, n, G, -rate, Vn, bn, NULL)
+    memset(w.dX, 0, <Py_ssize_t> K * net.inputs * sizeof(float))
+    input_backward(net, w, rows, K, rate, keep_c)
+    return total
+
+
+cdef class TreeNetwork:
+    """The network of eq. 1 with the hierarchical softmax over its hidden layer in place of
+    b + U a (no direct connections): views of C, H, d and the node rows Vn and biases bn,
+    the tree's paths (nplmtk.neural.huffman.tree_paths), and one thread's work buffers for
+    batches of up to `capacity` windows. An update reads and steps only the nodes on its
+    targets' paths, so threads share the arrays lock-free as Network's do."""
+    cdef Net net
+    cdef Work work
+    cdef Tree tree
+    cdef float *Vn
+    cdef float *bn
+    cdef float *G
+    cdef object keep_alive
+
+    def __init__(self, params, paths, int context, int activation, int capacity, bint bias=True):
+        cdef float[:, ::1] Vn = params["Vn"]
+        cdef float[::1] bn = params["bn"], G
+        net_attach(&self.net, params, context, activation, bias, 0, params["C"].shape[0])
+        if self.net.hidden == 0 or Vn.shape[0] != self.net.vocab - 1 or Vn.shape[1] != self.net.hidden \
+                or bn.shape[0] != Vn.shape[0]:
+            raise ValueError("node arrays of the wrong shape, or no hidden layer")
+        tree_attach(&self.tree, paths, self.net.vocab)
+        G = np.zeros(capacity * self.tree.longest, dtype=np.float32)
+        self.keep_alive = (params, paths, G)
+        self.Vn, self.bn, self.G = &Vn[0, 0], &bn[0] if bias else NULL, &G[0]  # bn: zeros unless bias
+        work_alloc(&self.work, &self.net, capacity)
+
+    def __dealloc__(self):
+        work_free(&self.work)
+
+    def train(self, const int[:, ::1] windows, int batch, const double[::1] rates, const float[::1] row_keep,
+              const float[::1] dense_keep):
+        """As Network.train: SGD over `windows` in batches of `batch` with the schedule's
+        rates and decays (the dense weights: H and the node rows)."""
+        cdef Py_ssize_t start = 0, count = windows.shape[0], u = 0
+        cdef int K
+        cdef double total = 0
+        check_schedule(count, batch, self.work.capacity, rates.shape[0], row_keep.shape[0], dense_keep.shape[0])
+        if count and windows.shape[1] != self.net.context + 1:
+            raise ValueError("windows of the wrong order")
+        with nogil:
+            while start < count:
+                K = <int> min(<Py_ssize_t> batch, count - start)
+                total += tree_step(&self.net, &self.work, &self.tree, self.Vn, self.bn, self.G, &windows[start, 0],
+                                   K, <float> rates[u], row_keep[u])
+                if dense_keep[u] != 1:
+                    scale(self.net.hidden * self.net.inputs, dense_keep[u], self.net.H)
+                    scale(self.tree.nodes * self.net.hidden, dense_keep[u], self.Vn)
+                start += K
+                u += 1
+        return total, u
+
+    def logprobs(self, const int[:, ::1] windows, double[::1] out):
+        """Natural-log probability of each window's target (exactly normalised)."""
+        cdef Py_ssize_t start = 0, count = windows.shape[0]
+        cdef int K
+        with nogil:
+            while start < count:
+                K = <int> min(<Py_ssize_t> self.work.capacity, count - start)
+                hidden_layer(&self.net, &self.work, &windows[start, 0], K)
+                tree_forward(&self.tree, self.work.A, K, self.net.hidden, self.Vn, self.bn,
+                             &windows[start, self.net.context], self.net.context + 1, self.G, &out[start])
+                start += K
+
+    def gradients(self, const int[:, ::1] windows, grads):
+        """As Network.gradients, with the node rows' and biases' (Vn, bn). For tests."""
+        cdef int K = windows.shape[0], n = self.net.context + 1
+        cdef double total
+        cdef float[:, ::1] gVn = grads["Vn"]
+        cdef float[::1] gbn = grads["bn"]
+        if K > self.work.capacity:
+            raise ValueError("more windows than the work buffers hold")
+        hidden_layer(&self.net, &self.work, &windows[0, 0], K)
+        total = tree_forward(&self.tree, self.work.A, K, self.net.hidden, self.Vn, self.bn,
+                             &windows[0, n - 1], n, self.G, NULL)
+        gVn[:, :] = 0
+        gbn[:] = 0
+        memset(self.work.dA, 0, K * self.net.hidden * sizeof(float))
+        memset(self.work.dX, 0, K * self.net.inputs * sizeof(float))
+        tree_backward(&self.tree, self.work.A, K, self.net.hidden, self.Vn, &windows[0, n - 1], n, self.G, 1.0,
+                      &gVn[0, 0], &gbn[0] if self.bn != NULL else NULL, self.work.dA)
+        input_gradients(&self.net, &self.work, windows, grads)
+        return total

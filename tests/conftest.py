@@ -67,3 +67,21 @@ def sampled_step_errors(model_at_start, windows, proposal, exact, seeds):
             squared.append(sum((((before[k] - model.params[k]) - exact[k]) ** 2).sum() for k in before))
         errors.append(np.mean(squared))
     return errors
+
+
+def hs_logprobs(h, Vn, bn, tree, words):
+    """log p of every word from the top layer h (rows): the product of sigma(+-z) down
+    the stored tree, walked from the root (words are leaves 0..|V|-1, internal node i is
+    |V| + i, its children at tree[2i], tree[2i + 1]; the root is the last)."""
+    z = h @ Vn.T + bn
+    logp = np.zeros((len(h), words))
+    stack = [(2 * words - 2, np.zeros(len(h)))]
+    while stack:
+        node, above = stack.pop()
+        if node < words:
+            logp[:, node] = above
+            continue
+        i = node - words
+        to_first = np.log(1 / (1 + np.exp(-z[:, i])))  # log sigma(z); log sigma(-z) = that - z
+        stack += [(tree[2 * i], above + to_first), (tree[2 * i + 1], above + to_first - z[:, i])]
+    return logp

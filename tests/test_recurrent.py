@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from conftest import assert_gradients_match_finite_differences, assert_one_line_error, run_nplm
+from conftest import assert_gradients_match_finite_differences, assert_one_line_error, hs_logprobs, run_nplm
 from nplmtk.corpus import Corpus
 from nplmtk.models import ARCHITECTURES, load
 from nplmtk.neural.recurrent import stream_rows
@@ -82,24 +82,6 @@ def reference_logprobs(model, rows):
             logp = log_softmax(below @ p.get("V", p["C"]).T + p.get("d", 0) + (x @ p["M"].T if "M" in p else 0))
         out[t] = np.where(targets >= 0, logp[np.arange(streams), np.maximum(targets, 0)], 0)
     return out
-
-
-def hs_logprobs(h, Vn, bn, tree, words):
-    """log p of every word from the top layer h (rows): the product of sigma(+-z) down
-    the stored tree, walked from the root (words are leaves 0..|V|-1, internal node i is
-    |V| + i, its children at tree[2i], tree[2i + 1]; the root is the last)."""
-    z = h @ Vn.T + bn
-    logp = np.zeros((len(h), words))
-    stack = [(2 * words - 2, np.zeros(len(h)))]
-    while stack:
-        node, above = stack.pop()
-        if node < words:
-            logp[:, node] = above
-            continue
-        i = node - words
-        sign = np.log(1 / (1 + np.exp(-z[:, i])))
-        stack += [(tree[2 * i], above + sign), (tree[2 * i + 1], above + sign - z[:, i])]  # log sigma(-z)
-    return logp
 
 
 def log_softmax(y):
