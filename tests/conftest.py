@@ -20,6 +20,32 @@ def nplm():
     return run_nplm
 
 
+def scored_as_ppl_says(model_path, text):
+    """`nplm ppl` of a saved model on `text`: (the model, the ppl it reports), which its
+    logprobs must give."""
+    from nplmtk.corpus import Corpus
+    from nplmtk.models import load
+    status, out, err = run_nplm("ppl", "-lm", model_path, "-text", text)
+    assert status == 0 and out.startswith(f"file {text}: "), err
+    reported = float(out.split("ppl= ")[1].split()[0])
+    model = load(str(model_path))
+    corpus = Corpus.read(str(text), model.vocab)
+    assert abs(np.exp(-model.logprobs(corpus).mean()) / reported - 1) < 1e-3
+    return model, reported
+
+
+@pytest.fixture(scope="session")
+def toy_texts(tmp_path_factory):
+    """train.txt (600 sentences) and valid.txt (40) of the toy grammar: (folder, its vocabulary)."""
+    from nplmtk.toy import ToyGrammar
+    from nplmtk.vocab import Vocabulary
+    folder = tmp_path_factory.mktemp("toy")
+    grammar = ToyGrammar()
+    for name, count, seed in (("train", 600, 1), ("valid", 40, 2)):
+        (folder / f"{name}.txt").write_text("\n".join(" ".join(s) for s in grammar.sentences(count, seed)) + "\n")
+    return folder, Vocabulary(grammar.words)
+
+
 def assert_one_line_error(status, stderr, *fragments):
     assert status == 2, stderr
     assert "Traceback" not in stderr
