@@ -45,8 +45,8 @@ ARCH_HELP = "Architecture: " + "; ".join(f"{name} ({model.summary})" for name, m
         help="rnn, lstm: each sentence starts from a zero state, or the state runs on through the text; "
         "scoring follows the model's rule [sentence].")
 @option("output", type=click.Choice(["full", "class", "hs"]), default=None,
-        help="The output layer: the full softmax; class (rnn, lstm): Mikolov's class-factored softmax p(class) "
-        "p(word | class) over -classes classes by frequency, O(K + |class|) per word; hs (mlp, rnn, lstm): the "
+        help="mlp, rnn, lstm: the output layer: the full softmax; class: Mikolov's class-factored softmax p(class) "
+        "p(word | class) over -classes classes by frequency, O(K + |class|) per word; hs: the "
         "hierarchical softmax over the Huffman tree of the training counts, O(log |V|) per word. Both exactly "
         "normalised [full].")
 @option("classes", type=click.IntRange(min=1), default=None,
@@ -153,9 +153,11 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, la
         normalize = Normalizer(lower=lower, map_numbers=map_numbers)
         model_class = ARCHITECTURES[arch]
         recurrent = dict(bptt=bptt, streams=streams, dropout=dropout, clip=clip)
-        shape = dict(layers=layers, tie=tie, peephole=peephole, reset_state=reset_state, classes=classes)
+        shape = dict(layers=layers, tie=tie, peephole=peephole, reset_state=reset_state)
         if output not in (None, *model_class.OUTPUTS):
             raise NplmError(f"-output {output}: -arch {arch} has {' or '.join(model_class.OUTPUTS)}")
+        if classes is not None and output != "class":
+            raise NplmError("-classes applies to -output class")
         if not model_class.RECURRENT:
             for name, value in {**recurrent, **shape}.items():
                 if value not in (None, False):
@@ -180,8 +182,8 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, la
             network.update({name: value for name, value in shape.items() if value is not None})
         elif order is None:
             network["order"] = 5
-        if output is not None:
-            network["output"] = output
+        network.update({name: value for name, value in (("output", output), ("classes", classes))
+                        if value is not None})
         trainer, corpora = _prepare(text, valid, vocab, network, config, resume, checkpoint, min_count, normalize,
                                     comm, init_from)
         if resume:
@@ -266,8 +268,7 @@ NETWORK_OPTIONS = {"arch": ("arch", lambda model: model.arch), "order": ("order"
                    "peephole": ("peephole", lambda model: model.meta.get("peephole", False)),
                    "reset_state": ("reset_state", lambda model: model.meta.get("reset_state")),
                    "classes": ("classes", lambda model: model.meta.get("classes")),
-                   "output": ("output", lambda model: "class" if model.meta.get("classes") else
-                              "hs" if model.meta.get("hs") else "full")}
+                   "output": ("output", lambda model: model.output)}
 
 
 def _check_resumed_network(model, network, path):

@@ -111,3 +111,18 @@ def hs_logprobs(h, Vn, bn, tree, words):
         to_first = np.log(1 / (1 + np.exp(-z[:, i])))  # log sigma(z); log sigma(-z) = that - z
         stack += [(tree[2 * i], above + to_first), (tree[2 * i + 1], above + to_first - z[:, i])]
     return logp
+
+
+def class_logprobs(h, V, d, Vc, bc, class_of):
+    """log p of every word from the top layer h (rows) by the class-factored softmax:
+    p(class) p(word | class), each a softmax."""
+    class_of = np.array(class_of)
+    z = log_softmax(h @ Vc.T + bc)
+    y = h @ V.T + d
+    return np.stack([z[:, class_of[w]] + log_softmax(np.where(class_of == class_of[w], y, -np.inf))[:, w]
+                     for w in range(len(class_of))], axis=1)
+
+
+def log_softmax(y):
+    top = y.max(axis=1, keepdims=True)
+    return y - top - np.log(np.exp(y - top).sum(axis=1, keepdims=True))

@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from conftest import (assert_gradients_match_finite_differences, assert_one_line_error, hs_logprobs, run_nplm,
-                      scored_as_ppl_says)
+from conftest import (assert_gradients_match_finite_differences, assert_one_line_error, class_logprobs, hs_logprobs,
+                      log_softmax, run_nplm, scored_as_ppl_says)
 from nplmtk.corpus import Corpus
 from nplmtk.models import ARCHITECTURES
 from nplmtk.neural.recurrent import stream_rows
@@ -72,21 +72,12 @@ def reference_logprobs(model, rows):
             below = s[layer]
         if "Vn" in p:
             logp = hs_logprobs(below, p["Vn"], p.get("bn", 0), model.meta["tree"], len(model.vocab))
-        elif "Vc" in p:  # p(class) p(word | class), each a softmax
-            class_of = np.array(meta["class_of"])
-            z = log_softmax(below @ p["Vc"].T + p.get("bc", 0))
-            y = below @ p.get("V", p["C"]).T + p.get("d", 0)
-            logp = np.stack([z[np.arange(streams), class_of[w]] + log_softmax(
-                np.where(class_of == class_of[w], y, -np.inf))[:, w] for w in range(len(class_of))], axis=1)
+        elif "Vc" in p:
+            logp = class_logprobs(below, p.get("V", p["C"]), p.get("d", 0), p["Vc"], p.get("bc", 0), meta["class_of"])
         else:
             logp = log_softmax(below @ p.get("V", p["C"]).T + p.get("d", 0) + (x @ p["M"].T if "M" in p else 0))
         out[t] = np.where(targets >= 0, logp[np.arange(streams), np.maximum(targets, 0)], 0)
     return out
-
-
-def log_softmax(y):
-    top = y.max(axis=1, keepdims=True)
-    return y - top - np.log(np.exp(y - top).sum(axis=1, keepdims=True))
 
 
 def random_model(arch, shape, seed=2):
@@ -131,7 +122,7 @@ def test_scoring_carries_the_state_and_equals_the_reference(arch, shape):
 
 
 def test_classes_by_frequency_are_balanced_in_sqrt_mass_and_ordered():
-    from nplmtk.neural.recurrent import frequency_classes
+    from nplmtk.neural.word_classes import frequency_classes
     counts = np.random.default_rng(1).zipf(1.3, 5000).astype(float)
     class_of = frequency_classes(counts, 40)
     order = np.argsort(-counts, kind="stable")
@@ -237,7 +228,8 @@ def test_train_save_score_from_the_command_line(toy_texts, tmp_path, arch, outpu
     (["-optimizer", "adam"], "Adam is built for the recurrent models"),
     # the output layers
     (["-arch", "energy", "-output", "hs"], "-output hs: -arch energy has full"),
-    (["-output", "class"], "-output class: -arch mlp has full or hs"),
+    (["-arch", "lbl", "-output", "class"], "-output class: -arch lbl has full"),
+    (["-output", "hs", "-classes", 9], "-classes applies to -output class"),
     (["-output", "hs", "-direct"], "-output hs reads the hidden layer only"),
     (["-arch", "lstm", "-output", "hs", "-tie", "-m", 4, "-h", 4], "neither -direct nor -tie applies"),
     (["-output", "hs", "-criterion", "is"], "-output hs trains with its exact gradient"),

@@ -49,6 +49,16 @@ class NeuralModel(LanguageModel):
         self.meta = meta or {}
         self._paths = None
 
+    @property
+    def output(self):
+        """The output layer: "full", "class" or "hs" (one of OUTPUTS)."""
+        return "hs" if self.meta.get("hs") else "class" if self.meta.get("classes") else "full"
+
+    def output_touches_few_rows(self):
+        """Whether an update reads and steps only a few rows of the output layer (the
+        trainer then decays the dense weights in bulk less often)."""
+        return False
+
     def hs_paths(self):
         """The paths of the hierarchical softmax's Huffman tree (meta "tree"), for its kernel."""
         if self._paths is None:
@@ -188,6 +198,13 @@ class NeuralModel(LanguageModel):
                                  + ("true or false)" if kind is bool else
                                     f"an integer from {META_MINIMUM[key]} to {MAX_UNITS:,})"), path=path)
             shape[key] = value
+        if shape.get("classes"):
+            count, class_of = shape["classes"], meta.get("class_of")
+            if (type(class_of) is not list or len(class_of) != len(vocab)
+                    or any(type(c) is not int or not 0 <= c < count for c in class_of) or len(set(class_of)) != count):
+                raise InputError(f"{cls.arch} network whose class_of is not one of its {count} classes for each of its "
+                                 f"{len(vocab)} words, every class used", path=path)
+            shape["class_of"] = class_of
         if shape.get("hs"):
             tree = meta.get("tree")
             try:

@@ -17,8 +17,9 @@ from ..lm import LN10
 
 from .._ext.mlp_kernels import ACTIVATIONS
 from .._ext.rnn_kernels import RecurrentNetwork
-from ..errors import InputError, ParameterError
+from ..errors import ParameterError
 from .huffman import huffman_tree
+from .word_classes import class_lists, frequency_classes
 from .network import NeuralModel, uniform_initialiser
 
 RESET_STATES = ("sentence", "never")
@@ -138,18 +139,6 @@ class RNNModel(NeuralModel):
             if shape["bias"]:
                 arrays["bc"] = (shape["classes"],)
         return arrays
-
-    @classmethod
-    def _checked_meta(cls, vocab, meta, path):
-        order, activation, shape = super()._checked_meta(vocab, meta, path)
-        if shape["classes"]:
-            count, class_of = shape["classes"], meta.get("class_of")
-            if (type(class_of) is not list or len(class_of) != len(vocab)
-                    or any(type(c) is not int or not 0 <= c < count for c in class_of) or len(set(class_of)) != count):
-                raise InputError(f"{cls.arch} network whose class_of is not one of its {count} classes for each of its "
-                                 f"{len(vocab)} words, every class used", path=path)
-            shape["class_of"] = class_of
-        return order, activation, shape
 
     # -- the training protocol ----------------------------------------------------------
     def check_training(self, config):
@@ -282,33 +271,6 @@ def _prefix_trie(corpus, vocab):
         levels.append((start[alive] + depth, np.array(pair_of_token), list(pairs),
                        np.array([parent for parent, _ in keys]), np.array([word for _, word in keys])))
     return levels
-
-
-def frequency_classes(counts, classes):
-    """Each word's class, by frequency as RNNLM and faster-rnnlm bin them: the words by
-    descending count, cut where the running sum of sqrt(count) crosses each 1/K of its
-    total (classes left empty by a very frequent word are dropped)."""
-    counts = np.asarray(counts, dtype=np.float64)
-    order = np.argsort(-counts, kind="stable")
-    mass = np.sqrt(counts[order])
-    before = (np.cumsum(mass) - mass) / max(mass.sum(), 1e-300)
-    ranked = np.minimum((before * classes).astype(np.int64), classes - 1)
-    class_of = np.empty(len(counts), dtype=np.int64)
-    class_of[order] = np.unique(ranked, return_inverse=True)[1]
-    return class_of
-
-
-def class_lists(class_of):
-    """The class-factored output layer's lists for its kernel: the words of class 0, then
-    of class 1, ... (each class in id order), the K + 1 offsets of the classes in that list,
-    each word's class, and each word's place within its class (int32 arrays)."""
-    class_of = np.asarray(class_of, dtype=np.int32)
-    sizes = np.bincount(class_of)
-    members = np.argsort(class_of, kind="stable").astype(np.int32)
-    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
-    slot_of = np.empty_like(members)
-    slot_of[members] = np.arange(len(members)) - np.repeat(starts[:-1], sizes)
-    return members, starts, class_of, slot_of
 
 
 def stream_rows(corpus, streams, vocab):

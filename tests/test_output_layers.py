@@ -1,16 +1,18 @@
-"""The hierarchical softmax (`-output hs`, cython_ext/hs_output.pxd) of the MLP, RNN and
-LSTM: the Huffman tree, finite-difference checks of the MLP's every parameter against a
-float64 numpy model written here (the recurrent ones are in test_recurrent.py), exact
-normalisation, the save/load/score round trip, a short training run from the command
-line, and crafted trees refused."""
+"""The factored output layers: the hierarchical softmax (`-output hs`, cython_ext/
+hs_output.pxd) of the MLP, RNN and LSTM, and the MLP's class-factored softmax (`-output
+class`, cython_ext/class_output.pxd; the recurrent models' is tested in test_recurrent.py,
+as are their gradients with either): the Huffman tree, finite-difference checks of the
+MLP's every parameter against a float64 numpy model written here, exact normalisation, the
+save/load/score round trip, a short training run from the command line, and crafted trees
+refused."""
 import heapq
 import math
 
 import numpy as np
 import pytest
 
-from conftest import (assert_gradients_match_finite_differences, assert_one_line_error, hs_logprobs, run_nplm,
-                      scored_as_ppl_says)
+from conftest import (assert_gradients_match_finite_differences, assert_one_line_error, class_logprobs, hs_logprobs,
+                      run_nplm, scored_as_ppl_says)
 from nplmtk import container
 from nplmtk.corpus import Corpus
 from nplmtk.models import ARCHITECTURES, load
@@ -42,8 +44,10 @@ def test_the_huffman_tree_has_the_optimal_code_lengths_and_breaks_ties_by_id():
     assert len(codes) == len(counts)  # a prefix code: every word its own path
 
 
-def random_mlp(seed=3, **shape):
-    model = MLPModel.initial(VOCAB, order=4, features=3, hidden=5, seed=seed, output="hs", counts=COUNTS, **shape)
+def random_mlp(output, seed=3, **shape):
+    classes = 4 if output == "class" else None
+    model = MLPModel.initial(VOCAB, order=4, features=3, hidden=5, seed=seed, output=output, classes=classes,
+                             counts=COUNTS, **shape)
     rng = np.random.default_rng(0)
     for name in model.params:  # non-zero biases and larger weights make a sharper test
         model.params[name][...] = rng.normal(0, 0.5, model.params[name].shape)
@@ -51,31 +55,37 @@ def random_mlp(seed=3, **shape):
 
 
 def reference_loss(model, windows):
-    """-sum log p(target) in float64: the hidden layer of eq. 1, then the tree."""
+    """-sum log p(target) in float64: the hidden layer of eq. 1, then the tree or classes."""
     p = {k: v.astype(np.float64) for k, v in model.params.items()}
     x = p["C"][windows[:, :-1]].reshape(len(windows), -1)
     a = ACTS[model.activation](p["d"] + x @ p["H"].T)
-    bias = p["bn"] if model.meta["bias"] else 0
-    logp = hs_logprobs(a, p["Vn"], bias, model.meta["tree"], len(model.vocab))
+    if model.meta["bias"] is False:  # the biases are no parameters
+        p.update({name: 0 for name in ("b", "bn", "bc")})
+    if model.meta["hs"]:
+        logp = hs_logprobs(a, p["Vn"], p["bn"], model.meta["tree"], len(model.vocab))
+    else:
+        logp = class_logprobs(a, p["U"], p["b"], p["Vc"], p["bc"], model.meta["class_of"])
     return -logp[np.arange(len(windows)), windows[:, -1]].sum()
 
 
+@pytest.mark.parametrize("output", ["hs", "class"])
 @pytest.mark.parametrize("activation, bias", [("tanh", True), ("sigmoid", False), ("relu", True)])
-def test_every_mlp_parameter_matches_finite_differences(activation, bias):
-    model = random_mlp(activation=activation, bias=bias)
+def test_every_mlp_parameter_matches_finite_differences(output, activation, bias):
+    model = random_mlp(output, activation=activation, bias=bias)
     rng = np.random.default_rng(1)
     windows = rng.integers(0, len(VOCAB), size=(6, 4)).astype(np.int32)
     windows[0, :3] = windows[1, 0]  # a word repeated in one context
     grads = {k: np.zeros_like(v) for k, v in model.params.items()}
     total = model.network(capacity=8).gradients(windows, grads)
     assert np.isclose(-total, reference_loss(model, windows), rtol=1e-5)
-    params = {k: v for k, v in model.params.items() if bias or k != "bn"}  # bn is no parameter without biases
+    params = {k: v for k, v in model.params.items() if bias or k not in ("b", "bn", "bc")}
     assert_gradients_match_finite_differences(params, grads, lambda: reference_loss(model, windows), rng)
 
 
+@pytest.mark.parametrize("output", ["hs", "class"])
 @pytest.mark.parametrize("count", [7, 1])
-def test_an_mlp_training_step_moves_every_block_by_its_gradient(count):
-    model = random_mlp()
+def test_an_mlp_training_step_moves_every_block_by_its_gradient(output, count):
+    model = random_mlp(output)
     windows = np.random.default_rng(1).integers(0, len(VOCAB), size=(count, 4)).astype(np.int32)
     grads = {k: np.zeros_like(v) for k, v in model.params.items()}
     model.network(capacity=8).gradients(windows, grads)
@@ -94,10 +104,11 @@ def big_vocab():
     return vocab, counts
 
 
-@pytest.mark.parametrize("arch, shape", [("mlp", dict(order=3)), ("rnn", {}), ("lstm", dict(layers=2))])
+@pytest.mark.parametrize("arch, shape", [("mlp", dict(order=3)), ("rnn", {}), ("lstm", dict(layers=2)),
+                                         ("mlp", dict(order=3, output="class"))])
 def test_every_distribution_sums_to_one(big_vocab, arch, shape):
     vocab, counts = big_vocab
-    model = ARCHITECTURES[arch].initial(vocab, features=6, hidden=7, seed=1, output="hs", counts=counts, **shape)
+    model = ARCHITECTURES[arch].initial(vocab, features=6, hidden=7, seed=1, counts=counts, **{"output": "hs", **shape})
     rng = np.random.default_rng(2)
     for name in model.params:
         model.params[name][...] = rng.normal(0, 1.0, model.params[name].shape)
@@ -110,30 +121,31 @@ def test_every_distribution_sums_to_one(big_vocab, arch, shape):
         assert math.isclose(math.log(distribution[42]), logp[len(history)], rel_tol=1e-4)
 
 
-@pytest.mark.parametrize("arch, shape", [("mlp", dict(order=3)), ("lstm", {})])
+@pytest.mark.parametrize("arch, shape", [("mlp", dict(order=3)), ("lstm", {}), ("mlp", dict(order=3, output="class"))])
 def test_saved_and_loaded_models_score_the_same(tmp_path, big_vocab, arch, shape):
     vocab, counts = big_vocab
-    model = ARCHITECTURES[arch].initial(vocab, features=6, hidden=7, seed=1, output="hs", counts=counts, **shape)
+    model = ARCHITECTURES[arch].initial(vocab, features=6, hidden=7, seed=1, counts=counts, **{"output": "hs", **shape})
     model.save(str(tmp_path / "m.nplm"))
     again = load(str(tmp_path / "m.nplm"))
     corpus = Corpus.from_lines(["v1 v2 v3 v250", "v7 v7 v0"], vocab)
-    assert again.meta["hs"] and again.meta["tree"] == model.meta["tree"]
+    assert again.output == model.output and again.meta == model.meta
     np.testing.assert_array_equal(again.logprobs(corpus), model.logprobs(corpus))
 
 
-@pytest.mark.parametrize("arch, options", [("mlp", ["-order", 3, "-batch", 4, "-lr", 0.05]),
-                                           ("lstm", ["-bptt", 10, "-streams", 4, "-lr", 0.05])])
+@pytest.mark.parametrize("arch, options", [("mlp", ["-output", "hs", "-order", 3, "-batch", 4, "-lr", 0.05]),
+                                           ("mlp", ["-output", "class", "-classes", 5, "-order", 3, "-lr", 0.05]),
+                                           ("lstm", ["-output", "hs", "-bptt", 10, "-streams", 4, "-lr", 0.05])])
 def test_a_short_run_lowers_the_ppl_from_the_command_line(toy_texts, tmp_path, arch, options):
     texts, _ = toy_texts
     model_path = tmp_path / "m.nplm"
-    status, _, err = run_nplm("train", "-arch", arch, "-output", "hs", "-text", texts / "train.txt", "-m", 8,
+    status, _, err = run_nplm("train", "-arch", arch, "-text", texts / "train.txt", "-m", 8,
                               "-h", 8, *options, "-epochs", 3, "-threads", 2, "-lm", model_path, "-quiet",
                               "-log", tmp_path / "log.jsonl")
     assert status == 0, err
     ppl = [float(line.split('"train_ppl": ')[1].split(",")[0]) for line in open(tmp_path / "log.jsonl")]
     assert ppl[-1] < 0.8 * ppl[0]
     model, reported = scored_as_ppl_says(model_path, texts / "valid.txt")
-    assert model.meta["hs"] and reported < len(model.vocab) / 2
+    assert model.output == options[1] and reported < len(model.vocab) / 2
 
 
 def crafted(tmp_path, arch, tree):
