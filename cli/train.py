@@ -235,6 +235,8 @@ def _prepare(text, valid, vocab, network, config, resume, checkpoint, min_count,
             vocabulary = Vocabulary.from_counts(count_words([text], normalize), min_count)
         train_corpus = Corpus.read(text, vocabulary, unk=True, normalize=normalize)
         settings = dict(network)
+        if settings.get("output") == "full":  # every architecture's default; only some take `output`
+            del settings["output"]
         if settings.get("output") in ("class", "hs"):  # by the training counts (each </s> counted)
             settings["counts"] = np.bincount(train_corpus.ids, minlength=len(vocabulary))
             settings["counts"][vocabulary.eos] += train_corpus.num_sentences

@@ -229,6 +229,7 @@ def test_train_save_score_from_the_command_line(toy_texts, tmp_path, arch, outpu
     # the output layers
     (["-arch", "energy", "-output", "hs"], "-output hs: -arch energy has full"),
     (["-arch", "lbl", "-output", "class"], "-output class: -arch lbl has full"),
+    (["-arch", "lbl", "-output", "full", "-classes", 3], "-classes applies to -output class"),
     (["-output", "hs", "-classes", 9], "-classes applies to -output class"),
     (["-output", "hs", "-direct"], "-output hs reads the hidden layer only"),
     (["-arch", "lstm", "-output", "hs", "-tie", "-m", 4, "-h", 4], "neither -direct nor -tie applies"),
