@@ -8,7 +8,7 @@
 # about log2 |V| of them, and the distribution is still exactly normalised: each node
 # splits its mass between its two children. Inline functions over N rows of any network's
 # top layer (cimported by the recurrent and the MLP kernels), as class_output.pxd.
-from libc.math cimport exp, log1p
+from libc.math cimport exp, fabs, log1p
 
 from kernel_common cimport axpy_row, dot_row
 
@@ -24,6 +24,11 @@ cdef struct Tree:
 cdef inline double log_sigmoid(double z) noexcept nogil:
     """log sigma(z), without overflow either way."""
     return -log1p(exp(-z)) if z >= 0 else z - log1p(exp(z))
+
+
+cdef inline double sigmoid(double z) noexcept nogil:
+    cdef double e = exp(-fabs(z))  # in (0, 1]: no overflow either way
+    return 1 / (1 + e) if z >= 0 else e / (1 + e)
 
 
 cdef inline double node_score(const Tree *tree, int k, const float *h, int width, const float *Vn,
@@ -49,7 +54,7 @@ cdef inline double tree_forward(const Tree *tree, const float *top, Py_ssize_t N
         for k in range(start, tree.starts[t + 1]):
             z = node_score(tree, k, top + r * width, width, Vn, bn)
             value += log_sigmoid(-z if tree.turns[k] else z)
-            G[r * tree.longest + k - start] = <float> (1 / (1 + exp(-z)) - (1 - tree.turns[k]))
+            G[r * tree.longest + k - start] = <float> (sigmoid(z) - (1 - tree.turns[k]))
         total += value
         if logp != NULL:
             logp[r] = value
