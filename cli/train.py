@@ -217,7 +217,7 @@ def _prepare(text, valid, vocab, network, config, resume, checkpoint, min_count,
     if resume:
         trainer = Trainer.resume(os.path.join(checkpoint, "checkpoint.nplm"), config, comm)
         vocabulary = trainer.model.vocab
-        train_corpus = Corpus.read(text, vocabulary, unk=True, normalize=normalize)
+        train_corpus = Corpus.read(text, vocabulary, unk=True, normalize=normalize, memory_map=True)
     else:
         sources = [(load(path), blocks) for path, blocks in init_from]
         if vocab:
@@ -226,7 +226,7 @@ def _prepare(text, valid, vocab, network, config, resume, checkpoint, min_count,
             vocabulary = sources[0][0].vocab
         else:
             vocabulary = Vocabulary.from_counts(count_words([text], normalize), min_count)
-        train_corpus = Corpus.read(text, vocabulary, unk=True, normalize=normalize)
+        train_corpus = Corpus.read(text, vocabulary, unk=True, normalize=normalize, memory_map=True)
         settings = dict(network)
         if settings.get("output") == "class":  # classes by the training counts (each </s> counted)
             settings["counts"] = np.bincount(train_corpus.ids, minlength=len(vocabulary))
