@@ -12,6 +12,13 @@ cnp.import_array()
 
 DEF MAX_ORDER = 10  # nplmtk.ngram.counts.MAX_ORDER
 DEF FIRST_CAPACITY = 1 << 12
+DEF AHEAD = 16  # positions ahead whose table slot is fetched early
+
+cdef extern from *:
+    """
+    #define PREFETCH(address) __builtin_prefetch(address)
+    """
+    void PREFETCH(const void *address) noexcept nogil
 
 
 cdef inline uint64_t mix(uint64_t x) noexcept nogil:
@@ -136,34 +143,58 @@ cdef class NgramHashCounter:
     def add(self, const int[::1] ids, const int64_t[::1] offsets, int bos, int eos, int unk):
         """Every n-gram of each sentence ids[offsets[s]:offsets[s+1]] with one <s> before
         and one </s> after it; ids below 0 count as `unk`. The caller checks that ids lie
-        below vocab_size."""
-        cdef Py_ssize_t s, i, k, position, length, top, prefix
-        cdef int word
-        cdef int failed = 0
+        below vocab_size. Order by order over the padded text, each position's id of the
+        order below turned into its id of this order in place, so the key AHEAD positions
+        on is known and its slot fetched early (the loop waits on memory, not arithmetic)."""
+        cdef Py_ssize_t sentences = offsets.shape[0] - 1, n = ids.shape[0] + 2 * sentences
+        cdef Py_ssize_t s, i, j, k, position, length
+        cdef int *seq = <int *> malloc(max(n, 1) * sizeof(int))
+        cdef int *left = <int *> malloc(max(n, 1) * sizeof(int))  # tokens from here to the sentence's end
+        cdef int64_t *found = <int64_t *> malloc(max(n, 1) * sizeof(int64_t))  # id at each position, or -1
+        cdef int64_t key
+        cdef int word, failed = 0
+        cdef Table *t
+        if not (seq and left and found):
+            free(seq)
+            free(left)
+            free(found)
+            raise MemoryError()
         with nogil:
-            for s in range(offsets.shape[0] - 1):
+            position = 0
+            for s in range(sentences):
                 length = offsets[s + 1] - offsets[s] + 2
                 for i in range(length):
-                    prefix = 0
-                    top = length - i if length - i < self.order else self.order
-                    for k in range(top):
-                        position = i + k  # in the padded sentence
-                        if position == 0:
-                            word = bos
-                        elif position == length - 1:
-                            word = eos
-                        else:
-                            word = ids[offsets[s] + position - 1]
-                            if word < 0:
-                                word = unk
-                        prefix = table_add(&self.orders[k], word if k == 0 else prefix * self.vocab_size + word)
-                        if prefix < 0:
-                            failed = 1
-                            break
-                    if failed:
+                    if i == 0:
+                        word = bos
+                    elif i == length - 1:
+                        word = eos
+                    else:
+                        word = ids[offsets[s] + i - 1]
+                        if word < 0:
+                            word = unk
+                    seq[position] = word
+                    left[position] = <int> (length - i)
+                    position += 1
+            for k in range(1, self.order + 1):
+                t = &self.orders[k - 1]
+                for i in range(n):
+                    j = i + AHEAD
+                    if j < n and left[j] >= k and (k == 1 or found[j] >= 0):
+                        key = seq[j] if k == 1 else found[j] * self.vocab_size + seq[j + k - 1]
+                        PREFETCH(&t.slot_keys[mix(<uint64_t> key) & (t.capacity - 1)])
+                    if left[i] < k or (k > 1 and found[i] < 0):
+                        found[i] = -1
+                        continue
+                    key = seq[i] if k == 1 else found[i] * self.vocab_size + seq[i + k - 1]
+                    found[i] = table_add(t, key)
+                    if found[i] < 0:
+                        failed = 1
                         break
                 if failed:
                     break
+        free(seq)
+        free(left)
+        free(found)
         if failed:
             raise MemoryError()
 
