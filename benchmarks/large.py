@@ -20,12 +20,12 @@ def _generator(brown, vocab):
             "--words", str(WORDS)]
 
 
-def _run_fed(generator, args, stdout=subprocess.DEVNULL):
+def _run_fed(generator, args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL):
     """Wall seconds and peak RSS (MB) of `args` reading the generator's output on stdin
     (the generator's own time and memory not counted in the peak)."""
     start = time.perf_counter()
     feed = subprocess.Popen(generator, stdout=subprocess.PIPE)
-    proc = subprocess.Popen(args, stdin=feed.stdout, stdout=stdout, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(args, stdin=feed.stdout, stdout=stdout, stderr=stderr)
     feed.stdout.close()
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -89,7 +89,7 @@ def large_corpora(brown, peak):
     generator = _generator(brown, vocab)
     ours_cmd = [NPLM, "ngram-count", "-text", "-", "-order", "5", "-vocab", vocab, "-unk", "-memory", "2G",
                 "-lm", os.path.join(OUT, "large-kn5.arpa")]
-    small_cmd = ours_cmd[:-4] + ["-memory", "256M", "-lm", os.path.join(OUT, "large-kn5-256M.arpa")]
+    small_cmd = ours_cmd[:-4] + ["-memory", "256M", "-debug", "2", "-lm", os.path.join(OUT, "large-kn5-256M.arpa")]
     kenlm = os.environ.get("KENLM_BIN")
     lmplz_cmd = ([os.path.join(kenlm, "lmplz"), "-o", "5", "-S", "2G", "-T", OUT, "--discount_fallback"]
                  if kenlm else None)
@@ -99,7 +99,10 @@ def large_corpora(brown, peak):
         if lmplz_cmd:
             with open(os.path.join(OUT, "large-lmplz.arpa"), "w") as out:
                 figures["lmplz"].append(_run_fed(generator, lmplz_cmd, stdout=out))
-    figures["small"].append(_run_fed(generator, small_cmd))
+    with open(os.path.join(OUT, "large-256M.err"), "w") as err:
+        figures["small"].append(_run_fed(generator, small_cmd, stderr=err))
+    spilled = [line.split(": ")[-1].strip() for line in open(os.path.join(OUT, "large-256M.err"))
+               if "sorted runs on disk" in line]
     same = open(ours_cmd[-1], "rb").read() == open(small_cmd[-1], "rb").read()
     feed = subprocess.Popen(generator, stdout=subprocess.PIPE)
     loading = json.loads(subprocess.run([sys.executable, "-c", LOADING, vocab], stdin=feed.stdout, check=True,
@@ -126,8 +129,8 @@ def large_corpora(brown, peak):
         ratio = statistics.median(s for s, _ in figures["ours"]) / statistics.median(s for s, _ in figures["lmplz"])
     lines.append(row("the same, counts spilled to disk and merged", "`... -memory 256M ...`", figures["small"]))
     lines += ["", f"- The `-memory 256M` run writes {'the same ARPA file, byte for byte' if same else 'A DIFFERENT FILE'} "
-              "as the `-memory 2G` run (the counts' tables went to sorted runs on disk past a third of 256M and "
-              "were merged at the end)."]
+              f"as the `-memory 2G` run, which kept its counts in memory; with 256M the tables went to disk past a "
+              f"third of it ({spilled[0] if spilled else 'NO RUNS: not spilled'}, by its `-debug 2`)."]
     if lmplz_cmd:
         lines.append(f"- Ours against lmplz, wall time: {ratio:.2f}x (median against median).")
     lines += [f"- One training epoch's data loading, the same stream on stdin (`Corpus.read(\"-\", memory_map=True)`, "

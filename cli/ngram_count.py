@@ -82,7 +82,8 @@ def _discounting(kndiscount, ukndiscount, wbdiscount, gtdiscount, cdiscount, add
         "the words' classes (what SRILM's replace-words-with-classes and ngram-count do). -lm X.nplm writes one "
         "file holding both; an ARPA -lm is scored with `nplm ppl -lm X -classes FILE`.")
 @option("debug", type=click.IntRange(0, 4), default=0,
-        help="1 or more: print each order's discounting as SRILM's -debug 1 does (to stderr).")
+        help="1 or more: print each order's discounting as SRILM's -debug 1 does (to stderr); 2: also how many "
+        "sorted runs of counts went to disk (-memory).")
 @option("memory", type=ByteSize(), default="2G",
         help="About how much memory counting may use: the text is counted in chunks, and counts beyond this go to "
         "sorted files in TMPDIR that are merged at the end (SRILM's make-big-lm, lmplz's -S). The distinct n-grams "
@@ -167,6 +168,9 @@ def command(text, read, order, vocab, unk, write, lm, kndiscount, ukndiscount, w
         for path in read:
             accumulator.add_counts(NgramCounts.read(path, vocabulary, limit_vocab))
         counts = accumulator.result(source=", ".join(text + read))
+        if debug >= 2 and accumulator.runs:
+            click.echo(f"nplm ngram-count: the counts outgrew -memory: {len(accumulator.runs)} sorted runs on disk, "
+                       "merged", err=True)
     if write is not None:
         counts.write(write)
     if lm is None:

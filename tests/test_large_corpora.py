@@ -137,10 +137,11 @@ def test_ngram_count_in_a_small_memory_writes_the_same_files(tmp_path, nplm):
     (tmp_path / "t.txt").write_text(brown_like_text(4, 3_000))
     outputs = []
     for memory in ("1M", "2G"):
-        status, _, err = nplm("ngram-count", "-text", "-", "-order", "4", "-memory", memory,
+        status, _, err = nplm("ngram-count", "-text", "-", "-order", "4", "-memory", memory, "-debug", 2,
                               "-write", tmp_path / f"c{memory}.txt", "-lm", tmp_path / f"lm{memory}.arpa",
                               stdin=(tmp_path / "t.txt").read_text())
         assert status == 0, err
+        assert ("sorted runs on disk" in err) == (memory == "1M"), err
         outputs.append(((tmp_path / f"c{memory}.txt").read_text(), (tmp_path / f"lm{memory}.arpa").read_text()))
     assert outputs[0] == outputs[1]
 
