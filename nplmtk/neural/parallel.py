@@ -8,21 +8,55 @@ arithmetic is the kernel's (the model's `output_block`, OutputBlock.block_*) and
 schedule the Trainer's; this module only sequences and exchanges.
 `-mpi data`: each rank trains on its own shard (with its own threads) and the ranks
 average their parameters every few updates (ParameterAverager).
+Every collective runs inside `exchange`, so a rank that stops mid-exchange is one typed error.
 """
+import contextlib
+import os
+import socket
 import time
 
 import numpy as np
 
-from ..errors import ParameterError
+from ..errors import ParameterError, RankLostError
+from ..io import process_alive
+
+PROCESSES = []  # (host, pid) of each rank of MPI.COMM_WORLD, gathered by world()
 
 
 def world():
-    """MPI.COMM_WORLD, or a clear error when mpi4py is not installed."""
+    """MPI.COMM_WORLD, or a clear error when mpi4py is not installed. Every rank learns
+    where the others run, to name one that stops (stopped_ranks)."""
     try:
         from mpi4py import MPI
     except ImportError:
         raise ParameterError("{mpi} needs mpi4py: pip install 'nplmtk[mpi]' (mpi4py and the mpich wheel)") from None
-    return MPI.COMM_WORLD
+    comm = MPI.COMM_WORLD
+    if not PROCESSES:
+        with exchange(comm):
+            PROCESSES.extend(comm.allgather((socket.gethostname(), os.getpid())))
+    return comm
+
+
+def stopped_ranks():
+    """Ranks on this host whose process has ended (those on other hosts cannot be seen)."""
+    host = socket.gethostname()
+    return [rank for rank, (where, pid) in enumerate(PROCESSES) if where == host and not process_alive(pid)]
+
+
+@contextlib.contextmanager
+def exchange(comm):
+    """Run a collective of `comm`. mpi4py raises MPI.Exception when one fails (a rank killed
+    or crashed), whose text is MPICH's error stack of a dozen lines or more: here it is one
+    RankLostError naming the ranks found stopped, and MPI's one-line error class."""
+    from mpi4py import MPI
+    try:
+        yield
+    except MPI.Exception as error:
+        lost = stopped_ranks()
+        who = (f"rank {', '.join(map(str, lost))} of {comm.size} stopped" if lost
+               else f"a rank of {comm.size} stopped or cannot be reached")
+        reason = MPI.Get_error_string(error.Get_error_class()).splitlines()[0].rstrip(" ,:")
+        raise RankLostError(f"{who} (killed or crashed?) during an exchange: {reason}", lost=lost) from None
 
 
 def output_blocks(vocab_size, ranks):
@@ -51,7 +85,8 @@ class ParamParallelNetwork:
 
     def _allreduce(self, local, result, op):
         start = time.perf_counter()
-        self.comm.Allreduce(local, result, op=op)
+        with exchange(self.comm):
+            self.comm.Allreduce(local, result, op=op)
         self.communication_seconds += time.perf_counter() - start
 
     def train(self, windows, batch, *schedule):
@@ -133,7 +168,8 @@ class ParamParallelNetwork:
         counts = [(hi - lo) * row for lo, hi in self.blocks]
         offsets = [lo * row for lo, _ in self.blocks]
         start = time.perf_counter()
-        self.comm.Allgatherv(MPI.IN_PLACE, [array, counts, offsets, MPI.FLOAT])
+        with exchange(self.comm):
+            self.comm.Allgatherv(MPI.IN_PLACE, [array, counts, offsets, MPI.FLOAT])
         self.communication_seconds += time.perf_counter() - start
 
 
@@ -148,12 +184,14 @@ class ParameterAverager:
     def average(self):
         start = time.perf_counter()
         for array in self.model.params.values():
-            self.comm.Allreduce(self.MPI.IN_PLACE, array, op=self.MPI.SUM)
+            with exchange(self.comm):
+                self.comm.Allreduce(self.MPI.IN_PLACE, array, op=self.MPI.SUM)
             array *= np.float32(1 / self.comm.size)
         self.communication_seconds += time.perf_counter() - start
 
     def sum(self, values):
         """Sums over the ranks of a few numbers (log-likelihoods, counts)."""
         total = np.array(values, dtype=np.float64)
-        self.comm.Allreduce(self.MPI.IN_PLACE, total, op=self.MPI.SUM)
+        with exchange(self.comm):
+            self.comm.Allreduce(self.MPI.IN_PLACE, total, op=self.MPI.SUM)
         return total.tolist()
