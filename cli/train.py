@@ -7,10 +7,10 @@ import click
 import numpy as np
 
 from nplmtk.corpus import Corpus
-from nplmtk.errors import NplmError
+from nplmtk.errors import NplmError, RankLostError
 from nplmtk.io import check_readable, check_writable
 from nplmtk.models import ARCHITECTURES, load
-from nplmtk.neural.parallel import world
+from nplmtk.neural.parallel import allgather, world
 from nplmtk.neural.train import CRITERIA, MPI_MODES, Trainer, TrainingConfig
 from nplmtk.text import Normalizer
 from nplmtk.vocab import Vocabulary, count_words
@@ -201,7 +201,10 @@ def input_agreed_on(comm):
         failure = error.render(spell)
     except BaseException as error:  # noqa: B902
         abort_on_error(comm, error)
-    failures = comm.allgather(failure)
+    try:
+        failures = allgather(comm, failure)
+    except RankLostError as error:
+        abort_on_error(comm, error)
     failed = [rank for rank, message in enumerate(failures) if message]
     if not failed:
         return

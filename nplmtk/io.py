@@ -180,7 +180,7 @@ def _remove_stale_temporaries(path):
             owner = name[len(prefix):].split("-", 1)[0]
             full = os.path.join(directory, name)
             if owner.isdigit():
-                stale = not _alive(int(owner))
+                stale = not process_alive(int(owner))
             else:
                 stale = time.time() - os.path.getmtime(full) > 86400
             if stale:
@@ -188,14 +188,19 @@ def _remove_stale_temporaries(path):
                     os.unlink(full)
 
 
-def _alive(pid):
+def process_alive(pid):
+    """Whether process `pid` runs (one that ended but is not yet reaped, a zombie, does not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rpartition(b")")[2].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True  # no /proc (not Linux): it exists
 
 
 @contextlib.contextmanager
