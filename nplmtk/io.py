@@ -211,7 +211,7 @@ def scratch_folder(kind):
     with contextlib.suppress(OSError):
         for name in os.listdir(root):
             owner = name[len(prefix):].split("-", 1)[0]
-            if name.startswith(prefix) and owner.isdigit() and not _alive(int(owner)):
+            if name.startswith(prefix) and owner.isdigit() and not process_alive(int(owner)):
                 shutil.rmtree(os.path.join(root, name), ignore_errors=True)
     try:
         folder = tempfile.mkdtemp(dir=root, prefix=f"{prefix}{os.getpid()}-")
