@@ -3,7 +3,7 @@ import tempfile
 
 import numpy as np
 
-from ._ext.corpus_kernels import gather_windows, ngram_windows
+from ._ext.corpus_kernels import gather_stream_steps, gather_windows, ngram_windows
 from ._ext.text_kernels import encode_words
 from .errors import InputError, NplmError, ParameterError
 from .io import BLOCK_BYTES, read_text_blocks
@@ -102,6 +102,11 @@ class Corpus:
         (context OOVs read as `unk`): what training shuffles, without the windows in memory."""
         return WindowExamples(self, order, unk)
 
+    def stream_steps(self, streams, unk):
+        """The text as (input, target) steps of `streams` parallel streams, made on demand
+        (what a recurrent model trains on, without the steps in memory)."""
+        return StreamSteps(self, streams, unk)
+
     def windows(self, order):
         """One row per predicted token (every word and each `</s>`): the n-1 previous
         ids (`<s>`-padded) then the token. Shape (words + sentences, order), int32."""
@@ -159,3 +164,37 @@ class WindowExamples:
         c = self.corpus
         return gather_windows(c.ids, c.offsets, np.ascontiguousarray(rows, dtype=np.int64), self.order, c.vocab.bos,
                               c.vocab.eos, self.unk)
+
+
+class StreamSteps:
+    """The text as (input, target) pairs, (<s>, w1) .. (wn, </s>) sentence after sentence
+    (input OOVs as `unk`, target OOVs -1), cut at sentence starts into `streams` streams of
+    about equal length: `steps[index]` gathers rows (len(index), 2, streams) int32 of those
+    steps, padding past a stream's end with <s> and -1. `words`: the targets in the
+    vocabulary, all steps together."""
+
+    def __init__(self, corpus, streams, unk):
+        if streams < 1:
+            raise ParameterError(f"{{streams}} must be at least 1, got {streams}")
+        self.corpus, self.streams, self.unk = corpus, streams, unk
+        sentences, total = corpus.num_sentences, corpus.num_words + corpus.num_sentences
+        starts = corpus.offsets[:-1] + np.arange(sentences)  # each sentence's first pair
+        wanted = np.arange(1, streams) * total / streams
+        cuts = np.concatenate([[0], starts[np.minimum(np.searchsorted(starts, wanted), sentences - 1)]])
+        cuts = np.unique(cuts) if sentences else np.zeros(1, dtype=np.int64)
+        self.bounds = np.ascontiguousarray(np.append(cuts, total), dtype=np.int64)
+        self.steps = int(np.diff(self.bounds).max()) if total else 0
+        self.words = total - corpus.num_oovs
+
+    def __len__(self):
+        return self.steps
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            index = np.arange(*index.indices(len(self)))
+        index = np.asarray(index)
+        if len(index) and (index.min() < 0 or index.max() >= len(self)):  # the kernel does not check
+            raise IndexError(f"stream steps: index out of range 0..{len(self) - 1}")
+        c = self.corpus
+        return gather_stream_steps(c.ids, c.offsets, self.bounds, np.ascontiguousarray(index, dtype=np.int64),
+                                   self.streams, c.vocab.bos, c.vocab.eos, self.unk)

@@ -177,3 +177,36 @@ def test_scratch_folders_of_killed_processes_are_removed(tmp_path, monkeypatch):
     with scratch_folder("counts") as folder:
         assert not stale.exists() and folder.startswith(str(tmp_path))
     assert not tmp_path.joinpath(folder).exists()
+
+
+def reference_stream_rows(corpus, streams, vocab):
+    """The recurrent models' steps as numpy built them before they were gathered on demand."""
+    ids, offsets = corpus.ids, corpus.offsets
+    sentences = len(offsets) - 1
+    targets = np.insert(ids, offsets[1:], vocab.eos)
+    inputs = np.insert(ids, offsets[:-1], vocab.bos)
+    inputs[inputs < 0] = vocab.unk
+    total = len(targets)
+    starts = offsets[:-1] + np.arange(sentences)
+    cuts = np.concatenate([[0], starts[np.minimum(np.searchsorted(starts, np.arange(1, streams) * total / streams),
+                                                  sentences - 1)]])
+    cuts = np.unique(cuts)
+    stream = np.searchsorted(cuts, np.arange(total), side="right") - 1
+    step = np.arange(total) - cuts[stream]
+    rows = np.full((int(step.max()) + 1, 2, streams), -1, dtype=np.int32)
+    rows[:, 0, :] = vocab.bos
+    rows[step, 0, stream] = inputs
+    rows[step, 1, stream] = targets
+    return rows
+
+
+@pytest.mark.parametrize("streams", [1, 3, 32, 400])
+def test_stream_steps_are_the_recurrent_training_rows(vocab, streams):
+    corpus = Corpus.from_lines(random_text(6).split("\n"), vocab, unk=False)
+    expected = reference_stream_rows(corpus, streams, vocab)
+    steps = corpus.stream_steps(streams, vocab.unk)
+    assert len(steps) == len(expected)
+    np.testing.assert_array_equal(steps[:], expected)
+    pick = np.array([len(expected) - 1, 0, 2])
+    np.testing.assert_array_equal(steps[pick], expected[pick])
+    assert steps.words == int(np.count_nonzero(expected[:, 1] >= 0))

@@ -146,8 +146,8 @@ class RNNModel(NeuralModel):
             raise ParameterError("{bptt} and {streams} must be at least 1, {dropout} in [0, 1), {clip} at least 0")
 
     def training_examples(self, corpus, config):
-        rows, _ = stream_rows(corpus, config.streams, self.vocab)
-        return rows
+        """The steps of `streams` parallel streams, gathered chunk by chunk from the corpus."""
+        return corpus.stream_steps(config.streams, self.vocab.unk)
 
     def example_order(self, rng, count):
         return np.arange(count)  # in order: each worker carries its streams' state
@@ -156,7 +156,8 @@ class RNNModel(NeuralModel):
         return config.bptt
 
     def example_words(self, rows):
-        return int(np.count_nonzero(rows[:, 1] >= 0))
+        """Targets in the vocabulary: of a chunk's rows, or of all the steps (counted when made)."""
+        return int(np.count_nonzero(rows[:, 1] >= 0)) if isinstance(rows, np.ndarray) else rows.words
 
     def training_network(self, config, worker):
         return self._network(config.streams, config.bptt, True, config.dropout, config.clip,
@@ -286,21 +287,8 @@ def stream_rows(corpus, streams, vocab):
     rows (steps, 2, streams) int32 (input ids, OOV inputs as <unk>; target ids, -1 for an
     OOV target and for padding), and for each predicted token in the order of
     corpus.windows (each word, then </s>) its flat index step * streams + stream."""
-    ids, offsets = corpus.ids, corpus.offsets
-    sentences = len(offsets) - 1
-    targets = np.insert(ids, offsets[1:], vocab.eos)
-    inputs = np.insert(ids, offsets[:-1], vocab.bos)
-    inputs[inputs < 0] = vocab.unk
-    total = len(targets)
-    starts = offsets[:-1] + np.arange(sentences)
-    wanted = np.arange(1, streams) * total / streams
-    cuts = np.concatenate([[0], starts[np.minimum(np.searchsorted(starts, wanted), sentences - 1)]])
-    cuts = np.unique(cuts) if sentences else np.zeros(1, dtype=np.int64)
-    stream = np.searchsorted(cuts, np.arange(total), side="right") - 1
-    step = np.arange(total) - cuts[stream]
-    steps = int(step.max()) + 1 if total else 0
-    rows = np.full((steps, 2, streams), -1, dtype=np.int32)
-    rows[:, 0, :] = vocab.bos
-    rows[step, 0, stream] = inputs
-    rows[step, 1, stream] = targets
-    return rows, step * streams + stream
+    steps = corpus.stream_steps(streams, vocab.unk)
+    total = corpus.num_words + corpus.num_sentences
+    stream = np.searchsorted(steps.bounds[:-1], np.arange(total), side="right") - 1
+    step = np.arange(total) - steps.bounds[stream]
+    return steps[:], step * streams + stream
