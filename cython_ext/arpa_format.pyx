@@ -66,6 +66,24 @@ from libc.stdlib cimport strtod
 from cpython.bytes cimport PyBytes_FromStringAndSize
 
 
+def as_printed(const float[::1] values):
+    """Each value as an ARPA file gives it back: printed as %.7g and read again (float32;
+    -inf stays -inf), so a binary model holds exactly the values of its ARPA file."""
+    cdef char buffer[40]
+    cdef Py_ssize_t i, n
+    out = np.empty(values.shape[0], dtype=np.float32)
+    cdef float[::1] view = out
+    with nogil:
+        for i in range(values.shape[0]):
+            if isinf(values[i]) and values[i] < 0:
+                view[i] = values[i]
+                continue
+            n = format_g7(buffer, values[i])
+            buffer[n] = 0
+            view[i] = <float> strtod(buffer, NULL)
+    return out
+
+
 class SectionError(ValueError):
     """(byte offset of the bad line, message)"""
 
