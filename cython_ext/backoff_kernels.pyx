@@ -15,6 +15,79 @@ cdef enum:
     MAX_LEVELS = 10  # nplmtk.ngram.counts.MAX_ORDER
 
 
+def children_runs(Py_ssize_t parents, const long long[::1] keys, long long vocab_size):
+    """runs[i] .. runs[i + 1]: the rows of `keys` (one order's sorted keys) that extend
+    row i of the order below (of `parents` rows), by one merge pass."""
+    runs = np.empty(parents + 1, dtype=np.int64)
+    cdef long long[::1] out = runs
+    cdef Py_ssize_t parent, i = 0, count = keys.shape[0]
+    with nogil:
+        for parent in range(parents + 1):
+            while i < count and keys[i] < parent * vocab_size:
+                i += 1
+            out[parent] = i
+    return runs
+
+
+def unigram_rows(keys, long long vocab_size):
+    """word id -> its row among the 1-gram keys, -1 if it has none (one spare entry)."""
+    rows = np.full(vocab_size + 1, -1, dtype=np.int64)
+    rows[np.asarray(keys, dtype=np.int64)] = np.arange(len(keys))
+    return rows
+
+
+def context_nodes(list keys, list has_bow, list children, long long vocab_size):
+    """The contexts the back-off walk may pass, as SRILM's context trie holds them:
+    n-grams with a back-off weight, prefixes of longer n-grams, and every suffix of
+    those. Each n-gram's suffix (without its first word) is found from its prefix's
+    suffix, one child search per n-gram."""
+    cdef int order = len(keys), j
+    cdef Py_ssize_t e, count
+    cdef long long key, parent, word, low, high, middle, target
+    cdef const long long[::1] level_keys, lower_keys, runs, parent_suffix
+    cdef long long[::1] out, unigram_view
+    node = [np.array(h, dtype=bool) for h in has_bow]
+    for j in range(order - 1):
+        node[j] |= np.diff(children[j]) > 0
+    suffixes = [None]
+    unigram = unigram_rows(keys[0], vocab_size)
+    unigram_view = unigram
+    for j in range(1, order - 1):
+        level_keys = keys[j]
+        count = level_keys.shape[0]
+        suffix = np.empty(count, dtype=np.int64)
+        out = suffix
+        if j == 1:
+            for e in range(count):
+                out[e] = unigram_view[level_keys[e] % vocab_size]
+        else:
+            parent_suffix = suffixes[j - 1]
+            lower_keys = keys[j - 1]
+            runs = children[j - 2]
+            with nogil:
+                for e in range(count):
+                    key = level_keys[e]
+                    parent = parent_suffix[key // vocab_size]
+                    out[e] = -1
+                    if parent < 0:
+                        continue
+                    target = parent * vocab_size + key % vocab_size
+                    low, high = runs[parent], runs[parent + 1]
+                    while low < high:
+                        middle = (low + high) >> 1
+                        if lower_keys[middle] < target:
+                            low = middle + 1
+                        else:
+                            high = middle
+                    if low < runs[parent + 1] and lower_keys[low] == target:
+                        out[e] = low
+        suffixes.append(suffix)
+    for j in range(order - 2, 0, -1):  # from the longest contexts down: a suffix's suffix is one too
+        found = suffixes[j][node[j]]
+        node[j - 1][found[found >= 0]] = True
+    return node
+
+
 cdef class BackoffTables:
     """Read-only views of one model's tables and the children runs built from them."""
     cdef int order
@@ -28,12 +101,13 @@ cdef class BackoffTables:
     cdef const long long *unigram_row  # word id -> row of the 1-gram table, -1 if absent
     cdef list owners  # the arrays behind the pointers
 
-    def __init__(self, long long vocab_size, keys, logp, bow, node):
+    def __init__(self, long long vocab_size, keys, logp, bow, node, children):
+        """`children[j]`: children_runs of the tables of orders j + 1 and j + 2."""
         cdef const long long[::1] key_view
         cdef const float[::1] float_view
         cdef const unsigned char[::1] byte_view
         cdef long long[::1] out
-        cdef Py_ssize_t j, i, n, parent, count
+        cdef Py_ssize_t j
         self.order = len(keys)
         if not 1 <= self.order <= MAX_LEVELS:
             raise ValueError(f"order {self.order} outside 1..{MAX_LEVELS}")
@@ -55,27 +129,17 @@ cdef class BackoffTables:
             self.bow[j] = &float_view[0]
             byte_view = padded[3]
             self.node[j] = &byte_view[0]
-        unigram_row = np.full(vocab_size + 1, -1, dtype=np.int64)
-        first = np.asarray(keys[0], dtype=np.int64)
-        unigram_row[first] = np.arange(len(first))
+            if j + 1 < self.order:
+                runs = np.ascontiguousarray(children[j], dtype=np.int64)
+                if len(runs) != len(arrays[0]) + 1:
+                    raise ValueError(f"the children of order {j + 1} do not match its table")
+                self.owners.append(runs)
+                key_view = runs
+                self.children[j] = &key_view[0]
+        unigram_row = unigram_rows(keys[0], vocab_size)
         self.owners.append(unigram_row)
         out = unigram_row
         self.unigram_row = &out[0]
-        for j in range(self.order - 1):
-            # one merge pass: the children of row i start at the first key >= i * V
-            n = len(keys[j])
-            runs = np.empty(n + 1, dtype=np.int64)
-            self.owners.append(runs)
-            out = runs
-            key_view = self.owners[4 * (j + 1)]
-            count = len(keys[j + 1])
-            i = 0
-            with nogil:
-                for parent in range(n + 1):
-                    while i < count and key_view[i] < parent * vocab_size:
-                        i += 1
-                    out[parent] = i
-            self.children[j] = &out[0]
 
     def score_sentences(self, const int[::1] ids, const long long[::1] offsets, int bos, int eos):
         """log10 p of every word and `</s>` of each sentence ids[offsets[s]:offsets[s+1]]

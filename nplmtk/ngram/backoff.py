@@ -1,7 +1,7 @@
 """Back-off n-gram models (the content of an ARPA file) and their scoring."""
 import numpy as np
 
-from .._ext.backoff_kernels import BackoffTables
+from .._ext.backoff_kernels import BackoffTables, children_runs, context_nodes
 from ..lm import LanguageModel
 from .index import NgramIndex
 
@@ -44,16 +44,17 @@ class BackoffModel(LanguageModel):
 
     `grams` may be None when `index` is given (a binary model): the rows are then rebuilt
     from the index's keys when first asked for; scoring needs only the keys. `node`, when
-    given, are the contexts of the back-off walk (else computed from the tables)."""
+    given, are the contexts of the back-off walk (else computed from the tables), and
+    `children` the runs of `children` below when the caller has them."""
 
     kind = "arpa"
 
-    def __init__(self, vocab, grams, logp, bow, has_bow, index=None, node=None):
+    def __init__(self, vocab, grams, logp, bow, has_bow, index=None, node=None, children=None):
         self.vocab = vocab
         self._grams, self.logp, self.bow, self.has_bow = grams, logp, bow, has_bow
         self.index = index or NgramIndex(len(vocab), grams)
+        self._children, self._tables = children, None
         self.node = self._context_nodes() if node is None else node
-        self._tables = None
 
     @property
     def order(self):
@@ -66,22 +67,26 @@ class BackoffModel(LanguageModel):
         return self._grams
 
     @property
+    def children(self):
+        """`children[k-1][i] .. children[k-1][i+1]`: the rows of the (k+1)-grams that
+        extend row i of the k-grams (their keys are sorted by prefix)."""
+        if self._children is None:
+            keys = self.index.keys
+            self._children = [children_runs(len(keys[j]), keys[j + 1], len(self.vocab)) for j in range(self.order - 1)]
+        return self._children
+
+    @property
     def tables(self):
         """The tables as the scoring kernel reads them (built on first use)."""
         if self._tables is None:
-            self._tables = BackoffTables(len(self.vocab), self.index.keys, self.logp, self.bow, self.node)
+            self._tables = BackoffTables(len(self.vocab), self.index.keys, self.logp, self.bow, self.node,
+                                         self.children)
         return self._tables
 
     def _context_nodes(self):
         """Contexts the back-off walk may pass: n-grams with a weight, prefixes of longer
         n-grams, and every suffix of those (SRILM's context trie)."""
-        node = [h.copy() for h in self.has_bow]
-        for k in range(2, self.order + 1):
-            node[k - 2][self.index.prefix_of(k)] = True
-        for k in range(self.order - 1, 1, -1):
-            suffix = self.index.find(self.grams[k - 1][node[k - 1]][:, 1:])
-            node[k - 2][suffix[suffix >= 0]] = True
-        return node
+        return context_nodes(self.index.keys, self.has_bow, self.children, len(self.vocab))
 
     def truncated(self, order):
         """The same model limited to `order` (as SRILM's `-order`)."""
