@@ -66,6 +66,7 @@ from libc.stdlib cimport strtod
 from libc.math cimport INFINITY
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from nplmtk._ext.text_kernels cimport Entry, WordTable, fnv1a
+from ngram_tables cimport find_key
 
 
 def as_printed(const float[::1] values):
@@ -172,17 +173,6 @@ cdef inline double read_value(const unsigned char *text, Py_ssize_t length, Py_s
     return -INFINITY if value == -99.0 else value
 
 
-cdef inline long long find_key(const long long *keys, long long size, long long key) noexcept nogil:
-    cdef long long low = 0, high = size, middle
-    while low < high:
-        middle = (low + high) >> 1
-        if keys[middle] < key:
-            low = middle + 1
-        else:
-            high = middle
-    return low if low < size and keys[low] == key else -1
-
-
 def word_table(list words, ids):
     """The WordTable of `words` (UTF-8 bytes, kept alive by the caller): word -> its id."""
     cdef WordTable table = WordTable()
@@ -215,7 +205,7 @@ def parse_section(const unsigned char[::1] data, Py_ssize_t start, Py_ssize_t en
     cdef const long long *runs[16]
     cdef long long lower_size[16]
     cdef const long long[::1] lower_view
-    cdef long long row = -1, previous_row = -1, found
+    cdef long long row = -1, previous_row = -1
     cdef bint have_previous = False, same_context
     cdef Entry *entry
     keys = np.empty(room, dtype=np.int64)
@@ -291,12 +281,10 @@ def parse_section(const unsigned char[::1] data, Py_ssize_t start, Py_ssize_t en
             key_view[n] = ids[0]
         else:
             if not same_context:  # the row of w1 .. wk-1, one order after the other
-                row = find_key(lower[0], lower_size[0], ids[0])
+                row = find_key(lower[0], 0, lower_size[0], ids[0])
                 for j in range(1, k - 1):  # among the children of the row found
                     if row >= 0:
-                        found = find_key(lower[j] + runs[j - 1][row], runs[j - 1][row + 1] - runs[j - 1][row],
-                                         row * vocab_size + ids[j])
-                        row = found + runs[j - 1][row] if found >= 0 else -1
+                        row = find_key(lower[j], runs[j - 1][row], runs[j - 1][row + 1], row * vocab_size + ids[j])
                 if row < 0:
                     raise SectionError(line_start, f"the context of this {k}-gram is not among the {k - 1}-grams")
                 previous_row = row

@@ -10,6 +10,7 @@ here checks them again.
 """
 import numpy as np
 from libc.math cimport INFINITY
+from ngram_tables cimport find_key
 
 cdef enum:
     MAX_LEVELS = 10  # nplmtk.ngram.counts.MAX_ORDER
@@ -43,7 +44,7 @@ def context_nodes(list keys, list has_bow, list children, long long vocab_size):
     suffix, one child search per n-gram."""
     cdef int order = len(keys), j
     cdef Py_ssize_t e, count
-    cdef long long key, parent, word, low, high, middle, target
+    cdef long long key, parent
     cdef const long long[::1] level_keys, lower_keys, runs, parent_suffix
     cdef long long[::1] out, unigram_view
     node = [np.array(h, dtype=bool) for h in has_bow]
@@ -71,16 +72,8 @@ def context_nodes(list keys, list has_bow, list children, long long vocab_size):
                     out[e] = -1
                     if parent < 0:
                         continue
-                    target = parent * vocab_size + key % vocab_size
-                    low, high = runs[parent], runs[parent + 1]
-                    while low < high:
-                        middle = (low + high) >> 1
-                        if lower_keys[middle] < target:
-                            low = middle + 1
-                        else:
-                            high = middle
-                    if low < runs[parent + 1] and lower_keys[low] == target:
-                        out[e] = low
+                    out[e] = find_key(&lower_keys[0], runs[parent], runs[parent + 1],
+                                      parent * vocab_size + key % vocab_size)
         suffixes.append(suffix)
     for j in range(order - 2, 0, -1):  # from the longest contexts down: a suffix's suffix is one too
         found = suffixes[j][node[j]]
@@ -192,25 +185,14 @@ cdef class BackoffTables:
 
     cdef inline long long find(self, int level, long long parent, long long word) noexcept nogil:
         """The row of (the n-gram at row `parent` of table level - 1, word) in table `level`."""
-        cdef long long low, high, middle, key
         if word < 0 or word >= self.vocab_size:
             return -1
         if level == 0:
             return self.unigram_row[word]
         if parent < 0:
             return -1
-        low = self.children[level - 1][parent]
-        high = self.children[level - 1][parent + 1]
-        key = parent * self.vocab_size + word
-        while low < high:
-            middle = (low + high) >> 1
-            if self.keys[level][middle] < key:
-                low = middle + 1
-            else:
-                high = middle
-        if low < self.children[level - 1][parent + 1] and self.keys[level][low] == key:
-            return low
-        return -1
+        return find_key(self.keys[level], self.children[level - 1][parent], self.children[level - 1][parent + 1],
+                        parent * self.vocab_size + word)
 
     cdef void walk_stream(self, const long long *tokens, Py_ssize_t length, Py_ssize_t first,
                           long long *chain, float *scores, signed char *orders) noexcept nogil:

@@ -75,9 +75,9 @@ def load_binary(model_file):
                               and (name == "bow" or array.max() <= 0)):
                 refuse(f"whose array '{name}.{k}' holds " + ("values that are not finite" if name == "bow" else
                                                               "log10 probabilities that are not finite or above 0"))
-            # -99 is log 0; a copy only where it occurs (the 1-grams' <s>)
-            values[name].append(np.where(array == PSEUDO_ZERO, -np.inf, array).astype(np.float32)
-                                if np.any(array == PSEUDO_ZERO) else array)
+            # -99 is log 0; a copy only where it occurs (the 1-grams' <s>), else the memory map itself
+            zero = array == PSEUDO_ZERO
+            values[name].append(np.where(zero, np.float32(-np.inf), array) if zero.any() else array)
         values["has_bow"].append(arrays[f"has_bow.{k}"])
         values["node"].append(arrays[f"node.{k}"])
         parents = count
