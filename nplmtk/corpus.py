@@ -71,6 +71,11 @@ class Corpus:
     def sentence(self, s):
         return self.ids[self.offsets[s]:self.offsets[s + 1]]
 
+    def targets(self):
+        """The predicted tokens: each sentence's words, then `</s>` (the last column of
+        `windows`, without building them)."""
+        return np.insert(self.ids, self.offsets[1:], self.vocab.eos)
+
     def windows(self, order):
         """One row per predicted token (every word and each `</s>`): the n-1 previous
         ids (`<s>`-padded) then the token. Shape (words + sentences, order), int32."""

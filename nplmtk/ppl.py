@@ -69,7 +69,7 @@ def perplexity(model, path, debug=0, write=print, normalize=None, oov_estimate=F
     if oov_estimate:
         return report(model, raw, corpus, model.logprobs_estimating_oov(raw) / LN10, debug, write)
     log10 = model.log10probs(corpus)
-    targets = corpus.windows(1)[:, 0]
+    targets = corpus.targets()
     return report(model, raw, corpus, _with_unk_prob(log10, targets == model.vocab.unk, unk_log10prob), debug, write)
 
 
@@ -136,7 +136,7 @@ def count_perplexity(model, path, debug=0, write=print, unk_log10prob=None):
 def report(model, raw, corpus, log10, debug=0, write=print):
     """SRILM's report of scores `log10` (one per predicted token of `corpus`)."""
     path = corpus.name
-    targets = corpus.windows(1)[:, 0]
+    targets = corpus.targets()
     zero = log10 == -np.inf
     oov = zero & (targets == model.vocab.unk)
     values = np.where(zero, 0.0, log10).tolist()
