@@ -35,16 +35,15 @@ print(json.dumps({"imports": imported - start, "opening the model": loaded - imp
 
 
 def _measured(args, stdin=None):
-    """Wall seconds and peak RSS (MB) of one run of `args`, its output thrown away."""
-    with open(stdin) if stdin else open(os.devnull) as source:
+    """Wall seconds and peak RSS (MB) of one run of `args`, its output thrown away. The
+    peak comes from /usr/bin/time: a child forked from this process would count this
+    process's memory as its own until it runs the command."""
+    with open(stdin) if stdin else open(os.devnull) as source, open(os.path.join(OUT, "peak.txt"), "w+") as peak:
         start = time.perf_counter()
-        process = subprocess.Popen(args, stdin=source, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _, status, usage = os.wait4(process.pid, 0)
+        subprocess.run(["/usr/bin/time", "-f", "%M", "-o", peak.name, *args], stdin=source, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wall = time.perf_counter() - start
-    process.returncode = os.waitstatus_to_exitcode(status)
-    if process.returncode != 0:
-        raise RuntimeError(f"{' '.join(args)} failed with status {process.returncode}")
-    return wall, usage.ru_maxrss / 1024
+        return wall, int(peak.read().split()[-1]) / 1024
 
 
 def _alternately(commands, runs=RUNS):
@@ -93,7 +92,8 @@ def ngram_scoring(brown, peak):
              f"from start to exit, load and score; each row the median of {RUNS} runs after a warm-up, the "
              "commands taking turns run after run; the ratio is the median of the runs' ratios to the peer in the "
              "same round. SRILM needs `-order 5` (its default order is 3).", "",
-             "| command | median wall | peak RSS | against |", "| --- | --- | --- | --- |"]
+             "| command | median wall | peak RSS | against the peer on the same file kind |",
+             "| --- | --- | --- | --- |"]
     for name, runs in results.items():
         wall = statistics.median(w for w, _ in runs)
         memory = max(m for _, m in runs)
@@ -101,7 +101,7 @@ def ngram_scoring(brown, peak):
         if name in peers:
             ratio = statistics.median(ours[0] / theirs[0] for ours, theirs in zip(runs, results[peers[name]]))
             memory_ratio = memory / max(m for _, m in results[peers[name]])
-            against = f"{ratio:.2f}x {peers[name]}'s time, {memory_ratio:.2f}x its memory"
+            against = f"{ratio:.2f}x {peers[name].split(',')[0]}'s time, {memory_ratio:.2f}x its memory"
         lines.append(f"| {shown[name]} | {wall:.3f} s | {memory:.0f} MB | {against} |")
     phases = [json.loads(subprocess.run([PYTHON, "-c", PHASES, binary, test], check=True, capture_output=True,
                                         text=True).stdout) for _ in range(RUNS)]
