@@ -6,7 +6,7 @@ from nplmtk.corpus import Corpus
 from nplmtk.errors import NplmError
 from nplmtk.io import atomic_output, check_readable, check_writable, read_lines
 from nplmtk.ngram.arpa import write_arpa
-from nplmtk.ngram.binary import write_binary
+from nplmtk.ngram.binary import check_binary_name, write_binary
 from nplmtk.ngram.classes import ClassNgramModel, WordClasses, token_ids, token_vocabulary
 from nplmtk.ngram.counts import MAX_ORDER, NgramCounts, byte_ranks, check_order
 from nplmtk.ngram.deleted_interpolation import DeletedInterpolation
@@ -123,6 +123,7 @@ def command(text, read, order, vocab, unk, write, lm, write_bin_lm, kndiscount, 
         check_readable(path)
     for path in (lm, write_bin_lm, write, write_vocab):
         check_writable(path)
+    check_binary_name(write_bin_lm)
     normalize = Normalizer(lower=lower, map_numbers=map_numbers)
     unk_word = map_unk or UNK
 

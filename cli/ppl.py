@@ -10,7 +10,7 @@ from nplmtk.io import check_readable, check_writable
 from nplmtk.models import load
 from nplmtk.ngram.arpa import write_arpa
 from nplmtk.ngram.backoff import BackoffModel
-from nplmtk.ngram.binary import write_binary
+from nplmtk.ngram.binary import check_binary_name, write_binary
 from nplmtk.ngram.classes import ClassNgramModel, WordClasses
 from nplmtk.ngram.estimate import prune as prune_model
 from nplmtk.ngram.estimate import prune_low_probs
@@ -99,6 +99,7 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
         raise NplmError("give the text to score with -text FILE (or -ppl FILE)")
     check_writable(write_lm)
     check_writable(write_bin_lm)
+    check_binary_name(write_bin_lm)
     for path in (counts, classes):
         if path is not None:
             check_readable(path)

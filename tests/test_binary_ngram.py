@@ -50,6 +50,9 @@ def test_ngram_count_writes_the_binary_of_its_arpa_file(tmp_path):
     status, _, err = run_nplm("ngram-count", "-text", f"{DATA}/train.txt", "-order", 3, "-deleted-interpolation",
                               "-heldout", f"{DATA}/test.txt", "-write-bin-lm", tmp_path / "di.nplm")
     assert_one_line_error(status, err, "-write-bin-lm writes back-off models of words")
+    for command in (["ngram-count", "-text", f"{DATA}/train.txt"], ["ppl", "-lm", arpa]):
+        status, _, err = run_nplm(*command, "-write-bin-lm", tmp_path / "m.nplm.gz")
+        assert_one_line_error(status, err, "m.nplm.gz: a binary model is memory-mapped, not compressed")
 
 
 def test_every_tool_takes_a_binary_model_where_it_takes_an_arpa_file(tmp_path):

@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import container
 from .._ext.arpa_format import as_printed
-from ..errors import InputError
+from ..errors import InputError, NplmError
 from .arpa import PSEUDO_ZERO
 from .backoff import BackoffModel
 from .counts import MAX_ORDER
@@ -19,10 +19,18 @@ BINARY_KIND = "backoff-ngram"
 TABLES = {"keys": "<i8", "logp": "<f4", "bow": "<f4", "has_bow": "|b1", "node": "|b1"}
 
 
+def check_binary_name(path):
+    """Refuse, before any work, a name that `write_binary` would compress (`.gz`): a binary
+    model is read by memory map."""
+    if path is not None and str(path).endswith(".gz"):
+        raise NplmError("a binary model is memory-mapped, not compressed: give a name without .gz", path=path)
+
+
 def write_binary(model, path):
     """`model` (a BackoffModel) as a container that `nplmtk.load` opens, its values those
     of its ARPA file (an estimated model's are rounded as that file rounds them), so that
     the two score alike."""
+    check_binary_name(path)
     arrays = {}
     for k in range(1, model.order + 1):
         arrays[f"keys.{k}"] = model.index.keys[k - 1]
