@@ -18,6 +18,7 @@ sys.path.insert(0, HERE)
 
 from classes import class_models  # noqa: E402
 from srilm_options import srilm_options  # noqa: E402
+from large import large_corpora  # noqa: E402
 from log_bilinear import lbl_quality, lbl_training_speed  # noqa: E402
 from recurrent import lstm_quality, lstm_speed, survey_table  # noqa: E402
 from scoring import ngram_scoring  # noqa: E402
@@ -26,7 +27,8 @@ from using import nbest_rescoring  # noqa: E402
 
 SECTIONS = SECTIONS + [("lbl-quality", lbl_quality), ("lbl-speed", lbl_training_speed), ("survey", survey_table),
                        ("lstm-quality", lstm_quality), ("lstm-speed", lstm_speed), ("nbest", nbest_rescoring),
-                       ("classes", class_models), ("srilm-options", srilm_options), ("ngram-scoring", ngram_scoring)]
+                       ("classes", class_models), ("srilm-options", srilm_options), ("large", large_corpora),
+                       ("ngram-scoring", ngram_scoring)]
 
 
 def cpu_model():

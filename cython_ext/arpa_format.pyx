@@ -158,7 +158,10 @@ cdef inline bint fast_number(const unsigned char *text, Py_ssize_t length, doubl
         exponent += sign * written
     if i != length or mantissa > (1ULL << 53) or not -22 <= exponent <= 22:
         return False
-    value[0] = <double> mantissa / POWERS_OF_TEN[-exponent] if exponent < 0 else <double> mantissa * POWERS_OF_TEN[exponent]
+    if exponent < 0:
+        value[0] = <double> mantissa / POWERS_OF_TEN[-exponent]
+    else:
+        value[0] = <double> mantissa * POWERS_OF_TEN[exponent]
     if negative:
         value[0] = -value[0]
     return True

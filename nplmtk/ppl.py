@@ -48,14 +48,13 @@ def read_scored_text(path, vocab, normalize=None, words=True):
     """The text at `path` as `ngram -ppl` reads it: the raw tokens of each non-empty
     sentence (None unless `words`: only reports with sentences print them), and the
     corpus they encode to (unknown words as <unk>)."""
-    corpus = Corpus.read(path, vocab, unk=True, normalize=normalize)
-    if not words:
-        return None, corpus
-    lines = read_lines(path)
-    if normalize:
-        lines = normalize("\n".join(lines)).split("\n")
-    raw = [split_words(line) for line in lines]
-    return [tokens for tokens in raw if sentence_tokens(" ".join(tokens))], corpus
+    raw = None
+    if words:  # read first: stdin is then kept for Corpus.read
+        lines = read_lines(path)
+        if normalize:
+            lines = normalize("\n".join(lines)).split("\n")
+        raw = [tokens for tokens in map(split_words, lines) if sentence_tokens(" ".join(tokens))]
+    return raw, Corpus.read(path, vocab, unk=True, normalize=normalize)
 
 
 def perplexity(model, path, debug=0, write=print, normalize=None, oov_estimate=False, unk_log10prob=None):

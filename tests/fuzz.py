@@ -135,7 +135,8 @@ def crafted_container(path, draw, out):
         elif op == "vocab":
             words = words + [f"extra{len(words)}"] if draw(st.booleans()) or len(words) < 5 else words[:-2]
         else:
-            meta["kind"] = draw(st.sampled_from(["nplm-mlp", "nplm-lbl", "mixture", "nplm-checkpoint", "backoff-ngram"]))
+            meta["kind"] = draw(st.sampled_from(["nplm-mlp", "nplm-lbl", "mixture", "nplm-checkpoint",
+                                                 "backoff-ngram"]))
     container.save(out, meta.pop("kind", saved.kind), arrays, meta=meta, vocab=Vocabulary(words[3:]))
     if draw(st.integers(0, 9)) == 0:  # raw damage on top: the checksums must catch it
         with open(out, "rb") as f:
@@ -147,8 +148,9 @@ def crafted_container(path, draw, out):
 def read_and_use(reader, path, seed):
     """Read `path` as `reader` reads it and use what it yields as a command would."""
     from nplmtk.corpus import Corpus
+    from nplmtk.io import scratch_folder
     from nplmtk.models import load
-    from nplmtk.ngram.counts import NgramCounts
+    from nplmtk.ngram.counts import CountAccumulator, NgramCounts
     from nplmtk.ngram.estimate import estimate
     from nplmtk.vocab import Vocabulary
     vocab = Vocabulary.read(seed["vocab"])
@@ -162,6 +164,14 @@ def read_and_use(reader, path, seed):
         Corpus.read(seed["text"], Vocabulary.read(path)).windows(3)
     else:
         Corpus.read(path, vocab).windows(3)
+        # the readers of texts larger than memory: blocks, memory-mapped ids, counts spilled to disk
+        streamed = Corpus.read(path, vocab, memory_map=True, block_bytes=512)
+        streamed.window_examples(3, vocab.unk)[:]
+        with scratch_folder("fuzz-counts") as folder:
+            accumulator = CountAccumulator(vocab, 3, 1 << 18, folder)
+            for chunk in Corpus.read_blocks(path, vocab, block_bytes=512):
+                accumulator.add_text(chunk)
+            accumulator.result(path)
 
 
 def campaign(reader, seed, count, results_path, current_path):

@@ -55,16 +55,17 @@ class NeuralModel(LanguageModel):
     # -- the training protocol ----------------------------------------------------------
     def training_examples(self, corpus, config):
         """The examples the trainer shuffles and shares out: one window of `order` word ids
-        per predicted token whose target is in the vocabulary (context OOVs read as <unk>)."""
-        windows = corpus.windows(self.order)
-        windows = windows[windows[:, -1] >= 0]  # a copy
-        windows[windows < 0] = self.vocab.unk
-        return np.ascontiguousarray(windows, dtype=np.int32)
+        per predicted token whose target is in the vocabulary (context OOVs read as <unk>),
+        gathered chunk by chunk from the corpus (`examples[index]`)."""
+        return corpus.window_examples(self.order, self.vocab.unk)
 
     def example_order(self, rng, count):
-        """The order of the examples in an epoch: shuffled. (A recurrent model keeps its
-        streams in order, so that each worker's kernel carries its state from chunk to chunk.)"""
-        return rng.permutation(count)
+        """The order of the examples in an epoch: shuffled (int32 where it fits: 4 bytes an
+        example; the same order as rng.permutation). A recurrent model keeps its streams in
+        order, so that each worker's kernel carries its state from chunk to chunk."""
+        order = np.arange(count, dtype=np.int32 if count < 2 ** 31 else np.int64)
+        rng.shuffle(order)
+        return order
 
     def examples_per_update(self, config):
         return config.batch
