@@ -64,6 +64,10 @@ def ngram_scoring(brown, peak):
     arpa, binary = os.path.join(OUT, "kn5.arpa"), os.path.join(OUT, "kn5.nplm")
     subprocess.run([NPLM, "ngram-count", "-text", train, "-order", "5", "-vocab", vocab, "-unk", "-lm", arpa,
                     "-write-bin-lm", binary], check=True)
+    back = os.path.join(OUT, "kn5-from-binary.arpa")
+    subprocess.run([NPLM, "ppl", "-lm", binary, "-write-lm", back], check=True)
+    with open(arpa, "rb") as a, open(back, "rb") as b:
+        same = a.read() == b.read()
     srilm, kenlm = os.environ.get("SRILM_BIN"), os.environ.get("KENLM_BIN")
     commands = {"ours, ARPA": ([NPLM, "ppl", "-lm", arpa, "-text", test], None),
                 "ours, binary": ([NPLM, "ppl", "-lm", binary, "-text", test], None)}
@@ -87,7 +91,9 @@ def ngram_scoring(brown, peak):
     sizes = {name: os.path.getsize(path) / 2 ** 20 for name, path in (("ARPA", arpa), ("binary", binary))}
     lines = ["## Loading and scoring Brown test with KN5 (issue 21)", "",
              f"KN5 of Brown train (`nplm ngram-count -text train.txt -order 5 -vocab vocab.txt -unk -lm kn5.arpa "
-             f"-write-bin-lm kn5.nplm`: {sizes['ARPA']:.0f} MB of ARPA text, {sizes['binary']:.0f} MB binary), "
+             f"-write-bin-lm kn5.nplm`: {sizes['ARPA']:.0f} MB of ARPA text, {sizes['binary']:.0f} MB binary, whose "
+             f"`nplm ppl -lm kn5.nplm -write-lm` gives back {'the same' if same else 'ANOTHER'} ARPA file, byte for "
+             "byte), "
              "scoring Brown test (161,059 words, 10,121 sentences; every tool reports ppl 146.84). Whole commands, "
              f"from start to exit, load and score; each row the median of {RUNS} runs after a warm-up, the "
              "commands taking turns run after run; the ratio is the median of the runs' ratios to the peer in the "
