@@ -6,6 +6,7 @@ from nplmtk.corpus import Corpus
 from nplmtk.errors import NplmError
 from nplmtk.io import atomic_output, check_readable, check_writable, read_lines, scratch_folder
 from nplmtk.ngram.arpa import write_arpa
+from nplmtk.ngram.binary import check_binary_name, write_binary
 from nplmtk.ngram.classes import ClassNgramModel, WordClasses, token_ids, token_vocabulary
 from nplmtk.ngram.counts import MAX_ORDER, CountAccumulator, NgramCounts, byte_ranks, check_order
 from nplmtk.ngram.deleted_interpolation import DeletedInterpolation
@@ -55,6 +56,9 @@ def _discounting(kndiscount, ukndiscount, wbdiscount, gtdiscount, cdiscount, add
 @option("write", metavar="FILE", default=None, help="Write the counts of all orders.")
 @option("lm", metavar="FILE", default=None,
         help="Write the model: ARPA for back-off models, an nplm container for -deleted-interpolation.")
+@option("write-bin-lm", metavar="FILE", default=None,
+        help="Write the back-off model also (or only) as a binary nplm model: memory-mapped tables that open in "
+        "milliseconds wherever a model is read.")
 @flag("kndiscount", help="Modified Kneser-Ney discounting (the default).")
 @flag("ukndiscount", help="Original Kneser-Ney discounting: one discount per order.")
 @flag("wbdiscount", help="Witten-Bell discounting.")
@@ -91,9 +95,9 @@ def _discounting(kndiscount, ukndiscount, wbdiscount, gtdiscount, cdiscount, add
 @flag("lower", help="Lower-case the text first.")
 @flag("map-numbers", help="Map numeric tokens to <num>.")
 @_cutoff_options
-def command(text, read, order, vocab, unk, write, lm, kndiscount, ukndiscount, wbdiscount, gtdiscount, cdiscount,
-            addsmooth, interpolate, always_interpolate, deleted_interpolation, heldout, em_iterations, prune, minprune,
-            write_vocab, limit_vocab, sort, map_unk, classes, debug, memory, lower, map_numbers, **cutoffs):
+def command(text, read, order, vocab, unk, write, lm, write_bin_lm, kndiscount, ukndiscount, wbdiscount, gtdiscount,
+            cdiscount, addsmooth, interpolate, always_interpolate, deleted_interpolation, heldout, em_iterations, prune,
+            minprune, write_vocab, limit_vocab, sort, map_unk, classes, debug, memory, lower, map_numbers, **cutoffs):
     """Count the n-grams of a text and estimate a smoothed model.
 
     With no discounting option the model is interpolated modified Kneser-Ney
@@ -109,18 +113,22 @@ def command(text, read, order, vocab, unk, write, lm, kndiscount, ukndiscount, w
     max_counts = [cutoffs[f"gt{k}max"] for k in range(1, MAX_ORDER + 1)]
     if method != "gt" and any(m is not None for m in max_counts):
         raise NplmError("-gtNmax sets Good-Turing's discounting: it needs -gtdiscount")
-    if lm is None and write is None and write_vocab is None:
-        raise NplmError("nothing to do: give -lm MODEL, -write COUNTS and/or -write-vocab FILE")
+    if lm is None and write_bin_lm is None and write is None and write_vocab is None:
+        raise NplmError("nothing to do: give -lm MODEL, -write-bin-lm MODEL, -write COUNTS and/or -write-vocab FILE")
+    if write_bin_lm is not None and (deleted_interpolation or classes is not None):
+        raise NplmError("-write-bin-lm writes back-off models of words: a deleted-interpolation or class n-gram "
+                        "model goes to -lm MODEL.nplm")
     if limit_vocab and vocab is None:
         raise NplmError("-limit-vocab needs -vocab (the words to keep)")
-    if prune and lm is None:
+    if prune and lm is None and write_bin_lm is None:
         raise NplmError("-prune prunes the model: give -lm MODEL")
     if sum(path == "-" for path in text + read + ((heldout,) if heldout else ())) > 1:
         raise NplmError("-: stdin can be read only once")
     for path in list(text) + list(read) + [p for p in (vocab, heldout, classes) if p]:
         check_readable(path)
-    for path in (lm, write, write_vocab):
+    for path in (lm, write_bin_lm, write, write_vocab):
         check_writable(path)
+    check_binary_name(write_bin_lm)
     normalize = Normalizer(lower=lower, map_numbers=map_numbers)
     unk_word = map_unk or UNK
 
@@ -134,7 +142,7 @@ def command(text, read, order, vocab, unk, write, lm, kndiscount, ukndiscount, w
     if write_vocab is not None:
         with atomic_output(write_vocab) as out:
             out.writelines(f"{vocabulary.words[w]}\n" for w in np.argsort(byte_ranks(vocabulary.words)))
-        if lm is None and write is None:
+        if lm is None and write_bin_lm is None and write is None:
             return
 
     if deleted_interpolation:
@@ -173,7 +181,7 @@ def command(text, read, order, vocab, unk, write, lm, kndiscount, ukndiscount, w
                        "merged", err=True)
     if write is not None:
         counts.write(write)
-    if lm is None:
+    if lm is None and write_bin_lm is None:
         return
     if counts.order < order:
         raise NplmError(f"the counts go up to order {counts.order}, below -order {order}")
@@ -187,5 +195,7 @@ def command(text, read, order, vocab, unk, write, lm, kndiscount, ukndiscount, w
         model = prune_model(model, prune, minprune)
     if classes is not None and lm.endswith(".nplm"):
         ClassNgramModel(model, word_classes).save(lm)  # the class n-gram and its classes in one file
-    else:
+    elif lm is not None:
         write_arpa(model, lm)
+    if write_bin_lm is not None:
+        write_binary(model, write_bin_lm)

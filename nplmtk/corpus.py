@@ -97,6 +97,11 @@ class Corpus:
     def sentence(self, s):
         return self.ids[self.offsets[s]:self.offsets[s + 1]]
 
+    def targets(self):
+        """The predicted tokens: each sentence's words, then `</s>` (the last column of
+        `windows`, without building them)."""
+        return np.insert(self.ids, self.offsets[1:], self.vocab.eos)
+
     def window_examples(self, order, unk):
         """The rows of `windows(order)` whose target is in the vocabulary, made on demand
         (context OOVs read as `unk`): what training shuffles, without the windows in memory."""

@@ -3,8 +3,10 @@ every output file is written to a temporary file and renamed into place."""
 import contextlib
 import gzip
 import io
+import mmap
 import os
 import shutil
+import stat
 import sys
 import tempfile
 import time
@@ -50,6 +52,26 @@ def read_bytes(path):
         except (OSError, EOFError, zlib.error) as err:
             raise InputError(f"corrupt gzip data ({err})", path=path) from None
     return data
+
+
+def read_mapped(path):
+    """The content of `path` as `read_bytes` gives it, but a plain regular file (not gzip)
+    as a read-only memory map, whose pages `release_mapped` hands back once read: a large
+    file then never sits in memory whole."""
+    if path != "-":
+        try:
+            with open(path, "rb") as f:
+                if stat.S_ISREG(os.fstat(f.fileno()).st_mode) and f.read(2) not in (GZIP_MAGIC, b""):
+                    return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except OSError as err:
+            raise _os_error(path, err) from None
+    return read_bytes(path)
+
+
+def release_mapped(data, end):
+    """Hand back the memory of data[:end] when `data` is a memory map of `read_mapped`."""
+    if isinstance(data, mmap.mmap):
+        data.madvise(mmap.MADV_DONTNEED, 0, end - end % mmap.PAGESIZE)
 
 
 BLOCK_BYTES = 64 << 20  # read_text_blocks' default: a block of text, cut after its last newline

@@ -4,21 +4,19 @@ previous words, p(w_t | context) = softmax(y). `-h 0` drops the hidden layer (Ta
 MLP3/MLP4 have h = 0 with direct connections); `direct` turns W on."""
 import numpy as np
 
-from .._ext.mlp_kernels import ACTIVATIONS, Network
-from .._ext.output_blocks import OutputBlock
 from ..errors import ParameterError
-from .network import SCORING_BATCH, NeuralModel, uniform_initialiser
+from .network import ACTIVATION_CODES, SCORING_BATCH, NeuralModel, uniform_initialiser
 
 
 class MLPModel(NeuralModel):
     kind = "nplm-mlp"
     arch = "mlp"
     summary = "Bengio et al. 2003, eq. 1: softmax over b + W x + U act(d + H x)"
-    ACTIVATIONS = tuple(ACTIVATIONS)
+    ACTIVATIONS = tuple(ACTIVATION_CODES)
 
     def __init__(self, vocab, params, order, activation="tanh", meta=None):
-        if activation not in ACTIVATIONS:
-            raise ParameterError(f"{{activation}}: unknown '{activation}' (choose from {', '.join(ACTIVATIONS)})")
+        if activation not in ACTIVATION_CODES:
+            raise ParameterError(f"{{activation}}: unknown '{activation}' (choose from {', '.join(ACTIVATION_CODES)})")
         super().__init__(vocab, params, order, activation, meta)
 
     @classmethod
@@ -52,11 +50,13 @@ class MLPModel(NeuralModel):
         return arrays
 
     def network(self, capacity=SCORING_BATCH):
-        return Network(self.params, self.order - 1, ACTIVATIONS[self.activation], capacity,
+        from .._ext.mlp_kernels import Network
+        return Network(self.params, self.order - 1, ACTIVATION_CODES[self.activation], capacity,
                        self.meta.get("bias", True))
 
     def output_block(self, rows, capacity):
         """The kernel of one rank's block (output rows lo..hi-1) of -mpi param."""
+        from .._ext.output_blocks import OutputBlock
         lo, hi = rows
-        return OutputBlock(self.params, self.order - 1, ACTIVATIONS[self.activation], capacity,
+        return OutputBlock(self.params, self.order - 1, ACTIVATION_CODES[self.activation], capacity,
                            self.meta.get("bias", True), lo, hi)

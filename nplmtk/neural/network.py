@@ -18,6 +18,12 @@ META_MINIMUM = {"features": 1, "hidden": 0, "layers": 1, "classes": 0}
 META_DEFAULTS = {"classes": 0}  # keys newer than some model files: the value those files mean
 
 
+# The hidden activations the feed-forward and recurrent kernels switch on, by their codes.
+# The kernels themselves (nplmtk._ext) load BLAS through scipy: each model imports its
+# kernel when it first builds a network, so that opening any other model does not.
+ACTIVATION_CODES = {"tanh": 0, "sigmoid": 1, "relu": 2, "linear": 3}
+
+
 class NeuralModel(LanguageModel):
     """A network whose parameters are `params` (name -> float32 array) and whose shape is
     `meta` (the keys in `ARCHITECTURE`). A subclass gives:

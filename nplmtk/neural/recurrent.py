@@ -15,10 +15,8 @@ import numpy as np
 
 from ..lm import LN10
 
-from .._ext.mlp_kernels import ACTIVATIONS
-from .._ext.rnn_kernels import RecurrentNetwork
 from ..errors import InputError, ParameterError
-from .network import NeuralModel, uniform_initialiser
+from .network import ACTIVATION_CODES, NeuralModel, uniform_initialiser
 
 RESET_STATES = ("sentence", "never")
 OUTPUTS = ("full", "class")
@@ -34,7 +32,7 @@ class RNNModel(NeuralModel):
     summary = ("recurrent network (survey sec. 2.2): s_t = act(U x_t + W s_t-1 + b), y_t = V s_t + M x_t + d, "
                "trained by truncated BPTT over -streams streams of -bptt steps")
     ARCHITECTURE = ("features", "hidden", "direct", "bias", "layers", "tie", "peephole", "reset_state", "classes")
-    ACTIVATIONS = tuple(ACTIVATIONS)
+    ACTIVATIONS = tuple(ACTIVATION_CODES)
     RECURRENT = True
     LSTM = False
     DEFAULTS = {"lr": 0.01, "weight_decay": 0.0}  # -lr is per word: the gradient is summed over a segment
@@ -76,8 +74,8 @@ class RNNModel(NeuralModel):
             raise ParameterError("{classes} needs the training counts of the words")
         if classes is not None and not 1 <= classes <= len(vocab):
             raise ParameterError(f"{{classes}} must be from 1 to |V| = {len(vocab)}")
-        if activation not in ACTIVATIONS:
-            raise ParameterError(f"{{activation}}: unknown '{activation}' (choose from {', '.join(ACTIVATIONS)})")
+        if activation not in ACTIVATION_CODES:
+            raise ParameterError(f"{{activation}}: unknown '{activation}' (choose from {', '.join(ACTIVATION_CODES)})")
         meta = {"features": features, "hidden": hidden, "direct": direct, "bias": bias, "layers": layers,
                 "tie": tie, "peephole": peephole, "reset_state": reset_state, "classes": 0}
         if classes:
@@ -164,8 +162,9 @@ class RNNModel(NeuralModel):
                              config.seed * 1000 + worker, config.optimizer == "adam")
 
     def _network(self, streams, capacity, trainable=False, dropout=0.0, clip=0.0, seed=1, adam=False):
+        from .._ext.rnn_kernels import RecurrentNetwork
         meta = self.meta
-        return RecurrentNetwork(self.params, meta["layers"], self.LSTM, ACTIVATIONS[self.activation], streams,
+        return RecurrentNetwork(self.params, meta["layers"], self.LSTM, ACTIVATION_CODES[self.activation], streams,
                                 capacity, meta["reset_state"] == "sentence", self.vocab.bos, dropout, clip, seed,
                                 trainable, adam, np.array(meta["class_of"]) if meta.get("classes") else None)
 
