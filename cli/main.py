@@ -2,6 +2,7 @@
 library's warnings as one line each."""
 import contextlib
 import difflib
+import importlib
 import sys
 import warnings
 
@@ -9,15 +10,35 @@ import click
 
 from nplmtk.errors import NplmError, NplmWarning
 
-from . import embeddings, generate, mix, ngram_class, ngram_count, plot, ppl, rescore, toy_corpus, train, vocab
 from .options import spell
 
 ALIASES = {"train": "train-nplm"}
+# subcommand -> the module of this package that defines it, imported only when it is run
+# (or listed): `nplm ppl` then loads neither the trainer nor BLAS
+SUBCOMMANDS = {
+    "vocab": "vocab",
+    "ngram-count": "ngram_count",
+    "ngram-class": "ngram_class",
+    "ppl": "ppl",
+    "train-nplm": "train",
+    "toy-corpus": "toy_corpus",
+    "mix": "mix",
+    "generate": "generate",
+    "embeddings": "embeddings",
+    "plot": "plot",
+    "rescore": "rescore",
+}
 
 
 class Group(click.Group):
+    def list_commands(self, ctx):
+        return sorted(SUBCOMMANDS)
+
     def get_command(self, ctx, name):
-        return super().get_command(ctx, ALIASES.get(name, name))
+        name = ALIASES.get(name, name)
+        if name not in SUBCOMMANDS:
+            return None
+        return importlib.import_module(f".{SUBCOMMANDS[name]}", __package__).command
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-help", "--help"]})
@@ -50,17 +71,6 @@ def warnings_printed_by(subcommand):
         yield
 
 
-cli.add_command(vocab.command)
-cli.add_command(ngram_count.command)
-cli.add_command(ngram_class.command)
-cli.add_command(ppl.command)
-cli.add_command(train.command)
-cli.add_command(toy_corpus.command)
-cli.add_command(mix.command)
-cli.add_command(generate.command)
-cli.add_command(embeddings.command)
-cli.add_command(plot.command)
-cli.add_command(rescore.command)
 
 
 def _usage_message(err, argv):

@@ -4,17 +4,18 @@ import numpy as np
 
 from nplmtk.corpus import Corpus
 from nplmtk.errors import NplmError
-from nplmtk.io import atomic_output, check_readable, check_writable, read_lines
+from nplmtk.io import atomic_output, check_readable, check_writable, read_lines, scratch_folder
 from nplmtk.ngram.arpa import write_arpa
+from nplmtk.ngram.binary import check_binary_name, write_binary
 from nplmtk.ngram.classes import ClassNgramModel, WordClasses, token_ids, token_vocabulary
-from nplmtk.ngram.counts import MAX_ORDER, NgramCounts, byte_ranks, check_order
+from nplmtk.ngram.counts import MAX_ORDER, CountAccumulator, NgramCounts, byte_ranks, check_order
 from nplmtk.ngram.deleted_interpolation import DeletedInterpolation
 from nplmtk.ngram.estimate import estimate
 from nplmtk.ngram.estimate import prune as prune_model
 from nplmtk.text import Normalizer
 from nplmtk.vocab import UNK, Vocabulary, count_words
 
-from .options import example, flag, option
+from .options import ByteSize, example, flag, option
 
 
 def _cutoff_options(command):
@@ -55,6 +56,9 @@ def _discounting(kndiscount, ukndiscount, wbdiscount, gtdiscount, cdiscount, add
 @option("write", metavar="FILE", default=None, help="Write the counts of all orders.")
 @option("lm", metavar="FILE", default=None,
         help="Write the model: ARPA for back-off models, an nplm container for -deleted-interpolation.")
+@option("write-bin-lm", metavar="FILE", default=None,
+        help="Write the back-off model also (or only) as a binary nplm model: memory-mapped tables that open in "
+        "milliseconds wherever a model is read.")
 @flag("kndiscount", help="Modified Kneser-Ney discounting (the default).")
 @flag("ukndiscount", help="Original Kneser-Ney discounting: one discount per order.")
 @flag("wbdiscount", help="Witten-Bell discounting.")
@@ -82,13 +86,18 @@ def _discounting(kndiscount, ukndiscount, wbdiscount, gtdiscount, cdiscount, add
         "the words' classes (what SRILM's replace-words-with-classes and ngram-count do). -lm X.nplm writes one "
         "file holding both; an ARPA -lm is scored with `nplm ppl -lm X -classes FILE`.")
 @option("debug", type=click.IntRange(0, 4), default=0,
-        help="1 or more: print each order's discounting as SRILM's -debug 1 does (to stderr).")
+        help="1 or more: print each order's discounting as SRILM's -debug 1 does (to stderr); 2: also how many "
+        "sorted runs of counts went to disk (-memory).")
+@option("memory", type=ByteSize(), default="2G",
+        help="About how much memory counting may use: the text is counted in chunks, and counts beyond this go to "
+        "sorted files in TMPDIR that are merged at the end (SRILM's make-big-lm, lmplz's -S). The distinct n-grams "
+        "are then held for estimation.")
 @flag("lower", help="Lower-case the text first.")
 @flag("map-numbers", help="Map numeric tokens to <num>.")
 @_cutoff_options
-def command(text, read, order, vocab, unk, write, lm, kndiscount, ukndiscount, wbdiscount, gtdiscount, cdiscount,
-            addsmooth, interpolate, always_interpolate, deleted_interpolation, heldout, em_iterations, prune, minprune,
-            write_vocab, limit_vocab, sort, map_unk, classes, debug, lower, map_numbers, **cutoffs):
+def command(text, read, order, vocab, unk, write, lm, write_bin_lm, kndiscount, ukndiscount, wbdiscount, gtdiscount,
+            cdiscount, addsmooth, interpolate, always_interpolate, deleted_interpolation, heldout, em_iterations, prune,
+            minprune, write_vocab, limit_vocab, sort, map_unk, classes, debug, memory, lower, map_numbers, **cutoffs):
     """Count the n-grams of a text and estimate a smoothed model.
 
     With no discounting option the model is interpolated modified Kneser-Ney
@@ -104,18 +113,22 @@ def command(text, read, order, vocab, unk, write, lm, kndiscount, ukndiscount, w
     max_counts = [cutoffs[f"gt{k}max"] for k in range(1, MAX_ORDER + 1)]
     if method != "gt" and any(m is not None for m in max_counts):
         raise NplmError("-gtNmax sets Good-Turing's discounting: it needs -gtdiscount")
-    if lm is None and write is None and write_vocab is None:
-        raise NplmError("nothing to do: give -lm MODEL, -write COUNTS and/or -write-vocab FILE")
+    if lm is None and write_bin_lm is None and write is None and write_vocab is None:
+        raise NplmError("nothing to do: give -lm MODEL, -write-bin-lm MODEL, -write COUNTS and/or -write-vocab FILE")
+    if write_bin_lm is not None and (deleted_interpolation or classes is not None):
+        raise NplmError("-write-bin-lm writes back-off models of words: a deleted-interpolation or class n-gram "
+                        "model goes to -lm MODEL.nplm")
     if limit_vocab and vocab is None:
         raise NplmError("-limit-vocab needs -vocab (the words to keep)")
-    if prune and lm is None:
+    if prune and lm is None and write_bin_lm is None:
         raise NplmError("-prune prunes the model: give -lm MODEL")
     if sum(path == "-" for path in text + read + ((heldout,) if heldout else ())) > 1:
         raise NplmError("-: stdin can be read only once")
     for path in list(text) + list(read) + [p for p in (vocab, heldout, classes) if p]:
         check_readable(path)
-    for path in (lm, write, write_vocab):
+    for path in (lm, write_bin_lm, write, write_vocab):
         check_writable(path)
+    check_binary_name(write_bin_lm)
     normalize = Normalizer(lower=lower, map_numbers=map_numbers)
     unk_word = map_unk or UNK
 
@@ -129,7 +142,7 @@ def command(text, read, order, vocab, unk, write, lm, kndiscount, ukndiscount, w
     if write_vocab is not None:
         with atomic_output(write_vocab) as out:
             out.writelines(f"{vocabulary.words[w]}\n" for w in np.argsort(byte_ranks(vocabulary.words)))
-        if lm is None and write is None:
+        if lm is None and write_bin_lm is None and write is None:
             return
 
     if deleted_interpolation:
@@ -145,22 +158,30 @@ def command(text, read, order, vocab, unk, write, lm, kndiscount, ukndiscount, w
         model.save(lm, {"training": list(text), "heldout": heldout})
         return
 
-    corpora = [Corpus.read(path, vocabulary, unk=True, normalize=normalize) for path in text]
     if classes is not None:
         if read:
             raise NplmError("-classes counts class n-grams of -text; -read counts are of words")
         word_classes = WordClasses.read(classes)
         tokens = token_vocabulary(vocabulary, word_classes)
         ids = token_ids(vocabulary, word_classes, tokens)
-        corpora = [Corpus(ids[c.ids], c.offsets, tokens, name=c.name) for c in corpora]
         # the unknown word's class stands for it: the <unk> token itself never occurs
         unk = unk and vocabulary.unk_word not in word_classes.class_of
-    parts = [NgramCounts.from_corpus(corpus, order) for corpus in corpora]
-    parts += [NgramCounts.read(path, vocabulary, limit_vocab) for path in read]
-    counts = parts[0] if len(parts) == 1 else NgramCounts.merge(parts)
+    with scratch_folder("counts") as folder:
+        accumulator = CountAccumulator(tokens if classes is not None else vocabulary, order, memory, folder)
+        for path in text:
+            for chunk in Corpus.read_blocks(path, vocabulary, unk=True, normalize=normalize):
+                if classes is not None:
+                    chunk = Corpus(ids[chunk.ids], chunk.offsets, tokens, name=chunk.name)
+                accumulator.add_text(chunk)
+        for path in read:
+            accumulator.add_counts(NgramCounts.read(path, vocabulary, limit_vocab))
+        counts = accumulator.result(source=", ".join(text + read))
+        if debug >= 2 and accumulator.runs:
+            click.echo(f"nplm ngram-count: the counts outgrew -memory: {len(accumulator.runs)} sorted runs on disk, "
+                       "merged", err=True)
     if write is not None:
         counts.write(write)
-    if lm is None:
+    if lm is None and write_bin_lm is None:
         return
     if counts.order < order:
         raise NplmError(f"the counts go up to order {counts.order}, below -order {order}")
@@ -174,5 +195,7 @@ def command(text, read, order, vocab, unk, write, lm, kndiscount, ukndiscount, w
         model = prune_model(model, prune, minprune)
     if classes is not None and lm.endswith(".nplm"):
         ClassNgramModel(model, word_classes).save(lm)  # the class n-gram and its classes in one file
-    else:
+    elif lm is not None:
         write_arpa(model, lm)
+    if write_bin_lm is not None:
+        write_binary(model, write_bin_lm)

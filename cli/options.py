@@ -34,3 +34,22 @@ def flag(name, *, help):
 def example(*lines):
     """A --help epilog that ends with a working example (\\b keeps click from rewrapping)."""
     return "\b\nExample:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+class ByteSize(click.ParamType):
+    """A size in bytes: 2G, 512M, 64K or a plain number (powers of 1,024, as lmplz's -S)."""
+    name = "SIZE"
+    UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        text = str(value).strip().upper().removesuffix("B")
+        unit = text[-1:] if text[-1:] in self.UNITS else ""
+        try:
+            number = float(text[:len(text) - len(unit)])
+        except ValueError:
+            number = -1
+        if not number > 0 or number * self.UNITS[unit] < 1 << 20:
+            self.fail(f"'{value}' is not a size of at least 1M (say 512M or 2G)", param, ctx)
+        return int(number * self.UNITS[unit])

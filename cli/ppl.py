@@ -10,6 +10,7 @@ from nplmtk.io import check_readable, check_writable
 from nplmtk.models import load
 from nplmtk.ngram.arpa import write_arpa
 from nplmtk.ngram.backoff import BackoffModel
+from nplmtk.ngram.binary import check_binary_name, write_binary
 from nplmtk.ngram.classes import ClassNgramModel, WordClasses
 from nplmtk.ngram.estimate import prune as prune_model
 from nplmtk.ngram.estimate import prune_low_probs
@@ -84,16 +85,21 @@ def _mix_options(function):
 @option("write-lm", metavar="FILE", default=None,
         help="Write the n-gram model (after -order) as ARPA, .gz too, as SRILM's `ngram -write-lm`; -text is "
         "then optional.")
+@option("write-bin-lm", metavar="FILE", default=None,
+        help="Write the n-gram model (after -order) as a binary nplm model, which opens in milliseconds "
+        "(memory-mapped tables) wherever a model is read; -text is then optional.")
 @_mix_options
 def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, main_weight, bayes, oov_estimate,
             allow_paths, vocab, limit_vocab, renorm, prune, minprune, prune_lowprobs, classes, simple_classes, map_unk,
-            unk_prob, counts, gen, seed, write_lm, **more):
+            unk_prob, counts, gen, seed, write_lm, write_bin_lm, **more):
     """Report the perplexity of a model on a text in SRILM's `ngram -ppl` format, and/or
     rewrite an n-gram model (`-write-lm`)."""
     if text is not None and ppl_file is not None or (text is None and ppl_file is None and write_lm is None
-                                                     and counts is None and not gen):
+                                                     and write_bin_lm is None and counts is None and not gen):
         raise NplmError("give the text to score with -text FILE (or -ppl FILE)")
     check_writable(write_lm)
+    check_writable(write_bin_lm)
+    check_binary_name(write_bin_lm)
     for path in (counts, classes):
         if path is not None:
             check_readable(path)
@@ -132,10 +138,11 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
             raise NplmError("-lambda and -mix-lambdaN add up to more than 1")
         components = [model] + [load(name, allow_paths) for name in names[1:]]
         model = Mixture(components, [max(w, 0.0) for w in weights], names)
-    if write_lm is not None:
-        if not isinstance(model, BackoffModel):
-            raise NplmError(f"{lm}: -write-lm writes back-off n-gram models (ARPA) only")
-        write_arpa(model, write_lm)
+    for flag, path, write in (("-write-lm", write_lm, write_arpa), ("-write-bin-lm", write_bin_lm, write_binary)):
+        if path is not None:
+            if not isinstance(model, BackoffModel):
+                raise NplmError(f"{lm}: {flag} writes back-off n-gram models only")
+            write(model, path)
     if counts is not None:
         if not isinstance(model, BackoffModel):
             raise NplmError(f"{lm}: -counts scores back-off n-gram models (ARPA) only")

@@ -7,10 +7,10 @@ import click
 import numpy as np
 
 from nplmtk.corpus import Corpus
-from nplmtk.errors import NplmError
+from nplmtk.errors import NplmError, RankLostError
 from nplmtk.io import check_readable, check_writable
 from nplmtk.models import ARCHITECTURES, load
-from nplmtk.neural.parallel import world
+from nplmtk.neural.parallel import allgather, world
 from nplmtk.neural.train import CRITERIA, MPI_MODES, Trainer, TrainingConfig
 from nplmtk.text import Normalizer
 from nplmtk.vocab import Vocabulary, count_words
@@ -208,7 +208,10 @@ def input_agreed_on(comm):
         failure = error.render(spell)
     except BaseException as error:  # noqa: B902
         abort_on_error(comm, error)
-    failures = comm.allgather(failure)
+    try:
+        failures = allgather(comm, failure)
+    except RankLostError as error:
+        abort_on_error(comm, error)
     failed = [rank for rank, message in enumerate(failures) if message]
     if not failed:
         return
@@ -224,7 +227,7 @@ def _prepare(text, valid, vocab, network, config, resume, checkpoint, min_count,
     if resume:
         trainer = Trainer.resume(os.path.join(checkpoint, "checkpoint.nplm"), config, comm)
         vocabulary = trainer.model.vocab
-        train_corpus = Corpus.read(text, vocabulary, unk=True, normalize=normalize)
+        train_corpus = Corpus.read(text, vocabulary, unk=True, normalize=normalize, memory_map=True)
     else:
         sources = [(load(path), blocks) for path, blocks in init_from]
         if vocab:
@@ -233,7 +236,7 @@ def _prepare(text, valid, vocab, network, config, resume, checkpoint, min_count,
             vocabulary = sources[0][0].vocab
         else:
             vocabulary = Vocabulary.from_counts(count_words([text], normalize), min_count)
-        train_corpus = Corpus.read(text, vocabulary, unk=True, normalize=normalize)
+        train_corpus = Corpus.read(text, vocabulary, unk=True, normalize=normalize, memory_map=True)
         settings = dict(network)
         if settings.get("output") == "full":  # every architecture's default; only some take `output`
             del settings["output"]

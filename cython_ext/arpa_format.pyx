@@ -63,7 +63,28 @@ def format_values(const float[::1] values):
 
 
 from libc.stdlib cimport strtod
+from libc.math cimport INFINITY
 from cpython.bytes cimport PyBytes_FromStringAndSize
+from nplmtk._ext.text_kernels cimport Entry, WordTable, fnv1a
+from ngram_tables cimport find_key
+
+
+def as_printed(const float[::1] values):
+    """Each value as an ARPA file gives it back: printed as %.7g and read again (float32;
+    -inf stays -inf), so a binary model holds exactly the values of its ARPA file."""
+    cdef char buffer[40]
+    cdef Py_ssize_t i, n
+    out = np.empty(values.shape[0], dtype=np.float32)
+    cdef float[::1] view = out
+    with nogil:
+        for i in range(values.shape[0]):
+            if isinf(values[i]) and values[i] < 0:
+                view[i] = values[i]
+                continue
+            n = format_g7(buffer, values[i])
+            buffer[n] = 0
+            view[i] = <float> strtod(buffer, NULL)
+    return out
 
 
 class SectionError(ValueError):
@@ -96,31 +117,116 @@ cdef double parse_number(const unsigned char *text, Py_ssize_t length, Py_ssize_
     return value
 
 
-def parse_section(const unsigned char[::1] data, Py_ssize_t start, Py_ssize_t end, int k, dict word_ids):
+cdef double *POWERS_OF_TEN = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14,
+                              1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22]
+
+
+cdef inline bint fast_number(const unsigned char *text, Py_ssize_t length, double *value) noexcept nogil:
+    """`[+-]digits[.digits][e[+-]digits]` in Clinger's fast path: with at most 2^53 as the
+    digits' integer and a power of ten within 1e22, one correctly rounded product or
+    quotient gives the very double strtod gives. False for anything else (strtod decides)."""
+    cdef Py_ssize_t i = 0, digits = 0
+    cdef unsigned long long mantissa = 0
+    cdef int exponent = 0, written = 0, sign = 1
+    cdef bint negative = False
+    if i < length and (text[i] == b'-' or text[i] == b'+'):
+        negative = text[i] == b'-'
+        i += 1
+    while i < length and 48 <= text[i] <= 57:
+        mantissa = mantissa * 10 + (text[i] - 48)
+        digits += 1
+        i += 1
+    if i < length and text[i] == b'.':
+        i += 1
+        while i < length and 48 <= text[i] <= 57:
+            mantissa = mantissa * 10 + (text[i] - 48)
+            digits += 1
+            exponent -= 1
+            i += 1
+    if digits == 0 or digits > 18:
+        return False
+    if i < length and (text[i] == b'e' or text[i] == b'E'):
+        i += 1
+        if i < length and (text[i] == b'-' or text[i] == b'+'):
+            sign = -1 if text[i] == b'-' else 1
+            i += 1
+        if i == length:
+            return False
+        while i < length and 48 <= text[i] <= 57 and written < 1000:
+            written = written * 10 + (text[i] - 48)
+            i += 1
+        exponent += sign * written
+    if i != length or mantissa > (1ULL << 53) or not -22 <= exponent <= 22:
+        return False
+    if exponent < 0:
+        value[0] = <double> mantissa / POWERS_OF_TEN[-exponent]
+    else:
+        value[0] = <double> mantissa * POWERS_OF_TEN[exponent]
+    if negative:
+        value[0] = -value[0]
+    return True
+
+
+cdef inline double read_value(const unsigned char *text, Py_ssize_t length, Py_ssize_t line_start,
+                              bint probability) except? -1e300:
+    """A log10 value of a line (-99 is log 0: -inf); a bad one raises SectionError."""
+    cdef double value
+    if not fast_number(text, length, &value) or (probability and value > 0):
+        value = parse_number(text, length, line_start, "probability" if probability else "back-off weight")
+    return -INFINITY if value == -99.0 else value
+
+
+def word_table(list words, ids):
+    """The WordTable of `words` (UTF-8 bytes, kept alive by the caller): word -> its id."""
+    cdef WordTable table = WordTable()
+    cdef bytes word
+    for word, i in zip(words, ids):
+        table.insert(<const unsigned char *> word, len(word), i)
+    return table
+
+
+def parse_section(const unsigned char[::1] data, Py_ssize_t start, Py_ssize_t end, int k, Py_ssize_t room,
+                  WordTable words=None, list lower_keys=None, list lower_children=None, long long vocab_size=0):
     """Parse the lines data[start:end] of a k-gram section: `logp w1 .. wk [bow]`.
 
-    Returns (ids int32 (n, k), logp float64, bow float64, has_bow uint8, line_starts int64);
-    words are looked up in `word_ids` (utf-8 bytes -> id), or, when it is None (the
-    1-grams), numbered in order of appearance and returned as a list instead.
+    Returns (count, keys int64, logp float32, bow float32, has_bow bool, line_starts
+    int64, new_words) for the first `room` lines (`count`: how many there are), -99
+    read as -inf. The 1-grams (`words` None) are numbered in order of appearance, their
+    bytes returned in `new_words`. Above, `words` gives each word's id, `lower_keys` the
+    sorted keys of orders 1 .. k-1 (nplmtk/ngram/index.py) and `lower_children` their
+    children runs (nplmtk._ext.backoff_kernels.children_runs), and the key of w1 .. wk is
+    `row of w1 .. wk-1 * vocab_size + wk`.
     """
     cdef Py_ssize_t pos = start, line_start, line_end, field_start, n = 0, j, fields
-    cdef Py_ssize_t capacity = 1024
     cdef Py_ssize_t starts[64]
     cdef Py_ssize_t stops[64]
     cdef Py_ssize_t previous_starts[64]
     cdef Py_ssize_t previous_stops[64]
-    cdef int previous_ids[64]
-    cdef bint have_previous = False
-    ids = np.empty((capacity, k), dtype=np.int32)
-    logp = np.empty(capacity, dtype=np.float64)
-    bow = np.zeros(capacity, dtype=np.float64)
-    has_bow = np.zeros(capacity, dtype=np.uint8)
-    line_starts = np.empty(capacity, dtype=np.int64)
-    new_words = [] if word_ids is None else None
-    cdef int[:, ::1] ids_view = ids
-    cdef double[::1] logp_view = logp, bow_view = bow
+    cdef long long ids[64]
+    cdef long long previous_ids[64]
+    cdef const long long *lower[16]
+    cdef const long long *runs[16]
+    cdef long long lower_size[16]
+    cdef const long long[::1] lower_view
+    cdef long long row = -1, previous_row = -1
+    cdef bint have_previous = False, same_context
+    cdef Entry *entry
+    keys = np.empty(room, dtype=np.int64)
+    logp = np.empty(room, dtype=np.float32)
+    bow = np.zeros(room, dtype=np.float32)
+    has_bow = np.zeros(room, dtype=np.uint8)
+    line_starts = np.empty(room, dtype=np.int64)
+    new_words = [] if words is None else None
+    cdef long long[::1] key_view = keys, line_view = line_starts
+    cdef float[::1] logp_view = logp, bow_view = bow
     cdef unsigned char[::1] has_bow_view = has_bow
-    cdef long long[::1] line_view = line_starts
+    for j in range(k - 1):
+        lower_view = lower_keys[j]
+        lower[j] = &lower_view[0] if lower_view.shape[0] else NULL
+        lower_size[j] = lower_view.shape[0]
+        if j + 1 < k - 1:
+            lower_view = lower_children[j]
+            runs[j] = &lower_view[0]
     while pos < end:
         line_start = pos
         while pos < end and data[pos] != b'\n':
@@ -146,43 +252,51 @@ def parse_section(const unsigned char[::1] data, Py_ssize_t start, Py_ssize_t en
         if fields != k + 1 and fields != k + 2:
             raise SectionError(line_start, f"a {k}-gram line needs a probability, {k} words and an "
                                            f"optional back-off weight, got {fields} fields")
-        if n == capacity:
-            capacity *= 2
-            ids = np.resize(ids, (capacity, k)); ids_view = ids
-            logp = np.resize(logp, capacity); logp_view = logp
-            bow = np.resize(bow, capacity); bow_view = bow
-            has_bow = np.resize(has_bow, capacity); has_bow_view = has_bow
-            line_starts = np.resize(line_starts, capacity); line_view = line_starts
-        logp_view[n] = parse_number(&data[starts[0]], stops[0] - starts[0], line_start, "probability")
+        if n >= room:  # more lines than the header says: only counted
+            n += 1
+            continue
+        logp_view[n] = read_value(&data[starts[0]], stops[0] - starts[0], line_start, True)
         if fields == k + 2:
-            bow_view[n] = parse_number(&data[starts[k + 1]], stops[k + 1] - starts[k + 1], line_start,
-                                       "back-off weight")
+            bow_view[n] = read_value(&data[starts[k + 1]], stops[k + 1] - starts[k + 1], line_start, False)
             has_bow_view[n] = 1
-        else:
-            bow_view[n] = 0.0
-            has_bow_view[n] = 0
+        same_context = have_previous
         for j in range(k):
             # ARPA files group n-grams by context: reuse the id of an unchanged word.
             if (have_previous and new_words is None
                     and stops[j + 1] - starts[j + 1] == previous_stops[j] - previous_starts[j]
                     and memcmp(&data[starts[j + 1]], &data[previous_starts[j]],
                                stops[j + 1] - starts[j + 1]) == 0):
-                ids_view[n, j] = previous_ids[j]
+                ids[j] = previous_ids[j]
                 continue
-            word = PyBytes_FromStringAndSize(<char *> &data[starts[j + 1]], stops[j + 1] - starts[j + 1])
+            if j < k - 1:
+                same_context = False
             if new_words is not None:
-                ids_view[n, j] = len(new_words)
-                new_words.append(word)
-            else:
-                found = word_ids.get(word)
-                if found is None:
-                    raise SectionError(line_start, f"word '{word.decode('utf-8', 'replace')}' is not among the 1-grams")
-                ids_view[n, j] = found
+                ids[j] = len(new_words)
+                new_words.append(PyBytes_FromStringAndSize(<char *> &data[starts[j + 1]], stops[j + 1] - starts[j + 1]))
+                continue
+            entry = words.slot(&data[starts[j + 1]], stops[j + 1] - starts[j + 1],
+                               fnv1a(&data[starts[j + 1]], stops[j + 1] - starts[j + 1]))
+            if entry.text == NULL:
+                word = PyBytes_FromStringAndSize(<char *> &data[starts[j + 1]], stops[j + 1] - starts[j + 1])
+                raise SectionError(line_start, f"word '{word.decode('utf-8', 'replace')}' is not among the 1-grams")
+            ids[j] = entry.value
+        if k == 1:
+            key_view[n] = ids[0]
+        else:
+            if not same_context:  # the row of w1 .. wk-1, one order after the other
+                row = find_key(lower[0], 0, lower_size[0], ids[0])
+                for j in range(1, k - 1):  # among the children of the row found
+                    if row >= 0:
+                        row = find_key(lower[j], runs[j - 1][row], runs[j - 1][row + 1], row * vocab_size + ids[j])
+                if row < 0:
+                    raise SectionError(line_start, f"the context of this {k}-gram is not among the {k - 1}-grams")
+                previous_row = row
+            key_view[n] = previous_row * vocab_size + ids[k - 1]
         for j in range(k):
             previous_starts[j] = starts[j + 1]
             previous_stops[j] = stops[j + 1]
-            previous_ids[j] = ids_view[n, j]
+            previous_ids[j] = ids[j]
         have_previous = True
         line_view[n] = line_start
         n += 1
-    return ids[:n].copy(), logp[:n].copy(), bow[:n].copy(), has_bow[:n].astype(bool), line_starts[:n].copy(), new_words
+    return n, keys, logp, bow, has_bow.view(bool), line_starts, new_words

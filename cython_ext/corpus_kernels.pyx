@@ -32,3 +32,81 @@ def ngram_windows(const int[::1] ids, const cnp.int64_t[::1] offsets, int order,
                 else:
                     out[row, k] = ids[start + pos]
     return out_array
+
+
+def gather_windows(const int[::1] ids, const cnp.int64_t[::1] offsets, const cnp.int64_t[::1] rows, int order,
+                   int bos, int eos, int unk):
+    """Rows `rows` of ngram_windows(ids, offsets, order, bos, eos), ids below 0 as `unk`:
+    each row's sentence found by bisection of its first row, offsets[s] + s."""
+    cdef Py_ssize_t num_sentences = offsets.shape[0] - 1, n = rows.shape[0]
+    out_array = np.empty((n, order), dtype=np.int32)
+    cdef int[:, ::1] out = out_array
+    cdef Py_ssize_t i, k, low, high, middle, s, j, pos, length
+    cdef cnp.int64_t row
+    cdef int word
+    with nogil:
+        for i in range(n):
+            row = rows[i]
+            low, high = 0, num_sentences - 1  # the last s with offsets[s] + s <= row
+            while low < high:
+                middle = (low + high + 1) // 2
+                if offsets[middle] + middle <= row:
+                    low = middle
+                else:
+                    high = middle - 1
+            s = low
+            j = row - offsets[s] - s
+            length = offsets[s + 1] - offsets[s]
+            for k in range(order):
+                pos = j - (order - 1) + k
+                if pos < 0:
+                    word = bos
+                elif pos == length:
+                    word = eos
+                else:
+                    word = ids[offsets[s] + pos]
+                    if word < 0:
+                        word = unk
+                out[i, k] = word
+    return out_array
+
+
+def gather_stream_steps(const int[::1] ids, const cnp.int64_t[::1] offsets, const cnp.int64_t[::1] bounds,
+                        const cnp.int64_t[::1] steps, int streams, int bos, int eos, int unk):
+    """Steps `steps` of the text cut into streams: stream b is the tokens bounds[b] ..
+    bounds[b+1] of the text as (input, target) pairs, (<s>, w1) .. (wn, </s>) sentence after
+    sentence (inputs below 0 as `unk`; targets below 0 kept). Rows (len(steps), 2, streams)
+    int32; past a stream's end (and for streams beyond the bounds) <s> and -1."""
+    cdef Py_ssize_t num_sentences = offsets.shape[0] - 1, n = steps.shape[0], used = bounds.shape[0] - 1
+    out_array = np.empty((n, 2, streams), dtype=np.int32)
+    cdef int[:, :, ::1] out = out_array
+    cdef Py_ssize_t i, b, low, high, middle, s, j, length
+    cdef cnp.int64_t t
+    cdef int word
+    with nogil:
+        for i in range(n):
+            for b in range(streams):
+                t = bounds[b] + steps[i] if b < used else 0
+                if b >= used or t >= bounds[b + 1]:
+                    out[i, 0, b] = bos
+                    out[i, 1, b] = -1
+                    continue
+                low, high = 0, num_sentences - 1  # the last s with offsets[s] + s <= t
+                while low < high:
+                    middle = (low + high + 1) // 2
+                    if offsets[middle] + middle <= t:
+                        low = middle
+                    else:
+                        high = middle - 1
+                s = low
+                j = t - offsets[s] - s
+                length = offsets[s + 1] - offsets[s]
+                if j == 0:
+                    word = bos
+                else:
+                    word = ids[offsets[s] + j - 1]
+                    if word < 0:
+                        word = unk
+                out[i, 0, b] = word
+                out[i, 1, b] = eos if j == length else ids[offsets[s] + j]
+    return out_array

@@ -1,20 +1,24 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Counting distinct int64 keys with an open-addressing hash table: one pass, no sort of
-the whole array (n-gram keys of a 16M-word corpus have under a million distinct values)."""
+"""Counting n-grams in one pass over the text with a hash table per order that lives
+across chunks (as SRILM's and lmplz's counters do): an n-gram is the id of its prefix in
+the table below and its last word, so each position of a sentence walks up the orders
+with one lookup each, and no temporary array of keys is ever made."""
 import numpy as np
 cimport numpy as cnp
-from libc.stdlib cimport calloc, free, malloc, realloc
+from libc.stdlib cimport free, malloc, realloc
 from libc.stdint cimport int64_t, uint64_t
 
 cnp.import_array()
+
+DEF MAX_ORDER = 10  # nplmtk.ngram.counts.MAX_ORDER
+DEF FIRST_CAPACITY = 1 << 12
+DEF AHEAD = 16  # positions ahead whose table slot is fetched early
 
 cdef extern from *:
     """
     #define PREFETCH(address) __builtin_prefetch(address)
     """
     void PREFETCH(const void *address) noexcept nogil
-
-DEF AHEAD = 16  # how many keys ahead to prefetch the table slot (the loop is latency bound)
 
 
 cdef inline uint64_t mix(uint64_t x) noexcept nogil:
@@ -27,77 +31,191 @@ cdef inline uint64_t mix(uint64_t x) noexcept nogil:
     return x
 
 
-def count_keys(const int64_t[::1] keys):
-    """Distinct keys (>= 0) in ascending order, their counts, the position of each
-    key's first occurrence, and for every input its rank among the distinct keys."""
-    cdef Py_ssize_t n = keys.shape[0], i, capacity = 1 << 16, distinct = 0, limit = 1024
-    cdef uint64_t mask = capacity - 1, slot
-    cdef int64_t key
-    cdef int64_t *table_keys = <int64_t *> malloc(capacity * sizeof(int64_t))
-    cdef int *table_ids = <int *> malloc(capacity * sizeof(int))
-    cdef int64_t *unique = <int64_t *> malloc(limit * sizeof(int64_t))
-    cdef int64_t *counts = <int64_t *> malloc(limit * sizeof(int64_t))
-    cdef int64_t *first = <int64_t *> malloc(limit * sizeof(int64_t))
-    inverse_array = np.empty(n, dtype=np.int32)
-    cdef int[::1] inverse = inverse_array
-    cdef Py_ssize_t j, new_capacity
-    cdef int64_t *new_keys
-    cdef int *new_ids
-    cdef int found
-    if not (table_keys and table_ids and unique and counts and first):
-        raise MemoryError()
+cdef struct Table:
+    int64_t *slot_keys  # -1: empty
+    int *slot_ids
+    Py_ssize_t capacity  # a power of two, at least twice the entries
+    int64_t *keys  # per entry, in order of first occurrence: prefix id * V + word
+    int64_t *counts
+    Py_ssize_t size, room
+
+
+cdef int table_init(Table *t) noexcept nogil:
+    cdef Py_ssize_t i
+    t.capacity, t.size, t.room = FIRST_CAPACITY, 0, FIRST_CAPACITY // 2
+    t.slot_keys = <int64_t *> malloc(t.capacity * sizeof(int64_t))
+    t.slot_ids = <int *> malloc(t.capacity * sizeof(int))
+    t.keys = <int64_t *> malloc(t.room * sizeof(int64_t))
+    t.counts = <int64_t *> malloc(t.room * sizeof(int64_t))
+    if not (t.slot_keys and t.slot_ids and t.keys and t.counts):
+        return -1
+    for i in range(t.capacity):
+        t.slot_keys[i] = -1
+    return 0
+
+
+cdef void table_free(Table *t) noexcept nogil:
+    free(t.slot_keys)
+    free(t.slot_ids)
+    free(t.keys)
+    free(t.counts)
+    t.slot_keys, t.slot_ids, t.keys, t.counts = NULL, NULL, NULL, NULL
+    t.size = 0
+
+
+cdef int table_grow(Table *t) noexcept nogil:
+    """Twice the slots (and entries' room), every entry placed again."""
+    cdef Py_ssize_t i, capacity = t.capacity * 2
+    cdef uint64_t slot, mask = capacity - 1
+    cdef int64_t *slot_keys = <int64_t *> malloc(capacity * sizeof(int64_t))
+    cdef int *slot_ids = <int *> malloc(capacity * sizeof(int))
+    cdef int64_t *keys = <int64_t *> realloc(t.keys, capacity // 2 * sizeof(int64_t))
+    if keys:
+        t.keys = keys
+    cdef int64_t *counts = <int64_t *> realloc(t.counts, capacity // 2 * sizeof(int64_t))
+    if counts:
+        t.counts = counts
+    if not (slot_keys and slot_ids and keys and counts):
+        free(slot_keys)
+        free(slot_ids)
+        return -1
     for i in range(capacity):
-        table_keys[i] = -1
-    with nogil:
-        for i in range(n):
-            if i + AHEAD < n:
-                PREFETCH(&table_keys[mix(<uint64_t> keys[i + AHEAD]) & mask])
-            key = keys[i]
-            slot = mix(<uint64_t> key) & mask
-            while table_keys[slot] != key and table_keys[slot] != -1:
-                slot = (slot + 1) & mask
-            if table_keys[slot] == key:
-                found = table_ids[slot]
-                counts[found] += 1
-                inverse[i] = found
-                continue
-            table_keys[slot] = key
-            table_ids[slot] = distinct
-            if distinct == limit:
-                limit *= 2
-                unique = <int64_t *> realloc(unique, limit * sizeof(int64_t))
-                counts = <int64_t *> realloc(counts, limit * sizeof(int64_t))
-                first = <int64_t *> realloc(first, limit * sizeof(int64_t))
-            unique[distinct] = key
-            counts[distinct] = 1
-            first[distinct] = i
-            inverse[i] = distinct
-            distinct += 1
-            if 2 * distinct > capacity:  # keep the load under one half
-                new_capacity = capacity * 2
-                new_keys = <int64_t *> malloc(new_capacity * sizeof(int64_t))
-                new_ids = <int *> malloc(new_capacity * sizeof(int))
-                for j in range(new_capacity):
-                    new_keys[j] = -1
-                mask = new_capacity - 1
-                for j in range(distinct):
-                    slot = mix(<uint64_t> unique[j]) & mask
-                    while new_keys[slot] != -1:
-                        slot = (slot + 1) & mask
-                    new_keys[slot] = unique[j]
-                    new_ids[slot] = <int> j
-                free(table_keys)
-                free(table_ids)
-                table_keys, table_ids, capacity = new_keys, new_ids, new_capacity
-    free(table_keys)
-    free(table_ids)
-    unique_array = np.asarray(<int64_t[:distinct]> unique).copy() if distinct else np.empty(0, np.int64)
-    counts_array = np.asarray(<int64_t[:distinct]> counts).copy() if distinct else np.empty(0, np.int64)
-    first_array = np.asarray(<int64_t[:distinct]> first).copy() if distinct else np.empty(0, np.int64)
-    free(unique)
-    free(counts)
-    free(first)
-    order = np.argsort(unique_array)
-    rank = np.empty(distinct, dtype=np.int32)
-    rank[order] = np.arange(distinct, dtype=np.int32)
-    return unique_array[order], counts_array[order], first_array[order], rank[inverse_array]
+        slot_keys[i] = -1
+    for i in range(t.size):
+        slot = mix(<uint64_t> t.keys[i]) & mask
+        while slot_keys[slot] != -1:
+            slot = (slot + 1) & mask
+        slot_keys[slot] = t.keys[i]
+        slot_ids[slot] = <int> i
+    free(t.slot_keys)
+    free(t.slot_ids)
+    t.slot_keys, t.slot_ids, t.capacity, t.room = slot_keys, slot_ids, capacity, capacity // 2
+    return 0
+
+
+cdef inline Py_ssize_t table_add(Table *t, int64_t key) noexcept nogil:
+    """The id of `key` (new ones numbered in order), its count raised by one; -1: no memory."""
+    cdef uint64_t mask = t.capacity - 1
+    cdef uint64_t slot = mix(<uint64_t> key) & mask
+    cdef Py_ssize_t found
+    while t.slot_keys[slot] != key and t.slot_keys[slot] != -1:
+        slot = (slot + 1) & mask
+    if t.slot_keys[slot] == key:
+        found = t.slot_ids[slot]
+        t.counts[found] += 1
+        return found
+    if t.size == t.room:
+        if table_grow(t) != 0:
+            return -1
+        return table_add(t, key)
+    found = t.size
+    t.slot_keys[slot] = key
+    t.slot_ids[slot] = <int> found
+    t.keys[found] = key
+    t.counts[found] = 1
+    t.size += 1
+    return found
+
+
+cdef class NgramHashCounter:
+    """Counts of orders 1..`order` over word ids 0..vocab_size-1, added text by text;
+    `tables()` gives each order's (keys, counts) in order of first occurrence, a key being
+    (id of its prefix among the order below's entries) * vocab_size + last word (1-grams:
+    the word)."""
+    cdef Table orders[MAX_ORDER]
+    cdef readonly int order
+    cdef readonly int64_t vocab_size
+
+    def __cinit__(self, int order, int64_t vocab_size):
+        if not 1 <= order <= MAX_ORDER or vocab_size < 1:
+            raise ValueError("order out of range or empty vocabulary")
+        self.order, self.vocab_size = order, vocab_size
+        cdef int k
+        for k in range(order):
+            if table_init(&self.orders[k]) != 0:
+                raise MemoryError()
+
+    def __dealloc__(self):
+        cdef int k
+        for k in range(self.order):
+            table_free(&self.orders[k])
+
+    def add(self, const int[::1] ids, const int64_t[::1] offsets, int bos, int eos, int unk):
+        """Every n-gram of each sentence ids[offsets[s]:offsets[s+1]] with one <s> before
+        and one </s> after it; ids below 0 count as `unk`. The caller checks that ids lie
+        below vocab_size. Order by order over the padded text, each position's id of the
+        order below turned into its id of this order in place, so the key AHEAD positions
+        on is known and its slot fetched early (the loop waits on memory, not arithmetic)."""
+        cdef Py_ssize_t sentences = offsets.shape[0] - 1, n = ids.shape[0] + 2 * sentences
+        cdef Py_ssize_t s, i, j, k, position, length
+        cdef int *seq = <int *> malloc(max(n, 1) * sizeof(int))
+        cdef int *left = <int *> malloc(max(n, 1) * sizeof(int))  # tokens from here to the sentence's end
+        cdef int64_t *found = <int64_t *> malloc(max(n, 1) * sizeof(int64_t))  # id at each position, or -1
+        cdef int64_t key
+        cdef int word, failed = 0
+        cdef Table *t
+        if not (seq and left and found):
+            free(seq)
+            free(left)
+            free(found)
+            raise MemoryError()
+        with nogil:
+            position = 0
+            for s in range(sentences):
+                length = offsets[s + 1] - offsets[s] + 2
+                for i in range(length):
+                    if i == 0:
+                        word = bos
+                    elif i == length - 1:
+                        word = eos
+                    else:
+                        word = ids[offsets[s] + i - 1]
+                        if word < 0:
+                            word = unk
+                    seq[position] = word
+                    left[position] = <int> (length - i)
+                    position += 1
+            for k in range(1, self.order + 1):
+                t = &self.orders[k - 1]
+                for i in range(n):
+                    j = i + AHEAD
+                    if j < n and left[j] >= k and (k == 1 or found[j] >= 0):
+                        key = seq[j] if k == 1 else found[j] * self.vocab_size + seq[j + k - 1]
+                        PREFETCH(&t.slot_keys[mix(<uint64_t> key) & (t.capacity - 1)])
+                    if left[i] < k or (k > 1 and found[i] < 0):
+                        found[i] = -1
+                        continue
+                    key = seq[i] if k == 1 else found[i] * self.vocab_size + seq[i + k - 1]
+                    found[i] = table_add(t, key)
+                    if found[i] < 0:
+                        failed = 1
+                        break
+                if failed:
+                    break
+        free(seq)
+        free(left)
+        free(found)
+        if failed:
+            raise MemoryError()
+
+    def entries(self):
+        """How many distinct n-grams are held, all orders together."""
+        return sum(self.orders[k].size for k in range(self.order))
+
+    def bytes(self):
+        """Memory held by the tables."""
+        return sum(self.orders[k].capacity * (sizeof(int64_t) + sizeof(int))
+                   + self.orders[k].room * 2 * sizeof(int64_t) for k in range(self.order))
+
+    def tables(self):
+        """[(keys, counts)] per order, int64 copies, entries in order of first occurrence."""
+        out = []
+        cdef Py_ssize_t k
+        for k in range(self.order):
+            size = self.orders[k].size
+            if size == 0:
+                out.append((np.empty(0, np.int64), np.empty(0, np.int64)))
+            else:
+                out.append((np.asarray(<int64_t[:size]> self.orders[k].keys).copy(),
+                            np.asarray(<int64_t[:size]> self.orders[k].counts).copy()))
+        return out

@@ -23,9 +23,6 @@ from feedforward cimport (DEFER, Net, Work, activation_slope, backward, decay_de
 
 cnp.import_array()
 
-ACTIVATIONS = {"tanh": 0, "sigmoid": 1, "relu": 2, "linear": 3}
-
-
 # -- the importance-sampling step (Bengio & Senecal 2003, Algorithm 3) -------------------
 
 cdef double sampled_step(Net *net, Work *w, Sampling *sp, const int *rows, int K, float rate, float keep_c,

@@ -30,25 +30,9 @@ cdef inline bint next_word(const unsigned char *base, Py_ssize_t n, Py_ssize_t *
     return True
 
 
-cdef inline uint64_t fnv1a(const unsigned char *text, Py_ssize_t length) noexcept nogil:
-    cdef uint64_t h = 14695981039346656037ULL
-    cdef Py_ssize_t i
-    for i in range(length):
-        h = (h ^ text[i]) * 1099511628211ULL
-    return h
-
-
-cdef struct Entry:
-    uint64_t hash
-    const unsigned char *text
-    Py_ssize_t length
-    int64_t value          # word id, or running count
-
-
 cdef class WordTable:
-    """Open-addressing map from byte strings (kept alive by the caller) to int64."""
-    cdef Entry *entries
-    cdef Py_ssize_t capacity, size
+    """Open-addressing map from byte strings (kept alive by the caller) to int64 (its
+    fields and the Entry struct: nplmtk/_ext/text_kernels.pxd)."""
 
     def __cinit__(self):
         self.capacity = 1 << 12

@@ -1,10 +1,12 @@
 """Encoded corpora: int32 word ids plus sentence offsets, and n-gram windows over them."""
+import tempfile
+
 import numpy as np
 
-from ._ext.corpus_kernels import ngram_windows
+from ._ext.corpus_kernels import gather_stream_steps, gather_windows, ngram_windows
 from ._ext.text_kernels import encode_words
-from .errors import InputError, ParameterError
-from .io import read_text_bytes
+from .errors import InputError, NplmError, ParameterError
+from .io import BLOCK_BYTES, read_text_blocks
 from .vocab import sentence_tokens
 
 OOV = -1  # id of a word outside the vocabulary when it is not mapped to <unk>
@@ -22,14 +24,38 @@ class Corpus:
         self.name = name
 
     @classmethod
-    def read(cls, path, vocab, unk=True, normalize=None):
-        data = read_text_bytes(path, normalize or None)
-        ids, lengths = encode_words(data, vocab.encoded_words, vocab.unk if unk else OOV, vocab.bos, vocab.eos)
+    def read(cls, path, vocab, unk=True, normalize=None, memory_map=False, block_bytes=BLOCK_BYTES):
+        """The whole text of `path`. With `memory_map` the ids go to an unnamed temporary
+        file (in TMPDIR) mapped into memory, so a corpus larger than memory can be
+        trained on: the text streams through in blocks, and only the pages in use stay."""
+        if not memory_map:
+            blocks = list(cls.read_blocks(path, vocab, unk, normalize, block_bytes, allow_empty=True))
+            ids = np.concatenate([b.ids for b in blocks]) if blocks else np.zeros(0, np.int32)
+            lengths = [np.diff(b.offsets) for b in blocks]
+        else:
+            ids, lengths = _mapped_ids(cls.read_blocks(path, vocab, unk, normalize, block_bytes, allow_empty=True),
+                                       path)
         if len(ids) == 0:
             raise InputError("empty corpus (no words)", path=path)
+        lengths = np.concatenate(lengths)
         offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         return cls(ids, offsets, vocab, name=path)
+
+    @classmethod
+    def read_blocks(cls, path, vocab, unk=True, normalize=None, block_bytes=BLOCK_BYTES, allow_empty=False):
+        """The text of `path` as corpora of whole sentences, one per block of about
+        `block_bytes` of text (for counting a text larger than memory)."""
+        missing, any_words = vocab.unk if unk else OOV, False
+        for data in read_text_blocks(path, normalize or None, block_bytes):
+            ids, lengths = encode_words(data, vocab.encoded_words, missing, vocab.bos, vocab.eos)
+            if len(ids):
+                any_words = True
+                offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+                np.cumsum(lengths, out=offsets[1:])
+                yield cls(ids, offsets, vocab, name=path)
+        if not any_words and not allow_empty:
+            raise InputError("empty corpus (no words)", path=path)
 
     @classmethod
     def from_lines(cls, lines, vocab, unk=True, name="<corpus>"):
@@ -71,9 +97,109 @@ class Corpus:
     def sentence(self, s):
         return self.ids[self.offsets[s]:self.offsets[s + 1]]
 
+    def targets(self):
+        """The predicted tokens: each sentence's words, then `</s>` (the last column of
+        `windows`, without building them)."""
+        return np.insert(self.ids, self.offsets[1:], self.vocab.eos)
+
+    def window_examples(self, order, unk):
+        """The rows of `windows(order)` whose target is in the vocabulary, made on demand
+        (context OOVs read as `unk`): what training shuffles, without the windows in memory."""
+        return WindowExamples(self, order, unk)
+
+    def stream_steps(self, streams, unk):
+        """The text as (input, target) steps of `streams` parallel streams, made on demand
+        (what a recurrent model trains on, without the steps in memory)."""
+        return StreamSteps(self, streams, unk)
+
     def windows(self, order):
         """One row per predicted token (every word and each `</s>`): the n-1 previous
         ids (`<s>`-padded) then the token. Shape (words + sentences, order), int32."""
         if order < 1:
             raise ParameterError(f"{{order}} must be at least 1, got {order}")
         return ngram_windows(self.ids, self.offsets, order, self.vocab.bos, self.vocab.eos)
+
+
+def _mapped_ids(blocks, path):
+    """(ids memory-mapped from an unnamed temporary file, [lengths of each block])."""
+    lengths = []
+    try:
+        with tempfile.TemporaryFile(prefix="nplm-corpus-") as store:
+            for block in blocks:
+                block.ids.tofile(store)
+                lengths.append(np.diff(block.offsets))
+            store.flush()
+            size = store.tell() // 4
+            ids = np.memmap(store, dtype=np.int32, mode="r", shape=(size,)) if size else np.zeros(0, np.int32)
+    except OSError as err:
+        raise NplmError(f"cannot keep the corpus in a temporary file ({err.strerror or err}): set TMPDIR to a "
+                        "folder with room", path=path) from None
+    return ids, lengths or [np.zeros(0, np.int64)]
+
+
+class WindowExamples:
+    """Training examples of a feed-forward model: row r is row `rows[r]` of
+    `corpus.windows(order)` (all of them when every target is in the vocabulary), with
+    context OOVs as `unk`. `examples[index]` gathers the windows of an index array or
+    slice, so an epoch's shuffled chunks come from the ids alone (4 bytes per word
+    besides an int32 permutation) instead of order x 4 bytes per window."""
+
+    def __init__(self, corpus, order, unk):
+        if order < 1:
+            raise ParameterError(f"{{order}} must be at least 1, got {order}")
+        self.corpus, self.order, self.unk = corpus, order, unk
+        self.total = corpus.num_words + corpus.num_sentences
+        self.rows = None
+        if np.any(corpus.ids < 0):  # OOV targets are not examples
+            targets = np.ones(self.total, dtype=bool)
+            sentence_of = np.repeat(np.arange(corpus.num_sentences), np.diff(corpus.offsets))
+            targets[np.flatnonzero(corpus.ids < 0) + sentence_of[corpus.ids < 0]] = False
+            self.rows = np.flatnonzero(targets)
+
+    def __len__(self):
+        return self.total if self.rows is None else len(self.rows)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            index = np.arange(*index.indices(len(self)))
+        index = np.asarray(index)
+        if len(index) and (index.min() < 0 or index.max() >= len(self)):  # the kernel does not check
+            raise IndexError(f"window examples: index out of range 0..{len(self) - 1}")
+        rows = index if self.rows is None else self.rows[index]
+        c = self.corpus
+        return gather_windows(c.ids, c.offsets, np.ascontiguousarray(rows, dtype=np.int64), self.order, c.vocab.bos,
+                              c.vocab.eos, self.unk)
+
+
+class StreamSteps:
+    """The text as (input, target) pairs, (<s>, w1) .. (wn, </s>) sentence after sentence
+    (input OOVs as `unk`, target OOVs -1), cut at sentence starts into `streams` streams of
+    about equal length: `steps[index]` gathers rows (len(index), 2, streams) int32 of those
+    steps, padding past a stream's end with <s> and -1. `words`: the targets in the
+    vocabulary, all steps together."""
+
+    def __init__(self, corpus, streams, unk):
+        if streams < 1:
+            raise ParameterError(f"{{streams}} must be at least 1, got {streams}")
+        self.corpus, self.streams, self.unk = corpus, streams, unk
+        sentences, total = corpus.num_sentences, corpus.num_words + corpus.num_sentences
+        starts = corpus.offsets[:-1] + np.arange(sentences)  # each sentence's first pair
+        wanted = np.arange(1, streams) * total / streams
+        cuts = np.concatenate([[0], starts[np.minimum(np.searchsorted(starts, wanted), sentences - 1)]])
+        cuts = np.unique(cuts) if sentences else np.zeros(1, dtype=np.int64)
+        self.bounds = np.ascontiguousarray(np.append(cuts, total), dtype=np.int64)
+        self.steps = int(np.diff(self.bounds).max()) if total else 0
+        self.words = total - corpus.num_oovs
+
+    def __len__(self):
+        return self.steps
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            index = np.arange(*index.indices(len(self)))
+        index = np.asarray(index)
+        if len(index) and (index.min() < 0 or index.max() >= len(self)):  # the kernel does not check
+            raise IndexError(f"stream steps: index out of range 0..{len(self) - 1}")
+        c = self.corpus
+        return gather_stream_steps(c.ids, c.offsets, self.bounds, np.ascontiguousarray(index, dtype=np.int64),
+                                   self.streams, c.vocab.bos, c.vocab.eos, self.unk)

@@ -46,5 +46,14 @@ class ParameterError(NplmError):
         return self.message.format_map({name: spell(name) for name in self.parameters})
 
 
+class RankLostError(NplmError):
+    """Under MPI: an exchange with the other ranks failed, because a rank stopped (killed
+    or crashed). `lost` lists the ranks known to have stopped (may be empty)."""
+
+    def __init__(self, message, *, lost=()):
+        super().__init__(message)
+        self.lost = tuple(lost)
+
+
 class NplmWarning(UserWarning):
     """Something a user should know that does not stop the work (the CLI prints it)."""

@@ -3,7 +3,10 @@ every output file is written to a temporary file and renamed into place."""
 import contextlib
 import gzip
 import io
+import mmap
 import os
+import shutil
+import stat
 import sys
 import tempfile
 import time
@@ -32,6 +35,8 @@ def read_bytes(path):
     may pass over it twice), gunzipped when it is gzip data."""
     global _stdin
     if path == "-":
+        if _stdin_streamed():
+            raise InputError("stdin was read already and cannot be read again", path=path)
         if _stdin is None or _stdin[0] is not sys.stdin:
             _stdin = (sys.stdin, sys.stdin.buffer.read())
         data = _stdin[1]
@@ -49,16 +54,109 @@ def read_bytes(path):
     return data
 
 
+def read_mapped(path):
+    """The content of `path` as `read_bytes` gives it, but a plain regular file (not gzip)
+    as a read-only memory map, whose pages `release_mapped` hands back once read: a large
+    file then never sits in memory whole."""
+    if path != "-":
+        try:
+            with open(path, "rb") as f:
+                if stat.S_ISREG(os.fstat(f.fileno()).st_mode) and f.read(2) not in (GZIP_MAGIC, b""):
+                    return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except OSError as err:
+            raise _os_error(path, err) from None
+    return read_bytes(path)
+
+
+def release_mapped(data, end):
+    """Hand back the memory of data[:end] when `data` is a memory map of `read_mapped`."""
+    if isinstance(data, mmap.mmap):
+        data.madvise(mmap.MADV_DONTNEED, 0, end - end % mmap.PAGESIZE)
+
+
+BLOCK_BYTES = 64 << 20  # read_text_blocks' default: a block of text, cut after its last newline
+
+
+def read_text_blocks(path, normalize=None, block_bytes=BLOCK_BYTES):
+    """The bytes of `path` (gunzipped, checked to be UTF-8, after `normalize`, a str -> str
+    function) in blocks of about `block_bytes` that end after a newline (the last block
+    where the file does), so a corpus larger than memory streams through. Stdin already
+    read by read_bytes comes from its copy; otherwise it streams and cannot be read again."""
+    global _stdin
+    if path == "-" and _stdin_streamed():
+        raise InputError("stdin was read already and cannot be read again", path=path)
+    if path == "-" and _stdin is not None and _stdin[0] is sys.stdin:
+        source = io.BytesIO(_stdin[1])
+    elif path == "-":
+        _stdin = (sys.stdin, None)  # streamed: gone once read
+        source = sys.stdin.buffer
+    else:
+        try:
+            source = open(path, "rb")
+        except OSError as err:
+            raise _os_error(path, err) from None
+    with contextlib.ExitStack() as stack:
+        stack.callback(source.close if source is not sys.stdin.buffer else lambda: None)
+        head = source.read(2)
+        raw = source
+        if head == GZIP_MAGIC:
+            raw = gzip.GzipFile(fileobj=_Prefixed(head, source))
+            head = b""
+        carry, lines = head, 0
+        while True:
+            try:
+                chunk = raw.read(block_bytes)
+            except (OSError, EOFError, zlib.error) as err:
+                raise InputError(f"corrupt gzip data ({err})", path=path) from None
+            data = carry + chunk
+            if not chunk:
+                if data:
+                    yield _checked_block(data, path, lines, normalize)
+                return
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:  # no newline yet: a longer line
+                carry = data
+                continue
+            block, carry = data[:cut], data[cut:]
+            yield _checked_block(block, path, lines, normalize)
+            lines += block.count(b"\n")
+
+
+class _Prefixed(io.RawIOBase):
+    """A file whose first bytes were read already: `head`, then the rest of `source`."""
+
+    def __init__(self, head, source):
+        self.head, self.source = head, source
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        if self.head:
+            n = min(len(buffer), len(self.head))
+            buffer[:n], self.head = self.head[:n], self.head[n:]
+            return n
+        data = self.source.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
+
+
+def _checked_block(data, path, lines_before, normalize):
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = lines_before + data.count(b"\n", 0, err.start) + 1
+        raise InputError("invalid UTF-8", path=path, line=line) from None
+    return normalize(text).encode("utf-8") if normalize else data
+
+
+def _stdin_streamed():
+    return _stdin is not None and _stdin[0] is sys.stdin and _stdin[1] is None
+
+
 def read_text(path):
     """The UTF-8 text of `path`; invalid UTF-8 is an error naming the line."""
     return _decode(read_bytes(path), path)
-
-
-def read_text_bytes(path, normalize=None):
-    """The bytes of `path`, checked to be UTF-8, after `normalize` (a str -> str function)."""
-    data = read_bytes(path)
-    text = _decode(data, path)
-    return normalize(text).encode("utf-8") if normalize else data
 
 
 def _decode(data, path):
@@ -104,7 +202,7 @@ def _remove_stale_temporaries(path):
             owner = name[len(prefix):].split("-", 1)[0]
             full = os.path.join(directory, name)
             if owner.isdigit():
-                stale = not _alive(int(owner))
+                stale = not process_alive(int(owner))
             else:
                 stale = time.time() - os.path.getmtime(full) > 86400
             if stale:
@@ -112,14 +210,39 @@ def _remove_stale_temporaries(path):
                     os.unlink(full)
 
 
-def _alive(pid):
+def process_alive(pid):
+    """Whether process `pid` runs (one that ended but is not yet reaped, a zombie, does not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rpartition(b")")[2].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True  # no /proc (not Linux): it exists
+
+
+@contextlib.contextmanager
+def scratch_folder(kind):
+    """A new folder in TMPDIR for temporary files of `kind` (say "counts"), removed with
+    its files at the end; those of processes that were killed are removed first."""
+    root, prefix = tempfile.gettempdir(), f"nplm-{kind}."
+    with contextlib.suppress(OSError):
+        for name in os.listdir(root):
+            owner = name[len(prefix):].split("-", 1)[0]
+            if name.startswith(prefix) and owner.isdigit() and not process_alive(int(owner)):
+                shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+    try:
+        folder = tempfile.mkdtemp(dir=root, prefix=f"{prefix}{os.getpid()}-")
+    except OSError as err:
+        raise _os_error(root, err) from None
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def check_writable(path):

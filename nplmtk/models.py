@@ -9,6 +9,7 @@ from .neural.lbl import GatedHiddenTermLBLModel, GatedLBLModel, HiddenTermLBLMod
 from .neural.mlp import MLPModel
 from .neural.recurrent import LSTMModel, RNNModel
 from .ngram.arpa import read_arpa
+from .ngram.binary import BINARY_KIND, load_binary
 from .ngram.classes import ClassNgramModel
 from .ngram.deleted_interpolation import DeletedInterpolation, load_deleted_interpolation
 from .vocab import UNK
@@ -54,6 +55,7 @@ MODEL_KINDS = {
     LSTMModel.kind: LSTMModel.from_file,
     DeletedInterpolation.kind: load_deleted_interpolation,
     ClassNgramModel.kind: ClassNgramModel.from_file,
+    BINARY_KIND: load_binary,  # an ARPA model's tables, memory-mapped (-write-bin-lm)
     Mixture.kind: load_mixture,  # given `load` (and allow_paths) by `load`
     # A checkpoint scores as the best model so far, so `nplm ppl -lm DIR/checkpoint.nplm`
     # follows a run that is going on.

@@ -44,16 +44,17 @@ class TextStats:
                 f"{self.zeroprobs} zeroprobs, logprob= {g(self.logprob)} ppl= {g(self.ppl)} ppl1= {g(self.ppl1)}"]
 
 
-def read_scored_text(path, vocab, normalize=None):
+def read_scored_text(path, vocab, normalize=None, words=True):
     """The text at `path` as `ngram -ppl` reads it: the raw tokens of each non-empty
-    sentence, and the corpus they encode to (unknown words as <unk>)."""
-    lines = read_lines(path)
-    if normalize:
-        lines = normalize("\n".join(lines)).split("\n")
-    raw = [split_words(line) for line in lines]
-    raw = [tokens for tokens in raw if sentence_tokens(" ".join(tokens))]
-    corpus = Corpus.from_lines([" ".join(t) for t in raw], vocab, unk=True, name=path)
-    return raw, corpus
+    sentence (None unless `words`: only reports with sentences print them), and the
+    corpus they encode to (unknown words as <unk>)."""
+    raw = None
+    if words:  # read first: stdin is then kept for Corpus.read
+        lines = read_lines(path)
+        if normalize:
+            lines = normalize("\n".join(lines)).split("\n")
+        raw = [tokens for tokens in map(split_words, lines) if sentence_tokens(" ".join(tokens))]
+    return raw, Corpus.read(path, vocab, unk=True, normalize=normalize)
 
 
 def perplexity(model, path, debug=0, write=print, normalize=None, oov_estimate=False, unk_log10prob=None):
@@ -63,11 +64,11 @@ def perplexity(model, path, debug=0, write=print, normalize=None, oov_estimate=F
     with logprobs_estimating_oov, the energy network) instead of counting as <unk>.
     `unk_log10prob`: the unknown word's log10 probability in every context instead of
     the model's (SRILM's -unk-prob; -99 means 0, an OOV)."""
-    raw, corpus = read_scored_text(path, model.vocab, normalize)
+    raw, corpus = read_scored_text(path, model.vocab, normalize, words=debug >= 1 or oov_estimate)
     if oov_estimate:
         return report(model, raw, corpus, model.logprobs_estimating_oov(raw) / LN10, debug, write)
     log10 = model.log10probs(corpus)
-    targets = corpus.windows(1)[:, 0]
+    targets = corpus.targets()
     return report(model, raw, corpus, _with_unk_prob(log10, targets == model.vocab.unk, unk_log10prob), debug, write)
 
 
@@ -134,32 +135,35 @@ def count_perplexity(model, path, debug=0, write=print, unk_log10prob=None):
 def report(model, raw, corpus, log10, debug=0, write=print):
     """SRILM's report of scores `log10` (one per predicted token of `corpus`)."""
     path = corpus.name
-    targets = corpus.windows(1)[:, 0]
+    targets = corpus.targets()
     zero = log10 == -np.inf
     oov = zero & (targets == model.vocab.unk)
     values = np.where(zero, 0.0, log10).tolist()
     oov_list, zero_list = oov.tolist(), (zero & ~oov).tolist()
     tags = model.hit_tags(corpus) if debug >= 2 else None
     words = model.vocab.words
-    total = TextStats()
     bounds = (corpus.offsets + np.arange(len(corpus.offsets))).tolist()
-    for s in range(corpus.num_sentences):
+    if debug == 0:  # the totals alone: each sentence's sum, added in order as SRILM adds them
+        total = TextStats(corpus.num_sentences, corpus.num_words, sum(oov_list), sum(zero_list),
+                          sum(sum(values[first:last]) for first, last in zip(bounds, bounds[1:])))
+    else:
+        total = TextStats()
+    for s in range(corpus.num_sentences if debug >= 1 else 0):
         first, last = bounds[s], bounds[s + 1]
         stats = TextStats(1, last - first - 1, sum(oov_list[first:last]), sum(zero_list[first:last]),
                           sum(values[first:last]))
-        if debug >= 1:
-            write(" ".join(raw[s]))
-            if debug >= 2:
-                for t in range(first, last):
-                    word = words[targets[t]]
-                    context = words[targets[t - 1]] if t > first else "<s>"
-                    more = " ..." if t > first else " "
-                    logp = float(np.float32(log10[t]))
-                    tag = tags[t] if tags else ""
-                    write(f"\tp( {word} | {context}{more}) \t= {tag} {math.exp(logp * LN10):.7g} [ {logp:.7g} ]")
-            for line in stats.lines():
-                write(line)
-            write("")
+        write(" ".join(raw[s]))
+        if debug >= 2:
+            for t in range(first, last):
+                word = words[targets[t]]
+                context = words[targets[t - 1]] if t > first else "<s>"
+                more = " ..." if t > first else " "
+                logp = float(np.float32(log10[t]))
+                tag = tags[t] if tags else ""
+                write(f"\tp( {word} | {context}{more}) \t= {tag} {math.exp(logp * LN10):.7g} [ {logp:.7g} ]")
+        for line in stats.lines():
+            write(line)
+        write("")
         total.add(stats)
     first, second = total.lines()
     write(f"file {path}: {first}")

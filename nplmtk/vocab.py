@@ -3,7 +3,7 @@ from collections import Counter
 
 from ._ext import text_kernels
 from .errors import InputError, NplmError, ParameterError
-from .io import atomic_output, read_lines, read_text_bytes
+from .io import atomic_output, read_bytes, read_lines, read_text_blocks
 from .text import Normalizer, split_words
 
 UNK, BOS, EOS = "<unk>", "<s>", "</s>"
@@ -118,9 +118,12 @@ def count_words(paths, normalize=None):
     counts = Counter()
     sentences = 0
     for path in paths:
-        file_counts, file_sentences = text_kernels.count_words(read_text_bytes(path, normalize or None))
-        counts.update({w.decode("utf-8"): c for w, c in file_counts.items()})
-        sentences += file_sentences
+        if path == "-":
+            read_bytes(path)  # stdin kept for the pass that encodes it
+        for block in read_text_blocks(path, normalize or None):
+            block_counts, block_sentences = text_kernels.count_words(block)
+            counts.update({w.decode("utf-8"): c for w, c in block_counts.items()})
+            sentences += block_sentences
     if not counts:
         raise InputError("empty corpus (no words)", path=", ".join(paths))
     counts[BOS] += sentences

@@ -39,6 +39,7 @@ def seeds(folder):
     from nplmtk.models import ARCHITECTURES, load
     from nplmtk.neural.train import Trainer, TrainingConfig
     from nplmtk.ngram.arpa import write_arpa
+    from nplmtk.ngram.binary import write_binary
     from nplmtk.ngram.counts import NgramCounts
     from nplmtk.ngram.estimate import estimate
     from nplmtk.toy import ToyGrammar
@@ -53,7 +54,8 @@ def seeds(folder):
     counts = NgramCounts.from_corpus(corpus, 3)
     counts.write(os.path.join(folder, "counts.txt"))
     write_arpa(estimate(counts), os.path.join(folder, "kn3.arpa"))
-    models = []
+    write_binary(estimate(counts), os.path.join(folder, "kn3-binary.nplm"))
+    models = [os.path.join(folder, "kn3-binary.nplm")]
     for arch in ("mlp", "energy", "lbl", "lbl1", "lbl3"):
         model = ARCHITECTURES[arch].initial(vocab, order=3, features=4, hidden=3, direct=arch == "mlp", seed=1)
         path = os.path.join(folder, f"{arch}.nplm")
@@ -64,8 +66,8 @@ def seeds(folder):
     Trainer(ARCHITECTURES["lbl1"].initial(vocab, order=3, features=4, hidden=3, seed=1),
             TrainingConfig(epochs=1, batch=8, progress=False, momentum=0.5, checkpoint_dir=checkpoint)).run(corpus)
     models.append(os.path.join(checkpoint, "checkpoint.nplm"))
-    mixture = Mixture([load(os.path.join(folder, "kn3.arpa")), load(models[0])], [0.5, 0.5],
-                      [os.path.join(folder, "kn3.arpa"), models[0]])
+    mixture = Mixture([load(os.path.join(folder, "kn3.arpa")), load(models[1])], [0.5, 0.5],
+                      [os.path.join(folder, "kn3.arpa"), models[1]])
     mixture.save(os.path.join(folder, "m.mix"))
     return {"text": text, "vocab": os.path.join(folder, "vocab.txt"), "counts": os.path.join(folder, "counts.txt"),
             "arpa": os.path.join(folder, "kn3.arpa"), "models": models, "mixture": os.path.join(folder, "m.mix")}
@@ -133,7 +135,8 @@ def crafted_container(path, draw, out):
         elif op == "vocab":
             words = words + [f"extra{len(words)}"] if draw(st.booleans()) or len(words) < 5 else words[:-2]
         else:
-            meta["kind"] = draw(st.sampled_from(["nplm-mlp", "nplm-lbl", "mixture", "nplm-checkpoint"]))
+            meta["kind"] = draw(st.sampled_from(["nplm-mlp", "nplm-lbl", "mixture", "nplm-checkpoint",
+                                                 "backoff-ngram"]))
     container.save(out, meta.pop("kind", saved.kind), arrays, meta=meta, vocab=Vocabulary(words[3:]))
     if draw(st.integers(0, 9)) == 0:  # raw damage on top: the checksums must catch it
         with open(out, "rb") as f:
@@ -145,8 +148,9 @@ def crafted_container(path, draw, out):
 def read_and_use(reader, path, seed):
     """Read `path` as `reader` reads it and use what it yields as a command would."""
     from nplmtk.corpus import Corpus
+    from nplmtk.io import scratch_folder
     from nplmtk.models import load
-    from nplmtk.ngram.counts import NgramCounts
+    from nplmtk.ngram.counts import CountAccumulator, NgramCounts
     from nplmtk.ngram.estimate import estimate
     from nplmtk.vocab import Vocabulary
     vocab = Vocabulary.read(seed["vocab"])
@@ -160,6 +164,14 @@ def read_and_use(reader, path, seed):
         Corpus.read(seed["text"], Vocabulary.read(path)).windows(3)
     else:
         Corpus.read(path, vocab).windows(3)
+        # the readers of texts larger than memory: blocks, memory-mapped ids, counts spilled to disk
+        streamed = Corpus.read(path, vocab, memory_map=True, block_bytes=512)
+        streamed.window_examples(3, vocab.unk)[:]
+        with scratch_folder("fuzz-counts") as folder:
+            accumulator = CountAccumulator(vocab, 3, 1 << 18, folder)
+            for chunk in Corpus.read_blocks(path, vocab, block_bytes=512):
+                accumulator.add_text(chunk)
+            accumulator.result(path)
 
 
 def campaign(reader, seed, count, results_path, current_path):

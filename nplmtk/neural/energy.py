@@ -7,7 +7,6 @@ normalised over the vocabulary when scoring. Exact training costs |V| hidden lay
 example (small vocabularies); importance sampling (`-criterion is*`) makes it cheap."""
 import numpy as np
 
-from .._ext.energy_kernels import EnergyNetwork
 from ..errors import ParameterError
 from .network import NeuralModel, uniform_initialiser
 
@@ -53,7 +52,11 @@ class EnergyModel(NeuralModel):
             raise ParameterError("{arch} energy with importance sampling trains one window per update: give {batch} 1")
 
     def network(self, capacity=None):
-        return EnergyNetwork(self.params, self.order, self.meta.get("bias", True))
+        return self._kernel(self.params)
+
+    def _kernel(self, params):
+        from .._ext.energy_kernels import EnergyNetwork
+        return EnergyNetwork(params, self.order, self.meta.get("bias", True))
 
     def logprobs_estimating_oov(self, sentences):
         """Log probabilities of the tokens of `sentences` (lists of words; each word, then
@@ -81,7 +84,7 @@ class EnergyModel(NeuralModel):
         for j, position in zip(range(base, len(words)), firsts):
             self._score(params, windows[start:position], out[start:position])
             probabilities = np.empty(j)
-            EnergyNetwork(params, self.order, self.meta.get("bias", True)).next_logprobs(
+            self._kernel(params).next_logprobs(
                 np.ascontiguousarray(windows[position, :-1]), probabilities)
             weights = np.exp(probabilities)
             for name in ("C", "U", "b", "W"):
@@ -93,5 +96,5 @@ class EnergyModel(NeuralModel):
 
     def _score(self, params, windows, out):
         if len(windows):
-            EnergyNetwork(params, self.order, self.meta.get("bias", True)).logprobs(
+            self._kernel(params).logprobs(
                 np.ascontiguousarray(windows), out)

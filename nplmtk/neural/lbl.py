@@ -8,7 +8,6 @@ or by importance sampling (the score is an energy); each parameter block may hav
 own rate, momentum and weight decay (sec. 3: TrainingConfig's block_* settings)."""
 import numpy as np
 
-from .._ext.lbl_kernels import BLOCKS, LBLNetwork, LBLOutputBlock
 from ..errors import ParameterError
 from .network import SCORING_BATCH, NeuralModel, uniform_initialiser
 
@@ -24,7 +23,6 @@ class LBLModel(NeuralModel):
                "feature matrix for context and next word; -h and -activation do not apply")
     ARCHITECTURE = ("features", "bias")
     ACTIVATIONS = ("linear",)
-    BLOCKS = BLOCKS  # the parameter blocks, in the kernel's order (those a model has)
     FEATURES = "R"  # the C_i are m x m matrices
     GATED = False  # Models 1 and 3: gates s_i on the context words
     HIDDEN_TERM = False  # Models 2 and 3: S^T h added to p
@@ -70,12 +68,20 @@ class LBLModel(NeuralModel):
             arrays["S"] = (hidden, m)
         return arrays
 
+    @property
+    def BLOCKS(self):
+        """The parameter blocks, in the kernel's order (those a model has)."""
+        from .._ext.lbl_kernels import BLOCKS
+        return BLOCKS
+
     def network(self, capacity=SCORING_BATCH):
+        from .._ext.lbl_kernels import LBLNetwork
         return LBLNetwork(self.params, capacity, self.meta.get("bias", True))
 
     def output_block(self, rows, capacity):
         """The kernel of one rank's block (output rows lo..hi-1) of -mpi param."""
         lo, hi = rows
+        from .._ext.lbl_kernels import LBLOutputBlock
         return LBLOutputBlock(self.params, capacity, self.meta.get("bias", True), lo, hi)
 
     def blocks(self):

@@ -8,11 +8,9 @@ softmax p(c(w) | a) p(w | c(w), a) over `classes` classes by frequency (class ro
 biases bc beside U and b; nplmtk/neural/word_classes.py)."""
 import numpy as np
 
-from .._ext.mlp_kernels import ACTIVATIONS, FactoredNetwork, Network
-from .._ext.output_blocks import OutputBlock
 from ..errors import ParameterError
 from .huffman import huffman_tree
-from .network import SCORING_BATCH, NeuralModel, uniform_initialiser
+from .network import ACTIVATION_CODES, SCORING_BATCH, NeuralModel, uniform_initialiser
 from .word_classes import class_lists, frequency_classes
 
 
@@ -20,13 +18,13 @@ class MLPModel(NeuralModel):
     kind = "nplm-mlp"
     arch = "mlp"
     summary = "Bengio et al. 2003, eq. 1: softmax over b + W x + U act(d + H x)"
-    ACTIVATIONS = tuple(ACTIVATIONS)
+    ACTIVATIONS = tuple(ACTIVATION_CODES)
     ARCHITECTURE = NeuralModel.ARCHITECTURE + ("classes", "hs")
     OUTPUTS = ("full", "class", "hs")
 
     def __init__(self, vocab, params, order, activation="tanh", meta=None):
-        if activation not in ACTIVATIONS:
-            raise ParameterError(f"{{activation}}: unknown '{activation}' (choose from {', '.join(ACTIVATIONS)})")
+        if activation not in ACTIVATION_CODES:
+            raise ParameterError(f"{{activation}}: unknown '{activation}' (choose from {', '.join(ACTIVATION_CODES)})")
         super().__init__(vocab, params, order, activation, meta)
 
     @classmethod
@@ -98,15 +96,17 @@ class MLPModel(NeuralModel):
                                  "with {criterion} is* nor {mpi} param")
 
     def network(self, capacity=SCORING_BATCH):
+        from .._ext.mlp_kernels import FactoredNetwork, Network
         if self.output != "full":
-            return FactoredNetwork(self.params, self.order - 1, ACTIVATIONS[self.activation], capacity,
+            return FactoredNetwork(self.params, self.order - 1, ACTIVATION_CODES[self.activation], capacity,
                                    self.meta.get("bias", True), self.hs_paths() if self.output == "hs" else None,
                                    class_lists(self.meta["class_of"]) if self.output == "class" else None)
-        return Network(self.params, self.order - 1, ACTIVATIONS[self.activation], capacity,
+        return Network(self.params, self.order - 1, ACTIVATION_CODES[self.activation], capacity,
                        self.meta.get("bias", True))
 
     def output_block(self, rows, capacity):
         """The kernel of one rank's block (output rows lo..hi-1) of -mpi param."""
+        from .._ext.output_blocks import OutputBlock
         lo, hi = rows
-        return OutputBlock(self.params, self.order - 1, ACTIVATIONS[self.activation], capacity,
+        return OutputBlock(self.params, self.order - 1, ACTIVATION_CODES[self.activation], capacity,
                            self.meta.get("bias", True), lo, hi)

@@ -19,6 +19,12 @@ META_MINIMUM = {"features": 1, "hidden": 0, "layers": 1, "classes": 0}
 META_DEFAULTS = {"classes": 0, "hs": False}  # keys newer than some model files: the value those files mean
 
 
+# The hidden activations the feed-forward and recurrent kernels switch on, by their codes.
+# The kernels themselves (nplmtk._ext) load BLAS through scipy: each model imports its
+# kernel when it first builds a network, so that opening any other model does not.
+ACTIVATION_CODES = {"tanh": 0, "sigmoid": 1, "relu": 2, "linear": 3}
+
+
 class NeuralModel(LanguageModel):
     """A network whose parameters are `params` (name -> float32 array) and whose shape is
     `meta` (the keys in `ARCHITECTURE`). A subclass gives:
@@ -68,16 +74,17 @@ class NeuralModel(LanguageModel):
     # -- the training protocol ----------------------------------------------------------
     def training_examples(self, corpus, config):
         """The examples the trainer shuffles and shares out: one window of `order` word ids
-        per predicted token whose target is in the vocabulary (context OOVs read as <unk>)."""
-        windows = corpus.windows(self.order)
-        windows = windows[windows[:, -1] >= 0]  # a copy
-        windows[windows < 0] = self.vocab.unk
-        return np.ascontiguousarray(windows, dtype=np.int32)
+        per predicted token whose target is in the vocabulary (context OOVs read as <unk>),
+        gathered chunk by chunk from the corpus (`examples[index]`)."""
+        return corpus.window_examples(self.order, self.vocab.unk)
 
     def example_order(self, rng, count):
-        """The order of the examples in an epoch: shuffled. (A recurrent model keeps its
-        streams in order, so that each worker's kernel carries its state from chunk to chunk.)"""
-        return rng.permutation(count)
+        """The order of the examples in an epoch: shuffled (int32 where it fits: 4 bytes an
+        example; the same order as rng.permutation). A recurrent model keeps its streams in
+        order, so that each worker's kernel carries its state from chunk to chunk."""
+        order = np.arange(count, dtype=np.int32 if count < 2 ** 31 else np.int64)
+        rng.shuffle(order)
+        return order
 
     def examples_per_update(self, config):
         return config.batch

@@ -8,21 +8,59 @@ arithmetic is the kernel's (the model's `output_block`, OutputBlock.block_*) and
 schedule the Trainer's; this module only sequences and exchanges.
 `-mpi data`: each rank trains on its own shard (with its own threads) and the ranks
 average their parameters every few updates (ParameterAverager).
+A rank that stops mid-exchange is one typed error from every collective (rank_lost).
 """
+import os
+import socket
 import time
 
 import numpy as np
 
-from ..errors import ParameterError
+from ..errors import ParameterError, RankLostError
+from ..io import process_alive
+
+PROCESSES = []  # (host, pid) of each rank of MPI.COMM_WORLD, gathered by world()
 
 
 def world():
-    """MPI.COMM_WORLD, or a clear error when mpi4py is not installed."""
+    """MPI.COMM_WORLD, or a clear error when mpi4py is not installed. Every rank learns
+    where the others run, to name one that stops (stopped_ranks)."""
     try:
         from mpi4py import MPI
     except ImportError:
         raise ParameterError("{mpi} needs mpi4py: pip install 'nplmtk[mpi]' (mpi4py and the mpich wheel)") from None
-    return MPI.COMM_WORLD
+    comm = MPI.COMM_WORLD
+    if not PROCESSES:
+        PROCESSES.extend(allgather(comm, (socket.gethostname(), os.getpid())))
+    return comm
+
+
+def allgather(comm, value):
+    """Every rank's `value`, in rank order."""
+    from mpi4py import MPI
+    try:
+        return comm.allgather(value)
+    except MPI.Exception as error:
+        raise rank_lost(comm, error) from None
+
+
+def rank_lost(comm, error):
+    """mpi4py's MPI.Exception from a collective of `comm` (a rank killed or crashed
+    mid-exchange), whose text is MPICH's error stack of a dozen lines or more, as one
+    RankLostError: the ranks found stopped and MPI's one-line error class. The collectives
+    catch it themselves (a try costs nothing; a context manager per Allreduce would)."""
+    from mpi4py import MPI
+    lost = stopped_ranks()
+    who = (f"rank {', '.join(map(str, lost))} of {comm.size} stopped" if lost
+           else f"a rank of {comm.size} stopped or cannot be reached")
+    reason = MPI.Get_error_string(error.Get_error_class()).splitlines()[0].rstrip(" ,:")
+    return RankLostError(f"{who} (killed or crashed?) during an exchange: {reason}", lost=lost)
+
+
+def stopped_ranks():
+    """Ranks on this host whose process has ended (those on other hosts cannot be seen)."""
+    host = socket.gethostname()
+    return [rank for rank, (where, pid) in enumerate(PROCESSES) if where == host and not process_alive(pid)]
 
 
 def output_blocks(vocab_size, ranks):
@@ -51,7 +89,10 @@ class ParamParallelNetwork:
 
     def _allreduce(self, local, result, op):
         start = time.perf_counter()
-        self.comm.Allreduce(local, result, op=op)
+        try:
+            self.comm.Allreduce(local, result, op=op)
+        except self.MPI.Exception as error:
+            raise rank_lost(self.comm, error) from None
         self.communication_seconds += time.perf_counter() - start
 
     def train(self, windows, batch, *schedule):
@@ -133,7 +174,10 @@ class ParamParallelNetwork:
         counts = [(hi - lo) * row for lo, hi in self.blocks]
         offsets = [lo * row for lo, _ in self.blocks]
         start = time.perf_counter()
-        self.comm.Allgatherv(MPI.IN_PLACE, [array, counts, offsets, MPI.FLOAT])
+        try:
+            self.comm.Allgatherv(MPI.IN_PLACE, [array, counts, offsets, MPI.FLOAT])
+        except MPI.Exception as error:
+            raise rank_lost(self.comm, error) from None
         self.communication_seconds += time.perf_counter() - start
 
 
@@ -148,12 +192,18 @@ class ParameterAverager:
     def average(self):
         start = time.perf_counter()
         for array in self.model.params.values():
-            self.comm.Allreduce(self.MPI.IN_PLACE, array, op=self.MPI.SUM)
+            try:
+                self.comm.Allreduce(self.MPI.IN_PLACE, array, op=self.MPI.SUM)
+            except self.MPI.Exception as error:
+                raise rank_lost(self.comm, error) from None
             array *= np.float32(1 / self.comm.size)
         self.communication_seconds += time.perf_counter() - start
 
     def sum(self, values):
         """Sums over the ranks of a few numbers (log-likelihoods, counts)."""
         total = np.array(values, dtype=np.float64)
-        self.comm.Allreduce(self.MPI.IN_PLACE, total, op=self.MPI.SUM)
+        try:
+            self.comm.Allreduce(self.MPI.IN_PLACE, total, op=self.MPI.SUM)
+        except self.MPI.Exception as error:
+            raise rank_lost(self.comm, error) from None
         return total.tolist()

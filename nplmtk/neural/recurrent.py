@@ -15,12 +15,10 @@ import numpy as np
 
 from ..lm import LN10
 
-from .._ext.mlp_kernels import ACTIVATIONS
-from .._ext.rnn_kernels import RecurrentNetwork
 from ..errors import ParameterError
 from .huffman import huffman_tree
+from .network import ACTIVATION_CODES, NeuralModel, uniform_initialiser
 from .word_classes import class_lists, frequency_classes
-from .network import NeuralModel, uniform_initialiser
 
 RESET_STATES = ("sentence", "never")
 MAX_LAYERS = 8
@@ -36,7 +34,7 @@ class RNNModel(NeuralModel):
                "trained by truncated BPTT over -streams streams of -bptt steps")
     ARCHITECTURE = ("features", "hidden", "direct", "bias", "layers", "tie", "peephole", "reset_state", "classes",
                     "hs")
-    ACTIVATIONS = tuple(ACTIVATIONS)
+    ACTIVATIONS = tuple(ACTIVATION_CODES)
     OUTPUTS = ("full", "class", "hs")
     RECURRENT = True
     LSTM = False
@@ -84,8 +82,8 @@ class RNNModel(NeuralModel):
             raise ParameterError("{classes} needs the training counts of the words")
         if classes is not None and not 1 <= classes <= len(vocab):
             raise ParameterError(f"{{classes}} must be from 1 to |V| = {len(vocab)}")
-        if activation not in ACTIVATIONS:
-            raise ParameterError(f"{{activation}}: unknown '{activation}' (choose from {', '.join(ACTIVATIONS)})")
+        if activation not in ACTIVATION_CODES:
+            raise ParameterError(f"{{activation}}: unknown '{activation}' (choose from {', '.join(ACTIVATION_CODES)})")
         meta = {"features": features, "hidden": hidden, "direct": direct, "bias": bias, "layers": layers,
                 "tie": tie, "peephole": peephole, "reset_state": reset_state, "classes": 0, "hs": output == "hs"}
         if output == "hs":
@@ -151,8 +149,8 @@ class RNNModel(NeuralModel):
             raise ParameterError("{bptt} and {streams} must be at least 1, {dropout} in [0, 1), {clip} at least 0")
 
     def training_examples(self, corpus, config):
-        rows, _ = stream_rows(corpus, config.streams, self.vocab)
-        return rows
+        """The steps of `streams` parallel streams, gathered chunk by chunk from the corpus."""
+        return corpus.stream_steps(config.streams, self.vocab.unk)
 
     def example_order(self, rng, count):
         return np.arange(count)  # in order: each worker carries its streams' state
@@ -161,15 +159,17 @@ class RNNModel(NeuralModel):
         return config.bptt
 
     def example_words(self, rows):
-        return int(np.count_nonzero(rows[:, 1] >= 0))
+        """Targets in the vocabulary: of a chunk's rows, or of all the steps (counted when made)."""
+        return int(np.count_nonzero(rows[:, 1] >= 0)) if isinstance(rows, np.ndarray) else rows.words
 
     def training_network(self, config, worker):
         return self._network(config.streams, config.bptt, True, config.dropout, config.clip,
                              config.seed * 1000 + worker, config.optimizer == "adam")
 
     def _network(self, streams, capacity, trainable=False, dropout=0.0, clip=0.0, seed=1, adam=False):
+        from .._ext.rnn_kernels import RecurrentNetwork
         meta = self.meta
-        return RecurrentNetwork(self.params, meta["layers"], self.LSTM, ACTIVATIONS[self.activation], streams,
+        return RecurrentNetwork(self.params, meta["layers"], self.LSTM, ACTIVATION_CODES[self.activation], streams,
                                 capacity, meta["reset_state"] == "sentence", self.vocab.bos, dropout, clip, seed,
                                 trainable, adam, class_lists(meta["class_of"]) if meta.get("classes") else None,
                                 self.hs_paths() if meta.get("hs") else None)
@@ -278,21 +278,8 @@ def stream_rows(corpus, streams, vocab):
     rows (steps, 2, streams) int32 (input ids, OOV inputs as <unk>; target ids, -1 for an
     OOV target and for padding), and for each predicted token in the order of
     corpus.windows (each word, then </s>) its flat index step * streams + stream."""
-    ids, offsets = corpus.ids, corpus.offsets
-    sentences = len(offsets) - 1
-    targets = np.insert(ids, offsets[1:], vocab.eos)
-    inputs = np.insert(ids, offsets[:-1], vocab.bos)
-    inputs[inputs < 0] = vocab.unk
-    total = len(targets)
-    starts = offsets[:-1] + np.arange(sentences)
-    wanted = np.arange(1, streams) * total / streams
-    cuts = np.concatenate([[0], starts[np.minimum(np.searchsorted(starts, wanted), sentences - 1)]])
-    cuts = np.unique(cuts) if sentences else np.zeros(1, dtype=np.int64)
-    stream = np.searchsorted(cuts, np.arange(total), side="right") - 1
-    step = np.arange(total) - cuts[stream]
-    steps = int(step.max()) + 1 if total else 0
-    rows = np.full((steps, 2, streams), -1, dtype=np.int32)
-    rows[:, 0, :] = vocab.bos
-    rows[step, 0, stream] = inputs
-    rows[step, 1, stream] = targets
-    return rows, step * streams + stream
+    steps = corpus.stream_steps(streams, vocab.unk)
+    total = corpus.num_words + corpus.num_sentences
+    stream = np.searchsorted(steps.bounds[:-1], np.arange(total), side="right") - 1
+    step = np.arange(total) - steps.bounds[stream]
+    return steps[:], step * streams + stream

@@ -10,6 +10,8 @@ import numpy as np
 from .._ext.sampling_kernels import alias_table, draw
 from ..errors import NplmWarning
 
+PROPOSAL_BLOCK = 1 << 22  # windows counted at a time
+
 
 class Proposal:
     """The proposal Q: a unigram `q` (positive, normalised here), drawn from by Walker's
@@ -44,11 +46,18 @@ def proposal(windows, vocab_size, kind):
     """Q from the training windows: the unigram of the targets (add-one, so Q > 0 wherever
     P > 0), and for "bigram" the relative frequencies p(w|v) of each previous word v,
     mixed with the unigram by Witten-Bell's keep_v = c(v) / (c(v) + distinct successors)."""
-    counts = np.bincount(windows[:, -1], minlength=vocab_size) + 1.0
+    counts, pairs = np.ones(vocab_size), []
+    for start in range(0, len(windows), PROPOSAL_BLOCK):  # `windows` may make its rows on demand
+        block = windows[start:start + PROPOSAL_BLOCK]
+        counts += np.bincount(block[:, -1], minlength=vocab_size)
+        if kind == "bigram":
+            pairs.append(np.unique(block[:, -2].astype(np.int64) * vocab_size + block[:, -1], return_counts=True))
     bigram = None
     if kind == "bigram":
-        previous = windows[:, -2].astype(np.int64)
-        keys, pair_counts = np.unique(previous * vocab_size + windows[:, -1], return_counts=True)
+        keys, pair_counts = pairs[0]
+        if len(pairs) > 1:
+            keys, inverse = np.unique(np.concatenate([p[0] for p in pairs]), return_inverse=True)
+            pair_counts = np.bincount(inverse, weights=np.concatenate([p[1] for p in pairs])).astype(np.int64)
         rows, successors = keys // vocab_size, (keys % vocab_size).astype(np.int32)
         row_start = np.searchsorted(rows, np.arange(vocab_size + 1)).astype(np.int64)
         totals = np.bincount(rows, weights=pair_counts, minlength=vocab_size)

@@ -220,8 +220,7 @@ class Trainer:
         cfg, state = self.config, self.state
         rng = np.random.default_rng()
         rng.bit_generator.state = state["rng"]
-        order = self.model.example_order(rng, len(examples))  # the same on every rank
-        mine = examples[order]
+        mine = self.model.example_order(rng, len(examples))  # the same on every rank
         largest = len(mine)
         if self.averager:  # -mpi data: each rank its shard, averaged every few rounds
             parts = np.array_split(mine, self.comm.size)
@@ -248,7 +247,8 @@ class Trainer:
             r = state["round"]
             if self.sampling:
                 self.sampling.begin_round(self.model, r, state)
-            chunks = [np.ascontiguousarray(s[r * per_round:(r + 1) * per_round]) for s in shards]
+            # each chunk gathered as it comes: `examples` may make its rows on demand
+            chunks = [np.ascontiguousarray(examples[s[r * per_round:(r + 1) * per_round]]) for s in shards]
             jobs = [(net, chunk, state["updates"] + i) for i, (net, chunk) in enumerate(zip(networks, chunks))]
             if pool:
                 results = list(pool.map(lambda job: self._train_chunk(*job), jobs))

@@ -1,13 +1,15 @@
 """ARPA back-off files, read and written as SRILM and KenLM do: log10 values with 7
 significant digits, -99 for log 0, gzip-aware, every defect reported with its line."""
+import codecs
 import io
 import re
 
 import numpy as np
 
-from .._ext.arpa_format import SectionError, format_section, parse_section
+from .._ext.arpa_format import SectionError, format_section, parse_section, word_table
+from .._ext.backoff_kernels import children_runs
 from ..errors import InputError
-from ..io import atomic_output, read_bytes
+from ..io import atomic_output, read_mapped, release_mapped
 from ..vocab import UNK, Vocabulary
 from .backoff import BackoffModel
 from .counts import MAX_ORDER, byte_ranks
@@ -17,6 +19,7 @@ PSEUDO_ZERO = -99.0
 KENLM_BINARY_MAGIC = b"mmap lm http://kheafield.com/code"  # KenLM's lm/binary_format.cc
 _COUNT_LINE = re.compile(r"ngram\s+(\d+)\s*=\s*(\d+)\s*$")
 _SECTION = re.compile(r"\\(\d+)-grams:\s*$")
+_UTF8_PIECE = 1 << 20
 
 
 def srilm_order(grams, rank):
@@ -73,18 +76,23 @@ def _write_arpa_to(model, out):
 def read_arpa(path, unk=UNK, data=None):
     """A BackoffModel from an ARPA file (or its bytes `data`, `path` naming them); its
     vocabulary is the words of the 1-grams."""
-    data = read_bytes(path) if data is None else bytes(data)
-    if data.startswith(KENLM_BINARY_MAGIC):
+    data = read_mapped(path) if data is None else bytes(data)
+    if data[:len(KENLM_BINARY_MAGIC)] == KENLM_BINARY_MAGIC:
         raise InputError("a KenLM binary model (written by KenLM's build_binary), not ARPA text: build_binary has "
                          "no inverse, so give the ARPA file it was built from", path=path)
 
     def line_of(offset):
-        return data.count(b"\n", 0, offset) + 1
+        return data[:offset].count(b"\n") + 1
 
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise InputError("invalid UTF-8", path=path, line=line_of(err.start)) from None
+    # checked in pieces: the whole file as one str would double the memory it takes
+    decoder, view = codecs.getincrementaldecoder("utf-8")(), memoryview(data)
+    for piece in range(0, len(data), _UTF8_PIECE):
+        try:
+            decoder.decode(view[piece:piece + _UTF8_PIECE], final=piece + _UTF8_PIECE >= len(data))
+        except UnicodeDecodeError as err:
+            raise InputError("invalid UTF-8", path=path, line=line_of(piece + err.start)) from None
+        release_mapped(data, piece)
+    view.release()
 
     def next_line(offset):
         end = data.find(b"\n", offset)
@@ -118,8 +126,8 @@ def read_arpa(path, unk=UNK, data=None):
         raise InputError("the \\data\\ header declares no n-grams", path=path)
 
     buffer = np.frombuffer(data, dtype=np.uint8)
-    word_ids, vocab = None, None
-    grams, logps, bows, has_bows, keys = [], [], [], [], []
+    vocab, words, one_grams = None, None, None
+    keys, logps, bows, has_bows, children = [], [], [], [], []
     for k in range(1, len(declared) + 1):
         while pos < len(data) and not line_text(pos):
             pos = next_line(pos)
@@ -132,49 +140,41 @@ def read_arpa(path, unk=UNK, data=None):
         end = data.find(b"\n\\", start - 1)
         end = len(data) if end < 0 else end + 1
         try:
-            rows, logp, bow, has_bow, line_starts, new_words = parse_section(buffer, start, end, k, word_ids)
+            # a k-gram line takes at least 2k + 1 bytes: no more room than that for a header's count
+            room = min(declared[k], (end - start) // (2 * k + 1) + 1)
+            count, key, logp, bow, has_bow, line_starts, new_words = parse_section(
+                buffer, start, end, k, room, words, keys, children, len(vocab) if vocab else 0)
         except SectionError as err:
             raise InputError(err.args[1], path=path, line=line_of(err.args[0])) from None
-        if len(rows) != declared[k]:
-            raise InputError(f"\\{k}-grams: section has {len(rows)} entries, the header says {declared[k]}",
+        if count != declared[k]:
+            raise InputError(f"\\{k}-grams: section has {count} entries, the header says {declared[k]}",
                              path=path, line=line_of(pos))
         if k == 1:
-            names = [w.decode("utf-8") for w in new_words]
+            one_grams = new_words  # the table below points into these bytes
+            names = [w.decode("utf-8") for w in one_grams]
             vocab = Vocabulary(names, unk=unk)
             if len(vocab) != len(names) + sum(s not in names for s in vocab.words[:3]):
                 raise InputError("a 1-gram appears twice", path=path, line=line_of(pos))
-            word_ids = {w: vocab.index[name] for w, name in zip(new_words, names)}
-            rows = np.array([vocab.index[name] for name in names], dtype=np.int32)[:, None]
-            key = rows[:, 0].astype(np.int64)
-        else:
-            # Sorted rows make the prefix look-ups sequential (and the keys sorted).
-            lexical = np.lexsort(rows.T[::-1])
-            rows, logp, bow = rows[lexical], logp[lexical], bow[lexical]
-            has_bow, line_starts = has_bow[lexical], line_starts[lexical]
-            prefix = NgramIndex(len(vocab), grams, keys).find(rows[:, :-1])
-            if np.any(prefix < 0):
-                bad = int(np.argmax(prefix < 0))
-                raise InputError(f"the context of this {k}-gram is not among the {k - 1}-grams", path=path,
-                                 line=line_of(line_starts[bad]))
-            key = prefix * len(vocab) + rows[:, -1]
-        order_rows = np.argsort(key, kind="stable")
+            key = np.array([vocab.index[name] for name in names], dtype=np.int64)
+            words = word_table(one_grams, key.tolist())  # the higher orders' words are 1-grams
+        # the keys sorted, then the same n-gram twice is two equal keys side by side
+        order_rows = np.argsort(key)
         sorted_key = key[order_rows]
         repeated = np.flatnonzero(sorted_key[1:] == sorted_key[:-1])
         if len(repeated):
-            raise InputError(f"this {k}-gram appears twice", path=path,
-                             line=line_of(line_starts[order_rows[repeated[0] + 1]]))
-        # -99 is SRILM's and KenLM's spelling of log 0.
-        logp = np.where(logp == PSEUDO_ZERO, -np.inf, logp)
-        bow = np.where(bow == PSEUDO_ZERO, -np.inf, bow)
-        grams.append(rows[order_rows])
+            second = max(line_starts[order_rows[repeated[0]]], line_starts[order_rows[repeated[0] + 1]])
+            raise InputError(f"this {k}-gram appears twice", path=path, line=line_of(second))
+        if k > 1:
+            children.append(children_runs(len(keys[-1]), sorted_key, len(vocab)))
         keys.append(sorted_key)
-        logps.append(logp[order_rows].astype(np.float32))
-        bows.append(bow[order_rows].astype(np.float32))
+        logps.append(logp[order_rows])
+        bows.append(bow[order_rows])
         has_bows.append(has_bow[order_rows])
+        release_mapped(data, end)
         pos = end
     while pos < len(data) and not line_text(pos):
         pos = next_line(pos)
     if pos >= len(data) or line_text(pos) != "\\end\\":
         found = line_text(pos)[:60] if pos < len(data) else "end of file"
         raise InputError(f"expected \\end\\, got '{found}'", path=path, line=line_of(min(pos, len(data))))
-    return BackoffModel(vocab, grams, logps, bows, has_bows, NgramIndex(len(vocab), grams, keys))
+    return BackoffModel(vocab, None, logps, bows, has_bows, NgramIndex(len(vocab), [], keys), children=children)

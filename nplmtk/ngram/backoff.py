@@ -1,6 +1,7 @@
 """Back-off n-gram models (the content of an ARPA file) and their scoring."""
 import numpy as np
 
+from .._ext.backoff_kernels import BackoffTables, children_runs, context_nodes
 from ..lm import LanguageModel
 from .index import NgramIndex
 
@@ -39,30 +40,53 @@ def backoff_walk(index, logp, bow, node, rows, present=None, with_order=False):
 
 class BackoffModel(LanguageModel):
     """Orders 1..N: `grams[k-1]` (n_k, k) int32 sorted rows, `logp` and `bow` float32
-    log10 values (-inf for zero), `has_bow` marking n-grams that are contexts."""
+    log10 values (-inf for zero), `has_bow` marking n-grams that are contexts.
+
+    `grams` may be None when `index` is given (a binary model): the rows are then rebuilt
+    from the index's keys when first asked for; scoring needs only the keys. `node`, when
+    given, are the contexts of the back-off walk (else computed from the tables), and
+    `children` the runs of `children` below when the caller has them."""
 
     kind = "arpa"
 
-    def __init__(self, vocab, grams, logp, bow, has_bow, index=None):
+    def __init__(self, vocab, grams, logp, bow, has_bow, index=None, node=None, children=None):
         self.vocab = vocab
-        self.grams, self.logp, self.bow, self.has_bow = grams, logp, bow, has_bow
+        self._grams, self.logp, self.bow, self.has_bow = grams, logp, bow, has_bow
         self.index = index or NgramIndex(len(vocab), grams)
-        self.node = self._context_nodes()
+        self._children, self._tables = children, None
+        self.node = self._context_nodes() if node is None else node
 
     @property
     def order(self):
-        return len(self.grams)
+        return len(self.logp)
+
+    @property
+    def grams(self):
+        if self._grams is None:
+            self._grams = self.index.rows()
+        return self._grams
+
+    @property
+    def children(self):
+        """`children[k-1][i] .. children[k-1][i+1]`: the rows of the (k+1)-grams that
+        extend row i of the k-grams (their keys are sorted by prefix)."""
+        if self._children is None:
+            keys = self.index.keys
+            self._children = [children_runs(len(keys[j]), keys[j + 1], len(self.vocab)) for j in range(self.order - 1)]
+        return self._children
+
+    @property
+    def tables(self):
+        """The tables as the scoring kernel reads them (built on first use)."""
+        if self._tables is None:
+            self._tables = BackoffTables(len(self.vocab), self.index.keys, self.logp, self.bow, self.node,
+                                         self.children)
+        return self._tables
 
     def _context_nodes(self):
         """Contexts the back-off walk may pass: n-grams with a weight, prefixes of longer
         n-grams, and every suffix of those (SRILM's context trie)."""
-        node = [h.copy() for h in self.has_bow]
-        for k in range(2, self.order + 1):
-            node[k - 2][self.index.prefix_of(k)] = True
-        for k in range(self.order - 1, 1, -1):
-            suffix = self.index.find(self.grams[k - 1][node[k - 1]][:, 1:])
-            node[k - 2][suffix[suffix >= 0]] = True
-        return node
+        return context_nodes(self.index.keys, self.has_bow, self.children, len(self.vocab))
 
     def truncated(self, order):
         """The same model limited to `order` (as SRILM's `-order`)."""
@@ -94,16 +118,19 @@ class BackoffModel(LanguageModel):
     def score_rows(self, rows, with_order=False):
         """float32 log10 p(w | h) for rows (h..., w) of word ids; `with_order` adds the
         order of the n-gram each probability came from (0: none)."""
-        return backoff_walk(self.index, self.logp, self.bow, self.node, rows, with_order=with_order)
+        scores, used = self.tables.score_rows(np.asarray(rows, dtype=np.int32))
+        return (scores, used.astype(np.int32)) if with_order else scores
+
+    def _scored(self, corpus):
+        """(log10 p float32, order of the n-gram used) of every predicted token."""
+        self.check_vocab(corpus)
+        return self.tables.score_sentences(corpus.ids, corpus.offsets, self.vocab.bos, self.vocab.eos)
 
     def log10probs(self, corpus):
-        self.check_vocab(corpus)
-        return self.score_rows(corpus.windows(self.order)).astype(np.float64)
+        return self._scored(corpus)[0].astype(np.float64)
 
     def hit_orders(self, corpus):
-        _, used = backoff_walk(self.index, self.logp, self.bow, self.node,
-                               corpus.windows(self.order), with_order=True)
-        return used.tolist()
+        return self._scored(corpus)[1].tolist()
 
     def hit_tags(self, corpus):
         """SRILM's -debug 2 tag of each token: the order of the n-gram used, or OOV."""

@@ -25,6 +25,7 @@ import numpy as np
 from ..errors import NplmError, NplmWarning, ParameterError
 from .backoff import BackoffModel, backoff_walk
 from .counts import NgramCounts
+from .index import lookup
 
 LN10 = math.log(10)  # M_LN10
 PROB_EPSILON = 3e-6  # SRILM's Prob_Epsilon
@@ -401,7 +402,13 @@ def _full_unigrams(counts):
 def suffix_positions(counts):
     """suffix[k]: the row of each order-(k+1) n-gram's last k words among the order-k
     n-grams (None for unigrams)."""
-    suffix = [None] + [counts.index.find(counts.grams[k][:, 1:]) for k in range(1, counts.order)]
+    index, size = counts.index, len(counts.vocab)
+    suffix = [None]
+    for k in range(1, counts.order):
+        # the suffix of (w1..wk+1) is (the suffix of its prefix w1..wk) + wk+1: one lookup per order
+        last = counts.grams[k][:, -1].astype(np.int64)
+        inner = np.zeros(len(last), dtype=np.int64) if k == 1 else suffix[k - 1][index.prefix_of(k + 1)]
+        suffix.append(lookup(index.keys[k - 1], np.where(inner < 0, -1, inner * size + last)))
     for k in range(1, counts.order):
         if np.any(suffix[k] < 0):
             raise NplmError(f"counts are not closed under suffixes: a {k + 1}-gram's last {k} words have no count")

@@ -75,3 +75,11 @@ class NgramIndex:
     def prefix_of(self, k):
         """Index in the order-(k-1) table of the prefix of each k-gram."""
         return self.keys[k - 1] // self.vocab_size
+
+    def rows(self):
+        """The n-grams of each order as (n_k, k) int32 rows of word ids, rebuilt from the keys."""
+        grams = []
+        for k, keys in enumerate(self.keys, 1):
+            words = (keys % self.vocab_size).astype(np.int32)[:, None]
+            grams.append(words if k == 1 else np.hstack([grams[-1][keys // self.vocab_size], words]))
+        return grams

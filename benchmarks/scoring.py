@@ -1,0 +1,119 @@
+"""Loading and scoring Brown test with KN5 (issue 21): `nplm ppl` from the ARPA file and
+from its binary (`-write-bin-lm`), beside SRILM's `ngram -ppl` and KenLM's `query` on the
+same files, the commands taking turns run after run; and where the binary's time goes."""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+from sections import NPLM, OUT, _vocabulary
+
+RUNS = 7
+PYTHON = sys.executable
+
+# The phases of `nplm ppl -lm kn5.nplm -text test.txt` timed inside one process.
+PHASES = """
+import json, sys, time
+start = time.perf_counter()
+import nplmtk.cli.ppl  # what `nplm ppl` imports
+from nplmtk.models import load
+from nplmtk.ppl import read_scored_text, report
+imported = time.perf_counter()
+model = load(sys.argv[1])
+loaded = time.perf_counter()
+_, corpus = read_scored_text(sys.argv[2], model.vocab, words=False)
+read = time.perf_counter()
+log10 = model.log10probs(corpus)
+scored = time.perf_counter()
+report(model, None, corpus, log10, write=lambda line: None)
+done = time.perf_counter()
+print(json.dumps({"imports": imported - start, "opening the model": loaded - imported,
+                  "reading the text": read - loaded, "scoring": scored - read, "the report": done - scored}))
+"""
+
+
+def _measured(args, stdin=None):
+    """Wall seconds and peak RSS (MB) of one run of `args`, its output thrown away. The
+    peak comes from /usr/bin/time: a child forked from this process would count this
+    process's memory as its own until it runs the command."""
+    with open(stdin) if stdin else open(os.devnull) as source, open(os.path.join(OUT, "peak.txt"), "w+") as peak:
+        start = time.perf_counter()
+        subprocess.run(["/usr/bin/time", "-f", "%M", "-o", peak.name, *args], stdin=source, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wall = time.perf_counter() - start
+        return wall, int(peak.read().split()[-1]) / 1024
+
+
+def _alternately(commands, runs=RUNS):
+    """name -> [(wall, peak MB)] of `runs` runs of each command, after one warm-up run each
+    (the files then in the page cache for all), the commands taking turns."""
+    for args, stdin in commands.values():
+        _measured(args, stdin)
+    results = {name: [] for name in commands}
+    for _ in range(runs):
+        for name, (args, stdin) in commands.items():
+            results[name].append(_measured(args, stdin))
+    return results
+
+
+def ngram_scoring(brown, peak):
+    train, test = (os.path.join(brown, f"{s}.txt") for s in ("train", "test"))
+    vocab = _vocabulary(brown)
+    arpa, binary = os.path.join(OUT, "kn5.arpa"), os.path.join(OUT, "kn5.nplm")
+    subprocess.run([NPLM, "ngram-count", "-text", train, "-order", "5", "-vocab", vocab, "-unk", "-lm", arpa,
+                    "-write-bin-lm", binary], check=True)
+    back = os.path.join(OUT, "kn5-from-binary.arpa")
+    subprocess.run([NPLM, "ppl", "-lm", binary, "-write-lm", back], check=True)
+    with open(arpa, "rb") as a, open(back, "rb") as b:
+        same = a.read() == b.read()
+    srilm, kenlm = os.environ.get("SRILM_BIN"), os.environ.get("KENLM_BIN")
+    commands = {"ours, ARPA": ([NPLM, "ppl", "-lm", arpa, "-text", test], None),
+                "ours, binary": ([NPLM, "ppl", "-lm", binary, "-text", test], None)}
+    shown = {"ours, ARPA": "`nplm ppl -lm kn5.arpa -text test.txt`",
+             "ours, binary": "`nplm ppl -lm kn5.nplm -text test.txt`"}
+    peers = {}
+    if srilm:
+        commands["SRILM, ARPA"] = ([os.path.join(srilm, "ngram"), "-lm", arpa, "-order", "5", "-unk", "-ppl", test],
+                                   None)
+        shown["SRILM, ARPA"] = "SRILM 1.7.3 `ngram -lm kn5.arpa -order 5 -unk -ppl test.txt`"
+        peers["ours, ARPA"] = "SRILM, ARPA"
+    if kenlm:
+        probing = os.path.join(OUT, "kn5.probing")
+        subprocess.run([os.path.join(kenlm, "build_binary"), arpa, probing], check=True, capture_output=True)
+        commands["KenLM, ARPA"] = ([os.path.join(kenlm, "query"), "-v", "summary", arpa], test)
+        commands["KenLM, binary"] = ([os.path.join(kenlm, "query"), "-v", "summary", probing], test)
+        shown["KenLM, ARPA"] = "KenLM `query -v summary kn5.arpa < test.txt`"
+        shown["KenLM, binary"] = "KenLM `query -v summary kn5.probing < test.txt` (`build_binary`'s probing format)"
+        peers["ours, binary"] = "KenLM, binary"
+    results = _alternately(commands)
+    sizes = {name: os.path.getsize(path) / 2 ** 20 for name, path in (("ARPA", arpa), ("binary", binary))}
+    lines = ["## Loading and scoring Brown test with KN5 (issue 21)", "",
+             f"KN5 of Brown train (`nplm ngram-count -text train.txt -order 5 -vocab vocab.txt -unk -lm kn5.arpa "
+             f"-write-bin-lm kn5.nplm`: {sizes['ARPA']:.0f} MB of ARPA text, {sizes['binary']:.0f} MB binary, whose "
+             f"`nplm ppl -lm kn5.nplm -write-lm` gives back {'the same' if same else 'ANOTHER'} ARPA file, byte for "
+             "byte), "
+             "scoring Brown test (161,059 words, 10,121 sentences; every tool reports ppl 146.84). Whole commands, "
+             f"from start to exit, load and score; each row the median of {RUNS} runs after a warm-up, the "
+             "commands taking turns run after run; the ratio is the median of the runs' ratios to the peer in the "
+             "same round. SRILM needs `-order 5` (its default order is 3).", "",
+             "| command | median wall | peak RSS | against the peer on the same file kind |",
+             "| --- | --- | --- | --- |"]
+    for name, runs in results.items():
+        wall = statistics.median(w for w, _ in runs)
+        memory = max(m for _, m in runs)
+        against = ""
+        if name in peers:
+            ratio = statistics.median(ours[0] / theirs[0] for ours, theirs in zip(runs, results[peers[name]]))
+            memory_ratio = memory / max(m for _, m in results[peers[name]])
+            against = f"{ratio:.2f}x {peers[name].split(',')[0]}'s time, {memory_ratio:.2f}x its memory"
+        lines.append(f"| {shown[name]} | {wall:.3f} s | {memory:.0f} MB | {against} |")
+    phases = [json.loads(subprocess.run([PYTHON, "-c", PHASES, binary, test], check=True, capture_output=True,
+                                        text=True).stdout) for _ in range(RUNS)]
+    start = statistics.median(_measured([PYTHON, "-c", "pass"])[0] for _ in range(RUNS))
+    lines += ["", "Where the binary's time goes (inside one process, medians of "
+              f"{RUNS}; the interpreter's own start, `python -c pass`, {start * 1000:.0f} ms):", "",
+              "| phase | median |", "| --- | --- |"]
+    lines += [f"| {phase} | {statistics.median(p[phase] for p in phases) * 1000:.0f} ms |" for phase in phases[0]]
+    return lines

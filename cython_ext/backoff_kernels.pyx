@@ -1,0 +1,234 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""The back-off walk of SRILM's Ngram::wordProbBO over the sorted n-gram tables of
+nplmtk/ngram/index.py, one token at a time.
+
+The k-grams are sorted by key `row of the (k-1)-word prefix * V + word`, so the
+children of a (k-1)-gram (the k-grams extending it) are one contiguous run of the
+k-gram table, found by a binary search inside that run (KenLM's trie does the same).
+The tables must have been checked by the caller (keys sorted and in range): nothing
+here checks them again.
+"""
+import numpy as np
+from libc.math cimport INFINITY
+from ngram_tables cimport find_key
+
+cdef enum:
+    MAX_LEVELS = 10  # nplmtk.ngram.counts.MAX_ORDER
+
+
+def children_runs(Py_ssize_t parents, const long long[::1] keys, long long vocab_size):
+    """runs[i] .. runs[i + 1]: the rows of `keys` (one order's sorted keys) that extend
+    row i of the order below (of `parents` rows), by one merge pass."""
+    runs = np.empty(parents + 1, dtype=np.int64)
+    cdef long long[::1] out = runs
+    cdef Py_ssize_t parent, i = 0, count = keys.shape[0]
+    with nogil:
+        for parent in range(parents + 1):
+            while i < count and keys[i] < parent * vocab_size:
+                i += 1
+            out[parent] = i
+    return runs
+
+
+def unigram_rows(keys, long long vocab_size):
+    """word id -> its row among the 1-gram keys, -1 if it has none (one spare entry)."""
+    rows = np.full(vocab_size + 1, -1, dtype=np.int64)
+    rows[np.asarray(keys, dtype=np.int64)] = np.arange(len(keys))
+    return rows
+
+
+def context_nodes(list keys, list has_bow, list children, long long vocab_size):
+    """The contexts the back-off walk may pass, as SRILM's context trie holds them:
+    n-grams with a back-off weight, prefixes of longer n-grams, and every suffix of
+    those. Each n-gram's suffix (without its first word) is found from its prefix's
+    suffix, one child search per n-gram."""
+    cdef int order = len(keys), j
+    cdef Py_ssize_t e, count
+    cdef long long key, parent
+    cdef const long long[::1] level_keys, lower_keys, runs, parent_suffix
+    cdef long long[::1] out, unigram_view
+    node = [np.array(h, dtype=bool) for h in has_bow]
+    for j in range(order - 1):
+        node[j] |= np.diff(children[j]) > 0
+    suffixes = [None]
+    unigram = unigram_rows(keys[0], vocab_size)
+    unigram_view = unigram
+    for j in range(1, order - 1):
+        level_keys = keys[j]
+        count = level_keys.shape[0]
+        suffix = np.empty(count, dtype=np.int64)
+        out = suffix
+        if j == 1:
+            for e in range(count):
+                out[e] = unigram_view[level_keys[e] % vocab_size]
+        else:
+            parent_suffix = suffixes[j - 1]
+            lower_keys = keys[j - 1]
+            runs = children[j - 2]
+            with nogil:
+                for e in range(count):
+                    key = level_keys[e]
+                    parent = parent_suffix[key // vocab_size]
+                    out[e] = -1
+                    if parent < 0:
+                        continue
+                    out[e] = find_key(&lower_keys[0], runs[parent], runs[parent + 1],
+                                      parent * vocab_size + key % vocab_size)
+        suffixes.append(suffix)
+    for j in range(order - 2, 0, -1):  # from the longest contexts down: a suffix's suffix is one too
+        found = suffixes[j][node[j]]
+        node[j - 1][found[found >= 0]] = True
+    return node
+
+
+cdef class BackoffTables:
+    """Read-only views of one model's tables and the children runs built from them."""
+    cdef int order
+    cdef long long vocab_size
+    cdef const long long *keys[MAX_LEVELS]
+    cdef const float *logp[MAX_LEVELS]
+    cdef const float *bow[MAX_LEVELS]
+    cdef const unsigned char *node[MAX_LEVELS]
+    # children[j][i] .. children[j][i + 1]: the rows of table j + 1 that extend row i of table j
+    cdef const long long *children[MAX_LEVELS]
+    cdef const long long *unigram_row  # word id -> row of the 1-gram table, -1 if absent
+    cdef list owners  # the arrays behind the pointers
+
+    def __init__(self, long long vocab_size, keys, logp, bow, node, children):
+        """`children[j]`: children_runs of the tables of orders j + 1 and j + 2."""
+        cdef const long long[::1] key_view
+        cdef const float[::1] float_view
+        cdef const unsigned char[::1] byte_view
+        cdef long long[::1] out
+        cdef Py_ssize_t j
+        self.order = len(keys)
+        if not 1 <= self.order <= MAX_LEVELS:
+            raise ValueError(f"order {self.order} outside 1..{MAX_LEVELS}")
+        self.vocab_size = vocab_size
+        self.owners = []
+        for j in range(self.order):
+            arrays = (np.ascontiguousarray(keys[j], dtype=np.int64), np.ascontiguousarray(logp[j], dtype=np.float32),
+                      np.ascontiguousarray(bow[j], dtype=np.float32),
+                      np.ascontiguousarray(node[j], dtype=bool).view(np.uint8))
+            if not len(arrays[0]) == len(arrays[1]) == len(arrays[2]) == len(arrays[3]):
+                raise ValueError(f"the tables of order {j + 1} differ in length")
+            padded = [a if len(a) else np.zeros(1, dtype=a.dtype) for a in arrays]  # a pointer even when empty
+            self.owners.extend(padded)
+            key_view = padded[0]
+            self.keys[j] = &key_view[0]
+            float_view = padded[1]
+            self.logp[j] = &float_view[0]
+            float_view = padded[2]
+            self.bow[j] = &float_view[0]
+            byte_view = padded[3]
+            self.node[j] = &byte_view[0]
+            if j + 1 < self.order:
+                runs = np.ascontiguousarray(children[j], dtype=np.int64)
+                if len(runs) != len(arrays[0]) + 1:
+                    raise ValueError(f"the children of order {j + 1} do not match its table")
+                self.owners.append(runs)
+                key_view = runs
+                self.children[j] = &key_view[0]
+        unigram_row = unigram_rows(keys[0], vocab_size)
+        self.owners.append(unigram_row)
+        out = unigram_row
+        self.unigram_row = &out[0]
+
+    def score_sentences(self, const int[::1] ids, const long long[::1] offsets, int bos, int eos):
+        """log10 p of every word and `</s>` of each sentence ids[offsets[s]:offsets[s+1]]
+        after `<s>` (float32), and the order of the n-gram that gave it (0: none)."""
+        cdef Py_ssize_t sentences = offsets.shape[0] - 1, s, t, length, longest = 0, predicted = 0
+        for s in range(sentences):
+            length = offsets[s + 1] - offsets[s]
+            longest = max(longest, length)
+            predicted += length + 1
+        scores = np.empty(predicted, dtype=np.float32)
+        orders = np.empty(predicted, dtype=np.int8)
+        tokens_array = np.empty(longest + 2, dtype=np.int64)
+        chain_array = np.empty((longest + 2) * self.order, dtype=np.int64)
+        cdef float[::1] score_view = scores
+        cdef signed char[::1] order_view = orders
+        cdef long long[::1] tokens = tokens_array
+        cdef long long[::1] chain = chain_array
+        cdef Py_ssize_t out = 0
+        with nogil:
+            for s in range(sentences):
+                length = offsets[s + 1] - offsets[s]
+                tokens[0] = bos
+                for t in range(length):
+                    tokens[t + 1] = ids[offsets[s] + t]
+                tokens[length + 1] = eos
+                self.walk_stream(&tokens[0], length + 2, 1, &chain[0], &score_view[out], &order_view[out])
+                out += length + 1
+        return scores, orders
+
+    def score_rows(self, const int[:, :] rows):
+        """log10 p(w | h) (float32) of each row (h..., w) and the order of the n-gram used."""
+        cdef Py_ssize_t count = rows.shape[0], width = rows.shape[1], r, a
+        cdef Py_ssize_t used = min(width, self.order)
+        scores = np.empty(count, dtype=np.float32)
+        orders = np.empty(count, dtype=np.int8)
+        tokens_array = np.empty(max(used, 1), dtype=np.int64)
+        chain_array = np.empty(max(used, 1) * self.order, dtype=np.int64)
+        cdef float[::1] score_view = scores
+        cdef signed char[::1] order_view = orders
+        cdef long long[::1] tokens = tokens_array
+        cdef long long[::1] chain = chain_array
+        if width == 0:
+            raise ValueError("rows need at least the predicted word")
+        with nogil:
+            for r in range(count):
+                for a in range(used):
+                    tokens[a] = rows[r, width - used + a]
+                self.walk_stream(&tokens[0], used, used - 1, &chain[0], &score_view[r], &order_view[r])
+        return scores, orders
+
+    cdef inline long long find(self, int level, long long parent, long long word) noexcept nogil:
+        """The row of (the n-gram at row `parent` of table level - 1, word) in table `level`."""
+        if word < 0 or word >= self.vocab_size:
+            return -1
+        if level == 0:
+            return self.unigram_row[word]
+        if parent < 0:
+            return -1
+        return find_key(self.keys[level], self.children[level - 1][parent], self.children[level - 1][parent + 1],
+                        parent * self.vocab_size + word)
+
+    cdef void walk_stream(self, const long long *tokens, Py_ssize_t length, Py_ssize_t first,
+                          long long *chain, float *scores, signed char *orders) noexcept nogil:
+        """Score tokens[first:length], each after the tokens before it. chain[a * order + m]
+        is the row of tokens[a:a+m+1] in table m (-1 if absent): each n-gram of the
+        stream is looked up once, by extending the one a word shorter."""
+        cdef Py_ssize_t a, m, t, j, context_length
+        cdef long long row, found, context
+        cdef float result, weight
+        cdef signed char used
+        for a in range(length):
+            row = -1
+            for m in range(self.order):
+                if a + m < length and (m == 0 or row >= 0):
+                    row = self.find(m, row, tokens[a + m])
+                else:
+                    row = -1
+                chain[a * self.order + m] = row
+        for t in range(first, length):
+            # as SRILM's Ngram::wordProbBO: the longest n-gram found gives the probability,
+            # plus the back-off weights of the longer contexts, while those contexts exist
+            context_length = min(t, self.order - 1)
+            result = -INFINITY
+            weight = 0
+            used = 0
+            for j in range(context_length + 1):
+                found = chain[(t - j) * self.order + j]
+                if found >= 0:
+                    result = self.logp[j][found]
+                    weight = 0
+                    used = j + 1
+                if j == context_length:
+                    break
+                context = chain[(t - j - 1) * self.order + j]
+                if context < 0 or not self.node[j][context]:
+                    break
+                weight += self.bow[j][context]
+            scores[t - first] = result + weight
+            orders[t - first] = used

@@ -1,0 +1,93 @@
+"""Back-off n-gram models in the nplm container (`-write-bin-lm`): for each order the
+sorted keys of nplmtk/ngram/index.py, the float32 log10 probabilities and back-off weights
+(-99 for log 0, as in ARPA files), and which n-grams carry a back-off weight and which are
+contexts of the back-off walk. The arrays load by memory map: opening a model parses no
+text and sorts nothing. Every array is checked before the scoring kernel sees it, since
+the kernel trusts the tables."""
+import numpy as np
+
+from .. import container
+from .._ext.arpa_format import as_printed
+from ..errors import InputError, NplmError
+from .arpa import PSEUDO_ZERO
+from .backoff import BackoffModel
+from .counts import MAX_ORDER
+from .index import NgramIndex
+
+BINARY_KIND = "backoff-ngram"
+# the arrays of each order k, stored as "NAME.k": name -> dtype in the container
+TABLES = {"keys": "<i8", "logp": "<f4", "bow": "<f4", "has_bow": "|b1", "node": "|b1"}
+
+
+def check_binary_name(path):
+    """Refuse, before any work, a name that `write_binary` would compress (`.gz`): a binary
+    model is read by memory map."""
+    if path is not None and str(path).endswith(".gz"):
+        raise NplmError("a binary model is memory-mapped, not compressed: give a name without .gz", path=path)
+
+
+def write_binary(model, path):
+    """`model` (a BackoffModel) as a container that `nplmtk.load` opens, its values those
+    of its ARPA file (an estimated model's are rounded as that file rounds them), so that
+    the two score alike."""
+    check_binary_name(path)
+    arrays = {}
+    for k in range(1, model.order + 1):
+        arrays[f"keys.{k}"] = model.index.keys[k - 1]
+        for name, values in (("logp", model.logp), ("bow", model.bow)):
+            printed = as_printed(np.ascontiguousarray(values[k - 1], dtype=np.float32))
+            arrays[f"{name}.{k}"] = np.where(np.isneginf(printed), np.float32(PSEUDO_ZERO), printed)
+        arrays[f"has_bow.{k}"] = np.asarray(model.has_bow[k - 1], dtype=bool)
+        arrays[f"node.{k}"] = np.asarray(model.node[k - 1], dtype=bool)
+    container.save(path, BINARY_KIND, arrays, meta={"order": model.order}, vocab=model.vocab)
+
+
+def load_binary(model_file):
+    """The BackoffModel of a container written by `write_binary`, refused unless every
+    array has its dtype and length, the keys of each order are increasing and name an
+    n-gram of the order below (word ids within the vocabulary), and the log10 values are
+    finite with probabilities at most 1."""
+    path, arrays, vocab = model_file.path, model_file.arrays, model_file.vocab
+
+    def refuse(what):
+        raise InputError(f"back-off n-gram model {what}", path=path)
+
+    if vocab is None:
+        refuse("without a vocabulary")
+    order = model_file.meta.get("order")
+    if type(order) is not int or not 1 <= order <= MAX_ORDER:
+        refuse(f"with order {order!r} (expected 1 to {MAX_ORDER})")
+    expected = {f"{name}.{k}" for name in TABLES for k in range(1, order + 1)}
+    for name in sorted(expected - set(arrays)):
+        refuse(f"with no array '{name}'")
+    for name in sorted(set(arrays) - expected):
+        refuse(f"with an unexpected array '{name}'")
+    vocab_size, parents = len(vocab), 1
+    keys, values = [], {"logp": [], "bow": [], "has_bow": [], "node": []}
+    for k in range(1, order + 1):
+        count = len(arrays[f"keys.{k}"])
+        for name, dtype in TABLES.items():
+            array = arrays[f"{name}.{k}"]
+            if array.dtype.str != dtype or array.shape != (count,):
+                refuse(f"whose array '{name}.{k}' is {array.dtype} {array.shape}, expected {np.dtype(dtype)} "
+                       f"({count},)")
+        key = arrays[f"keys.{k}"]
+        # keys[i] = row of the prefix * V + word: increasing, and every prefix a row below
+        if count and (key[0] < 0 or key[-1] >= parents * vocab_size or not np.all(key[1:] > key[:-1])):
+            refuse(f"whose {k}-gram keys are not increasing keys of n-grams of its {vocab_size} words"
+                   + (f" and {parents} {k - 1}-grams" if k > 1 else ""))
+        keys.append(key)
+        for name in ("logp", "bow"):
+            array = arrays[f"{name}.{k}"]
+            if count and not (np.isfinite(array.min()) and np.isfinite(array.max())
+                              and (name == "bow" or array.max() <= 0)):
+                refuse(f"whose array '{name}.{k}' holds " + ("values that are not finite" if name == "bow" else
+                                                              "log10 probabilities that are not finite or above 0"))
+            # -99 is log 0; a copy only where it occurs (the 1-grams' <s>), else the memory map itself
+            zero = array == PSEUDO_ZERO
+            values[name].append(np.where(zero, np.float32(-np.inf), array) if zero.any() else array)
+        values["has_bow"].append(arrays[f"has_bow.{k}"])
+        values["node"].append(arrays[f"node.{k}"])
+        parents = count
+    return BackoffModel(vocab, None, values["logp"], values["bow"], values["has_bow"],
+                        NgramIndex(vocab_size, [], keys), node=values["node"])

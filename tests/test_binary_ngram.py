@@ -1,0 +1,148 @@
+"""Binary back-off models (`-write-bin-lm`, issue 21): the same model as the ARPA file it
+came from (the same ARPA back, byte for byte; the same reports), accepted wherever a model
+is, and a crafted binary with valid checksums refused in one line before any kernel sees it."""
+import glob
+import gzip
+import os
+
+import numpy as np
+import pytest
+
+import nplmtk
+from conftest import assert_one_line_error, run_nplm
+from nplmtk import container
+from nplmtk.ngram.binary import BINARY_KIND, write_binary
+
+DATA = os.path.join(os.path.dirname(__file__), "data", "srilm")
+REFERENCE_ARPA = sorted(glob.glob(f"{DATA}/*.arpa.gz"))
+
+
+@pytest.mark.parametrize("arpa", REFERENCE_ARPA, ids=os.path.basename)
+def test_a_binary_model_gives_back_its_arpa_file_byte_for_byte(arpa, tmp_path):
+    binary, back = tmp_path / "m.nplm", tmp_path / "back.arpa"
+    status, _, err = run_nplm("ppl", "-lm", arpa, "-write-bin-lm", binary)
+    assert status == 0, err
+    status, _, err = run_nplm("ppl", "-lm", binary, "-write-lm", back)
+    assert status == 0, err
+    assert back.read_bytes() == gzip.open(arpa).read()
+
+
+@pytest.mark.parametrize("options", [["-debug", "2"], ["-order", "2", "-debug", "1"], ["-unk-prob", "-5"]])
+def test_a_binary_model_reports_as_its_arpa_file(options, tmp_path):
+    binary = tmp_path / "kn3.nplm"
+    assert run_nplm("ppl", "-lm", f"{DATA}/kn3-unk.arpa.gz", "-write-bin-lm", binary)[0] == 0
+    from_arpa = run_nplm("ppl", "-lm", f"{DATA}/kn3-unk.arpa.gz", "-text", "test.txt", *options, cwd=DATA)
+    from_binary = run_nplm("ppl", "-lm", binary, "-text", "test.txt", *options, cwd=DATA)
+    assert from_arpa[0] == 0, from_arpa[2]
+    assert from_binary == from_arpa
+
+
+def test_ngram_count_writes_the_binary_of_its_arpa_file(tmp_path):
+    arpa, binary = tmp_path / "kn3.arpa", tmp_path / "kn3.nplm"
+    status, _, err = run_nplm("ngram-count", "-text", f"{DATA}/train.txt", "-order", 3, "-vocab",
+                              f"{DATA}/vocab.txt", "-unk", "-lm", arpa, "-write-bin-lm", binary)
+    assert status == 0, err
+    status, _, err = run_nplm("ppl", "-lm", binary, "-write-lm", tmp_path / "back.arpa")
+    assert status == 0, err
+    assert (tmp_path / "back.arpa").read_bytes() == arpa.read_bytes()
+    assert run_nplm("ppl", "-lm", binary, "-text", "test.txt", "-debug", 2, cwd=DATA) == \
+        run_nplm("ppl", "-lm", arpa, "-text", "test.txt", "-debug", 2, cwd=DATA)
+    status, _, err = run_nplm("ngram-count", "-text", f"{DATA}/train.txt", "-order", 3, "-deleted-interpolation",
+                              "-heldout", f"{DATA}/test.txt", "-write-bin-lm", tmp_path / "di.nplm")
+    assert_one_line_error(status, err, "-write-bin-lm writes back-off models of words")
+    for command in (["ngram-count", "-text", f"{DATA}/train.txt"], ["ppl", "-lm", arpa]):
+        status, _, err = run_nplm(*command, "-write-bin-lm", tmp_path / "m.nplm.gz")
+        assert_one_line_error(status, err, "m.nplm.gz: a binary model is memory-mapped, not compressed")
+
+
+def test_every_tool_takes_a_binary_model_where_it_takes_an_arpa_file(tmp_path):
+    binary = tmp_path / "kn3.nplm"
+    assert run_nplm("ppl", "-lm", f"{DATA}/kn3-unk.arpa.gz", "-write-bin-lm", binary)[0] == 0
+    text = f"{DATA}/test.txt"
+    for arpa_args, binary_args in [
+            (["ppl", "-lm", f"{DATA}/wb3-unk.arpa.gz", "-mix-lm", f"{DATA}/kn3-unk.arpa.gz", "-text", text],
+             ["ppl", "-lm", f"{DATA}/wb3-unk.arpa.gz", "-mix-lm", binary, "-text", text]),
+            (["mix", "-lm", f"{DATA}/kn3-unk.arpa.gz", "-lm", f"{DATA}/wb3-unk.arpa.gz", "-text", text],
+             ["mix", "-lm", binary, "-lm", f"{DATA}/wb3-unk.arpa.gz", "-text", text]),
+            (["generate", "-lm", f"{DATA}/kn3-unk.arpa.gz", "-n", 5, "-seed", 3],
+             ["generate", "-lm", binary, "-n", 5, "-seed", 3]),
+            (["ppl", "-lm", f"{DATA}/kn3-unk.arpa.gz", "-gen", 5, "-seed", 3],
+             ["ppl", "-lm", binary, "-gen", 5, "-seed", 3])]:
+        expected = run_nplm(*arpa_args)
+        assert expected[0] == 0, expected[2]
+        status, out, _ = run_nplm(*binary_args)
+        assert (status, out.replace(str(binary), f"{DATA}/kn3-unk.arpa.gz")) == expected[:2]  # mix names its models
+    nbest = tmp_path / "list.nbest"
+    nbest.write_text("-10 0 3 the cat sat\n-12 0 2 a dog\n")
+    expected = run_nplm("rescore", "-lm", f"{DATA}/kn3-unk.arpa.gz", "-nbest", nbest)
+    assert expected[0] == 0, expected[2]
+    assert run_nplm("rescore", "-lm", binary, "-nbest", nbest)[:2] == expected[:2]
+    sentence = "the cat sat on the mat"
+    assert nplmtk.load(str(binary)).full_scores(sentence) == \
+        nplmtk.load(f"{DATA}/kn3-unk.arpa.gz").full_scores(sentence)
+
+
+def crafted(tmp_path, change):
+    """A binary of a small model with `change(arrays, meta)` applied, saved with valid checksums."""
+    model = nplmtk.load(f"{DATA}/kn3-unk.arpa.gz")
+    write_binary(model, str(tmp_path / "good.nplm"))
+    loaded = container.load(str(tmp_path / "good.nplm"))
+    arrays = {name: np.array(array) for name, array in loaded.arrays.items()}
+    meta = dict(loaded.meta)
+    change(arrays, meta)
+    path = tmp_path / "crafted.nplm"
+    container.save(str(path), BINARY_KIND, arrays, meta=meta, vocab=None if meta.pop("no_vocab", False) else
+                   loaded.vocab)
+    return path
+
+
+def setter(name, value):
+    def change(arrays, meta):
+        arrays[name] = value(arrays[name])
+    return change
+
+
+def swap_first_keys(keys):
+    keys[[0, 1]] = keys[[1, 0]]
+    return keys
+
+
+def set_at(index, value):
+    def change(array):
+        array[index] = value
+        return array
+    return change
+
+
+@pytest.mark.parametrize("change, fragment", [
+    (setter("keys.2", lambda a: a.astype(np.int32)), "array 'keys.2' is int32"),
+    (setter("logp.1", lambda a: a.astype(np.float64)), "array 'logp.1' is float64"),
+    (setter("bow.3", lambda a: a[:-1]), "array 'bow.3' is float32"),
+    (setter("node.2", lambda a: a.astype(np.uint8)), "array 'node.2' is uint8"),
+    (setter("keys.2", swap_first_keys), "2-gram keys are not increasing"),
+    (setter("keys.1", set_at(-1, 10 ** 6)), "1-gram keys are not increasing keys of n-grams of its"),
+    (setter("keys.3", set_at(-1, 2 ** 62)), "3-gram keys"),
+    (setter("keys.2", set_at(0, -5)), "2-gram keys"),
+    (setter("logp.2", set_at(4, 0.5)), "array 'logp.2' holds log10 probabilities that are not finite or above 0"),
+    (setter("logp.3", set_at(0, np.nan)), "array 'logp.3'"),
+    (setter("logp.1", set_at(3, -np.inf)), "array 'logp.1'"),
+    (setter("bow.1", set_at(5, np.inf)), "array 'bow.1' holds values that are not finite"),
+    (lambda arrays, meta: arrays.pop("has_bow.2"), "with no array 'has_bow.2'"),
+    (lambda arrays, meta: arrays.update({"keys.4": arrays["keys.3"]}), "an unexpected array 'keys.4'"),
+    (lambda arrays, meta: meta.update(order=4), "with no array 'bow.4'"),
+    (lambda arrays, meta: meta.update(order=0), "with order 0"),
+    (lambda arrays, meta: meta.update(order="3"), "with order '3'"),
+    (lambda arrays, meta: meta.update(no_vocab=True), "without a vocabulary"),
+])
+def test_a_crafted_binary_model_is_refused_in_one_line(tmp_path, change, fragment):
+    path = crafted(tmp_path, change)
+    status, out, err = run_nplm("ppl", "-lm", path, "-text", f"{DATA}/test.txt")
+    assert_one_line_error(status, err, str(path), fragment)
+    assert out == ""
+
+
+def test_the_unchanged_crafted_model_is_accepted(tmp_path):
+    """The refusals above come from the changes, not from the crafting."""
+    path = crafted(tmp_path, lambda arrays, meta: None)
+    expected = run_nplm("ppl", "-lm", f"{DATA}/kn3-unk.arpa.gz", "-text", f"{DATA}/test.txt")
+    assert run_nplm("ppl", "-lm", path, "-text", f"{DATA}/test.txt") == expected

@@ -1,0 +1,212 @@
+"""Corpora larger than memory: text read in blocks, ids memory-mapped, training windows
+gathered on demand, counts merged from chunks and from sorted runs on disk."""
+import gzip
+import io
+import sys
+
+import numpy as np
+import pytest
+
+from nplmtk.corpus import OOV, Corpus
+from nplmtk.errors import InputError
+from nplmtk.neural.network import NeuralModel
+from nplmtk.neural.sampling import proposal
+from nplmtk.vocab import Vocabulary
+
+WORDS = ["the", "cat", "sat", "on", "a", "mat", "dog"]
+
+
+@pytest.fixture
+def vocab():
+    return Vocabulary(WORDS[:5])
+
+
+def random_text(seed=0, sentences=300):
+    rng = np.random.default_rng(seed)
+    return "".join(" ".join(rng.choice(WORDS, size=n)) + "\n" for n in rng.integers(0, 12, sentences))
+
+
+@pytest.mark.parametrize("memory_map", [False, True])
+@pytest.mark.parametrize("block_bytes", [7, 100, 1 << 20])
+def test_blocks_and_memory_map_read_the_same_corpus(vocab, tmp_path, memory_map, block_bytes):
+    text = random_text() + "no newline at the end"
+    path = tmp_path / "t.txt.gz"
+    with gzip.open(path, "wt") as f:
+        f.write(text)
+    whole = Corpus.from_lines(text.split("\n"), vocab, unk=False)
+    read = Corpus.read(str(path), vocab, unk=False, memory_map=memory_map, block_bytes=block_bytes)
+    np.testing.assert_array_equal(read.ids, whole.ids)
+    np.testing.assert_array_equal(read.offsets, whole.offsets)
+    assert isinstance(read.ids.base, np.memmap) == memory_map
+    blocks = list(Corpus.read_blocks(str(path), vocab, unk=False, block_bytes=block_bytes))
+    assert len(blocks) > 1 or block_bytes > len(text)
+    np.testing.assert_array_equal(np.concatenate([b.ids for b in blocks]), whole.ids)
+
+
+def test_streamed_stdin_is_read_once(vocab, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"the cat\nsat\n")))
+    assert [b.ids.tolist() for b in Corpus.read_blocks("-", vocab, block_bytes=4)] == [[3, 4], [5]]
+    with pytest.raises(InputError, match="stdin was read already"):
+        Corpus.read("-", vocab)
+
+
+def test_invalid_utf8_names_its_line_across_blocks(vocab, tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"the cat\n" * 50 + b"sat \xe9t\xe9\n")
+    with pytest.raises(InputError, match=r":51: invalid UTF-8"):
+        Corpus.read(str(path), vocab, block_bytes=64)
+
+
+@pytest.mark.parametrize("order", [1, 2, 5])
+def test_window_examples_are_the_training_windows(vocab, order):
+    corpus = Corpus.from_lines(random_text(1).split("\n"), vocab, unk=False)
+    assert corpus.num_oovs > 0
+    windows = corpus.windows(order)
+    expected = windows[windows[:, -1] >= 0]
+    expected[expected < 0] = vocab.unk
+    examples = corpus.window_examples(order, vocab.unk)
+    assert len(examples) == len(expected)
+    np.testing.assert_array_equal(examples[:], expected)
+    pick = np.random.default_rng(0).permutation(len(expected))[:50].astype(np.int32)
+    np.testing.assert_array_equal(examples[pick], expected[pick])
+    with pytest.raises(IndexError):
+        examples[np.array([len(expected)])]
+
+
+def test_the_shuffle_is_numpys_permutation_in_four_bytes_an_example():
+    order = NeuralModel.example_order(None, np.random.default_rng(7), 100_003)
+    assert order.dtype == np.int32
+    np.testing.assert_array_equal(order, np.random.default_rng(7).permutation(100_003))
+
+
+@pytest.mark.parametrize("kind", ["unigram", "bigram"])
+def test_the_proposal_counted_in_blocks_is_the_proposal(vocab, kind, monkeypatch):
+    corpus = Corpus.from_lines(random_text(2).split("\n"), vocab, unk=True)
+    windows = corpus.windows(3)
+    whole = proposal(windows, len(vocab), kind)
+    monkeypatch.setattr("nplmtk.neural.sampling.PROPOSAL_BLOCK", 37)
+    blocks = proposal(corpus.window_examples(3, vocab.unk), len(vocab), kind)
+    np.testing.assert_array_equal(blocks.log_q, whole.log_q)
+    for a, b in zip(blocks.bigram or (), whole.bigram or ()):
+        np.testing.assert_array_equal(a, b)
+
+
+def brown_like_text(seed, sentences):
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}" for i in range(60)]
+    p = 1 / np.arange(1, 61)
+    return "".join(" ".join(rng.choice(words, size=n, p=p / p.sum())) + "\n" for n in rng.integers(1, 15, sentences))
+
+
+@pytest.mark.parametrize("memory", [100_000, 3_000_000, 1 << 30])
+def test_counts_of_chunks_spilled_and_merged_are_the_counts_of_the_whole(tmp_path, memory):
+    from nplmtk.ngram.counts import CountAccumulator, NgramCounts
+    text = brown_like_text(3, 2_000)
+    vocab = Vocabulary([f"w{i}" for i in range(50)])
+    path = tmp_path / "t.txt"
+    path.write_text(text)
+    whole = NgramCounts.from_corpus(Corpus.read(str(path), vocab), 4)
+    accumulator = CountAccumulator(vocab, 4, memory, str(tmp_path))
+    for chunk in Corpus.read_blocks(str(path), vocab, block_bytes=2_000):
+        accumulator.add_text(chunk)
+    spilled = len(accumulator.runs)
+    counts = accumulator.result()
+    chunks = len(list(Corpus.read_blocks(str(path), vocab, block_bytes=2_000)))
+    assert spilled == {100_000: chunks, 3_000_000: spilled or -1, 1 << 30: 0}[memory], (spilled, chunks)
+    for k in range(4):
+        np.testing.assert_array_equal(counts.grams[k], whole.grams[k])
+        np.testing.assert_array_equal(counts.counts[k], whole.counts[k])
+
+
+def test_hash_counts_are_the_counts_of_every_window():
+    from nplmtk.ngram.counts import NgramCounts
+    vocab = Vocabulary(WORDS[:5])
+    corpus = Corpus.from_lines(random_text(5).split("\n"), vocab, unk=False)
+    counts = NgramCounts.from_corpus(corpus, 3)
+    for k in (1, 2, 3):
+        expected = {}
+        for s in range(corpus.num_sentences):
+            padded = [vocab.bos] + [w if w >= 0 else vocab.unk for w in corpus.sentence(s)] + [vocab.eos]
+            for i in range(len(padded) - k + 1):
+                expected[tuple(padded[i:i + k])] = expected.get(tuple(padded[i:i + k]), 0) + 1
+        assert sorted(expected) == [tuple(row) for row in counts.grams[k - 1].tolist()]
+        assert [expected[tuple(row)] for row in counts.grams[k - 1].tolist()] == counts.counts[k - 1].tolist()
+
+
+def test_ngram_count_in_a_small_memory_writes_the_same_files(tmp_path, nplm):
+    (tmp_path / "t.txt").write_text(brown_like_text(4, 3_000))
+    outputs = []
+    for memory in ("1M", "2G"):
+        status, _, err = nplm("ngram-count", "-text", "-", "-order", "4", "-memory", memory, "-debug", 2,
+                              "-write", tmp_path / f"c{memory}.txt", "-lm", tmp_path / f"lm{memory}.arpa",
+                              stdin=(tmp_path / "t.txt").read_text())
+        assert status == 0, err
+        assert ("sorted runs on disk" in err) == (memory == "1M"), err
+        outputs.append(((tmp_path / f"c{memory}.txt").read_text(), (tmp_path / f"lm{memory}.arpa").read_text()))
+    assert outputs[0] == outputs[1]
+
+
+def test_chunks_too_short_for_an_order_are_fine_the_whole_text_is_not(tmp_path, nplm):
+    (tmp_path / "t.txt").write_text("a\nb\n" * 40_000 + "a b c\n")  # three chunks, the last has 4-grams
+    assert nplm("ngram-count", "-text", tmp_path / "t.txt", "-order", "4", "-memory", "1M",
+                "-write", tmp_path / "c.txt")[0] == 0
+    (tmp_path / "s.txt").write_text("a\nb\n" * 3_000)
+    status, _, err = nplm("ngram-count", "-text", tmp_path / "s.txt", "-order", "4", "-memory", "1M",
+                          "-write", tmp_path / "c.txt")
+    assert status == 2 and "no sentence is long enough for 4-grams" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("size", ["12", "0.5M", "lots", "-2G"])
+def test_memory_sizes_are_checked(tmp_path, nplm, size):
+    (tmp_path / "t.txt").write_text("a b\n")
+    status, _, err = nplm("ngram-count", "-text", tmp_path / "t.txt", "-memory", size, "-write", tmp_path / "c")
+    assert status == 2 and "-memory" in err and "Traceback" not in err
+
+
+def test_scratch_folders_of_killed_processes_are_removed(tmp_path, monkeypatch):
+    import subprocess
+    import tempfile
+
+    from nplmtk.io import scratch_folder
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = tmp_path / f"nplm-counts.{dead.pid}-abc"
+    stale.mkdir()
+    (stale / "grams1.npy").write_bytes(b"x" * 100)
+    with scratch_folder("counts") as folder:
+        assert not stale.exists() and folder.startswith(str(tmp_path))
+    assert not tmp_path.joinpath(folder).exists()
+
+
+def reference_stream_rows(corpus, streams, vocab):
+    """The recurrent models' steps as numpy built them before they were gathered on demand."""
+    ids, offsets = corpus.ids, corpus.offsets
+    sentences = len(offsets) - 1
+    targets = np.insert(ids, offsets[1:], vocab.eos)
+    inputs = np.insert(ids, offsets[:-1], vocab.bos)
+    inputs[inputs < 0] = vocab.unk
+    total = len(targets)
+    starts = offsets[:-1] + np.arange(sentences)
+    cuts = np.concatenate([[0], starts[np.minimum(np.searchsorted(starts, np.arange(1, streams) * total / streams),
+                                                  sentences - 1)]])
+    cuts = np.unique(cuts)
+    stream = np.searchsorted(cuts, np.arange(total), side="right") - 1
+    step = np.arange(total) - cuts[stream]
+    rows = np.full((int(step.max()) + 1, 2, streams), -1, dtype=np.int32)
+    rows[:, 0, :] = vocab.bos
+    rows[step, 0, stream] = inputs
+    rows[step, 1, stream] = targets
+    return rows
+
+
+@pytest.mark.parametrize("streams", [1, 3, 32, 400])
+def test_stream_steps_are_the_recurrent_training_rows(vocab, streams):
+    corpus = Corpus.from_lines(random_text(6).split("\n"), vocab, unk=False)
+    expected = reference_stream_rows(corpus, streams, vocab)
+    steps = corpus.stream_steps(streams, vocab.unk)
+    assert len(steps) == len(expected)
+    np.testing.assert_array_equal(steps[:], expected)
+    pick = np.array([len(expected) - 1, 0, 2])
+    np.testing.assert_array_equal(steps[pick], expected[pick])
+    assert steps.words == int(np.count_nonzero(expected[:, 1] >= 0))
