@@ -3,6 +3,7 @@
 training speed beside PyTorch's, side by side."""
 import json
 import os
+import resource
 import statistics
 import subprocess
 
@@ -142,4 +143,60 @@ def lstm_speed(brown, peak):
         torch_speed, one, two, classes = (statistics.median(r[i] for r in rounds) for i in range(4))
         ratio = statistics.median(r[2] / r[0] for r in rounds)
         lines.append(f"| {label} | {torch_speed:,.0f} | {one:,.0f} | {two:,.0f} | {ratio:.2f}x | {classes:,.0f} |")
+    return lines
+
+
+OUTPUT_LAYERS = ("full", "class", "hs")
+OUTPUT_SHAPES = {"lstm": ["-arch", "lstm", "-m", "200", "-h", "200", "-streams", str(STREAMS), "-bptt", str(BPTT)],
+                 "mlp": ["-arch", "mlp", "-order", "5", "-m", "30", "-h", "100"]}
+OUTPUT_ROUNDS = 3
+
+
+def _output_speeds(shape, text, vocab):
+    """For each output layer, the medians of OUTPUT_ROUNDS epochs on `text`, the outputs in
+    turn: words/s from the log, and the CPU seconds of the whole command."""
+    log = os.path.join(OUT, "output-layers.log")
+    speeds, seconds = ({output: [] for output in OUTPUT_LAYERS} for _ in range(2))
+    for _ in range(OUTPUT_ROUNDS):
+        for output in OUTPUT_LAYERS:
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            subprocess.run([NPLM, "train-nplm", *shape, "-text", text, "-vocab", vocab, "-epochs", "1", "-threads",
+                            "1", "-output", output, "-quiet", "-log", log,
+                            "-lm", os.path.join(OUT, "output-layers.nplm")], check=True)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            seconds[output].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+            speeds[output].append(json.loads(open(log).readline())["words_per_s"])
+    return ({output: statistics.median(values[output]) for output in OUTPUT_LAYERS} for values in (speeds, seconds))
+
+
+def output_layers(brown, peak):
+    """Words/s of an LSTM and of the MLP with each output layer on the same text, in turn
+    (and the CPU seconds of each whole command), and the test ppl of the LSTMs after one
+    epoch on the whole of Brown train."""
+    train, vocab, texts = _training_texts(brown)
+    test = os.path.join(brown, "test.txt")
+    lines = ["## Output layers: full, class, hierarchical softmax (issue 16)", "",
+             f"An LSTM m = h = 200, {STREAMS} streams, BPTT {BPTT}, and the MLP n = 5, m = 30, h = 100 at batch 1, one "
+             f"thread, |V| = {_vocab_size(vocab):,}, plain SGD at the default rates. Speed: one epoch on the first "
+             "1,500 sentences of Brown train, `nplm train-nplm SHAPE -text train-long.txt -vocab vocab.txt -epochs 1 "
+             f"-threads 1 -output OUTPUT -quiet`, the three outputs in turn, {OUTPUT_ROUNDS} rounds (medians): "
+             "words/s from the log (wall-clock time of the training loop, on a machine others share), and the CPU "
+             "seconds of the whole command (user + system, from its rusage: start-up and reading included, about "
+             "a second). Quality: the LSTM after one epoch on the whole of Brown train with Adam (`-optimizer adam "
+             "-lr 0.002 -clip 0.25`), `nplm ppl -lm MODEL -text test.txt` (every output exactly normalised).", "",
+             "| model | output | words/s | against full | CPU s of the command | against full | test ppl after one "
+             "epoch |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for arch, shape in OUTPUT_SHAPES.items():
+        speeds, seconds = _output_speeds(shape, texts["long"], vocab)
+        for output in OUTPUT_LAYERS:
+            quality = ""
+            if arch == "lstm":
+                model = os.path.join(OUT, f"lstm-1epoch-{output}.nplm")
+                subprocess.run([NPLM, "train-nplm", *shape, "-text", train, "-vocab", vocab, "-epochs", "1",
+                                "-threads", "1", "-output", output, "-optimizer", "adam", "-lr", "0.002", "-clip",
+                                "0.25", "-quiet", "-lm", model], check=True)
+                quality = f"{_ppl(model, test):.2f}"
+            lines.append(f"| {arch.upper()} | {output} | {speeds[output]:,.0f} | "
+                         f"{speeds[output] / speeds['full']:.2f}x | {seconds[output]:.2f} | "
+                         f"{seconds[output] / seconds['full']:.2f} | {quality} |")
     return lines

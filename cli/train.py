@@ -44,9 +44,11 @@ ARCH_HELP = "Architecture: " + "; ".join(f"{name} ({model.summary})" for name, m
 @option("reset-state", type=click.Choice(["sentence", "never"]), default=None,
         help="rnn, lstm: each sentence starts from a zero state, or the state runs on through the text; "
         "scoring follows the model's rule [sentence].")
-@option("output", type=click.Choice(["full", "class"]), default=None,
-        help="rnn, lstm: the output layer: the full softmax, or Mikolov's class-factored softmax p(class) "
-        "p(word | class) over -classes classes by frequency (exactly normalised, O(K + |class|) per word) [full].")
+@option("output", type=click.Choice(["full", "class", "hs"]), default=None,
+        help="mlp, rnn, lstm: the output layer: the full softmax; class: Mikolov's class-factored softmax p(class) "
+        "p(word | class) over -classes classes by frequency, O(K + |class|) per word; hs: the "
+        "hierarchical softmax over the Huffman tree of the training counts, O(log |V|) per word. Both exactly "
+        "normalised [full].")
 @option("classes", type=click.IntRange(min=1), default=None,
         help="-output class: the number of classes K [the square root of |V|].")
 @option("bptt", type=click.IntRange(min=1), default=None,
@@ -151,8 +153,11 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, la
         normalize = Normalizer(lower=lower, map_numbers=map_numbers)
         model_class = ARCHITECTURES[arch]
         recurrent = dict(bptt=bptt, streams=streams, dropout=dropout, clip=clip)
-        shape = dict(layers=layers, tie=tie, peephole=peephole, reset_state=reset_state, output=output,
-                     classes=classes)
+        shape = dict(layers=layers, tie=tie, peephole=peephole, reset_state=reset_state)
+        if output not in (None, *model_class.OUTPUTS):
+            raise NplmError(f"-output {output}: -arch {arch} has {' or '.join(model_class.OUTPUTS)}")
+        if classes is not None and output != "class":
+            raise NplmError("-classes applies to -output class")
         if not model_class.RECURRENT:
             for name, value in {**recurrent, **shape}.items():
                 if value not in (None, False):
@@ -177,6 +182,8 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, la
             network.update({name: value for name, value in shape.items() if value is not None})
         elif order is None:
             network["order"] = 5
+        network.update({name: value for name, value in (("output", output), ("classes", classes))
+                        if value is not None})
         trainer, corpora = _prepare(text, valid, vocab, network, config, resume, checkpoint, min_count, normalize,
                                     comm, init_from)
         if resume:
@@ -231,7 +238,9 @@ def _prepare(text, valid, vocab, network, config, resume, checkpoint, min_count,
             vocabulary = Vocabulary.from_counts(count_words([text], normalize), min_count)
         train_corpus = Corpus.read(text, vocabulary, unk=True, normalize=normalize, memory_map=True)
         settings = dict(network)
-        if settings.get("output") == "class":  # classes by the training counts (each </s> counted)
+        if settings.get("output") == "full":  # every architecture's default; only some take `output`
+            del settings["output"]
+        if settings.get("output") in ("class", "hs"):  # by the training counts (each </s> counted)
             settings["counts"] = np.bincount(train_corpus.ids, minlength=len(vocabulary))
             settings["counts"][vocabulary.eos] += train_corpus.num_sentences
         model = ARCHITECTURES[settings.pop("arch")].initial(vocabulary, seed=config.seed, **settings)
@@ -263,7 +272,8 @@ NETWORK_OPTIONS = {"arch": ("arch", lambda model: model.arch), "order": ("order"
                    "tie": ("tie", lambda model: model.meta.get("tie", False)),
                    "peephole": ("peephole", lambda model: model.meta.get("peephole", False)),
                    "reset_state": ("reset_state", lambda model: model.meta.get("reset_state")),
-                   "classes": ("classes", lambda model: model.meta.get("classes"))}
+                   "classes": ("classes", lambda model: model.meta.get("classes")),
+                   "output": ("output", lambda model: model.output)}
 
 
 def _check_resumed_network(model, network, path):

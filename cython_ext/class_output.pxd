@@ -59,17 +59,19 @@ cdef inline double class_forward(const Classes *k, const float *top, Py_ssize_t 
 
 cdef inline void class_backward(const Classes *k, const float *top, Py_ssize_t N, int width, const float *Vc,
                                 const float *V, const int *targets, float *Z, float *U, float *gVc, float *gbc,
-                                float *gV, float *gd, float *dTop) noexcept nogil:
+                                float scale, float *gV, float *gd, float *dTop) noexcept nogil:
     """From class_forward's probabilities, the gradients of -sum log p: gVc and gbc
-    (written), gV and gd (added to, in the rows of the targets' classes; gbc and gd NULL
-    without biases), and dL/d(top) in dTop (N x width, written)."""
+    (written; gbc NULL without biases) and dL/d(top) in dTop (N x width, written), then
+    scale times the gradients of the rows of V and d of the targets' classes added to gV
+    and gd (gd NULL without biases). Called with gV = V, gd = d and scale = -rate, that
+    last part is an SGD step in place, after every row has read the old V."""
     cdef Py_ssize_t r
-    cdef int K = k.count, c, t, j, w
-    cdef float g
+    cdef int K = k.count, c, t, j
     cdef float *u
     for r in range(N):
         if targets[r] >= 0:
             Z[r * K + k.class_of[targets[r]]] -= 1
+            U[r * k.largest + k.slot_of[targets[r]]] -= 1
         else:
             memset(Z + r * K, 0, K * sizeof(float))
     gemm(b'T', b'N', K, width, <int> N, 1.0, Z, K, top, width, 0.0, gVc, width)
@@ -79,17 +81,18 @@ cdef inline void class_backward(const Classes *k, const float *top, Py_ssize_t N
             axpy_row(K, 1.0, Z + r * K, gbc)
     gemm(b'N', b'N', <int> N, width, K, 1.0, Z, K, Vc, width, 0.0, dTop, width)
     for r in range(N):
-        t = targets[r]
-        if t < 0:
-            continue
-        c, u = k.class_of[t], U + r * k.largest
-        u[k.slot_of[t]] -= 1
-        for j in range(k.starts[c + 1] - k.starts[c]):
-            w, g = k.words[k.starts[c] + j], u[j]
-            axpy_row(width, g, top + r * width, gV + <Py_ssize_t> w * width)
-            axpy_row(width, g, V + <Py_ssize_t> w * width, dTop + r * width)
-            if gd != NULL:
-                gd[w] += g
+        if targets[r] >= 0:
+            c, u = k.class_of[targets[r]], U + r * k.largest
+            for j in range(k.starts[c + 1] - k.starts[c]):
+                axpy_row(width, u[j], V + <Py_ssize_t> k.words[k.starts[c] + j] * width, dTop + r * width)
+    for r in range(N):
+        if targets[r] >= 0:
+            c, u = k.class_of[targets[r]], U + r * k.largest
+            for j in range(k.starts[c + 1] - k.starts[c]):
+                t = k.words[k.starts[c] + j]
+                axpy_row(width, scale * u[j], top + r * width, gV + <Py_ssize_t> t * width)
+                if gd != NULL:
+                    gd[t] += scale * u[j]
 
 
 cdef inline void class_distribution(const Classes *k, const float *s, int width, const float *Vc, const float *bc,
@@ -106,3 +109,21 @@ cdef inline void class_distribution(const Classes *k, const float *s, int width,
         softmax_row(u, k.starts[c + 1] - k.starts[c], 0)
         for j in range(k.starts[c + 1] - k.starts[c]):
             out[k.words[k.starts[c] + j]] = class_logp + log(<double> u[j])
+
+
+cdef inline int class_attach(Classes *k, lists, int words) except -1:
+    """Point k at the lists (members, starts, class_of, slot_of: int32 arrays that the
+    caller keeps alive; nplmtk.neural.recurrent.class_lists), checked here once since the
+    loops above do not check them."""
+    members, starts, class_of, slot_of = lists
+    count = len(starts) - 1
+    sizes = starts[1:count + 1] - starts[0:count]
+    if (count < 1 or starts[0] != 0 or starts[count] != words or (sizes < 1).any()
+            or members.shape != (words,) or class_of.shape != (words,) or slot_of.shape != (words,)
+            or members.min() < 0 or members.max() >= words or class_of.min() < 0 or class_of.max() >= count
+            or slot_of.min() < 0 or (slot_of >= sizes[class_of]).any()):
+        raise ValueError("classes that do not cover the vocabulary")
+    cdef int[::1] m = members, s = starts, c = class_of, o = slot_of
+    k.words, k.starts, k.class_of, k.slot_of = &m[0], &s[0], &c[0], &o[0]
+    k.count, k.largest = count, int(sizes.max())
+    return 0

@@ -283,10 +283,11 @@ cdef inline void decay_dense(Net *net, float factor) noexcept nogil:
 
 cdef inline int net_attach(Net *net, params, int context, int activation, bint bias, int lo, int hi) except -1:
     """Point `net` at the parameter arrays (float32, C-contiguous, kept alive by the
-    caller); the output layer is rows lo..hi-1 of b, U and W (all of them: 0..|V|)."""
+    caller); the output layer is rows lo..hi-1 of b, U and W (all of them: 0..|V|).
+    Without b and U (the hierarchical softmax's network), the layers below the output."""
     cdef float[:, ::1] C = params["C"], U, H, W
-    cdef float[::1] b = params["b"], d
-    if not 0 <= lo <= hi <= b.shape[0]:
+    cdef float[::1] b, d
+    if not 0 <= lo <= hi <= C.shape[0]:
         raise ValueError("output rows outside the vocabulary")
     net.vocab = hi - lo
     net.context = context
@@ -295,15 +296,19 @@ cdef inline int net_attach(Net *net, params, int context, int activation, bint b
     net.activation = activation
     net.bias = bias
     net.C = &C[0, 0]
-    net.b = &b[0] + lo
-    net.hidden = params["U"].shape[1] if "U" in params else 0
+    net.b = net.U = NULL
+    if "b" in params:
+        b = params["b"]
+        net.b = &b[0] + lo
+    net.hidden = params["H"].shape[0] if "H" in params else 0
     if net.hidden:
-        U = params["U"]
         H = params["H"]
         d = params["d"]
-        net.U = &U[0, 0] + <Py_ssize_t> lo * net.hidden
         net.H = &H[0, 0]
         net.d = &d[0]
+    if "U" in params:
+        U = params["U"]
+        net.U = &U[0, 0] + <Py_ssize_t> lo * net.hidden
     net.direct = "W" in params
     if net.direct:
         W = params["W"]

@@ -13,7 +13,9 @@ from libc.math cimport log
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
-from kernel_common cimport axpy_row, check_schedule, dot_row, gemm
+from class_output cimport Classes, class_attach, class_backward, class_forward
+from hs_output cimport Tree, tree_attach, tree_backward, tree_forward
+from kernel_common cimport axpy_row, check_schedule, dot_row, gemm, scale
 from nplmtk._ext.sampling_kernels cimport (Sampling, draw_samples, importance_weights, merge_duplicates,
                                            sampling_free, sampling_start)
 from feedforward cimport (DEFER, Net, Work, activation_slope, backward, decay_dense, flush, forward,
@@ -245,48 +247,222 @@ cdef class Network:
     def gradients(self, const int[:, ::1] windows, grads):
         """Sum over the windows of the gradients of -log p(target), written into `grads`
         (arrays shaped like the parameters); returns the sum of log p. For tests."""
-        cdef int K = windows.shape[0], n = self.net.context + 1, i, k, j
+        cdef int K = windows.shape[0], n = self.net.context + 1, i, j
         cdef double total
-        cdef float[:, ::1] gC = grads["C"], gU, gH, gW
-        cdef float[::1] gb = grads["b"], gd
+        cdef float[:, ::1] gU, gW
+        cdef float[::1] gb = grads["b"]
         if K > self.work.capacity:
             raise ValueError("more windows than the work buffers hold")
         total = forward(&self.net, &self.work, &windows[0, 0], K)
         for i in range(K):
             self.work.Y[i * self.net.vocab + windows[i, n - 1]] -= 1
-        gC[:, :] = 0
         for j in range(self.net.vocab):
             gb[j] = 0
             for i in range(K):
                 gb[j] += self.work.Y[i * self.net.vocab + j]
+        memset(self.work.dX, 0, K * self.net.inputs * sizeof(float))
         if self.net.hidden > 0:
             gU = grads["U"]
-            gH = grads["H"]
-            gd = grads["d"]
             gemm(b'N', b'N', K, self.net.hidden, self.net.vocab, 1.0, self.work.Y, self.net.vocab,
                  self.net.U, self.net.hidden, 0.0, self.work.dA, self.net.hidden)
-            activation_slope(self.work.dA, self.work.A, K * self.net.hidden, self.net.activation)
-            gemm(b'N', b'N', K, self.net.inputs, self.net.hidden, 1.0, self.work.dA, self.net.hidden,
-                 self.net.H, self.net.inputs, 0.0, self.work.dX, self.net.inputs)
             gemm(b'T', b'N', self.net.vocab, self.net.hidden, K, 1.0, self.work.Y, self.net.vocab,
                  self.work.A, self.net.hidden, 0.0, &gU[0, 0], self.net.hidden)
-            gemm(b'T', b'N', self.net.hidden, self.net.inputs, K, 1.0, self.work.dA, self.net.hidden,
-                 self.work.X, self.net.inputs, 0.0, &gH[0, 0], self.net.inputs)
-            for j in range(self.net.hidden):
-                gd[j] = 0
-                for i in range(K):
-                    gd[j] += self.work.dA[i * self.net.hidden + j]
-        else:
-            memset(self.work.dX, 0, K * self.net.inputs * sizeof(float))
         if self.net.direct:
             gW = grads["W"]
             gemm(b'N', b'N', K, self.net.inputs, self.net.vocab, 1.0, self.work.Y, self.net.vocab,
                  self.net.W, self.net.inputs, 1.0, self.work.dX, self.net.inputs)
             gemm(b'T', b'N', self.net.vocab, self.net.inputs, K, 1.0, self.work.Y, self.net.vocab,
                  self.work.X, self.net.inputs, 0.0, &gW[0, 0], self.net.inputs)
-        for i in range(K):
-            for k in range(self.net.context):
-                for j in range(self.net.m):
-                    gC[windows[i, k], j] += self.work.dX[i * self.net.inputs + k * self.net.m + j]
+        input_gradients(&self.net, &self.work, windows, grads)
         return total
 
+
+cdef input_gradients(Net *net, Work *w, const int[:, ::1] windows, grads):
+    """From dL/d(hidden output) in dA (before the slope) and the direct connections' share
+    of dL/dx in dX: the gradients of H and d and the rows of C, into `grads`. For tests."""
+    cdef int K = windows.shape[0], i, k, j
+    cdef float[:, ::1] gC = grads["C"], gH
+    cdef float[::1] gd
+    if net.hidden > 0:
+        gH, gd = grads["H"], grads["d"]
+        activation_slope(w.dA, w.A, K * net.hidden, net.activation)
+        gemm(b'N', b'N', K, net.inputs, net.hidden, 1.0, w.dA, net.hidden, net.H, net.inputs, 1.0, w.dX, net.inputs)
+        gemm(b'T', b'N', net.hidden, net.inputs, K, 1.0, w.dA, net.hidden, w.X, net.inputs, 0.0, &gH[0, 0],
+             net.inputs)
+        for j in range(net.hidden):
+            gd[j] = 0
+            for i in range(K):
+                gd[j] += w.dA[i * net.hidden + j]
+    gC[:, :] = 0
+    for i in range(K):
+        for k in range(net.context):
+            for j in range(net.m):
+                gC[windows[i, k], j] += w.dX[i * net.inputs + k * net.m + j]
+
+
+# -- the factored output layers over the hidden layer: the hierarchical softmax (output "hs",
+#    hs_output.pxd) or the class-factored softmax (output "class", class_output.pxd) -------
+
+cdef struct Factored:
+    Tree tree         # tree.nodes > 0: the hierarchical softmax; else the classes
+    Classes classes
+    float *rows       # the output rows: the tree's nodes Vn, or the words' U (|V| x h)
+    float *bias       # bn, or b; NULL without biases
+    int count         # rows
+    float *Vc         # the class rows (K x h) and biases (NULL without), their gradient
+    float *bc
+    float *gVc
+    float *gbc
+    float *G          # tree: dL/dz at each node of a row's path; classes: the class probabilities
+    float *P          # classes: the probabilities within each row's target class
+    int *targets      # the batch's targets, contiguous
+
+
+cdef inline double factored_forward(Factored *f, Net *net, Work *w, const int *rows, int K,
+                                    double *logp) noexcept nogil:
+    """The hidden layer, then log p of each window's target: summed, and in logp if given."""
+    cdef int i, n = net.context + 1
+    hidden_layer(net, w, rows, K)
+    for i in range(K):
+        f.targets[i] = rows[i * n + net.context]
+    if f.tree.nodes:
+        return tree_forward(&f.tree, w.A, K, net.hidden, f.rows, f.bias, f.targets, 1, f.G, logp)
+    return class_forward(&f.classes, w.A, K, net.hidden, f.Vc, f.bc, f.rows, f.bias, f.targets, f.G, f.P, logp)
+
+
+cdef inline void factored_backward(Factored *f, Net *net, Work *w, int K, float scale, float *grows, float *gbias,
+                                   float *gVc, float *gbc) noexcept nogil:
+    """From factored_forward: dL/da in w.dA (written, read with the old rows), then scale
+    times the gradients of the output rows and biases added to grows and gbias (with
+    grows = f.rows and scale = -rate: the SGD step in place), and the class rows' gradient
+    written to gVc and gbc."""
+    cdef int h = net.hidden
+    if f.tree.nodes:
+        memset(w.dA, 0, <Py_ssize_t> K * h * sizeof(float))
+        tree_backward(&f.tree, w.A, K, h, f.rows, f.targets, 1, f.G, 0, NULL, NULL, w.dA)
+        tree_backward(&f.tree, w.A, K, h, f.rows, f.targets, 1, f.G, scale, grows, gbias, NULL)
+    else:
+        class_backward(&f.classes, w.A, K, h, f.Vc, f.rows, f.targets, f.G, f.P, gVc, gbc, scale, grows, gbias,
+                       w.dA)
+
+
+cdef double factored_step(Factored *f, Net *net, Work *w, const int *rows, int K, float rate,
+                          float keep_c) noexcept nogil:
+    """One SGD update over K windows; returns the sum of log p."""
+    cdef double total = factored_forward(f, net, w, rows, K, NULL)
+    factored_backward(f, net, w, K, -rate, f.rows, f.bias, f.gVc, f.gbc)
+    if not f.tree.nodes:
+        axpy_row(f.classes.count * net.hidden, -rate, f.gVc, f.Vc)
+        if f.bc != NULL:
+            axpy_row(f.classes.count, -rate, f.gbc, f.bc)
+    memset(w.dX, 0, <Py_ssize_t> K * net.inputs * sizeof(float))
+    input_backward(net, w, rows, K, rate, keep_c)
+    return total
+
+
+cdef class FactoredNetwork:
+    """The network of eq. 1 with a factored output layer over its hidden layer in place of
+    b + U a (no direct connections): the hierarchical softmax (`paths`: the tree's, from
+    nplmtk.neural.huffman.tree_paths; arrays Vn, bn) or the class-factored softmax
+    (`classes`: the lists of nplmtk.neural.word_classes.class_lists; arrays U, b, Vc, bc),
+    with one thread's work buffers for batches of up to `capacity` windows. An update
+    reads and steps the rows of its targets' paths or classes only, so threads share the
+    arrays lock-free as Network's do."""
+    cdef Net net
+    cdef Work work
+    cdef Factored f
+    cdef object keep_alive
+
+    def __init__(self, params, int context, int activation, int capacity, bint bias=True, paths=None, classes=None):
+        cdef int V = params["C"].shape[0], h
+        net_attach(&self.net, params, context, activation, bias, 0, V)
+        h = self.net.hidden
+        buffers = [params, paths, classes]
+        self.f.tree.nodes = 0
+        if paths is not None:
+            tree_attach(&self.f.tree, paths, V)
+            rows, biases, self.f.count = params["Vn"], params["bn"], V - 1
+            work = capacity * self.f.tree.longest
+        else:
+            class_attach(&self.f.classes, classes, V)
+            rows, biases, self.f.count = params["U"], params["b"], V
+            if params["Vc"].shape != (self.f.classes.count, h) or params["bc"].shape != (self.f.classes.count,):
+                raise ValueError("class arrays of the wrong shape")
+            self.f.Vc, self.f.bc = self._floats(params["Vc"], buffers), self._floats(params["bc"], buffers)
+            self.f.gVc = self._floats(np.zeros(self.f.classes.count * h, np.float32), buffers)
+            self.f.gbc = self._floats(np.zeros(self.f.classes.count, np.float32), buffers)
+            self.f.P = self._floats(np.zeros(capacity * self.f.classes.largest, np.float32), buffers)
+            work = capacity * self.f.classes.count
+        if h == 0 or rows.shape != (self.f.count, h) or biases.shape != (self.f.count,):
+            raise ValueError("output arrays of the wrong shape, or no hidden layer")
+        self.f.rows, self.f.bias = self._floats(rows, buffers), self._floats(biases, buffers)
+        if not bias:  # the biases stay zero
+            self.f.bias = self.f.bc = NULL
+        self.f.G = self._floats(np.zeros(work, np.float32), buffers)
+        targets = np.zeros(capacity, np.int32)
+        cdef int[::1] view = targets
+        self.f.targets = &view[0]
+        self.keep_alive = buffers + [targets]
+        work_alloc(&self.work, &self.net, capacity)
+
+    cdef float *_floats(self, array, list buffers) except NULL:
+        cdef float[::1] flat = array.reshape(-1)
+        buffers.append(array)
+        return &flat[0]
+
+    def __dealloc__(self):
+        work_free(&self.work)
+
+    def train(self, const int[:, ::1] windows, int batch, const double[::1] rates, const float[::1] row_keep,
+              const float[::1] dense_keep):
+        """As Network.train: SGD over `windows` in batches of `batch` with the schedule's
+        rates and decays (the dense weights: H, the output rows and the class rows)."""
+        cdef Py_ssize_t start = 0, count = windows.shape[0], u = 0
+        cdef int K, h = self.net.hidden
+        cdef double total = 0
+        check_schedule(count, batch, self.work.capacity, rates.shape[0], row_keep.shape[0], dense_keep.shape[0])
+        if count and windows.shape[1] != self.net.context + 1:
+            raise ValueError("windows of the wrong order")
+        with nogil:
+            while start < count:
+                K = <int> min(<Py_ssize_t> batch, count - start)
+                total += factored_step(&self.f, &self.net, &self.work, &windows[start, 0], K, <float> rates[u],
+                                       row_keep[u])
+                if dense_keep[u] != 1:
+                    scale(h * self.net.inputs, dense_keep[u], self.net.H)
+                    scale(self.f.count * h, dense_keep[u], self.f.rows)
+                    if not self.f.tree.nodes:
+                        scale(self.f.classes.count * h, dense_keep[u], self.f.Vc)
+                start += K
+                u += 1
+        return total, u
+
+    def logprobs(self, const int[:, ::1] windows, double[::1] out):
+        """Natural-log probability of each window's target (exactly normalised)."""
+        cdef Py_ssize_t start = 0, count = windows.shape[0]
+        cdef int K
+        with nogil:
+            while start < count:
+                K = <int> min(<Py_ssize_t> self.work.capacity, count - start)
+                factored_forward(&self.f, &self.net, &self.work, &windows[start, 0], K, &out[start])
+                start += K
+
+    def gradients(self, const int[:, ::1] windows, grads):
+        """As Network.gradients, for every array of the network. For tests."""
+        cdef int K = windows.shape[0]
+        cdef double total
+        cdef bint tree = self.f.tree.nodes > 0
+        names = ("Vn", "bn") if tree else ("U", "b", "Vc", "bc")
+        for name in names:
+            grads[name][...] = 0
+        cdef float *g[4]
+        for i, name in enumerate(names):
+            g[i] = self._floats(grads[name], [])
+        if K > self.work.capacity:
+            raise ValueError("more windows than the work buffers hold")
+        total = factored_forward(&self.f, &self.net, &self.work, &windows[0, 0], K, NULL)
+        factored_backward(&self.f, &self.net, &self.work, K, 1.0, g[0], g[1] if self.f.bias != NULL else NULL,
+                          NULL if tree else g[2], NULL if tree or self.f.bc == NULL else g[3])
+        memset(self.work.dX, 0, K * self.net.inputs * sizeof(float))
+        input_gradients(&self.net, &self.work, windows, grads)
+        return total

@@ -19,7 +19,8 @@ cimport numpy as cnp
 from libc.math cimport log, sqrt
 from libc.string cimport memcpy, memset
 
-from class_output cimport Classes, class_backward, class_distribution, class_forward
+from class_output cimport Classes, class_attach, class_backward, class_distribution, class_forward
+from hs_output cimport Tree, tree_attach, tree_backward, tree_distribution, tree_forward
 from elementwise cimport act, adam_corrections, column_sums, dropout, logistic, slope, squares, update
 from feedforward cimport activate, activation_slope
 from kernel_common cimport check_schedule, gemm, scale, softmax_row
@@ -77,6 +78,12 @@ cdef struct Rnn:
     float *gVc
     float *gbc
     float *U          # T x B x largest class: probabilities within each row's target class
+    Tree tree         # the hierarchical softmax (tree.nodes 0: none): its node rows and biases
+    float *Vn
+    float *bn
+    float *gVn
+    float *gbn
+    float *G          # T x B x the longest path: dL/dz at each node of each row's path
     float *X          # T x B x m: the input features after dropout
     float *Xmask
     float *Y          # T x B x |V|: scores, then probabilities, then dL/dy
@@ -169,6 +176,8 @@ cdef double forward(Rnn *net, int T, bint train, double *logp) noexcept nogil:
             dropout(L.out, L.mask, N * L.hidden, net.dropout, net.rng)
         top = L.out
     width = net.layer[net.layers - 1].hidden
+    if net.tree.nodes:
+        return tree_forward(&net.tree, top, N, width, net.Vn, net.bn, net.targets, 1, net.G, logp)
     if net.classes.count:
         return class_forward(&net.classes, top, N, width, net.Vc, net.bc, net.V, net.d, net.targets, net.Y, net.U,
                              logp)
@@ -269,12 +278,20 @@ cdef int backward(Rnn *net, int T) noexcept nogil:
     cdef int B = net.streams, m = net.m, V = net.vocab, l, width = net.layer[net.layers - 1].hidden, w, j, count = 0
     cdef Py_ssize_t N = <Py_ssize_t> T * B, r
     cdef Layer *L
-    if net.classes.count:  # no direct connections here (refused by the model)
+    if net.tree.nodes:  # no direct connections with these two (refused by the model)
+        memset(net.gVn, 0, <Py_ssize_t> (V - 1) * width * sizeof(float))
+        if net.gbn != NULL:
+            memset(net.gbn, 0, (V - 1) * sizeof(float))
+        memset(net.dOut, 0, N * width * sizeof(float))
+        tree_backward(&net.tree, net.layer[net.layers - 1].out, N, width, net.Vn, net.targets, 1, net.G, 1.0,
+                      net.gVn, net.gbn, net.dOut)
+        memset(net.dX, 0, N * m * sizeof(float))
+    elif net.classes.count:
         memset(net.gV, 0, <Py_ssize_t> V * width * sizeof(float))
         if net.gd != NULL:
             memset(net.gd, 0, V * sizeof(float))
         class_backward(&net.classes, net.layer[net.layers - 1].out, N, width, net.Vc, net.V, net.targets, net.Y,
-                       net.U, net.gVc, net.gbc, net.gV, net.gd, net.dOut)
+                       net.U, net.gVc, net.gbc, 1.0, net.gV, net.gd, net.dOut)
         memset(net.dX, 0, N * m * sizeof(float))
     else:
         full_backward(net, N, width)
@@ -375,7 +392,7 @@ cdef class RecurrentNetwork:
 
     def __init__(self, params, int layers, bint lstm, int activation, int streams, int capacity, bint reset,
                  int bos, float dropout=0.0, float clip=0.0, unsigned long long seed=1, bint trainable=True,
-                 bint adam=False, classes=None):
+                 bint adam=False, classes=None, tree=None):
         cdef int V = params["C"].shape[0], m = params["C"].shape[1], G = 4 if lstm else 1, l, h, inputs = m
         cdef Py_ssize_t N = <Py_ssize_t> capacity * streams
         if not 1 <= layers <= MAX_LAYERS or streams < 1 or capacity < 1 or not 0 <= dropout < 1 or not 0 <= bos < V:
@@ -389,9 +406,9 @@ cdef class RecurrentNetwork:
         net.vocab, net.m, net.layers, net.streams, net.capacity = V, m, layers, streams, capacity
         net.lstm, net.activation, net.reset, net.bos = lstm, activation, reset, bos
         net.dropout, net.clip = dropout, clip
-        net.bias, net.direct, net.tied = "d" in params, "M" in params, "V" not in params
+        net.bias, net.direct, net.tied = "d" in params, "M" in params, "V" not in params and "Vn" not in params
         net.C, net.d, net.M = pointer(params["C"]), self._param(params, "d"), self._param(params, "M")
-        net.V = net.C if net.tied else pointer(params["V"])
+        net.V = net.C if net.tied else self._param(params, "V")
         cdef cnp.uint64_t[::1] rng = self.carried["rng"]
         net.rng = <unsigned long long *> &rng[0]
         for l in range(layers):
@@ -426,6 +443,7 @@ cdef class RecurrentNetwork:
             self._grad("M", params, trainable)
         net.gV = net.gC if net.tied else self._grad("V", params, trainable)
         self._classes(params, classes, N, trainable)
+        self._tree(params, tree, N, trainable)
         net.adam, net.slots = adam and trainable, 0
         if trainable:
             self._slots(params, layers)
@@ -441,7 +459,7 @@ cdef class RecurrentNetwork:
     cdef _slots(self, params, int layers):
         """What `step` updates: each array but C's rows (unless tied), with Adam's moments."""
         names = [f"{kind}{l}" for l in range(layers) for kind in "UWbP"] + ["C" if self.net.tied else "V", "d", "M",
-                                                                             "Vc", "bc"]
+                                                                             "Vc", "bc", "Vn", "bn"]
         for name in [name for name in names if name in params]:
             slot = &self.net.slot[self.net.slots]
             slot.param, slot.grad, slot.size = pointer(params[name]), pointer(self.grads[name]), params[name].size
@@ -453,28 +471,31 @@ cdef class RecurrentNetwork:
             self.carried["adam_step"] = np.zeros(1)
             self.net.adam_step = <double *> cnp.PyArray_DATA(self.carried["adam_step"])
 
-    cdef _classes(self, params, class_of, Py_ssize_t N, bint trainable):
-        """The class-factored output layer's lists, from each word's class (or none)."""
+    cdef _classes(self, params, lists, Py_ssize_t N, bint trainable):
+        """The class-factored output layer's lists (nplmtk.neural.recurrent.class_lists), or none."""
         self.net.classes.count = 0
-        if class_of is None:
+        if lists is None:
             return
-        class_of = np.ascontiguousarray(class_of, dtype=np.int32)
-        K = params["Vc"].shape[0]
-        sizes = np.bincount(class_of, minlength=K) if len(class_of) == self.net.vocab and class_of.min() >= 0 else []
-        if len(sizes) != K or sizes.min() < 1 or params["Vc"].shape[1] != self.net.layer[self.net.layers - 1].hidden:
-            raise ValueError("classes that do not cover the vocabulary, or output arrays of inconsistent shapes")
-        words = np.argsort(class_of, kind="stable").astype(np.int32)
-        slot_of = np.empty_like(words)
-        starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
-        slot_of[words] = np.arange(len(words)) - np.repeat(starts[:K], sizes)
-        self.buffers += [words, starts, class_of, slot_of]
-        cdef int[::1] w = words, st = starts, co = class_of, so = slot_of
-        self.net.classes.words, self.net.classes.starts = &w[0], &st[0]
-        self.net.classes.class_of, self.net.classes.slot_of = &co[0], &so[0]
-        self.net.classes.count, self.net.classes.largest = K, int(sizes.max())
+        class_attach(&self.net.classes, lists, self.net.vocab)
+        if params["Vc"].shape != (self.net.classes.count, self.net.layer[self.net.layers - 1].hidden):
+            raise ValueError("class vectors of the wrong shape")
+        self.buffers.append(lists)
         self.net.Vc, self.net.bc = pointer(params["Vc"]), self._param(params, "bc")
         self.net.gVc, self.net.gbc = self._grad("Vc", params, trainable), self._grad("bc", params, trainable)
         self.net.U = self._buffer("U", N * self.net.classes.largest)
+
+    cdef _tree(self, params, paths, Py_ssize_t N, bint trainable):
+        """The hierarchical softmax's paths (starts, points, turns), or none."""
+        self.net.tree.nodes = 0
+        if paths is None:
+            return
+        if params["Vn"].shape != (self.net.vocab - 1, self.net.layer[self.net.layers - 1].hidden):
+            raise ValueError("node vectors of the wrong shape")
+        tree_attach(&self.net.tree, paths, self.net.vocab)
+        self.buffers.append(paths)
+        self.net.Vn, self.net.bn = pointer(params["Vn"]), self._param(params, "bn")
+        self.net.gVn, self.net.gbn = self._grad("Vn", params, trainable), self._grad("bn", params, trainable)
+        self.net.G = self._buffer("G", N * self.net.tree.longest)
 
     cdef float *_moment(self, name, kind) except? NULL:
         if not self.net.adam:
@@ -590,8 +611,12 @@ cdef class RecurrentNetwork:
         load_segment(&self.net, rows, 0, T)
         self.net.targets[T - 1] = 0
         forward(&self.net, T, False, NULL)
+        width = self.net.layer[self.net.layers - 1].hidden
+        if self.net.tree.nodes:
+            tree_distribution(&self.net.tree, self.net.layer[self.net.layers - 1].out + (T - 1) * width, width,
+                              self.net.Vn, self.net.bn, self.net.vocab, self.net.Y, &out[0])
+            return
         if self.net.classes.count:
-            width = self.net.layer[self.net.layers - 1].hidden
             class_distribution(&self.net.classes, self.net.layer[self.net.layers - 1].out + (T - 1) * width, width,
                                self.net.Vc, self.net.bc, self.net.V, self.net.d, self.net.Y, self.net.U, &out[0])
             return

@@ -20,6 +20,32 @@ def nplm():
     return run_nplm
 
 
+def scored_as_ppl_says(model_path, text):
+    """`nplm ppl` of a saved model on `text`: (the model, the ppl it reports), which its
+    logprobs must give."""
+    from nplmtk.corpus import Corpus
+    from nplmtk.models import load
+    status, out, err = run_nplm("ppl", "-lm", model_path, "-text", text)
+    assert status == 0 and out.startswith(f"file {text}: "), err
+    reported = float(out.split("ppl= ")[1].split()[0])
+    model = load(str(model_path))
+    corpus = Corpus.read(str(text), model.vocab)
+    assert abs(np.exp(-model.logprobs(corpus).mean()) / reported - 1) < 1e-3
+    return model, reported
+
+
+@pytest.fixture(scope="session")
+def toy_texts(tmp_path_factory):
+    """train.txt (600 sentences) and valid.txt (40) of the toy grammar: (folder, its vocabulary)."""
+    from nplmtk.toy import ToyGrammar
+    from nplmtk.vocab import Vocabulary
+    folder = tmp_path_factory.mktemp("toy")
+    grammar = ToyGrammar()
+    for name, count, seed in (("train", 600, 1), ("valid", 40, 2)):
+        (folder / f"{name}.txt").write_text("\n".join(" ".join(s) for s in grammar.sentences(count, seed)) + "\n")
+    return folder, Vocabulary(grammar.words)
+
+
 def assert_one_line_error(status, stderr, *fragments):
     assert status == 2, stderr
     assert "Traceback" not in stderr
@@ -67,3 +93,36 @@ def sampled_step_errors(model_at_start, windows, proposal, exact, seeds):
             squared.append(sum((((before[k] - model.params[k]) - exact[k]) ** 2).sum() for k in before))
         errors.append(np.mean(squared))
     return errors
+
+
+def hs_logprobs(h, Vn, bn, tree, words):
+    """log p of every word from the top layer h (rows): the product of sigma(+-z) down
+    the stored tree, walked from the root (words are leaves 0..|V|-1, internal node i is
+    |V| + i, its children at tree[2i], tree[2i + 1]; the root is the last)."""
+    z = h @ Vn.T + bn
+    logp = np.zeros((len(h), words))
+    stack = [(2 * words - 2, np.zeros(len(h)))]
+    while stack:
+        node, above = stack.pop()
+        if node < words:
+            logp[:, node] = above
+            continue
+        i = node - words
+        to_first = np.log(1 / (1 + np.exp(-z[:, i])))  # log sigma(z); log sigma(-z) = that - z
+        stack += [(tree[2 * i], above + to_first), (tree[2 * i + 1], above + to_first - z[:, i])]
+    return logp
+
+
+def class_logprobs(h, V, d, Vc, bc, class_of):
+    """log p of every word from the top layer h (rows) by the class-factored softmax:
+    p(class) p(word | class), each a softmax."""
+    class_of = np.array(class_of)
+    z = log_softmax(h @ Vc.T + bc)
+    y = h @ V.T + d
+    return np.stack([z[:, class_of[w]] + log_softmax(np.where(class_of == class_of[w], y, -np.inf))[:, w]
+                     for w in range(len(class_of))], axis=1)
+
+
+def log_softmax(y):
+    top = y.max(axis=1, keepdims=True)
+    return y - top - np.log(np.exp(y - top).sum(axis=1, keepdims=True))

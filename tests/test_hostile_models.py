@@ -84,6 +84,10 @@ def refused(tmp_path, path, *fragments):
     ("rnn", {"output": "class", "classes": 3, "counts": [0, 0, 5, 4, 3, 2, 1], "meta": {"class_of": None}}, "class_of"),
     ("lstm", {"output": "class", "classes": 2, "counts": [0, 0, 5, 4, 3, 2, 1], "arrays": {"Vc": None}},
      "no array 'Vc'"),
+    ("mlp", {"output": "class", "classes": 3, "counts": [0, 0, 5, 4, 3, 2, 1], "meta": {"class_of": [0, 1, 1, 9]}},
+     "mlp network whose class_of is not one of its 3 classes for each of its 7 words"),
+    ("mlp", {"output": "class", "classes": 2, "counts": [0, 0, 5, 4, 3, 2, 1], "arrays": {"bc": None}},
+     "no array 'bc'"),
 ])
 def test_a_network_whose_arrays_break_its_promises_is_refused(tmp_path, arch, change, fragment):
     refused(tmp_path, saved(tmp_path, arch, **change), fragment)

@@ -8,14 +8,14 @@ import math
 import numpy as np
 import pytest
 
-from conftest import assert_gradients_match_finite_differences, assert_one_line_error, run_nplm
+from conftest import (assert_gradients_match_finite_differences, assert_one_line_error, class_logprobs, hs_logprobs,
+                      log_softmax, run_nplm, scored_as_ppl_says)
 from nplmtk.corpus import Corpus
-from nplmtk.models import ARCHITECTURES, load
+from nplmtk.models import ARCHITECTURES
 from nplmtk.neural.recurrent import stream_rows
 from nplmtk.neural.train import Trainer, TrainingConfig
 from nplmtk.ngram.counts import NgramCounts
 from nplmtk.ngram.estimate import estimate
-from nplmtk.toy import ToyGrammar
 from nplmtk.vocab import Vocabulary
 
 VOCAB = Vocabulary([f"w{i}" for i in range(9)])
@@ -30,6 +30,9 @@ SHAPES = [
     # the class-factored output layer
     ("rnn", dict(output="class", classes=3)),
     ("lstm", dict(output="class", classes=4, layers=2, tie=True, features=5, hidden=5, bias=False)),
+    # the hierarchical softmax
+    ("rnn", dict(output="hs")),
+    ("lstm", dict(output="hs", layers=2, bias=False, peephole=True)),
 ]
 COUNTS = [0, 0, 30, 50, 9, 7, 5, 4, 3, 3, 2, 1]  # of <unk>, <s>, </s> and the nine words
 
@@ -67,25 +70,18 @@ def reference_logprobs(model, rows):
             else:
                 s[layer] = act(z)
             below = s[layer]
-        y = below @ p.get("V", p["C"]).T + p.get("d", 0) + (x @ p["M"].T if "M" in p else 0)
-        if "Vc" in p:  # p(class) p(word | class), each a softmax
-            class_of = np.array(meta["class_of"])
-            z = log_softmax(below @ p["Vc"].T + p.get("bc", 0))
-            logp = np.stack([z[np.arange(streams), class_of[w]] + log_softmax(
-                np.where(class_of == class_of[w], y, -np.inf))[:, w] for w in range(len(class_of))], axis=1)
+        if "Vn" in p:
+            logp = hs_logprobs(below, p["Vn"], p.get("bn", 0), model.meta["tree"], len(model.vocab))
+        elif "Vc" in p:
+            logp = class_logprobs(below, p.get("V", p["C"]), p.get("d", 0), p["Vc"], p.get("bc", 0), meta["class_of"])
         else:
-            logp = log_softmax(y)
+            logp = log_softmax(below @ p.get("V", p["C"]).T + p.get("d", 0) + (x @ p["M"].T if "M" in p else 0))
         out[t] = np.where(targets >= 0, logp[np.arange(streams), np.maximum(targets, 0)], 0)
     return out
 
 
-def log_softmax(y):
-    top = y.max(axis=1, keepdims=True)
-    return y - top - np.log(np.exp(y - top).sum(axis=1, keepdims=True))
-
-
 def random_model(arch, shape, seed=2):
-    counts = COUNTS if shape.get("output") == "class" else None
+    counts = COUNTS if shape.get("output") in ("class", "hs") else None
     model = ARCHITECTURES[arch].initial(VOCAB, seed=seed, counts=counts, **{"features": 4, "hidden": 5, **shape})
     rng = np.random.default_rng(0)
     for name in model.params:  # non-zero biases and larger weights make a sharper test
@@ -126,7 +122,7 @@ def test_scoring_carries_the_state_and_equals_the_reference(arch, shape):
 
 
 def test_classes_by_frequency_are_balanced_in_sqrt_mass_and_ordered():
-    from nplmtk.neural.recurrent import frequency_classes
+    from nplmtk.neural.word_classes import frequency_classes
     counts = np.random.default_rng(1).zipf(1.3, 5000).astype(float)
     class_of = frequency_classes(counts, 40)
     order = np.argsort(-counts, kind="stable")
@@ -191,18 +187,9 @@ def test_an_lstm_matches_a_bracket_twenty_words_back_where_a_5gram_cannot():
     assert closing_choice(kn5, test) < 0.6
 
 
-@pytest.fixture(scope="module")
-def texts(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("recurrent")
-    grammar = ToyGrammar()
-    for name, count, seed in (("train", 600, 1), ("valid", 40, 2)):
-        (folder / f"{name}.txt").write_text("\n".join(" ".join(s) for s in grammar.sentences(count, seed)) + "\n")
-    return folder, Vocabulary(grammar.words)
-
-
-def test_resumed_run_finishes_like_an_uninterrupted_one(texts, tmp_path):
+def test_resumed_run_finishes_like_an_uninterrupted_one(toy_texts, tmp_path):
     """Mid-epoch checkpoints hold each worker's carried state, dropout generator and Adam moments."""
-    folder, model_vocab = texts
+    folder, model_vocab = toy_texts
     train, valid = (Corpus.read(str(folder / f"{name}.txt"), model_vocab) for name in ("train", "valid"))
     settings = dict(epochs=2, lr=0.01, optimizer="adam", streams=4, bptt=5, dropout=0.2, progress=False,
                     checkpoint_dir=str(tmp_path), checkpoint_every=7)
@@ -217,23 +204,18 @@ def test_resumed_run_finishes_like_an_uninterrupted_one(texts, tmp_path):
 
 
 @pytest.mark.parametrize("arch, output", [("rnn", []), ("lstm", []), ("lstm", ["-output", "class", "-classes", 6])])
-def test_train_save_score_from_the_command_line(texts, tmp_path, arch, output):
-    texts, vocab = texts
+def test_train_save_score_from_the_command_line(toy_texts, tmp_path, arch, output):
+    texts, vocab = toy_texts
     model_path = tmp_path / "m.nplm"
     status, _, err = run_nplm("train", "-arch", arch, "-text", texts / "train.txt", "-valid", texts / "valid.txt",
                               "-m", 8, "-h", 8, "-layers", 2, "-tie", "-dropout", 0.1, "-bptt", 10, "-streams", 4,
                               "-epochs", 3, "-lr", 0.05, "-threads", 2, *output, "-lm", model_path,
                               "-log", tmp_path / "log.jsonl", "-quiet")
     assert status == 0, err
-    status, out, err = run_nplm("ppl", "-lm", model_path, "-text", texts / "valid.txt")
-    assert status == 0 and out.startswith(f"file {texts / 'valid.txt'}: 40 sentences"), err
-    reported = float(out.split("ppl= ")[1].split()[0])
+    model, reported = scored_as_ppl_says(model_path, texts / "valid.txt")
     assert reported < len(vocab) / 3
-    model = load(str(model_path))
     assert model.meta["reset_state"] == "sentence" and model.meta["tie"] and "V" not in model.params
     assert model.meta["classes"] == (6 if output else 0)
-    corpus = Corpus.read(str(texts / "valid.txt"), model.vocab)
-    assert math.isclose(math.exp(-model.logprobs(corpus).mean()), reported, rel_tol=1e-3)
 
 
 @pytest.mark.parametrize("args, fragment", [
@@ -244,8 +226,16 @@ def test_train_save_score_from_the_command_line(texts, tmp_path, arch, output):
     (["-arch", "lstm", "-criterion", "is"], "recurrent models train with the exact softmax"),
     (["-arch", "lstm", "-batch", "4"], "-batch: a recurrent model updates once per -bptt steps"),
     (["-optimizer", "adam"], "Adam is built for the recurrent models"),
+    # the output layers
+    (["-arch", "energy", "-output", "hs"], "-output hs: -arch energy has full"),
+    (["-arch", "lbl", "-output", "class"], "-output class: -arch lbl has full"),
+    (["-arch", "lbl", "-output", "full", "-classes", 3], "-classes applies to -output class"),
+    (["-output", "hs", "-classes", 9], "-classes applies to -output class"),
+    (["-output", "hs", "-direct"], "-output hs reads the hidden layer only"),
+    (["-arch", "lstm", "-output", "hs", "-tie", "-m", 4, "-h", 4], "neither -direct nor -tie applies"),
+    (["-output", "hs", "-criterion", "is"], "-output hs trains with its exact gradient"),
 ])
-def test_recurrent_options_refused_in_one_line(tmp_path, args, fragment):
+def test_network_options_refused_in_one_line(tmp_path, args, fragment):
     (tmp_path / "t.txt").write_text("a b c\n")
     status, _, err = run_nplm("train", "-text", tmp_path / "t.txt", "-lm", tmp_path / "m.nplm", *args)
     assert_one_line_error(status, err, fragment)

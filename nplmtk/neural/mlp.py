@@ -1,11 +1,17 @@
 """The neural probabilistic language model of Bengio et al. (2003), eq. 1:
 y = b + W x + U act(d + H x), x the concatenated feature vectors C(w) of the n-1
 previous words, p(w_t | context) = softmax(y). `-h 0` drops the hidden layer (Table 1's
-MLP3/MLP4 have h = 0 with direct connections); `direct` turns W on."""
+MLP3/MLP4 have h = 0 with direct connections); `direct` turns W on. With `output` "hs" the
+hierarchical softmax over the Huffman tree of the training counts replaces b + U act(.)
+(node rows Vn and biases bn; nplmtk/neural/huffman.py); with "class" Mikolov's class-factored
+softmax p(c(w) | a) p(w | c(w), a) over `classes` classes by frequency (class rows Vc and
+biases bc beside U and b; nplmtk/neural/word_classes.py)."""
 import numpy as np
 
 from ..errors import ParameterError
+from .huffman import huffman_tree
 from .network import ACTIVATION_CODES, SCORING_BATCH, NeuralModel, uniform_initialiser
+from .word_classes import class_lists, frequency_classes
 
 
 class MLPModel(NeuralModel):
@@ -13,6 +19,8 @@ class MLPModel(NeuralModel):
     arch = "mlp"
     summary = "Bengio et al. 2003, eq. 1: softmax over b + W x + U act(d + H x)"
     ACTIVATIONS = tuple(ACTIVATION_CODES)
+    ARCHITECTURE = NeuralModel.ARCHITECTURE + ("classes", "hs")
+    OUTPUTS = ("full", "class", "hs")
 
     def __init__(self, vocab, params, order, activation="tanh", meta=None):
         if activation not in ACTIVATION_CODES:
@@ -20,21 +28,40 @@ class MLPModel(NeuralModel):
         super().__init__(vocab, params, order, activation, meta)
 
     @classmethod
-    def initial(cls, vocab, order, features, hidden, direct=False, bias=True, activation="tanh", seed=1):
+    def initial(cls, vocab, order, features, hidden, direct=False, bias=True, activation="tanh", seed=1,
+                output="full", classes=None, counts=None):
+        """`output` "hs": the hierarchical softmax over the Huffman tree of `counts` (each
+        word's count in the training text, </s> included); "class": the class-factored
+        softmax over `classes` classes (default sqrt |V|) by frequency from `counts`."""
         if order < 2:
             raise ParameterError("a neural model needs {order} 2 or more (at least one context word)")
         if hidden == 0 and not direct:
             raise ParameterError("{hidden} 0 leaves no path from the context to the output: add {direct}")
+        if output not in cls.OUTPUTS:
+            raise ParameterError(f"{{output}}: unknown value '{output}' (choose from {', '.join(cls.OUTPUTS)})")
+        if classes is not None and output != "class":
+            raise ParameterError("{classes} applies to {output} class")
+        if output != "full" and (direct or not hidden):
+            raise ParameterError(f"{{output}} {output} reads the hidden layer only: it needs {{hidden}} 1 or more "
+                                 "and no {direct} connections")
+        if output != "full" and counts is None:
+            raise ParameterError(f"{{output}} {output} needs the training counts of the words")
+        if classes is not None and not 1 <= classes <= len(vocab):
+            raise ParameterError(f"{{classes}} must be from 1 to |V| = {len(vocab)}")
+        meta = {"features": features, "hidden": hidden, "direct": direct, "bias": bias, "classes": 0,
+                "hs": output == "hs"}
+        if output == "hs":
+            meta["tree"] = huffman_tree(counts)
+        if output == "class":
+            class_of = frequency_classes(counts, classes or max(1, round(len(vocab) ** 0.5)))
+            meta.update(classes=int(class_of.max()) + 1, class_of=class_of.tolist())
         uniform = uniform_initialiser(seed)
-        inputs = (order - 1) * features
-        size = len(vocab)
-        params = {"C": uniform((size, features), features), "b": np.zeros(size, dtype=np.float32)}
-        if hidden:
-            params.update(H=uniform((hidden, inputs), inputs), d=np.zeros(hidden, dtype=np.float32),
-                          U=uniform((size, hidden), hidden))
-        if direct:
-            params["W"] = uniform((size, inputs), inputs)
-        meta = {"features": features, "hidden": hidden, "direct": direct, "bias": bias}
+        params = {}
+        for name, shape in cls.array_shapes(len(vocab), order, meta).items():
+            if name in ("b", "d", "bn", "bc"):  # biases start at zero
+                params[name] = np.zeros(shape, dtype=np.float32)
+            else:
+                params[name] = uniform(shape, shape[-1])
         return cls(vocab, params, order, activation, meta)
 
     @classmethod
@@ -42,6 +69,17 @@ class MLPModel(NeuralModel):
         if shape["hidden"] == 0 and not shape["direct"]:
             return {}  # no such network: any array is unexpected
         inputs = (order - 1) * shape["features"]
+        if shape.get("hs"):  # the tree's node rows and biases instead of U and b
+            if shape["direct"] or not shape["hidden"]:
+                return {}
+            return {"C": (vocab_size, shape["features"]), "H": (shape["hidden"], inputs), "d": (shape["hidden"],),
+                    "Vn": (vocab_size - 1, shape["hidden"]), "bn": (vocab_size - 1,)}
+        if shape.get("classes"):  # and the class rows and biases beside U and b
+            if shape["direct"] or not shape["hidden"]:
+                return {}
+            return {"C": (vocab_size, shape["features"]), "H": (shape["hidden"], inputs), "d": (shape["hidden"],),
+                    "U": (vocab_size, shape["hidden"]), "b": (vocab_size,), "Vc": (shape["classes"], shape["hidden"]),
+                    "bc": (shape["classes"],)}
         arrays = {"C": (vocab_size, shape["features"]), "b": (vocab_size,)}
         if shape["hidden"]:
             arrays.update(H=(shape["hidden"], inputs), d=(shape["hidden"],), U=(vocab_size, shape["hidden"]))
@@ -49,8 +87,20 @@ class MLPModel(NeuralModel):
             arrays["W"] = (vocab_size, inputs)
         return arrays
 
+    def output_touches_few_rows(self):
+        return self.output != "full"
+
+    def check_training(self, config):
+        if self.output != "full" and (config.criterion != "full" or config.mpi == "param"):
+            raise ParameterError(f"{{output}} {self.output} trains with its exact gradient, on whole models: not "
+                                 "with {criterion} is* nor {mpi} param")
+
     def network(self, capacity=SCORING_BATCH):
-        from .._ext.mlp_kernels import Network
+        from .._ext.mlp_kernels import FactoredNetwork, Network
+        if self.output != "full":
+            return FactoredNetwork(self.params, self.order - 1, ACTIVATION_CODES[self.activation], capacity,
+                                   self.meta.get("bias", True), self.hs_paths() if self.output == "hs" else None,
+                                   class_lists(self.meta["class_of"]) if self.output == "class" else None)
         return Network(self.params, self.order - 1, ACTIVATION_CODES[self.activation], capacity,
                        self.meta.get("bias", True))
 

@@ -7,15 +7,16 @@ import numpy as np
 from .. import container
 from ..errors import InputError, ParameterError
 from ..lm import LanguageModel
+from .huffman import tree_paths
 
 SCORING_BATCH = 256
 MAX_ORDER = 20  # as train-nplm -order
 MAX_UNITS = 1 << 20  # features or hidden units a file may declare
 # the meta keys of model files: their types (or the values allowed) and integer minima
 META_TYPES = {"features": int, "hidden": int, "direct": bool, "bias": bool, "layers": int, "tie": bool,
-              "peephole": bool, "reset_state": ("sentence", "never"), "classes": int}
+              "peephole": bool, "reset_state": ("sentence", "never"), "classes": int, "hs": bool}
 META_MINIMUM = {"features": 1, "hidden": 0, "layers": 1, "classes": 0}
-META_DEFAULTS = {"classes": 0}  # keys newer than some model files: the value those files mean
+META_DEFAULTS = {"classes": 0, "hs": False}  # keys newer than some model files: the value those files mean
 
 
 # The hidden activations the feed-forward and recurrent kernels switch on, by their codes.
@@ -44,6 +45,7 @@ class NeuralModel(LanguageModel):
     DEFAULTS = {"lr": 1e-3, "weight_decay": 1e-4}  # train-nplm's -lr and -weight-decay when not given
     ARCHITECTURE = ("features", "hidden", "direct", "bias")  # the meta keys that shape the network
     ACTIVATIONS = ("tanh",)  # the hidden activations its files may name
+    OUTPUTS = ("full",)  # the output layers its `initial` builds (`output`)
 
     def __init__(self, vocab, params, order, activation="tanh", meta=None):
         self.vocab = vocab
@@ -51,6 +53,23 @@ class NeuralModel(LanguageModel):
         self.order = order
         self.activation = activation
         self.meta = meta or {}
+        self._paths = None
+
+    @property
+    def output(self):
+        """The output layer: "full", "class" or "hs" (one of OUTPUTS)."""
+        return "hs" if self.meta.get("hs") else "class" if self.meta.get("classes") else "full"
+
+    def output_touches_few_rows(self):
+        """Whether an update reads and steps only a few rows of the output layer (the
+        trainer then decays the dense weights in bulk less often)."""
+        return False
+
+    def hs_paths(self):
+        """The paths of the hierarchical softmax's Huffman tree (meta "tree"), for its kernel."""
+        if self._paths is None:
+            self._paths = tree_paths(self.meta["tree"], len(self.vocab))
+        return self._paths
 
     # -- the training protocol ----------------------------------------------------------
     def training_examples(self, corpus, config):
@@ -186,6 +205,23 @@ class NeuralModel(LanguageModel):
                                  + ("true or false)" if kind is bool else
                                     f"an integer from {META_MINIMUM[key]} to {MAX_UNITS:,})"), path=path)
             shape[key] = value
+        if shape.get("classes"):
+            count, class_of = shape["classes"], meta.get("class_of")
+            if (type(class_of) is not list or len(class_of) != len(vocab)
+                    or any(type(c) is not int or not 0 <= c < count for c in class_of) or len(set(class_of)) != count):
+                raise InputError(f"{cls.arch} network whose class_of is not one of its {count} classes for each of its "
+                                 f"{len(vocab)} words, every class used", path=path)
+            shape["class_of"] = class_of
+        if shape.get("hs"):
+            tree = meta.get("tree")
+            try:
+                if type(tree) is not list or any(type(child) is not int for child in tree):
+                    raise ValueError("not a list of node ids")
+                tree_paths(tree, len(vocab))
+            except ValueError as error:
+                raise InputError(f"{cls.arch} network whose hierarchical softmax tree is broken: {error}",
+                                 path=path) from None
+            shape["tree"] = tree
         return order, activation, shape
 
     @classmethod

@@ -16,10 +16,11 @@ import numpy as np
 from ..lm import LN10
 
 from ..errors import InputError, ParameterError
+from .huffman import huffman_tree
 from .network import ACTIVATION_CODES, NeuralModel, uniform_initialiser
+from .word_classes import class_lists, frequency_classes
 
 RESET_STATES = ("sentence", "never")
-OUTPUTS = ("full", "class")
 MAX_LAYERS = 8
 SCORING_STREAMS = 64  # sentences scored side by side when each starts from a zero state
 SCORING_ROWS = 512  # steps x streams per segment when scoring
@@ -31,8 +32,10 @@ class RNNModel(NeuralModel):
     arch = "rnn"
     summary = ("recurrent network (survey sec. 2.2): s_t = act(U x_t + W s_t-1 + b), y_t = V s_t + M x_t + d, "
                "trained by truncated BPTT over -streams streams of -bptt steps")
-    ARCHITECTURE = ("features", "hidden", "direct", "bias", "layers", "tie", "peephole", "reset_state", "classes")
+    ARCHITECTURE = ("features", "hidden", "direct", "bias", "layers", "tie", "peephole", "reset_state", "classes",
+                    "hs")
     ACTIVATIONS = tuple(ACTIVATION_CODES)
+    OUTPUTS = ("full", "class", "hs")
     RECURRENT = True
     LSTM = False
     DEFAULTS = {"lr": 0.01, "weight_decay": 0.0}  # -lr is per word: the gradient is summed over a segment
@@ -46,7 +49,7 @@ class RNNModel(NeuralModel):
                 counts=None):
         """`output` "class": the class-factored output layer over `classes` classes (default
         sqrt |V|) by frequency from `counts` (each word's count in the training text, </s>
-        included)."""
+        included); "hs": the hierarchical softmax over the Huffman tree of `counts`."""
         if order is not None:
             raise ParameterError(f"{{order}} applies to the feed-forward models: {cls.arch} sees the whole history")
         if hidden < 1:
@@ -61,8 +64,13 @@ class RNNModel(NeuralModel):
         if reset_state not in RESET_STATES:
             raise ParameterError(f"{{reset_state}}: unknown value '{reset_state}' (choose from "
                                  f"{', '.join(RESET_STATES)})")
-        if output not in OUTPUTS:
-            raise ParameterError(f"{{output}}: unknown value '{output}' (choose from {', '.join(OUTPUTS)})")
+        if output not in cls.OUTPUTS:
+            raise ParameterError(f"{{output}}: unknown value '{output}' (choose from {', '.join(cls.OUTPUTS)})")
+        if output == "hs" and (direct or tie):
+            raise ParameterError("{output} hs: its node vectors replace the output layer, so neither {direct} nor "
+                                 "{tie} applies")
+        if output == "hs" and counts is None:
+            raise ParameterError("{output} hs needs the training counts of the words")
         if classes is not None and output != "class":
             raise ParameterError("{classes} applies to {output} class")
         if output == "class" and classes is None:
@@ -77,7 +85,9 @@ class RNNModel(NeuralModel):
         if activation not in ACTIVATION_CODES:
             raise ParameterError(f"{{activation}}: unknown '{activation}' (choose from {', '.join(ACTIVATION_CODES)})")
         meta = {"features": features, "hidden": hidden, "direct": direct, "bias": bias, "layers": layers,
-                "tie": tie, "peephole": peephole, "reset_state": reset_state, "classes": 0}
+                "tie": tie, "peephole": peephole, "reset_state": reset_state, "classes": 0, "hs": output == "hs"}
+        if output == "hs":
+            meta["tree"] = huffman_tree(counts)
         if classes:
             class_of = frequency_classes(counts, classes)
             meta.update(classes=int(class_of.max()) + 1, class_of=class_of.tolist())
@@ -107,6 +117,13 @@ class RNNModel(NeuralModel):
             if shape["peephole"]:
                 arrays[f"P{layer}"] = (3, h)
             inputs = h
+        if shape["hs"]:  # the tree's node vectors and biases instead of V and d
+            if shape["tie"] or shape["direct"] or shape["classes"]:
+                return {}
+            arrays["Vn"] = (vocab_size - 1, h)
+            if shape["bias"]:
+                arrays["bn"] = (vocab_size - 1,)
+            return arrays
         if not shape["tie"]:
             arrays["V"] = (vocab_size, h)
         if shape["bias"]:
@@ -120,18 +137,6 @@ class RNNModel(NeuralModel):
             if shape["bias"]:
                 arrays["bc"] = (shape["classes"],)
         return arrays
-
-    @classmethod
-    def _checked_meta(cls, vocab, meta, path):
-        order, activation, shape = super()._checked_meta(vocab, meta, path)
-        if shape["classes"]:
-            count, class_of = shape["classes"], meta.get("class_of")
-            if (type(class_of) is not list or len(class_of) != len(vocab)
-                    or any(type(c) is not int or not 0 <= c < count for c in class_of) or len(set(class_of)) != count):
-                raise InputError(f"{cls.arch} network whose class_of is not one of its {count} classes for each of its "
-                                 f"{len(vocab)} words, every class used", path=path)
-            shape["class_of"] = class_of
-        return order, activation, shape
 
     # -- the training protocol ----------------------------------------------------------
     def check_training(self, config):
@@ -166,7 +171,8 @@ class RNNModel(NeuralModel):
         meta = self.meta
         return RecurrentNetwork(self.params, meta["layers"], self.LSTM, ACTIVATION_CODES[self.activation], streams,
                                 capacity, meta["reset_state"] == "sentence", self.vocab.bos, dropout, clip, seed,
-                                trainable, adam, np.array(meta["class_of"]) if meta.get("classes") else None)
+                                trainable, adam, class_lists(meta["class_of"]) if meta.get("classes") else None,
+                                self.hs_paths() if meta.get("hs") else None)
 
     # -- scoring --------------------------------------------------------------------------
     def logprobs(self, corpus):
@@ -265,20 +271,6 @@ def _prefix_trie(corpus, vocab):
         levels.append((start[alive] + depth, np.array(pair_of_token), list(pairs),
                        np.array([parent for parent, _ in keys]), np.array([word for _, word in keys])))
     return levels
-
-
-def frequency_classes(counts, classes):
-    """Each word's class, by frequency as RNNLM and faster-rnnlm bin them: the words by
-    descending count, cut where the running sum of sqrt(count) crosses each 1/K of its
-    total (classes left empty by a very frequent word are dropped)."""
-    counts = np.asarray(counts, dtype=np.float64)
-    order = np.argsort(-counts, kind="stable")
-    mass = np.sqrt(counts[order])
-    before = (np.cumsum(mass) - mass) / max(mass.sum(), 1e-300)
-    ranked = np.minimum((before * classes).astype(np.int64), classes - 1)
-    class_of = np.empty(len(counts), dtype=np.int64)
-    class_of[order] = np.unique(ranked, return_inverse=True)[1]
-    return class_of
 
 
 def stream_rows(corpus, streams, vocab):

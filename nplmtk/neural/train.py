@@ -32,7 +32,8 @@ CRITERIA = ("full", "is", "is-adaptive")
 MPI_MODES = ("param", "data")
 OPTIMIZERS = ("sgd", "adam")
 # Examples between bulk decays of the dense weights (U, H, W): the full softmax touches
-# them at every update anyway; the sampled steps touch a few rows, so they wait longer.
+# them at every update anyway; the sampled steps, and those of the factored output layers
+# (hierarchical or class softmax), touch a few rows of the output layer, so they wait longer.
 DENSE_DECAY_PERIOD = {"full": 64, "sampled": 1024}
 ROUND = 4096  # examples per thread between progress reports and checkpoint checks
 
@@ -328,7 +329,7 @@ class Trainer:
         """One worker's chunk: its updates are first_update, first_update + threads, ...
         (the workers' updates interleave)."""
         cfg = self.config
-        period = DENSE_DECAY_PERIOD["sampled" if self.sampling else "full"]
+        period = DENSE_DECAY_PERIOD["sampled" if self.sampling or self.model.output_touches_few_rows() else "full"]
         per_update = self.model.examples_per_update(cfg)
         if hasattr(self.model, "blocks"):
             schedule = block_schedule(self.model, cfg, len(chunk), self.state["lr_scale"], period, first_update)
