@@ -60,15 +60,19 @@ print(json.dumps({"words": corpus.num_words, "sentences": corpus.num_sentences, 
 """
 
 
-def _training_peak(generator, vocab, seconds):
-    """VmHWM (MB) of `nplm train-nplm` (MLP9's shape, batch 256, 2 threads) on the stream
-    after `seconds` of its first epoch, and how long reading the stream took."""
+NETWORKS = {"mlp": ["-order", "5", "-m", "30", "-h", "100", "-batch", "256"],
+            "lstm": ["-arch", "lstm", "-m", "200", "-h", "200", "-output", "hs"]}
+
+
+def _training_peak(generator, vocab, seconds, network):
+    """VmHWM (MB) of `nplm train-nplm` (`network`, 2 threads) on the stream after
+    `seconds` of its first epoch, and how long that took."""
     feed = subprocess.Popen(generator, stdout=subprocess.PIPE)
     log = os.path.join(OUT, "large-train.err")
     with open(log, "w") as err:
-        proc = subprocess.Popen([NPLM, "train-nplm", "-text", "-", "-vocab", vocab, "-order", "5", "-m", "30",
-                                 "-h", "100", "-batch", "256", "-threads", "2", "-epochs", "1", "-quiet",
-                                 "-lm", os.path.join(OUT, "large-unused.nplm")], stdin=feed.stdout, stderr=err)
+        proc = subprocess.Popen([NPLM, "train-nplm", "-text", "-", "-vocab", vocab, *NETWORKS[network], "-threads",
+                                 "2", "-epochs", "1", "-quiet", "-lm", os.path.join(OUT, "large-unused.nplm")],
+                                stdin=feed.stdout, stderr=err)
     feed.stdout.close()
     feed.wait()
     start = time.perf_counter()
@@ -108,7 +112,7 @@ def large_corpora(brown, peak):
     loading = json.loads(subprocess.run([sys.executable, "-c", LOADING, vocab], stdin=feed.stdout, check=True,
                                         capture_output=True, text=True).stdout)
     feed.wait()
-    train_peak, _ = _training_peak(generator, vocab, seconds=TRAINING_SECONDS)
+    train_peaks = {network: _training_peak(generator, vocab, TRAINING_SECONDS, network)[0] for network in NETWORKS}
 
     def row(name, command, runs):
         return (f"| {name} | {command} | {statistics.median(s for s, _ in runs):.1f} s | "
@@ -139,6 +143,7 @@ def large_corpora(brown, peak):
               f"{loading['read']:.1f} s, shuffling {loading['shuffle']:.1f} s, gathering all "
               f"{loading['examples']:,} windows {loading['gather']:.1f} s; peak RSS {loading['peak_mb']:,.0f} MB "
               f"(the windows themselves would take {loading['examples'] * 20 / 2 ** 20:,.0f} MB).",
-              f"- `nplm train-nplm -text - -vocab vocab.txt -order 5 -m 30 -h 100 -batch 256 -threads 2` on the "
-              f"stream: peak RSS {train_peak:,.0f} MB {TRAINING_SECONDS} s into its first epoch."]
+              *[f"- `nplm train-nplm -text - -vocab vocab.txt {' '.join(NETWORKS[network])} -threads 2` on the "
+                f"stream: peak RSS {peak:,.0f} MB {TRAINING_SECONDS} s into its first epoch."
+                for network, peak in train_peaks.items()]]
     return lines

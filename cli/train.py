@@ -4,7 +4,6 @@ import os
 import sys
 
 import click
-import numpy as np
 
 from nplmtk.corpus import Corpus
 from nplmtk.errors import NplmError, RankLostError
@@ -241,7 +240,7 @@ def _prepare(text, valid, vocab, network, config, resume, checkpoint, min_count,
         if settings.get("output") == "full":  # every architecture's default; only some take `output`
             del settings["output"]
         if settings.get("output") in ("class", "hs"):  # by the training counts (each </s> counted)
-            settings["counts"] = np.bincount(train_corpus.ids, minlength=len(vocabulary))
+            settings["counts"] = train_corpus.word_counts()
             settings["counts"][vocabulary.eos] += train_corpus.num_sentences
         model = ARCHITECTURES[settings.pop("arch")].initial(vocabulary, seed=config.seed, **settings)
         for (source, blocks), (path, _) in zip(sources, init_from):

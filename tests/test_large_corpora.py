@@ -210,3 +210,9 @@ def test_stream_steps_are_the_recurrent_training_rows(vocab, streams):
     pick = np.array([len(expected) - 1, 0, 2])
     np.testing.assert_array_equal(steps[pick], expected[pick])
     assert steps.words == int(np.count_nonzero(expected[:, 1] >= 0))
+
+
+def test_word_counts_in_blocks(vocab):
+    corpus = Corpus.from_lines(random_text(7).split("\n"), vocab, unk=False)
+    expected = np.bincount(corpus.ids[corpus.ids >= 0], minlength=len(vocab))
+    np.testing.assert_array_equal(corpus.word_counts(block=17), expected)
