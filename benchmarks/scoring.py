@@ -17,7 +17,8 @@ PYTHON = sys.executable
 PHASES = """
 import json, sys, time
 start = time.perf_counter()
-import nplmtk.cli.ppl  # what `nplm ppl` imports
+import nplmtk.cli.main  # what `nplm ppl` imports, in its order (numpy first, cli/main.py)
+import nplmtk.cli.ppl
 from nplmtk.models import load
 from nplmtk.ppl import read_scored_text, report
 imported = time.perf_counter()

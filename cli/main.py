@@ -3,14 +3,34 @@ library's warnings as one line each."""
 import contextlib
 import difflib
 import importlib
+import os
 import sys
 import warnings
 
-import click
 
-from nplmtk.errors import NplmError, NplmWarning
+def _numpy_with_one_blas_thread():
+    """Import numpy with its OpenBLAS on one thread: started with a thread per core it
+    costs a short command (scoring with an n-gram model) about 0.1 s on a busy machine, and
+    nplm gives numpy's BLAS no large products (the networks' kernels call scipy's own
+    OpenBLAS, a library of its own, loaded later with the variable as it was)."""
+    before = os.environ.get("OPENBLAS_NUM_THREADS")
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        import numpy  # noqa: F401
+    finally:
+        if before is None:
+            del os.environ["OPENBLAS_NUM_THREADS"]
+        else:
+            os.environ["OPENBLAS_NUM_THREADS"] = before
 
-from .options import spell
+
+_numpy_with_one_blas_thread()
+
+import click  # noqa: E402
+
+from nplmtk.errors import NplmError, NplmWarning  # noqa: E402
+
+from .options import spell  # noqa: E402
 
 ALIASES = {"train": "train-nplm"}
 # subcommand -> the module of this package that defines it, imported only when it is run
