@@ -120,6 +120,7 @@ def set_at(index, value):
     (setter("bow.3", lambda a: a[:-1]), "array 'bow.3' is float32"),
     (setter("node.2", lambda a: a.astype(np.uint8)), "array 'node.2' is uint8"),
     (setter("keys.2", swap_first_keys), "2-gram keys are not increasing"),
+    (setter("keys.2", lambda a: np.array(7, dtype=np.int64)), "array 'keys.2' has the shape (), not one dimension"),
     (setter("keys.1", set_at(-1, 10 ** 6)), "1-gram keys are not increasing keys of n-grams of its"),
     (setter("keys.3", set_at(-1, 2 ** 62)), "3-gram keys"),
     (setter("keys.2", set_at(0, -5)), "2-gram keys"),

@@ -65,6 +65,8 @@ def load_binary(model_file):
     vocab_size, parents = len(vocab), 1
     keys, values = [], {"logp": [], "bow": [], "has_bow": [], "node": []}
     for k in range(1, order + 1):
+        if arrays[f"keys.{k}"].ndim != 1:
+            refuse(f"whose array 'keys.{k}' has the shape {arrays[f'keys.{k}'].shape}, not one dimension")
         count = len(arrays[f"keys.{k}"])
         for name, dtype in TABLES.items():
             array = arrays[f"{name}.{k}"]
