@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from nplmtk.corpus import OOV, Corpus
+from nplmtk.corpus import Corpus
 from nplmtk.errors import InputError
 from nplmtk.neural.network import NeuralModel
 from nplmtk.neural.sampling import proposal
