@@ -1,13 +1,14 @@
 """Corpora larger than memory (issue 20): a 200M-word stream (Brown train repeated and
 shuffled, made on the fly by big_text.py) counted by `nplm ngram-count -memory 2G` and by
 KenLM's lmplz (KENLM_BIN) in turn, and the data loading of one training epoch on it."""
+import json
 import os
 import statistics
 import subprocess
 import sys
 import time
 
-from sections import NPLM, OUT, _vocabulary
+from sections import NPLM, OUT, _vocabulary, peak_after
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORDS = int(os.environ.get("LARGE_WORDS", 200_000_000))
@@ -65,8 +66,8 @@ NETWORKS = {"mlp": ["-order", "5", "-m", "30", "-h", "100", "-batch", "256"],
 
 
 def _training_peak(generator, vocab, seconds, network):
-    """VmHWM (MB) of `nplm train-nplm` (`network`, 2 threads) on the stream after
-    `seconds` of its first epoch, and how long that took."""
+    """VmHWM (MB) of `nplm train-nplm` (`network`, 2 threads) on the stream, `seconds`
+    after the stream has been read."""
     feed = subprocess.Popen(generator, stdout=subprocess.PIPE)
     log = os.path.join(OUT, "large-train.err")
     with open(log, "w") as err:
@@ -75,20 +76,10 @@ def _training_peak(generator, vocab, seconds, network):
                                 stdin=feed.stdout, stderr=err)
     feed.stdout.close()
     feed.wait()
-    start = time.perf_counter()
-    time.sleep(seconds)
-    peak = 0
-    with open(f"/proc/{proc.pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                peak = int(line.split()[1]) / 1024
-    proc.kill()
-    proc.wait()
-    return peak, time.perf_counter() - start
+    return peak_after(proc, seconds)
 
 
 def large_corpora(brown, peak):
-    import json
     vocab = _vocabulary(brown)
     generator = _generator(brown, vocab)
     ours_cmd = [NPLM, "ngram-count", "-text", "-", "-order", "5", "-vocab", vocab, "-unk", "-memory", "2G",
@@ -112,7 +103,7 @@ def large_corpora(brown, peak):
     loading = json.loads(subprocess.run([sys.executable, "-c", LOADING, vocab], stdin=feed.stdout, check=True,
                                         capture_output=True, text=True).stdout)
     feed.wait()
-    train_peaks = {network: _training_peak(generator, vocab, TRAINING_SECONDS, network)[0] for network in NETWORKS}
+    train_peaks = {network: _training_peak(generator, vocab, TRAINING_SECONDS, network) for network in NETWORKS}
 
     def row(name, command, runs):
         return (f"| {name} | {command} | {statistics.median(s for s, _ in runs):.1f} s | "

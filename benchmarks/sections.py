@@ -187,6 +187,11 @@ def _peak_training_memory(train, vocab, run, seconds=25):
     proc = subprocess.Popen([NPLM, "train-nplm", "-text", train, "-vocab", vocab, *run.shape_options(),
                              "-epochs", "1", "-batch", str(run.batch), "-threads", str(run.threads), "-quiet",
                              "-lm", os.path.join(OUT, "unused.nplm")])
+    return peak_after(proc, seconds)
+
+
+def peak_after(proc, seconds):
+    """The peak RSS (VmHWM, MB) of the running `proc` after `seconds`; then it is killed."""
     time.sleep(seconds)
     peak = 0
     with open(f"/proc/{proc.pid}/status") as f:

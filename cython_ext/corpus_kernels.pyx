@@ -34,27 +34,33 @@ def ngram_windows(const int[::1] ids, const cnp.int64_t[::1] offsets, int order,
     return out_array
 
 
+cdef inline Py_ssize_t sentence_of(const cnp.int64_t[::1] offsets, Py_ssize_t num_sentences,
+                                   cnp.int64_t row) noexcept nogil:
+    """The sentence holding `row` of the windows' layout (sentence s's rows start at
+    offsets[s] + s: its words, then its </s>), by bisection."""
+    cdef Py_ssize_t low = 0, high = num_sentences - 1, middle
+    while low < high:
+        middle = (low + high + 1) // 2
+        if offsets[middle] + middle <= row:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
 def gather_windows(const int[::1] ids, const cnp.int64_t[::1] offsets, const cnp.int64_t[::1] rows, int order,
                    int bos, int eos, int unk):
-    """Rows `rows` of ngram_windows(ids, offsets, order, bos, eos), ids below 0 as `unk`:
-    each row's sentence found by bisection of its first row, offsets[s] + s."""
+    """Rows `rows` of ngram_windows(ids, offsets, order, bos, eos), ids below 0 as `unk`."""
     cdef Py_ssize_t num_sentences = offsets.shape[0] - 1, n = rows.shape[0]
     out_array = np.empty((n, order), dtype=np.int32)
     cdef int[:, ::1] out = out_array
-    cdef Py_ssize_t i, k, low, high, middle, s, j, pos, length
+    cdef Py_ssize_t i, k, s, j, pos, length
     cdef cnp.int64_t row
     cdef int word
     with nogil:
         for i in range(n):
             row = rows[i]
-            low, high = 0, num_sentences - 1  # the last s with offsets[s] + s <= row
-            while low < high:
-                middle = (low + high + 1) // 2
-                if offsets[middle] + middle <= row:
-                    low = middle
-                else:
-                    high = middle - 1
-            s = low
+            s = sentence_of(offsets, num_sentences, row)
             j = row - offsets[s] - s
             length = offsets[s + 1] - offsets[s]
             for k in range(order):
@@ -80,7 +86,7 @@ def gather_stream_steps(const int[::1] ids, const cnp.int64_t[::1] offsets, cons
     cdef Py_ssize_t num_sentences = offsets.shape[0] - 1, n = steps.shape[0], used = bounds.shape[0] - 1
     out_array = np.empty((n, 2, streams), dtype=np.int32)
     cdef int[:, :, ::1] out = out_array
-    cdef Py_ssize_t i, b, low, high, middle, s, j, length
+    cdef Py_ssize_t i, b, s, j, length
     cdef cnp.int64_t t
     cdef int word
     with nogil:
@@ -91,14 +97,7 @@ def gather_stream_steps(const int[::1] ids, const cnp.int64_t[::1] offsets, cons
                     out[i, 0, b] = bos
                     out[i, 1, b] = -1
                     continue
-                low, high = 0, num_sentences - 1  # the last s with offsets[s] + s <= t
-                while low < high:
-                    middle = (low + high + 1) // 2
-                    if offsets[middle] + middle <= t:
-                        low = middle
-                    else:
-                        high = middle - 1
-                s = low
+                s = sentence_of(offsets, num_sentences, t)
                 j = t - offsets[s] - s
                 length = offsets[s + 1] - offsets[s]
                 if j == 0:

@@ -30,7 +30,8 @@ class Corpus:
         trained on: the text streams through in blocks, and only the pages in use stay."""
         if not memory_map:
             blocks = list(cls.read_blocks(path, vocab, unk, normalize, block_bytes, allow_empty=True))
-            ids = np.concatenate([b.ids for b in blocks]) if blocks else np.zeros(0, np.int32)
+            ids = (blocks[0].ids if len(blocks) == 1 else
+                   np.concatenate([b.ids for b in blocks]) if blocks else np.zeros(0, np.int32))
             lengths = [np.diff(b.offsets) for b in blocks]
         else:
             ids, lengths = _mapped_ids(cls.read_blocks(path, vocab, unk, normalize, block_bytes, allow_empty=True),
@@ -146,6 +147,15 @@ def _mapped_ids(blocks, path):
     return ids, lengths or [np.zeros(0, np.int64)]
 
 
+def _checked_index(index, size):
+    """An index array or slice of examples made on demand, as an array within 0..size-1
+    (the gathering kernels do not check)."""
+    index = np.arange(*index.indices(size)) if isinstance(index, slice) else np.asarray(index)
+    if len(index) and (index.min() < 0 or index.max() >= size):
+        raise IndexError(f"example index out of range 0..{size - 1}")
+    return index
+
+
 class WindowExamples:
     """Training examples of a feed-forward model: row r is row `rows[r]` of
     `corpus.windows(order)` (all of them when every target is in the vocabulary), with
@@ -161,19 +171,15 @@ class WindowExamples:
         self.rows = None
         if np.any(corpus.ids < 0):  # OOV targets are not examples
             targets = np.ones(self.total, dtype=bool)
-            sentence_of = np.repeat(np.arange(corpus.num_sentences), np.diff(corpus.offsets))
-            targets[np.flatnonzero(corpus.ids < 0) + sentence_of[corpus.ids < 0]] = False
+            oov = np.flatnonzero(corpus.ids < 0)  # word i of sentence s is row i + s
+            targets[oov + np.searchsorted(corpus.offsets, oov, side="right") - 1] = False
             self.rows = np.flatnonzero(targets)
 
     def __len__(self):
         return self.total if self.rows is None else len(self.rows)
 
     def __getitem__(self, index):
-        if isinstance(index, slice):
-            index = np.arange(*index.indices(len(self)))
-        index = np.asarray(index)
-        if len(index) and (index.min() < 0 or index.max() >= len(self)):  # the kernel does not check
-            raise IndexError(f"window examples: index out of range 0..{len(self) - 1}")
+        index = _checked_index(index, len(self))
         rows = index if self.rows is None else self.rows[index]
         c = self.corpus
         return gather_windows(c.ids, c.offsets, np.ascontiguousarray(rows, dtype=np.int64), self.order, c.vocab.bos,
@@ -204,11 +210,7 @@ class StreamSteps:
         return self.steps
 
     def __getitem__(self, index):
-        if isinstance(index, slice):
-            index = np.arange(*index.indices(len(self)))
-        index = np.asarray(index)
-        if len(index) and (index.min() < 0 or index.max() >= len(self)):  # the kernel does not check
-            raise IndexError(f"stream steps: index out of range 0..{len(self) - 1}")
+        index = _checked_index(index, len(self))
         c = self.corpus
         return gather_stream_steps(c.ids, c.offsets, self.bounds, np.ascontiguousarray(index, dtype=np.int64),
                                    self.streams, c.vocab.bos, c.vocab.eos, self.unk)
