@@ -24,18 +24,19 @@ from class_output cimport class_attach, class_backward, class_distribution, clas
 from hs_output cimport tree_attach, tree_backward, tree_distribution, tree_forward
 from elementwise cimport adam_corrections, column_sums, dropout, squares, update
 from kernel_common cimport check_schedule, gemm, scale, softmax_row
+from nplmtk._ext.sampling_kernels cimport Sampling, draw_samples, merge_duplicates, sampling_free, sampling_start
 from recurrent_layers cimport MAX_LAYERS, Layer, Rnn, Slot, layer_backward, layer_forward
+from sampled_output cimport sampled_backward, sampled_rows_gradient, sampled_scores
 
 cnp.import_array()
 
 
-cdef double forward(Rnn *net, int T, bint train, double *logp) noexcept nogil:
-    """Scores of a segment of T steps (net.inputs, net.targets): the sum of log p of its
-    targets (those >= 0), each also in logp[step * B + stream] when logp is given."""
-    cdef int B = net.streams, m = net.m, V = net.vocab, l, target, width
+cdef float *layers_forward(Rnn *net, int T, bint train) noexcept nogil:
+    """The input features and the layers of a segment of T steps (net.inputs), with
+    dropout when training; returns the top layer's output (T x B x its width)."""
+    cdef int B = net.streams, m = net.m, l
     cdef Py_ssize_t N = <Py_ssize_t> T * B, r
-    cdef const float *top
-    cdef double total = 0, value
+    cdef float *top
     cdef Layer *L
     for r in range(N):
         memcpy(net.X + r * m, net.C + <Py_ssize_t> net.inputs[r] * m, m * sizeof(float))
@@ -51,7 +52,16 @@ cdef double forward(Rnn *net, int T, bint train, double *logp) noexcept nogil:
         if train and net.dropout > 0:
             dropout(L.out, L.mask, N * L.hidden, net.dropout, net.rng)
         top = L.out
-    width = net.layer[net.layers - 1].hidden
+    return top
+
+
+cdef double forward(Rnn *net, int T, bint train, double *logp) noexcept nogil:
+    """Scores of a segment of T steps (net.inputs, net.targets): the sum of log p of its
+    targets (those >= 0), each also in logp[step * B + stream] when logp is given."""
+    cdef int m = net.m, V = net.vocab, target, width = net.layer[net.layers - 1].hidden
+    cdef Py_ssize_t N = <Py_ssize_t> T * net.streams, r
+    cdef const float *top = layers_forward(net, T, train)
+    cdef double total = 0, value
     if net.tree.nodes:
         return tree_forward(&net.tree, top, N, width, net.Vn, net.bn, net.targets, 1, net.G, logp)
     if net.classes.count:
@@ -100,9 +110,8 @@ cdef int backward(Rnn *net, int T) noexcept nogil:
     """The gradients of -sum log p of the segment just run forward (with train set), in
     the g* arrays; gC only in the rows of the words that occur (listed in net.touched,
     their count returned) unless tied."""
-    cdef int B = net.streams, m = net.m, V = net.vocab, l, width = net.layer[net.layers - 1].hidden, w, j, count = 0
-    cdef Py_ssize_t N = <Py_ssize_t> T * B, r
-    cdef Layer *L
+    cdef int m = net.m, V = net.vocab, width = net.layer[net.layers - 1].hidden
+    cdef Py_ssize_t N = <Py_ssize_t> T * net.streams
     if net.tree.nodes:  # no direct connections with these two (refused by the model)
         memset(net.gVn, 0, <Py_ssize_t> (V - 1) * width * sizeof(float))
         if net.gbn != NULL:
@@ -120,6 +129,40 @@ cdef int backward(Rnn *net, int T) noexcept nogil:
         memset(net.dX, 0, N * m * sizeof(float))
     else:
         full_backward(net, N, width)
+    return inputs_backward(net, T)
+
+
+cdef double sampled_forward_backward(Rnn *net, Sampling *sp, int T, int *touched, double *ess) noexcept nogil:
+    """A segment forward and back with the full softmax's gradient estimated by importance
+    sampling (Algorithm 3, sampled_output.pxd): one set of draws shared by all its T x B
+    rows, so that the scores stay one sgemm (the bigram proposal's previous word of a row
+    is its input). The gradients as backward's (of V, d and M only the sampled and target
+    rows are non-zero), the count of touched rows of C in `touched`; returns the sum of
+    the estimated log p of the targets, and adds the rows' effective sample sizes to `ess`."""
+    cdef int m = net.m, width = net.layer[net.layers - 1].hidden, K = T * net.streams
+    cdef float *top = layers_forward(net, T, True)
+    cdef const float *M = net.M if net.direct else NULL
+    cdef double estimate
+    draw_samples(sp, net.inputs + 1, K, 1)  # "windows" of width n = 1: the previous word, at n - 2, is the input
+    merge_duplicates(sp)
+    estimate = sampled_scores(sp, K, net.targets, 1, top, width, net.V, net.X, m, M, net.d, ess)
+    sampled_backward(sp, K, net.targets, 1, width, net.V, m, M, net.dOut, net.dX)
+    memset(net.gV, 0, <Py_ssize_t> net.vocab * width * sizeof(float))
+    if net.gd != NULL:
+        memset(net.gd, 0, net.vocab * sizeof(float))
+    if net.direct:
+        memset(net.gM, 0, <Py_ssize_t> net.vocab * m * sizeof(float))
+    sampled_rows_gradient(sp, K, net.targets, 1, top, width, net.X, m, 1.0, net.gV, net.gM, net.gd)
+    touched[0] = inputs_backward(net, T)
+    return estimate
+
+
+cdef int inputs_backward(Rnn *net, int T) noexcept nogil:
+    """From dL/d(top) in dOut and the direct connections' dL/dx in dX: back through the
+    layers and time, and into gC's rows of the words that occur (as backward says)."""
+    cdef int m = net.m, l, w, j, count = 0
+    cdef Py_ssize_t N = <Py_ssize_t> T * net.streams, r
+    cdef Layer *L
     for l in range(net.layers - 1, -1, -1):
         L = &net.layer[l]
         if net.dropout > 0:
@@ -384,9 +427,37 @@ cdef class RecurrentNetwork:
         `bptt` steps, the state carried through: segment u steps by rates[u], decays the
         rows of C it reads by row_keep[u] and the weights in bulk by dense_keep[u].
         Returns (sum of log p of the targets, updates done)."""
+        return self._train(rows, bptt, rates, row_keep, dense_keep, NULL)[:2]
+
+    def train_sampled(self, const int[:, :, ::1] rows, int bptt, const double[::1] rates,
+                      const float[::1] row_keep, const float[::1] dense_keep, int samples, proposal,
+                      unsigned long long seed):
+        """As train, with the full softmax's gradient estimated from `samples` words drawn
+        from the proposal (nplmtk.neural.sampling.Proposal), shared by the rows of a segment.
+        Returns (sum of estimated log p of the targets, updates done, sum of effective
+        sample sizes)."""
+        cdef Sampling sp
+        memset(&sp, 0, sizeof(Sampling))
+        try:
+            self._start_sampling(&sp, samples, proposal, seed)
+            return self._train(rows, bptt, rates, row_keep, dense_keep, &sp)
+        finally:
+            sampling_free(&sp)
+
+    cdef _start_sampling(self, Sampling *sp, int samples, proposal, unsigned long long seed):
+        if samples < 1 or proposal.vocab_size != self.net.vocab:
+            raise ValueError("no samples, or a proposal of the wrong size")
+        if self.net.tree.nodes or self.net.classes.count or not self.grads:
+            raise ValueError("importance sampling estimates the full softmax's gradient, of a trainable network")
+        sampling_start(sp, proposal, samples, self.net.capacity * self.net.streams,
+                       self.net.layer[self.net.layers - 1].hidden, self.net.m, seed)
+
+    cdef _train(self, const int[:, :, ::1] rows, int bptt, const double[::1] rates, const float[::1] row_keep,
+                const float[::1] dense_keep, Sampling *sp):
+        """train, or with `sp` (started) train_sampled."""
         cdef Py_ssize_t start = 0, count = rows.shape[0], u = 0
         cdef int T, touched, words, r
-        cdef double total = 0
+        cdef double total = 0, ess = 0
         if not self.grads:
             raise ValueError("a scoring network cannot train")
         check_schedule(count, bptt, self.net.capacity, rates.shape[0], row_keep.shape[0], dense_keep.shape[0])
@@ -396,8 +467,11 @@ cdef class RecurrentNetwork:
             while start < count:
                 T = <int> min(<Py_ssize_t> bptt, count - start)
                 load_segment(&self.net, rows, start, T)
-                total += forward(&self.net, T, True, NULL)
-                touched = backward(&self.net, T)
+                if sp != NULL:
+                    total += sampled_forward_backward(&self.net, sp, T, &touched, &ess)
+                else:
+                    total += forward(&self.net, T, True, NULL)
+                    touched = backward(&self.net, T)
                 words = 0
                 for r in range(T * self.net.streams):
                     words += self.net.targets[r] >= 0
@@ -406,7 +480,7 @@ cdef class RecurrentNetwork:
                 start += T
                 u += 1
         self._save_state()
-        return total, u
+        return total, u, ess
 
     def logprobs(self, const int[:, :, ::1] rows, double[::1] out):
         """Natural-log probability of every target >= 0 in out[step * streams + stream]
@@ -448,20 +522,30 @@ cdef class RecurrentNetwork:
         for j in range(self.net.vocab):
             out[j] = log(self.net.Y[<Py_ssize_t> (T - 1) * self.net.vocab + j])
 
-    def gradients(self, const int[:, :, ::1] rows, grads):
+    def gradients(self, const int[:, :, ::1] rows, grads, int samples=0, proposal=None, unsigned long long seed=0):
         """The gradients of -sum log p over one segment from the carried state, without
         dropout, clipping or a step, written into `grads` (arrays shaped like the
-        parameters); returns the sum of log p. For tests."""
+        parameters); returns the sum of log p. With `samples`: of the sampled objective,
+        -sum (y_target - log Z^), for the draws that train_sampled makes from `seed` (its
+        estimate of sum log p returned). For tests."""
         cdef int T = rows.shape[0], touched
-        cdef double total
+        cdef double total, ess = 0
+        cdef Sampling sp
         if not 1 <= T <= self.net.capacity or not self.grads:
             raise ValueError("one segment of at most capacity steps, on a trainable network")
         self._check_rows(np.asarray(rows))
+        memset(&sp, 0, sizeof(Sampling))
+        if samples:
+            self._start_sampling(&sp, samples, proposal, seed)
         self._restore_state()
         saved_dropout, self.net.dropout = self.net.dropout, 0
         load_segment(&self.net, rows, 0, T)
-        total = forward(&self.net, T, True, NULL)
-        touched = backward(&self.net, T)
+        if samples:
+            total = sampled_forward_backward(&self.net, &sp, T, &touched, &ess)
+            sampling_free(&sp)
+        else:
+            total = forward(&self.net, T, True, NULL)
+            touched = backward(&self.net, T)
         self.net.dropout = saved_dropout
         for name, array in self.grads.items():
             grads[name][...] = array
