@@ -339,14 +339,15 @@ def test_train_save_score_from_the_command_line(toy_texts, tmp_path, arch, outpu
 
 @pytest.mark.parametrize("arch, criterion", [("lstm", "is"), ("rnn", "is-adaptive")])
 def test_importance_sampling_trains_saves_and_scores_from_the_command_line(toy_texts, tmp_path, arch, criterion):
-    """-criterion is and is-adaptive on two lock-free threads: the exact perplexity of the
-    tiny training set (the log's train_ppl) falls, and the model saves, loads and scores."""
+    """-criterion is and is-adaptive on two lock-free threads (tied, direct, dropout): the
+    exact perplexity of the tiny training set (the log's train_ppl) falls, and the model
+    saves, loads and scores."""
     texts, vocab = toy_texts
     model_path, log = tmp_path / "m.nplm", tmp_path / "log.jsonl"
     status, _, err = run_nplm("train", "-arch", arch, "-text", texts / "train.txt", "-valid", texts / "valid.txt",
                               "-m", 8, "-h", 8, "-bptt", 10, "-streams", 4, "-epochs", 3, "-lr", 0.05, "-threads", 2,
                               "-criterion", criterion, "-samples", 30, "-check-every", 3000, "-tie", "-direct",
-                              "-lm", model_path, "-log", log, "-quiet")
+                              "-dropout", 0.1, "-lm", model_path, "-log", log, "-quiet")
     assert status == 0, err
     records = [json.loads(line) for line in log.read_text().splitlines()]
     assert all(r["criterion"] == criterion and r["train_ppl_of"] == "tiny set (exact)" for r in records)
