@@ -306,12 +306,13 @@ def test_an_lstm_matches_a_bracket_twenty_words_back_where_a_5gram_cannot():
     assert closing_choice(kn5, test) < 0.6
 
 
-def test_resumed_run_finishes_like_an_uninterrupted_one(toy_texts, tmp_path):
+@pytest.mark.parametrize("criterion", ["full", "is"])
+def test_resumed_run_finishes_like_an_uninterrupted_one(toy_texts, tmp_path, criterion):
     """Mid-epoch checkpoints hold each worker's carried state, dropout generator and Adam moments."""
     folder, model_vocab = toy_texts
     train, valid = (Corpus.read(str(folder / f"{name}.txt"), model_vocab) for name in ("train", "valid"))
     settings = dict(epochs=2, lr=0.01, optimizer="adam", streams=4, bptt=5, dropout=0.2, progress=False,
-                    checkpoint_dir=str(tmp_path), checkpoint_every=7)
+                    checkpoint_dir=str(tmp_path), checkpoint_every=7, criterion=criterion, samples=20)
 
     def fresh():
         return ARCHITECTURES["lstm"].initial(model_vocab, features=6, hidden=6, layers=2, seed=1)
