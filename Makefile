@@ -5,7 +5,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 BROWN  ?= ../shared/data/brown
 
-.PHONY: install demo test fuzz bench bench-vs clean brown-mlp9 brown-mlp1 brown-is brown-lbl brown-survey brown-lstm brown-fast
+.PHONY: install demo test fuzz bench bench-vs clean brown-mlp9 brown-mlp1 brown-is brown-lbl brown-survey brown-lstm brown-fast \
+	brown-energy brown-energy-exact
 
 install: $(STAMP)
 
@@ -56,7 +57,10 @@ bench-vs: install
 # the survey's Table 1 (FNN, RNN, LSTM at m=100, h=200; about 15 min each); brown-lstm: our
 # best LSTMs (m=h=256, tied, dropout 0.3, Adam; full softmax about 45 min, -output class 15);
 # brown-fast: the -output class LSTM for 3 epochs (about 4 min), 15% or more below KN5.
-brown-mlp9 brown-mlp1 brown-is brown-lbl brown-survey brown-lstm brown-fast: install
+# brown-energy: Bengio & Senecal sec. 4.2 as the paper ran it, the energy network for 8 epochs
+# by Algorithm 4 (about 10 min), and against the exact gradient on the first 1,000 sentences
+# (about 30 min); brown-energy-exact: the exact gradient on all of Brown train (about 16 hours).
+brown-mlp9 brown-mlp1 brown-is brown-lbl brown-survey brown-lstm brown-fast brown-energy brown-energy-exact: install
 	$(BIN)/python benchmarks/runs.py $@ --brown $(BROWN) --nplm $(BIN)/nplm
 
 clean:

@@ -34,6 +34,7 @@ cdef class EnergyNetwork:
     cdef float *P  # V x h: H_target C(w) for every word
     cdef float *A  # V x h: activations of every word's hidden layer, then dL/d(pre-activation)
     cdef float *Y  # V scores
+    cdef float *G  # V x h: dL/d(pre-activation) of every word, summed over a call's windows
 
     def __init__(self, params, int order, bint bias=True):
         cdef float[:, ::1] C = params["C"], H = params["H"], U = params["U"], W
@@ -55,9 +56,10 @@ cdef class EnergyNetwork:
             self.W = &W[0, 0]
         cdef float[:, ::1] P = np.empty((self.V, self.h), dtype=np.float32)
         cdef float[:, ::1] A = np.empty((self.V, self.h), dtype=np.float32)
+        cdef float[:, ::1] G = np.empty((self.V, self.h), dtype=np.float32)
         cdef float[::1] Y = np.empty(self.V, dtype=np.float32)
-        self.buffers = (P, A, Y)
-        self.P, self.A, self.Y = &P[0, 0], &A[0, 0], &Y[0]
+        self.buffers = (P, A, G, Y)
+        self.P, self.A, self.G, self.Y = &P[0, 0], &A[0, 0], &G[0, 0], &Y[0]
 
     cdef void context_part(self, const int *window, float *x, float *c) noexcept nogil:
         """x = the context's feature vectors; c = d + H_context x."""
@@ -112,18 +114,25 @@ cdef class EnergyNetwork:
 
     def gradients(self, const int[:, ::1] windows, grads):
         """Sum over the windows of the exact gradient of -log p(target) (every word's
-        energy), into arrays shaped like the parameters; returns the sum of log p."""
+        energy), into arrays shaped like the parameters; returns the sum of log p. Every
+        word's dL/d(pre-activation) is summed over the windows (G), so C and H_target get
+        their share in two products per call, not two per window."""
         cdef float[:, ::1] gC = grads["C"], gH = grads["H"], gU = grads["U"], gW
         cdef float[::1] gb = grads["b"], gd = grads["d"]
         cdef float *A = self.A
+        cdef float *G = self.G
+        cdef float *a
+        cdef float *u
+        cdef float *gu
+        cdef float *grow
         cdef float[::1] x = np.empty(max(self.context_width, 1), dtype=np.float32)
         cdef float[::1] c = np.empty(self.h, dtype=np.float32)
         cdef float[::1] dc = np.empty(self.h, dtype=np.float32)
         cdef float[::1] dx = np.empty(max(self.context_width, 1), dtype=np.float32)
         cdef float *y = self.Y
-        cdef Py_ssize_t i, at
+        cdef Py_ssize_t i
         cdef int j, k, t, one = 1
-        cdef float g, unit = 1
+        cdef float g, pre, unit = 1
         cdef double normaliser
         cdef double logp = 0
         if self.direct:
@@ -132,6 +141,7 @@ cdef class EnergyNetwork:
             grads[name][...] = 0
         with nogil:
             self.project()
+            memset(G, 0, <Py_ssize_t> self.V * self.h * sizeof(float))
             for i in range(windows.shape[0]):
                 t = windows[i, self.n - 1]
                 self.context_part(&windows[i, 0], &x[0], &c[0])
@@ -146,16 +156,15 @@ cdef class EnergyNetwork:
                 for j in range(self.V):
                     g = y[j]
                     gb[j] += g
+                    a = A + <Py_ssize_t> j * self.h
+                    u = self.U + <Py_ssize_t> j * self.h
+                    gu = &gU[j, 0]
+                    grow = G + <Py_ssize_t> j * self.h
                     for k in range(self.h):
-                        at = <Py_ssize_t> j * self.h + k
-                        gU[j, k] += g * A[at]
-                        A[at] = g * self.U[at] * (1 - A[at] * A[at])  # dL/d(pre-activation)
-                        dc[k] += A[at]
-                # H_target and the C(w) of every word, through dpre (now in A)
-                gemm(b'T', b'N', self.h, self.m, self.V, 1.0, A, self.h, self.C, self.m, 1.0, &gH[0, 0],
-                     self.width)
-                gemm(b'N', b'N', self.V, self.m, self.h, 1.0, A, self.h, self.H, self.width, 1.0,
-                     &gC[0, 0], self.m)
+                        gu[k] += g * a[k]
+                        pre = g * u[k] * (1 - a[k] * a[k])  # dL/d(pre-activation)
+                        grow[k] += pre
+                        dc[k] += pre
                 if self.direct:
                     for j in range(self.V):
                         g = y[j]
@@ -174,6 +183,9 @@ cdef class EnergyNetwork:
                      1.0, &dx[0], self.context_width)
                 for k in range(self.n - 1):
                     saxpy(&self.m, &unit, &dx[0] + k * self.m, &one, &gC[windows[i, k], 0], &one)
+            # H_target and every word's C(w), through the summed dL/d(pre-activation)
+            gemm(b'T', b'N', self.h, self.m, self.V, 1.0, G, self.h, self.C, self.m, 1.0, &gH[0, 0], self.width)
+            gemm(b'N', b'N', self.V, self.m, self.h, 1.0, G, self.h, self.H, self.width, 1.0, &gC[0, 0], self.m)
         return logp
 
     def train(self, const int[:, ::1] windows, int batch, const double[::1] rates, const float[::1] row_keep,
@@ -181,17 +193,23 @@ cdef class EnergyNetwork:
         """SGD with the exact gradient (every word's energy: for small vocabularies):
         update u steps by rates[u] and decays C, H, U and W (not the biases) by row_keep[u]."""
         cdef Py_ssize_t u
+        cdef int size, one = 1
+        cdef float step
+        cdef float[::1] flat, grad
         check_schedule(windows.shape[0], batch, max(batch, 1), rates.shape[0], row_keep.shape[0], dense_keep.shape[0])
         updates = rates.shape[0]
         grads = {name: np.empty_like(array) for name, array in self.keep_alive.items()}
+        pairs = [(name, array.reshape(-1), grads[name].reshape(-1)) for name, array in self.keep_alive.items()
+                 if self.bias or name not in ("b", "d")]
         total = 0.0
         for u in range(updates):
             total += self.gradients(windows[u * batch:(u + 1) * batch], grads)
-            for name, array in self.keep_alive.items():
+            step = -<float> rates[u]
+            for name, flat, grad in pairs:
+                size = flat.shape[0]
                 if name not in ("b", "d") and row_keep[u] != 1:
-                    array *= row_keep[u]
-                if self.bias or name not in ("b", "d"):
-                    array -= np.float32(rates[u]) * grads[name]
+                    scale(size, row_keep[u], &flat[0])
+                saxpy(&size, &step, &grad[0], &one, &flat[0], &one)
         return total, updates
 
     def train_sampled(self, const int[:, ::1] windows, int batch, const double[::1] rates,
