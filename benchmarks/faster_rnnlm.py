@@ -62,9 +62,11 @@ def faster_rnnlm(brown, peak):
         return lines + ["Not measured in this run: set FASTER_RNNLM_BIN to the folder of faster-rnnlm's `rnnlm`."]
     vocab = _vocabulary(brown)
     texts = _unk_texts(brown, vocab)
-    rows, verdicts = [], []
+    rows, verdicts, loads = [], [], []
     for (name, theirs), (our_name, ours) in zip(THEIRS.items(), OURS.items()):
+        loads.append(os.getloadavg()[0])
         their_seconds, their_ppl = _theirs(os.path.join(folder, "rnnlm"), texts, theirs)
+        loads.append(os.getloadavg()[0])
         rows.append(f"| faster-rnnlm, {name} | `rnnlm -hidden 200 -threads 2 {' '.join(theirs)}` (its defaults: "
                     f"hierarchical softmax, early stopping) | {their_seconds:.0f} s | {their_ppl:.2f} |")
         seconds, ppl, history = _ours(texts, vocab, ours)
@@ -79,5 +81,7 @@ def faster_rnnlm(brown, peak):
               "run in turn on one machine. Time: the whole training command (validation included); test ppl over "
               "every word and `</s>` (faster-rnnlm's `-test` entropy in bits, as 2^H; ours `nplm ppl`).", "",
               "| model | command | training wall time | test ppl |", "| --- | --- | --- | --- |", *rows, "",
+              "1-minute load average at the four runs' starts (2 cores; above 2, other jobs shared the machine): "
+              + ", ".join(f"{load:.1f}" for load in loads) + ".", "",
               "Aim: a lower test ppl than each in no more wall-clock time.", *verdicts]
     return lines
