@@ -483,7 +483,7 @@ def importance_sampling(brown, peak):
 def sampled_step_side_by_side(exact, algorithm_4, final_samples, vocab, text, sentences, rounds=3):
     """Words/s of `exact`'s step and of the sampled step (N0 and the run's last N) in
     alternating one-epoch runs on `text` (the first `sentences` of Brown train): the lines
-    of a table, and the median ratio of each sampled step to the exact one."""
+    of a table, and each step's median words/s and median ratio to the exact one."""
     sample_sizes = sorted({algorithm_4.samples, final_samples})
     settings = [("full", ("-criterion", "full"))] + [
         (f"is, N = {n}", ("-criterion", "is", "-samples", str(n))) for n in sample_sizes]
@@ -492,11 +492,12 @@ def sampled_step_side_by_side(exact, algorithm_4, final_samples, vocab, text, se
     lines = [f"Side by side (same shape, batch {exact.batch}, one thread; {rounds} alternating runs of one epoch over "
              f"the first {sentences} sentences of Brown train; median words/s, and the median of the per-run ratios "
              "to the exact step):", "", "| step | words/s | against exact |", "| --- | --- | --- |"]
-    ratios = {}
+    speeds, ratios = {}, {}
     for k, (name, _) in enumerate(settings):
+        speeds[name] = statistics.median(run[k] for run in runs)
         ratios[name] = statistics.median(run[k] / run[0] for run in runs)
-        lines.append(f"| {name} | {statistics.median(run[k] for run in runs):,.0f} | {ratios[name]:.1f}x |")
-    return lines, ratios
+        lines.append(f"| {name} | {speeds[name]:,.0f} | {ratios[name]:.1f}x |")
+    return lines, speeds, ratios
 
 
 def samples_trajectory(run, records):
