@@ -2,7 +2,6 @@
 network in PyTorch 2.13 (benchmarks/pytorch_mlp.py, run by the Python that PYTORCH_PYTHON
 names), one epoch each on the same windows, in turn, at batch 256 and 32 (2 threads) and
 batch 1 (1 and 2 threads)."""
-import itertools
 import json
 import os
 import statistics
@@ -10,14 +9,17 @@ import subprocess
 
 from recurrent import TORCH_PYTHON
 from runs import MLP9
-from sections import BLAS_VARIABLES, OUT, _flop_per_word, _train_record, _training_texts, _vocab_size
+from sections import BLAS_VARIABLES, _flop_per_word, _train_record, _training_texts, _vocab_size
 
 PEER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pytorch_mlp.py")
-ROUNDS = 5
-LONG = 5000  # sentences of Brown train at batch 32 and 256 (108,731 windows): each run 5-20 s
+ROUNDS = 3
 # (batch, threads) -> the issue's aim for ours / PyTorch
 SETTINGS = {(256, 2): 1.8, (32, 2): 1.5, (1, 1): 8.0, (1, 2): None}
 THREADS_AIM = 1.7  # ours at batch 1, 2 threads against 1
+# PyTorch's OpenMP threads sleep when idle instead of spinning: with the default (spinning)
+# its 2-thread runs fell 10x or more whenever other jobs loaded the 2 cores (batch 32: 3,038
+# words/s passive against about 300 active, at a load average of 6)
+WAIT_POLICY = "PASSIVE"
 
 
 def _torch_python():
@@ -27,16 +29,17 @@ def _torch_python():
     return python if os.path.exists(python) else None
 
 
-def _environment(threads):
-    """This environment with the BLAS and OpenMP libraries limited to `threads`: -threads 1
-    alone still lets OpenBLAS start a thread per core, torch.set_num_threads its OpenMP pool."""
-    return {**os.environ, **{name: str(threads) for name in BLAS_VARIABLES}}
+def _environment(threads, **variables):
+    """This environment with the BLAS and OpenMP libraries limited to `threads` (-threads 1
+    alone still lets OpenBLAS start a thread per core), and `variables`."""
+    return {**os.environ, **{name: str(threads) for name in BLAS_VARIABLES}, **variables}
 
 
 def _peer(python, text, vocab, batch, threads):
     out = subprocess.run([python, PEER, "--text", text, "--vocab", vocab, "--order", str(MLP9.order), "--m",
                           str(MLP9.features), "--h", str(MLP9.hidden), "--batch", str(batch), "--threads",
-                          str(threads)], check=True, capture_output=True, text=True, env=_environment(threads)).stdout
+                          str(threads)], check=True, capture_output=True, text=True,
+                         env=_environment(threads, OMP_WAIT_POLICY=WAIT_POLICY)).stdout
     return json.loads(out)
 
 
@@ -52,9 +55,6 @@ def mlp9_against_pytorch(brown, peak):
                         "DIR && DIR/bin/pip install torch==2.13.0 numpy`, the CPU wheel)."]
     start_load = os.getloadavg()
     _, vocab, texts = _training_texts(brown)
-    texts["5000"] = os.path.join(OUT, f"train-{LONG}.txt")
-    with open(os.path.join(brown, "train.txt")) as src, open(texts["5000"], "w") as dst:
-        dst.writelines(itertools.islice(src, LONG))
     size = _vocab_size(vocab)
     flop = _flop_per_word(MLP9, size)
     _ours(texts["short"], vocab, 32, 1)  # warm-ups, not counted
@@ -62,7 +62,7 @@ def mlp9_against_pytorch(brown, peak):
     records, loads = {setting: [] for setting in SETTINGS}, []
     for r in range(ROUNDS):
         for batch, threads in SETTINGS:
-            text = texts["short"] if batch == 1 else texts["5000"]
+            text = texts["short"] if batch == 1 else texts["long"]
             pair = {}
             for side in (("ours", "peer") if r % 2 == 0 else ("peer", "ours")):  # who goes first alternates
                 loads.append(os.getloadavg()[0])
@@ -72,14 +72,15 @@ def mlp9_against_pytorch(brown, peak):
     words = {batch: records[batch, 2][0][1]["words"] for batch, _ in SETTINGS}
     lines += [f"MLP9 ({MLP9.architecture} connections), full softmax over |V| = {size:,}, plain SGD at the rate "
               "1e-3 on the batch's summed gradient, weight decay 1e-4 on the weights; one epoch on the first 400 "
-              f"sentences of Brown train at batch 1 ({words[1]:,} windows) or the first {LONG:,} at batch 32 and "
+              f"sentences of Brown train at batch 1 ({words[1]:,} windows) or the first 1,500 at batch 32 and "
               f"256 ({words[32]:,}). Ours: `nplm train-nplm -text TEXT -vocab vocab.txt "
               f"{' '.join(MLP9.shape_options())} -epochs 1 -batch K -threads T -quiet -log L` (words/s from the "
               "log). PyTorch 2.13.0+cpu: `benchmarks/pytorch_mlp.py --text TEXT --vocab vocab.txt --batch K "
               "--threads T` (nn.Embedding, nn.Linear, F.cross_entropy summed, torch.optim.SGD, the same windows "
               "shuffled; timed inside its training loop). Both run with OPENBLAS_NUM_THREADS, OMP_NUM_THREADS and "
               "MKL_NUM_THREADS set to T (so with T = 1 each has one core; ours runs T lock-free workers, each on a "
-              f"single-threaded BLAS; PyTorch T OpenMP threads). The two in turn, {ROUNDS} rounds, who goes first "
+              f"single-threaded BLAS; PyTorch T OpenMP threads, with OMP_WAIT_POLICY={WAIT_POLICY}: spinning, its "
+              "default, made its 2-thread runs 10x slower whenever other jobs loaded the cores). The two in turn, {ROUNDS} rounds, who goes first "
               "alternating; medians, the ratio the median of the rounds' ratios. FLOP per word = 6|V|h + "
               f"6(n-1)mh = {flop / 1e6:.2f} M; the fraction is of the numpy sgemm peak above ({peak:.1f} GFLOP/s, "
               "both cores). Train ppl: after the epoch, as each logs it (different initial weights and "
