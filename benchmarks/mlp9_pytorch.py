@@ -80,8 +80,9 @@ def mlp9_against_pytorch(brown, peak):
               "shuffled; timed inside its training loop). Both run with OPENBLAS_NUM_THREADS, OMP_NUM_THREADS and "
               "MKL_NUM_THREADS set to T (so with T = 1 each has one core; ours runs T lock-free workers, each on a "
               f"single-threaded BLAS; PyTorch T OpenMP threads, with OMP_WAIT_POLICY={WAIT_POLICY}: spinning, its "
-              "default, made its 2-thread runs 10x slower whenever other jobs loaded the cores). The two in turn, {ROUNDS} rounds, who goes first "
-              "alternating; medians, the ratio the median of the rounds' ratios. FLOP per word = 6|V|h + "
+              f"default, made its 2-thread runs 10x slower whenever other jobs loaded the cores). The two in turn, "
+              f"{ROUNDS} rounds, who goes first alternating; medians, the ratio the median of the rounds' ratios. "
+              "FLOP per word = 6|V|h + "
               f"6(n-1)mh = {flop / 1e6:.2f} M; the fraction is of the numpy sgemm peak above ({peak:.1f} GFLOP/s, "
               "both cores). Train ppl: after the epoch, as each logs it (different initial weights and "
               "shuffles).", "",
