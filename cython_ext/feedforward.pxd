@@ -11,7 +11,7 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
-from kernel_common cimport axpy_row, dot, gemm, matvec, matvec_t, scale
+from kernel_common cimport axpy_row, dot, exp_shifted, gemm, matvec, matvec_t, scale
 
 
 cdef struct Net:
@@ -142,8 +142,7 @@ cdef inline double forward(Net *net, Work *w, const int *rows, int K) noexcept n
         top = y[0]
         for j in range(1, V):
             top = y[j] if y[j] > top else top
-        for j in range(V):
-            y[j] = expf(y[j] - top)
+        exp_shifted(y, V, top)
         sum_exp = 0
         for j in range(V):
             sum_exp += y[j]
