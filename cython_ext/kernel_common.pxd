@@ -12,7 +12,7 @@ cdef extern from *:
     """
     /* y[j] = expf(y[j] - top): vectorised by the compiler with libmvec's expf, in a clone
        for each of AVX-512, AVX2 and the baseline, picked at load time for the CPU. */
-    __attribute__((target_clones("avx512f", "avx2", "default")))
+    __attribute__((target_clones("avx512f", "avx2", "default"), unused))
     static void nplm_exp_shifted(float *y, int size, float top) {
         for (int j = 0; j < size; j++)
             y[j] = expf(y[j] - top);
