@@ -17,6 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from classes import class_models  # noqa: E402
+from energy import energy_network  # noqa: E402
 from srilm_options import srilm_options  # noqa: E402
 from faster_rnnlm import faster_rnnlm  # noqa: E402
 from large import large_corpora  # noqa: E402
@@ -31,7 +32,7 @@ SECTIONS = SECTIONS + [("lbl-quality", lbl_quality), ("lbl-speed", lbl_training_
                        ("lstm-quality", lstm_quality), ("lstm-speed", lstm_speed), ("output-layers", output_layers),
                        ("nbest", nbest_rescoring), ("classes", class_models), ("srilm-options", srilm_options),
                        ("large", large_corpora), ("faster-rnnlm", faster_rnnlm), ("ngram-scoring", ngram_scoring),
-                       ("mlp9-pytorch", mlp9_against_pytorch)]
+                       ("energy", energy_network), ("mlp9-pytorch", mlp9_against_pytorch)]
 
 
 def cpu_model():

@@ -42,6 +42,7 @@ class Run:
     init_from: tuple = ()
     extra: tuple = ()  # further train-nplm options (the log-bilinear models' block settings)
     model_number: int | None = None  # the log-bilinear family: Model 0-3 of Zhang, Mnih & Hinton
+    train_sentences: int | None = None  # train on the first N sentences of Brown train (runs/train-N.txt)
 
     @property
     def log_path(self):
@@ -86,9 +87,20 @@ class Run:
         return (self.shape_options() + self.init_options() + self.training_options() + list(self.extra)
                 + self.criterion_options())
 
+    def train_path(self, brown):
+        """Brown train, or the file of its first `train_sentences` sentences (runs/train-N.txt)."""
+        if self.train_sentences is None:
+            return os.path.join(brown, "train.txt")
+        return os.path.join(RUNS_DIR, f"train-{self.train_sentences}.txt")
+
+    def write_train_text(self, brown):
+        if self.train_sentences is not None:
+            with open(os.path.join(brown, "train.txt")) as source, open(self.train_path(brown), "w") as out:
+                out.writelines(line for _, line in zip(range(self.train_sentences), source))
+
     def command(self, nplm, brown):
         """The whole `nplm train-nplm` command of this run on Brown."""
-        files = ["-text", os.path.join(brown, "train.txt"), "-vocab", VOCAB_PATH]
+        files = ["-text", self.train_path(brown), "-vocab", VOCAB_PATH]
         if self.early_stopping:
             files += ["-valid", os.path.join(brown, "valid.txt"),
                       "-checkpoint", os.path.join(RUNS_DIR, f"{self.name}-ckpt")]
@@ -128,6 +140,11 @@ _SURVEY = dict(make_target="brown-survey", features=100, hidden=200, bias=False,
                early_stopping=True)
 _RECURRENT = ("-optimizer", "adam", "-lr-halve")
 _IS = dict(make_target="brown-is", order=4, features=30, hidden=80, epochs=5, batch=1, lr=0.001)
+# Bengio & Senecal (2003) sec. 4.2 as the paper ran it: the energy network (its eq. 1-2: the
+# next word's features enter the hidden layer), 3 words of context, m = 30, h = 80, no direct
+# connections, 8 epochs, per-example SGD, no validation set; Algorithm 4 from N0 = 100 with
+# the unigram proposal, the tiny set checked every 200,000 examples.
+_ENERGY = dict(arch="energy", order=4, features=30, hidden=80, epochs=8, batch=1, threads=1, lr=0.001)
 
 RUNS = {run.name: run for run in (
     # Bengio et al. (2003) Table 1.
@@ -162,11 +179,20 @@ RUNS = {run.name: run for run in (
     Run("is-adaptive", criterion="is-adaptive", samples=100, **_IS),
     Run("is-adaptive-n200", criterion="is-adaptive", samples=200, **_IS),
     Run("is-adaptive-ess50", criterion="is-adaptive", samples=100, ess_min=50, **_IS),
+    Run("energy-is-adaptive", "brown-energy", criterion="is-adaptive", samples=100, **_ENERGY),
+    # the exact gradient costs |V| hidden layers per word: the 8 epochs would take about 16 hours
+    # of one core, so it trains on its own target; make bench times a fraction of an epoch
+    Run("energy-full", "brown-energy-exact", criterion="full", **_ENERGY),
+    # the two side by side where the exact one fits (8 epochs in about half an hour)
+    Run("energy-small-full", "brown-energy", criterion="full", train_sentences=1000, **_ENERGY),
+    Run("energy-small-is-adaptive", "brown-energy", criterion="is-adaptive", samples=100, train_sentences=1000,
+        **_ENERGY),
 )}
 MLP9 = RUNS["mlp9"]
 QUALITY_RUNS = [RUNS["mlp9"], RUNS["mlp1"]]
 LBL_RUNS = [run for run in RUNS.values() if run.make_target == "brown-lbl"]
 SAMPLING_RUNS = [run for run in RUNS.values() if run.make_target == "brown-is"]
+ENERGY_RUNS = [run for run in RUNS.values() if run.make_target.startswith("brown-energy")]
 SURVEY_RUNS = [run for run in RUNS.values() if run.make_target == "brown-survey"]
 LSTM_RUNS = [run for run in RUNS.values() if run.make_target == "brown-lstm"]
 
@@ -185,6 +211,7 @@ def main():
             if os.path.exists(run.model_path):  # as make does: delete the model to train it again
                 print(f"{run.model_path} exists: not trained again", flush=True)
                 continue
+            run.write_train_text(args.brown)
             command = run.command(args.nplm, args.brown)
             print(" ".join(command), flush=True)
             subprocess.run(command, check=True)

@@ -481,34 +481,42 @@ def importance_sampling(brown, peak):
     lines += ["", f"Algorithm 4 as in the paper (N0 = {n0}): speed-up "
               f"**{seconds[EXACT] / seconds[ALGORITHM_4]:.1f}x** (target 15x, aim 25x; the paper 15x), test ppl "
               f"{ppl[ALGORITHM_4] / ppl[EXACT] - 1:+.2%} against the exact gradient (target within 2%).", ""]
-    lines += _sampled_step_side_by_side(brown, logs[ALGORITHM_4][-1]["samples"])
-    lines += ["", f"Trajectory of N under Algorithm 4, N0 = {n0} (plot-ready; the same events, with every field, "
-              f"are the `samples_trajectory` of each epoch's record in `{ALGORITHM_4.log_path}`): examples seen, "
-              "wall-clock seconds since training began, N from then on, the tiny set's exact ppl, what happened.",
-              "", "| examples | seconds | N | tiny-set ppl | event |", "| --- | --- | --- | --- | --- |"]
-    for record in logs[ALGORITHM_4]:
-        for event in record["samples_trajectory"]:
-            lines.append(f"| {event['examples']:,} | {event.get('seconds', float('nan')):.1f} | {event['samples']} | "
-                         f"{event.get('tiny_ppl', float('nan')):.2f} | {event['reason']} |")
+    _, vocab, texts = _training_texts(brown)
+    lines += sampled_step_side_by_side(EXACT, ALGORITHM_4, logs[ALGORITHM_4][-1]["samples"], vocab, texts["long"],
+                                       "1,500")[0]
+    lines += [""] + samples_trajectory(ALGORITHM_4, logs[ALGORITHM_4])
     return lines
 
 
-def _sampled_step_side_by_side(brown, final_samples):
-    """Words/s of the exact step and of the sampled step (N0 and the run's last N) in
-    alternating runs on the first 1,500 sentences of Brown train."""
-    _, vocab, texts = _training_texts(brown)
-    sample_sizes = sorted({ALGORITHM_4.samples, final_samples})
+def sampled_step_side_by_side(exact, algorithm_4, final_samples, vocab, text, sentences, rounds=3):
+    """Words/s of `exact`'s step and of the sampled step (N0 and the run's last N) in
+    alternating one-epoch runs on `text` (the first `sentences` of Brown train): the lines
+    of a table, and the median ratio of each sampled step to the exact one."""
+    sample_sizes = sorted({algorithm_4.samples, final_samples})
     settings = [("full", ("-criterion", "full"))] + [
         (f"is, N = {n}", ("-criterion", "is", "-samples", str(n))) for n in sample_sizes]
-    runs = [[_train_words_per_second(texts["long"], vocab, EXACT, EXACT.batch, 1, extra) for _, extra in settings]
-            for _ in range(3)]
-    lines = [f"Side by side (same shape, batch {EXACT.batch}, one thread; 3 alternating runs of one epoch over the "
-             "first 1,500 "
-             "sentences of Brown train; median words/s, and the median of the per-run ratios to the exact step):",
-             "", "| step | words/s | against exact |", "| --- | --- | --- |"]
+    runs = [[_train_words_per_second(text, vocab, exact, exact.batch, 1, extra) for _, extra in settings]
+            for _ in range(rounds)]
+    lines = [f"Side by side (same shape, batch {exact.batch}, one thread; {rounds} alternating runs of one epoch over "
+             f"the first {sentences} sentences of Brown train; median words/s, and the median of the per-run ratios "
+             "to the exact step):", "", "| step | words/s | against exact |", "| --- | --- | --- |"]
+    ratios = {}
     for k, (name, _) in enumerate(settings):
-        ratio = statistics.median(run[k] / run[0] for run in runs)
-        lines.append(f"| {name} | {statistics.median(run[k] for run in runs):,.0f} | {ratio:.1f}x |")
+        ratios[name] = statistics.median(run[k] / run[0] for run in runs)
+        lines.append(f"| {name} | {statistics.median(run[k] for run in runs):,.0f} | {ratios[name]:.1f}x |")
+    return lines, ratios
+
+
+def samples_trajectory(run, records):
+    """The table of N under Algorithm 4 through `run`'s training, from its log `records`."""
+    lines = [f"Trajectory of N under Algorithm 4, N0 = {run.samples} (plot-ready; the same events, with every field, "
+             f"are the `samples_trajectory` of each epoch's record in `{run.log_path}`): examples seen, "
+             "wall-clock seconds since training began, N from then on, the tiny set's exact ppl, what happened.",
+             "", "| examples | seconds | N | tiny-set ppl | event |", "| --- | --- | --- | --- | --- |"]
+    for record in records:
+        for event in record["samples_trajectory"]:
+            lines.append(f"| {event['examples']:,} | {event.get('seconds', float('nan')):.1f} | {event['samples']} | "
+                         f"{event.get('tiny_ppl', float('nan')):.2f} | {event['reason']} |")
     return lines
 
 

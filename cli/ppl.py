@@ -11,12 +11,6 @@ from nplmtk.models import load
 from nplmtk.ngram.arpa import write_arpa
 from nplmtk.ngram.backoff import BackoffModel
 from nplmtk.ngram.binary import check_binary_name, write_binary
-from nplmtk.ngram.classes import ClassNgramModel, WordClasses
-from nplmtk.ngram.estimate import prune as prune_model
-from nplmtk.ngram.estimate import prune_low_probs
-from nplmtk.ngram.estimate import renormalise
-from nplmtk.ngram.srilm_sampling import srilm_sentences
-from nplmtk.mixture import Mixture
 from nplmtk.ppl import count_perplexity, perplexity
 from nplmtk.text import Normalizer
 from nplmtk.vocab import Vocabulary
@@ -118,6 +112,9 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
         raise NplmError("-limit-vocab and -vocab go together (the words to keep)")
     if limit_vocab:
         model = model.limited_to(Vocabulary.read(vocab).words)
+    # what only some options need is imported where they are given: plain scoring starts faster
+    if renorm or prune or prune_lowprobs:
+        from nplmtk.ngram.estimate import prune as prune_model, prune_low_probs, renormalise
     if renorm:  # in SRILM's order
         model = renormalise(model)
     if prune:
@@ -127,6 +124,7 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
     if classes is not None:
         if not isinstance(model, BackoffModel):
             raise NplmError(f"{lm}: -classes goes with a back-off n-gram model over classes (ARPA)")
+        from nplmtk.ngram.classes import ClassNgramModel, WordClasses
         model = ClassNgramModel(model, WordClasses.read(classes))
     extra = [(more[f"mix_lm{i}"], more[f"mix_lambda{i}"]) for i in range(2, MAX_MIX + 1) if more[f"mix_lm{i}"]]
     if extra and mix_lm is None:
@@ -137,6 +135,7 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
         if weights[1] < -1e-9:
             raise NplmError("-lambda and -mix-lambdaN add up to more than 1")
         components = [model] + [load(name, allow_paths) for name in names[1:]]
+        from nplmtk.mixture import Mixture
         model = Mixture(components, [max(w, 0.0) for w in weights], names)
     for flag, path, write in (("-write-lm", write_lm, write_arpa), ("-write-bin-lm", write_bin_lm, write_binary)):
         if path is not None:
@@ -153,6 +152,7 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
         if not isinstance(model, BackoffModel):
             raise NplmError(f"{lm}: -gen samples back-off n-gram models as SRILM does (`nplm generate` samples any "
                             "model)")
+        from nplmtk.ngram.srilm_sampling import srilm_sentences
         for words in srilm_sentences(model, gen, int(time.time()) + os.getpid() if seed is None else seed,
                                      unk_is_word=unk):
             click.echo(" ".join(words))

@@ -67,7 +67,8 @@ ARCH_HELP = "Architecture: " + "; ".join(f"{name} ({model.summary})" for name, m
         help="-criterion is-adaptive and -ess-min: N doubles no further (a warning says when it would).")
 @option("proposal", type=click.Choice(["unigram", "bigram"]), default="unigram",
         help="-criterion is*: the proposal Q: the training unigram (add-one), or the bigram of the previous "
-        "word interpolated with it (Witten-Bell weights; a batch samples from its windows' mixture).")
+        "word interpolated with it (Witten-Bell weights; a batch samples from its windows' mixture, an rnn or lstm "
+        "segment from its steps').")
 @option("check-every", type=click.IntRange(min=1), default=200_000,
         help="is-adaptive: examples between checks of the tiny set's perplexity.")
 @option("ess-min", type=click.FloatRange(min=0), default=0.0,

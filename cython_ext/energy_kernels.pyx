@@ -5,12 +5,14 @@ trainer hands each chunk its schedule: the rate, the decay of the rows touched, 
 bulk decay of U, H and W after each update."""
 import numpy as np
 cimport numpy as cnp
-from libc.math cimport expf, log, tanhf
+from libc.math cimport expf
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
+from feedforward cimport activate
 from kernel_common cimport check_schedule, dot, gemm, log_normaliser, scale
-from nplmtk._ext.sampling_kernels cimport Sampling, draw_samples, sampling_free, sampling_start
+from nplmtk._ext.sampling_kernels cimport (Sampling, draw_samples, importance_weights, merge_duplicates,
+                                           sampling_free, sampling_start)
 
 cnp.import_array()
 
@@ -32,6 +34,7 @@ cdef class EnergyNetwork:
     cdef float *P  # V x h: H_target C(w) for every word
     cdef float *A  # V x h: activations of every word's hidden layer, then dL/d(pre-activation)
     cdef float *Y  # V scores
+    cdef float *G  # V x h: dL/d(pre-activation) of every word, summed over a call's windows
 
     def __init__(self, params, int order, bint bias=True):
         cdef float[:, ::1] C = params["C"], H = params["H"], U = params["U"], W
@@ -53,9 +56,10 @@ cdef class EnergyNetwork:
             self.W = &W[0, 0]
         cdef float[:, ::1] P = np.empty((self.V, self.h), dtype=np.float32)
         cdef float[:, ::1] A = np.empty((self.V, self.h), dtype=np.float32)
+        cdef float[:, ::1] G = np.empty((self.V, self.h), dtype=np.float32)
         cdef float[::1] Y = np.empty(self.V, dtype=np.float32)
-        self.buffers = (P, A, Y)
-        self.P, self.A, self.Y = &P[0, 0], &A[0, 0], &Y[0]
+        self.buffers = (P, A, G, Y)
+        self.P, self.A, self.G, self.Y = &P[0, 0], &A[0, 0], &G[0, 0], &Y[0]
 
     cdef void context_part(self, const int *window, float *x, float *c) noexcept nogil:
         """x = the context's feature vectors; c = d + H_context x."""
@@ -65,21 +69,6 @@ cdef class EnergyNetwork:
         memcpy(c, self.d, self.h * sizeof(float))
         gemm(b'N', b'T', 1, self.h, self.context_width, 1.0, x, self.context_width, self.H + self.m, self.width,
              1.0, c, self.h)
-
-    cdef float score(self, int word, const float *c, const float *x, float *a) noexcept nogil:
-        """y_word for the context (c, x); a gets tanh(c + H_target C(word))."""
-        cdef int k
-        cdef float y
-        memcpy(a, c, self.h * sizeof(float))
-        gemm(b'N', b'T', 1, self.h, self.m, 1.0, self.C + <Py_ssize_t> word * self.m, self.m, self.H, self.width,
-             1.0, a, self.h)
-        for k in range(self.h):
-            a[k] = tanhf(a[k])
-        y = self.b[word] + dot(self.h, self.U + <Py_ssize_t> word * self.h, a)
-        if self.direct:
-            y += dot(self.m, self.W + <Py_ssize_t> word * self.width, self.C + <Py_ssize_t> word * self.m)
-            y += dot(self.context_width, self.W + <Py_ssize_t> word * self.width + self.m, x)
-        return y
 
     cdef void all_scores(self, const float *c, const float *x, float *y) noexcept nogil:
         """y_w for every word (needs P from `project`), their activations in A."""
@@ -91,7 +80,10 @@ cdef class EnergyNetwork:
             a = self.A + <Py_ssize_t> w * self.h
             p = self.P + <Py_ssize_t> w * self.h
             for k in range(self.h):
-                a[k] = tanhf(p[k] + c[k])
+                a[k] = p[k] + c[k]
+        activate(self.A, <Py_ssize_t> self.V * self.h, 0)  # one vectorised pass
+        for w in range(self.V):
+            a = self.A + <Py_ssize_t> w * self.h
             total = self.b[w]
             for k in range(self.h):
                 total += self.U[<Py_ssize_t> w * self.h + k] * a[k]
@@ -122,18 +114,25 @@ cdef class EnergyNetwork:
 
     def gradients(self, const int[:, ::1] windows, grads):
         """Sum over the windows of the exact gradient of -log p(target) (every word's
-        energy), into arrays shaped like the parameters; returns the sum of log p."""
+        energy), into arrays shaped like the parameters; returns the sum of log p. Every
+        word's dL/d(pre-activation) is summed over the windows (G), so C and H_target get
+        their share in two products per call, not two per window."""
         cdef float[:, ::1] gC = grads["C"], gH = grads["H"], gU = grads["U"], gW
         cdef float[::1] gb = grads["b"], gd = grads["d"]
         cdef float *A = self.A
+        cdef float *G = self.G
+        cdef float *a
+        cdef float *u
+        cdef float *gu
+        cdef float *grow
         cdef float[::1] x = np.empty(max(self.context_width, 1), dtype=np.float32)
         cdef float[::1] c = np.empty(self.h, dtype=np.float32)
         cdef float[::1] dc = np.empty(self.h, dtype=np.float32)
         cdef float[::1] dx = np.empty(max(self.context_width, 1), dtype=np.float32)
         cdef float *y = self.Y
-        cdef Py_ssize_t i, at
+        cdef Py_ssize_t i
         cdef int j, k, t, one = 1
-        cdef float g, unit = 1
+        cdef float g, pre, unit = 1
         cdef double normaliser
         cdef double logp = 0
         if self.direct:
@@ -142,6 +141,7 @@ cdef class EnergyNetwork:
             grads[name][...] = 0
         with nogil:
             self.project()
+            memset(G, 0, <Py_ssize_t> self.V * self.h * sizeof(float))
             for i in range(windows.shape[0]):
                 t = windows[i, self.n - 1]
                 self.context_part(&windows[i, 0], &x[0], &c[0])
@@ -156,16 +156,15 @@ cdef class EnergyNetwork:
                 for j in range(self.V):
                     g = y[j]
                     gb[j] += g
+                    a = A + <Py_ssize_t> j * self.h
+                    u = self.U + <Py_ssize_t> j * self.h
+                    gu = &gU[j, 0]
+                    grow = G + <Py_ssize_t> j * self.h
                     for k in range(self.h):
-                        at = <Py_ssize_t> j * self.h + k
-                        gU[j, k] += g * A[at]
-                        A[at] = g * self.U[at] * (1 - A[at] * A[at])  # dL/d(pre-activation)
-                        dc[k] += A[at]
-                # H_target and the C(w) of every word, through dpre (now in A)
-                gemm(b'T', b'N', self.h, self.m, self.V, 1.0, A, self.h, self.C, self.m, 1.0, &gH[0, 0],
-                     self.width)
-                gemm(b'N', b'N', self.V, self.m, self.h, 1.0, A, self.h, self.H, self.width, 1.0,
-                     &gC[0, 0], self.m)
+                        gu[k] += g * a[k]
+                        pre = g * u[k] * (1 - a[k] * a[k])  # dL/d(pre-activation)
+                        grow[k] += pre
+                        dc[k] += pre
                 if self.direct:
                     for j in range(self.V):
                         g = y[j]
@@ -184,6 +183,9 @@ cdef class EnergyNetwork:
                      1.0, &dx[0], self.context_width)
                 for k in range(self.n - 1):
                     saxpy(&self.m, &unit, &dx[0] + k * self.m, &one, &gC[windows[i, k], 0], &one)
+            # H_target and every word's C(w), through the summed dL/d(pre-activation)
+            gemm(b'T', b'N', self.h, self.m, self.V, 1.0, G, self.h, self.C, self.m, 1.0, &gH[0, 0], self.width)
+            gemm(b'N', b'N', self.V, self.m, self.h, 1.0, G, self.h, self.H, self.width, 1.0, &gC[0, 0], self.m)
         return logp
 
     def train(self, const int[:, ::1] windows, int batch, const double[::1] rates, const float[::1] row_keep,
@@ -191,44 +193,54 @@ cdef class EnergyNetwork:
         """SGD with the exact gradient (every word's energy: for small vocabularies):
         update u steps by rates[u] and decays C, H, U and W (not the biases) by row_keep[u]."""
         cdef Py_ssize_t u
+        cdef int size, one = 1
+        cdef float step
+        cdef float[::1] flat, grad
         check_schedule(windows.shape[0], batch, max(batch, 1), rates.shape[0], row_keep.shape[0], dense_keep.shape[0])
         updates = rates.shape[0]
         grads = {name: np.empty_like(array) for name, array in self.keep_alive.items()}
+        pairs = [(name, array.reshape(-1), grads[name].reshape(-1)) for name, array in self.keep_alive.items()
+                 if self.bias or name not in ("b", "d")]
         total = 0.0
         for u in range(updates):
             total += self.gradients(windows[u * batch:(u + 1) * batch], grads)
-            for name, array in self.keep_alive.items():
+            step = -<float> rates[u]
+            for name, flat, grad in pairs:
+                size = flat.shape[0]
                 if name not in ("b", "d") and row_keep[u] != 1:
-                    array *= row_keep[u]
-                if self.bias or name not in ("b", "d"):
-                    array -= np.float32(rates[u]) * grads[name]
+                    scale(size, row_keep[u], &flat[0])
+                saxpy(&size, &step, &grad[0], &one, &flat[0], &one)
         return total, updates
 
     def train_sampled(self, const int[:, ::1] windows, int batch, const double[::1] rates,
                       const float[::1] row_keep, const float[::1] dense_keep, int samples, proposal,
                       unsigned long long seed):
         """Importance-sampling SGD (Bengio & Senecal 2003, Algorithm 3), one window per
-        update: the target's energy pushed down, N sampled words' pulled up with weights
-        r_j / sum r, each touching its own rows of C, U, W and b. Returns (sum of
-        estimated log p(target), updates done, sum of effective sample sizes)."""
+        update: the target's energy pushed down, the sampled words' pulled up with weights
+        r_j / sum r, each touching its own rows of C, U, W and b. The distinct samples and
+        the target are the rows of one matrix, so their hidden layers are one product and
+        their gradients two. Returns (sum of estimated log p(target), updates done, sum of
+        effective sample sizes)."""
         cdef Sampling sp
         cdef Py_ssize_t i, count = windows.shape[0]
-        cdef int j, k, t, word, N = samples, one = 1
+        cdef int j, k, t, word, M, rows, one = 1, N = samples
         cdef double total = 0, ess = 0
         cdef long long done = 0
-        cdef float top, value, r_total, squares, gamma, step, keep
-        cdef float[:, ::1] act = np.empty((samples + 1, self.h), dtype=np.float32)
-        cdef float[::1] y = np.empty(samples + 1, dtype=np.float32)
+        cdef float value, gamma, step, keep, y_target
+        # rows 0..M-1 the distinct samples, row M the target: their C, U and W rows before
+        # the step (Z, old_U, old_W), hidden layers (act), dL/d(pre-activation) (dpre), dL/dz
+        cdef float[:, ::1] Z = np.empty((N + 1, self.m), dtype=np.float32)
+        cdef float[:, ::1] old_U = np.empty((N + 1, self.h), dtype=np.float32)
+        cdef float[:, ::1] old_W = np.empty((N + 1, self.width if self.direct else 1), dtype=np.float32)
+        cdef float[:, ::1] act = np.empty((N + 1, self.h), dtype=np.float32)
+        cdef float[:, ::1] dpre = np.empty((N + 1, self.h), dtype=np.float32)
+        cdef float[:, ::1] dZ = np.empty((N + 1, self.m), dtype=np.float32)
+        cdef float[::1] y = np.empty(N + 1, dtype=np.float32)
         cdef float[::1] x = np.empty(max(self.context_width, 1), dtype=np.float32)
         cdef float[::1] c = np.empty(self.h, dtype=np.float32)
         cdef float[::1] dc = np.empty(self.h, dtype=np.float32)
         cdef float[::1] dx = np.empty(max(self.context_width, 1), dtype=np.float32)
-        cdef float[::1] dpre = np.empty(self.h, dtype=np.float32)
-        cdef float[::1] dz = np.empty(self.m, dtype=np.float32)
         cdef float[:, ::1] dH = np.empty((self.h, self.width), dtype=np.float32)
-        cdef float[:, ::1] old_U = np.empty((samples + 1, self.h), dtype=np.float32)  # the rows before the step
-        cdef float[:, ::1] old_C = np.empty((samples + 1, self.m), dtype=np.float32)
-        cdef float[:, ::1] old_W = np.empty((samples + 1, self.width if self.direct else 1), dtype=np.float32)
         if batch != 1:
             raise ValueError("the sampled energy network trains one window per update")
         check_schedule(count, batch, 1, rates.shape[0], row_keep.shape[0], dense_keep.shape[0])
@@ -244,45 +256,59 @@ cdef class EnergyNetwork:
                     t = windows[i, self.n - 1]
                     self.context_part(&windows[i, 0], &x[0], &c[0])
                     draw_samples(&sp, &windows[i, 0], 1, self.n)
-                    for j in range(N + 1):
-                        word = t if j == N else sp.words[j]
-                        y[j] = self.score(word, &c[0], &x[0], &act[j, 0]) - (0 if j == N else sp.sample_log_q[j])
+                    merge_duplicates(&sp)
+                    M = sp.distinct
+                    rows = M + 1
+                    for j in range(rows):
+                        word = t if j == M else sp.words[j]
+                        memcpy(&Z[j, 0], self.C + <Py_ssize_t> word * self.m, self.m * sizeof(float))
                         memcpy(&old_U[j, 0], self.U + <Py_ssize_t> word * self.h, self.h * sizeof(float))
-                        memcpy(&old_C[j, 0], self.C + <Py_ssize_t> word * self.m, self.m * sizeof(float))
                         if self.direct:
                             memcpy(&old_W[j, 0], self.W + <Py_ssize_t> word * self.width, self.width * sizeof(float))
-                    top = y[0]
-                    for j in range(N):
-                        top = y[j] if y[j] > top else top
-                    r_total = 0
-                    squares = 0
-                    for j in range(N):
-                        y[j] = expf(y[j] - top)
-                        r_total += y[j]
-                        squares += y[j] * y[j]
-                    ess += <double> r_total * r_total / squares
-                    total += y[N] - (top + log(<double> r_total / N))
-                    memset(&dc[0], 0, self.h * sizeof(float))
-                    memset(&dx[0], 0, max(self.context_width, 1) * sizeof(float))
-                    memset(&dH[0, 0], 0, <Py_ssize_t> self.h * self.width * sizeof(float))
-                    for j in range(N + 1):  # each candidate: its coefficient in dL/dy, old rows only
-                        word = t if j == N else sp.words[j]
-                        gamma = -1 if j == N else y[j] / r_total
+                    # every candidate's hidden layer: tanh(c + H_target C(w)), one product
+                    gemm(b'N', b'T', rows, self.h, self.m, 1.0, &Z[0, 0], self.m, self.H, self.width, 0.0,
+                         &act[0, 0], self.h)
+                    for j in range(rows):
                         for k in range(self.h):
-                            dpre[k] = gamma * old_U[j, k] * (1 - act[j, k] * act[j, k])
-                            dc[k] += dpre[k]
-                        # dz = H_target^T dpre (+ gamma W_w)
-                        gemm(b'N', b'N', 1, self.m, self.h, 1.0, &dpre[0], self.h, self.H, self.width, 0.0,
-                             &dz[0], self.m)
-                        gemm(b'T', b'N', self.h, self.m, 1, 1.0, &dpre[0], self.h, &old_C[j, 0], self.m, 1.0,
-                             &dH[0, 0], self.width)
+                            act[j, k] += c[k]
+                    activate(&act[0, 0], <Py_ssize_t> rows * self.h, 0)
+                    for j in range(rows):
+                        word = t if j == M else sp.words[j]
+                        value = self.b[word]
+                        for k in range(self.h):
+                            value = value + old_U[j, k] * act[j, k]
+                        if self.direct:
+                            value = value + dot(self.m, &old_W[j, 0], &Z[j, 0])
+                            value = value + dot(self.context_width, &old_W[j, 0] + self.m, &x[0])
+                        y[j] = value
+                    y_target = y[M]
+                    total += y_target - importance_weights(&sp, &y[0], &ess)  # y[:M] become r_j / sum r
+                    y[M] = -1
+                    memset(&dc[0], 0, self.h * sizeof(float))
+                    for j in range(rows):  # dL/dy_j = y[j]: dL/d(pre-activation), old rows only
+                        gamma = y[j]
+                        for k in range(self.h):
+                            dpre[j, k] = gamma * old_U[j, k] * (1 - act[j, k] * act[j, k])
+                            dc[k] += dpre[j, k]
+                    # dL/dz_w = dpre H_target (+ gamma W_w), dL/dH = dpre^T z
+                    gemm(b'N', b'N', rows, self.m, self.h, 1.0, &dpre[0, 0], self.h, self.H, self.width, 0.0,
+                         &dZ[0, 0], self.m)
+                    gemm(b'T', b'N', self.h, self.m, rows, 1.0, &dpre[0, 0], self.h, &Z[0, 0], self.m, 0.0,
+                         &dH[0, 0], self.width)
+                    gemm(b'T', b'N', self.h, self.context_width, 1, 1.0, &dc[0], self.h, &x[0],
+                         self.context_width, 0.0, &dH[0, 0] + self.m, self.width)
+                    gemm(b'N', b'N', 1, self.context_width, self.h, 1.0, &dc[0], self.h, self.H + self.m,
+                         self.width, 0.0, &dx[0], self.context_width)
+                    for j in range(rows):
+                        word = t if j == M else sp.words[j]
+                        gamma = y[j]
                         if self.direct:
                             for k in range(self.m):
-                                dz[k] += gamma * old_W[j, k]
+                                dZ[j, k] += gamma * old_W[j, k]
                             value = gamma
                             saxpy(&self.context_width, &value, &old_W[j, 0] + self.m, &one, &dx[0], &one)
                             value = -step * gamma
-                            saxpy(&self.m, &value, &old_C[j, 0], &one, self.W + <Py_ssize_t> word * self.width, &one)
+                            saxpy(&self.m, &value, &Z[j, 0], &one, self.W + <Py_ssize_t> word * self.width, &one)
                             saxpy(&self.context_width, &value, &x[0], &one,
                                   self.W + <Py_ssize_t> word * self.width + self.m, &one)
                         value = -step * gamma
@@ -292,12 +318,7 @@ cdef class EnergyNetwork:
                         if keep != 1:
                             scale(self.m, keep, self.C + <Py_ssize_t> word * self.m)
                         value = -step
-                        saxpy(&self.m, &value, &dz[0], &one, self.C + <Py_ssize_t> word * self.m, &one)
-                    # the context side, shared by every candidate
-                    gemm(b'N', b'N', 1, self.context_width, self.h, 1.0, &dc[0], self.h, self.H + self.m,
-                         self.width, 1.0, &dx[0], self.context_width)
-                    gemm(b'T', b'N', self.h, self.context_width, 1, 1.0, &dc[0], self.h, &x[0],
-                         self.context_width, 1.0, &dH[0, 0] + self.m, self.width)
+                        saxpy(&self.m, &value, &dZ[j, 0], &one, self.C + <Py_ssize_t> word * self.m, &one)
                     value = -step
                     k = self.h * self.width
                     saxpy(&k, &value, &dH[0, 0], &one, self.H, &one)

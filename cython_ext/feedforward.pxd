@@ -6,12 +6,12 @@
 #
 # Softmax with max-subtraction, in-place SGD steps (sparse on the rows of C that occur).
 # One-window SGD runs on matrix-vector products and defers its dense updates (see Work).
-from libc.math cimport expf, log, tanhf
+from libc.math cimport expf, log
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
-from kernel_common cimport axpy_row, dot, exp_shifted, gemm, matvec, matvec_t, scale
+from kernel_common cimport axpy_row, dot, exp_shifted, gemm, matvec, matvec_t, rational_tanh, scale
 
 
 cdef struct Net:
@@ -55,7 +55,7 @@ cdef inline void activate(float *a, Py_ssize_t size, int kind) noexcept nogil:
     cdef Py_ssize_t i
     if kind == 0:
         for i in range(size):
-            a[i] = tanhf(a[i])
+            a[i] = rational_tanh(a[i])
     elif kind == 1:
         for i in range(size):
             a[i] = 1.0 / (1.0 + expf(-a[i]))

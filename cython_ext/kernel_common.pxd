@@ -1,6 +1,6 @@
 # Shared by every network kernel (cimported; everything here is inline, so no module is
 # imported at run time): BLAS through scipy.linalg.cython_blas, short-row loops, the
-# log-normaliser and a softmax row, and the check of a chunk's schedule. Importance
+# log-normaliser and a softmax row, a vectorisable tanh, and the check of a chunk's schedule. Importance
 # sampling's draws and weights are nplmtk/_ext/sampling_kernels.pxd.
 from libc.math cimport exp, expf, log, logf
 from libc.stdlib cimport free, malloc
@@ -92,6 +92,25 @@ cdef inline void axpy_row(int size, float alpha, const float *x, float *y) noexc
     for i in range(size):
         y[i] += alpha * x[i]
 
+
+
+cdef inline float rational_tanh(float x) noexcept nogil:
+    """tanh(x) within 4e-7: Eigen's rational approximation, clamped where tanh rounds to
+    +-1. Pure arithmetic, so loops calling it vectorise; glibc's 4-wide tanhf (the one
+    code built without -march gets) calls the scalar tanhf lane by lane."""
+    cdef float x2, p, q, bound = <float> 7.905311107635498
+    x = bound if x > bound else (-bound if x < -bound else x)
+    x2 = x * x
+    p = -<float> 2.76076847742355e-16 * x2 + <float> 2.00018790482477e-13
+    p = p * x2 - <float> 8.60467152213735e-11
+    p = p * x2 + <float> 5.12229709037114e-08
+    p = p * x2 + <float> 1.48572235717979e-05
+    p = p * x2 + <float> 6.37261928875436e-04
+    p = p * x2 + <float> 4.89352455891786e-03
+    q = <float> 1.19825839466702e-06 * x2 + <float> 1.18534705686654e-04
+    q = q * x2 + <float> 2.26843463243900e-03
+    q = q * x2 + <float> 4.89352518554385e-03
+    return x * p / q
 
 
 cdef inline double log_normaliser(const float *y, int size) noexcept nogil:

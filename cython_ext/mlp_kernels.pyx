@@ -10,14 +10,14 @@ here."""
 import numpy as np
 cimport numpy as cnp
 from libc.math cimport log
-from libc.string cimport memcpy, memset
-from scipy.linalg.cython_blas cimport saxpy
+from libc.string cimport memset
 
 from class_output cimport Classes, class_attach, class_backward, class_forward
 from hs_output cimport Tree, tree_attach, tree_backward, tree_forward
-from kernel_common cimport axpy_row, check_schedule, dot_row, gemm, scale
+from kernel_common cimport axpy_row, check_schedule, gemm, scale
 from nplmtk._ext.sampling_kernels cimport (Sampling, draw_samples, importance_weights, merge_duplicates,
                                            sampling_free, sampling_start)
+from sampled_output cimport sampled_backward, sampled_rows_gradient, sampled_scores, target_gradient, target_score
 from feedforward cimport (DEFER, Net, Work, activation_slope, backward, decay_dense, flush, forward,
                           hidden_layer, input_backward, net_attach, work_alloc, work_free)
 
@@ -27,60 +27,24 @@ cnp.import_array()
 
 cdef double sampled_step(Net *net, Work *w, Sampling *sp, const int *rows, int K, float rate, float keep_c,
                          double *ess) noexcept nogil:
-    """One update with the importance-sampling gradient: the target's row pulled up, the N
-    sampled rows pushed down with weights r_j / sum r, r_j = exp(y_j) / Q(w_j) (the biased,
-    self-normalised estimator). Only those rows of U, W and b are read or written. Returns
-    the sum of the estimated log p(target) (with Z estimated from the samples); adds the
-    effective sample sizes (sum r)^2 / sum r^2 to `ess`."""
-    cdef int n = net.context + 1, i, j, t, M, h = net.hidden, I = net.inputs, one = 1
-    cdef float minus = -rate, value
-    cdef double estimate = 0
+    """One update with the importance-sampling gradient (sampled_output.pxd): the target's
+    row pulled up, the N sampled rows pushed down with weights r_j / sum r, r_j = exp(y_j) /
+    Q(w_j) (the biased, self-normalised estimator). Only those rows of U, W and b are read
+    or written. Returns the sum of the estimated log p(target) (with Z estimated from the
+    samples); adds the effective sample sizes (sum r)^2 / sum r^2 to `ess`."""
+    cdef int n = net.context + 1
+    cdef float *U = net.U if net.hidden > 0 else NULL
+    cdef float *W = net.W if net.direct else NULL
+    cdef double estimate
     hidden_layer(net, w, rows, K)
     draw_samples(sp, rows, K, n)
     merge_duplicates(sp)
-    M = sp.distinct
     if K == 1:
         return sampled_window(net, w, sp, rows, rate, keep_c, ess)
-    for j in range(M):
-        if h > 0:
-            memcpy(sp.U_rows + j * h, net.U + <Py_ssize_t> sp.words[j] * h, h * sizeof(float))
-        if net.direct:
-            memcpy(sp.W_rows + j * I, net.W + <Py_ssize_t> sp.words[j] * I, I * sizeof(float))
-    for i in range(K):
-        for j in range(M):
-            sp.weights[i * M + j] = net.b[sp.words[j]]
-    if h > 0:
-        gemm(b'N', b'T', K, M, h, 1.0, w.A, h, sp.U_rows, h, 1.0, sp.weights, M)
-    if net.direct:
-        gemm(b'N', b'T', K, M, I, 1.0, w.X, I, sp.W_rows, I, 1.0, sp.weights, M)
-    for i in range(K):
-        t = rows[i * n + net.context]
-        estimate += target_score(net, t, w.A + i * h, w.X + i * I) - importance_weights(sp, sp.weights + i * M, ess)
-    # dL/da and the direct dL/dx with the old rows: sum_j g_j row_j - row(target)
-    if h > 0:
-        gemm(b'N', b'N', K, h, M, 1.0, sp.weights, M, sp.U_rows, h, 0.0, w.dA, h)
-    if net.direct:
-        gemm(b'N', b'N', K, I, M, 1.0, sp.weights, M, sp.W_rows, I, 0.0, w.dX, I)
-    else:
-        memset(w.dX, 0, <Py_ssize_t> K * I * sizeof(float))
-    for i in range(K):
-        t = rows[i * n + net.context]
-        value = -1
-        if h > 0:
-            saxpy(&h, &value, net.U + <Py_ssize_t> t * h, &one, w.dA + i * h, &one)
-        if net.direct:
-            saxpy(&I, &value, net.W + <Py_ssize_t> t * I, &one, w.dX + i * I, &one)
-    # Steps on the touched rows: sampled rows down along g^T A, the targets' rows up.
-    if h > 0:
-        gemm(b'T', b'N', M, h, K, 1.0, sp.weights, M, w.A, h, 0.0, sp.row_grads, h)
-        for j in range(M):
-            saxpy(&h, &minus, sp.row_grads + j * h, &one, net.U + <Py_ssize_t> sp.words[j] * h, &one)
-    if net.direct:
-        gemm(b'T', b'N', M, I, K, 1.0, sp.weights, M, w.X, I, 0.0, sp.row_grads, I)
-        for j in range(M):
-            saxpy(&I, &minus, sp.row_grads + j * I, &one, net.W + <Py_ssize_t> sp.words[j] * I, &one)
-    for i in range(K):
-        step_target(net, sp, rows[i * n + net.context], w.A + i * h, w.X + i * I, sp.weights + i * M, rate)
+    estimate = sampled_scores(sp, K, rows + net.context, n, w.A, net.hidden, U, w.X, net.inputs, W, net.b, ess)
+    sampled_backward(sp, K, rows + net.context, n, net.hidden, U, net.inputs, W, w.dA, w.dX)
+    sampled_rows_gradient(sp, K, rows + net.context, n, w.A, net.hidden, w.X, net.inputs, -rate, U, W,
+                          net.b if net.bias else NULL)
     input_backward(net, w, rows, K, rate, keep_c)
     return estimate
 
@@ -96,29 +60,6 @@ cdef inline void read_and_step_row(int size, float weight, float step, const flo
         row[i] = value + step * x[i]
 
 
-cdef inline float target_score(Net *net, int t, const float *a, const float *x) noexcept nogil:
-    cdef float y = net.b[t]
-    if net.hidden > 0:
-        y += dot_row(net.hidden, net.U + <Py_ssize_t> t * net.hidden, a)
-    if net.direct:
-        y += dot_row(net.inputs, net.W + <Py_ssize_t> t * net.inputs, x)
-    return y
-
-
-cdef inline void step_target(Net *net, Sampling *sp, int t, const float *a, const float *x, const float *g,
-                             float rate) noexcept nogil:
-    """The target's rows up by the rate; the samples' biases down by their weights."""
-    cdef int j
-    if net.hidden > 0:
-        axpy_row(net.hidden, rate, a, net.U + <Py_ssize_t> t * net.hidden)
-    if net.direct:
-        axpy_row(net.inputs, rate, x, net.W + <Py_ssize_t> t * net.inputs)
-    if net.bias:
-        net.b[t] += rate
-        for j in range(sp.distinct):
-            net.b[sp.words[j]] -= rate * g[j]
-
-
 cdef double sampled_window(Net *net, Work *w, Sampling *sp, const int *rows, float rate, float keep_c,
                            double *ess) noexcept nogil:
     """sampled_step for one window, on the rows in place: each distinct sampled row is read
@@ -126,11 +67,12 @@ cdef double sampled_window(Net *net, Work *w, Sampling *sp, const int *rows, flo
     at this size their overhead is the cost)."""
     cdef int j, word, t = rows[net.context], M = sp.distinct, h = net.hidden, I = net.inputs
     cdef float *g = sp.weights
-    cdef float *row
+    cdef float *U = net.U if h > 0 else NULL
+    cdef float *W = net.W if net.direct else NULL
     cdef double estimate
     for j in range(M):
-        g[j] = target_score(net, sp.words[j], w.A, w.X)
-    estimate = target_score(net, t, w.A, w.X) - importance_weights(sp, g, ess)
+        g[j] = target_score(sp.words[j], w.A, h, U, w.X, I, W, net.b)
+    estimate = target_score(t, w.A, h, U, w.X, I, W, net.b) - importance_weights(sp, g, ess)
     # dL/da = sum_j g_j U_j - U_t with the rows before the step (the words are distinct,
     # and the target's row is read before any moves).
     for j in range(h):
@@ -146,7 +88,7 @@ cdef double sampled_window(Net *net, Work *w, Sampling *sp, const int *rows, flo
             read_and_step_row(h, g[j], -rate * g[j], w.A, net.U + <Py_ssize_t> word * h, w.dA)
         if net.direct:
             read_and_step_row(I, g[j], -rate * g[j], w.X, net.W + <Py_ssize_t> word * I, w.dX)
-    step_target(net, sp, t, w.A, w.X, g, rate)
+    target_gradient(sp, t, w.A, h, w.X, I, g, -rate, U, W, net.b if net.bias else NULL)  # the SGD step
     input_backward(net, w, rows, 1, rate, keep_c)
     return estimate
 

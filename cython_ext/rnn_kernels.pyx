@@ -13,153 +13,30 @@ before the output). The state s (and c) of every stream is carried from one segm
 the next; a step whose input is <s> starts from a zero state when the model resets at
 sentences. A segment's gradient is summed over its words, clipped to a norm of
 `clip` per word (PyTorch's clip_grad_norm_ of the mean loss), then stepped with the
-trainer's rate and decays: no policy here."""
+trainer's rate and decays: no policy here. The network's structs and the layers' forward
+and backward passes are in recurrent_layers.pxd; the output layers and the steps here."""
 import numpy as np
 cimport numpy as cnp
 from libc.math cimport log, sqrt
 from libc.string cimport memcpy, memset
 
-from class_output cimport Classes, class_attach, class_backward, class_distribution, class_forward
-from hs_output cimport Tree, tree_attach, tree_backward, tree_distribution, tree_forward
-from elementwise cimport act, adam_corrections, column_sums, dropout, logistic, slope, squares, update
-from feedforward cimport activate, activation_slope
+from class_output cimport class_attach, class_backward, class_distribution, class_forward
+from hs_output cimport tree_attach, tree_backward, tree_distribution, tree_forward
+from elementwise cimport adam_corrections, column_sums, dropout, squares, update
 from kernel_common cimport check_schedule, gemm, scale, softmax_row
+from nplmtk._ext.sampling_kernels cimport Sampling, draw_samples, merge_duplicates, sampling_free, sampling_start
+from recurrent_layers cimport MAX_LAYERS, Layer, Rnn, Slot, layer_backward, layer_forward
+from sampled_output cimport sampled_backward, sampled_rows_gradient, sampled_scores
 
 cnp.import_array()
 
-cdef enum:
-    MAX_LAYERS = 8
-    MAX_SLOTS = 4 * MAX_LAYERS + 4
 
-
-
-cdef struct Slot:
-    float *param      # a parameter array stepped whole (all but C's rows, unless tied)
-    float *grad
-    float *m          # Adam's moments (NULL with SGD)
-    float *v
-    Py_ssize_t size
-    bint weight       # decayed with the weights (not a bias)
-
-
-cdef struct Layer:
-    int inputs, hidden, gates   # gates: 1 (RNN) or 4 (LSTM: i, f, o, g)
-    float *U
-    float *W
-    float *b          # NULL without biases
-    float *P          # LSTM peepholes (3 x h: i, f, o) or NULL
-    float *gU
-    float *gW
-    float *gb
-    float *gP
-    float *S          # (T + 1) x B x h: the states, block 0 the carried one
-    float *cell       # (T + 1) x B x h (LSTM)
-    float *Sp         # T x B x h: the previous state as each step saw it (0 after a reset)
-    float *Cp         # T x B x h (LSTM)
-    float *Z          # T x B x gates h: the LSTM's gate values
-    float *out        # T x B x h: the output after dropout, the next layer's input
-    float *mask       # T x B x h: dropout's scale (0 or 1 / (1 - p))
-
-
-cdef struct Rnn:
-    int vocab, m, layers, streams, capacity, lstm, activation, bias, direct, tied, reset, bos
-    float dropout, clip
-    float *C
-    float *V          # the output weights (C when tied)
-    float *d
-    float *M
-    float *gC
-    float *gV
-    float *gd
-    float *gM
-    Classes classes   # the class-factored output layer (classes.count 0: the full softmax)
-    float *Vc         # its class rows (K x h) and biases
-    float *bc
-    float *gVc
-    float *gbc
-    float *U          # T x B x largest class: probabilities within each row's target class
-    Tree tree         # the hierarchical softmax (tree.nodes 0: none): its node rows and biases
-    float *Vn
-    float *bn
-    float *gVn
-    float *gbn
-    float *G          # T x B x the longest path: dL/dz at each node of each row's path
-    float *X          # T x B x m: the input features after dropout
-    float *Xmask
-    float *Y          # T x B x |V|: scores, then probabilities, then dL/dy
-    float *keep       # T x B: 0 where the step's input is <s> and the state resets
-    float *dOut       # T x B x max(h, m)
-    float *dX         # T x B x m
-    float *dZ         # T x B x 4h
-    float *dS         # B x h: dL/ds_t-1 carried back
-    float *dC         # B x h
-    int *inputs
-    int *targets
-    int *touched      # the distinct input words of a segment
-    char *seen
-    unsigned long long *rng
-    Layer layer[MAX_LAYERS]
-    Slot slot[MAX_SLOTS]
-    int slots
-    bint adam
-    float *mC         # Adam's moments of the rows of C (untied)
-    float *vC
-    double *adam_step
-
-
-cdef void layer_forward(Rnn *net, Layer *L, const float *input, int T) noexcept nogil:
-    cdef int B = net.streams, h = L.hidden, G = L.gates * h, t, r, j
-    cdef Py_ssize_t N = <Py_ssize_t> T * B
-    cdef float *z
-    cdef float *Sp
-    cdef float *Cp
-    cdef float *s
-    cdef float *c
-    cdef float k, cp, gi, gf, go, gg
-    cdef float *pre = L.Z if net.lstm else L.S + B * h  # the pre-activations of every step
-    for r in range(N):
-        if L.b != NULL:
-            memcpy(pre + r * G, L.b, G * sizeof(float))
-        else:
-            memset(pre + r * G, 0, G * sizeof(float))
-    gemm(b'N', b'T', <int> N, G, L.inputs, 1.0, input, L.inputs, L.U, L.inputs, 1.0, pre, G)
-    for t in range(T):
-        Sp = L.Sp + t * B * h
-        for r in range(B):
-            k = net.keep[t * B + r]
-            for j in range(h):
-                Sp[r * h + j] = k * L.S[(t * B + r) * h + j]
-                if net.lstm:
-                    L.Cp[(t * B + r) * h + j] = k * L.cell[(t * B + r) * h + j]
-        z = pre + t * B * G
-        gemm(b'N', b'T', B, G, h, 1.0, Sp, h, L.W, h, 1.0, z, G)
-        if not net.lstm:
-            activate(z, B * h, net.activation)
-            continue
-        Cp = L.Cp + t * B * h
-        s = L.S + (t + 1) * B * h
-        c = L.cell + (t + 1) * B * h
-        for r in range(B):
-            for j in range(h):
-                cp = Cp[r * h + j]
-                gi, gf, go, gg = z[r * G + j], z[r * G + h + j], z[r * G + 2 * h + j], z[r * G + 3 * h + j]
-                if L.P != NULL:
-                    gi += L.P[j] * cp
-                    gf += L.P[h + j] * cp
-                    go += L.P[2 * h + j] * cp
-                gi, gf, go, gg = logistic(gi), logistic(gf), logistic(go), act(gg, net.activation)
-                z[r * G + j], z[r * G + h + j], z[r * G + 2 * h + j], z[r * G + 3 * h + j] = gi, gf, go, gg
-                c[r * h + j] = gf * cp + gi * gg
-                s[r * h + j] = go * act(c[r * h + j], net.activation)
-
-
-cdef double forward(Rnn *net, int T, bint train, double *logp) noexcept nogil:
-    """Scores of a segment of T steps (net.inputs, net.targets): the sum of log p of its
-    targets (those >= 0), each also in logp[step * B + stream] when logp is given."""
-    cdef int B = net.streams, m = net.m, V = net.vocab, l, target, width
+cdef float *layers_forward(Rnn *net, int T, bint train) noexcept nogil:
+    """The input features and the layers of a segment of T steps (net.inputs), with
+    dropout when training; returns the top layer's output (T x B x its width)."""
+    cdef int B = net.streams, m = net.m, l
     cdef Py_ssize_t N = <Py_ssize_t> T * B, r
-    cdef const float *top
-    cdef double total = 0, value
+    cdef float *top
     cdef Layer *L
     for r in range(N):
         memcpy(net.X + r * m, net.C + <Py_ssize_t> net.inputs[r] * m, m * sizeof(float))
@@ -175,7 +52,16 @@ cdef double forward(Rnn *net, int T, bint train, double *logp) noexcept nogil:
         if train and net.dropout > 0:
             dropout(L.out, L.mask, N * L.hidden, net.dropout, net.rng)
         top = L.out
-    width = net.layer[net.layers - 1].hidden
+    return top
+
+
+cdef double forward(Rnn *net, int T, bint train, double *logp) noexcept nogil:
+    """Scores of a segment of T steps (net.inputs, net.targets): the sum of log p of its
+    targets (those >= 0), each also in logp[step * B + stream] when logp is given."""
+    cdef int m = net.m, V = net.vocab, target, width = net.layer[net.layers - 1].hidden
+    cdef Py_ssize_t N = <Py_ssize_t> T * net.streams, r
+    cdef const float *top = layers_forward(net, T, train)
+    cdef double total = 0, value
     if net.tree.nodes:
         return tree_forward(&net.tree, top, N, width, net.Vn, net.bn, net.targets, 1, net.G, logp)
     if net.classes.count:
@@ -197,57 +83,6 @@ cdef double forward(Rnn *net, int T, bint train, double *logp) noexcept nogil:
             if logp != NULL:
                 logp[r] = value
     return total
-
-
-cdef void layer_backward(Rnn *net, Layer *L, const float *input, int T) noexcept nogil:
-    """From dL/d(output) of every step in net.dOut: back through time (from the segment's
-    end, nothing carried in), the gradients of U, W, b, P, and dL/d(input) in net.dOut."""
-    cdef int B = net.streams, h = L.hidden, G = L.gates * h, t, r, j
-    cdef Py_ssize_t N = <Py_ssize_t> T * B, i
-    cdef float *ds
-    cdef float *dz
-    cdef float *z
-    cdef float gi, gf, go, gg, cp, ac, dc, dcp, di, df, do, dg
-    memset(net.dS, 0, B * h * sizeof(float))
-    memset(net.dC, 0, B * h * sizeof(float))
-    if L.gP != NULL:
-        memset(L.gP, 0, 3 * h * sizeof(float))
-    for t in range(T - 1, -1, -1):
-        ds = net.dOut + t * B * h
-        dz = net.dZ + t * B * G
-        for i in range(B * h):
-            ds[i] += net.dS[i]
-        if not net.lstm:
-            memcpy(dz, ds, B * h * sizeof(float))
-            activation_slope(dz, L.S + (t + 1) * B * h, B * h, net.activation)
-        else:
-            z = L.Z + t * B * G
-            for r in range(B):
-                for j in range(h):
-                    gi, gf, go, gg = z[r * G + j], z[r * G + h + j], z[r * G + 2 * h + j], z[r * G + 3 * h + j]
-                    cp = L.Cp[(t * B + r) * h + j]
-                    ac = act(L.cell[((t + 1) * B + r) * h + j], net.activation)
-                    dc = net.dC[r * h + j] + ds[r * h + j] * go * slope(ac, net.activation)
-                    do = ds[r * h + j] * ac
-                    di, df, dg = dc * gg * gi * (1 - gi), dc * cp * gf * (1 - gf), dc * gi * slope(gg, net.activation)
-                    do = do * go * (1 - go)
-                    dz[r * G + j], dz[r * G + h + j], dz[r * G + 2 * h + j], dz[r * G + 3 * h + j] = di, df, do, dg
-                    dcp = dc * gf
-                    if L.P != NULL:
-                        dcp += L.P[j] * di + L.P[h + j] * df + L.P[2 * h + j] * do
-                        L.gP[j] += di * cp
-                        L.gP[h + j] += df * cp
-                        L.gP[2 * h + j] += do * cp
-                    net.dC[r * h + j] = net.keep[t * B + r] * dcp
-        gemm(b'N', b'N', B, h, G, 1.0, dz, G, L.W, h, 0.0, net.dS, h)
-        for r in range(B):
-            if net.keep[t * B + r] == 0:
-                memset(net.dS + r * h, 0, h * sizeof(float))
-    gemm(b'T', b'N', G, h, <int> N, 1.0, net.dZ, G, L.Sp, h, 0.0, L.gW, h)
-    gemm(b'T', b'N', G, L.inputs, <int> N, 1.0, net.dZ, G, input, L.inputs, 0.0, L.gU, L.inputs)
-    if L.gb != NULL:
-        column_sums(net.dZ, N, G, L.gb)
-    gemm(b'N', b'N', <int> N, L.inputs, G, 1.0, net.dZ, G, L.U, L.inputs, 0.0, net.dOut, L.inputs)
 
 
 cdef void full_backward(Rnn *net, Py_ssize_t N, int width) noexcept nogil:
@@ -275,9 +110,8 @@ cdef int backward(Rnn *net, int T) noexcept nogil:
     """The gradients of -sum log p of the segment just run forward (with train set), in
     the g* arrays; gC only in the rows of the words that occur (listed in net.touched,
     their count returned) unless tied."""
-    cdef int B = net.streams, m = net.m, V = net.vocab, l, width = net.layer[net.layers - 1].hidden, w, j, count = 0
-    cdef Py_ssize_t N = <Py_ssize_t> T * B, r
-    cdef Layer *L
+    cdef int m = net.m, V = net.vocab, width = net.layer[net.layers - 1].hidden
+    cdef Py_ssize_t N = <Py_ssize_t> T * net.streams
     if net.tree.nodes:  # no direct connections with these two (refused by the model)
         memset(net.gVn, 0, <Py_ssize_t> (V - 1) * width * sizeof(float))
         if net.gbn != NULL:
@@ -295,6 +129,40 @@ cdef int backward(Rnn *net, int T) noexcept nogil:
         memset(net.dX, 0, N * m * sizeof(float))
     else:
         full_backward(net, N, width)
+    return inputs_backward(net, T)
+
+
+cdef double sampled_forward_backward(Rnn *net, Sampling *sp, int T, int *touched, double *ess) noexcept nogil:
+    """A segment forward and back with the full softmax's gradient estimated by importance
+    sampling (Algorithm 3, sampled_output.pxd): one set of draws shared by all its T x B
+    rows, so that the scores stay one sgemm (the bigram proposal's previous word of a row
+    is its input). The gradients as backward's (of V, d and M only the sampled and target
+    rows are non-zero), the count of touched rows of C in `touched`; returns the sum of
+    the estimated log p of the targets, and adds the rows' effective sample sizes to `ess`."""
+    cdef int m = net.m, width = net.layer[net.layers - 1].hidden, K = T * net.streams
+    cdef float *top = layers_forward(net, T, True)
+    cdef const float *M = net.M if net.direct else NULL
+    cdef double estimate
+    draw_samples(sp, net.inputs + 1, K, 1)  # "windows" of width n = 1: the previous word, at n - 2, is the input
+    merge_duplicates(sp)
+    estimate = sampled_scores(sp, K, net.targets, 1, top, width, net.V, net.X, m, M, net.d, ess)
+    sampled_backward(sp, K, net.targets, 1, width, net.V, m, M, net.dOut, net.dX)
+    memset(net.gV, 0, <Py_ssize_t> net.vocab * width * sizeof(float))
+    if net.gd != NULL:
+        memset(net.gd, 0, net.vocab * sizeof(float))
+    if net.direct:
+        memset(net.gM, 0, <Py_ssize_t> net.vocab * m * sizeof(float))
+    sampled_rows_gradient(sp, K, net.targets, 1, top, width, net.X, m, 1.0, net.gV, net.gM, net.gd)
+    touched[0] = inputs_backward(net, T)
+    return estimate
+
+
+cdef int inputs_backward(Rnn *net, int T) noexcept nogil:
+    """From dL/d(top) in dOut and the direct connections' dL/dx in dX: back through the
+    layers and time, and into gC's rows of the words that occur (as backward says)."""
+    cdef int m = net.m, l, w, j, count = 0
+    cdef Py_ssize_t N = <Py_ssize_t> T * net.streams, r
+    cdef Layer *L
     for l in range(net.layers - 1, -1, -1):
         L = &net.layer[l]
         if net.dropout > 0:
@@ -559,9 +427,37 @@ cdef class RecurrentNetwork:
         `bptt` steps, the state carried through: segment u steps by rates[u], decays the
         rows of C it reads by row_keep[u] and the weights in bulk by dense_keep[u].
         Returns (sum of log p of the targets, updates done)."""
+        return self._train(rows, bptt, rates, row_keep, dense_keep, NULL)[:2]
+
+    def train_sampled(self, const int[:, :, ::1] rows, int bptt, const double[::1] rates,
+                      const float[::1] row_keep, const float[::1] dense_keep, int samples, proposal,
+                      unsigned long long seed):
+        """As train, with the full softmax's gradient estimated from `samples` words drawn
+        from the proposal (nplmtk.neural.sampling.Proposal), shared by the rows of a segment.
+        Returns (sum of estimated log p of the targets, updates done, sum of effective
+        sample sizes)."""
+        cdef Sampling sp
+        memset(&sp, 0, sizeof(Sampling))
+        try:
+            self._start_sampling(&sp, samples, proposal, seed)
+            return self._train(rows, bptt, rates, row_keep, dense_keep, &sp)
+        finally:
+            sampling_free(&sp)
+
+    cdef _start_sampling(self, Sampling *sp, int samples, proposal, unsigned long long seed):
+        if samples < 1 or proposal.vocab_size != self.net.vocab:
+            raise ValueError("no samples, or a proposal of the wrong size")
+        if self.net.tree.nodes or self.net.classes.count or not self.grads:
+            raise ValueError("importance sampling estimates the full softmax's gradient, of a trainable network")
+        sampling_start(sp, proposal, samples, self.net.capacity * self.net.streams,
+                       self.net.layer[self.net.layers - 1].hidden, self.net.m, seed)
+
+    cdef _train(self, const int[:, :, ::1] rows, int bptt, const double[::1] rates, const float[::1] row_keep,
+                const float[::1] dense_keep, Sampling *sp):
+        """train, or with `sp` (started) train_sampled."""
         cdef Py_ssize_t start = 0, count = rows.shape[0], u = 0
         cdef int T, touched, words, r
-        cdef double total = 0
+        cdef double total = 0, ess = 0
         if not self.grads:
             raise ValueError("a scoring network cannot train")
         check_schedule(count, bptt, self.net.capacity, rates.shape[0], row_keep.shape[0], dense_keep.shape[0])
@@ -571,8 +467,11 @@ cdef class RecurrentNetwork:
             while start < count:
                 T = <int> min(<Py_ssize_t> bptt, count - start)
                 load_segment(&self.net, rows, start, T)
-                total += forward(&self.net, T, True, NULL)
-                touched = backward(&self.net, T)
+                if sp != NULL:
+                    total += sampled_forward_backward(&self.net, sp, T, &touched, &ess)
+                else:
+                    total += forward(&self.net, T, True, NULL)
+                    touched = backward(&self.net, T)
                 words = 0
                 for r in range(T * self.net.streams):
                     words += self.net.targets[r] >= 0
@@ -581,7 +480,7 @@ cdef class RecurrentNetwork:
                 start += T
                 u += 1
         self._save_state()
-        return total, u
+        return total, u, ess
 
     def logprobs(self, const int[:, :, ::1] rows, double[::1] out):
         """Natural-log probability of every target >= 0 in out[step * streams + stream]
@@ -623,20 +522,30 @@ cdef class RecurrentNetwork:
         for j in range(self.net.vocab):
             out[j] = log(self.net.Y[<Py_ssize_t> (T - 1) * self.net.vocab + j])
 
-    def gradients(self, const int[:, :, ::1] rows, grads):
+    def gradients(self, const int[:, :, ::1] rows, grads, int samples=0, proposal=None, unsigned long long seed=0):
         """The gradients of -sum log p over one segment from the carried state, without
         dropout, clipping or a step, written into `grads` (arrays shaped like the
-        parameters); returns the sum of log p. For tests."""
+        parameters); returns the sum of log p. With `samples`: of the sampled objective,
+        -sum (y_target - log Z^), for the draws that train_sampled makes from `seed` (its
+        estimate of sum log p returned). For tests."""
         cdef int T = rows.shape[0], touched
-        cdef double total
+        cdef double total, ess = 0
+        cdef Sampling sp
         if not 1 <= T <= self.net.capacity or not self.grads:
             raise ValueError("one segment of at most capacity steps, on a trainable network")
         self._check_rows(np.asarray(rows))
+        memset(&sp, 0, sizeof(Sampling))
+        if samples:
+            self._start_sampling(&sp, samples, proposal, seed)
         self._restore_state()
         saved_dropout, self.net.dropout = self.net.dropout, 0
         load_segment(&self.net, rows, 0, T)
-        total = forward(&self.net, T, True, NULL)
-        touched = backward(&self.net, T)
+        if samples:
+            total = sampled_forward_backward(&self.net, &sp, T, &touched, &ess)
+            sampling_free(&sp)
+        else:
+            total = forward(&self.net, T, True, NULL)
+            touched = backward(&self.net, T)
         self.net.dropout = saved_dropout
         for name, array in self.grads.items():
             grads[name][...] = array

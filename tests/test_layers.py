@@ -3,6 +3,9 @@ functions too), one table of models that `load` and `train-nplm -arch` read, and
 kernel file over about 600 lines."""
 import ast
 import os
+import re
+import subprocess
+import sys
 
 import pytest
 
@@ -10,6 +13,7 @@ import nplmtk
 
 PACKAGE = os.path.dirname(nplmtk.__file__)
 KERNELS = os.path.join(os.path.dirname(PACKAGE), "cython_ext")
+LAZY_ENTRY = re.compile(r"\.[\w.]+:[\w.]+")  # nplmtk.models.LazyTable's entries
 
 
 def module_name(path):
@@ -18,7 +22,8 @@ def module_name(path):
 
 
 def imports_of(path, modules):
-    """The nplmtk modules that the file at `path` imports, anywhere in it."""
+    """The nplmtk modules that the file at `path` imports, anywhere in it, the entries of
+    a lazy table (".module:attribute", imported on first use) included."""
     name = module_name(path)
     package = name if path.endswith("__init__.py") else name.rpartition(".")[0]
     found = set()
@@ -33,6 +38,8 @@ def imports_of(path, modules):
                 base = ".".join(parts + ([node.module] if node.module else []))
             # `from . import container` imports the module nplmtk.container
             targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and LAZY_ENTRY.fullmatch(node.value):
+            targets = [f"{package}{node.value.partition(':')[0]}"]
         else:
             continue
         found.update(target for target in targets if target in modules and target != name)
@@ -96,6 +103,23 @@ def test_opening_a_model_does_not_load_the_trainer():
             todo.extend(graph[module])
     assert "nplmtk.neural.train" not in reached
     assert "nplmtk.neural.parallel" not in reached
+
+
+def test_scoring_a_back_off_model_loads_no_network_and_no_estimator(tmp_path):
+    from nplmtk.ngram.binary import write_binary
+    from nplmtk.models import load
+    arpa = os.path.join(os.path.dirname(__file__), "data", "srilm", "kn3-backoff.arpa.gz")
+    binary = str(tmp_path / "small.nplm")
+    write_binary(load(arpa), binary)
+    script = ("import sys\nfrom nplmtk.cli.main import main\ntry:\n    main(['ppl', '-lm', sys.argv[1], '-text', "
+              "sys.argv[2]])\nexcept SystemExit:\n    pass\nprint(sorted(m for m in sys.modules if m.startswith(("
+              "'nplmtk.neural', 'nplmtk.mixture', 'nplmtk.ngram.estimate', 'nplmtk.ngram.classes'))))")
+    text = tmp_path / "text.txt"
+    text.write_text("a b c\n")
+    for model in (arpa, binary):
+        out = subprocess.run([sys.executable, "-c", script, model, str(text)], capture_output=True, text=True,
+                             check=True).stdout
+        assert "ppl=" in out and out.strip().endswith("[]"), out
 
 
 def test_every_architecture_and_model_kind_comes_from_one_table():

@@ -179,3 +179,25 @@ def test_reads_kenlm_arpa_files_and_scores_as_kenlm_query_does():
     with open(f"{kenlm_dir}/query-sentence-totals.txt") as f:
         expected = [float(x) for x in f.read().split()]
     np.testing.assert_allclose(totals, expected, atol=1e-4)
+
+
+def test_a_large_section_is_formatted_in_two_pieces_that_join_to_the_one_text():
+    from nplmtk._ext.arpa_format import format_section
+    rng = np.random.default_rng(3)
+    words = [f"w{i}" * (i % 3 + 1) for i in range(50)] + ["ü", "</s>"]
+    encoded = [w.encode() for w in words]
+    data = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+    start = np.concatenate([[0], np.cumsum([len(w) for w in encoded])]).astype(np.int64)
+    rows = 150_001
+    grams = rng.integers(0, len(words), size=(rows, 3)).astype(np.int32)
+    logp = rng.uniform(-7, 0, rows).astype(np.float32)
+    logp[::1000] = -np.inf
+    bow = rng.uniform(-2, 1, rows).astype(np.float32)
+    has_bow = (rng.random(rows) < 0.5).astype(np.uint8)
+    pieces = format_section(grams, logp, bow, has_bow, data, start)
+    assert len(pieces) == 2
+    halves = [b"".join(format_section(grams[s], logp[s], bow[s], has_bow[s], data, start))
+              for s in (slice(0, 75_000), slice(75_000, None))]  # below the size formatted in two
+    assert b"".join(pieces) == halves[0] + halves[1]
+    lines = b"".join(pieces).decode().split("\n")
+    assert len(lines) == rows + 1 and lines[0].split("\t")[1] == " ".join(words[w] for w in grams[0])

@@ -3,6 +3,7 @@ parameter against a float64 numpy model written here, the state carried across s
 equal to one unrolled pass, scoring equal to the reference sentence by sentence, a
 dependency 20 words back that an LSTM learns and a 5-gram cannot, and training through
 the common protocol (files, resume, `ppl`, the CLI)."""
+import json
 import math
 
 import numpy as np
@@ -13,6 +14,7 @@ from conftest import (assert_gradients_match_finite_differences, assert_one_line
 from nplmtk.corpus import Corpus
 from nplmtk.models import ARCHITECTURES
 from nplmtk.neural.recurrent import stream_rows
+from nplmtk.neural.sampling import proposal
 from nplmtk.neural.train import Trainer, TrainingConfig
 from nplmtk.ngram.counts import NgramCounts
 from nplmtk.ngram.estimate import estimate
@@ -44,9 +46,11 @@ def logistic(z):
 ACT = {"tanh": np.tanh, "sigmoid": logistic, "relu": lambda z: np.maximum(z, 0), "linear": lambda z: z}
 
 
-def reference_logprobs(model, rows):
+def reference_logprobs(model, rows, sampled=None):
     """log p of every target of rows (steps, 2, streams) in float64, the survey's equations
-    written out step by step (padding targets: 0)."""
+    written out step by step (padding targets: 0). With `sampled` = (words, log Q of each
+    word), the importance-sampling estimate y_t - log Z^, Z^ = mean_j exp(y_w_j - log Q(w_j))
+    over the draws `words` (repeats included), of the full softmax's log p."""
     p = {k: v.astype(np.float64) for k, v in model.params.items()}
     meta, act = model.meta, ACT[model.activation]
     steps, _, streams = rows.shape
@@ -75,7 +79,14 @@ def reference_logprobs(model, rows):
         elif "Vc" in p:
             logp = class_logprobs(below, p.get("V", p["C"]), p.get("d", 0), p["Vc"], p.get("bc", 0), meta["class_of"])
         else:
-            logp = log_softmax(below @ p.get("V", p["C"]).T + p.get("d", 0) + (x @ p["M"].T if "M" in p else 0))
+            y = below @ p.get("V", p["C"]).T + p.get("d", 0) + (x @ p["M"].T if "M" in p else 0)
+            if sampled is None:
+                logp = log_softmax(y)
+            else:
+                words, log_q = sampled
+                r = y[:, words] - log_q[words]
+                top = r.max(axis=1, keepdims=True)
+                logp = y - top - np.log(np.exp(r - top).mean(axis=1, keepdims=True))
         out[t] = np.where(targets >= 0, logp[np.arange(streams), np.maximum(targets, 0)], 0)
     return out
 
@@ -98,6 +109,114 @@ def test_every_parameter_matches_finite_differences_through_time(arch, shape):
     assert math.isclose(total, reference_logprobs(model, rows).sum(), rel_tol=1e-5)
     assert_gradients_match_finite_differences(model.params, grads, lambda: -reference_logprobs(model, rows).sum(),
                                               np.random.default_rng(1), epsilon=1e-4)  # relu: off its kink
+
+
+SAMPLED_SHAPES = [  # importance sampling of the full softmax (tied, direct, stacked, peepholes, no biases)
+    ("rnn", {}, "unigram"),
+    ("rnn", dict(layers=2, direct=True, activation="sigmoid"), "bigram"),
+    ("rnn", dict(tie=True, features=5, hidden=5, reset_state="never"), "unigram"),
+    ("lstm", {}, "bigram"),
+    ("lstm", dict(layers=2, direct=True, peephole=True), "unigram"),
+    ("lstm", dict(bias=False, tie=True, features=5, hidden=5), "bigram"),
+]
+
+
+def segment_proposal(rows, kind):
+    """A proposal from the text of `rows`, and log Q of every word as a segment of those
+    rows draws (the bigram: the mixture over its rows of Q(.|input))."""
+    q = proposal(rows, len(VOCAB), kind)
+    log_q = q.log_q.astype(np.float64)
+    if kind == "bigram":
+        row_start, successors, _, p, keep = q.bigram
+        bigram = np.zeros((len(VOCAB), len(VOCAB)))
+        for v in range(len(VOCAB)):
+            bigram[v, successors[row_start[v]:row_start[v + 1]]] = p[row_start[v]:row_start[v + 1]]
+        mixed = keep[:, None] * bigram + (1 - keep[:, None]) * np.exp(log_q)
+        log_q = np.log(mixed[rows[:, 0].reshape(-1)].mean(axis=0))
+    return q, log_q
+
+
+def segment_draws(q, rows, samples, seed):
+    """The words a segment of `rows` draws from `seed` (the kernel's sampler, as training draws)."""
+    pairs = np.ascontiguousarray(rows.transpose(0, 2, 1).reshape(-1, 2))  # a row's previous word: its input
+    return q.draw(samples, seed, pairs if q.bigram is not None else None)
+
+
+@pytest.mark.parametrize("arch, shape, kind", SAMPLED_SHAPES)
+def test_the_sampled_objective_matches_finite_differences_through_time(arch, shape, kind):
+    """-criterion is: with the draws fixed, the kernel's gradient is that of the sampled
+    objective -sum (y_t - log Z^) through time, for every parameter (the draws repeat words,
+    and padded rows have no loss)."""
+    model = random_model(arch, shape)
+    rows, _ = stream_rows(Corpus.from_lines(TEXT, VOCAB), 2, VOCAB)
+    q, log_q = segment_proposal(rows, kind)
+    words = segment_draws(q, rows, 7, 3)
+    assert len(np.unique(words)) < len(words) < len(VOCAB)
+    grads = {k: np.zeros_like(v) for k, v in model.params.items()}
+    total = model._network(2, len(rows), trainable=True).gradients(rows, grads, 7, q, 3)
+    assert math.isclose(total, reference_logprobs(model, rows, (words, log_q)).sum(), rel_tol=1e-5)
+    assert_gradients_match_finite_differences(model.params, grads,
+                                              lambda: -reference_logprobs(model, rows, (words, log_q)).sum(),
+                                              np.random.default_rng(1), epsilon=1e-4)
+
+
+@pytest.mark.parametrize("arch", ["rnn", "lstm"])
+def test_the_sampled_gradient_approaches_the_exact_one_as_n_grows(arch):
+    """The mean squared distance (20 seeds) of the sampled gradient of a segment to the
+    exact one falls about as 1/N; with 10,000 draws the 12 words are all drawn, many times."""
+    model = random_model(arch, {"direct": True})
+    rows, _ = stream_rows(Corpus.from_lines(TEXT, VOCAB), 2, VOCAB)
+    exact = {k: np.zeros_like(v) for k, v in model.params.items()}
+    model._network(2, len(rows), trainable=True).gradients(rows, exact)
+    q = proposal(rows, len(VOCAB), "unigram")
+    errors = []
+    for samples in (10, 100, 1000, 10000):
+        squared = []
+        for seed in range(20):
+            grads = {k: np.zeros_like(v) for k, v in model.params.items()}
+            model._network(2, len(rows), trainable=True).gradients(rows, grads, samples, q, seed)
+            squared.append(sum(((grads[k].astype(np.float64) - exact[k]) ** 2).sum() for k in exact))
+        errors.append(np.mean(squared))
+    assert all(later < earlier / 4 for earlier, later in zip(errors, errors[1:])), errors
+    assert errors[-1] < errors[0] / 200
+
+
+def test_a_proposal_from_stream_steps_is_that_of_the_windows():
+    corpus = Corpus.from_lines(TEXT, VOCAB)
+    steps, windows = corpus.stream_steps(3, VOCAB.unk), corpus.windows(2)
+    for kind in ("unigram", "bigram"):
+        a, b = proposal(steps, len(VOCAB), kind), proposal(windows, len(VOCAB), kind)
+        np.testing.assert_array_equal(a.log_q, b.log_q)
+        for x, y in zip(a.bigram or (), b.bigram or ()):
+            np.testing.assert_array_equal(x, y)
+
+
+def test_algorithm_4_undoes_a_block_with_the_streams_state_and_adam_moments():
+    """is-adaptive trains a block again from its start: the parameters and what the
+    workers carry (the streams' state, Adam's moments) as they were."""
+    from nplmtk.neural.sampling import ImportanceSampling
+    model = random_model("lstm", {})
+    corpus = Corpus.from_lines(TEXT * 4, VOCAB)
+    config = TrainingConfig(criterion="is-adaptive", samples=4, streams=2, bptt=3, optimizer="adam", progress=False)
+    steps = model.training_examples(corpus, config)
+    state = {"samples": 4}
+    sampling = ImportanceSampling(model, steps, config, state)
+    assert sampling.tiny.shape == (min(len(steps), 500), 2, 2)  # the streams' first steps: 1,000 words
+    network = model.training_network(config, 0)
+    sampling.begin_round(model, 0, state, [network])
+    before = {k: v.copy() for k, v in network.carried.items()}
+    params = {k: v.copy() for k, v in model.params.items()}
+    chunk = np.ascontiguousarray(steps[np.arange(len(steps))])
+    updates = -(-len(chunk) // 3)
+    network.train_sampled(chunk, 3, np.full(updates, 0.5), np.ones(updates, np.float32),
+                          np.ones(updates, np.float32), 4, sampling.proposal, 1)
+    model.params["V"] *= 40  # and a block that made things worse
+    assert sampling.end_round(model, [(-50.0, 10, 10.0)], 120, state, last=True) == (-50.0, 120, 0)
+    assert state["samples"] == 8
+    for name in before:
+        assert np.array_equal(network.carried[name], before[name]), name
+    for name in params:
+        assert np.array_equal(model.params[name], params[name]), name
 
 
 @pytest.mark.parametrize("arch, shape", SHAPES)
@@ -187,12 +306,13 @@ def test_an_lstm_matches_a_bracket_twenty_words_back_where_a_5gram_cannot():
     assert closing_choice(kn5, test) < 0.6
 
 
-def test_resumed_run_finishes_like_an_uninterrupted_one(toy_texts, tmp_path):
+@pytest.mark.parametrize("criterion", ["full", "is"])
+def test_resumed_run_finishes_like_an_uninterrupted_one(toy_texts, tmp_path, criterion):
     """Mid-epoch checkpoints hold each worker's carried state, dropout generator and Adam moments."""
     folder, model_vocab = toy_texts
     train, valid = (Corpus.read(str(folder / f"{name}.txt"), model_vocab) for name in ("train", "valid"))
     settings = dict(epochs=2, lr=0.01, optimizer="adam", streams=4, bptt=5, dropout=0.2, progress=False,
-                    checkpoint_dir=str(tmp_path), checkpoint_every=7)
+                    checkpoint_dir=str(tmp_path), checkpoint_every=7, criterion=criterion, samples=20)
 
     def fresh():
         return ARCHITECTURES["lstm"].initial(model_vocab, features=6, hidden=6, layers=2, seed=1)
@@ -218,12 +338,37 @@ def test_train_save_score_from_the_command_line(toy_texts, tmp_path, arch, outpu
     assert model.meta["classes"] == (6 if output else 0)
 
 
+@pytest.mark.parametrize("arch, criterion", [("lstm", "is"), ("rnn", "is-adaptive")])
+def test_importance_sampling_trains_saves_and_scores_from_the_command_line(toy_texts, tmp_path, arch, criterion):
+    """-criterion is and is-adaptive on two lock-free threads (tied, direct, dropout): the
+    exact perplexity of the tiny training set (the log's train_ppl) falls, and the model
+    saves, loads and scores."""
+    texts, vocab = toy_texts
+    model_path, log = tmp_path / "m.nplm", tmp_path / "log.jsonl"
+    status, _, err = run_nplm("train", "-arch", arch, "-text", texts / "train.txt", "-valid", texts / "valid.txt",
+                              "-m", 8, "-h", 8, "-bptt", 10, "-streams", 4, "-epochs", 3, "-lr", 0.05, "-threads", 2,
+                              "-criterion", criterion, "-samples", 30, "-check-every", 3000, "-tie", "-direct",
+                              "-dropout", 0.1, "-lm", model_path, "-log", log, "-quiet")
+    assert status == 0, err
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert all(r["criterion"] == criterion and r["train_ppl_of"] == "tiny set (exact)" for r in records)
+    assert records[-1]["train_ppl"] < records[0]["train_ppl"] < len(vocab) / 2
+    assert 1 < records[-1]["mean_ess"] <= 30
+    if criterion == "is-adaptive":
+        assert any(e["reason"] in ("check", "ppl rose") for r in records for e in r["samples_trajectory"])
+    model, reported = scored_as_ppl_says(model_path, texts / "valid.txt")
+    assert reported < len(vocab) / 3 and model.meta["tie"] and model.meta["direct"]
+
+
 @pytest.mark.parametrize("args, fragment", [
     (["-arch", "lstm", "-order", "3"], "-order applies to the feed-forward models: lstm sees the whole history"),
     (["-dropout", "0.5"], "-dropout applies to the recurrent models"),
     (["-arch", "rnn", "-tie"], "-tie makes the output layer the word features: it needs -h equal to -m"),
     (["-arch", "rnn", "-peephole"], "-peephole applies to -arch lstm"),
-    (["-arch", "lstm", "-criterion", "is"], "recurrent models train with the exact softmax"),
+    (["-arch", "lstm", "-output", "class", "-criterion", "is"],
+     "-output class trains with its exact gradient: -criterion is samples the full softmax"),
+    (["-arch", "rnn", "-output", "hs", "-criterion", "is-adaptive"],
+     "-output hs trains with its exact gradient: -criterion is-adaptive samples the full softmax"),
     (["-arch", "lstm", "-batch", "4"], "-batch: a recurrent model updates once per -bptt steps"),
     (["-optimizer", "adam"], "Adam is built for the recurrent models"),
     # the output layers

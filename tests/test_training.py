@@ -151,7 +151,7 @@ def test_algorithm_4_doubles_n_and_reverts_when_the_tiny_perplexity_rises(toy):
     model = small_model(vocab)
     config = TrainingConfig(**CONFIG, criterion="is-adaptive", samples=16, check_every=100)
     state = {"samples": 16}
-    sampling = ImportanceSampling(train.windows(3), len(vocab), config, state)
+    sampling = ImportanceSampling(model, train.windows(3), config, state)
     sampling.begin_round(model, 3, state)
     start = {k: v.copy() for k, v in model.params.items()}
     model.params["U"] *= 40  # a block that made things worse
@@ -242,7 +242,7 @@ def test_algorithm_4_stops_at_max_samples_and_warns_once(toy):
     model = small_model(vocab)
     config = TrainingConfig(**CONFIG, criterion="is-adaptive", samples=16, max_samples=32, check_every=100)
     state = {"samples": 16}
-    sampling = ImportanceSampling(train.windows(3), len(vocab), config, state)
+    sampling = ImportanceSampling(model, train.windows(3), config, state)
     retries = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

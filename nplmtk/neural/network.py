@@ -97,6 +97,12 @@ class NeuralModel(LanguageModel):
         """Worker `worker`'s kernel object over the shared parameter arrays."""
         return self.network(capacity=config.batch)
 
+    def tiny_examples(self, examples, count, seed):
+        """Algorithm 4's tiny set, whose exact perplexity (example_logprobs) importance
+        sampling checks: `count` training examples at random, in their order."""
+        pick = np.random.default_rng(seed).choice(len(examples), min(count, len(examples)), replace=False)
+        return np.ascontiguousarray(examples[np.sort(pick)])
+
     def example_logprobs(self, examples):
         """Exact natural-log probability of each example's target."""
         scores = np.empty(len(examples))

@@ -140,9 +140,9 @@ class RNNModel(NeuralModel):
 
     # -- the training protocol ----------------------------------------------------------
     def check_training(self, config):
-        if config.criterion != "full":
-            raise ParameterError(f"{{criterion}} {config.criterion}: recurrent models train with the exact softmax "
-                                 "(importance sampling of their output layer is not built yet)")
+        if config.criterion != "full" and self.output != "full":
+            raise ParameterError(f"{{output}} {self.output} trains with its exact gradient: {{criterion}} "
+                                 f"{config.criterion} samples the full softmax")
         if config.batch != 1:
             raise ParameterError("{batch}: a recurrent model updates once per {bptt} steps of its {streams} streams")
         if config.bptt < 1 or config.streams < 1 or not 0 <= config.dropout < 1 or config.clip < 0:
@@ -229,8 +229,22 @@ class RNNModel(NeuralModel):
                        for l in range(self.meta["layers"])]
         return logp, next_states
 
+    def tiny_examples(self, examples, count, seed):
+        """Algorithm 4's tiny set: the first steps of the streams, about `count` words, each
+        stream from the start of one of its sentences (example_logprobs scores them so)."""
+        return np.ascontiguousarray(examples[np.arange(min(len(examples), -(-count // examples[:1].shape[2])))])
+
     def example_logprobs(self, examples):
-        raise ParameterError(f"{self.arch} models score whole texts, not single windows")
+        """log p of the targets >= 0 of stream steps (steps, (inputs, targets), streams), step
+        after step, each stream from a zero state."""
+        rows = np.ascontiguousarray(examples, dtype=np.int32)
+        if rows.ndim != 3 or rows.shape[1] != 2:
+            raise ParameterError(f"{self.arch} models score whole texts or stream steps, not single windows")
+        streams = rows.shape[2]
+        out = np.full(rows.shape[0] * streams, -np.inf)
+        if len(rows):
+            self._network(streams, max(1, SCORING_ROWS // streams)).logprobs(rows, out)
+        return out[rows[:, 1].reshape(-1) >= 0]
 
     def next_distribution(self, history):
         inputs = np.array([self.vocab.bos] + [self.vocab.unk if w < 0 else w for w in history], dtype=np.int32)

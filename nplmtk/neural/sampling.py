@@ -43,15 +43,21 @@ class Proposal:
 
 
 def proposal(windows, vocab_size, kind):
-    """Q from the training windows: the unigram of the targets (add-one, so Q > 0 wherever
+    """Q from the training examples: the unigram of the targets (add-one, so Q > 0 wherever
     P > 0), and for "bigram" the relative frequencies p(w|v) of each previous word v,
-    mixed with the unigram by Witten-Bell's keep_v = c(v) / (c(v) + distinct successors)."""
+    mixed with the unigram by Witten-Bell's keep_v = c(v) / (c(v) + distinct successors).
+    The examples are windows (previous word, target last), or a recurrent model's steps
+    (steps, (inputs, targets), streams; padding targets -1)."""
     counts, pairs = np.ones(vocab_size), []
-    for start in range(0, len(windows), PROPOSAL_BLOCK):  # `windows` may make its rows on demand
-        block = windows[start:start + PROPOSAL_BLOCK]
-        counts += np.bincount(block[:, -1], minlength=vocab_size)
+    per_block = max(1, PROPOSAL_BLOCK // max(1, int(np.prod(windows[:1].shape[2:]))))  # targets per example
+    for start in range(0, len(windows), per_block):  # `windows` may make its rows on demand
+        block = windows[start:start + per_block]
+        targets, previous = block[:, -1].reshape(-1), block[:, -2].reshape(-1)
+        if targets.size and targets.min() < 0:
+            previous, targets = previous[targets >= 0], targets[targets >= 0]
+        counts += np.bincount(targets, minlength=vocab_size)
         if kind == "bigram":
-            pairs.append(np.unique(block[:, -2].astype(np.int64) * vocab_size + block[:, -1], return_counts=True))
+            pairs.append(np.unique(previous.astype(np.int64) * vocab_size + targets, return_counts=True))
     bigram = None
     if kind == "bigram":
         keys, pair_counts = pairs[0]
@@ -81,13 +87,12 @@ class ImportanceSampling:
     `max_samples` (and |V|): once there, a rise is accepted, and a warning says so once.
     Every check and change of N is an event in the epoch's log record."""
 
-    def __init__(self, windows, vocab_size, config, state):
-        self.proposal = proposal(windows, vocab_size, config.proposal)
+    def __init__(self, model, examples, config, state):
+        vocab_size = len(model.vocab)
+        self.proposal = proposal(examples, vocab_size, config.proposal)
         self.config = config
         self.adaptive = config.criterion == "is-adaptive"
-        pick = np.random.default_rng(config.seed + 1).choice(len(windows), min(config.tiny_set, len(windows)),
-                                                             replace=False)
-        self.tiny = np.ascontiguousarray(windows[np.sort(pick)])
+        self.tiny = model.tiny_examples(examples, config.tiny_set, config.seed + 1)
         self.most = min(vocab_size, config.max_samples)  # where N stops growing
         self.capped = config.max_samples < vocab_size  # (at |V| the samples are the exact sum anyway)
         self.warned = False
@@ -104,13 +109,17 @@ class ImportanceSampling:
     def tiny_ppl(self, model):
         return math.exp(-model.example_logprobs(self.tiny).mean())
 
-    def begin_round(self, model, round_index, state):
+    def begin_round(self, model, round_index, state, networks=()):
+        """A block starts: its parameters kept, and what the workers' kernels carry from one
+        chunk to the next (`carried`: a recurrent model's streams' state, Adam's moments)."""
         if self.adaptive and state.get("tiny_ppl") is None:  # Algorithm 4's first C_last
             self.before_check()
             state["tiny_ppl"] = self.tiny_ppl(model)
         if self.adaptive and self.block is None:
+            carried = [(net.carried, {k: v.copy() for k, v in net.carried.items()})
+                       for net in networks if getattr(net, "carried", None)]
             self.block = SimpleNamespace(start=round_index, params={k: v.copy() for k, v in model.params.items()},
-                                         logp=0.0, seen=0)
+                                         carried=carried, logp=0.0, seen=0)
 
     def end_round(self, model, results, seen, state, last):
         """Returns (logp, seen, round) of a block to train again, or None. A block ends
@@ -139,6 +148,9 @@ class ImportanceSampling:
         if now > before and state["samples"] < self.most:
             for name, array in block.params.items():
                 model.params[name][...] = array
+            for live, saved in block.carried:
+                for name, array in saved.items():
+                    live[name][...] = array
             state["samples"] = min(2 * state["samples"], self.most)
             self._event("ppl rose", state, tiny_ppl=now, tiny_ppl_before=before)
             return block.logp, block.seen, block.start

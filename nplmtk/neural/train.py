@@ -184,7 +184,7 @@ class Trainer:
         self.averager = None
         self.sampling = None
         if cfg.criterion != "full":
-            self.sampling = ImportanceSampling(examples, len(self.model.vocab), cfg, self.state)
+            self.sampling = ImportanceSampling(self.model, examples, cfg, self.state)
         if self.comm is not None and cfg.mpi == "param":
             networks = [ParamParallelNetwork(self.model, self.comm, capacity=cfg.batch)]
         else:
@@ -246,7 +246,7 @@ class Trainer:
         while state["round"] < rounds:
             r = state["round"]
             if self.sampling:
-                self.sampling.begin_round(self.model, r, state)
+                self.sampling.begin_round(self.model, r, state, networks)
             # each chunk gathered as it comes: `examples` may make its rows on demand
             chunks = [np.ascontiguousarray(examples[s[r * per_round:(r + 1) * per_round]]) for s in shards]
             jobs = [(net, chunk, state["updates"] + i) for i, (net, chunk) in enumerate(zip(networks, chunks))]

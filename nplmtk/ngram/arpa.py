@@ -66,10 +66,11 @@ def _write_arpa_to(model, out):
     for k, (grams, logp, bow, has_bow) in enumerate(zip(model.grams, model.logp, model.bow, model.has_bow), 1):
         out.write(f"\n\\{k}-grams:\n".encode())
         order = srilm_order(grams, rank)
-        out.write(format_section(np.ascontiguousarray(grams[order], dtype=np.int32),
-                                 np.ascontiguousarray(logp[order], dtype=np.float32),
-                                 np.ascontiguousarray(bow[order], dtype=np.float32),
-                                 np.ascontiguousarray(has_bow[order], dtype=np.uint8), words, word_start))
+        for piece in format_section(np.ascontiguousarray(grams[order], dtype=np.int32),
+                                    np.ascontiguousarray(logp[order], dtype=np.float32),
+                                    np.ascontiguousarray(bow[order], dtype=np.float32),
+                                    np.ascontiguousarray(has_bow[order], dtype=np.uint8), words, word_start):
+            out.write(piece)
     out.write(b"\n\\end\\\n")
 
 

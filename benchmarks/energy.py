@@ -1,0 +1,68 @@
+"""The energy network of Bengio & Senecal (2003) sec. 4.2 as the paper ran it (issue 21):
+Algorithm 4 on all of Brown train for 8 epochs (`make brown-energy`), the exact gradient
+against it where the exact one fits (the first 1,000 sentences), and the two training
+steps side by side; the exact run on all of Brown (`make brown-energy-exact`, about 16
+hours of one core) is reported when its model exists."""
+import json
+import os
+
+from runs import RUNS
+from sections import _ppl, _training_texts, sampled_step_side_by_side, samples_trajectory
+
+FULL_IS, FULL_EXACT = RUNS["energy-is-adaptive"], RUNS["energy-full"]
+SMALL_EXACT, SMALL_IS = RUNS["energy-small-full"], RUNS["energy-small-is-adaptive"]
+
+
+def _finished(run):
+    return os.path.exists(run.log_path) and os.path.exists(run.model_path)
+
+
+def energy_network(brown, peak):
+    lines = ["## The energy network of Bengio & Senecal sec. 4.2 (issue 21)", ""]
+    if not (_finished(FULL_IS) and _finished(SMALL_EXACT) and _finished(SMALL_IS)):
+        return lines + ["Not measured in this run: `make brown-energy` trains the models (about 45 minutes of one "
+                        "core)."]
+    test = os.path.join(brown, "test.txt")
+    runs = [run for run in (FULL_IS, FULL_EXACT, SMALL_EXACT, SMALL_IS) if _finished(run)]
+    logs = {run: [json.loads(line) for line in open(run.log_path)] for run in runs}
+    seconds = {run: sum(r["seconds"] for r in logs[run]) for run in runs}
+    words = {run: sum(r["seconds"] * r["words_per_s"] for r in logs[run]) for run in runs}
+    ppl = {run: _ppl(run.model_path, test) for run in runs}
+    lines += [f"`make brown-energy`: `nplm train-nplm -text TEXT -vocab vocab.txt {' '.join(FULL_IS.shape_options())} "
+              f"{' '.join(FULL_IS.training_options())} OPTIONS`: the paper's network (the next word's features enter "
+              f"the hidden layer), {FULL_IS.order - 1} words of context, no direct connections, per-example SGD for a "
+              "fixed 8 epochs, no validation set; Algorithm 4 from N0 = 100 with the unigram proposal, the tiny set "
+              "(1,000 training examples) checked every 200,000 examples. TEXT is Brown train, or its first 1,000 "
+              "sentences where the exact gradient must fit (|V| hidden layers per word). Test ppl: `nplm ppl -lm "
+              "MODEL -text test.txt`. Seconds: the epochs' wall-clock time from the log (tiny-set checks "
+              "included).", "",
+              "| run | TEXT | OPTIONS | training seconds | words/s (mean) | N at the end | mean ESS, last epoch | "
+              "test ppl |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for run in runs:
+        last = logs[run][-1]
+        text = "Brown train" if run.train_sentences is None else f"first {run.train_sentences:,} sentences"
+        ess = f"{last['mean_ess']:.1f}" if "mean_ess" in last else ""
+        lines.append(f"| {run.name} | {text} | `{' '.join(run.criterion_options())}` | {seconds[run]:,.0f} | "
+                     f"{words[run] / seconds[run]:,.0f} | {last.get('samples', 'all words')} | {ess} | "
+                     f"{ppl[run]:.2f} |")
+    _, vocab, texts = _training_texts(brown)
+    side, ratios = sampled_step_side_by_side(SMALL_EXACT, FULL_IS, logs[FULL_IS][-1]["samples"], vocab,
+                                             texts["short"], "400")
+    small_gap = ppl[SMALL_IS] / ppl[SMALL_EXACT] - 1
+    small_speedup = seconds[SMALL_EXACT] / seconds[SMALL_IS]
+    lines += ["", f"Where both fit (the first 1,000 sentences, 8 epochs each): Algorithm 4 took "
+              f"**{small_speedup:.1f}x** less time than the exact gradient, at test ppl {small_gap:+.2%} against "
+              f"it (aim: 25x within 2%; the paper: 15x at equal ppl)."]
+    if FULL_EXACT in runs:
+        lines.append(f"On all of Brown train: **{seconds[FULL_EXACT] / seconds[FULL_IS]:.1f}x** less time, at test "
+                     f"ppl {ppl[FULL_IS] / ppl[FULL_EXACT] - 1:+.2%} against the exact gradient.")
+    else:
+        exact_rate = words[FULL_IS] / seconds[FULL_IS] / ratios[f"is, N = {FULL_IS.samples}"]
+        lines.append(f"On all of Brown train the exact gradient was not run (`make brown-energy-exact`): at the "
+                     f"exact step's speed measured below ({exact_rate:,.0f} words/s, from the N0 ratio) its 8 epochs "
+                     f"would take about {words[FULL_IS] / exact_rate / 3600:.0f} hours, "
+                     f"{words[FULL_IS] / exact_rate / seconds[FULL_IS]:.0f}x Algorithm 4's {seconds[FULL_IS] / 60:.0f} "
+                     "minutes; the paper's network reached test ppl 278 on its split, ours "
+                     f"{ppl[FULL_IS]:.2f} by Algorithm 4.")
+    lines += ["", *side, "", *samples_trajectory(FULL_IS, logs[FULL_IS])]
+    return lines

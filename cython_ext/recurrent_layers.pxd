@@ -1,0 +1,186 @@
+# The recurrent models' state and layers (survey, paper 002, sec. 2.2-2.3), inline, for the
+# recurrent kernel (rnn_kernels.pyx): the network's arrays and buffers (Rnn, Layer, Slot)
+# and one RNN or LSTM layer's forward pass over a segment of T steps of B streams and its
+# back-propagation through time. The output layers and the training step are the kernel's.
+from libc.string cimport memcpy, memset
+
+from class_output cimport Classes
+from hs_output cimport Tree
+from elementwise cimport act, column_sums, logistic, slope
+from feedforward cimport activate, activation_slope
+from kernel_common cimport gemm
+
+cdef enum:
+    MAX_LAYERS = 8
+    MAX_SLOTS = 4 * MAX_LAYERS + 4
+
+
+cdef struct Slot:
+    float *param      # a parameter array stepped whole (all but C's rows, unless tied)
+    float *grad
+    float *m          # Adam's moments (NULL with SGD)
+    float *v
+    Py_ssize_t size
+    bint weight       # decayed with the weights (not a bias)
+
+
+cdef struct Layer:
+    int inputs, hidden, gates   # gates: 1 (RNN) or 4 (LSTM: i, f, o, g)
+    float *U
+    float *W
+    float *b          # NULL without biases
+    float *P          # LSTM peepholes (3 x h: i, f, o) or NULL
+    float *gU
+    float *gW
+    float *gb
+    float *gP
+    float *S          # (T + 1) x B x h: the states, block 0 the carried one
+    float *cell       # (T + 1) x B x h (LSTM)
+    float *Sp         # T x B x h: the previous state as each step saw it (0 after a reset)
+    float *Cp         # T x B x h (LSTM)
+    float *Z          # T x B x gates h: the LSTM's gate values
+    float *out        # T x B x h: the output after dropout, the next layer's input
+    float *mask       # T x B x h: dropout's scale (0 or 1 / (1 - p))
+
+
+cdef struct Rnn:
+    int vocab, m, layers, streams, capacity, lstm, activation, bias, direct, tied, reset, bos
+    float dropout, clip
+    float *C
+    float *V          # the output weights (C when tied)
+    float *d
+    float *M
+    float *gC
+    float *gV
+    float *gd
+    float *gM
+    Classes classes   # the class-factored output layer (classes.count 0: the full softmax)
+    float *Vc         # its class rows (K x h) and biases
+    float *bc
+    float *gVc
+    float *gbc
+    float *U          # T x B x largest class: probabilities within each row's target class
+    Tree tree         # the hierarchical softmax (tree.nodes 0: none): its node rows and biases
+    float *Vn
+    float *bn
+    float *gVn
+    float *gbn
+    float *G          # T x B x the longest path: dL/dz at each node of each row's path
+    float *X          # T x B x m: the input features after dropout
+    float *Xmask
+    float *Y          # T x B x |V|: scores, then probabilities, then dL/dy
+    float *keep       # T x B: 0 where the step's input is <s> and the state resets
+    float *dOut       # T x B x max(h, m)
+    float *dX         # T x B x m
+    float *dZ         # T x B x 4h
+    float *dS         # B x h: dL/ds_t-1 carried back
+    float *dC         # B x h
+    int *inputs
+    int *targets
+    int *touched      # the distinct input words of a segment
+    char *seen
+    unsigned long long *rng
+    Layer layer[MAX_LAYERS]
+    Slot slot[MAX_SLOTS]
+    int slots
+    bint adam
+    float *mC         # Adam's moments of the rows of C (untied)
+    float *vC
+    double *adam_step
+
+
+cdef inline void layer_forward(Rnn *net, Layer *L, const float *input, int T) noexcept nogil:
+    cdef int B = net.streams, h = L.hidden, G = L.gates * h, t, r, j
+    cdef Py_ssize_t N = <Py_ssize_t> T * B
+    cdef float *z
+    cdef float *Sp
+    cdef float *Cp
+    cdef float *s
+    cdef float *c
+    cdef float k, cp, gi, gf, go, gg
+    cdef float *pre = L.Z if net.lstm else L.S + B * h  # the pre-activations of every step
+    for r in range(N):
+        if L.b != NULL:
+            memcpy(pre + r * G, L.b, G * sizeof(float))
+        else:
+            memset(pre + r * G, 0, G * sizeof(float))
+    gemm(b'N', b'T', <int> N, G, L.inputs, 1.0, input, L.inputs, L.U, L.inputs, 1.0, pre, G)
+    for t in range(T):
+        Sp = L.Sp + t * B * h
+        for r in range(B):
+            k = net.keep[t * B + r]
+            for j in range(h):
+                Sp[r * h + j] = k * L.S[(t * B + r) * h + j]
+                if net.lstm:
+                    L.Cp[(t * B + r) * h + j] = k * L.cell[(t * B + r) * h + j]
+        z = pre + t * B * G
+        gemm(b'N', b'T', B, G, h, 1.0, Sp, h, L.W, h, 1.0, z, G)
+        if not net.lstm:
+            activate(z, B * h, net.activation)
+            continue
+        Cp = L.Cp + t * B * h
+        s = L.S + (t + 1) * B * h
+        c = L.cell + (t + 1) * B * h
+        for r in range(B):
+            for j in range(h):
+                cp = Cp[r * h + j]
+                gi, gf, go, gg = z[r * G + j], z[r * G + h + j], z[r * G + 2 * h + j], z[r * G + 3 * h + j]
+                if L.P != NULL:
+                    gi += L.P[j] * cp
+                    gf += L.P[h + j] * cp
+                    go += L.P[2 * h + j] * cp
+                gi, gf, go, gg = logistic(gi), logistic(gf), logistic(go), act(gg, net.activation)
+                z[r * G + j], z[r * G + h + j], z[r * G + 2 * h + j], z[r * G + 3 * h + j] = gi, gf, go, gg
+                c[r * h + j] = gf * cp + gi * gg
+                s[r * h + j] = go * act(c[r * h + j], net.activation)
+
+
+cdef inline void layer_backward(Rnn *net, Layer *L, const float *input, int T) noexcept nogil:
+    """From dL/d(output) of every step in net.dOut: back through time (from the segment's
+    end, nothing carried in), the gradients of U, W, b, P, and dL/d(input) in net.dOut."""
+    cdef int B = net.streams, h = L.hidden, G = L.gates * h, t, r, j
+    cdef Py_ssize_t N = <Py_ssize_t> T * B, i
+    cdef float *ds
+    cdef float *dz
+    cdef float *z
+    cdef float gi, gf, go, gg, cp, ac, dc, dcp, di, df, do, dg
+    memset(net.dS, 0, B * h * sizeof(float))
+    memset(net.dC, 0, B * h * sizeof(float))
+    if L.gP != NULL:
+        memset(L.gP, 0, 3 * h * sizeof(float))
+    for t in range(T - 1, -1, -1):
+        ds = net.dOut + t * B * h
+        dz = net.dZ + t * B * G
+        for i in range(B * h):
+            ds[i] += net.dS[i]
+        if not net.lstm:
+            memcpy(dz, ds, B * h * sizeof(float))
+            activation_slope(dz, L.S + (t + 1) * B * h, B * h, net.activation)
+        else:
+            z = L.Z + t * B * G
+            for r in range(B):
+                for j in range(h):
+                    gi, gf, go, gg = z[r * G + j], z[r * G + h + j], z[r * G + 2 * h + j], z[r * G + 3 * h + j]
+                    cp = L.Cp[(t * B + r) * h + j]
+                    ac = act(L.cell[((t + 1) * B + r) * h + j], net.activation)
+                    dc = net.dC[r * h + j] + ds[r * h + j] * go * slope(ac, net.activation)
+                    do = ds[r * h + j] * ac
+                    di, df, dg = dc * gg * gi * (1 - gi), dc * cp * gf * (1 - gf), dc * gi * slope(gg, net.activation)
+                    do = do * go * (1 - go)
+                    dz[r * G + j], dz[r * G + h + j], dz[r * G + 2 * h + j], dz[r * G + 3 * h + j] = di, df, do, dg
+                    dcp = dc * gf
+                    if L.P != NULL:
+                        dcp += L.P[j] * di + L.P[h + j] * df + L.P[2 * h + j] * do
+                        L.gP[j] += di * cp
+                        L.gP[h + j] += df * cp
+                        L.gP[2 * h + j] += do * cp
+                    net.dC[r * h + j] = net.keep[t * B + r] * dcp
+        gemm(b'N', b'N', B, h, G, 1.0, dz, G, L.W, h, 0.0, net.dS, h)
+        for r in range(B):
+            if net.keep[t * B + r] == 0:
+                memset(net.dS + r * h, 0, h * sizeof(float))
+    gemm(b'T', b'N', G, h, <int> N, 1.0, net.dZ, G, L.Sp, h, 0.0, L.gW, h)
+    gemm(b'T', b'N', G, L.inputs, <int> N, 1.0, net.dZ, G, input, L.inputs, 0.0, L.gU, L.inputs)
+    if L.gb != NULL:
+        column_sums(net.dZ, N, G, L.gb)
+    gemm(b'N', b'N', <int> N, L.inputs, G, 1.0, net.dZ, G, L.U, L.inputs, 0.0, net.dOut, L.inputs)
