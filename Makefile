@@ -37,6 +37,8 @@ fuzz: install
 	$(BIN)/python -m pip install -q 'hypothesis>=6'
 	$(BIN)/python tests/fuzz.py --inputs $(or $(FUZZ_INPUTS),20000) --out BENCHMARKS.md
 
+# Peers measured when present: SRILM_BIN, KENLM_BIN, FASTER_RNNLM_BIN (folders of their tools);
+# PYTORCH_PYTHON=/path/to/venv/bin/python with torch==2.13.0 (CPU) for MLP9 against PyTorch.
 bench: install bytecode
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python benchmarks/run.py --brown $(BROWN) --out BENCHMARKS.md
 

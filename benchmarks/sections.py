@@ -16,6 +16,8 @@ from runs import MLP9, QUALITY_RUNS, RUNS, RUNS_DIR, SAMPLING_RUNS, VOCAB_MIN_CO
 
 NPLM = os.path.join(os.path.dirname(sys.executable), "nplm")
 OUT = os.path.join("bench", "out")
+# the thread counts of the BLAS (and OpenMP) libraries, set for runs that must not use more
+BLAS_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def median_seconds(fn, repeats=5):
@@ -175,11 +177,17 @@ def _timed_stdin(args, stdin, output):
 def _train_words_per_second(text, vocab, run, batch, threads, extra=()):
     """Words/s of one epoch of `run`'s network at `batch` with `threads` (other options:
     `extra`, else train-nplm's defaults)."""
+    return _train_record(text, vocab, run, batch, threads, extra)["words_per_s"]
+
+
+def _train_record(text, vocab, run, batch, threads, extra=(), env=None):
+    """The log record of one epoch of `run`'s network at `batch` with `threads` (other
+    options: `extra`, else train-nplm's defaults; the environment `env`, else this one's)."""
     log = os.path.join(OUT, "train.log")
     subprocess.run([NPLM, "train-nplm", "-text", text, "-vocab", vocab, *run.shape_options(), "-epochs", "1",
                     "-batch", str(batch), "-threads", str(threads), "-quiet", *extra,
-                    "-lm", os.path.join(OUT, f"{run.name}.nplm"), "-log", log], check=True)
-    return json.loads(open(log).readline())["words_per_s"]
+                    "-lm", os.path.join(OUT, f"{run.name}.nplm"), "-log", log], check=True, env=env)
+    return json.loads(open(log).readline())
 
 
 def _peak_training_memory(train, vocab, run, seconds=25):

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from run import checkout_commit, cpu_model, stamp, write_sections  # noqa: E402
 from runs import RUNS, VOCAB_MIN_COUNT  # noqa: E402
-from sections import NPLM, OUT  # noqa: E402
+from sections import BLAS_VARIABLES, NPLM, OUT  # noqa: E402
 
 HEADING = "## Side by side: this build against a baseline build"
 WORK = os.path.join(OUT, "side-by-side")
@@ -28,7 +28,6 @@ MLP9, IS = RUNS["mlp9"], RUNS["is-full"]
 N0 = RUNS["is-adaptive"].samples
 # After the network's shape; the same in every setting (one thread: a seed fixes the model).
 COMMON = ["-epochs", "1", "-threads", "1", "-lr", "0.001", "-quiet", "-seed", "1"]
-BLAS_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 BUILD_PATHS = ("nplmtk", "cli", "cython_ext", "setup.py", "pyproject.toml")  # what a checkout's nplm is made of
 
 

@@ -11,7 +11,7 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
-from kernel_common cimport dot, gemm, matvec, matvec_t, rational_tanh, scale
+from kernel_common cimport axpy_row, dot, exp_shifted, gemm, matvec, matvec_t, rational_tanh, scale
 
 
 cdef struct Net:
@@ -48,6 +48,7 @@ cdef struct Work:
 
 cdef enum:
     DEFER = 16  # one-window updates deferred at most this many windows
+    ROWS = 256  # output rows per block of a batch's backward pass (U and the batch's dL/dy in cache)
 
 
 cdef inline void activate(float *a, Py_ssize_t size, int kind) noexcept nogil:
@@ -141,8 +142,7 @@ cdef inline double forward(Net *net, Work *w, const int *rows, int K) noexcept n
         top = y[0]
         for j in range(1, V):
             top = y[j] if y[j] > top else top
-        for j in range(V):
-            y[j] = expf(y[j] - top)
+        exp_shifted(y, V, top)
         sum_exp = 0
         for j in range(V):
             sum_exp += y[j]
@@ -196,22 +196,29 @@ cdef inline void backward(Net *net, Work *w, const int *rows, int K, float rate,
 
 cdef inline void output_backward(Net *net, Work *w, int K, float rate) noexcept nogil:
     """From dL/dy in rows 0.. of Y: dA = dL/dy U (before the activation's slope) and
-    dX = dL/dy W (or 0), then the steps on U, W and b (after the products that read them)."""
-    cdef int i, V = net.vocab, one = 1
+    dX = dL/dy W (or 0), then the steps on U, W and b (after the products that read them).
+    U and b go block by block of ROWS output rows: a block's rows add their share to dA
+    and are stepped while in cache, one pass over U instead of two."""
+    cdef int i, lo, R, V = net.vocab, h = net.hidden
     cdef float minus = -rate
-    if net.hidden > 0:
-        gemm(b'N', b'N', K, net.hidden, V, 1.0, w.Y, V, net.U, net.hidden, 0.0, w.dA, net.hidden)
     if net.direct:
         gemm(b'N', b'N', K, net.inputs, V, 1.0, w.Y, V, net.W, net.inputs, 0.0, w.dX, net.inputs)
+        gemm(b'T', b'N', V, net.inputs, K, minus, w.Y, V, w.X, net.inputs, 1.0, net.W, net.inputs)
     else:
         memset(w.dX, 0, <Py_ssize_t> K * net.inputs * sizeof(float))
-    if net.hidden > 0:
-        gemm(b'T', b'N', V, net.hidden, K, minus, w.Y, V, w.A, net.hidden, 1.0, net.U, net.hidden)
-    if net.direct:
-        gemm(b'T', b'N', V, net.inputs, K, minus, w.Y, V, w.X, net.inputs, 1.0, net.W, net.inputs)
-    if net.bias:
-        for i in range(K):
-            saxpy(&V, &minus, w.Y + <Py_ssize_t> i * V, &one, net.b, &one)
+    if h > 0 and V == 0:
+        memset(w.dA, 0, <Py_ssize_t> K * h * sizeof(float))
+    lo = 0
+    while lo < V:
+        R = min(<int> ROWS, V - lo)
+        if h > 0:
+            gemm(b'N', b'N', K, h, R, 1.0, w.Y + lo, V, net.U + <Py_ssize_t> lo * h, h, 0.0 if lo == 0 else 1.0,
+                 w.dA, h)
+            gemm(b'T', b'N', R, h, K, minus, w.Y + lo, V, w.A, h, 1.0, net.U + <Py_ssize_t> lo * h, h)
+        if net.bias:
+            for i in range(K):
+                axpy_row(R, minus, w.Y + <Py_ssize_t> i * V + lo, net.b + lo)
+        lo += R
 
 
 cdef inline void input_backward(Net *net, Work *w, const int *rows, int K, float rate, float keep_c) noexcept nogil:

@@ -8,6 +8,19 @@ from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy, sdot, sgemm, sgemv, sger, sscal
 
 
+cdef extern from *:
+    """
+    /* y[j] = expf(y[j] - top): vectorised by the compiler with libmvec's expf, in a clone
+       for each of AVX-512, AVX2 and the baseline, picked at load time for the CPU. */
+    __attribute__((target_clones("avx512f", "avx2", "default"), unused))
+    static void nplm_exp_shifted(float *y, int size, float top) {
+        for (int j = 0; j < size; j++)
+            y[j] = expf(y[j] - top);
+    }
+    """
+    void exp_shifted "nplm_exp_shifted"(float *y, int size, float top) noexcept nogil
+
+
 cdef inline void gemm(char ta, char tb, int M, int N, int K, float alpha, const float *A, int lda,
                       const float *B, int ldb, float beta, float *C, int ldc) noexcept nogil:
     """Row-major C (M x N) = alpha op(A) op(B) + beta C, through column-major sgemm. A
