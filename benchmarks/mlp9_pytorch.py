@@ -16,10 +16,11 @@ ROUNDS = 3
 # (batch, threads) -> the issue's aim for ours / PyTorch
 SETTINGS = {(256, 2): 1.8, (32, 2): 1.5, (1, 1): 8.0, (1, 2): None}
 THREADS_AIM = 1.7  # ours at batch 1, 2 threads against 1
-# PyTorch's OpenMP threads sleep when idle instead of spinning: with the default (spinning)
-# its 2-thread runs fell 10x or more whenever other jobs loaded the 2 cores (batch 32: 3,038
-# words/s passive against about 300 active, at a load average of 6)
-WAIT_POLICY = "PASSIVE"
+# PyTorch's OpenMP wait policy: its default (spinning) unless PYTORCH_WAIT_POLICY is given.
+# Spinning made its 2-thread runs 10x slower whenever other jobs loaded the 2 cores (batch 32:
+# about 300 words/s against 3,038 passive, at a load average of 6), but on a quiet machine
+# passive made its batch-32 runs 1.4x slower (4,760 against 6,720 words/s): no handicap by default.
+WAIT_POLICY = os.environ.get("PYTORCH_WAIT_POLICY")
 
 
 def _torch_python():
@@ -39,7 +40,7 @@ def _peer(python, text, vocab, batch, threads):
     out = subprocess.run([python, PEER, "--text", text, "--vocab", vocab, "--order", str(MLP9.order), "--m",
                           str(MLP9.features), "--h", str(MLP9.hidden), "--batch", str(batch), "--threads",
                           str(threads)], check=True, capture_output=True, text=True,
-                         env=_environment(threads, OMP_WAIT_POLICY=WAIT_POLICY)).stdout
+                         env=_environment(threads, **({"OMP_WAIT_POLICY": WAIT_POLICY} if WAIT_POLICY else {}))).stdout
     return json.loads(out)
 
 
@@ -79,8 +80,11 @@ def mlp9_against_pytorch(brown, peak):
               "--threads T` (nn.Embedding, nn.Linear, F.cross_entropy summed, torch.optim.SGD, the same windows "
               "shuffled; timed inside its training loop). Both run with OPENBLAS_NUM_THREADS, OMP_NUM_THREADS and "
               "MKL_NUM_THREADS set to T (so with T = 1 each has one core; ours runs T lock-free workers, each on a "
-              f"single-threaded BLAS; PyTorch T OpenMP threads, with OMP_WAIT_POLICY={WAIT_POLICY}: spinning, its "
-              f"default, made its 2-thread runs 10x slower whenever other jobs loaded the cores). The two in turn, "
+              "single-threaded BLAS; PyTorch T OpenMP threads, "
+              + (f"with OMP_WAIT_POLICY={WAIT_POLICY}, as PYTORCH_WAIT_POLICY asked" if WAIT_POLICY else
+                 "with OpenMP's default wait policy (PYTORCH_WAIT_POLICY=PASSIVE asks for passive threads on a loaded "
+                 "machine, where spinning made its 2-thread runs 10x slower)")
+              + f"). The two in turn, "
               f"{ROUNDS} rounds, who goes first alternating; medians, the ratio the median of the rounds' ratios. "
               "FLOP per word = 6|V|h + "
               f"6(n-1)mh = {flop / 1e6:.2f} M; the fraction is of the numpy sgemm peak above ({peak:.1f} GFLOP/s, "
