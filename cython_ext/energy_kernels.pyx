@@ -32,7 +32,7 @@ cdef class EnergyNetwork:
     cdef object keep_alive
     cdef object buffers
     cdef float *P  # V x h: H_target C(w) for every word
-    cdef float *A  # V x h: activations of every word's hidden layer, then dL/d(pre-activation)
+    cdef float *A  # V x h: activations of every word's hidden layer
     cdef float *Y  # V scores
     cdef float *G  # V x h: dL/d(pre-activation) of every word, summed over a call's windows
 
@@ -141,7 +141,6 @@ cdef class EnergyNetwork:
             grads[name][...] = 0
         with nogil:
             self.project()
-            memset(G, 0, <Py_ssize_t> self.V * self.h * sizeof(float))
             for i in range(windows.shape[0]):
                 t = windows[i, self.n - 1]
                 self.context_part(&windows[i, 0], &x[0], &c[0])
@@ -163,7 +162,7 @@ cdef class EnergyNetwork:
                     for k in range(self.h):
                         gu[k] += g * a[k]
                         pre = g * u[k] * (1 - a[k] * a[k])  # dL/d(pre-activation)
-                        grow[k] += pre
+                        grow[k] = pre if i == 0 else grow[k] + pre  # the first window writes G
                         dc[k] += pre
                 if self.direct:
                     for j in range(self.V):

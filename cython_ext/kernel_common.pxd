@@ -1,7 +1,8 @@
 # Shared by every network kernel (cimported; everything here is inline, so no module is
 # imported at run time): BLAS through scipy.linalg.cython_blas, short-row loops, the
-# log-normaliser and a softmax row, a vectorisable tanh, and the check of a chunk's schedule. Importance
-# sampling's draws and weights are nplmtk/_ext/sampling_kernels.pxd.
+# log-normaliser, a softmax row and its exponentials, a vectorisable tanh, and the check of
+# a chunk's schedule. Importance sampling's draws and weights are
+# nplmtk/_ext/sampling_kernels.pxd.
 from libc.math cimport exp, expf, log, logf
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset

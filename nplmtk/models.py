@@ -16,16 +16,13 @@ class LazyTable(Mapping):
 
     def __init__(self, entries):
         self._entries = dict(entries)
-        self._resolved = {}
 
     def __getitem__(self, key):
-        if key not in self._resolved:
-            module, _, attribute = self._entries[key].partition(":")
-            value = importlib.import_module(module, __package__)
-            for name in attribute.split("."):
-                value = getattr(value, name)
-            self._resolved[key] = value
-        return self._resolved[key]
+        module, _, attribute = self._entries[key].partition(":")
+        value = importlib.import_module(module, __package__)  # a dict lookup once imported
+        for name in attribute.split("."):
+            value = getattr(value, name)
+        return value
 
     def __iter__(self):
         return iter(self._entries)
