@@ -59,12 +59,13 @@ cdef inline double class_forward(const Classes *k, const float *top, Py_ssize_t 
 
 cdef inline void class_backward(const Classes *k, const float *top, Py_ssize_t N, int width, const float *Vc,
                                 const float *V, const int *targets, float *Z, float *U, float *gVc, float *gbc,
-                                float scale, float *gV, float *gd, float *dTop) noexcept nogil:
+                                float scale, float *gV, float bias_scale, float *gd, float *dTop) noexcept nogil:
     """From class_forward's probabilities, the gradients of -sum log p: gVc and gbc
     (written; gbc NULL without biases) and dL/d(top) in dTop (N x width, written), then
-    scale times the gradients of the rows of V and d of the targets' classes added to gV
-    and gd (gd NULL without biases). Called with gV = V, gd = d and scale = -rate, that
-    last part is an SGD step in place, after every row has read the old V."""
+    scale times the gradients of the rows of V of the targets' classes added to gV, and
+    bias_scale times those of d to gd (either NULL: not wanted). Called with gV = V, gd = d
+    and the scales -rate, that last part is an SGD step in place, after every row has read
+    the old V."""
     cdef Py_ssize_t r
     cdef int K = k.count, c, t, j
     cdef float *u
@@ -90,9 +91,10 @@ cdef inline void class_backward(const Classes *k, const float *top, Py_ssize_t N
             c, u = k.class_of[targets[r]], U + r * k.largest
             for j in range(k.starts[c + 1] - k.starts[c]):
                 t = k.words[k.starts[c] + j]
-                axpy_row(width, scale * u[j], top + r * width, gV + <Py_ssize_t> t * width)
+                if gV != NULL:
+                    axpy_row(width, scale * u[j], top + r * width, gV + <Py_ssize_t> t * width)
                 if gd != NULL:
-                    gd[t] += scale * u[j]
+                    gd[t] += bias_scale * u[j]
 
 
 cdef inline void class_distribution(const Classes *k, const float *s, int width, const float *Vc, const float *bc,

@@ -17,90 +17,20 @@ frozen its gradient is not even computed). Exact softmax gradient over a mini-ba
 the importance-sampling estimate of Bengio & Senecal (2003, Algorithm 3)."""
 import numpy as np
 cimport numpy as cnp
-from libc.math cimport exp, log
-from libc.stdlib cimport calloc, free, malloc
+from libc.math cimport log
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
+from elementwise cimport column_sums
 from kernel_common cimport block_exponentials, block_output_gradient, dot_row, gemm, row_maxima, scale, softmax_row
+from lbl_layers cimport (B_OUT, C_, LBL, NBLOCKS, R_, Buffers, broadcast, buffers_alloc, buffers_free, check_batch,
+                         context_backward, lbl_attach, predict, step_block, step_blocks, trained)
 from nplmtk._ext.sampling_kernels cimport (Sampling, block_sums, draw_samples, held_maxima, hold_block_samples,
                                            importance_weights, merge_duplicates, sampling_free, sampling_start)
 
 cnp.import_array()
 
-BLOCKS = ("R", "C", "d", "b", "A", "a", "B", "gate_bias", "S")
-cdef enum:
-    R_, C_, D_, B_OUT, A_, A_BIAS, B_GATE, GATE_BIAS, S_, NBLOCKS
-
-
-cdef struct LBL:
-    int vocab, context, m, inputs, hidden, bias, gated, hidden_term
-    float *param[NBLOCKS]       # NULL: the model has no such block
-    float *velocity[NBLOCKS]    # momentum's running step of each block
-    Py_ssize_t size[NBLOCKS]
-
-
-cdef struct Buffers:
-    int capacity
-    float *X    # K x inputs: the context's feature vectors f
-    float *Xg   # K x inputs: f with each word's features times its gate s_i (gated models)
-    float *H    # K x hidden: h
-    float *G    # K x context: the gates s
-    float *P    # K x m: the predicted feature vectors p
-    float *Y    # K x |V|: scores, probabilities, then dL/dy
-    float *dP   # K x m
-    float *dX   # K x inputs
-    float *dH   # K x hidden
-    float *dG   # K x context
-    float *grad[NBLOCKS]
-
-
-cdef inline float logistic(float z) noexcept nogil:
-    return 1 / (1 + <float> exp(-z))
-
-
-cdef inline void add_rows(int K, int width, const float *rows, float *total) noexcept nogil:
-    """total (width) = the sum of K rows."""
-    cdef int i, one = 1
-    cdef float unit = 1
-    memset(total, 0, width * sizeof(float))
-    for i in range(K):
-        saxpy(&width, &unit, <float *> rows + <Py_ssize_t> i * width, &one, total, &one)
-
-
-cdef inline void broadcast(int K, int width, const float *row, float *rows) noexcept nogil:
-    cdef int i
-    for i in range(K):
-        memcpy(rows + <Py_ssize_t> i * width, row, width * sizeof(float))
-
-
-cdef void predict(LBL *net, Buffers *w, const int *rows, int K) noexcept nogil:
-    """X, H, G, Xg and the predicted features P of K windows."""
-    cdef int n = net.context + 1, i, k, j, m = net.m
-    cdef const float *inputs = w.X
-    for i in range(K):
-        for k in range(net.context):
-            memcpy(w.X + i * net.inputs + k * m, net.param[R_] + <Py_ssize_t> rows[i * n + k] * m, m * sizeof(float))
-    broadcast(K, m, net.param[D_], w.P)
-    if net.hidden:
-        broadcast(K, net.hidden, net.param[A_BIAS], w.H)
-        gemm(b'N', b'N', K, net.hidden, net.inputs, 1.0, w.X, net.inputs, net.param[A_], net.hidden, 1.0, w.H,
-             net.hidden)
-        for j in range(K * net.hidden):
-            w.H[j] = logistic(w.H[j])
-    if net.gated:
-        broadcast(K, net.context, net.param[GATE_BIAS], w.G)
-        gemm(b'N', b'N', K, net.context, net.hidden, 1.0, w.H, net.hidden, net.param[B_GATE], net.context, 1.0,
-             w.G, net.context)
-        for i in range(K):
-            for k in range(net.context):
-                w.G[i * net.context + k] = 2 * logistic(w.G[i * net.context + k])
-                for j in range(m):
-                    w.Xg[i * net.inputs + k * m + j] = w.G[i * net.context + k] * w.X[i * net.inputs + k * m + j]
-        inputs = w.Xg
-    gemm(b'N', b'N', K, m, net.inputs, 1.0, inputs, net.inputs, net.param[C_], m, 1.0, w.P, m)
-    if net.hidden_term:
-        gemm(b'N', b'N', K, m, net.hidden, 1.0, w.H, net.hidden, net.param[S_], m, 1.0, w.P, m)
+BLOCKS = ("R", "C", "d", "b", "A", "a", "B", "gate_bias", "S", "Vn", "bn", "Vc", "bc")  # lbl_layers.pxd's enum
 
 
 cdef double forward(LBL *net, Buffers *w, const int *rows, int K) noexcept nogil:
@@ -115,40 +45,6 @@ cdef double forward(LBL *net, Buffers *w, const int *rows, int K) noexcept nogil
     return total
 
 
-cdef void context_backward(LBL *net, Buffers *w, int K) noexcept nogil:
-    """From dL/dp (dP): the gradients of d, C, S, B, gate_bias, A and a, and dL/df in dX."""
-    cdef int i, k, j, m = net.m
-    cdef float s, beta = 0
-    add_rows(K, m, w.dP, w.grad[D_])
-    gemm(b'T', b'N', net.inputs, m, K, 1.0, w.Xg if net.gated else w.X, net.inputs, w.dP, m, 0.0, w.grad[C_], m)
-    gemm(b'N', b'T', K, net.inputs, m, 1.0, w.dP, m, net.param[C_], m, 0.0, w.dX, net.inputs)
-    if not net.hidden:
-        return
-    if net.hidden_term:
-        gemm(b'T', b'N', net.hidden, m, K, 1.0, w.H, net.hidden, w.dP, m, 0.0, w.grad[S_], m)
-        gemm(b'N', b'T', K, net.hidden, m, 1.0, w.dP, m, net.param[S_], m, 0.0, w.dH, net.hidden)
-        beta = 1
-    if net.gated:  # dX holds dL/d(s_i r_i): the gates' share, then the features' own
-        for i in range(K):
-            for k in range(net.context):
-                s = w.G[i * net.context + k]
-                w.dG[i * net.context + k] = dot_row(m, w.dX + i * net.inputs + k * m,
-                                                    w.X + i * net.inputs + k * m) * s * (1 - s / 2)
-                for j in range(m):
-                    w.dX[i * net.inputs + k * m + j] *= s
-        gemm(b'T', b'N', net.hidden, net.context, K, 1.0, w.H, net.hidden, w.dG, net.context, 0.0, w.grad[B_GATE],
-             net.context)
-        add_rows(K, net.context, w.dG, w.grad[GATE_BIAS])
-        gemm(b'N', b'T', K, net.hidden, net.context, 1.0, w.dG, net.context, net.param[B_GATE], net.context, beta,
-             w.dH, net.hidden)
-    for j in range(K * net.hidden):
-        w.dH[j] *= w.H[j] * (1 - w.H[j])
-    gemm(b'T', b'N', net.inputs, net.hidden, K, 1.0, w.X, net.inputs, w.dH, net.hidden, 0.0, w.grad[A_], net.hidden)
-    add_rows(K, net.hidden, w.dH, w.grad[A_BIAS])
-    gemm(b'N', b'T', K, net.inputs, net.hidden, 1.0, w.dH, net.hidden, net.param[A_], net.hidden, 1.0, w.dX,
-         net.inputs)
-
-
 cdef void gradients(LBL *net, Buffers *w, const int *rows, int K, bint features) noexcept nogil:
     """After forward: the gradients of -sum log p(target) of every block (R's only with
     `features`: its output part dL/dy^T P and, on the context words' rows, dL/df)."""
@@ -157,7 +53,7 @@ cdef void gradients(LBL *net, Buffers *w, const int *rows, int K, bint features)
     for i in range(K):
         w.Y[<Py_ssize_t> i * V + rows[i * n + net.context]] -= 1
     gemm(b'N', b'N', K, m, V, 1.0, w.Y, V, net.param[R_], m, 0.0, w.dP, m)
-    add_rows(K, V, w.Y, w.grad[B_OUT])
+    column_sums(w.Y, K, V, w.grad[B_OUT])
     context_backward(net, w, K)
     if not features:
         return
@@ -165,37 +61,6 @@ cdef void gradients(LBL *net, Buffers *w, const int *rows, int K, bint features)
     for i in range(K):
         for k in range(net.context):
             saxpy(&m, &unit, w.dX + i * net.inputs + k * m, &one, w.grad[R_] + <Py_ssize_t> rows[i * n + k] * m, &one)
-
-
-cdef void step_block(LBL *net, Buffers *w, int block, float rate, float momentum, float keep) noexcept nogil:
-    """One block down its gradient: with momentum, v = momentum v - rate g and the block
-    moves by v; then the bulk weight decay `keep` (1: none)."""
-    cdef int one = 1, size = <int> net.size[block]
-    cdef float minus = -rate, unit = 1
-    if momentum != 0:
-        scale(size, momentum, net.velocity[block])
-        saxpy(&size, &minus, w.grad[block], &one, net.velocity[block], &one)
-        saxpy(&size, &unit, net.velocity[block], &one, net.param[block], &one)
-    else:
-        saxpy(&size, &minus, w.grad[block], &one, net.param[block], &one)
-    if keep != 1:
-        scale(size, keep, net.param[block])
-
-
-cdef inline bint trained(LBL *net, int block, float rate) noexcept nogil:
-    return net.param[block] != NULL and rate != 0 and (net.bias or not (block == D_ or block == B_OUT))
-
-
-cdef void step_blocks(LBL *net, Buffers *w, const double *rates, const float *keep, Py_ssize_t stride,
-                      const float *momentum) noexcept nogil:
-    """Every block one step (rates[block * stride], with momentum[block]) and its bulk
-    decay keep[block * stride]."""
-    cdef int block
-    for block in range(NBLOCKS):
-        if trained(net, block, <float> rates[block * stride]):
-            step_block(net, w, block, <float> rates[block * stride], momentum[block], keep[block * stride])
-        elif net.param[block] != NULL and keep[block * stride] != 1:
-            scale(<int> net.size[block], keep[block * stride], net.param[block])
 
 
 cdef double sampled_step(LBL *net, Buffers *w, Sampling *sp, const int *rows, int K, const double *rates,
@@ -265,81 +130,18 @@ cdef class LBLNetwork:
     cdef public dict carried
 
     def __init__(self, params, int capacity, bint bias=True):
-        cdef float[:, ::1] R = params["R"]
-        cdef int V = R.shape[0], m = R.shape[1], block, context
-        cdef float[::1] flat
-        if params["C"].ndim != 3 or params["C"].shape[1:] != (m, m) or capacity < 1:
-            raise ValueError("log-bilinear arrays of inconsistent shapes")
-        context = params["C"].shape[0]
-        hidden = params["A"].shape[1] if "A" in params else 0
-        expected = {"R": (V, m), "C": (context, m, m), "d": (m,), "b": (V,), "A": (context * m, hidden),
-                    "a": (hidden,), "B": (hidden, context), "gate_bias": (context,), "S": (hidden, m)}
-        if any(params[name].shape != shape for name, shape in expected.items() if name in params) \
-                or ("B" in params) != ("gate_bias" in params) or ("A" in params) != ("B" in params or "S" in params):
-            raise ValueError("log-bilinear arrays of inconsistent shapes")
-        self.keep_alive = params
+        if "b" not in params or "Vn" in params or "Vc" in params:
+            raise ValueError("not the arrays of a log-bilinear network over the full softmax")
         self.carried = {}
-        self.net.vocab, self.net.m, self.net.context, self.net.hidden = V, m, context, hidden
-        self.net.inputs = context * m
-        self.net.bias = bias
-        self.net.gated, self.net.hidden_term = "B" in params, "S" in params
-        for block, name in enumerate(BLOCKS):
-            self.net.param[block] = NULL
-            self.net.size[block] = 0
-            if name in params:
-                if params[name].dtype != np.float32 or not params[name].flags.c_contiguous:
-                    raise ValueError(f"log-bilinear array {name}: not C-contiguous float32")
-                flat = params[name].reshape(-1)
-                self.net.param[block] = &flat[0]
-                self.net.size[block] = flat.shape[0]
-                self.carried[f"velocity.{name}"] = np.zeros(flat.shape[0], dtype=np.float32)
-                flat = self.carried[f"velocity.{name}"]
-                self.net.velocity[block] = &flat[0]
-        cdef Py_ssize_t K = capacity
-        self.work.capacity = capacity
-        self.work.X = <float *> malloc(K * self.net.inputs * sizeof(float))
-        self.work.Xg = <float *> malloc(K * self.net.inputs * sizeof(float))
-        self.work.H = <float *> malloc(K * max(hidden, 1) * sizeof(float))
-        self.work.G = <float *> malloc(K * context * sizeof(float))
-        self.work.P = <float *> malloc(K * m * sizeof(float))
-        self.work.Y = <float *> malloc(K * V * sizeof(float))
-        self.work.dP = <float *> malloc(K * m * sizeof(float))
-        self.work.dX = <float *> malloc(K * self.net.inputs * sizeof(float))
-        self.work.dH = <float *> malloc(K * max(hidden, 1) * sizeof(float))
-        self.work.dG = <float *> malloc(K * context * sizeof(float))
-        ok = (self.work.X != NULL and self.work.Xg != NULL and self.work.H != NULL and self.work.G != NULL
-              and self.work.P != NULL and self.work.Y != NULL and self.work.dP != NULL and self.work.dX != NULL
-              and self.work.dH != NULL and self.work.dG != NULL)
-        for block in range(NBLOCKS):
-            self.work.grad[block] = <float *> calloc(max(self.net.size[block], 1), sizeof(float))
-            ok = ok and self.work.grad[block] != NULL
-        if not ok:
-            raise MemoryError()
+        lbl_attach(&self.net, params, BLOCKS, bias, self.carried)
+        self.keep_alive = params
+        buffers_alloc(&self.work, &self.net, capacity, self.net.vocab)
 
     def __dealloc__(self):
-        free(self.work.X)
-        free(self.work.Xg)
-        free(self.work.H)
-        free(self.work.G)
-        free(self.work.P)
-        free(self.work.Y)
-        free(self.work.dP)
-        free(self.work.dX)
-        free(self.work.dH)
-        free(self.work.dG)
-        for block in range(NBLOCKS):
-            free(self.work.grad[block])
+        buffers_free(&self.work)
 
     def _check(self, const int[:, ::1] windows, int batch=1, schedule=None):
-        """Windows of this order; a schedule (rates, dense_keep, momentum) of one row per
-        block and one column per update of `batch` windows, and a momentum per block."""
-        if windows.shape[1] != self.net.context + 1:
-            raise ValueError("windows of the wrong order")
-        if batch < 1 or batch > self.work.capacity:
-            raise ValueError("batch below 1 or larger than the work buffers")
-        updates = (windows.shape[0] + batch - 1) // batch
-        if schedule is not None and [np.shape(part) for part in schedule] != [(NBLOCKS, updates)] * 2 + [(NBLOCKS,)]:
-            raise ValueError(f"the schedule does not cover {updates} updates of {NBLOCKS} blocks")
+        check_batch(&self.net, self.work.capacity, windows, batch, schedule)
 
     def train(self, const int[:, ::1] windows, int batch, const double[:, ::1] rates, const float[:, ::1] dense_keep,
               const float[::1] momentum):
@@ -473,7 +275,7 @@ cdef class LBLOutputBlock(LBLNetwork):
             gemm(b'N', b'N', K, m, V, 1.0, self.work.Y, V, self.net.param[R_] + <Py_ssize_t> self.lo * m, m, 0.0,
                  &partial[0], m)
             memset(self.work.grad[B_OUT], 0, self.net.vocab * sizeof(float))
-            add_rows(K, V, self.work.Y, self.work.grad[B_OUT] + self.lo)
+            column_sums(self.work.Y, K, V, self.work.grad[B_OUT] + self.lo)
             if rates[R_] != 0:
                 memset(self.work.grad[R_], 0, <Py_ssize_t> self.net.vocab * m * sizeof(float))
                 gemm(b'T', b'N', V, m, K, 1.0, self.work.Y, V, self.work.P, m, 0.0,

@@ -284,8 +284,8 @@ cdef inline void factored_backward(Factored *f, Net *net, Work *w, int K, float 
         tree_backward(&f.tree, w.A, K, h, f.rows, f.targets, 1, f.G, 0, NULL, NULL, w.dA)
         tree_backward(&f.tree, w.A, K, h, f.rows, f.targets, 1, f.G, scale, grows, gbias, NULL)
     else:
-        class_backward(&f.classes, w.A, K, h, f.Vc, f.rows, f.targets, f.G, f.P, gVc, gbc, scale, grows, gbias,
-                       w.dA)
+        class_backward(&f.classes, w.A, K, h, f.Vc, f.rows, f.targets, f.G, f.P, gVc, gbc, scale, grows, scale,
+                       gbias, w.dA)
 
 
 cdef double factored_step(Factored *f, Net *net, Work *w, const int *rows, int K, float rate,

@@ -125,7 +125,7 @@ cdef int backward(Rnn *net, int T) noexcept nogil:
         if net.gd != NULL:
             memset(net.gd, 0, V * sizeof(float))
         class_backward(&net.classes, net.layer[net.layers - 1].out, N, width, net.Vc, net.V, net.targets, net.Y,
-                       net.U, net.gVc, net.gbc, 1.0, net.gV, net.gd, net.dOut)
+                       net.U, net.gVc, net.gbc, 1.0, net.gV, 1.0, net.gd, net.dOut)
         memset(net.dX, 0, N * m * sizeof(float))
     else:
         full_backward(net, N, width)
