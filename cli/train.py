@@ -44,7 +44,7 @@ ARCH_HELP = "Architecture: " + "; ".join(f"{name} ({model.summary})" for name, m
         help="rnn, lstm: each sentence starts from a zero state, or the state runs on through the text; "
         "scoring follows the model's rule [sentence].")
 @option("output", type=click.Choice(["full", "class", "hs"]), default=None,
-        help="mlp, rnn, lstm: the output layer: the full softmax; class: Mikolov's class-factored softmax p(class) "
+        help="mlp, lbl*, rnn, lstm: the output layer: the full softmax; class: Mikolov's class-factored softmax p(class) "
         "p(word | class) over -classes classes by frequency, O(K + |class|) per word; hs: the "
         "hierarchical softmax over the Huffman tree of the training counts, O(log |V|) per word. Both exactly "
         "normalised [full].")

@@ -7,8 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from conftest import assert_gradients_match_finite_differences, assert_one_line_error, run_nplm, sampled_step_errors
+from conftest import (assert_gradients_match_finite_differences, assert_one_line_error, class_logprobs, hs_logprobs,
+                      log_softmax, run_nplm, sampled_step_errors)
 from nplmtk.corpus import Corpus
+from nplmtk.errors import ParameterError
 from nplmtk.models import ARCHITECTURES, load
 from nplmtk.neural.lbl import LBLModel
 from nplmtk.neural.train import Trainer, TrainingConfig, block_schedule
@@ -19,14 +21,17 @@ from nplmtk.vocab import Vocabulary
 
 VOCAB = Vocabulary([f"w{i}" for i in range(9)])
 FAMILY = ("lbl", "lbl1", "lbl2", "lbl3")
+COUNTS = [0, 0, 30, 50, 9, 7, 5, 4, 3, 3, 2, 1]  # of <unk>, <s>, </s> and the nine words
+OUTPUTS = {"hs": dict(output="hs", counts=COUNTS), "class": dict(output="class", classes=4, counts=COUNTS)}
 
 
 def logistic(z):
     return 1 / (1 + np.exp(-z))
 
 
-def reference_loss(params, windows):
-    """-sum log p(target) in float64, eqs. 1 and 3-5 as the paper writes them."""
+def reference_loss(params, windows, meta=None):
+    """-sum log p(target) in float64, eqs. 1 and 3-5 as the paper writes them, then the
+    softmax over b + R p, or the factored output layer of `meta` (hs or class)."""
     p = {k: v.astype(np.float64) for k, v in params.items()}
     context = windows.shape[1] - 1
     features = [p["R"][windows[:, i]] for i in range(context)]
@@ -38,14 +43,17 @@ def reference_loss(params, windows):
     predicted = p["d"] + sum(gates[:, i:i + 1] * (features[i] @ p["C"][i]) for i in range(context))
     if "S" in p:
         predicted = predicted + h @ p["S"]
-    y = p["b"] + predicted @ p["R"].T
-    y -= y.max(axis=1, keepdims=True)
-    logp = y - np.log(np.exp(y).sum(axis=1, keepdims=True))
+    if meta and meta["hs"]:
+        logp = hs_logprobs(predicted, p["Vn"], p["bn"], meta["tree"], len(p["R"]))
+    elif meta and meta["classes"]:
+        logp = class_logprobs(predicted, p["R"], p["b"], p["Vc"], p["bc"], meta["class_of"])
+    else:
+        logp = log_softmax(p["b"] + predicted @ p["R"].T)
     return -logp[np.arange(len(windows)), windows[:, -1]].sum()
 
 
-def random_model(arch="lbl", seed=3):
-    model = ARCHITECTURES[arch].initial(VOCAB, order=4, features=3, hidden=5, seed=seed)
+def random_model(arch="lbl", seed=3, **shape):
+    model = ARCHITECTURES[arch].initial(VOCAB, order=4, features=3, hidden=5, seed=seed, **shape)
     rng = np.random.default_rng(0)
     for name in model.params:  # non-zero biases and larger weights make a sharper test
         model.params[name][...] = rng.normal(0, 0.5, model.params[name].shape)
@@ -56,20 +64,23 @@ def config(**settings):
     return TrainingConfig(**{"weight_decay": 0.0, "lr_decay": 0.0, "progress": False, **settings})
 
 
+@pytest.mark.parametrize("output", ["full", "hs", "class"])
 @pytest.mark.parametrize("arch", FAMILY)
-def test_every_parameter_block_matches_finite_differences(arch):
-    model = random_model(arch)
-    assert set(model.params) == {"lbl": {"R", "C", "d", "b"}, "lbl1": {"R", "C", "d", "b", "A", "a", "B", "gate_bias"},
-                                 "lbl2": {"R", "C", "d", "b", "A", "a", "S"},
-                                 "lbl3": {"R", "C", "d", "b", "A", "a", "B", "gate_bias", "S"}}[arch]
+def test_every_parameter_block_matches_finite_differences(arch, output):
+    model = random_model(arch, **OUTPUTS.get(output, {}))
+    hidden = {"lbl": set(), "lbl1": {"A", "a", "B", "gate_bias"}, "lbl2": {"A", "a", "S"},
+              "lbl3": {"A", "a", "B", "gate_bias", "S"}}[arch]
+    out = {"full": {"b"}, "hs": {"Vn", "bn"}, "class": {"b", "Vc", "bc"}}[output]
+    assert set(model.params) == {"R", "C", "d"} | hidden | out
     rng = np.random.default_rng(1)
     windows = rng.integers(0, len(VOCAB), size=(6, 4)).astype(np.int32)
     windows[0, :3] = windows[1, 0]  # a word repeated in one context, and as a target
     windows[2, 3] = windows[2, 0]
     grads = {k: np.zeros_like(v) for k, v in model.params.items()}
     total = model.network(capacity=8).gradients(windows, grads)
-    assert np.isclose(-total, reference_loss(model.params, windows), rtol=1e-5)
-    assert_gradients_match_finite_differences(model.params, grads, lambda: reference_loss(model.params, windows), rng)
+    loss = lambda: reference_loss(model.params, windows, model.meta)  # noqa: E731
+    assert np.isclose(-total, loss(), rtol=1e-5)
+    assert_gradients_match_finite_differences(model.params, grads, loss, rng)
 
 
 @pytest.mark.parametrize("arch, count", [("lbl", 5), ("lbl", 1), ("lbl3", 5)])
@@ -84,6 +95,47 @@ def test_a_training_step_moves_each_block_by_its_rate_times_its_gradient(arch, c
     model.network(capacity=8).train(windows, count, *block_schedule(model, settings, count, 1.0, 64))
     for name in model.params:
         np.testing.assert_allclose(model.params[name], before[name] - rates.get(name, 0.05) * grads[name], atol=2e-6)
+
+
+@pytest.mark.parametrize("arch, output, count", [("lbl", "hs", 5), ("lbl", "class", 1), ("lbl3", "class", 5),
+                                                 ("lbl1", "hs", 5)])
+def test_a_factored_step_moves_each_block_by_its_rate_times_its_gradient(arch, output, count):
+    """The rows stepped in place (R, b, Vn, bn) and the whole blocks alike: one update is
+    the batch's gradient at each block's rate, momentum on the whole blocks."""
+    model = random_model(arch, **OUTPUTS[output])
+    windows = np.random.default_rng(2).integers(0, len(VOCAB), size=(count, 4)).astype(np.int32)
+    grads = {k: np.zeros_like(v) for k, v in model.params.items()}
+    model.network(capacity=8).gradients(windows, grads)
+    before = {k: v.copy() for k, v in model.params.items()}
+    rates = {"C": 0.01, "b": 0.2, "bn": 0.3, "Vc": 0.02}
+    settings = config(batch=count, lr=0.05, block_lr=rates, momentum=0.5,
+                      block_momentum={"R": 0, "b": 0, "Vn": 0, "bn": 0})
+    model.check_training(settings)
+    model.network(capacity=8).train(windows, count, *block_schedule(model, settings, count, 1.0, 64))
+    for name in model.params:  # one update: momentum's v is -rate g
+        np.testing.assert_allclose(model.params[name], before[name] - rates.get(name, 0.05) * grads[name], atol=2e-6,
+                                   err_msg=name)
+
+
+def test_a_factored_output_refuses_momentum_on_the_rows_it_steps_in_place():
+    model = random_model("lbl1", **OUTPUTS["hs"])
+    with pytest.raises(ParameterError, match="steps a few rows of R, Vn, bn in place"):
+        model.check_training(config(momentum=0.9))
+    model.check_training(config(momentum=0.9, freeze_features=True, block_momentum={"Vn": 0, "bn": 0}))
+    schedule = block_schedule(model, config(momentum=0.9, batch=1), 1, 1.0, 64)
+    with pytest.raises(ValueError, match="no momentum for R"):
+        model.network(capacity=1).train(np.zeros((1, 4), np.int32), 1, *schedule)
+
+
+def test_model_1_with_a_tree_starts_from_model_0_with_the_same_tree_only():
+    zero = random_model("lbl", **OUTPUTS["hs"])
+    one = ARCHITECTURES["lbl1"].initial(VOCAB, order=4, features=3, hidden=5, seed=4, **OUTPUTS["hs"])
+    assert set(one.initialise_from(zero)) == {"R", "C", "d", "Vn", "bn"}
+    windows = np.random.default_rng(5).integers(0, len(VOCAB), size=(7, 4)).astype(np.int32)
+    np.testing.assert_allclose(one.example_logprobs(windows), zero.example_logprobs(windows), rtol=1e-5)
+    other = ARCHITECTURES["lbl1"].initial(VOCAB, order=4, features=3, hidden=5, output="hs", counts=COUNTS[::-1])
+    with pytest.raises(ParameterError, match="its Vn and bn belong to another tree"):
+        other.initialise_from(zero)
 
 
 def test_momentum_and_weight_decay_per_block_and_frozen_features():

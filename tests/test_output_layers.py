@@ -1,7 +1,8 @@
 """The factored output layers: the hierarchical softmax (`-output hs`, cython_ext/
-hs_output.pxd) of the MLP, RNN and LSTM, and the MLP's class-factored softmax (`-output
-class`, cython_ext/class_output.pxd; the recurrent models' is tested in test_recurrent.py,
-as are their gradients with either): the Huffman tree, finite-difference checks of the
+hs_output.pxd) of the MLP, RNN, LSTM and log-bilinear models, and the MLP's class-factored
+softmax (`-output class`, cython_ext/class_output.pxd; the recurrent models' is tested in
+test_recurrent.py, as are their gradients with either, and the log-bilinear models' in
+test_lbl.py): the Huffman tree, finite-difference checks of the
 MLP's every parameter against a float64 numpy model written here, exact normalisation, the
 save/load/score round trip, a short training run from the command line, and crafted trees
 refused."""
@@ -105,7 +106,8 @@ def big_vocab():
 
 
 @pytest.mark.parametrize("arch, shape", [("mlp", dict(order=3)), ("rnn", {}), ("lstm", dict(layers=2)),
-                                         ("mlp", dict(order=3, output="class"))])
+                                         ("mlp", dict(order=3, output="class")), ("lbl", dict(order=3)),
+                                         ("lbl3", dict(order=4, output="class"))])
 def test_every_distribution_sums_to_one(big_vocab, arch, shape):
     vocab, counts = big_vocab
     model = ARCHITECTURES[arch].initial(vocab, features=6, hidden=7, seed=1, counts=counts, **{"output": "hs", **shape})
@@ -121,7 +123,8 @@ def test_every_distribution_sums_to_one(big_vocab, arch, shape):
         assert math.isclose(math.log(distribution[42]), logp[len(history)], rel_tol=1e-4)
 
 
-@pytest.mark.parametrize("arch, shape", [("mlp", dict(order=3)), ("lstm", {}), ("mlp", dict(order=3, output="class"))])
+@pytest.mark.parametrize("arch, shape", [("mlp", dict(order=3)), ("lstm", {}), ("mlp", dict(order=3, output="class")),
+                                         ("lbl1", dict(order=3)), ("lbl", dict(order=3, output="class"))])
 def test_saved_and_loaded_models_score_the_same(tmp_path, big_vocab, arch, shape):
     vocab, counts = big_vocab
     model = ARCHITECTURES[arch].initial(vocab, features=6, hidden=7, seed=1, counts=counts, **{"output": "hs", **shape})
@@ -134,7 +137,9 @@ def test_saved_and_loaded_models_score_the_same(tmp_path, big_vocab, arch, shape
 
 @pytest.mark.parametrize("arch, options", [("mlp", ["-output", "hs", "-order", 3, "-batch", 4, "-lr", 0.05]),
                                            ("mlp", ["-output", "class", "-classes", 5, "-order", 3, "-lr", 0.05]),
-                                           ("lstm", ["-output", "hs", "-bptt", 10, "-streams", 4, "-lr", 0.05])])
+                                           ("lstm", ["-output", "hs", "-bptt", 10, "-streams", 4, "-lr", 0.05]),
+                                           ("lbl", ["-output", "hs", "-order", 3, "-batch", 4, "-lr", 0.05]),
+                                           ("lbl2", ["-output", "class", "-order", 3, "-batch", 4, "-lr", 0.05])])
 def test_a_short_run_lowers_the_ppl_from_the_command_line(toy_texts, tmp_path, arch, options):
     texts, _ = toy_texts
     model_path = tmp_path / "m.nplm"
@@ -150,7 +155,7 @@ def test_a_short_run_lowers_the_ppl_from_the_command_line(toy_texts, tmp_path, a
 
 def crafted(tmp_path, arch, tree):
     """A model of `arch` over VOCAB whose stored tree is `tree`."""
-    shape = dict(order=3) if arch == "mlp" else {}
+    shape = {} if ARCHITECTURES[arch].RECURRENT else dict(order=3)
     model = ARCHITECTURES[arch].initial(VOCAB, features=3, hidden=4, seed=1, output="hs", counts=COUNTS, **shape)
     path = tmp_path / "m.nplm"
     container.save(str(path), model.kind, model.params, meta={**model.file_meta(), "tree": tree}, vocab=VOCAB)
@@ -174,7 +179,7 @@ def self_loop(tree):
     return tree
 
 
-@pytest.mark.parametrize("arch", ["mlp", "rnn", "lstm"])
+@pytest.mark.parametrize("arch", ["mlp", "rnn", "lstm", "lbl"])
 @pytest.mark.parametrize("change, fragment", [
     (lambda tree: tree[:-2], "has 22 children, not 20"),
     (lambda tree: tree[:-1] + [22], "a child outside 0..21"),

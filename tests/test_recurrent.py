@@ -373,7 +373,10 @@ def test_importance_sampling_trains_saves_and_scores_from_the_command_line(toy_t
     (["-optimizer", "adam"], "Adam is built for the recurrent models"),
     # the output layers
     (["-arch", "energy", "-output", "hs"], "-output hs: -arch energy has full"),
-    (["-arch", "lbl", "-output", "class"], "-output class: -arch lbl has full"),
+    (["-arch", "lbl", "-output", "class", "-criterion", "is"],
+     "-output class trains with its exact gradient, on whole models: not with -criterion is* nor -mpi param"),
+    (["-arch", "lbl1", "-h", 3, "-output", "hs", "-momentum", 0.9, "-block-momentum", "Vn=0"],
+     "-output hs steps a few rows of R, bn in place, without momentum: give them -block-momentum R=0,bn=0"),
     (["-arch", "lbl", "-output", "full", "-classes", 3], "-classes applies to -output class"),
     (["-output", "hs", "-classes", 9], "-classes applies to -output class"),
     (["-output", "hs", "-direct"], "-output hs reads the hidden layer only"),

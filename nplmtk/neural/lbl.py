@@ -5,15 +5,22 @@ word by a gate s_i = 2 logistic(B^T h + gate_bias) of the hidden layer h =
 logistic(A^T f + a) over the context features f; Model 2 (eq. 4) adds S^T h to p;
 Model 3 (eq. 5) does both (cython_ext/lbl_kernels.pyx). Trained with the exact softmax
 or by importance sampling (the score is an energy); each parameter block may have its
-own rate, momentum and weight decay (sec. 3: TrainingConfig's block_* settings)."""
+own rate, momentum and weight decay (sec. 3: TrainingConfig's block_* settings). With
+`output` "hs" the hierarchical softmax over the Huffman tree of the training counts (node
+rows Vn and biases bn, no b) replaces the softmax over b_w + r(w) . p; with "class" the
+class-factored softmax p(c(w) | p) p(w | c(w), p) over `classes` classes by frequency
+(class rows Vc and biases bc; the words' rows stay R's and b's):
+cython_ext/lbl_factored_kernels.pyx."""
 import numpy as np
 
 from ..errors import ParameterError
 from .network import SCORING_BATCH, NeuralModel, uniform_initialiser
+from .word_classes import class_lists
 
 # "small random values" (sec. 3) for A, so that the gates start at exactly 1
 GATING_INIT = 0.01
-WEIGHT_BLOCKS = ("R", "C", "A", "B", "S")  # the others are biases
+WEIGHT_BLOCKS = ("R", "C", "A", "B", "S", "Vn", "Vc")  # the others are biases
+IN_PLACE_BLOCKS = ("R", "b", "Vn", "bn")  # the factored output layers step a few rows of these, without momentum
 
 
 class LBLModel(NeuralModel):
@@ -21,14 +28,17 @@ class LBLModel(NeuralModel):
     arch = "lbl"
     summary = ("Model 0 of Zhang, Mnih & Hinton: softmax over b_w + r(w) . (d + sum_i C_i^T r(w_i)), one "
                "feature matrix for context and next word; -h and -activation do not apply")
-    ARCHITECTURE = ("features", "bias")
+    ARCHITECTURE = ("features", "bias", "classes", "hs")
     ACTIVATIONS = ("linear",)
+    OUTPUTS = ("full", "class", "hs")
     FEATURES = "R"  # the C_i are m x m matrices
     GATED = False  # Models 1 and 3: gates s_i on the context words
     HIDDEN_TERM = False  # Models 2 and 3: S^T h added to p
 
     @classmethod
-    def initial(cls, vocab, order, features, hidden=0, direct=False, bias=True, activation="linear", seed=1):
+    def initial(cls, vocab, order, features, hidden=0, direct=False, bias=True, activation="linear", seed=1,
+                output="full", classes=None, counts=None):
+        """`output` "hs" or "class", `classes` and `counts`: as NeuralModel.output_meta."""
         if order < 2:
             raise ParameterError("a neural model needs {order} 2 or more (at least one context word)")
         if direct:
@@ -38,9 +48,20 @@ class LBLModel(NeuralModel):
             raise ParameterError(f"{{arch}} {cls.arch} needs {{h}} 1 or more hidden units")
         uniform = uniform_initialiser(seed)
         size, context = len(vocab), order - 1
+        meta = {"features": features, "bias": bias, **cls.output_meta(vocab, output, classes, counts)}
+        if has_hidden:
+            meta["hidden"] = hidden
         params = {"R": uniform((size, features), features),
                   "C": uniform((context, features, features), context * features),
-                  "d": np.zeros(features, dtype=np.float32), "b": np.zeros(size, dtype=np.float32)}
+                  "d": np.zeros(features, dtype=np.float32)}
+        if output == "hs":  # the node rows as the words' rows: small random; biases zero
+            params["Vn"] = uniform((size - 1, features), features)
+            params["bn"] = np.zeros(size - 1, dtype=np.float32)
+        else:
+            params["b"] = np.zeros(size, dtype=np.float32)
+        if output == "class":
+            params["Vc"] = uniform((meta["classes"], features), features)
+            params["bc"] = np.zeros(meta["classes"], dtype=np.float32)
         if has_hidden:  # sec. 3: A small random, everything else new zero
             params["A"] = (uniform((context * features, hidden), 1) * GATING_INIT).astype(np.float32)
             params["a"] = np.zeros(hidden, dtype=np.float32)
@@ -49,15 +70,18 @@ class LBLModel(NeuralModel):
             params["gate_bias"] = np.zeros(context, dtype=np.float32)
         if cls.HIDDEN_TERM:
             params["S"] = np.zeros((hidden, features), dtype=np.float32)
-        meta = {"features": features, "bias": bias}
-        if has_hidden:
-            meta["hidden"] = hidden
         return cls(vocab, params, order, "linear", meta)
 
     @classmethod
     def array_shapes(cls, vocab_size, order, shape):
         m, context, hidden = shape["features"], order - 1, shape.get("hidden", 0)
-        arrays = {"R": (vocab_size, m), "C": (context, m, m), "d": (m,), "b": (vocab_size,)}
+        arrays = {"R": (vocab_size, m), "C": (context, m, m), "d": (m,)}
+        if shape.get("hs"):
+            arrays.update(Vn=(vocab_size - 1, m), bn=(vocab_size - 1,))
+        else:
+            arrays["b"] = (vocab_size,)
+        if shape.get("classes"):
+            arrays.update(Vc=(shape["classes"], m), bc=(shape["classes"],))
         if cls.GATED or cls.HIDDEN_TERM:
             if hidden < 1:
                 return {}
@@ -75,8 +99,16 @@ class LBLModel(NeuralModel):
         return BLOCKS
 
     def network(self, capacity=SCORING_BATCH):
+        if self.output != "full":
+            from .._ext.lbl_factored_kernels import FactoredLBLNetwork
+            return FactoredLBLNetwork(self.params, capacity, self.meta.get("bias", True),
+                                      self.hs_paths() if self.output == "hs" else None,
+                                      class_lists(self.meta["class_of"]) if self.output == "class" else None)
         from .._ext.lbl_kernels import LBLNetwork
         return LBLNetwork(self.params, capacity, self.meta.get("bias", True))
+
+    def output_touches_few_rows(self):
+        return self.output != "full"
 
     def output_block(self, rows, capacity):
         """The kernel of one rank's block (output rows lo..hi-1) of -mpi param."""
@@ -92,9 +124,21 @@ class LBLModel(NeuralModel):
         return block not in WEIGHT_BLOCKS
 
     def check_training(self, config):
+        if self.output != "full" and (config.criterion != "full" or config.mpi == "param"):
+            raise ParameterError(f"{{output}} {self.output} trains with its exact gradient, on whole models: not "
+                                 "with {criterion} is* nor {mpi} param")
         if config.criterion != "full" and (config.momentum or any(config.block_momentum.values())):
             raise ParameterError("{momentum} applies to the exact softmax gradient: give {criterion} full "
                                  "or no momentum")
+        if self.output != "full":
+            moving = [name for name in IN_PLACE_BLOCKS if name in self.params
+                      and config.block_momentum.get(name, config.momentum) != 0
+                      and config.block_lr.get(name, config.lr) != 0
+                      and not (name == "R" and config.freeze_features)]
+            if moving:
+                raise ParameterError(f"{{output}} {self.output} steps a few rows of {', '.join(moving)} in place, "
+                                     "without momentum: give them {block_momentum} "
+                                     + ",".join(f"{name}=0" for name in moving))
 
 
 
@@ -104,7 +148,7 @@ class GatedLBLModel(LBLModel):
     summary = ("Model 1: Model 0 with each context word's C_i^T r(w_i) weighted by a gate "
                "s_i = 2 logistic(B^T h + b) of a hidden layer h = logistic(A^T f + a) of -h units (logistic: "
                "-activation does not apply)")
-    ARCHITECTURE = ("features", "hidden", "bias")
+    ARCHITECTURE = ("features", "hidden", "bias", "classes", "hs")
     GATED = True
 
 
@@ -112,7 +156,7 @@ class HiddenTermLBLModel(LBLModel):
     kind = "nplm-lbl2"
     arch = "lbl2"
     summary = "Model 2: Model 0 with S^T h added to the predicted features (h as in Model 1)"
-    ARCHITECTURE = ("features", "hidden", "bias")
+    ARCHITECTURE = ("features", "hidden", "bias", "classes", "hs")
     HIDDEN_TERM = True
 
 
@@ -120,6 +164,6 @@ class GatedHiddenTermLBLModel(LBLModel):
     kind = "nplm-lbl3"
     arch = "lbl3"
     summary = "Model 3: the gates of Model 1 and the S^T h of Model 2"
-    ARCHITECTURE = ("features", "hidden", "bias")
+    ARCHITECTURE = ("features", "hidden", "bias", "classes", "hs")
     GATED = True
     HIDDEN_TERM = True

@@ -9,9 +9,8 @@ biases bc beside U and b; nplmtk/neural/word_classes.py)."""
 import numpy as np
 
 from ..errors import ParameterError
-from .huffman import huffman_tree
 from .network import ACTIVATION_CODES, SCORING_BATCH, NeuralModel, uniform_initialiser
-from .word_classes import class_lists, frequency_classes
+from .word_classes import class_lists
 
 
 class MLPModel(NeuralModel):
@@ -39,22 +38,11 @@ class MLPModel(NeuralModel):
             raise ParameterError("{hidden} 0 leaves no path from the context to the output: add {direct}")
         if output not in cls.OUTPUTS:
             raise ParameterError(f"{{output}}: unknown value '{output}' (choose from {', '.join(cls.OUTPUTS)})")
-        if classes is not None and output != "class":
-            raise ParameterError("{classes} applies to {output} class")
         if output != "full" and (direct or not hidden):
             raise ParameterError(f"{{output}} {output} reads the hidden layer only: it needs {{hidden}} 1 or more "
                                  "and no {direct} connections")
-        if output != "full" and counts is None:
-            raise ParameterError(f"{{output}} {output} needs the training counts of the words")
-        if classes is not None and not 1 <= classes <= len(vocab):
-            raise ParameterError(f"{{classes}} must be from 1 to |V| = {len(vocab)}")
-        meta = {"features": features, "hidden": hidden, "direct": direct, "bias": bias, "classes": 0,
-                "hs": output == "hs"}
-        if output == "hs":
-            meta["tree"] = huffman_tree(counts)
-        if output == "class":
-            class_of = frequency_classes(counts, classes or max(1, round(len(vocab) ** 0.5)))
-            meta.update(classes=int(class_of.max()) + 1, class_of=class_of.tolist())
+        meta = {"features": features, "hidden": hidden, "direct": direct, "bias": bias,
+                **cls.output_meta(vocab, output, classes, counts)}
         uniform = uniform_initialiser(seed)
         params = {}
         for name, shape in cls.array_shapes(len(vocab), order, meta).items():

@@ -7,7 +7,8 @@ import numpy as np
 from .. import container
 from ..errors import InputError, ParameterError
 from ..lm import LanguageModel
-from .huffman import tree_paths
+from .huffman import huffman_tree, tree_paths
+from .word_classes import frequency_classes
 
 SCORING_BATCH = 256
 MAX_ORDER = 20  # as train-nplm -order
@@ -59,6 +60,27 @@ class NeuralModel(LanguageModel):
     def output(self):
         """The output layer: "full", "class" or "hs" (one of OUTPUTS)."""
         return "hs" if self.meta.get("hs") else "class" if self.meta.get("classes") else "full"
+
+    @classmethod
+    def output_meta(cls, vocab, output, classes, counts):
+        """The meta of the output layer `output` (one of OUTPUTS): "hs", the Huffman tree of
+        `counts` (each word's count in the training text, </s> included); "class", `classes`
+        classes (default sqrt |V|) by frequency from `counts`; "full", neither."""
+        if output not in cls.OUTPUTS:
+            raise ParameterError(f"{{output}}: unknown value '{output}' (choose from {', '.join(cls.OUTPUTS)})")
+        if classes is not None and output != "class":
+            raise ParameterError("{classes} applies to {output} class")
+        if output != "full" and counts is None:
+            raise ParameterError(f"{{output}} {output} needs the training counts of the words")
+        if classes is not None and not 1 <= classes <= len(vocab):
+            raise ParameterError(f"{{classes}} must be from 1 to |V| = {len(vocab)}")
+        meta = {"classes": 0, "hs": output == "hs"}
+        if output == "hs":
+            meta["tree"] = huffman_tree(counts)
+        if output == "class":
+            class_of = frequency_classes(counts, classes or max(1, round(len(vocab) ** 0.5)))
+            meta.update(classes=int(class_of.max()) + 1, class_of=class_of.tolist())
+        return meta
 
     def output_touches_few_rows(self):
         """Whether an update reads and steps only a few rows of the output layer (the
@@ -127,6 +149,10 @@ class NeuralModel(LanguageModel):
         shared = [name for name in self.params if name in source.params and (names is None or name in names)]
         for name in set(names or ()) - set(shared):
             raise ParameterError(f"{{init_from}}: no block '{name}' in both networks")
+        for layout, blocks in (("tree", ("Vn", "bn")), ("class_of", ("Vc", "bc"))):  # rows that mean nodes or classes
+            if set(blocks) & set(shared) and source.meta.get(layout) != self.meta.get(layout):
+                raise ParameterError(f"{{init_from}}: its {' and '.join(blocks)} belong to another "
+                                     f"{'tree' if layout == 'tree' else 'set of classes'} than this network's")
         for name in shared:
             if source.params[name].shape != self.params[name].shape:
                 raise ParameterError(f"{{init_from}}: its {name} is {'x'.join(map(str, source.params[name].shape))}, "

@@ -16,9 +16,8 @@ import numpy as np
 from ..lm import LN10
 
 from ..errors import ParameterError
-from .huffman import huffman_tree
 from .network import ACTIVATION_CODES, NeuralModel, uniform_initialiser
-from .word_classes import class_lists, frequency_classes
+from .word_classes import class_lists
 
 RESET_STATES = ("sentence", "never")
 MAX_LAYERS = 8
@@ -69,28 +68,14 @@ class RNNModel(NeuralModel):
         if output == "hs" and (direct or tie):
             raise ParameterError("{output} hs: its node vectors replace the output layer, so neither {direct} nor "
                                  "{tie} applies")
-        if output == "hs" and counts is None:
-            raise ParameterError("{output} hs needs the training counts of the words")
-        if classes is not None and output != "class":
-            raise ParameterError("{classes} applies to {output} class")
-        if output == "class" and classes is None:
-            classes = max(1, round(len(vocab) ** 0.5))
-        if classes and direct:
+        if output == "class" and direct:
             raise ParameterError("{direct} connections with {classes}: not built (the class-factored output layer "
                                  "reads the hidden state only)")
-        if classes and counts is None:
-            raise ParameterError("{classes} needs the training counts of the words")
-        if classes is not None and not 1 <= classes <= len(vocab):
-            raise ParameterError(f"{{classes}} must be from 1 to |V| = {len(vocab)}")
         if activation not in ACTIVATION_CODES:
             raise ParameterError(f"{{activation}}: unknown '{activation}' (choose from {', '.join(ACTIVATION_CODES)})")
         meta = {"features": features, "hidden": hidden, "direct": direct, "bias": bias, "layers": layers,
-                "tie": tie, "peephole": peephole, "reset_state": reset_state, "classes": 0, "hs": output == "hs"}
-        if output == "hs":
-            meta["tree"] = huffman_tree(counts)
-        if classes:
-            class_of = frequency_classes(counts, classes)
-            meta.update(classes=int(class_of.max()) + 1, class_of=class_of.tolist())
+                "tie": tie, "peephole": peephole, "reset_state": reset_state,
+                **cls.output_meta(vocab, output, classes, counts)}
         uniform = uniform_initialiser(seed)
         params = {}
         for name, shape in cls.array_shapes(len(vocab), None, meta).items():
