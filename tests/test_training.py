@@ -261,3 +261,15 @@ def test_max_samples_below_samples_is_refused(toy):
     vocab, _, _, _ = toy
     with pytest.raises(ParameterError, match="max_samples"):
         Trainer(small_model(vocab), TrainingConfig(**CONFIG, criterion="is", samples=64, max_samples=32))
+
+
+def test_a_diverging_run_stops_in_one_line_and_keeps_its_last_checkpoint(toy_texts, tmp_path):
+    texts, _ = toy_texts
+    common = ["-arch", "lbl", "-order", 3, "-m", 8, "-text", texts / "train.txt", "-batch", 4, "-quiet",
+              "-checkpoint", tmp_path / "ck", "-lm", tmp_path / "m.nplm"]
+    status, _, err = run_nplm("train", *common, "-epochs", 1, "-lr", 0.01)
+    assert status == 0, err
+    status, _, err = run_nplm("train", *common, "-epochs", 2, "-lr", 1e4, "-resume")
+    assert_one_line_error(status, err, "training diverged in epoch 2", "try a lower -lr")
+    status, out, err = run_nplm("ppl", "-lm", tmp_path / "ck" / "checkpoint.nplm", "-text", texts / "valid.txt")
+    assert status == 0 and "ppl=" in out, err

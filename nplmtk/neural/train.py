@@ -281,6 +281,9 @@ class Trainer:
             self.averager.average()
             logp_sum, seen = self.averager.sum([logp_sum, seen])
         seconds = time.perf_counter() - start
+        if not math.isfinite(logp_sum):  # before this epoch's checkpoint: the last one keeps the epoch before
+            raise ParameterError(f"training diverged in epoch {state['epoch'] + 1}: the training log-likelihood is "
+                                 "not finite (try a lower {lr})")
         record = {"epoch": state["epoch"] + 1, "updates": state["updates"], "lr": self.learning_rate(),
                   "train_ppl": math.exp(-logp_sum / max(seen, 1)), "words_per_s": seen / seconds,
                   "seconds": seconds}
