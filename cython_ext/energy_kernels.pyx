@@ -10,7 +10,7 @@ from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
 from feedforward cimport activate
-from kernel_common cimport check_schedule, dot, gemm, log_normaliser, scale
+from kernel_common cimport axpy_row, check_schedule, dot, dot_row, gemm, log_normaliser, scale
 from nplmtk._ext.sampling_kernels cimport (Sampling, draw_samples, importance_weights, merge_duplicates,
                                            sampling_free, sampling_start)
 
@@ -240,6 +240,14 @@ cdef class EnergyNetwork:
         cdef float[::1] dc = np.empty(self.h, dtype=np.float32)
         cdef float[::1] dx = np.empty(max(self.context_width, 1), dtype=np.float32)
         cdef float[:, ::1] dH = np.empty((self.h, self.width), dtype=np.float32)
+        # raw rows in the loops below: 2-D memoryview indexing keeps gcc from vectorising them
+        cdef float *z = &Z[0, 0]
+        cdef float *u_rows = &old_U[0, 0]
+        cdef float *a = &act[0, 0]
+        cdef float *g = &dpre[0, 0]
+        cdef float *dz = &dZ[0, 0]
+        cdef float *row
+        cdef int h = self.h, m = self.m
         if batch != 1:
             raise ValueError("the sampled energy network trains one window per update")
         check_schedule(count, batch, 1, rates.shape[0], row_keep.shape[0], dense_keep.shape[0])
@@ -260,64 +268,54 @@ cdef class EnergyNetwork:
                     rows = M + 1
                     for j in range(rows):
                         word = t if j == M else sp.words[j]
-                        memcpy(&Z[j, 0], self.C + <Py_ssize_t> word * self.m, self.m * sizeof(float))
-                        memcpy(&old_U[j, 0], self.U + <Py_ssize_t> word * self.h, self.h * sizeof(float))
+                        memcpy(z + j * m, self.C + <Py_ssize_t> word * m, m * sizeof(float))
+                        memcpy(u_rows + j * h, self.U + <Py_ssize_t> word * h, h * sizeof(float))
                         if self.direct:
                             memcpy(&old_W[j, 0], self.W + <Py_ssize_t> word * self.width, self.width * sizeof(float))
                     # every candidate's hidden layer: tanh(c + H_target C(w)), one product
-                    gemm(b'N', b'T', rows, self.h, self.m, 1.0, &Z[0, 0], self.m, self.H, self.width, 0.0,
-                         &act[0, 0], self.h)
+                    gemm(b'N', b'T', rows, h, m, 1.0, z, m, self.H, self.width, 0.0, a, h)
                     for j in range(rows):
-                        for k in range(self.h):
-                            act[j, k] += c[k]
-                    activate(&act[0, 0], <Py_ssize_t> rows * self.h, 0)
+                        for k in range(h):
+                            a[j * h + k] += c[k]
+                    activate(a, <Py_ssize_t> rows * h, 0)
                     for j in range(rows):
                         word = t if j == M else sp.words[j]
-                        value = self.b[word]
-                        for k in range(self.h):
-                            value = value + old_U[j, k] * act[j, k]
+                        value = self.b[word] + dot_row(h, u_rows + j * h, a + j * h)
                         if self.direct:
-                            value = value + dot(self.m, &old_W[j, 0], &Z[j, 0])
-                            value = value + dot(self.context_width, &old_W[j, 0] + self.m, &x[0])
+                            value = value + dot(m, &old_W[j, 0], z + j * m)
+                            value = value + dot(self.context_width, &old_W[j, 0] + m, &x[0])
                         y[j] = value
                     y_target = y[M]
                     total += y_target - importance_weights(&sp, &y[0], &ess)  # y[:M] become r_j / sum r
                     y[M] = -1
-                    memset(&dc[0], 0, self.h * sizeof(float))
+                    memset(&dc[0], 0, h * sizeof(float))
                     for j in range(rows):  # dL/dy_j = y[j]: dL/d(pre-activation), old rows only
                         gamma = y[j]
-                        for k in range(self.h):
-                            dpre[j, k] = gamma * old_U[j, k] * (1 - act[j, k] * act[j, k])
-                            dc[k] += dpre[j, k]
+                        for k in range(h):
+                            g[j * h + k] = gamma * u_rows[j * h + k] * (1 - a[j * h + k] * a[j * h + k])
+                        axpy_row(h, 1, g + j * h, &dc[0])
                     # dL/dz_w = dpre H_target (+ gamma W_w), dL/dH = dpre^T z
-                    gemm(b'N', b'N', rows, self.m, self.h, 1.0, &dpre[0, 0], self.h, self.H, self.width, 0.0,
-                         &dZ[0, 0], self.m)
-                    gemm(b'T', b'N', self.h, self.m, rows, 1.0, &dpre[0, 0], self.h, &Z[0, 0], self.m, 0.0,
-                         &dH[0, 0], self.width)
-                    gemm(b'T', b'N', self.h, self.context_width, 1, 1.0, &dc[0], self.h, &x[0],
-                         self.context_width, 0.0, &dH[0, 0] + self.m, self.width)
-                    gemm(b'N', b'N', 1, self.context_width, self.h, 1.0, &dc[0], self.h, self.H + self.m,
+                    gemm(b'N', b'N', rows, m, h, 1.0, g, h, self.H, self.width, 0.0, dz, m)
+                    gemm(b'T', b'N', h, m, rows, 1.0, g, h, z, m, 0.0, &dH[0, 0], self.width)
+                    gemm(b'T', b'N', h, self.context_width, 1, 1.0, &dc[0], h, &x[0],
+                         self.context_width, 0.0, &dH[0, 0] + m, self.width)
+                    gemm(b'N', b'N', 1, self.context_width, h, 1.0, &dc[0], h, self.H + m,
                          self.width, 0.0, &dx[0], self.context_width)
                     for j in range(rows):
                         word = t if j == M else sp.words[j]
                         gamma = y[j]
                         if self.direct:
-                            for k in range(self.m):
-                                dZ[j, k] += gamma * old_W[j, k]
-                            value = gamma
-                            saxpy(&self.context_width, &value, &old_W[j, 0] + self.m, &one, &dx[0], &one)
-                            value = -step * gamma
-                            saxpy(&self.m, &value, &Z[j, 0], &one, self.W + <Py_ssize_t> word * self.width, &one)
-                            saxpy(&self.context_width, &value, &x[0], &one,
-                                  self.W + <Py_ssize_t> word * self.width + self.m, &one)
-                        value = -step * gamma
-                        saxpy(&self.h, &value, &act[j, 0], &one, self.U + <Py_ssize_t> word * self.h, &one)
+                            axpy_row(m, gamma, &old_W[j, 0], dz + j * m)
+                            axpy_row(self.context_width, gamma, &old_W[j, 0] + m, &dx[0])
+                            row = self.W + <Py_ssize_t> word * self.width
+                            axpy_row(m, -step * gamma, z + j * m, row)
+                            axpy_row(self.context_width, -step * gamma, &x[0], row + m)
+                        axpy_row(h, -step * gamma, a + j * h, self.U + <Py_ssize_t> word * h)
                         if self.bias:
                             self.b[word] -= step * gamma
-                        if keep != 1:
-                            scale(self.m, keep, self.C + <Py_ssize_t> word * self.m)
-                        value = -step
-                        saxpy(&self.m, &value, &dZ[j, 0], &one, self.C + <Py_ssize_t> word * self.m, &one)
+                        row = self.C + <Py_ssize_t> word * m
+                        for k in range(m):  # the row's decay, then its step
+                            row[k] = row[k] * keep - step * dz[j * m + k]
                     value = -step
                     k = self.h * self.width
                     saxpy(&k, &value, &dH[0, 0], &one, self.H, &one)
