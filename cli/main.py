@@ -118,6 +118,7 @@ def _end_process():
     if threading.active_count() > 1 or "mpi4py" in sys.modules:
         return
     atexit._run_exitfuncs()
+    atexit._clear()  # run once, even if the usual exit follows
     try:
         sys.stdout.flush()
         sys.stderr.flush()
