@@ -18,16 +18,23 @@ cdef enum:
 
 def children_runs(Py_ssize_t parents, const long long[::1] keys, long long vocab_size):
     """runs[i] .. runs[i + 1]: the rows of `keys` (one order's sorted keys) that extend
-    row i of the order below (of `parents` rows), by one merge pass."""
+    row i of the order below (of `parents` rows), by one merge pass. None unless the keys
+    are increasing, from 0 and below parents * vocab_size: a model read from a file gets
+    its check in the same pass."""
     runs = np.empty(parents + 1, dtype=np.int64)
     cdef long long[::1] out = runs
     cdef Py_ssize_t parent, i = 0, count = keys.shape[0]
+    cdef long long previous = -1, bound
+    cdef bint increasing = True
     with nogil:
         for parent in range(parents + 1):
-            while i < count and keys[i] < parent * vocab_size:
+            bound = parent * vocab_size
+            while i < count and keys[i] < bound:
+                increasing &= keys[i] > previous
+                previous = keys[i]
                 i += 1
             out[parent] = i
-    return runs
+    return runs if increasing and i == count else None
 
 
 def unigram_rows(keys, long long vocab_size):

@@ -120,6 +120,7 @@ def set_at(index, value):
     (setter("bow.3", lambda a: a[:-1]), "array 'bow.3' is float32"),
     (setter("node.2", lambda a: a.astype(np.uint8)), "array 'node.2' is uint8"),
     (setter("keys.2", swap_first_keys), "2-gram keys are not increasing"),
+    (setter("keys.3", lambda a: np.sort(np.concatenate([a[:1], a[:-1]]))), "3-gram keys are not increasing"),
     (setter("keys.2", lambda a: np.array(7, dtype=np.int64)), "array 'keys.2' has the shape (), not one dimension"),
     (setter("keys.1", set_at(-1, 10 ** 6)), "1-gram keys are not increasing keys of n-grams of its"),
     (setter("keys.3", set_at(-1, 2 ** 62)), "3-gram keys"),
@@ -147,3 +148,15 @@ def test_the_unchanged_crafted_model_is_accepted(tmp_path):
     path = crafted(tmp_path, lambda arrays, meta: None)
     expected = run_nplm("ppl", "-lm", f"{DATA}/kn3-unk.arpa.gz", "-text", f"{DATA}/test.txt")
     assert run_nplm("ppl", "-lm", path, "-text", f"{DATA}/test.txt") == expected
+
+
+def test_children_runs_are_found_and_checked_in_one_pass():
+    """The runs of the children of each row of the order below, or None for keys that are
+    not increasing, start below 0 or reach past the rows below (what load_binary refuses)."""
+    from nplmtk._ext.backoff_kernels import children_runs
+    vocab_size = 10
+    keys = np.array([3, 7, 21, 25, 29, 40], dtype=np.int64)  # rows 0, 0, 2, 2, 2, 4
+    assert children_runs(5, keys, vocab_size).tolist() == [0, 2, 2, 5, 5, 6]
+    assert children_runs(3, np.zeros(0, dtype=np.int64), vocab_size).tolist() == [0, 0, 0, 0]
+    for bad, parents in [([3, 3, 21], 5), ([7, 3, 21], 5), ([-1, 3, 21], 5), ([3, 7, 50], 5), ([3, 7, 21], 2)]:
+        assert children_runs(parents, np.array(bad, dtype=np.int64), vocab_size) is None, bad
