@@ -3,6 +3,7 @@ came from (the same ARPA back, byte for byte; the same reports), accepted wherev
 is, and a crafted binary with valid checksums refused in one line before any kernel sees it."""
 import glob
 import gzip
+import json
 import os
 
 import numpy as np
@@ -160,3 +161,20 @@ def test_children_runs_are_found_and_checked_in_one_pass():
     assert children_runs(3, np.zeros(0, dtype=np.int64), vocab_size).tolist() == [0, 0, 0, 0]
     for bad, parents in [([3, 3, 21], 5), ([7, 3, 21], 5), ([-1, 3, 21], 5), ([3, 7, 50], 5), ([3, 7, 21], 2)]:
         assert children_runs(parents, np.array(bad, dtype=np.int64), vocab_size) is None, bad
+
+
+@pytest.mark.parametrize("table", ["keys.3", "logp.2", "node.3"])
+def test_a_damaged_table_is_refused_in_one_line(tmp_path, table):
+    """One flipped bit in a table's bytes, its values still plausible: the checksum finds it."""
+    path = tmp_path / "kn3.nplm"
+    write_binary(nplmtk.load(f"{DATA}/kn3-unk.arpa.gz"), str(path))
+    data = bytearray(path.read_bytes())
+    _, _, length, _ = container._PREAMBLE.unpack(data[:container._PREAMBLE.size])
+    header = json.loads(data[container._PREAMBLE.size:container._PREAMBLE.size + length])
+    entry = next(e for e in header["arrays"] if e["name"] == table)
+    data[entry["offset"] + entry["nbytes"] // 2] ^= 1
+    path.write_bytes(bytes(data))
+    status, out, err = run_nplm("ppl", "-lm", path, "-text", f"{DATA}/test.txt")
+    assert_one_line_error(status, err, str(path), f"array '{table}' checksum mismatch")
+    assert out == ""
+
