@@ -2,11 +2,9 @@
 library's warnings as one line each."""
 import atexit
 import contextlib
-import difflib
 import importlib
 import os
 import sys
-import threading
 import warnings
 
 
@@ -100,6 +98,7 @@ def _usage_message(err, argv):
     known option that starts the same), and the nearest option there is."""
     if not isinstance(err, click.NoSuchOption):
         return err.format_message()
+    import difflib  # only for this message: every command starts without it
     known = [name for param in (err.ctx.command.params if err.ctx else []) for name in param.opts
              if not name.startswith("--")]
     typed = err.option_name
@@ -115,7 +114,8 @@ def _end_process():
     text with an n-gram model) for memory the system takes back anyway. atexit's functions
     still run and the output is flushed first; with other threads, MPI (finalised after
     atexit's functions) or output that cannot be flushed, the process exits the usual way."""
-    if threading.active_count() > 1 or "mpi4py" in sys.modules:
+    threading = sys.modules.get("threading")  # not imported: no other thread was started
+    if threading and threading.active_count() > 1 or "mpi4py" in sys.modules:
         return
     atexit._run_exitfuncs()
     atexit._clear()  # run once, even if the usual exit follows
