@@ -178,3 +178,17 @@ def test_a_damaged_table_is_refused_in_one_line(tmp_path, table):
     assert_one_line_error(status, err, str(path), f"array '{table}' checksum mismatch")
     assert out == ""
 
+
+
+def test_sentences_scored_by_several_threads_score_as_one_window_at_a_time():
+    """score_sentences shares a long text's sentences among OpenMP threads (each with its
+    own buffers): every score and order as score_rows gives them, row by row."""
+    from nplmtk.corpus import Corpus
+    model = nplmtk.load(f"{DATA}/kn3-unk.arpa.gz")
+    with open(f"{DATA}/test.txt", encoding="utf-8") as f:
+        lines = [line for line in f.read().splitlines() if line.strip()]
+    corpus = Corpus.from_lines((lines * (2000 // len(lines) + 1))[::-1], model.vocab)
+    assert corpus.num_sentences >= 2000
+    scores, orders = model.tables.score_sentences(corpus.ids, corpus.offsets, model.vocab.bos, model.vocab.eos)
+    by_rows, row_orders = model.score_rows(corpus.windows(model.order), with_order=True)
+    assert np.array_equal(scores, by_rows) and np.array_equal(orders, row_orders)
