@@ -120,5 +120,6 @@ def ngram_scoring(brown, peak):
               "a core); the report: each sentence's totals from a kernel. The command then ends the process without "
               "tearing the interpreter down:", "",
               "| phase | median |", "| --- | --- |"]
-    lines += [f"| {phase} | {statistics.median(p[phase] for p in phases) * 1000:.0f} ms |" for phase in phases[0]]
+    milliseconds = {phase: statistics.median(p[phase] for p in phases) * 1000 for phase in phases[0]}
+    lines += [f"| {phase} | {ms:.{1 if ms < 10 else 0}f} ms |" for phase, ms in milliseconds.items()]
     return lines
