@@ -9,7 +9,9 @@ The tables must have been checked by the caller (keys sorted and in range): noth
 here checks them again.
 """
 import numpy as np
+from cython.parallel cimport prange, threadid
 from libc.math cimport INFINITY
+from openmp cimport omp_get_max_threads
 from ngram_tables cimport find_key
 
 cdef enum:
@@ -18,16 +20,23 @@ cdef enum:
 
 def children_runs(Py_ssize_t parents, const long long[::1] keys, long long vocab_size):
     """runs[i] .. runs[i + 1]: the rows of `keys` (one order's sorted keys) that extend
-    row i of the order below (of `parents` rows), by one merge pass."""
+    row i of the order below (of `parents` rows), by one merge pass. None unless the keys
+    are increasing, from 0 and below parents * vocab_size: a model read from a file gets
+    its check in the same pass."""
     runs = np.empty(parents + 1, dtype=np.int64)
     cdef long long[::1] out = runs
     cdef Py_ssize_t parent, i = 0, count = keys.shape[0]
+    cdef long long previous = -1, bound
+    cdef bint increasing = True
     with nogil:
         for parent in range(parents + 1):
-            while i < count and keys[i] < parent * vocab_size:
+            bound = parent * vocab_size
+            while i < count and keys[i] < bound:
+                increasing &= keys[i] > previous
+                previous = keys[i]
                 i += 1
             out[parent] = i
-    return runs
+    return runs if increasing and i == count else None
 
 
 def unigram_rows(keys, long long vocab_size):
@@ -136,7 +145,8 @@ cdef class BackoffTables:
 
     def score_sentences(self, const int[::1] ids, const long long[::1] offsets, int bos, int eos):
         """log10 p of every word and `</s>` of each sentence ids[offsets[s]:offsets[s+1]]
-        after `<s>` (float32), and the order of the n-gram that gave it (0: none)."""
+        after `<s>` (float32), and the order of the n-gram that gave it (0: none). The
+        sentences are independent: OpenMP threads share them, each with its buffers."""
         cdef Py_ssize_t sentences = offsets.shape[0] - 1, s, t, length, longest = 0, predicted = 0
         for s in range(sentences):
             length = offsets[s + 1] - offsets[s]
@@ -144,22 +154,25 @@ cdef class BackoffTables:
             predicted += length + 1
         scores = np.empty(predicted, dtype=np.float32)
         orders = np.empty(predicted, dtype=np.int8)
-        tokens_array = np.empty(longest + 2, dtype=np.int64)
-        chain_array = np.empty((longest + 2) * self.order, dtype=np.int64)
+        cdef int threads = max(1, min(omp_get_max_threads(), sentences // 256))  # short texts: one thread
+        tokens_array = np.empty((threads, longest + 2), dtype=np.int64)
+        chain_array = np.empty((threads, (longest + 2) * self.order), dtype=np.int64)
         cdef float[::1] score_view = scores
         cdef signed char[::1] order_view = orders
-        cdef long long[::1] tokens = tokens_array
-        cdef long long[::1] chain = chain_array
-        cdef Py_ssize_t out = 0
-        with nogil:
-            for s in range(sentences):
-                length = offsets[s + 1] - offsets[s]
-                tokens[0] = bos
-                for t in range(length):
-                    tokens[t + 1] = ids[offsets[s] + t]
-                tokens[length + 1] = eos
-                self.walk_stream(&tokens[0], length + 2, 1, &chain[0], &score_view[out], &order_view[out])
-                out += length + 1
+        cdef long long[:, ::1] tokens = tokens_array
+        cdef long long[:, ::1] chain = chain_array
+        cdef Py_ssize_t out
+        cdef int thread
+        for s in prange(sentences, nogil=True, num_threads=threads, schedule="dynamic", chunksize=64):
+            thread = threadid()
+            length = offsets[s + 1] - offsets[s]
+            out = offsets[s] + s
+            tokens[thread, 0] = bos
+            for t in range(length):
+                tokens[thread, t + 1] = ids[offsets[s] + t]
+            tokens[thread, length + 1] = eos
+            self.walk_stream(&tokens[thread, 0], length + 2, 1, &chain[thread, 0], &score_view[out],
+                             &order_view[out])
         return scores, orders
 
     def score_rows(self, const int[:, :] rows):

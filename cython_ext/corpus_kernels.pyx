@@ -1,8 +1,10 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Corpus kernels: n-gram window extraction over encoded sentences (OpenMP over sentences)."""
+"""Corpus kernels over encoded sentences: n-gram window extraction (OpenMP over
+sentences), and each sentence's totals of its tokens' scores."""
 import numpy as np
 cimport numpy as cnp
 from cython.parallel cimport prange
+from libc.math cimport INFINITY
 
 cnp.import_array()
 
@@ -109,3 +111,36 @@ def gather_stream_steps(const int[::1] ids, const cnp.int64_t[::1] offsets, cons
                 out[i, 0, b] = word
                 out[i, 1, b] = eos if j == length else ids[offsets[s] + j]
     return out_array
+
+
+def sentence_totals(const double[::1] log10, const int[::1] ids, const cnp.int64_t[::1] offsets, int unk):
+    """Each sentence's log10 total, OOVs and zeroprobs as SRILM's TextStats counts them,
+    from `log10`, the score of each predicted token (a sentence's words, then </s>): a
+    score of -inf is an OOV where the word is `unk`, else a zeroprob, and adds nothing.
+    Also the text's total, the sentences' totals added in order. Sums in double, in
+    order, as SRILM's (no pairwise or compensated summation)."""
+    cdef Py_ssize_t num_sentences = offsets.shape[0] - 1, s, t, length, token
+    if log10.shape[0] != ids.shape[0] + num_sentences:
+        raise ValueError(f"{log10.shape[0]} scores for {ids.shape[0] + num_sentences} predicted tokens")
+    logprob_array = np.zeros(num_sentences, dtype=np.float64)
+    oovs_array = np.zeros(num_sentences, dtype=np.int64)
+    zeroprobs_array = np.zeros(num_sentences, dtype=np.int64)
+    cdef double[::1] logprob = logprob_array
+    cdef cnp.int64_t[::1] oovs = oovs_array, zeroprobs = zeroprobs_array
+    cdef double value, sentence_total, total = 0
+    with nogil:
+        for s in range(num_sentences):
+            length = offsets[s + 1] - offsets[s]
+            sentence_total = 0
+            for t in range(length + 1):
+                token = offsets[s] + s + t
+                value = log10[token]
+                if value != -INFINITY:
+                    sentence_total += value
+                elif t < length and ids[offsets[s] + t] == unk:
+                    oovs[s] += 1
+                else:
+                    zeroprobs[s] += 1
+            logprob[s] = sentence_total
+            total += sentence_total
+    return logprob_array, oovs_array, zeroprobs_array, total

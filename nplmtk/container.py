@@ -3,7 +3,8 @@
 Layout: 8-byte magic, uint32 format version, uint32 header length, uint32 header CRC32,
 4 reserved bytes, the JSON header, then 64-byte-aligned little-endian arrays. The header
 holds the model kind, its metadata, the vocabulary and a table of arrays (name, dtype,
-shape, offset, bytes, CRC32). Arrays load by memory map.
+shape, offset, bytes, CRC32 and XXH64; files written before XXH64 have CRC32 alone).
+Arrays load by memory map.
 """
 import json
 import mmap
@@ -12,6 +13,7 @@ import zlib
 
 import numpy as np
 
+from ._ext.checksum_kernels import xxh64
 from .errors import InputError, NplmError
 from .io import _os_error, atomic_output
 from .vocab import Vocabulary
@@ -39,7 +41,7 @@ def save(path, kind, arrays, meta=None, vocab=None):
         blob = array.tobytes()
         blobs.append(blob)
         table.append({"name": name, "dtype": array.dtype.str, "shape": list(array.shape),
-                      "nbytes": len(blob), "crc32": zlib.crc32(blob)})
+                      "nbytes": len(blob), "crc32": zlib.crc32(blob), "xxh64": xxh64(blob)})
     header = {"kind": kind, "meta": meta or {}, "arrays": table,
               "vocab": None if vocab is None else {"words": vocab.words, "unk": vocab.unk_word}}
     # Offsets depend on the header's length, which depends on the offsets: fix the
@@ -99,7 +101,8 @@ def _checked_header(body, file_size, path):
             count *= n
         if not all(_natural(entry.get(key)) for key in ("offset", "nbytes", "crc32")) \
                 or entry["nbytes"] != count * np.dtype(entry["dtype"]).itemsize \
-                or entry["offset"] + entry["nbytes"] > header["file_size"]:
+                or entry["offset"] + entry["nbytes"] > header["file_size"] \
+                or not (_natural(entry.get("xxh64", 0)) and entry.get("xxh64", 0) < 2 ** 64):
             refuse(f"array '{entry['name']}': its bytes")
     vocab = header.get("vocab")
     if vocab is not None and not (isinstance(vocab, dict) and isinstance(vocab.get("words"), list)
@@ -107,6 +110,15 @@ def _checked_header(body, file_size, path):
                                   and isinstance(vocab.get("unk"), str)):
         refuse("vocab")
     return header
+
+
+def _intact(view, entry):
+    """Whether an array's bytes have their checksum: XXH64, three times as fast as CRC32
+    over a large model, or CRC32 in files written before XXH64 (still written, for the
+    readers that know no other)."""
+    if "xxh64" in entry:
+        return xxh64(view) == entry["xxh64"]
+    return zlib.crc32(view) == entry["crc32"]
 
 
 def _natural(value):
@@ -159,7 +171,7 @@ def load(path, verify=True):
     arrays = {}
     for entry in header["arrays"]:
         view = memoryview(buffer)[entry["offset"]:entry["offset"] + entry["nbytes"]]
-        if verify and zlib.crc32(view) != entry["crc32"]:
+        if verify and not _intact(view, entry):
             raise InputError(f"corrupt nplm model file (array '{entry['name']}' checksum mismatch)",
                              path=path)
         arrays[entry["name"]] = np.frombuffer(view, dtype=np.dtype(entry["dtype"])).reshape(entry["shape"])

@@ -1,6 +1,4 @@
 """Encoded corpora: int32 word ids plus sentence offsets, and n-gram windows over them."""
-import tempfile
-
 import numpy as np
 
 from ._ext.corpus_kernels import gather_stream_steps, gather_windows, ngram_windows
@@ -132,6 +130,7 @@ class Corpus:
 
 def _mapped_ids(blocks, path):
     """(ids memory-mapped from an unnamed temporary file, [lengths of each block])."""
+    import tempfile  # here, as in nplmtk.io: scoring starts without it
     lengths = []
     try:
         with tempfile.TemporaryFile(prefix="nplm-corpus-") as store:

@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 
+from ._ext.corpus_kernels import sentence_totals
 from .corpus import Corpus
 from .io import read_lines
 from .lm import LN10
@@ -68,8 +69,9 @@ def perplexity(model, path, debug=0, write=print, normalize=None, oov_estimate=F
     if oov_estimate:
         return report(model, raw, corpus, model.logprobs_estimating_oov(raw) / LN10, debug, write)
     log10 = model.log10probs(corpus)
-    targets = corpus.targets()
-    return report(model, raw, corpus, _with_unk_prob(log10, targets == model.vocab.unk, unk_log10prob), debug, write)
+    if unk_log10prob is not None:
+        log10 = _with_unk_prob(log10, corpus.targets() == model.vocab.unk, unk_log10prob)
+    return report(model, raw, corpus, log10, debug, write)
 
 
 def _with_unk_prob(log10, unknown, unk_log10prob):
@@ -135,23 +137,21 @@ def count_perplexity(model, path, debug=0, write=print, unk_log10prob=None):
 def report(model, raw, corpus, log10, debug=0, write=print):
     """SRILM's report of scores `log10` (one per predicted token of `corpus`)."""
     path = corpus.name
-    targets = corpus.targets()
-    zero = log10 == -np.inf
-    oov = zero & (targets == model.vocab.unk)
-    values = np.where(zero, 0.0, log10).tolist()
-    oov_list, zero_list = oov.tolist(), (zero & ~oov).tolist()
-    tags = model.hit_tags(corpus) if debug >= 2 else None
-    words = model.vocab.words
-    bounds = (corpus.offsets + np.arange(len(corpus.offsets))).tolist()
-    if debug == 0:  # the totals alone: each sentence's sum, added in order as SRILM adds them
-        total = TextStats(corpus.num_sentences, corpus.num_words, sum(oov_list), sum(zero_list),
-                          sum(sum(values[first:last]) for first, last in zip(bounds, bounds[1:])))
+    logprob, oovs, zeroprobs, text_logprob = sentence_totals(
+        np.ascontiguousarray(log10, dtype=np.float64), corpus.ids, corpus.offsets, model.vocab.unk)
+    if debug == 0:  # the totals alone
+        total = TextStats(corpus.num_sentences, corpus.num_words, int(oovs.sum()), int(zeroprobs.sum()),
+                          text_logprob)
     else:
         total = TextStats()
+        targets = corpus.targets()
+        tags = model.hit_tags(corpus) if debug >= 2 else None
+        words = model.vocab.words
+        bounds = (corpus.offsets + np.arange(len(corpus.offsets))).tolist()
+        logprob, oovs, zeroprobs = logprob.tolist(), oovs.tolist(), zeroprobs.tolist()
     for s in range(corpus.num_sentences if debug >= 1 else 0):
         first, last = bounds[s], bounds[s + 1]
-        stats = TextStats(1, last - first - 1, sum(oov_list[first:last]), sum(zero_list[first:last]),
-                          sum(values[first:last]))
+        stats = TextStats(1, last - first - 1, oovs[s], zeroprobs[s], logprob[s])
         write(" ".join(raw[s]))
         if debug >= 2:
             for t in range(first, last):

@@ -3,6 +3,7 @@ came from (the same ARPA back, byte for byte; the same reports), accepted wherev
 is, and a crafted binary with valid checksums refused in one line before any kernel sees it."""
 import glob
 import gzip
+import json
 import os
 
 import numpy as np
@@ -120,6 +121,7 @@ def set_at(index, value):
     (setter("bow.3", lambda a: a[:-1]), "array 'bow.3' is float32"),
     (setter("node.2", lambda a: a.astype(np.uint8)), "array 'node.2' is uint8"),
     (setter("keys.2", swap_first_keys), "2-gram keys are not increasing"),
+    (setter("keys.3", lambda a: np.sort(np.concatenate([a[:1], a[:-1]]))), "3-gram keys are not increasing"),
     (setter("keys.2", lambda a: np.array(7, dtype=np.int64)), "array 'keys.2' has the shape (), not one dimension"),
     (setter("keys.1", set_at(-1, 10 ** 6)), "1-gram keys are not increasing keys of n-grams of its"),
     (setter("keys.3", set_at(-1, 2 ** 62)), "3-gram keys"),
@@ -147,3 +149,46 @@ def test_the_unchanged_crafted_model_is_accepted(tmp_path):
     path = crafted(tmp_path, lambda arrays, meta: None)
     expected = run_nplm("ppl", "-lm", f"{DATA}/kn3-unk.arpa.gz", "-text", f"{DATA}/test.txt")
     assert run_nplm("ppl", "-lm", path, "-text", f"{DATA}/test.txt") == expected
+
+
+def test_children_runs_are_found_and_checked_in_one_pass():
+    """The runs of the children of each row of the order below, or None for keys that are
+    not increasing, start below 0 or reach past the rows below (what load_binary refuses)."""
+    from nplmtk._ext.backoff_kernels import children_runs
+    vocab_size = 10
+    keys = np.array([3, 7, 21, 25, 29, 40], dtype=np.int64)  # rows 0, 0, 2, 2, 2, 4
+    assert children_runs(5, keys, vocab_size).tolist() == [0, 2, 2, 5, 5, 6]
+    assert children_runs(3, np.zeros(0, dtype=np.int64), vocab_size).tolist() == [0, 0, 0, 0]
+    for bad, parents in [([3, 3, 21], 5), ([7, 3, 21], 5), ([-1, 3, 21], 5), ([3, 7, 50], 5), ([3, 7, 21], 2)]:
+        assert children_runs(parents, np.array(bad, dtype=np.int64), vocab_size) is None, bad
+
+
+@pytest.mark.parametrize("table", ["keys.3", "logp.2", "node.3"])
+def test_a_damaged_table_is_refused_in_one_line(tmp_path, table):
+    """One flipped bit in a table's bytes, its values still plausible: the checksum finds it."""
+    path = tmp_path / "kn3.nplm"
+    write_binary(nplmtk.load(f"{DATA}/kn3-unk.arpa.gz"), str(path))
+    data = bytearray(path.read_bytes())
+    _, _, length, _ = container._PREAMBLE.unpack(data[:container._PREAMBLE.size])
+    header = json.loads(data[container._PREAMBLE.size:container._PREAMBLE.size + length])
+    entry = next(e for e in header["arrays"] if e["name"] == table)
+    data[entry["offset"] + entry["nbytes"] // 2] ^= 1
+    path.write_bytes(bytes(data))
+    status, out, err = run_nplm("ppl", "-lm", path, "-text", f"{DATA}/test.txt")
+    assert_one_line_error(status, err, str(path), f"array '{table}' checksum mismatch")
+    assert out == ""
+
+
+
+def test_sentences_scored_by_several_threads_score_as_one_window_at_a_time():
+    """score_sentences shares a long text's sentences among OpenMP threads (each with its
+    own buffers): every score and order as score_rows gives them, row by row."""
+    from nplmtk.corpus import Corpus
+    model = nplmtk.load(f"{DATA}/kn3-unk.arpa.gz")
+    with open(f"{DATA}/test.txt", encoding="utf-8") as f:
+        lines = [line for line in f.read().splitlines() if line.strip()]
+    corpus = Corpus.from_lines((lines * (2000 // len(lines) + 1))[::-1], model.vocab)
+    assert corpus.num_sentences >= 2000
+    scores, orders = model.tables.score_sentences(corpus.ids, corpus.offsets, model.vocab.bos, model.vocab.eos)
+    by_rows, row_orders = model.score_rows(corpus.windows(model.order), with_order=True)
+    assert np.array_equal(scores, by_rows) and np.array_equal(orders, row_orders)

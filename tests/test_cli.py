@@ -1,6 +1,8 @@
 """The `nplm` command as a user meets it: outputs, help, and one-line errors."""
 import gzip
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -114,3 +116,25 @@ def test_ppl_lower_and_map_numbers_match_the_training_normalisation(nplm, tmp_pa
     plain = nplm("ppl", "-lm", tmp_path / "m.arpa", "-text", tmp_path / "test.txt")[1]
     normalised = nplm("ppl", "-lm", tmp_path / "m.arpa", "-text", tmp_path / "test.txt", "-lower", "-map-numbers")[1]
     assert "3 OOVs" in plain and "0 OOVs" in normalised
+
+
+def test_the_entry_point_ends_the_process_after_atexit_and_the_output(tmp_path, train):
+    """main() as the console script calls it ends the process itself after a command
+    (no interpreter teardown): atexit's functions have run, the output is whole, and a
+    thread still running makes it return, for the usual exit, which waits for the thread."""
+    marker = tmp_path / "atexit.txt"
+    script = ("import atexit, sys, threading, time\n"
+              "from nplmtk.cli.main import main\n"
+              "marker = sys.argv[1]\n"
+              "atexit.register(lambda: open(marker, 'a').write('atexit\\n'))\n"
+              "if sys.argv[2] == 'thread':\n"
+              "    threading.Thread(target=lambda: (time.sleep(0.2), print('thread'))).start()\n"
+              "sys.argv = ['nplm', 'vocab', '-text', sys.argv[3]]\n"
+              "main()\n"
+              "print('not reached')\n")
+    for thread in ("none", "thread"):
+        proc = subprocess.run([sys.executable, "-c", script, marker, thread, train], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        vocabulary = ["<unk>", "<s>", "</s>", "cat", "sat", "the", "a", "dog", "ran"]
+        assert proc.stdout.split() == vocabulary + (["not", "reached", "thread"] if thread == "thread" else [])
+    assert marker.read_text() == "atexit\n" * 2

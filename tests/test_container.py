@@ -2,6 +2,7 @@ import json
 import re
 import os
 import struct
+import zlib
 
 import numpy as np
 import pytest
@@ -43,6 +44,57 @@ def test_round_trip_is_exact_aligned_and_memory_mapped(saved, arrays):
     header = json.loads(raw[container._PREAMBLE.size:container._PREAMBLE.size + length])
     assert all(entry["offset"] % 64 == 0 for entry in header["arrays"])
     assert os.path.getsize(saved) == header["file_size"]
+
+
+def test_xxh64_gives_the_reference_values_of_its_specification():
+    from nplmtk._ext.checksum_kernels import xxh64
+    for data, expected in [(b"", 0xEF46DB3751D8E999), (b"a", 0xD24EC4F1A98C6E5B), (b"abc", 0x44BC2CF5AD770999),
+                           (b"Nobody inspects the spammish repetition", 0xFBCEA83C8A378BF1)]:  # 39 bytes: stripes too
+        assert xxh64(data) == expected
+
+
+def with_header(path, change):
+    """Rewrite the header of the container at `path` as `change(header)` leaves it (the
+    arrays where they were, the header checksum valid)."""
+    data = bytearray(open(path, "rb").read())
+    magic, version, length, _ = container._PREAMBLE.unpack(data[:container._PREAMBLE.size])
+    header = json.loads(data[container._PREAMBLE.size:container._PREAMBLE.size + length])
+    change(header)
+    body = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode()
+    assert container._PREAMBLE.size + len(body) <= min(entry["offset"] for entry in header["arrays"])
+    data[:container._PREAMBLE.size + len(body)] = container._PREAMBLE.pack(magic, version, len(body),
+                                                                           zlib.crc32(body)) + body
+    open(path, "wb").write(bytes(data))
+
+
+def drop_xxh64(header):
+    for entry in header["arrays"]:
+        del entry["xxh64"]
+
+
+def test_a_file_without_xxh64_is_checked_by_its_crc32(saved, arrays):
+    """Files written before XXH64 load, and their damage is found by CRC32; where XXH64 is
+    given it is the one checked, a wrong one refused whatever the CRC32."""
+    with_header(saved, drop_xxh64)
+    assert np.array_equal(container.load(saved).arrays["C"], arrays["C"])
+    corrupt(saved, lambda d: d[:-100] + bytes([d[-100] ^ 0xFF]) + d[-99:])
+    with pytest.raises(InputError, match="array 'counts' checksum mismatch"):
+        container.load(saved)
+
+
+@pytest.mark.parametrize("xxh64, message", [
+    (lambda value: value ^ 1, "array 'b' checksum mismatch"),
+    (lambda value: -1, "array 'b': its bytes"),
+    (lambda value: 2 ** 64, "array 'b': its bytes"),
+    (lambda value: str(value), "array 'b': its bytes"),
+])
+def test_a_wrong_xxh64_is_refused(saved, xxh64, message):
+    def change(header):
+        entry = next(e for e in header["arrays"] if e["name"] == "b")
+        entry["xxh64"] = xxh64(entry["xxh64"])
+    with_header(saved, change)
+    with pytest.raises(InputError, match=re.escape(message)):
+        container.load(saved)
 
 
 def corrupt(path, fn):

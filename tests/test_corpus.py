@@ -71,3 +71,27 @@ def test_missing_file_and_directory(vocab, tmp_path):
         Corpus.read(str(tmp_path / "nope.txt"), vocab)
     with pytest.raises(NplmError, match="is a directory"):
         Corpus.read(str(tmp_path), vocab)
+
+
+def test_sentence_totals_are_the_reports_sums_in_order(vocab):
+    """The kernel's totals equal SRILM's way of counting, done word by word in Python: -inf
+    is an OOV at <unk>, else a zeroprob (</s> included), and adds nothing to the sum."""
+    from nplmtk._ext.corpus_kernels import sentence_totals
+    corpus = Corpus.from_lines(["the cat zebra sat", "zebra", "the the the cat"], vocab)
+    targets = corpus.targets()
+    log10 = np.random.default_rng(0).uniform(-6, 0, len(targets))
+    log10[[1, 2, 4, 5, 6, 11]] = -np.inf  # cat, zebra (<unk>), </s>; zebra (<unk>), </s>; </s>
+    logprob, oovs, zeroprobs, total = sentence_totals(log10, corpus.ids, corpus.offsets, vocab.unk)
+    bounds = corpus.offsets + np.arange(len(corpus.offsets))
+    for s, (first, last) in enumerate(zip(bounds, bounds[1:])):
+        values = log10[first:last].tolist()
+        expected = 0.0
+        for value in values:
+            expected += value if value != -np.inf else 0.0
+        assert logprob[s] == expected
+        assert oovs[s] == sum(v == -np.inf and w == vocab.unk for v, w in zip(values, targets[first:last]))
+        assert zeroprobs[s] == sum(v == -np.inf and w != vocab.unk for v, w in zip(values, targets[first:last]))
+    assert (oovs.tolist(), zeroprobs.tolist()) == ([1, 1, 0], [2, 1, 1])
+    assert total == (logprob[0] + logprob[1]) + logprob[2]
+    with pytest.raises(ValueError, match="scores for"):
+        sentence_totals(log10[:-1], corpus.ids, corpus.offsets, vocab.unk)

@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import container
 from .._ext.arpa_format import as_printed
+from .._ext.backoff_kernels import children_runs
 from ..errors import InputError, NplmError
 from .arpa import PSEUDO_ZERO
 from .backoff import BackoffModel
@@ -63,7 +64,7 @@ def load_binary(model_file):
     for name in sorted(set(arrays) - expected):
         refuse(f"with an unexpected array '{name}'")
     vocab_size, parents = len(vocab), 1
-    keys, values = [], {"logp": [], "bow": [], "has_bow": [], "node": []}
+    keys, children, values = [], [], {"logp": [], "bow": [], "has_bow": [], "node": []}
     for k in range(1, order + 1):
         if arrays[f"keys.{k}"].ndim != 1:
             refuse(f"whose array 'keys.{k}' has the shape {arrays[f'keys.{k}'].shape}, not one dimension")
@@ -75,10 +76,13 @@ def load_binary(model_file):
                        f"({count},)")
         key = arrays[f"keys.{k}"]
         # keys[i] = row of the prefix * V + word: increasing, and every prefix a row below
-        if count and (key[0] < 0 or key[-1] >= parents * vocab_size or not np.all(key[1:] > key[:-1])):
+        runs = children_runs(parents, key, vocab_size)
+        if runs is None:
             refuse(f"whose {k}-gram keys are not increasing keys of n-grams of its {vocab_size} words"
                    + (f" and {parents} {k - 1}-grams" if k > 1 else ""))
         keys.append(key)
+        if k > 1:
+            children.append(runs)
         for name in ("logp", "bow"):
             array = arrays[f"{name}.{k}"]
             if count and not (np.isfinite(array.min()) and np.isfinite(array.max())
@@ -92,4 +96,4 @@ def load_binary(model_file):
         values["node"].append(arrays[f"node.{k}"])
         parents = count
     return BackoffModel(vocab, None, values["logp"], values["bow"], values["has_bow"],
-                        NgramIndex(vocab_size, [], keys), node=values["node"])
+                        NgramIndex(vocab_size, [], keys), node=values["node"], children=children)

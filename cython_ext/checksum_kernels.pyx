@@ -1,0 +1,79 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""XXH64 (Yann Collet's xxHash, 64-bit, as its specification doc/xxhash_spec.md gives
+it): the checksum of a container's arrays, about three times as fast as zlib's CRC32,
+so that checking every byte of a large memory-mapped model stays a small part of
+opening it."""
+from libc.stdint cimport uint32_t, uint64_t
+from libc.string cimport memcpy
+
+cdef enum:
+    STRIPE = 32  # four lanes of 8 bytes
+
+cdef uint64_t PRIME1 = 0x9E3779B185EBCA87ULL
+cdef uint64_t PRIME2 = 0xC2B2AE3D27D4EB4FULL
+cdef uint64_t PRIME3 = 0x165667B19E3779F9ULL
+cdef uint64_t PRIME4 = 0x85EBCA77C2B2AE63ULL
+cdef uint64_t PRIME5 = 0x27D4EB2F165667C5ULL
+
+
+cdef inline uint64_t rotl(uint64_t x, int r) noexcept nogil:
+    return (x << r) | (x >> (64 - r))
+
+
+cdef inline uint64_t read64(const unsigned char *p) noexcept nogil:
+    cdef uint64_t value
+    memcpy(&value, p, 8)  # any alignment; little-endian machines only (as the container)
+    return value
+
+
+cdef inline uint64_t lane_round(uint64_t lane, uint64_t word) noexcept nogil:
+    return rotl(lane + word * PRIME2, 31) * PRIME1
+
+
+cdef inline uint64_t merge_lane(uint64_t h, uint64_t lane) noexcept nogil:
+    return (h ^ lane_round(0, lane)) * PRIME1 + PRIME4
+
+
+cdef uint64_t xxh64_bytes(const unsigned char *p, Py_ssize_t n, uint64_t seed) noexcept nogil:
+    cdef const unsigned char *end = p + n
+    cdef uint64_t h, v1, v2, v3, v4
+    cdef uint32_t word32
+    if n >= STRIPE:
+        v1, v2, v3, v4 = seed + PRIME1 + PRIME2, seed + PRIME2, seed, seed - PRIME1
+        while p + STRIPE <= end:
+            v1 = lane_round(v1, read64(p))
+            v2 = lane_round(v2, read64(p + 8))
+            v3 = lane_round(v3, read64(p + 16))
+            v4 = lane_round(v4, read64(p + 24))
+            p += STRIPE
+        h = rotl(v1, 1) + rotl(v2, 7) + rotl(v3, 12) + rotl(v4, 18)
+        h = merge_lane(merge_lane(merge_lane(merge_lane(h, v1), v2), v3), v4)
+    else:
+        h = seed + PRIME5
+    h += <uint64_t> n
+    while p + 8 <= end:
+        h = rotl(h ^ lane_round(0, read64(p)), 27) * PRIME1 + PRIME4
+        p += 8
+    if p + 4 <= end:
+        memcpy(&word32, p, 4)
+        h = rotl(h ^ (<uint64_t> word32 * PRIME1), 23) * PRIME2 + PRIME3
+        p += 4
+    while p < end:
+        h = rotl(h ^ (<uint64_t> p[0] * PRIME5), 11) * PRIME1
+        p += 1
+    h ^= h >> 33
+    h *= PRIME2
+    h ^= h >> 29
+    h *= PRIME3
+    h ^= h >> 32
+    return h
+
+
+def xxh64(const unsigned char[::1] data, uint64_t seed=0):
+    """The XXH64 of the bytes `data` (bytes, a memoryview of a memory map, ...)."""
+    cdef Py_ssize_t n = data.shape[0]
+    cdef uint64_t h
+    cdef unsigned char nothing = 0
+    with nogil:
+        h = xxh64_bytes(&data[0] if n else &nothing, n, seed)
+    return h
