@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 BROWN  ?= ../shared/data/brown
 
-.PHONY: install bytecode demo test fuzz bench bench-vs clean brown-mlp9 brown-mlp1 brown-is brown-lbl brown-survey brown-lstm brown-fast \
+.PHONY: install bytecode demo test fuzz bench bench-vs clean brown-mlp9 brown-mlp1 brown-is brown-lbl brown-lbl-outputs brown-survey brown-lstm brown-fast \
 	brown-energy brown-energy-exact
 
 install: $(STAMP)
@@ -62,7 +62,8 @@ bench-vs: install
 # brown-mlp1: MLP1 of Table 1 (n=5, m=60, h=50, direct connections); brown-is: Bengio &
 # Senecal (2003) sec. 4.2, the exact gradient against importance sampling (Algorithm 4,
 # N0=100; then N0=200 and the ESS rule), a fixed 5 epochs and no validation set; brown-lbl:
-# the log-bilinear Model 0 of Zhang, Mnih & Hinton (n=5, m=100; about 20 min); brown-survey:
+# the log-bilinear Model 0 of Zhang, Mnih & Hinton (n=5, m=100; about 20 min); brown-lbl-outputs:
+# Model 0 with -output class and hs, trained the same way (about 2 min each); brown-survey:
 # the survey's Table 1 (FNN, RNN, LSTM at m=100, h=200; about 15 min each); brown-lstm: our
 # best LSTMs (m=h=256, tied, dropout 0.3, Adam; full softmax about 45 min, -output class 15);
 # brown-fast: the -output class LSTM for 3 epochs (about 4 min), 15% or more below KN5.
@@ -70,7 +71,7 @@ bench-vs: install
 # by Algorithm 4 (an hour on a loaded machine: N grows to 1,600), and against the exact gradient
 # on the first 1,000 sentences (about 25 min of one core); brown-energy-exact: the exact gradient
 # on all of Brown train (about 14 hours).
-brown-mlp9 brown-mlp1 brown-is brown-lbl brown-survey brown-lstm brown-fast brown-energy brown-energy-exact: install
+brown-mlp9 brown-mlp1 brown-is brown-lbl brown-lbl-outputs brown-survey brown-lstm brown-fast brown-energy brown-energy-exact: install
 	$(BIN)/python benchmarks/runs.py $@ --brown $(BROWN) --nplm $(BIN)/nplm
 
 clean:

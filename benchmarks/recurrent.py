@@ -7,7 +7,7 @@ import resource
 import statistics
 import subprocess
 
-from log_bilinear import KN5_TEST, _kn5, _mixture
+from log_bilinear import KN5_TEST, LBL0_TEST, _kn5, _mixture
 from runs import LSTM_RUNS, RUNS, RUNS_DIR, SURVEY_RUNS
 from sections import NPLM, OUT, _ppl, _training_texts, _vocab_size
 
@@ -152,7 +152,7 @@ OUTPUT_SHAPES = {"lstm": ["-arch", "lstm", "-m", "200", "-h", "200", "-streams",
 OUTPUT_ROUNDS = 3
 
 
-def _output_speeds(shape, text, vocab):
+def _output_speeds(shape, text, vocab, threads=1):
     """For each output layer, the medians of OUTPUT_ROUNDS epochs on `text`, the outputs in
     turn: words/s from the log, and the CPU seconds of the whole command."""
     log = os.path.join(OUT, "output-layers.log")
@@ -161,7 +161,7 @@ def _output_speeds(shape, text, vocab):
         for output in OUTPUT_LAYERS:
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             subprocess.run([NPLM, "train-nplm", *shape, "-text", text, "-vocab", vocab, "-epochs", "1", "-threads",
-                            "1", "-output", output, "-quiet", "-log", log,
+                            str(threads), "-output", output, "-quiet", "-log", log,
                             "-lm", os.path.join(OUT, "output-layers.nplm")], check=True)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             seconds[output].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
@@ -199,4 +199,47 @@ def output_layers(brown, peak):
             lines.append(f"| {arch.upper()} | {output} | {speeds[output]:,.0f} | "
                          f"{speeds[output] / speeds['full']:.2f}x | {seconds[output]:.2f} | "
                          f"{seconds[output] / seconds['full']:.2f} | {quality} |")
+    return lines
+
+
+LBL_OUTPUT_RUNS = {"full": RUNS["lbl0"], "class": RUNS["lbl0-class"], "hs": RUNS["lbl0-hs"]}
+
+
+def lbl_output_layers(brown, peak):
+    """The log-bilinear Model 0 with each output layer: words/s on the same text in turn, and
+    the test ppl of the runs of `make brown-lbl` (full) and `make brown-lbl-outputs`."""
+    train, vocab, texts = _training_texts(brown)
+    test = os.path.join(brown, "test.txt")
+    zero = LBL_OUTPUT_RUNS["full"]
+    shape = zero.shape_options() + ["-batch", str(zero.batch), "-lr", str(zero.lr)]
+    lines = ["## The log-bilinear Model 0 with each output layer (issue 16)", "",
+             f"Model 0 of Zhang, Mnih & Hinton, n = {zero.order}, m = {zero.features}, |V| = {_vocab_size(vocab):,}, "
+             f"mini-batches of {zero.batch}, {zero.threads} threads, plain SGD at {zero.lr}. `-output hs`: the "
+             "hierarchical softmax over the predicted features p (the hierarchical log-bilinear model of Mnih & Hinton "
+             "2009, with the Huffman tree of the training counts); `-output class`: p(class) p(word | class) over "
+             "sqrt |V| classes by frequency, the words' rows staying R's. Speed: one epoch on the first 1,500 "
+             f"sentences of Brown train, `nplm train-nplm {' '.join(shape)} -threads {zero.threads} -text "
+             f"train-long.txt -vocab vocab.txt -epochs 1 -output OUTPUT -quiet`, the outputs in turn, {OUTPUT_ROUNDS} "
+             "rounds (medians; words/s from the log). Quality: the runs of `make brown-lbl` (full) and `make "
+             "brown-lbl-outputs` (the same recipe with each output: up to 20 epochs, early stopping on Brown valid), "
+             "`nplm ppl -lm MODEL -text test.txt` (every output exactly normalised).", "",
+             "| output | words/s | against full | CPU s of the command | valid ppl by epoch (kept: bold) | "
+             "training seconds | test ppl | against full |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    speeds, seconds = _output_speeds(shape, texts["long"], vocab, zero.threads)
+    tests = {output: _ppl(run.model_path, test) for output, run in LBL_OUTPUT_RUNS.items()
+             if os.path.exists(run.model_path)}
+    for output, run in LBL_OUTPUT_RUNS.items():
+        quality = f"not trained here (`make {run.make_target}`) | | |"
+        if output == "full" and output not in tests:  # `make brown-lbl` trains Models 1-3 too (20 min and more)
+            tests["full"] = LBL0_TEST
+            quality = f"not trained here: the log-bilinear section's run of `make {run.make_target}` | | {LBL0_TEST} |"
+        elif output in tests:
+            records = [json.loads(line) for line in open(run.log_path)]
+            best = min(range(len(records)), key=lambda i: records[i]["valid_ppl"])
+            curve = ", ".join(f"**{r['valid_ppl']:.1f}**" if i == best else f"{r['valid_ppl']:.1f}"
+                              for i, r in enumerate(records))
+            against = f"{tests[output] / tests['full'] - 1:+.1%}" if "full" in tests else ""
+            quality = f"{curve} | {sum(r['seconds'] for r in records):,.0f} | {tests[output]:.2f} | {against}"
+        lines.append(f"| {output} | {speeds[output]:,.0f} | {speeds[output] / speeds['full']:.2f}x | "
+                     f"{seconds[output]:.2f} | {quality} |")
     return lines

@@ -23,7 +23,7 @@ from faster_rnnlm import faster_rnnlm  # noqa: E402
 from large import large_corpora  # noqa: E402
 from log_bilinear import lbl_quality, lbl_training_speed  # noqa: E402
 from mlp9_pytorch import mlp9_against_pytorch  # noqa: E402
-from recurrent import lstm_quality, lstm_speed, output_layers, survey_table  # noqa: E402
+from recurrent import lbl_output_layers, lstm_quality, lstm_speed, output_layers, survey_table  # noqa: E402
 from scoring import ngram_scoring  # noqa: E402
 from sections import SECTIONS  # noqa: E402
 from using import nbest_rescoring  # noqa: E402
@@ -32,7 +32,8 @@ SECTIONS = SECTIONS + [("lbl-quality", lbl_quality), ("lbl-speed", lbl_training_
                        ("lstm-quality", lstm_quality), ("lstm-speed", lstm_speed), ("output-layers", output_layers),
                        ("nbest", nbest_rescoring), ("classes", class_models), ("srilm-options", srilm_options),
                        ("large", large_corpora), ("faster-rnnlm", faster_rnnlm), ("ngram-scoring", ngram_scoring),
-                       ("energy", energy_network), ("mlp9-pytorch", mlp9_against_pytorch)]
+                       ("energy", energy_network), ("mlp9-pytorch", mlp9_against_pytorch),
+                       ("lbl-outputs", lbl_output_layers)]
 
 
 def cpu_model():

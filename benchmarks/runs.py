@@ -157,6 +157,9 @@ RUNS = {run.name: run for run in (
           model_number=number, init_from=_LBL_INIT[number].format(hidden=hidden).split(),
           extra=_lbl_training(number, hidden), **_LBL)
       for number in (1, 2, 3) for hidden in (100, 200)),
+    # Model 0 with the factored output layers (issue 16), trained as lbl0
+    *(Run(f"lbl0-{output}", "brown-lbl-outputs", arch="lbl", order=5, features=100, hidden=0, extra=("-output", output),
+          **_MLP) for output in ("class", "hs")),
     # the paper's best: Model 1 with 500 gating units
     Run("lbl1-h500", "brown-lbl", arch="lbl1", order=5, features=100, hidden=500, model_number=1,
         init_from=("lbl0",), extra=_lbl_training(1, 500), **_LBL),
