@@ -8,6 +8,7 @@ import numpy as np
 
 from .._ext.arpa_format import SectionError, format_section, parse_section, word_table
 from .._ext.backoff_kernels import children_runs
+from .._ext.ngram_sorting import srilm_order
 from ..errors import InputError
 from ..io import atomic_output, read_mapped, release_mapped
 from ..vocab import UNK, Vocabulary
@@ -20,25 +21,6 @@ KENLM_BINARY_MAGIC = b"mmap lm http://kheafield.com/code"  # KenLM's lm/binary_f
 _COUNT_LINE = re.compile(r"ngram\s+(\d+)\s*=\s*(\d+)\s*$")
 _SECTION = re.compile(r"\\(\d+)-grams:\s*$")
 _UTF8_PIECE = 1 << 20
-
-
-def srilm_order(grams, rank):
-    """The order SRILM writes the n-grams of one order in: by the context read from the
-    most recent word back, then by the word, words compared as byte strings (its context
-    trie stores contexts reversed). `rank[w]`: word w's place in byte order."""
-    k = grams.shape[1]
-    word = rank[grams[:, -1]].astype(np.int64)
-    bits = max(1, int(len(rank) - 1).bit_length())
-    if bits * (k - 1) > 63:
-        return np.lexsort([word] + [rank[grams[:, j]] for j in range(k - 1)])  # lexsort: last key first
-    # the reversed context packed in one int64 (w_{k-1} most significant), then the word:
-    # one key when it all fits, the n-grams being distinct
-    context = np.zeros(len(grams), dtype=np.int64)
-    for j in range(k - 1):
-        context |= rank[grams[:, j]].astype(np.int64) << (bits * j)
-    if bits * k <= 63:
-        return np.argsort((context << bits) | word)
-    return np.lexsort((word, context))
 
 
 def write_arpa(model, path):
@@ -63,9 +45,12 @@ def _write_arpa_to(model, out):
     out.write(b"\n\\data\\\n")
     for k, grams in enumerate(model.grams, 1):
         out.write(f"ngram {k}={len(grams)}\n".encode())
+    reversed_places = None
     for k, (grams, logp, bow, has_bow) in enumerate(zip(model.grams, model.logp, model.bow, model.has_bow), 1):
         out.write(f"\n\\{k}-grams:\n".encode())
-        order = srilm_order(grams, rank)
+        # SRILM's order: by the context read backwards (its trie stores contexts so), then the word
+        order, reversed_places = srilm_order(model.index.keys[k - 1], len(rank), rank, reversed_places,
+                                             k < model.order)
         for piece in format_section(np.ascontiguousarray(grams[order], dtype=np.int32),
                                     np.ascontiguousarray(logp[order], dtype=np.float32),
                                     np.ascontiguousarray(bow[order], dtype=np.float32),
