@@ -116,6 +116,8 @@ class _Tables:
 
     def model(self):
         kept = self.present
+        if all(p.all() for p in kept):  # nothing to leave out: the tables as they are, no copies
+            return BackoffModel(self.vocab, self.grams, self.logp, self.bow, self.node, self.index)
         return BackoffModel(self.vocab, [g[p] for g, p in zip(self.grams, kept)],
                             [lp[p] for lp, p in zip(self.logp, kept)],
                             [b[p] for b, p in zip(self.bow, kept)],
