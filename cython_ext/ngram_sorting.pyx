@@ -1,49 +1,11 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Ordering the n-grams of one order by two stable counting sorts (least significant key
-first) instead of a comparison sort: both keys of an n-gram are small integers, the place
-of its prefix (or context) among the order below's n-grams and its last word, so each
-pass is linear in the n-grams plus the keys' range. Used to sort counted entries
-lexicographically and to find the order SRILM writes an ARPA section in."""
+"""Ordering the n-grams of one order: counted entries into lexicographic order, and a
+table into the order SRILM writes an ARPA section in. Each n-gram's sort key is packed in
+one int64 by a loop here (the place of its prefix or context among the order below's
+n-grams, then its last word), numpy's argsort sorts the keys (SIMD: faster than counting
+sorts here), and one more loop gathers the sorted tables."""
 import numpy as np
 from libc.stdint cimport int64_t
-from libc.stdlib cimport free, malloc
-from libc.string cimport memset
-
-
-cdef int counting_sort(const int64_t *bucket_of, Py_ssize_t n, Py_ssize_t buckets, const int64_t *order_in,
-                       int64_t *order_out) noexcept nogil:
-    """order_out: the items 0..n-1 listed by bucket_of[item], in order_in's order within a
-    bucket (order_in NULL: 0..n-1). -1: no memory."""
-    cdef int64_t *starts = <int64_t *> malloc((buckets + 1) * sizeof(int64_t))
-    cdef Py_ssize_t i, b
-    cdef int64_t item
-    if starts == NULL:
-        return -1
-    memset(starts, 0, (buckets + 1) * sizeof(int64_t))
-    for i in range(n):
-        starts[bucket_of[i] + 1] += 1
-    for b in range(buckets):
-        starts[b + 1] += starts[b]
-    for i in range(n):
-        item = i if order_in == NULL else order_in[i]
-        order_out[starts[bucket_of[item]]] = item
-        starts[bucket_of[item]] += 1
-    free(starts)
-    return 0
-
-
-cdef int sort_by_pair(const int64_t *major, Py_ssize_t major_range, const int64_t *minor, Py_ssize_t minor_range,
-                      Py_ssize_t n, int64_t *order) noexcept nogil:
-    """order: the items 0..n-1 sorted by (major[item], minor[item]). -1: no memory."""
-    cdef int64_t *by_minor = <int64_t *> malloc(max(n, 1) * sizeof(int64_t))
-    cdef int failed
-    if by_minor == NULL:
-        return -1
-    failed = counting_sort(minor, n, minor_range, NULL, by_minor)
-    if not failed:
-        failed = counting_sort(major, n, major_range, by_minor, order)
-    free(by_minor)
-    return failed
 
 
 def sort_counted(const int64_t[::1] entry_keys, const int64_t[::1] entry_counts, const int[::1] entry_suffixes,
@@ -57,37 +19,34 @@ def sort_counted(const int64_t[::1] entry_keys, const int64_t[::1] entry_counts,
     cdef Py_ssize_t n = entry_keys.shape[0], i, j, e
     cdef bint unigrams = lower_rank is None
     cdef Py_ssize_t width = 1 if unigrams else lower_rows.shape[1] + 1
-    cdef Py_ssize_t lower_size = 1 if unigrams else lower_rank.shape[0]
     cdef bint with_suffix = not unigrams and entry_suffixes is not None
-    prefix_array, word_array = np.zeros(n, np.int64), np.empty(n, np.int64)
-    order_array, rank_array = np.empty(n, np.int64), np.empty(n, np.int64)
-    rows_array, keys_array = np.empty((n, width), np.int32), np.empty(n, np.int64)
-    counts_array = np.empty(n, np.int64)
-    suffix_array = np.empty(n if with_suffix else 0, np.int64)
-    cdef int64_t[::1] prefix = prefix_array, word = word_array, order = order_array, rank = rank_array
-    cdef int64_t[::1] keys = keys_array, counts = counts_array, suffix = suffix_array
-    cdef int[:, ::1] rows = rows_array
-    cdef int failed = 0
+    cdef int64_t prefix, word
+    sort_keys_array = np.empty(n, np.int64)
+    cdef int64_t[::1] sort_keys = sort_keys_array
     with nogil:
         for e in range(n):
-            word[e] = entry_keys[e] % vocab_size
-            if not unigrams:
-                prefix[e] = lower_rank[entry_keys[e] // vocab_size]
-        if n:
-            failed = sort_by_pair(&prefix[0], lower_size, &word[0], vocab_size, n, &order[0])
-        if not failed:
-            for i in range(n):
-                e = order[i]
-                rank[e] = i
-                keys[i] = prefix[e] * vocab_size + word[e]
-                counts[i] = entry_counts[e]
-                for j in range(width - 1):
-                    rows[i, j] = lower_rows[prefix[e], j]
-                rows[i, width - 1] = <int> word[e]
-                if with_suffix:
-                    suffix[i] = lower_rank[entry_suffixes[e]]
-    if failed:
-        raise MemoryError()
+            word = entry_keys[e] % vocab_size
+            prefix = 0 if unigrams else lower_rank[entry_keys[e] // vocab_size]
+            sort_keys[e] = prefix * vocab_size + word
+    order_array = np.argsort(sort_keys_array)
+    rank_array, keys_array = np.empty(n, np.int64), np.empty(n, np.int64)
+    rows_array, counts_array = np.empty((n, width), np.int32), np.empty(n, np.int64)
+    suffix_array = np.empty(n if with_suffix else 0, np.int64)
+    cdef const int64_t[::1] order = order_array
+    cdef int64_t[::1] rank = rank_array, keys = keys_array, counts = counts_array, suffix = suffix_array
+    cdef int[:, ::1] rows = rows_array
+    with nogil:
+        for i in range(n):
+            e = order[i]
+            rank[e] = i
+            keys[i] = sort_keys[e]
+            counts[i] = entry_counts[e]
+            prefix = sort_keys[e] // vocab_size
+            for j in range(width - 1):
+                rows[i, j] = lower_rows[prefix, j]
+            rows[i, width - 1] = <int> (sort_keys[e] % vocab_size)
+            if with_suffix:
+                suffix[i] = lower_rank[entry_suffixes[e]]
     return rows_array, keys_array, counts_array, rank_array, suffix_array if with_suffix else None
 
 
@@ -101,28 +60,23 @@ def srilm_order(const int64_t[::1] keys, int64_t vocab_size, const int[::1] word
     places for this order's rows (for the order above)."""
     cdef Py_ssize_t n = keys.shape[0], i
     cdef bint unigrams = lower_reversed is None
-    cdef Py_ssize_t context_range = 1 if unigrams else lower_reversed.shape[0]
-    context_array, word_array = np.zeros(n, np.int64), np.empty(n, np.int64)
-    order_array = np.empty(n, np.int64)
-    reversed_array = np.empty(n if want_reversed else 0, np.int64)
-    cdef int64_t[::1] context = context_array, word = word_array, order = order_array, backwards = reversed_array
-    cdef int failed = 0
+    cdef int64_t words = word_rank.shape[0], contexts = 1 if unigrams else lower_reversed.shape[0]
+    cdef int64_t context, word
+    forward_array, backward_array = np.empty(n, np.int64), np.empty(n if want_reversed else 0, np.int64)
+    cdef int64_t[::1] forward = forward_array, backward = backward_array
     with nogil:
         for i in range(n):
-            word[i] = word_rank[keys[i] % vocab_size]
-            if not unigrams:
-                context[i] = lower_reversed[keys[i] // vocab_size]
-        if n:
-            failed = sort_by_pair(&context[0], context_range, &word[0], word_rank.shape[0], n, &order[0])
-        if n and want_reversed and not failed:
-            # read backwards, the row is its last word, then its prefix read backwards
-            failed = sort_by_pair(&word[0], word_rank.shape[0], &context[0], context_range, n, &backwards[0])
-            if not failed:
-                # backwards holds the rows in that order: turn it into each row's place
-                for i in range(n):
-                    word[backwards[i]] = i
-                for i in range(n):
-                    backwards[i] = word[i]
-    if failed:
-        raise MemoryError()
-    return order_array, reversed_array if want_reversed else None
+            word = word_rank[keys[i] % vocab_size]
+            context = 0 if unigrams else lower_reversed[keys[i] // vocab_size]
+            forward[i] = context * words + word
+            if want_reversed:
+                # read backwards, the row is its last word, then its prefix read backwards
+                backward[i] = word * contexts + context
+    order = np.argsort(forward_array)
+    if not want_reversed:
+        return order, None
+    cdef const int64_t[::1] backward_order = np.argsort(backward_array)
+    with nogil:
+        for i in range(n):
+            backward[backward_order[i]] = i
+    return order, backward_array
