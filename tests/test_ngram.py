@@ -194,10 +194,14 @@ def test_a_large_section_is_formatted_in_two_pieces_that_join_to_the_one_text():
     logp[::1000] = -np.inf
     bow = rng.uniform(-2, 1, rows).astype(np.float32)
     has_bow = (rng.random(rows) < 0.5).astype(np.uint8)
-    pieces = format_section(grams, logp, bow, has_bow, data, start)
+    pieces = format_section(grams, logp, bow, has_bow, np.arange(rows), data, start)
     assert len(pieces) == 2
-    halves = [b"".join(format_section(grams[s], logp[s], bow[s], has_bow[s], data, start))
+    halves = [b"".join(format_section(grams[s], logp[s], bow[s], has_bow[s], np.arange(len(grams[s])), data, start))
               for s in (slice(0, 75_000), slice(75_000, None))]  # below the size formatted in two
     assert b"".join(pieces) == halves[0] + halves[1]
+    # rows taken in an order: the same text as the rows gathered in that order
+    order = rng.permutation(rows)
+    assert b"".join(format_section(grams, logp, bow, has_bow, order, data, start)) == b"".join(
+        format_section(grams[order], logp[order], bow[order], has_bow[order], np.arange(rows), data, start))
     lines = b"".join(pieces).decode().split("\n")
     assert len(lines) == rows + 1 and lines[0].split("\t")[1] == " ".join(words[w] for w in grams[0])

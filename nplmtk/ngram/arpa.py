@@ -2,7 +2,9 @@
 significant digits, -99 for log 0, gzip-aware, every defect reported with its line."""
 import codecs
 import io
+import queue
 import re
+import threading
 
 import numpy as np
 
@@ -37,26 +39,64 @@ def arpa_bytes(model):
 
 
 def _write_arpa_to(model, out):
+    with _BackgroundWriter(out) as write:
+        _write_sections(model, write)
+
+
+def _write_sections(model, write):
     encoded = [w.encode("utf-8") for w in model.vocab.words]
     rank = byte_ranks(model.vocab.words)
     word_start = np.zeros(len(encoded) + 1, dtype=np.int64)
     np.cumsum([len(w) for w in encoded], out=word_start[1:])
     words = np.frombuffer(b"".join(encoded), dtype=np.uint8)
-    out.write(b"\n\\data\\\n")
+    write(b"\n\\data\\\n")
     for k, grams in enumerate(model.grams, 1):
-        out.write(f"ngram {k}={len(grams)}\n".encode())
+        write(f"ngram {k}={len(grams)}\n".encode())
     reversed_places = None
     for k, (grams, logp, bow, has_bow) in enumerate(zip(model.grams, model.logp, model.bow, model.has_bow), 1):
-        out.write(f"\n\\{k}-grams:\n".encode())
+        write(f"\n\\{k}-grams:\n".encode())
         # SRILM's order: by the context read backwards (its trie stores contexts so), then the word
         order, reversed_places = srilm_order(model.index.keys[k - 1], len(rank), rank, reversed_places,
                                              k < model.order)
-        for piece in format_section(np.ascontiguousarray(grams[order], dtype=np.int32),
-                                    np.ascontiguousarray(logp[order], dtype=np.float32),
-                                    np.ascontiguousarray(bow[order], dtype=np.float32),
-                                    np.ascontiguousarray(has_bow[order], dtype=np.uint8), words, word_start):
-            out.write(piece)
-    out.write(b"\n\\end\\\n")
+        for piece in format_section(np.ascontiguousarray(grams, dtype=np.int32),
+                                    np.ascontiguousarray(logp, dtype=np.float32),
+                                    np.ascontiguousarray(bow, dtype=np.float32),
+                                    np.ascontiguousarray(has_bow, dtype=bool).view(np.uint8), order, words,
+                                    word_start):
+            write(piece)
+    write(b"\n\\end\\\n")
+
+
+class _BackgroundWriter:
+    """Writes pieces to `out` in a thread of its own, in the order given, so that the
+    write calls (copying into the page cache) overlap sorting and formatting the next
+    section; at most MAX_PENDING pieces wait (their memory). The first error of a write is
+    raised when the block ends."""
+
+    MAX_PENDING = 3
+
+    def __init__(self, out):
+        self.out, self.failure = out, None
+        self.pending = queue.Queue(maxsize=self.MAX_PENDING)
+        self.thread = threading.Thread(target=self._drain, daemon=True)
+
+    def _drain(self):
+        while (piece := self.pending.get()) is not None:
+            if self.failure is None:
+                try:
+                    self.out.write(piece)
+                except BaseException as err:  # raised in the caller's thread at the end
+                    self.failure = err
+
+    def __enter__(self):
+        self.thread.start()
+        return self.pending.put
+
+    def __exit__(self, *exc):
+        self.pending.put(None)
+        self.thread.join()
+        if self.failure is not None and exc[0] is None:
+            raise self.failure
 
 
 def read_arpa(path, unk=UNK, data=None):
