@@ -5,6 +5,7 @@ from libc.string cimport memcmp, memcpy
 from libc.math cimport isinf
 from libc.stdint cimport int64_t
 from cython.parallel cimport prange
+from cpython.bytearray cimport PyByteArray_FromStringAndSize
 
 cdef extern from "format_g7.h":
     int format_g7(char *out, float value) noexcept nogil
@@ -64,7 +65,8 @@ def format_section(const int[:, ::1] grams, const float[::1] logp, const float[:
             for j in range(k):
                 w = grams[order[i], j]
                 sizes[p] += word_start[w + 1] - word_start[w]
-    buffers = [bytearray(sizes[p]) for p in range(parts)]
+    # not zero-filled: the room never written is never touched (nor resident)
+    buffers = [PyByteArray_FromStringAndSize(NULL, sizes[p]) for p in range(parts)]
     for p in range(parts):
         view = buffers[p]
         bases[p] = <char *> &view[0]

@@ -52,12 +52,10 @@ def _write_sections(model, write):
     write(b"\n\\data\\\n")
     for k, grams in enumerate(model.grams, 1):
         write(f"ngram {k}={len(grams)}\n".encode())
-    reversed_places = None
-    for k, (grams, logp, bow, has_bow) in enumerate(zip(model.grams, model.logp, model.bow, model.has_bow), 1):
+    orders = _computed_ahead(_srilm_orders(model, rank))  # sorting the next section while this one is formatted
+    for k, (grams, logp, bow, has_bow, order) in enumerate(zip(model.grams, model.logp, model.bow, model.has_bow,
+                                                              orders), 1):
         write(f"\n\\{k}-grams:\n".encode())
-        # SRILM's order: by the context read backwards (its trie stores contexts so), then the word
-        order, reversed_places = srilm_order(model.index.keys[k - 1], len(rank), rank, reversed_places,
-                                             k < model.order)
         for piece in format_section(np.ascontiguousarray(grams, dtype=np.int32),
                                     np.ascontiguousarray(logp, dtype=np.float32),
                                     np.ascontiguousarray(bow, dtype=np.float32),
@@ -65,6 +63,46 @@ def _write_sections(model, write):
                                     word_start):
             write(piece)
     write(b"\n\\end\\\n")
+
+
+def _srilm_orders(model, rank):
+    """The order SRILM writes each section in: by the context read backwards (its trie
+    stores contexts so), then the word."""
+    reversed_places = None
+    for k, keys in enumerate(model.index.keys, 1):
+        order, reversed_places = srilm_order(keys, len(rank), rank, reversed_places, k < model.order)
+        yield order
+
+
+def _computed_ahead(items):
+    """The items of the iterator `items`, each computed in a thread of its own while the
+    caller works on the one before (one at a time: their memory); an error raised in the
+    caller's thread."""
+    done = object()
+
+    def start():
+        box = {}
+
+        def compute():
+            try:
+                box["item"] = next(items, done)
+            except BaseException as err:
+                box["failure"] = err
+
+        thread = threading.Thread(target=compute, daemon=True)
+        thread.start()
+        return thread, box
+
+    pending = start()
+    while True:
+        thread, box = pending
+        thread.join()
+        if "failure" in box:
+            raise box["failure"]
+        if box["item"] is done:
+            return
+        pending = start()
+        yield box["item"]
 
 
 class _BackgroundWriter:
