@@ -203,8 +203,9 @@ class CountAccumulator:
                 merged.append(bucket[0])
                 summed.append(bucket[1])
                 first_word = end
-            grams.append(np.concatenate(merged))
-            counts.append(np.concatenate(summed))
+            # an order without n-grams has no bucket (check_orders then says so)
+            grams.append(np.concatenate(merged) if merged else np.empty((0, k), dtype=np.int32))
+            counts.append(np.concatenate(summed) if summed else np.empty(0, dtype=np.int64))
             index = NgramIndex(len(vocab), grams)
         return NgramCounts(vocab, grams, counts, index.keys)
 
