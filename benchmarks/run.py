@@ -18,6 +18,7 @@ sys.path.insert(0, HERE)
 
 from classes import class_models  # noqa: E402
 from energy import energy_network  # noqa: E402
+from estimation import kn5_against_lmplz  # noqa: E402
 from srilm_options import srilm_options  # noqa: E402
 from faster_rnnlm import faster_rnnlm  # noqa: E402
 from large import large_corpora  # noqa: E402
@@ -33,7 +34,7 @@ SECTIONS = SECTIONS + [("lbl-quality", lbl_quality), ("lbl-speed", lbl_training_
                        ("nbest", nbest_rescoring), ("classes", class_models), ("srilm-options", srilm_options),
                        ("large", large_corpora), ("faster-rnnlm", faster_rnnlm), ("ngram-scoring", ngram_scoring),
                        ("energy", energy_network), ("mlp9-pytorch", mlp9_against_pytorch),
-                       ("lbl-outputs", lbl_output_layers)]
+                       ("lbl-outputs", lbl_output_layers), ("kn5-lmplz", kn5_against_lmplz)]
 
 
 def cpu_model():

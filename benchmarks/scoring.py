@@ -36,26 +36,37 @@ print(json.dumps({"imports": imported - start, "opening the model": loaded - imp
 
 
 def _measured(args, stdin=None):
-    """Wall seconds and peak RSS (MB) of one run of `args`, its output thrown away. The
-    peak comes from /usr/bin/time: a child forked from this process would count this
-    process's memory as its own until it runs the command."""
-    with open(stdin) if stdin else open(os.devnull) as source, open(os.path.join(OUT, "peak.txt"), "w+") as peak:
+    """Wall seconds and peak RSS (MB) of one run of `args`, its output thrown away."""
+    wall, _, peak = measured_with_cpu(args, stdin)
+    return wall, peak
+
+
+def measured_with_cpu(args, stdin=None, stdout=None):
+    """Wall seconds, CPU seconds (user + system) and peak RSS (MB) of one run of `args`,
+    its output written to the file `stdout` or thrown away. CPU and peak come from
+    /usr/bin/time: a child forked from this process would count this process's memory as
+    its own until it runs the command."""
+    with (open(stdin) if stdin else open(os.devnull) as source,
+          open(stdout, "wb") if stdout else open(os.devnull, "wb") as sink,
+          open(os.path.join(OUT, "peak.txt"), "w+") as usage):
         start = time.perf_counter()
-        subprocess.run(["/usr/bin/time", "-f", "%M", "-o", peak.name, *args], stdin=source, check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(["/usr/bin/time", "-f", "%U %S %M", "-o", usage.name, *args], stdin=source, check=True,
+                       stdout=sink, stderr=subprocess.DEVNULL)
         wall = time.perf_counter() - start
-        return wall, int(peak.read().split()[-1]) / 1024
+        user, system, peak = usage.read().split()[-3:]
+        return wall, float(user) + float(system), int(peak) / 1024
 
 
-def _alternately(commands, runs=RUNS):
-    """name -> [(wall, peak MB)] of `runs` runs of each command, after one warm-up run each
-    (the files then in the page cache for all), the commands taking turns."""
-    for args, stdin in commands.values():
-        _measured(args, stdin)
+def alternately(commands, runs=RUNS, measure=_measured):
+    """name -> [measure(*command)] of `runs` runs of each command (args, stdin[, stdout]),
+    after one warm-up run each (the files then in the page cache for all), the commands
+    taking turns."""
+    for command in commands.values():
+        measure(*command)
     results = {name: [] for name in commands}
     for _ in range(runs):
-        for name, (args, stdin) in commands.items():
-            results[name].append(_measured(args, stdin))
+        for name, command in commands.items():
+            results[name].append(measure(*command))
     return results
 
 
@@ -88,7 +99,7 @@ def ngram_scoring(brown, peak):
         shown["KenLM, ARPA"] = "KenLM `query -v summary kn5.arpa < test.txt`"
         shown["KenLM, binary"] = "KenLM `query -v summary kn5.probing < test.txt` (`build_binary`'s probing format)"
         peers["ours, binary"] = "KenLM, binary"
-    results = _alternately(commands)
+    results = alternately(commands)
     sizes = {name: os.path.getsize(path) / 2 ** 20 for name, path in (("ARPA", arpa), ("binary", binary))}
     lines = ["## Loading and scoring Brown test with KN5 (issue 21)", "",
              f"KN5 of Brown train (`nplm ngram-count -text train.txt -order 5 -vocab vocab.txt -unk -lm kn5.arpa "

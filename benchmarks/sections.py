@@ -69,6 +69,17 @@ def _vocabulary(brown):
     return vocab
 
 
+def unkword_text(brown, split, vocab):
+    """bench/out/SPLIT.unkword.txt: Brown's `split` with the words outside `vocab` spelt
+    UNKWORD (KenLM's lmplz refuses `<unk>` in text; `-vocab V -unk` reads UNKWORD as <unk>)."""
+    path = os.path.join(OUT, f"{split}.unkword.txt")
+    words = set(open(vocab).read().split())
+    with open(os.path.join(brown, f"{split}.txt")) as src, open(path, "w") as dst:
+        for line in src:
+            dst.write(" ".join(w if w in words else "UNKWORD" for w in line.split()) + "\n")
+    return path
+
+
 def _vocab_size(vocab):
     """|V| of the models trained with the vocabulary file `vocab`."""
     return len(Vocabulary.read(vocab))
@@ -145,12 +156,7 @@ def ngram_models(brown, peak):
                      f"(report {'identical to' if report == ours else 'DIFFERENT from'} `nplm ppl`'s) |")
     if kenlm:
         arpa = os.path.join(OUT, "kenlm5.arpa")
-        mapped = {s: os.path.join(OUT, f"{s}.unkword.txt") for s in ("train", "test")}
-        words = set(open(vocab).read().split())
-        for s, path in mapped.items():
-            with open(os.path.join(brown, f"{s}.txt")) as src, open(path, "w") as dst:
-                for line in src:
-                    dst.write(" ".join(w if w in words else "UNKWORD" for w in line.split()) + "\n")
+        mapped = {s: unkword_text(brown, s, vocab) for s in ("train", "test")}
         with open(mapped["train"]) as src:
             seconds = statistics.median(_timed_stdin([os.path.join(kenlm, "lmplz"), "-o", "5", "-S", "2G",
                                                        "-T", OUT], src, arpa) for _ in range(3))

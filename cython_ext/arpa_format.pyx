@@ -3,7 +3,9 @@
 import numpy as np
 from libc.string cimport memcmp, memcpy
 from libc.math cimport isinf
+from libc.stdint cimport int64_t
 from cython.parallel cimport prange
+from cpython.bytearray cimport PyByteArray_FromStringAndSize
 
 cdef extern from "format_g7.h":
     int format_g7(char *out, float value) noexcept nogil
@@ -17,23 +19,25 @@ cdef inline Py_ssize_t put_value(char *out, float value) noexcept nogil:
 
 
 cdef Py_ssize_t format_rows(char *base, const int[:, ::1] grams, const float[::1] logp, const float[::1] bow,
-                            const unsigned char[::1] has_bow, const unsigned char[::1] words,
-                            const long long[::1] word_start, Py_ssize_t start, Py_ssize_t end) noexcept nogil:
-    """Rows start..end-1 as ARPA lines at `base`; returns the bytes written."""
-    cdef Py_ssize_t i, j, w, length, k = grams.shape[1], pos = 0
+                            const unsigned char[::1] has_bow, const int64_t[::1] order,
+                            const unsigned char[::1] words, const long long[::1] word_start, Py_ssize_t start,
+                            Py_ssize_t end) noexcept nogil:
+    """Rows order[start..end-1] as ARPA lines at `base`; returns the bytes written."""
+    cdef Py_ssize_t i, r, j, w, length, k = grams.shape[1], pos = 0
     for i in range(start, end):
-        pos += put_value(base + pos, logp[i])
+        r = order[i]
+        pos += put_value(base + pos, logp[r])
         base[pos] = b'\t'
         pos += 1
         for j in range(k):
-            w = grams[i, j]
+            w = grams[r, j]
             length = word_start[w + 1] - word_start[w]
             memcpy(base + pos, &words[word_start[w]], length)
             pos += length
             base[pos] = b' ' if j + 1 < k else b'\t'
             pos += 1
-        if has_bow[i]:
-            pos += put_value(base + pos, bow[i])
+        if has_bow[r]:
+            pos += put_value(base + pos, bow[r])
         else:
             pos -= 1
         base[pos] = b'\n'
@@ -42,11 +46,12 @@ cdef Py_ssize_t format_rows(char *base, const int[:, ::1] grams, const float[::1
 
 
 def format_section(const int[:, ::1] grams, const float[::1] logp, const float[::1] bow,
-                   const unsigned char[::1] has_bow, const unsigned char[::1] words,
+                   const unsigned char[::1] has_bow, const int64_t[::1] order, const unsigned char[::1] words,
                    const long long[::1] word_start):
-    """The lines of one order as UTF-8 bytes, in consecutive pieces (formatted by two
-    threads when there are many); word w is words[word_start[w]:word_start[w+1]]."""
-    cdef Py_ssize_t rows = grams.shape[0], k = grams.shape[1]
+    """The lines of one order's rows taken in `order` (the tables need no sorted copies),
+    as UTF-8 bytes in consecutive pieces (formatted by two threads when there are many);
+    word w is words[word_start[w]:word_start[w+1]]."""
+    cdef Py_ssize_t rows = order.shape[0], k = grams.shape[1]
     cdef Py_ssize_t i, j, w, p, parts = 2 if rows >= 100000 else 1
     cdef Py_ssize_t bounds[3]
     cdef Py_ssize_t sizes[2]
@@ -58,14 +63,16 @@ def format_section(const int[:, ::1] grams, const float[::1] logp, const float[:
         sizes[p] = (bounds[p + 1] - bounds[p]) * (66 + k) + 1  # two values, separators, newline at most
         for i in range(bounds[p], bounds[p + 1]):
             for j in range(k):
-                w = grams[i, j]
+                w = grams[order[i], j]
                 sizes[p] += word_start[w + 1] - word_start[w]
-    buffers = [bytearray(sizes[p]) for p in range(parts)]
+    # not zero-filled: the room never written is never touched (nor resident)
+    buffers = [PyByteArray_FromStringAndSize(NULL, sizes[p]) for p in range(parts)]
     for p in range(parts):
         view = buffers[p]
         bases[p] = <char *> &view[0]
     for p in prange(parts, nogil=True, num_threads=parts, schedule="static", chunksize=1):
-        lengths[p] = format_rows(bases[p], grams, logp, bow, has_bow, words, word_start, bounds[p], bounds[p + 1])
+        lengths[p] = format_rows(bases[p], grams, logp, bow, has_bow, order, words, word_start, bounds[p],
+                                 bounds[p + 1])
     return [memoryview(buffers[p])[:lengths[p]] for p in range(parts)]
 
 

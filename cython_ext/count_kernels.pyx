@@ -37,6 +37,7 @@ cdef struct Table:
     Py_ssize_t capacity  # a power of two, at least twice the entries
     int64_t *keys  # per entry, in order of first occurrence: prefix id * V + word
     int64_t *counts
+    int *suffixes  # per entry: the id of its last k-1 words among the order below's entries
     Py_ssize_t size, room
 
 
@@ -47,7 +48,8 @@ cdef int table_init(Table *t) noexcept nogil:
     t.slot_ids = <int *> malloc(t.capacity * sizeof(int))
     t.keys = <int64_t *> malloc(t.room * sizeof(int64_t))
     t.counts = <int64_t *> malloc(t.room * sizeof(int64_t))
-    if not (t.slot_keys and t.slot_ids and t.keys and t.counts):
+    t.suffixes = <int *> malloc(t.room * sizeof(int))
+    if not (t.slot_keys and t.slot_ids and t.keys and t.counts and t.suffixes):
         return -1
     for i in range(t.capacity):
         t.slot_keys[i] = -1
@@ -59,7 +61,8 @@ cdef void table_free(Table *t) noexcept nogil:
     free(t.slot_ids)
     free(t.keys)
     free(t.counts)
-    t.slot_keys, t.slot_ids, t.keys, t.counts = NULL, NULL, NULL, NULL
+    free(t.suffixes)
+    t.slot_keys, t.slot_ids, t.keys, t.counts, t.suffixes = NULL, NULL, NULL, NULL, NULL
     t.size = 0
 
 
@@ -75,7 +78,10 @@ cdef int table_grow(Table *t) noexcept nogil:
     cdef int64_t *counts = <int64_t *> realloc(t.counts, capacity // 2 * sizeof(int64_t))
     if counts:
         t.counts = counts
-    if not (slot_keys and slot_ids and keys and counts):
+    cdef int *suffixes = <int *> realloc(t.suffixes, capacity // 2 * sizeof(int))
+    if suffixes:
+        t.suffixes = suffixes
+    if not (slot_keys and slot_ids and keys and counts and suffixes):
         free(slot_keys)
         free(slot_ids)
         return -1
@@ -93,8 +99,9 @@ cdef int table_grow(Table *t) noexcept nogil:
     return 0
 
 
-cdef inline Py_ssize_t table_add(Table *t, int64_t key) noexcept nogil:
-    """The id of `key` (new ones numbered in order), its count raised by one; -1: no memory."""
+cdef inline Py_ssize_t table_add(Table *t, int64_t key, int suffix) noexcept nogil:
+    """The id of `key` (new ones numbered in order, with `suffix` kept), its count raised
+    by one; -1: no memory."""
     cdef uint64_t mask = t.capacity - 1
     cdef uint64_t slot = mix(<uint64_t> key) & mask
     cdef Py_ssize_t found
@@ -107,12 +114,13 @@ cdef inline Py_ssize_t table_add(Table *t, int64_t key) noexcept nogil:
     if t.size == t.room:
         if table_grow(t) != 0:
             return -1
-        return table_add(t, key)
+        return table_add(t, key, suffix)
     found = t.size
     t.slot_keys[slot] = key
     t.slot_ids[slot] = <int> found
     t.keys[found] = key
     t.counts[found] = 1
+    t.suffixes[found] = suffix
     t.size += 1
     return found
 
@@ -186,7 +194,8 @@ cdef class NgramHashCounter:
                         found[i] = -1
                         continue
                     key = seq[i] if k == 1 else found[i] * self.vocab_size + seq[i + k - 1]
-                    found[i] = table_add(t, key)
+                    # found[i + 1] is still the order below's id there: this n-gram's suffix
+                    found[i] = table_add(t, key, -1 if k == 1 else <int> found[i + 1])
                     if found[i] < 0:
                         failed = 1
                         break
@@ -205,17 +214,20 @@ cdef class NgramHashCounter:
     def bytes(self):
         """Memory held by the tables."""
         return sum(self.orders[k].capacity * (sizeof(int64_t) + sizeof(int))
-                   + self.orders[k].room * 2 * sizeof(int64_t) for k in range(self.order))
+                   + self.orders[k].room * (2 * sizeof(int64_t) + sizeof(int)) for k in range(self.order))
 
     def tables(self):
-        """[(keys, counts)] per order, int64 copies, entries in order of first occurrence."""
+        """[(keys, counts, suffixes)] per order, copies (int64, int64, int32), entries in
+        order of first occurrence; an entry's suffix is the id of its last k-1 words among
+        the order below's entries (1-grams: -1)."""
         out = []
         cdef Py_ssize_t k
         for k in range(self.order):
             size = self.orders[k].size
             if size == 0:
-                out.append((np.empty(0, np.int64), np.empty(0, np.int64)))
+                out.append((np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int32)))
             else:
                 out.append((np.asarray(<int64_t[:size]> self.orders[k].keys).copy(),
-                            np.asarray(<int64_t[:size]> self.orders[k].counts).copy()))
+                            np.asarray(<int64_t[:size]> self.orders[k].counts).copy(),
+                            np.asarray(<int[:size]> self.orders[k].suffixes).copy()))
         return out

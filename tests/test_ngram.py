@@ -194,10 +194,57 @@ def test_a_large_section_is_formatted_in_two_pieces_that_join_to_the_one_text():
     logp[::1000] = -np.inf
     bow = rng.uniform(-2, 1, rows).astype(np.float32)
     has_bow = (rng.random(rows) < 0.5).astype(np.uint8)
-    pieces = format_section(grams, logp, bow, has_bow, data, start)
+    pieces = format_section(grams, logp, bow, has_bow, np.arange(rows), data, start)
     assert len(pieces) == 2
-    halves = [b"".join(format_section(grams[s], logp[s], bow[s], has_bow[s], data, start))
+    halves = [b"".join(format_section(grams[s], logp[s], bow[s], has_bow[s], np.arange(len(grams[s])), data, start))
               for s in (slice(0, 75_000), slice(75_000, None))]  # below the size formatted in two
     assert b"".join(pieces) == halves[0] + halves[1]
+    # rows taken in an order: the same text as the rows gathered in that order
+    order = rng.permutation(rows)
+    assert b"".join(format_section(grams, logp, bow, has_bow, order, data, start)) == b"".join(
+        format_section(grams[order], logp[order], bow[order], has_bow[order], np.arange(rows), data, start))
     lines = b"".join(pieces).decode().split("\n")
     assert len(lines) == rows + 1 and lines[0].split("\t")[1] == " ".join(words[w] for w in grams[0])
+
+
+def test_the_counters_suffixes_are_the_rows_that_lookups_find(sentences):
+    from nplmtk.ngram.estimate import _full_unigrams, suffix_positions
+    # words of the vocabulary that never occur: the unigram table is filled in first
+    vocab = Vocabulary.from_counts(Counter([w for s in sentences for w in s] + ["never", "seen"]))
+    counts = _full_unigrams(NgramCounts.from_corpus(Corpus.from_lines([" ".join(s) for s in sentences], vocab), 4))
+    looked_up = suffix_positions(NgramCounts(counts.vocab, counts.grams, counts.counts))
+    assert counts.suffix is not None and len(counts.suffix) == len(looked_up) == 4
+    for kept, found in zip(counts.suffix[1:], looked_up[1:]):
+        np.testing.assert_array_equal(kept, found)
+
+
+def test_srilm_order_is_by_the_context_read_backwards_then_the_word():
+    from nplmtk._ext.ngram_sorting import srilm_order
+    from nplmtk.ngram.counts import byte_ranks
+    from nplmtk.ngram.index import NgramIndex
+    rng = np.random.default_rng(5)
+    words = [f"w{rng.integers(1000)}x{i}" for i in range(40)]  # ids not in byte order
+    rank = byte_ranks(words)
+    grams = [np.arange(len(words), dtype=np.int32)[:, None]]
+    for k in (2, 3, 4):
+        rows = np.unique(np.hstack([grams[-1][rng.integers(len(grams[-1]), size=3000)],
+                                    rng.integers(len(words), size=(3000, 1), dtype=np.int32)]), axis=0)
+        grams.append(rows)
+    index = NgramIndex(len(words), grams)
+    reversed_places = None
+    for k, rows in enumerate(grams, 1):
+        order, reversed_places = srilm_order(index.keys[k - 1], len(words), rank, reversed_places, k < 4)
+        expected = np.lexsort([rank[rows[:, -1]]] + [rank[rows[:, j]] for j in range(k - 1)])  # last key first
+        np.testing.assert_array_equal(order, expected)
+
+
+def test_an_arpa_write_that_fails_raises_in_the_caller(sentences):
+    from nplmtk.ngram.arpa import _write_arpa_to
+    model, _ = build(sentences)
+
+    class Full:
+        def write(self, data):
+            raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        _write_arpa_to(model, Full())

@@ -2,12 +2,15 @@
 significant digits, -99 for log 0, gzip-aware, every defect reported with its line."""
 import codecs
 import io
+import queue
 import re
+import threading
 
 import numpy as np
 
 from .._ext.arpa_format import SectionError, format_section, parse_section, word_table
 from .._ext.backoff_kernels import children_runs
+from .._ext.ngram_sorting import srilm_order
 from ..errors import InputError
 from ..io import atomic_output, read_mapped, release_mapped
 from ..vocab import UNK, Vocabulary
@@ -20,25 +23,6 @@ KENLM_BINARY_MAGIC = b"mmap lm http://kheafield.com/code"  # KenLM's lm/binary_f
 _COUNT_LINE = re.compile(r"ngram\s+(\d+)\s*=\s*(\d+)\s*$")
 _SECTION = re.compile(r"\\(\d+)-grams:\s*$")
 _UTF8_PIECE = 1 << 20
-
-
-def srilm_order(grams, rank):
-    """The order SRILM writes the n-grams of one order in: by the context read from the
-    most recent word back, then by the word, words compared as byte strings (its context
-    trie stores contexts reversed). `rank[w]`: word w's place in byte order."""
-    k = grams.shape[1]
-    word = rank[grams[:, -1]].astype(np.int64)
-    bits = max(1, int(len(rank) - 1).bit_length())
-    if bits * (k - 1) > 63:
-        return np.lexsort([word] + [rank[grams[:, j]] for j in range(k - 1)])  # lexsort: last key first
-    # the reversed context packed in one int64 (w_{k-1} most significant), then the word:
-    # one key when it all fits, the n-grams being distinct
-    context = np.zeros(len(grams), dtype=np.int64)
-    for j in range(k - 1):
-        context |= rank[grams[:, j]].astype(np.int64) << (bits * j)
-    if bits * k <= 63:
-        return np.argsort((context << bits) | word)
-    return np.lexsort((word, context))
 
 
 def write_arpa(model, path):
@@ -55,23 +39,102 @@ def arpa_bytes(model):
 
 
 def _write_arpa_to(model, out):
+    with _BackgroundWriter(out) as write:
+        _write_sections(model, write)
+
+
+def _write_sections(model, write):
     encoded = [w.encode("utf-8") for w in model.vocab.words]
     rank = byte_ranks(model.vocab.words)
     word_start = np.zeros(len(encoded) + 1, dtype=np.int64)
     np.cumsum([len(w) for w in encoded], out=word_start[1:])
     words = np.frombuffer(b"".join(encoded), dtype=np.uint8)
-    out.write(b"\n\\data\\\n")
+    write(b"\n\\data\\\n")
     for k, grams in enumerate(model.grams, 1):
-        out.write(f"ngram {k}={len(grams)}\n".encode())
-    for k, (grams, logp, bow, has_bow) in enumerate(zip(model.grams, model.logp, model.bow, model.has_bow), 1):
-        out.write(f"\n\\{k}-grams:\n".encode())
-        order = srilm_order(grams, rank)
-        for piece in format_section(np.ascontiguousarray(grams[order], dtype=np.int32),
-                                    np.ascontiguousarray(logp[order], dtype=np.float32),
-                                    np.ascontiguousarray(bow[order], dtype=np.float32),
-                                    np.ascontiguousarray(has_bow[order], dtype=np.uint8), words, word_start):
-            out.write(piece)
-    out.write(b"\n\\end\\\n")
+        write(f"ngram {k}={len(grams)}\n".encode())
+    orders = _computed_ahead(_srilm_orders(model, rank))  # sorting the next section while this one is formatted
+    for k, (grams, logp, bow, has_bow, order) in enumerate(zip(model.grams, model.logp, model.bow, model.has_bow,
+                                                              orders), 1):
+        write(f"\n\\{k}-grams:\n".encode())
+        for piece in format_section(np.ascontiguousarray(grams, dtype=np.int32),
+                                    np.ascontiguousarray(logp, dtype=np.float32),
+                                    np.ascontiguousarray(bow, dtype=np.float32),
+                                    np.ascontiguousarray(has_bow, dtype=bool).view(np.uint8), order, words,
+                                    word_start):
+            write(piece)
+    write(b"\n\\end\\\n")
+
+
+def _srilm_orders(model, rank):
+    """The order SRILM writes each section in: by the context read backwards (its trie
+    stores contexts so), then the word."""
+    reversed_places = None
+    for k, keys in enumerate(model.index.keys, 1):
+        order, reversed_places = srilm_order(keys, len(rank), rank, reversed_places, k < model.order)
+        yield order
+
+
+def _computed_ahead(items):
+    """The items of the iterator `items`, each computed in a thread of its own while the
+    caller works on the one before (one at a time: their memory); an error raised in the
+    caller's thread."""
+    done = object()
+
+    def start():
+        box = {}
+
+        def compute():
+            try:
+                box["item"] = next(items, done)
+            except BaseException as err:
+                box["failure"] = err
+
+        thread = threading.Thread(target=compute, daemon=True)
+        thread.start()
+        return thread, box
+
+    pending = start()
+    while True:
+        thread, box = pending
+        thread.join()
+        if "failure" in box:
+            raise box["failure"]
+        if box["item"] is done:
+            return
+        pending = start()
+        yield box["item"]
+
+
+class _BackgroundWriter:
+    """Writes pieces to `out` in a thread of its own, in the order given, so that the
+    write calls (copying into the page cache) overlap sorting and formatting the next
+    section; at most MAX_PENDING pieces wait (their memory). The first error of a write is
+    raised when the block ends."""
+
+    MAX_PENDING = 3
+
+    def __init__(self, out):
+        self.out, self.failure = out, None
+        self.pending = queue.Queue(maxsize=self.MAX_PENDING)
+        self.thread = threading.Thread(target=self._drain, daemon=True)
+
+    def _drain(self):
+        while (piece := self.pending.get()) is not None:
+            if self.failure is None:
+                try:
+                    self.out.write(piece)
+                except BaseException as err:  # raised in the caller's thread at the end
+                    self.failure = err
+
+    def __enter__(self):
+        self.thread.start()
+        return self.pending.put
+
+    def __exit__(self, *exc):
+        self.pending.put(None)
+        self.thread.join()
+        if self.failure is not None and exc[0] is None:
+            raise self.failure
 
 
 def read_arpa(path, unk=UNK, data=None):

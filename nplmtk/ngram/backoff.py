@@ -44,8 +44,8 @@ class BackoffModel(LanguageModel):
 
     `grams` may be None when `index` is given (a binary model): the rows are then rebuilt
     from the index's keys when first asked for; scoring needs only the keys. `node`, when
-    given, are the contexts of the back-off walk (else computed from the tables), and
-    `children` the runs of `children` below when the caller has them."""
+    given, are the contexts of the back-off walk (else computed from the tables when first
+    needed), and `children` the runs of `children` below when the caller has them."""
 
     kind = "arpa"
 
@@ -53,8 +53,7 @@ class BackoffModel(LanguageModel):
         self.vocab = vocab
         self._grams, self.logp, self.bow, self.has_bow = grams, logp, bow, has_bow
         self.index = index or NgramIndex(len(vocab), grams)
-        self._children, self._tables = children, None
-        self.node = self._context_nodes() if node is None else node
+        self._children, self._tables, self._node = children, None, node
 
     @property
     def order(self):
@@ -65,6 +64,15 @@ class BackoffModel(LanguageModel):
         if self._grams is None:
             self._grams = self.index.rows()
         return self._grams
+
+    @property
+    def node(self):
+        """Contexts the back-off walk may pass: n-grams with a weight, prefixes of longer
+        n-grams, and every suffix of those (SRILM's context trie); found when first asked
+        for (writing an ARPA file needs none)."""
+        if self._node is None:
+            self._node = context_nodes(self.index.keys, self.has_bow, self.children, len(self.vocab))
+        return self._node
 
     @property
     def children(self):
@@ -82,11 +90,6 @@ class BackoffModel(LanguageModel):
             self._tables = BackoffTables(len(self.vocab), self.index.keys, self.logp, self.bow, self.node,
                                          self.children)
         return self._tables
-
-    def _context_nodes(self):
-        """Contexts the back-off walk may pass: n-grams with a weight, prefixes of longer
-        n-grams, and every suffix of those (SRILM's context trie)."""
-        return context_nodes(self.index.keys, self.has_bow, self.children, len(self.vocab))
 
     def truncated(self, order):
         """The same model limited to `order` (as SRILM's `-order`)."""

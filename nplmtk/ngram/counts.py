@@ -5,6 +5,7 @@ import os
 import numpy as np
 
 from .._ext.count_kernels import NgramHashCounter
+from .._ext.ngram_sorting import sort_counted
 from ..errors import InputError, NplmError, ParameterError
 from ..io import atomic_output, read_lines
 from ..text import split_words
@@ -22,13 +23,15 @@ def check_order(order, parameter="order"):
 
 class NgramCounts:
     """Counts of orders 1..N: `grams[k-1]` (n_k, k) int32 sorted rows, `counts[k-1]`
-    int64, over `vocab`. Words outside the vocabulary are counted as `<unk>`."""
+    int64, over `vocab`. Words outside the vocabulary are counted as `<unk>`. `suffix`,
+    when known (counts of a text), is as estimate.suffix_positions gives it."""
 
-    def __init__(self, vocab, grams, counts, keys=None):
+    def __init__(self, vocab, grams, counts, keys=None, suffix=None):
         self.vocab = vocab
         self.grams = grams
         self.counts = counts
         self.index = NgramIndex(len(vocab), grams, keys)
+        self.suffix = suffix
 
     @property
     def order(self):
@@ -47,24 +50,17 @@ class NgramCounts:
     def from_tables(cls, vocab, tables):
         """The counts of NgramHashCounter.tables(): each order's entries sorted by (rank of
         their prefix in the order below, last word), which is the lexicographic order of
-        their words and makes their keys NgramIndex's."""
-        size = len(vocab)
-        grams, counts, keys, rank = [], [], [], None
-        for k, (entry_keys, entry_counts) in enumerate(tables, 1):
-            prefix = None if k == 1 else rank[entry_keys // size]
-            sort_key = entry_keys if k == 1 else prefix * size + entry_keys % size
-            order = np.argsort(sort_key)
-            rank = np.empty(len(order), dtype=np.int64)
-            rank[order] = np.arange(len(order))
-            sort_key = sort_key[order]
-            rows = np.empty((len(order), k), dtype=np.int32)
-            if k > 1:
-                rows[:, :-1] = grams[-1][prefix[order]]
-            rows[:, -1] = sort_key % size
+        their words and makes their keys NgramIndex's; the entries' suffixes give `suffix`."""
+        grams, counts, keys, suffix, rank = [], [], [], [None], None
+        for entry_keys, entry_counts, entry_suffixes in tables:
+            rows, sorted_keys, sorted_counts, rank, suffix_rows = sort_counted(
+                entry_keys, entry_counts, entry_suffixes, rank, grams[-1] if grams else None, len(vocab))
             grams.append(rows)
-            counts.append(entry_counts[order])
-            keys.append(sort_key)
-        return cls(vocab, grams, counts, keys)
+            counts.append(sorted_counts)
+            keys.append(sorted_keys)
+            if suffix_rows is not None:
+                suffix.append(suffix_rows)
+        return cls(vocab, grams, counts, keys, suffix)
 
     def check_orders(self, source):
         for k, grams in enumerate(self.grams, 1):
@@ -207,8 +203,9 @@ class CountAccumulator:
                 merged.append(bucket[0])
                 summed.append(bucket[1])
                 first_word = end
-            grams.append(np.concatenate(merged))
-            counts.append(np.concatenate(summed))
+            # an order without n-grams has no bucket (check_orders then says so)
+            grams.append(np.concatenate(merged) if merged else np.empty((0, k), dtype=np.int32))
+            counts.append(np.concatenate(summed) if summed else np.empty(0, dtype=np.int64))
             index = NgramIndex(len(vocab), grams)
         return NgramCounts(vocab, grams, counts, index.keys)
 

@@ -116,6 +116,8 @@ class _Tables:
 
     def model(self):
         kept = self.present
+        if all(p.all() for p in kept):  # nothing to leave out: the tables as they are, no copies
+            return BackoffModel(self.vocab, self.grams, self.logp, self.bow, self.node, self.index)
         return BackoffModel(self.vocab, [g[p] for g, p in zip(self.grams, kept)],
                             [lp[p] for lp, p in zip(self.logp, kept)],
                             [b[p] for b, p in zip(self.bow, kept)],
@@ -177,6 +179,9 @@ def _full_unigrams(counts):
     unigram = np.zeros(vocab_size, dtype=np.int64)
     unigram[counts.grams[0][:, 0]] = counts.counts[0]
     grams = [np.arange(vocab_size, dtype=np.int32)[:, None]] + counts.grams[1:]
+    suffix = counts.suffix
+    if suffix is not None and len(suffix) > 1:  # the 2-grams' suffixes are 1-gram rows: now their words
+        suffix = [None, counts.grams[0][suffix[1], 0].astype(np.int64)] + suffix[2:]
     # Unigram rows are now the word ids themselves: higher keys change their prefix index.
     keys = [grams[0][:, 0].astype(np.int64)]
     for k, old in enumerate(counts.index.keys[1:], 2):
@@ -184,12 +189,14 @@ def _full_unigrams(counts):
         if k == 2:
             prefix = counts.grams[0][prefix, 0].astype(np.int64)
         keys.append(prefix * vocab_size + old % vocab_size)
-    return NgramCounts(counts.vocab, grams, [unigram] + counts.counts[1:], keys)
+    return NgramCounts(counts.vocab, grams, [unigram] + counts.counts[1:], keys, suffix)
 
 
 def suffix_positions(counts):
     """suffix[k]: the row of each order-(k+1) n-gram's last k words among the order-k
-    n-grams (None for unigrams)."""
+    n-grams (None for unigrams): the counts' own when they have them."""
+    if counts.suffix is not None:
+        return counts.suffix
     index, size = counts.index, len(counts.vocab)
     suffix = [None]
     for k in range(1, counts.order):
