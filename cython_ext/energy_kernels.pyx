@@ -9,12 +9,26 @@ from libc.math cimport expf
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
-from feedforward cimport activate
-from kernel_common cimport axpy_row, check_schedule, dot, dot_row, gemm, log_normaliser, scale
+from kernel_common cimport axpy_row, check_schedule, dot, dot_row, gemm, log_normaliser, scale, tanh_rows
 from nplmtk._ext.sampling_kernels cimport (Sampling, draw_samples, importance_weights, merge_duplicates,
                                            sampling_free, sampling_start)
 
 cnp.import_array()
+
+# A loop of the sampled step in a function of its own: inside the step's long body gcc left
+# it scalar.
+cdef void pre_activation_gradients(const float *y, const float *u_rows, const float *a, int rows, int h,
+                                   float *g, float *dc) noexcept nogil:
+    """g (rows x h) = dL/d(pre-activation) = y_j u_j (1 - a_j^2), dL/dy_j = y_j, with the
+    rows' old output weights u_j; dc (h) their sum."""
+    cdef int j, k
+    cdef float unit = 1
+    memset(dc, 0, h * sizeof(float))
+    for j in range(rows):
+        for k in range(h):
+            g[j * h + k] = y[j] * u_rows[j * h + k] * (unit - a[j * h + k] * a[j * h + k])
+            dc[k] += g[j * h + k]
+
 
 cdef class EnergyNetwork:
     """Score y_w = -E(w, h) = b_w + U_w . tanh(d + H z_w) (+ W_w . z_w with direct
@@ -75,13 +89,8 @@ cdef class EnergyNetwork:
         cdef int w, k
         cdef float total
         cdef float *a
-        cdef float *p
-        for w in range(self.V):
-            a = self.A + <Py_ssize_t> w * self.h
-            p = self.P + <Py_ssize_t> w * self.h
-            for k in range(self.h):
-                a[k] = p[k] + c[k]
-        activate(self.A, <Py_ssize_t> self.V * self.h, 0)  # one vectorised pass
+        memcpy(self.A, self.P, <Py_ssize_t> self.V * self.h * sizeof(float))
+        tanh_rows(self.A, c, self.V, self.h)
         for w in range(self.V):
             a = self.A + <Py_ssize_t> w * self.h
             total = self.b[w]
@@ -274,10 +283,7 @@ cdef class EnergyNetwork:
                             memcpy(&old_W[j, 0], self.W + <Py_ssize_t> word * self.width, self.width * sizeof(float))
                     # every candidate's hidden layer: tanh(c + H_target C(w)), one product
                     gemm(b'N', b'T', rows, h, m, 1.0, z, m, self.H, self.width, 0.0, a, h)
-                    for j in range(rows):
-                        for k in range(h):
-                            a[j * h + k] += c[k]
-                    activate(a, <Py_ssize_t> rows * h, 0)
+                    tanh_rows(a, &c[0], rows, h)
                     for j in range(rows):
                         word = t if j == M else sp.words[j]
                         value = self.b[word] + dot_row(h, u_rows + j * h, a + j * h)
@@ -288,12 +294,7 @@ cdef class EnergyNetwork:
                     y_target = y[M]
                     total += y_target - importance_weights(&sp, &y[0], &ess)  # y[:M] become r_j / sum r
                     y[M] = -1
-                    memset(&dc[0], 0, h * sizeof(float))
-                    for j in range(rows):  # dL/dy_j = y[j]: dL/d(pre-activation), old rows only
-                        gamma = y[j]
-                        for k in range(h):
-                            g[j * h + k] = gamma * u_rows[j * h + k] * (1 - a[j * h + k] * a[j * h + k])
-                        axpy_row(h, 1, g + j * h, &dc[0])
+                    pre_activation_gradients(&y[0], u_rows, a, rows, h, g, &dc[0])
                     # dL/dz_w = dpre H_target (+ gamma W_w), dL/dH = dpre^T z
                     gemm(b'N', b'N', rows, m, h, 1.0, g, h, self.H, self.width, 0.0, dz, m)
                     gemm(b'T', b'N', h, m, rows, 1.0, g, h, z, m, 0.0, &dH[0, 0], self.width)

@@ -22,6 +22,41 @@ cdef extern from *:
     void exp_shifted "nplm_exp_shifted"(float *y, int size, float top) noexcept nogil
 
 
+cdef extern from *:
+    """
+    /* tanh(x) within 4e-7: Eigen's rational approximation, clamped where tanh rounds to
+       +-1. Pure arithmetic, so loops calling it vectorise; glibc's 4-wide tanhf (the one
+       code built without -march gets) calls the scalar tanhf lane by lane. */
+    static inline float nplm_rational_tanh(float x) {
+        const float bound = 7.905311107635498f;
+        x = x > bound ? bound : (x < -bound ? -bound : x);
+        float x2 = x * x;
+        float p = -2.76076847742355e-16f * x2 + 2.00018790482477e-13f;
+        p = p * x2 - 8.60467152213735e-11f;
+        p = p * x2 + 5.12229709037114e-08f;
+        p = p * x2 + 1.48572235717979e-05f;
+        p = p * x2 + 6.37261928875436e-04f;
+        p = p * x2 + 4.89352455891786e-03f;
+        float q = 1.19825839466702e-06f * x2 + 1.18534705686654e-04f;
+        q = q * x2 + 2.26843463243900e-03f;
+        q = q * x2 + 4.89352518554385e-03f;
+        return x * p / q;
+    }
+
+    /* a[j][k] = tanh(a[j][k] + c[k]) over rows x width: its own function, cloned for
+       AVX-512, AVX2 and the baseline, since inlined into a long loop body gcc may leave it
+       scalar (one divss a value). */
+    __attribute__((target_clones("avx512f", "avx2", "default"), unused))
+    static void nplm_tanh_rows(float *restrict a, const float *restrict c, int rows, int width) {
+        for (int j = 0; j < rows; j++)
+            for (int k = 0; k < width; k++)
+                a[(long)j * width + k] = nplm_rational_tanh(a[(long)j * width + k] + c[k]);
+    }
+    """
+    float rational_tanh "nplm_rational_tanh"(float x) noexcept nogil
+    void tanh_rows "nplm_tanh_rows"(float *a, const float *c, int rows, int width) noexcept nogil
+
+
 cdef inline void gemm(char ta, char tb, int M, int N, int K, float alpha, const float *A, int lda,
                       const float *B, int ldb, float beta, float *C, int ldc) noexcept nogil:
     """Row-major C (M x N) = alpha op(A) op(B) + beta C, through column-major sgemm. A
@@ -93,25 +128,6 @@ cdef inline void axpy_row(int size, float alpha, const float *x, float *y) noexc
     for i in range(size):
         y[i] += alpha * x[i]
 
-
-
-cdef inline float rational_tanh(float x) noexcept nogil:
-    """tanh(x) within 4e-7: Eigen's rational approximation, clamped where tanh rounds to
-    +-1. Pure arithmetic, so loops calling it vectorise; glibc's 4-wide tanhf (the one
-    code built without -march gets) calls the scalar tanhf lane by lane."""
-    cdef float x2, p, q, bound = <float> 7.905311107635498
-    x = bound if x > bound else (-bound if x < -bound else x)
-    x2 = x * x
-    p = -<float> 2.76076847742355e-16 * x2 + <float> 2.00018790482477e-13
-    p = p * x2 - <float> 8.60467152213735e-11
-    p = p * x2 + <float> 5.12229709037114e-08
-    p = p * x2 + <float> 1.48572235717979e-05
-    p = p * x2 + <float> 6.37261928875436e-04
-    p = p * x2 + <float> 4.89352455891786e-03
-    q = <float> 1.19825839466702e-06 * x2 + <float> 1.18534705686654e-04
-    q = q * x2 + <float> 2.26843463243900e-03
-    q = q * x2 + <float> 4.89352518554385e-03
-    return x * p / q
 
 
 cdef inline double log_normaliser(const float *y, int size) noexcept nogil:
