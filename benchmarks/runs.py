@@ -183,10 +183,10 @@ RUNS = {run.name: run for run in (
     Run("is-adaptive-n200", criterion="is-adaptive", samples=200, **_IS),
     Run("is-adaptive-ess50", criterion="is-adaptive", samples=100, ess_min=50, **_IS),
     Run("energy-is-adaptive", "brown-energy", criterion="is-adaptive", samples=100, **_ENERGY),
-    # the exact gradient costs |V| hidden layers per word: the 8 epochs would take about 14 hours
+    # the exact gradient costs |V| hidden layers per word: the 8 epochs would take about 12 hours
     # of one core, so it trains on its own target; make bench times its step on 400 sentences
     Run("energy-full", "brown-energy-exact", criterion="full", **_ENERGY),
-    # the two side by side where the exact one fits (8 epochs in about half an hour)
+    # the two side by side where the exact one fits (8 epochs in about 20 minutes)
     Run("energy-small-full", "brown-energy", criterion="full", train_sentences=1000, **_ENERGY),
     Run("energy-small-is-adaptive", "brown-energy", criterion="is-adaptive", samples=100, train_sentences=1000,
         **_ENERGY),
