@@ -11,7 +11,7 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
-from kernel_common cimport axpy_row, dot, exp_shifted, gemm, matvec, matvec_t, rational_tanh, scale
+from kernel_common cimport axpy_row, dot, gemm, matvec, matvec_t, rational_tanh, scale, softmax_row
 
 
 cdef struct Net:
@@ -130,26 +130,12 @@ cdef inline void scores(Net *net, Work *w, const int *rows, int K) noexcept nogi
 cdef inline double forward(Net *net, Work *w, const int *rows, int K) noexcept nogil:
     """Fill X, A and Y (probabilities) from row `w.pending` on; return the sum of
     log p(target), in double."""
-    cdef int n = net.context + 1, i, j, V = net.vocab, target
-    cdef float top, value, sum_exp
+    cdef int n = net.context + 1, i, V = net.vocab
     cdef double total = 0
-    cdef float *y
     cdef float *Y = w.Y + <Py_ssize_t> w.pending * V
     scores(net, w, rows, K)
-    for i in range(K):  # softmax with max-subtraction (sec. 3.2); loops kept simple to vectorise
-        y = Y + <Py_ssize_t> i * V
-        target = rows[i * n + net.context]
-        top = y[0]
-        for j in range(1, V):
-            top = y[j] if y[j] > top else top
-        exp_shifted(y, V, top)
-        sum_exp = 0
-        for j in range(V):
-            sum_exp += y[j]
-        total += log(<double> y[target] / sum_exp)
-        value = 1 / sum_exp
-        for j in range(V):
-            y[j] *= value
+    for i in range(K):  # softmax with max-subtraction (sec. 3.2)
+        total += softmax_row(Y + <Py_ssize_t> i * V, V, rows[i * n + net.context])
     return total
 
 

@@ -11,15 +11,27 @@ from scipy.linalg.cython_blas cimport saxpy, sdot, sgemm, sgemv, sger, sscal
 
 cdef extern from *:
     """
-    /* y[j] = expf(y[j] - top): vectorised by the compiler with libmvec's expf, in a clone
-       for each of AVX-512, AVX2 and the baseline, picked at load time for the CPU. */
+    /* Scores y in, probabilities out, with max-subtraction; returns log p(target) in
+       double. Its loops vectorise (the exponentials by libmvec's expf), in a clone for each
+       of AVX-512, AVX2 and the baseline, picked at load time for the CPU: code built
+       without -march gets 4-wide SSE, and long rows (the MLP's |V|) are its hot loops. */
     __attribute__((target_clones("avx512f", "avx2", "default"), unused))
-    static void nplm_exp_shifted(float *y, int size, float top) {
-        for (int j = 0; j < size; j++)
+    static double nplm_softmax_row(float *restrict y, int size, int target) {
+        float top = y[0], total = 0;
+        for (int j = 1; j < size; j++)
+            top = y[j] > top ? y[j] : top;
+        for (int j = 0; j < size; j++) {
             y[j] = expf(y[j] - top);
+            total += y[j];
+        }
+        double logp = log((double) y[target] / total);
+        float inverse = 1 / total;
+        for (int j = 0; j < size; j++)
+            y[j] *= inverse;
+        return logp;
     }
     """
-    void exp_shifted "nplm_exp_shifted"(float *y, int size, float top) noexcept nogil
+    double softmax_row "nplm_softmax_row"(float *y, int size, int target) noexcept nogil
 
 
 cdef extern from *:
@@ -139,22 +151,6 @@ cdef inline double log_normaliser(const float *y, int size) noexcept nogil:
     for j in range(size):
         total += expf(y[j] - top)
     return top + log(total)
-
-
-cdef inline double softmax_row(float *y, int size, int target) noexcept nogil:
-    """Scores y in, probabilities out (max-subtracted); returns log p(target) in double."""
-    cdef int j
-    cdef float top = y[0], total = 0, inverse
-    for j in range(1, size):
-        top = y[j] if y[j] > top else top
-    for j in range(size):
-        y[j] = expf(y[j] - top)
-    for j in range(size):
-        total += y[j]
-    inverse = 1 / total
-    for j in range(size):
-        y[j] *= inverse
-    return log(<double> y[target])
 
 
 cdef inline void row_maxima(const float *Y, int K, int V, float *top) noexcept nogil:
