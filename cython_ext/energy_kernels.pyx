@@ -15,8 +15,6 @@ from nplmtk._ext.sampling_kernels cimport (Sampling, draw_samples, importance_we
 
 cnp.import_array()
 
-# A loop of the sampled step in a function of its own: inside the step's long body gcc left
-# it scalar.
 cdef void pre_activation_gradients(const float *y, const float *u_rows, const float *a, int rows, int h,
                                    float *g, float *dc) noexcept nogil:
     """g (rows x h) = dL/d(pre-activation) = y_j u_j (1 - a_j^2), dL/dy_j = y_j, with the
@@ -89,8 +87,7 @@ cdef class EnergyNetwork:
         cdef int w, k
         cdef float total
         cdef float *a
-        memcpy(self.A, self.P, <Py_ssize_t> self.V * self.h * sizeof(float))
-        tanh_rows(self.A, c, self.V, self.h)
+        tanh_rows(self.A, self.P, c, self.V, self.h)
         for w in range(self.V):
             a = self.A + <Py_ssize_t> w * self.h
             total = self.b[w]
@@ -281,9 +278,10 @@ cdef class EnergyNetwork:
                         memcpy(u_rows + j * h, self.U + <Py_ssize_t> word * h, h * sizeof(float))
                         if self.direct:
                             memcpy(&old_W[j, 0], self.W + <Py_ssize_t> word * self.width, self.width * sizeof(float))
-                    # every candidate's hidden layer: tanh(c + H_target C(w)), one product
-                    gemm(b'N', b'T', rows, h, m, 1.0, z, m, self.H, self.width, 0.0, a, h)
-                    tanh_rows(a, &c[0], rows, h)
+                    # every candidate's hidden layer: tanh(c + H_target C(w)), one product (into g,
+                    # free until the gradients)
+                    gemm(b'N', b'T', rows, h, m, 1.0, z, m, self.H, self.width, 0.0, g, h)
+                    tanh_rows(a, g, &c[0], rows, h)
                     for j in range(rows):
                         word = t if j == M else sp.words[j]
                         value = self.b[word] + dot_row(h, u_rows + j * h, a + j * h)

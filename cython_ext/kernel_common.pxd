@@ -55,18 +55,19 @@ cdef extern from *:
         return x * p / q;
     }
 
-    /* a[j][k] = tanh(a[j][k] + c[k]) over rows x width: its own function, cloned for
-       AVX-512, AVX2 and the baseline, since inlined into a long loop body gcc may leave it
-       scalar (one divss a value). */
+    /* out[j][k] = tanh(pre[j][k] + c[k]) over rows x width (out and pre apart): its own
+       function, cloned for AVX-512, AVX2 and the baseline, since inlined into a long loop
+       body gcc may leave it scalar (one divss a value). */
     __attribute__((target_clones("avx512f", "avx2", "default"), unused))
-    static void nplm_tanh_rows(float *restrict a, const float *restrict c, int rows, int width) {
+    static void nplm_tanh_rows(float *restrict out, const float *restrict pre, const float *restrict c, int rows,
+                               int width) {
         for (int j = 0; j < rows; j++)
             for (int k = 0; k < width; k++)
-                a[(long)j * width + k] = nplm_rational_tanh(a[(long)j * width + k] + c[k]);
+                out[(long)j * width + k] = nplm_rational_tanh(pre[(long)j * width + k] + c[k]);
     }
     """
     float rational_tanh "nplm_rational_tanh"(float x) noexcept nogil
-    void tanh_rows "nplm_tanh_rows"(float *a, const float *c, int rows, int width) noexcept nogil
+    void tanh_rows "nplm_tanh_rows"(float *out, const float *pre, const float *c, int rows, int width) noexcept nogil
 
 
 cdef inline void gemm(char ta, char tb, int M, int N, int K, float alpha, const float *A, int lda,
