@@ -5,13 +5,15 @@
 #     y = b + W x + U act(d + H x),   x = (C(w_t-1), ..., C(w_t-n+1)),   p = softmax(y)
 #
 # Softmax with max-subtraction, in-place SGD steps (sparse on the rows of C that occur).
-# One-window SGD runs on matrix-vector products and defers its dense updates (see Work).
-from libc.math cimport expf, log
+# One-window SGD makes one pass over the output rows (window_step) and defers its dense
+# updates (see Work).
+from libc.math cimport INFINITY, expf, log
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
-from kernel_common cimport axpy_row, dot, gemm, matvec, matvec_t, rational_tanh, scale, softmax_row
+from kernel_common cimport (axpy_row, dot, exp_shifted, gemm, matvec, matvec_t, rational_tanh, rows_dot,
+                            rows_weighted_sum, scale, softmax_block, softmax_row)
 
 
 cdef struct Net:
@@ -43,12 +45,13 @@ cdef struct Work:
     float *coef
     float *coef_in
     float *xdot
-
+    float *E          # window_step: one block's exp(y - top)
 
 
 cdef enum:
     DEFER = 16  # one-window updates deferred at most this many windows
     ROWS = 256  # output rows per block of a batch's backward pass (U and the batch's dL/dy in cache)
+    WINDOW_ROWS = 64  # output rows per block of window_step (read twice while in L1)
 
 
 cdef inline void activate(float *a, Py_ssize_t size, int kind) noexcept nogil:
@@ -140,44 +143,84 @@ cdef inline double forward(Net *net, Work *w, const int *rows, int K) noexcept n
 
 
 cdef inline void backward(Net *net, Work *w, const int *rows, int K, float rate, float keep_c) noexcept nogil:
-    """Gradient of -log p through the batch, applied with step `rate` (sum over the
-    batch); `keep_c` < 1 decays the rows of C that occur (weight decay)."""
-    cdef int n = net.context + 1, i, k, j, V = net.vocab, one = 1, p = w.pending
-    cdef float minus = -rate
-    cdef float *row
-    cdef float *X = w.X + <Py_ssize_t> p * net.inputs
-    cdef float *A = w.A + <Py_ssize_t> p * net.hidden
-    cdef float *Y = w.Y + <Py_ssize_t> p * V
+    """Gradient of -log p through a batch of K > 1 windows (forward's), applied with step
+    `rate` (sum over the batch); `keep_c` < 1 decays the rows of C that occur (weight
+    decay). One window takes window_step."""
+    cdef int n = net.context + 1, i, V = net.vocab
     for i in range(K):  # dL/dy = p - 1[target]
-        Y[<Py_ssize_t> i * V + rows[i * n + net.context]] -= 1
-    if K == 1:  # one example: matrix-vector products; dense updates deferred
-        if p > 0:  # the pending updates' share of U^T g and W^T g
-            matvec(p, V, 1.0, w.Y, Y, 0.0, w.coef)
-            for j in range(p):
-                w.coef[j] *= w.steps[j]
-                w.coef_in[j] = w.coef[j] if net.direct else 0
-        if net.hidden > 0:
-            matvec_t(V, net.hidden, 1.0, net.U, Y, 0.0, w.dA)
-            if p > 0:
-                matvec_t(p, net.hidden, 1.0, w.A, w.coef, 1.0, w.dA)
-            activation_slope(w.dA, A, net.hidden, net.activation)
-            matvec_t(net.hidden, net.inputs, 1.0, net.H, w.dA, 0.0, w.dX)
-            if p > 0:  # and of H^T g
-                for j in range(p):
-                    w.coef_in[j] += w.steps[j] * dot(net.hidden, w.G + j * net.hidden, w.dA)
-            memcpy(w.G + p * net.hidden, w.dA, net.hidden * sizeof(float))
-        else:
-            memset(w.dX, 0, net.inputs * sizeof(float))
+        w.Y[<Py_ssize_t> i * V + rows[i * n + net.context]] -= 1
+    output_backward(net, w, K, rate)
+    input_backward(net, w, rows, K, rate, keep_c)
+
+
+cdef inline double window_step(Net *net, Work *w, const int *rows, float rate, float keep_c) noexcept nogil:
+    """One window's SGD update, forward and backward, in one pass over the output rows U
+    and W: block by block of WINDOW_ROWS rows, the scores y, then, the rows still in
+    cache, their sums weighted by e = exp(y - running maximum). Divided by sum e they are
+    U^T p and W^T p, so dL/da = U^T p - U_t needs no second pass over U (likewise dL/dx).
+    The dense updates are deferred (see Work). Returns log p(target), in double."""
+    cdef int t = rows[net.context], V = net.vocab, h = net.hidden, I = net.inputs
+    cdef int p = w.pending, j, k, lo, R
+    cdef float top = -INFINITY, total = 0, rescale, inverse, minus = -rate
+    cdef float *X = w.X + <Py_ssize_t> p * I
+    cdef float *A = w.A + <Py_ssize_t> p * h
+    cdef float *Y = w.Y + <Py_ssize_t> p * V
+    cdef double log_z, logp
+    hidden_layer(net, w, rows, 1)
+    memcpy(Y, net.b, V * sizeof(float))
+    if p > 0:  # the pending updates' share of the scores: sum_j steps_j (1 + a_j . a + x_j . x) P_j
+        for j in range(p):
+            w.coef[j] = net.bias
+            if h > 0:
+                w.coef[j] += dot(h, w.A + j * h, A)
+            if net.direct:
+                w.coef[j] += w.xdot[j]
+            w.coef[j] *= w.steps[j]
+        matvec_t(p, V, 1.0, w.Y, w.coef, 1.0, Y)
+    lo = 0
+    while lo < V:
+        R = min(<int> WINDOW_ROWS, V - lo)
+        if h > 0:
+            rows_dot(R, h, net.U + <Py_ssize_t> lo * h, A, Y + lo)
         if net.direct:
-            matvec_t(V, net.inputs, 1.0, net.W, Y, 1.0, w.dX)
-        if p > 0:
-            matvec_t(p, net.inputs, 1.0, w.X, w.coef_in, 1.0, w.dX)
-        w.steps[p] = minus
-        w.pending = p + 1
-        update_features(net, w, rows, 1, rate, keep_c)
+            rows_dot(R, I, net.W + <Py_ssize_t> lo * I, X, Y + lo)
+        rescale = softmax_block(Y + lo, w.E, R, &top, &total)
+        if h > 0:
+            rows_weighted_sum(R, h, net.U + <Py_ssize_t> lo * h, w.E, 0 if lo == 0 else rescale, w.dA)
+        if net.direct:
+            rows_weighted_sum(R, I, net.W + <Py_ssize_t> lo * I, w.E, 0 if lo == 0 else rescale, w.dX)
+        lo += R
+    log_z = top + log(total)
+    logp = Y[t] - log_z
+    exp_shifted(Y, V, <float> log_z)  # the probabilities
+    inverse = 1 / total
+    if p > 0:  # P_j . dL/dy, the pending updates' share of U^T g and W^T g
+        matvec(p, V, 1.0, w.Y, Y, 0.0, w.coef)
+        for j in range(p):
+            w.coef[j] = w.steps[j] * (w.coef[j] - w.Y[<Py_ssize_t> j * V + t])
+            w.coef_in[j] = w.coef[j] if net.direct else 0
+    Y[t] -= 1  # dL/dy = p - 1[target], kept for the deferred update
+    if net.direct:
+        for k in range(I):
+            w.dX[k] = w.dX[k] * inverse - net.W[<Py_ssize_t> t * I + k]
     else:
-        output_backward(net, w, K, rate)
-        input_backward(net, w, rows, K, rate, keep_c)
+        memset(w.dX, 0, I * sizeof(float))
+    if h > 0:
+        for k in range(h):
+            w.dA[k] = w.dA[k] * inverse - net.U[<Py_ssize_t> t * h + k]
+        if p > 0:
+            matvec_t(p, h, 1.0, w.A, w.coef, 1.0, w.dA)
+        activation_slope(w.dA, A, h, net.activation)
+        matvec_t(h, I, 1.0, net.H, w.dA, 1.0, w.dX)
+        for j in range(p):  # and of H^T g
+            w.coef_in[j] += w.steps[j] * dot(h, w.G + j * h, w.dA)
+        memcpy(w.G + p * h, w.dA, h * sizeof(float))
+    if p > 0:
+        matvec_t(p, I, 1.0, w.X, w.coef_in, 1.0, w.dX)
+    w.steps[p] = minus
+    w.pending = p + 1
+    update_features(net, w, rows, 1, rate, keep_c)
+    return logp
 
 
 cdef inline void output_backward(Net *net, Work *w, int K, float rate) noexcept nogil:
@@ -324,7 +367,8 @@ cdef inline int work_alloc(Work *w, Net *net, int capacity) except -1:
     w.coef = <float *> malloc(DEFER * sizeof(float))
     w.coef_in = <float *> malloc(DEFER * sizeof(float))
     w.xdot = <float *> malloc(DEFER * sizeof(float))
-    if not (w.X and w.A and w.dA and w.dX and w.Y and w.G and w.steps and w.coef and w.coef_in and w.xdot):
+    w.E = <float *> malloc(WINDOW_ROWS * sizeof(float))
+    if not (w.X and w.A and w.dA and w.dX and w.Y and w.G and w.steps and w.coef and w.coef_in and w.xdot and w.E):
         raise MemoryError()
     return 0
 
@@ -340,4 +384,5 @@ cdef inline void work_free(Work *w) noexcept nogil:
     free(w.coef)
     free(w.coef_in)
     free(w.xdot)
-    w.X = w.A = w.dA = w.dX = w.Y = w.G = w.steps = w.coef = w.coef_in = w.xdot = NULL
+    free(w.E)
+    w.X = w.A = w.dA = w.dX = w.Y = w.G = w.steps = w.coef = w.coef_in = w.xdot = w.E = NULL

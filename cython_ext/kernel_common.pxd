@@ -36,6 +36,131 @@ cdef extern from *:
 
 cdef extern from *:
     """
+    /* A softmax streamed block by block over a row: raises *top to the block's maximum,
+       writes e = exp(y - *top) and adds their sum to *total (rescaled first when *top
+       rose). Returns exp(old top - new top), 1 when it stayed: the factor by which sums
+       weighted with earlier blocks' e must be scaled. Cloned as softmax_row is. */
+    __attribute__((target_clones("avx512f", "avx2", "default"), unused))
+    static float nplm_softmax_block(const float *restrict y, float *restrict e, int size, float *top,
+                                    float *total) {
+        float high = *top, rescale = 1, sum = 0;
+        for (int j = 0; j < size; j++)
+            high = y[j] > high ? y[j] : high;
+        if (high > *top) {
+            rescale = expf(*top - high);
+            *total *= rescale;
+            *top = high;
+        }
+        for (int j = 0; j < size; j++) {
+            e[j] = expf(y[j] - high);
+            sum += e[j];
+        }
+        *total += sum;
+        return rescale;
+    }
+
+    /* y[r] += M_r . x over a block of rows of M (rows x width, row-major). Written with
+       16-float vectors folded by shuffles: gcc's own reduction of a vectorised dot product
+       (omp simd) spills the partial sums to the stack for every row. */
+    typedef float nplm_v16 __attribute__((vector_size(64)));
+    typedef float nplm_v8 __attribute__((vector_size(32)));
+    typedef float nplm_v4 __attribute__((vector_size(16)));
+
+    __attribute__((target_clones("avx512f", "avx2", "default"), unused))
+    static void nplm_rows_dot(int rows, int width, const float *restrict M, const float *restrict x,
+                              float *restrict y) {
+        int full = width & ~15;
+        for (int r = 0; r < rows; r++) {
+            const float *row = M + (long) r * width;
+            nplm_v16 sum16 = {0}, odd = {0}, u, v;
+            int k = 0;
+            for (; k + 32 <= full; k += 32) {  /* two chains */
+                __builtin_memcpy(&u, row + k, sizeof u);
+                __builtin_memcpy(&v, x + k, sizeof v);
+                sum16 += u * v;
+                __builtin_memcpy(&u, row + k + 16, sizeof u);
+                __builtin_memcpy(&v, x + k + 16, sizeof v);
+                odd += u * v;
+            }
+            if (k < full) {
+                __builtin_memcpy(&u, row + k, sizeof u);
+                __builtin_memcpy(&v, x + k, sizeof v);
+                sum16 += u * v;
+            }
+            sum16 += odd;
+            nplm_v8 sum8 = __builtin_shufflevector(sum16, sum16, 0, 1, 2, 3, 4, 5, 6, 7)
+                           + __builtin_shufflevector(sum16, sum16, 8, 9, 10, 11, 12, 13, 14, 15);
+            nplm_v4 sum4 = __builtin_shufflevector(sum8, sum8, 0, 1, 2, 3)
+                           + __builtin_shufflevector(sum8, sum8, 4, 5, 6, 7);
+            for (k = full; k + 4 <= width; k += 4) {
+                nplm_v4 u4, v4;
+                __builtin_memcpy(&u4, row + k, sizeof u4);
+                __builtin_memcpy(&v4, x + k, sizeof v4);
+                sum4 += u4 * v4;
+            }
+            float sum = (sum4[0] + sum4[2]) + (sum4[1] + sum4[3]);
+            for (; k < width; k++)
+                sum += row[k] * x[k];
+            y[r] += sum;
+        }
+    }
+
+    /* g = beta g + sum_r e[r] M_r over a block of rows of M (g written when beta is 0):
+       16 columns at a time down the block, their sums held in a register. */
+    __attribute__((target_clones("avx512f", "avx2", "default"), unused))
+    static void nplm_rows_weighted_sum(int rows, int width, const float *restrict M, const float *restrict e,
+                                       float beta, float *restrict g) {
+        int k = 0;
+        for (; k + 16 <= width; k += 16) {
+            nplm_v16 sum = {0}, u;
+            if (beta != 0) {
+                __builtin_memcpy(&sum, g + k, sizeof sum);
+                sum *= beta;
+            }
+            nplm_v16 sum1 = {0}, sum2 = {0}, sum3 = {0}, u1, u2, u3;
+            int r = 0;
+            for (; r + 4 <= rows; r += 4) {  /* four chains: an FMA's latency is four cycles */
+                __builtin_memcpy(&u, M + (long) r * width + k, sizeof u);
+                __builtin_memcpy(&u1, M + (long) (r + 1) * width + k, sizeof u);
+                __builtin_memcpy(&u2, M + (long) (r + 2) * width + k, sizeof u);
+                __builtin_memcpy(&u3, M + (long) (r + 3) * width + k, sizeof u);
+                sum += e[r] * u;
+                sum1 += e[r + 1] * u1;
+                sum2 += e[r + 2] * u2;
+                sum3 += e[r + 3] * u3;
+            }
+            for (; r < rows; r++) {
+                __builtin_memcpy(&u, M + (long) r * width + k, sizeof u);
+                sum += e[r] * u;
+            }
+            sum += (sum1 + sum2) + sum3;
+            __builtin_memcpy(g + k, &sum, sizeof sum);
+        }
+        for (; k < width; k++) {
+            float sum = beta != 0 ? beta * g[k] : 0;
+            for (int r = 0; r < rows; r++)
+                sum += e[r] * M[(long) r * width + k];
+            g[k] = sum;
+        }
+    }
+
+    /* y = exp(y - shift) over a row: scores to probabilities once the log-normaliser is known. */
+    __attribute__((target_clones("avx512f", "avx2", "default"), unused))
+    static void nplm_exp_shifted(float *restrict y, int size, float shift) {
+        for (int j = 0; j < size; j++)
+            y[j] = expf(y[j] - shift);
+    }
+    """
+    float softmax_block "nplm_softmax_block"(const float *y, float *e, int size, float *top,
+                                             float *total) noexcept nogil
+    void exp_shifted "nplm_exp_shifted"(float *y, int size, float shift) noexcept nogil
+    void rows_dot "nplm_rows_dot"(int rows, int width, const float *M, const float *x, float *y) noexcept nogil
+    void rows_weighted_sum "nplm_rows_weighted_sum"(int rows, int width, const float *M, const float *e, float beta,
+                                                    float *g) noexcept nogil
+
+
+cdef extern from *:
+    """
     /* tanh(x) within 4e-7: Eigen's rational approximation, clamped where tanh rounds to
        +-1. Pure arithmetic, so loops calling it vectorise; glibc's 4-wide tanhf (the one
        code built without -march gets) calls the scalar tanhf lane by lane. */

@@ -19,7 +19,7 @@ from nplmtk._ext.sampling_kernels cimport (Sampling, draw_samples, importance_we
                                            sampling_free, sampling_start)
 from sampled_output cimport sampled_backward, sampled_rows_gradient, sampled_scores, target_gradient, target_score
 from feedforward cimport (DEFER, Net, Work, activation_slope, backward, decay_dense, flush, forward,
-                          hidden_layer, input_backward, net_attach, work_alloc, work_free)
+                          hidden_layer, input_backward, net_attach, window_step, work_alloc, work_free)
 
 cnp.import_array()
 
@@ -128,8 +128,10 @@ cdef class Network:
                 K = <int> min(<Py_ssize_t> batch, count - start)
                 if K > 1:
                     flush(&self.net, &self.work)
-                total += forward(&self.net, &self.work, &windows[start, 0], K)
-                backward(&self.net, &self.work, &windows[start, 0], K, <float> rates[u], row_keep[u])
+                    total += forward(&self.net, &self.work, &windows[start, 0], K)
+                    backward(&self.net, &self.work, &windows[start, 0], K, <float> rates[u], row_keep[u])
+                else:
+                    total += window_step(&self.net, &self.work, &windows[start, 0], <float> rates[u], row_keep[u])
                 if self.work.pending == DEFER or start + K >= count:
                     flush(&self.net, &self.work)
                 if dense_keep[u] != 1:

@@ -76,26 +76,37 @@ def test_one_window_scores_as_in_a_batch():
     np.testing.assert_allclose(single, batched, rtol=1e-5)
 
 
-@pytest.mark.parametrize("hidden, direct, bias", [(5, False, True), (4, True, True), (0, True, True),
-                                                  (4, True, False)])
-def test_one_window_sgd_with_deferred_updates_is_plain_sgd(hidden, direct, bias):
-    """Batch-1 training defers its dense updates (16 windows at a time); 40 windows with
-    a decaying rate must still give the sequential SGD trajectory. Weight decay follows the
+@pytest.mark.parametrize("hidden, direct, bias, words", [(5, False, True, 9), (4, True, True, 9), (0, True, True, 9),
+                                                         (4, True, False, 9), (5, False, True, 300),
+                                                         (4, True, True, 300), (3, True, False, 300)])
+def test_one_window_sgd_with_deferred_updates_is_plain_sgd(hidden, direct, bias, words):
+    """Batch-1 training defers its dense updates (16 windows at a time) and streams the
+    softmax over blocks of 128 output rows; 40 windows with a decaying rate must still give
+    the sequential SGD trajectory and its log-likelihood. Weight decay follows the
     trainer's schedule (update_schedule): per step on the rows of C that occur, in bulk
-    (every 64 windows, here once at the end) on U, H and W."""
-    model = MLPModel.initial(VOCAB, order=3, features=4, hidden=hidden, direct=direct, bias=bias, seed=7)
+    (every 64 windows, here once at the end) on U, H and W. With 300 words the scores rise
+    from block to block (biases on a ramp, or the largest rows of U last), so the running
+    maximum moves."""
+    vocab = Vocabulary([f"w{i}" for i in range(words)])
+    words = len(vocab)
+    model = MLPModel.initial(vocab, order=3, features=4, hidden=hidden, direct=direct, bias=bias, seed=7)
+    if words > 128:
+        if bias:
+            model.params["b"] += np.linspace(0, 3, words, dtype=np.float32)
+        else:
+            model.params["W"] *= np.linspace(0.5, 8, words, dtype=np.float32)[:, None]
     reference = {k: v.astype(np.float64) for k, v in model.params.items()}
-    windows = np.random.default_rng(2).integers(0, len(VOCAB), size=(40, 3)).astype(np.int32)
+    windows = np.random.default_rng(2).integers(0, words, size=(40, 3)).astype(np.int32)
     windows[windows[:, 0] == windows[:, 1], 1] += 1  # distinct context words: C decays once a step
-    windows %= len(VOCAB)
+    windows %= words
     lr0, decay_rate, weight_decay = 0.2, 0.05, 0.01
-    bulk_decay = 1.0
+    bulk_decay, loglik = 1.0, 0.0
     for t, window in enumerate(windows):
-        step_model = MLPModel.initial(VOCAB, order=3, features=4, hidden=hidden, direct=direct, bias=bias,
+        step_model = MLPModel.initial(vocab, order=3, features=4, hidden=hidden, direct=direct, bias=bias,
                                       seed=7)
         step_model.params.update({k: v.astype(np.float32) for k, v in reference.items()})
         grads = {k: np.zeros_like(v) for k, v in step_model.params.items()}
-        step_model.network(capacity=1).gradients(window[None, :], grads)
+        loglik += step_model.network(capacity=1).gradients(window[None, :], grads)
         rate = lr0 / (1 + decay_rate * t)
         reference["C"][window[:-1]] *= 1 - rate * weight_decay
         bulk_decay *= 1 - rate * weight_decay
@@ -105,7 +116,10 @@ def test_one_window_sgd_with_deferred_updates_is_plain_sgd(hidden, direct, bias)
     for name in ("U", "H", "W"):
         if name in reference:
             reference[name] *= bulk_decay
-    model.network(capacity=1).train(windows, 1, *schedule(len(windows), 1, lr0, decay_rate, weight_decay))
+    total, updates = model.network(capacity=1).train(windows, 1, *schedule(len(windows), 1, lr0, decay_rate,
+                                                                            weight_decay))
+    assert updates == len(windows)
+    assert total == pytest.approx(loglik, rel=1e-5)
     for name in model.params:
         np.testing.assert_allclose(model.params[name], reference[name], atol=2e-5, err_msg=name)
 
