@@ -51,7 +51,8 @@ cdef struct Work:
 cdef enum:
     DEFER = 16  # one-window updates deferred at most this many windows
     ROWS = 256  # output rows per block of a batch's backward pass (U and the batch's dL/dy in cache)
-    WINDOW_ROWS = 64  # output rows per block of window_step (read twice while in L1)
+    WINDOW_ROWS = 64  # output rows per block of window_scores (read twice while in L1)
+    MAX_PARTS = 64  # threads sharing a window's output rows
 
 
 cdef inline void activate(float *a, Py_ssize_t size, int kind) noexcept nogil:
@@ -153,19 +154,41 @@ cdef inline void backward(Net *net, Work *w, const int *rows, int K, float rate,
     input_backward(net, w, rows, K, rate, keep_c)
 
 
-cdef inline double window_step(Net *net, Work *w, const int *rows, float rate, float keep_c) noexcept nogil:
-    """One window's SGD update, forward and backward, in one pass over the output rows U
-    and W: block by block of WINDOW_ROWS rows, the scores y, then, the rows still in
-    cache, their sums weighted by e = exp(y - running maximum). Divided by sum e they are
-    U^T p and W^T p, so dL/da = U^T p - U_t needs no second pass over U (likewise dL/dx).
-    The dense updates are deferred (see Work). Returns log p(target), in double."""
-    cdef int t = rows[net.context], V = net.vocab, h = net.hidden, I = net.inputs
-    cdef int p = w.pending, j, k, lo, R
-    cdef float top = -INFINITY, total = 0, rescale, inverse, minus = -rate
+cdef struct Exchange:
+    # What the threads sharing one window's output rows (a part each; one part: all rows)
+    # pass each other between the phases of window_step
+    int parts, width       # width: hidden units + inputs
+    float *top             # per part: the maximum score over its rows
+    float *total           # per part: sum of exp(y - top) over its rows
+    float *sums            # per part: U^T e (hidden floats) then W^T e (inputs floats)
+    float *pending         # per part: P_j . p over its rows (DEFER floats)
+    float *target          # from the target's part: U_t, W_t, P_j[t] (width + DEFER floats)
+
+
+cdef inline double window_step(Net *net, Work *w, Exchange *x, const int *rows, float rate,
+                               float keep_c) noexcept nogil:
+    """One window's SGD update on all the output rows (one part): window_scores,
+    window_probabilities and window_backward in turn. Returns log p(target)."""
+    cdef double logp
+    window_scores(net, w, rows, x, 0)
+    logp = window_probabilities(net, w, rows, x, 0, 0)
+    window_backward(net, w, rows, x, rate, keep_c, True)
+    return logp
+
+
+cdef inline void window_scores(Net *net, Work *w, const int *rows, Exchange *x, int part) noexcept nogil:
+    """Phase 1 of a window's update, on this part's output rows: the hidden layer, the
+    scores y (with the pending updates' share), and in one pass over the rows, block by
+    block of WINDOW_ROWS, the softmax's running maximum and sum and, the block still in
+    cache, its rows weighted by e = exp(y - maximum): U^T e and W^T e, into x's slots of
+    `part`. Divided by the sum over all parts they are U^T p and W^T p, so dL/da = U^T p -
+    U_t needs no second pass over U."""
+    cdef int V = net.vocab, h = net.hidden, I = net.inputs, p = w.pending, j, lo, R
+    cdef float top = -INFINITY, total = 0, rescale
     cdef float *X = w.X + <Py_ssize_t> p * I
     cdef float *A = w.A + <Py_ssize_t> p * h
     cdef float *Y = w.Y + <Py_ssize_t> p * V
-    cdef double log_z, logp
+    cdef float *sums = x.sums + <Py_ssize_t> part * x.width
     hidden_layer(net, w, rows, 1)
     memcpy(Y, net.b, V * sizeof(float))
     if p > 0:  # the pending updates' share of the scores: sum_j steps_j (1 + a_j . a + x_j . x) P_j
@@ -177,6 +200,8 @@ cdef inline double window_step(Net *net, Work *w, const int *rows, float rate, f
                 w.coef[j] += w.xdot[j]
             w.coef[j] *= w.steps[j]
         matvec_t(p, V, 1.0, w.Y, w.coef, 1.0, Y)
+    if V == 0:
+        memset(sums, 0, x.width * sizeof(float))
     lo = 0
     while lo < V:
         R = min(<int> WINDOW_ROWS, V - lo)
@@ -186,28 +211,82 @@ cdef inline double window_step(Net *net, Work *w, const int *rows, float rate, f
             rows_dot(R, I, net.W + <Py_ssize_t> lo * I, X, Y + lo)
         rescale = softmax_block(Y + lo, w.E, R, &top, &total)
         if h > 0:
-            rows_weighted_sum(R, h, net.U + <Py_ssize_t> lo * h, w.E, 0 if lo == 0 else rescale, w.dA)
+            rows_weighted_sum(R, h, net.U + <Py_ssize_t> lo * h, w.E, 0 if lo == 0 else rescale, sums)
         if net.direct:
-            rows_weighted_sum(R, I, net.W + <Py_ssize_t> lo * I, w.E, 0 if lo == 0 else rescale, w.dX)
+            rows_weighted_sum(R, I, net.W + <Py_ssize_t> lo * I, w.E, 0 if lo == 0 else rescale, sums + h)
         lo += R
-    log_z = top + log(total)
-    logp = Y[t] - log_z
-    exp_shifted(Y, V, <float> log_z)  # the probabilities
-    inverse = 1 / total
-    if p > 0:  # P_j . dL/dy, the pending updates' share of U^T g and W^T g
-        matvec(p, V, 1.0, w.Y, Y, 0.0, w.coef)
+    x.top[part] = top
+    x.total[part] = total
+
+
+cdef inline double log_normaliser_of_parts(Exchange *x, float *factor) noexcept nogil:
+    """log sum exp(y) over every part's rows; factor[q] (if given) = exp(top_q - top) / sum,
+    which turns part q's weighted sums into its share of U^T p."""
+    cdef int q
+    cdef float top = -INFINITY, total = 0
+    for q in range(x.parts):
+        top = x.top[q] if x.top[q] > top else top
+    for q in range(x.parts):
+        total += x.total[q] * expf(x.top[q] - top)
+    if factor != NULL:
+        for q in range(x.parts):
+            factor[q] = expf(x.top[q] - top) / total
+    return top + log(total)
+
+
+cdef inline double window_probabilities(Net *net, Work *w, const int *rows, Exchange *x, int part,
+                                        int lo) noexcept nogil:
+    """Phase 2, once every part's phase 1 is done: this part's scores (its rows lo..) become
+    probabilities and P_j . p over them goes to x.pending; the part holding the target
+    sends U_t, W_t and P_j[t] through x.target, keeps dL/dy = p - 1 at t and returns log
+    p(target) (the other parts 0)."""
+    cdef int V = net.vocab, h = net.hidden, I = net.inputs, p = w.pending, j
+    cdef int t = rows[net.context] - lo
+    cdef float *Y = w.Y + <Py_ssize_t> p * V
+    cdef double log_z = log_normaliser_of_parts(x, NULL), logp = 0
+    cdef bint holds_target = 0 <= t < V
+    if holds_target:
+        logp = Y[t] - log_z
+        if h > 0:
+            memcpy(x.target, net.U + <Py_ssize_t> t * h, h * sizeof(float))
+        if net.direct:
+            memcpy(x.target + h, net.W + <Py_ssize_t> t * I, I * sizeof(float))
         for j in range(p):
-            w.coef[j] = w.steps[j] * (w.coef[j] - w.Y[<Py_ssize_t> j * V + t])
-            w.coef_in[j] = w.coef[j] if net.direct else 0
-    Y[t] -= 1  # dL/dy = p - 1[target], kept for the deferred update
+            x.target[x.width + j] = w.Y[<Py_ssize_t> j * V + t]
+    exp_shifted(Y, V, <float> log_z)
+    if p > 0:
+        matvec(p, V, 1.0, w.Y, Y, 0.0, x.pending + part * DEFER)
+    if holds_target:
+        Y[t] -= 1  # dL/dy = p - 1[target], kept for the deferred update
+    return logp
+
+
+cdef inline void window_backward(Net *net, Work *w, const int *rows, Exchange *x, float rate, float keep_c,
+                                 bint update_c) noexcept nogil:
+    """Phase 3, once every part's phase 2 is done, the same in each part (each keeps the
+    window's dL/da and dL/dx for its deferred updates): dL/da and dL/dx from the parts'
+    sums and the target's rows, the pending updates' share of them, and (update_c: in
+    one part) the steps of the rows of C."""
+    cdef int h = net.hidden, I = net.inputs, p = w.pending, j, k, q
+    cdef float minus = -rate, pending_dot
+    cdef float *A = w.A + <Py_ssize_t> p * h
+    cdef float factor[MAX_PARTS]
+    log_normaliser_of_parts(x, factor)
+    for j in range(p):  # P_j . dL/dy, the pending updates' share of U^T g and W^T g
+        pending_dot = 0
+        for q in range(x.parts):
+            pending_dot += x.pending[q * DEFER + j]
+        w.coef[j] = w.steps[j] * (pending_dot - x.target[x.width + j])
+        w.coef_in[j] = w.coef[j] if net.direct else 0
+    for k in range(h + (I if net.direct else 0)):  # U^T p - U_t, W^T p - W_t
+        w.dA[k] = -x.target[k]
+        for q in range(x.parts):
+            w.dA[k] += factor[q] * x.sums[<Py_ssize_t> q * x.width + k]
     if net.direct:
-        for k in range(I):
-            w.dX[k] = w.dX[k] * inverse - net.W[<Py_ssize_t> t * I + k]
+        memcpy(w.dX, w.dA + h, I * sizeof(float))
     else:
         memset(w.dX, 0, I * sizeof(float))
     if h > 0:
-        for k in range(h):
-            w.dA[k] = w.dA[k] * inverse - net.U[<Py_ssize_t> t * h + k]
         if p > 0:
             matvec_t(p, h, 1.0, w.A, w.coef, 1.0, w.dA)
         activation_slope(w.dA, A, h, net.activation)
@@ -219,8 +298,29 @@ cdef inline double window_step(Net *net, Work *w, const int *rows, float rate, f
         matvec_t(p, I, 1.0, w.X, w.coef_in, 1.0, w.dX)
     w.steps[p] = minus
     w.pending = p + 1
-    update_features(net, w, rows, 1, rate, keep_c)
-    return logp
+    if update_c:
+        update_features(net, w, rows, 1, rate, keep_c)
+
+
+cdef inline int exchange_alloc(Exchange *x, Net *net, int parts) except -1:
+    """x's arrays, in one block of memory (x.top's)."""
+    if not 1 <= parts <= MAX_PARTS:
+        raise ValueError(f"parts must be 1 to {MAX_PARTS}")
+    x.parts = parts
+    x.width = net.hidden + net.inputs
+    x.top = <float *> malloc((<Py_ssize_t> parts * (2 + x.width + DEFER) + x.width + DEFER) * sizeof(float))
+    if not x.top:
+        raise MemoryError()
+    x.total = x.top + parts
+    x.sums = x.total + parts
+    x.pending = x.sums + <Py_ssize_t> parts * x.width
+    x.target = x.pending + parts * DEFER
+    return 0
+
+
+cdef inline void exchange_free(Exchange *x) noexcept nogil:
+    free(x.top)
+    x.top = x.total = x.sums = x.pending = x.target = NULL
 
 
 cdef inline void output_backward(Net *net, Work *w, int K, float rate) noexcept nogil:
@@ -280,23 +380,25 @@ cdef inline void update_features(Net *net, Work *w, const int *rows, int K, floa
             saxpy(&net.m, &minus, w.dX + i * net.inputs + k * net.m, &one, row, &one)
 
 
-cdef inline void flush(Net *net, Work *w) noexcept nogil:
+cdef inline void flush(Net *net, Work *w, bint shared_layers) noexcept nogil:
     """Apply the deferred one-window updates: b += sum_j steps_j y_j, U += sum_j steps_j
-    y_j a_j^T, and likewise W, d and H (y_j = dL/dy of window j, g_j = dL/d its hidden
-    input). The pending rows are scaled in place: they are not needed after this."""
+    y_j a_j^T, and likewise W, and (shared_layers: in one of the parts sharing the
+    windows) d and H (y_j = dL/dy of window j, g_j = dL/d its hidden input). The pending
+    rows are scaled in place: they are not needed after this."""
     cdef int p = w.pending, j
     if p == 0:
         return
     if net.bias:
         matvec_t(p, net.vocab, 1.0, w.Y, w.steps, 1.0, net.b)
     if net.hidden > 0:
-        if net.bias:
+        if net.bias and shared_layers:
             matvec_t(p, net.hidden, 1.0, w.G, w.steps, 1.0, net.d)
         for j in range(p):
             scale(net.hidden, w.steps[j], w.G + j * net.hidden)
             scale(net.hidden, w.steps[j], w.A + j * net.hidden)
-        gemm(b'T', b'N', net.hidden, net.inputs, p, 1.0, w.G, net.hidden, w.X, net.inputs, 1.0, net.H,
-             net.inputs)
+        if shared_layers:
+            gemm(b'T', b'N', net.hidden, net.inputs, p, 1.0, w.G, net.hidden, w.X, net.inputs, 1.0, net.H,
+                 net.inputs)
         gemm(b'T', b'N', net.vocab, net.hidden, p, 1.0, w.Y, net.vocab, w.A, net.hidden, 1.0, net.U,
              net.hidden)
     if net.direct:
@@ -307,11 +409,13 @@ cdef inline void flush(Net *net, Work *w) noexcept nogil:
     w.pending = 0
 
 
-cdef inline void decay_dense(Net *net, float factor) noexcept nogil:
-    """Weight decay in bulk on U, H and W (the biases and C are not touched here)."""
+cdef inline void decay_dense(Net *net, float factor, bint shared_layers) noexcept nogil:
+    """Weight decay in bulk on U, W and (shared_layers) H (the biases and C are not
+    touched here)."""
     if net.hidden > 0:
         scale(net.vocab * net.hidden, factor, net.U)
-        scale(net.hidden * net.inputs, factor, net.H)
+        if shared_layers:
+            scale(net.hidden * net.inputs, factor, net.H)
     if net.direct:
         scale(net.vocab * net.inputs, factor, net.W)
 
@@ -359,7 +463,7 @@ cdef inline int work_alloc(Work *w, Net *net, int capacity) except -1:
     w.pending = 0
     w.X = <float *> malloc(slots * max(net.inputs, 1) * sizeof(float))
     w.A = <float *> malloc(slots * max(net.hidden, 1) * sizeof(float))
-    w.dA = <float *> malloc(<Py_ssize_t> capacity * max(net.hidden, 1) * sizeof(float))
+    w.dA = <float *> malloc(<Py_ssize_t> max(capacity * net.hidden, net.hidden + net.inputs, 1) * sizeof(float))
     w.dX = <float *> malloc(<Py_ssize_t> capacity * max(net.inputs, 1) * sizeof(float))
     w.Y = <float *> malloc(slots * net.vocab * sizeof(float))
     w.G = <float *> malloc(DEFER * max(net.hidden, 1) * sizeof(float))

@@ -4,13 +4,17 @@ feedforward.pxd): SGD over a chunk of windows without the GIL, with the exact so
 gradient or the importance-sampling estimate of Bengio & Senecal (2003), Algorithm 3.
 Several threads may train the same parameter arrays at once: lock-free asynchronous
 updates (sec. 3.1); a thread sees another's dense updates when that one flushes them (at
-most DEFER windows late). The trainer hands each chunk its schedule (the rate, the decay
+most DEFER windows late). Or, one window an update, several threads share each window,
+each on its own part of the output rows (Network's `parts`): sequential SGD. The trainer hands each chunk its schedule (the rate, the decay
 of the rows of C, and the bulk decay of the dense weights after each update): no policy
 here."""
 import numpy as np
 cimport numpy as cnp
 from libc.math cimport log
+from libc.stdlib cimport calloc, free
 from libc.string cimport memset
+from cython.parallel cimport parallel, threadid
+from openmp cimport omp_get_num_threads
 
 from class_output cimport Classes, class_attach, class_backward, class_forward
 from hs_output cimport Tree, tree_attach, tree_backward, tree_forward
@@ -18,8 +22,17 @@ from kernel_common cimport axpy_row, check_schedule, gemm, scale
 from nplmtk._ext.sampling_kernels cimport (Sampling, draw_samples, importance_weights, merge_duplicates,
                                            sampling_free, sampling_start)
 from sampled_output cimport sampled_backward, sampled_rows_gradient, sampled_scores, target_gradient, target_score
-from feedforward cimport (DEFER, Net, Work, activation_slope, backward, decay_dense, flush, forward,
-                          hidden_layer, input_backward, net_attach, window_step, work_alloc, work_free)
+from feedforward cimport (DEFER, MAX_PARTS, Exchange, Net, Work, activation_slope, backward, decay_dense,
+                          exchange_alloc, exchange_free, flush, forward, hidden_layer, input_backward, net_attach,
+                          window_backward, window_probabilities, window_scores, window_step, work_alloc, work_free)
+
+cdef extern from *:
+    """
+    static void nplm_barrier(void) {
+        #pragma omp barrier
+    }
+    """
+    void barrier "nplm_barrier"() noexcept nogil
 
 cnp.import_array()
 
@@ -94,20 +107,76 @@ cdef double sampled_window(Net *net, Work *w, Sampling *sp, const int *rows, flo
 
 
 
+cdef double train_part(Net *net, Work *w, Exchange *x, int part, int lo, const int *windows, Py_ssize_t count,
+                       int n, const double *rates, const float *row_keep, const float *dense_keep) noexcept nogil:
+    """One of x.parts threads training on every window, on its own output rows (net's,
+    from row lo): the phases of window_step with a barrier after each (phase 3 of part 0
+    steps the rows of C, its flush the shared H and d). Returns its part of the sum of log
+    p(target)."""
+    cdef Py_ssize_t i
+    cdef double logp = 0
+    cdef const int *rows
+    for i in range(count):
+        rows = windows + i * n
+        window_scores(net, w, rows, x, part)
+        barrier()
+        logp += window_probabilities(net, w, rows, x, part, lo)
+        barrier()
+        window_backward(net, w, rows, x, <float> rates[i], row_keep[i], part == 0)
+        barrier()
+        if w.pending == DEFER or i + 1 == count or dense_keep[i] != 1:
+            flush(net, w, part == 0)
+            if dense_keep[i] != 1:
+                decay_dense(net, dense_keep[i], part == 0)
+            barrier()
+    return logp
+
+
 cdef class Network:
     """Raw views of a network's parameter arrays (float32, C-contiguous, owned by Python)
-    and one thread's work buffers for batches of up to `capacity` windows."""
+    and one thread's work buffers for batches of up to `capacity` windows. With `parts` >
+    1 (and capacity 1), training runs that many OpenMP threads on each window, each on its
+    own share of the output rows: sequential SGD, its work split."""
     cdef Net net
     cdef Work work
+    cdef Exchange exchange
+    cdef int parts
+    cdef int *part_starts
+    cdef Net *part_nets
+    cdef Work *part_works
     cdef object keep_alive
 
-    def __init__(self, params, int context, int activation, int capacity, bint bias=True):
+    def __init__(self, params, int context, int activation, int capacity, bint bias=True, int parts=1):
+        cdef int q, V = params["b"].shape[0]
         self.keep_alive = params
-        net_attach(&self.net, params, context, activation, bias, 0, params["b"].shape[0])
+        net_attach(&self.net, params, context, activation, bias, 0, V)
         work_alloc(&self.work, &self.net, capacity)
+        exchange_alloc(&self.exchange, &self.net, parts)
+        self.parts = parts
+        if parts > 1:
+            if capacity != 1:
+                raise ValueError("threads sharing the output rows train one window an update: capacity 1")
+            self.part_starts = <int *> calloc(parts, sizeof(int))
+            self.part_nets = <Net *> calloc(parts, sizeof(Net))
+            self.part_works = <Work *> calloc(parts, sizeof(Work))
+            if not (self.part_starts and self.part_nets and self.part_works):
+                raise MemoryError()
+            for q in range(parts):
+                self.part_starts[q] = <int> (<long> V * q // parts)
+                net_attach(&self.part_nets[q], params, context, activation, bias, self.part_starts[q],
+                           <int> (<long> V * (q + 1) // parts))
+                work_alloc(&self.part_works[q], &self.part_nets[q], 1)
 
     def __dealloc__(self):
+        cdef int q
         work_free(&self.work)
+        exchange_free(&self.exchange)
+        if self.part_works != NULL:
+            for q in range(self.parts):
+                work_free(&self.part_works[q])
+        free(self.part_works)
+        free(self.part_nets)
+        free(self.part_starts)
 
     def train(self, const int[:, ::1] windows, int batch, const double[::1] rates, const float[::1] row_keep,
               const float[::1] dense_keep):
@@ -122,24 +191,46 @@ cdef class Network:
             return 0.0, 0
         if windows.shape[1] != self.net.context + 1:
             raise ValueError("windows of the wrong order")
+        if self.parts > 1:
+            return self._train_parts(windows, rates, row_keep, dense_keep), count
         with nogil:
             start = 0
             while start < count:
                 K = <int> min(<Py_ssize_t> batch, count - start)
                 if K > 1:
-                    flush(&self.net, &self.work)
+                    flush(&self.net, &self.work, True)
                     total += forward(&self.net, &self.work, &windows[start, 0], K)
                     backward(&self.net, &self.work, &windows[start, 0], K, <float> rates[u], row_keep[u])
                 else:
-                    total += window_step(&self.net, &self.work, &windows[start, 0], <float> rates[u], row_keep[u])
+                    total += window_step(&self.net, &self.work, &self.exchange, &windows[start, 0], <float> rates[u],
+                                         row_keep[u])
                 if self.work.pending == DEFER or start + K >= count:
-                    flush(&self.net, &self.work)
+                    flush(&self.net, &self.work, True)
                 if dense_keep[u] != 1:
-                    flush(&self.net, &self.work)
-                    decay_dense(&self.net, dense_keep[u])
+                    flush(&self.net, &self.work, True)
+                    decay_dense(&self.net, dense_keep[u], True)
                 start += K
                 u += 1
         return total, u
+
+    cdef double _train_parts(self, const int[:, ::1] windows, const double[::1] rates, const float[::1] row_keep,
+                             const float[::1] dense_keep) except? -1:
+        """train at batch 1 with self.parts threads sharing each window (train_part)."""
+        cdef double logp[MAX_PARTS]
+        cdef int short_team[1]
+        cdef int part, n = windows.shape[1]
+        short_team[0] = 0
+        with nogil, parallel(num_threads=self.parts):
+            part = threadid()
+            if omp_get_num_threads() != self.parts:
+                short_team[0] = 1
+            else:
+                logp[part] = train_part(&self.part_nets[part], &self.part_works[part], &self.exchange, part,
+                                        self.part_starts[part], &windows[0, 0], windows.shape[0], n, &rates[0],
+                                        &row_keep[0], &dense_keep[0])
+        if short_team[0]:
+            raise RuntimeError(f"OpenMP gave fewer than the {self.parts} threads asked for")
+        return sum(logp[part] for part in range(self.parts))
 
     def train_sampled(self, const int[:, ::1] windows, int batch, const double[::1] rates,
                       const float[::1] row_keep, const float[::1] dense_keep, int samples, proposal,
@@ -168,7 +259,7 @@ cdef class Network:
                     total += sampled_step(&self.net, &self.work, &sp, &windows[start, 0], K, <float> rates[u],
                                           row_keep[u], &ess)
                     if dense_keep[u] != 1:
-                        decay_dense(&self.net, dense_keep[u])
+                        decay_dense(&self.net, dense_keep[u], True)
                     start += K
                     u += 1
         finally:

@@ -189,7 +189,7 @@ cdef class OutputBlock:
 
     def block_decay(self, float factor):
         """Weight decay in bulk on this block's rows of U and W, and on H."""
-        decay_dense(&self.net, factor)
+        decay_dense(&self.net, factor, True)
 
     def _check_block(self, const int[:, ::1] windows):
         if windows.shape[0] > self.work.capacity or windows.shape[1] != self.net.context + 1:

@@ -76,13 +76,15 @@ def test_one_window_scores_as_in_a_batch():
     np.testing.assert_allclose(single, batched, rtol=1e-5)
 
 
-@pytest.mark.parametrize("hidden, direct, bias, words", [(5, False, True, 9), (4, True, True, 9), (0, True, True, 9),
-                                                         (4, True, False, 9), (5, False, True, 300),
-                                                         (4, True, True, 300), (3, True, False, 300)])
-def test_one_window_sgd_with_deferred_updates_is_plain_sgd(hidden, direct, bias, words):
+@pytest.mark.parametrize("hidden, direct, bias, words, parts", [
+    (5, False, True, 9, 1), (4, True, True, 9, 1), (0, True, True, 9, 1), (4, True, False, 9, 1),
+    (5, False, True, 300, 1), (4, True, True, 300, 1), (3, True, False, 300, 1),
+    (5, False, True, 300, 2), (4, True, True, 300, 3), (3, True, False, 300, 2), (0, True, True, 9, 2)])
+def test_one_window_sgd_with_deferred_updates_is_plain_sgd(hidden, direct, bias, words, parts):
     """Batch-1 training defers its dense updates (16 windows at a time) and streams the
-    softmax over blocks of 128 output rows; 40 windows with a decaying rate must still give
-    the sequential SGD trajectory and its log-likelihood. Weight decay follows the
+    softmax over blocks of 64 output rows, its threads (`parts`) each on a share of the
+    rows; 40 windows with a decaying rate must still give the sequential SGD trajectory and
+    its log-likelihood. Weight decay follows the
     trainer's schedule (update_schedule): per step on the rows of C that occur, in bulk
     (every 64 windows, here once at the end) on U, H and W. With 300 words the scores rise
     from block to block (biases on a ramp, or the largest rows of U last), so the running
@@ -116,7 +118,7 @@ def test_one_window_sgd_with_deferred_updates_is_plain_sgd(hidden, direct, bias,
     for name in ("U", "H", "W"):
         if name in reference:
             reference[name] *= bulk_decay
-    total, updates = model.network(capacity=1).train(windows, 1, *schedule(len(windows), 1, lr0, decay_rate,
+    total, updates = model.network(capacity=1, parts=parts).train(windows, 1, *schedule(len(windows), 1, lr0, decay_rate,
                                                                             weight_decay))
     assert updates == len(windows)
     assert total == pytest.approx(loglik, rel=1e-5)

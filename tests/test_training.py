@@ -62,6 +62,21 @@ def test_two_threads_train_to_within_three_percent_of_one(toy):
     assert abs(ppl(two, test) / ppl(one, test) - 1) < 0.03
 
 
+def test_threads_sharing_each_window_train_as_one_thread(toy):
+    """At batch 1 (full softmax) the threads split each window's output rows: sequential
+    SGD, so the model is one thread's up to the order of float sums."""
+    vocab, train, _, test = toy
+    config = {**CONFIG, "epochs": 1, "batch": 1, "lr": 0.01}
+    one = Trainer(small_model(vocab), TrainingConfig(**config)).run(train)
+    trainer = Trainer(small_model(vocab), TrainingConfig(**{**config, "threads": 3}))
+    three = trainer.run(train)
+    assert trainer.workers == 1 and trainer.networks[0] is not None
+    for name in one.params:
+        np.testing.assert_allclose(three.params[name], one.params[name], atol=2e-5, err_msg=name)
+    assert not np.array_equal(one.params["U"], small_model(vocab).params["U"])
+    np.testing.assert_allclose(ppl(three, test), ppl(one, test), rtol=1e-4)
+
+
 def test_resumed_run_finishes_like_an_uninterrupted_one(toy, tmp_path):
     vocab, train, valid, _ = toy
     config = {**CONFIG, "epochs": 3, "checkpoint_dir": str(tmp_path), "checkpoint_every": 500}

@@ -83,14 +83,27 @@ class MLPModel(NeuralModel):
             raise ParameterError(f"{{output}} {self.output} trains with its exact gradient, on whole models: not "
                                  "with {criterion} is* nor {mpi} param")
 
-    def network(self, capacity=SCORING_BATCH):
+    def network(self, capacity=SCORING_BATCH, parts=1):
+        """The kernel object; `parts` > 1 (full softmax, capacity 1): that many threads share
+        each window's output rows in training."""
         from .._ext.mlp_kernels import FactoredNetwork, Network
         if self.output != "full":
             return FactoredNetwork(self.params, self.order - 1, ACTIVATION_CODES[self.activation], capacity,
                                    self.meta.get("bias", True), self.hs_paths() if self.output == "hs" else None,
                                    class_lists(self.meta["class_of"]) if self.output == "class" else None)
         return Network(self.params, self.order - 1, ACTIVATION_CODES[self.activation], capacity,
-                       self.meta.get("bias", True))
+                       self.meta.get("bias", True), parts)
+
+    def threads_per_worker(self, config):
+        """One window an update over the full softmax: the threads share each window, each
+        on its part of the output rows (sequential SGD). Lock-free workers there each
+        streamed all of U per window, and two ran only 1.3-1.4x one (BENCHMARKS.md)."""
+        if config.batch == 1 and config.criterion == "full" and self.output == "full":
+            return config.threads
+        return 1
+
+    def training_network(self, config, worker):
+        return self.network(capacity=config.batch, parts=self.threads_per_worker(config))
 
     def output_block(self, rows, capacity):
         """The kernel of one rank's block (output rows lo..hi-1) of -mpi param."""

@@ -119,6 +119,11 @@ class NeuralModel(LanguageModel):
         """Worker `worker`'s kernel object over the shared parameter arrays."""
         return self.network(capacity=config.batch)
 
+    def threads_per_worker(self, config):
+        """Of config.threads, how many share each worker (and each of its updates); the
+        workers, config.threads // this, train lock-free side by side."""
+        return 1
+
     def tiny_examples(self, examples, count, seed):
         """Algorithm 4's tiny set, whose exact perplexity (example_logprobs) importance
         sampling checks: `count` training examples at random, in their order."""

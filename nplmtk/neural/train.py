@@ -104,6 +104,7 @@ class Trainer:
         self.networks = []
         self.saved_carried = {}
         self._refuse_impossible_settings()
+        self.workers = config.threads // model.threads_per_worker(config)
 
     def _refuse_impossible_settings(self):
         """Before any input is read for training (under MPI, on every rank at once)."""
@@ -188,7 +189,7 @@ class Trainer:
         if self.comm is not None and cfg.mpi == "param":
             networks = [ParamParallelNetwork(self.model, self.comm, capacity=cfg.batch)]
         else:
-            networks = [self.model.training_network(cfg, worker) for worker in range(cfg.threads)]
+            networks = [self.model.training_network(cfg, worker) for worker in range(self.workers)]
             if self.comm is not None:
                 self.averager = ParameterAverager(self.model, self.comm)
         self.networks = networks
@@ -199,7 +200,7 @@ class Trainer:
                     carried[...] = saved
         if self.sampling:  # checks of the tiny set see every rank's output block
             self.sampling.before_check = lambda: self._synchronise(networks)
-        pool = ThreadPoolExecutor(max_workers=cfg.threads) if cfg.threads > 1 else None
+        pool = ThreadPoolExecutor(max_workers=self.workers) if self.workers > 1 else None
         # Each worker (thread or rank) gets a single-threaded BLAS, so `threads` is the cores
         # used: BLAS threads of its own under one worker ran 3-4x slower on a loaded machine
         # and burned 3x the CPU, and two lock-free workers beat one with a 2-thread BLAS.
@@ -225,7 +226,7 @@ class Trainer:
         if self.averager:  # -mpi data: each rank its shard, averaged every few rounds
             parts = np.array_split(mine, self.comm.size)
             mine, largest = parts[self.comm.rank], len(parts[0])
-        shards = np.array_split(mine, cfg.threads)
+        shards = np.array_split(mine, self.workers)
         per_update = self.model.examples_per_update(cfg)
         per_round = ROUND
         words = self.model.example_words(examples)
@@ -234,7 +235,7 @@ class Trainer:
         if self.averager:
             per_round = min(per_round, cfg.sync_every * per_update)
         # Every rank runs the same number of rounds (collectives must match up).
-        rounds = math.ceil(math.ceil(largest / cfg.threads) / per_round)
+        rounds = math.ceil(math.ceil(largest / self.workers) / per_round)
         rounds_per_sync = max(1, round(cfg.sync_every / math.ceil(per_round / per_update)))
         if state["round"] == 0:  # a new pass: recurrent streams start from a zero state
             for network in networks:
@@ -329,16 +330,17 @@ class Trainer:
                 network.synchronise()
 
     def _train_chunk(self, network, chunk, first_update):
-        """One worker's chunk: its updates are first_update, first_update + threads, ...
+        """One worker's chunk: its updates are first_update, first_update + workers, ...
         (the workers' updates interleave)."""
         cfg = self.config
         period = DENSE_DECAY_PERIOD["sampled" if self.sampling or self.model.output_touches_few_rows() else "full"]
         per_update = self.model.examples_per_update(cfg)
         if hasattr(self.model, "blocks"):
-            schedule = block_schedule(self.model, cfg, len(chunk), self.state["lr_scale"], period, first_update)
+            schedule = block_schedule(self.model, cfg, len(chunk), self.state["lr_scale"], period, first_update,
+                                      self.workers)
         else:
             schedule = update_schedule(len(chunk), per_update, self.initial_rate(), cfg.lr_decay, cfg.weight_decay,
-                                       period, first_update, stride=cfg.threads)
+                                       period, first_update, stride=self.workers)
         if self.sampling:
             return network.train_sampled(chunk, per_update, *schedule, self.state["samples"], self.sampling.proposal,
                                          self.sampling.seed(first_update))
@@ -371,7 +373,7 @@ def learning_rates(lr0, lr_decay, updates):
     return lr0 / (1 + lr_decay * np.asarray(updates, dtype=np.int64))
 
 
-def block_schedule(model, config, examples, lr_scale, dense_decay_period, first_update=0):
+def block_schedule(model, config, examples, lr_scale, dense_decay_period, first_update=0, stride=1):
     """update_schedule for a model with parameter blocks (model.BLOCKS, in the kernel's
     order): (rates, dense_keep) with one row per block, absent blocks 0 and 1, and each
     block's momentum. A block's rate is config.block_lr's or eps0 (0 for R with
@@ -390,7 +392,7 @@ def block_schedule(model, config, examples, lr_scale, dense_decay_period, first_
         settings = (config.block_lr.get(name, config.lr) * lr_scale, config.block_weight_decay.get(name, decay))
         if settings not in schedules:
             schedules[settings] = update_schedule(examples, config.batch, settings[0], config.lr_decay, settings[1],
-                                                  dense_decay_period, first_update, stride=config.threads)
+                                                  dense_decay_period, first_update, stride=stride)
         rates[row], _, dense_keep[row] = schedules[settings]
         momentum[row] = config.block_momentum.get(name, config.momentum)
     return rates, dense_keep, momentum
