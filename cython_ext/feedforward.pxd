@@ -12,7 +12,7 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
-from kernel_common cimport (axpy_row, dot, exp_shifted, gemm, matvec, matvec_t, rational_tanh, rows_dot,
+from kernel_common cimport (add_column_sums, axpy_row, dot, exp_shifted, gemm, matvec, matvec_t, rational_tanh, rows_dot,
                             rows_weighted_sum, scale, softmax_block, softmax_row)
 
 
@@ -345,8 +345,7 @@ cdef inline void output_backward(Net *net, Work *w, int K, float rate) noexcept 
                  w.dA, h)
             gemm(b'T', b'N', R, h, K, minus, w.Y + lo, V, w.A, h, 1.0, net.U + <Py_ssize_t> lo * h, h)
         if net.bias:
-            for i in range(K):
-                axpy_row(R, minus, w.Y + <Py_ssize_t> i * V + lo, net.b + lo)
+            add_column_sums(K, R, minus, w.Y + lo, V, net.b + lo)
         lo += R
 
 

@@ -55,16 +55,28 @@ def test_every_parameter_block_matches_finite_differences(hidden, direct, activa
 
 @pytest.mark.parametrize("hidden, direct", [(5, False), (4, True), (0, True)])
 @pytest.mark.parametrize("count", [7, 1])  # a batch, and one window (the matrix-vector path)
-def test_a_training_step_moves_every_block_by_its_gradient(hidden, direct, count):
+@pytest.mark.parametrize("weight_decay", [0.0, 0.5])
+def test_a_training_step_moves_every_block_by_its_gradient(hidden, direct, count, weight_decay):
+    """theta - rate grad, then (the update ends the chunk) the weight decay's factor on U,
+    W and H; not on the biases. (C's decay, row by row as its words occur, is in the
+    trajectory test below.)"""
     model = MLPModel.initial(VOCAB, order=3, features=4, hidden=hidden, direct=direct, seed=5)
     rng = np.random.default_rng(1)
     windows = rng.integers(0, len(VOCAB), size=(count, 3)).astype(np.int32)
     grads = {k: np.zeros_like(v) for k, v in model.params.items()}
     model.network(capacity=8).gradients(windows, grads)
     before = {k: v.copy() for k, v in model.params.items()}
-    model.network(capacity=8).train(windows, count, *schedule(count, count, 0.05))
+    rates, row_keep, dense_keep = schedule(count, count, 0.05, 0.0, weight_decay)
+    model.network(capacity=8).train(windows, count, rates, row_keep, dense_keep)
+    keep = dense_keep[-1]
+    assert (keep < 1) == (weight_decay > 0)
     for name in model.params:
-        np.testing.assert_allclose(model.params[name], before[name] - 0.05 * grads[name], atol=2e-6)
+        expected = before[name] - 0.05 * grads[name]
+        if name in ("U", "W", "H"):
+            expected *= keep
+        elif name == "C" and weight_decay:
+            continue
+        np.testing.assert_allclose(model.params[name], expected, atol=2e-6, err_msg=name)
 
 
 def test_one_window_scores_as_in_a_batch():
