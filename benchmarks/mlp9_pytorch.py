@@ -79,8 +79,9 @@ def mlp9_against_pytorch(brown, peak):
               "log). PyTorch 2.13.0+cpu: `benchmarks/pytorch_mlp.py --text TEXT --vocab vocab.txt --batch K "
               "--threads T` (nn.Embedding, nn.Linear, F.cross_entropy summed, torch.optim.SGD, the same windows "
               "shuffled; timed inside its training loop). Both run with OPENBLAS_NUM_THREADS, OMP_NUM_THREADS and "
-              "MKL_NUM_THREADS set to T (so with T = 1 each has one core; ours runs T lock-free workers, each on a "
-              "single-threaded BLAS; PyTorch T OpenMP threads, "
+              "MKL_NUM_THREADS set to T (so with T = 1 each has one core; ours runs T lock-free workers at batch 32 "
+              "and 256, each on a single-threaded BLAS, and at batch 1 T threads sharing each window, each on 1/T "
+              "of the output rows; PyTorch T OpenMP threads, "
               + (f"with OMP_WAIT_POLICY={WAIT_POLICY}, as PYTORCH_WAIT_POLICY asked" if WAIT_POLICY else
                  "with OpenMP's default wait policy (PYTORCH_WAIT_POLICY=PASSIVE asks for passive threads on a loaded "
                  "machine, where spinning made its 2-thread runs 10x slower)")
