@@ -55,19 +55,25 @@ def test_every_parameter_block_matches_finite_differences(hidden, direct, activa
 
 @pytest.mark.parametrize("hidden, direct", [(5, False), (4, True), (0, True)])
 @pytest.mark.parametrize("count", [7, 1])  # a batch, and one window (the matrix-vector path)
-@pytest.mark.parametrize("weight_decay", [0.0, 0.5])
-def test_a_training_step_moves_every_block_by_its_gradient(hidden, direct, count, weight_decay):
+@pytest.mark.parametrize("weight_decay, words", [(0.0, 9), (0.5, 9), (0.0, 600)])
+def test_a_training_step_moves_every_block_by_its_gradient(hidden, direct, count, weight_decay, words):
     """theta - rate grad, then (the update ends the chunk) the weight decay's factor on U,
     W and H; not on the biases. (C's decay, row by row as its words occur, is in the
-    trajectory test below.)"""
-    model = MLPModel.initial(VOCAB, order=3, features=4, hidden=hidden, direct=direct, seed=5)
+    trajectory test below.) With 600 words a batch's backward pass goes over three blocks
+    of output rows, and one window's over ten, the biases on a ramp so that each window's
+    maximum score moves from block to block."""
+    vocab = Vocabulary([f"w{i}" for i in range(words)])
+    model = MLPModel.initial(vocab, order=3, features=4, hidden=hidden, direct=direct, seed=5)
+    if words > 256:
+        model.params["b"] += np.linspace(0, 4, len(vocab), dtype=np.float32)
     rng = np.random.default_rng(1)
-    windows = rng.integers(0, len(VOCAB), size=(count, 3)).astype(np.int32)
+    windows = rng.integers(0, len(vocab), size=(count, 3)).astype(np.int32)
     grads = {k: np.zeros_like(v) for k, v in model.params.items()}
-    model.network(capacity=8).gradients(windows, grads)
+    loglik = model.network(capacity=8).gradients(windows, grads)
     before = {k: v.copy() for k, v in model.params.items()}
     rates, row_keep, dense_keep = schedule(count, count, 0.05, 0.0, weight_decay)
-    model.network(capacity=8).train(windows, count, rates, row_keep, dense_keep)
+    total, _ = model.network(capacity=8).train(windows, count, rates, row_keep, dense_keep)
+    assert total == pytest.approx(loglik, rel=1e-5)
     keep = dense_keep[-1]
     assert (keep < 1) == (weight_decay > 0)
     for name in model.params:
