@@ -163,6 +163,21 @@ def test_children_runs_are_found_and_checked_in_one_pass():
         assert children_runs(parents, np.array(bad, dtype=np.int64), vocab_size) is None, bad
 
 
+def test_children_runs_of_a_large_order():
+    """300,000 keys: the same runs as a binary search of every row's first key, and None
+    when one key repeats the one before it, wherever that is."""
+    from nplmtk._ext.backoff_kernels import children_runs
+    rng = np.random.default_rng(3)
+    vocab_size, parents = 50, 40000
+    keys = np.unique(rng.integers(0, parents * vocab_size, size=300000)).astype(np.int64)
+    expected = np.searchsorted(keys, np.arange(parents + 1) * vocab_size)
+    assert np.array_equal(children_runs(parents, keys, vocab_size), expected)
+    for at in (len(keys) // 2, len(keys) // 4, len(keys) - 1):
+        bad = keys.copy()
+        bad[at] = bad[at - 1]
+        assert children_runs(parents, bad, vocab_size) is None, at
+
+
 @pytest.mark.parametrize("table", ["keys.3", "logp.2", "node.3"])
 def test_a_damaged_table_is_refused_in_one_line(tmp_path, table):
     """One flipped bit in a table's bytes, its values still plausible: the checksum finds it."""
