@@ -107,29 +107,38 @@ cdef double sampled_window(Net *net, Work *w, Sampling *sp, const int *rows, flo
 
 
 
-cdef double train_part(Net *net, Work *w, Exchange *x, int part, int lo, const int *windows, Py_ssize_t count,
-                       int n, const double *rates, const float *row_keep, const float *dense_keep) noexcept nogil:
-    """One of x.parts threads training on every window, on its own output rows (net's,
-    from row lo): the phases of window_step with a barrier after each (phase 3 of part 0
-    steps the rows of C, its flush the shared H and d). Returns its part of the sum of log
-    p(target)."""
+cdef void train_parts(Net *nets, Work *works, Exchange *x, const int *starts, int first, int stride,
+                      const int *windows, Py_ssize_t count, int n, const double *rates, const float *row_keep,
+                      const float *dense_keep, double *logp) noexcept nogil:
+    """One thread of a team training on every window the parts first, first + stride, ...
+    of the output rows (nets[q]'s, from row starts[q]; one part a thread unless OpenMP gave
+    fewer): the phases of window_step over its parts, with a barrier after each (phase 3
+    of part 0 steps the rows of C, its flush the shared H and d). Adds each part's share
+    of the sum of log p(target) to logp[q]."""
     cdef Py_ssize_t i
-    cdef double logp = 0
+    cdef int q, mine = (x.parts - first + stride - 1) // stride, k
     cdef const int *rows
     for i in range(count):
         rows = windows + i * n
-        window_scores(net, w, rows, x, part)
+        for k in range(mine):
+            q = first + k * stride
+            window_scores(&nets[q], &works[q], rows, x, q)
         barrier()
-        logp += window_probabilities(net, w, rows, x, part, lo)
+        for k in range(mine):
+            q = first + k * stride
+            logp[q] += window_probabilities(&nets[q], &works[q], rows, x, q, starts[q])
         barrier()
-        window_backward(net, w, rows, x, <float> rates[i], row_keep[i], part == 0)
+        for k in range(mine):
+            q = first + k * stride
+            window_backward(&nets[q], &works[q], rows, x, <float> rates[i], row_keep[i], q == 0)
         barrier()
-        if w.pending == DEFER or i + 1 == count or dense_keep[i] != 1:
-            flush(net, w, part == 0)
-            if dense_keep[i] != 1:
-                decay_dense(net, dense_keep[i], part == 0)
+        if works[first].pending == DEFER or i + 1 == count or dense_keep[i] != 1:  # the same in every part
+            for k in range(mine):
+                q = first + k * stride
+                flush(&nets[q], &works[q], q == 0)
+                if dense_keep[i] != 1:
+                    decay_dense(&nets[q], dense_keep[i], q == 0)
             barrier()
-    return logp
 
 
 cdef class Network:
@@ -215,22 +224,18 @@ cdef class Network:
 
     cdef double _train_parts(self, const int[:, ::1] windows, const double[::1] rates, const float[::1] row_keep,
                              const float[::1] dense_keep) except? -1:
-        """train at batch 1 with self.parts threads sharing each window (train_part)."""
+        """train at batch 1 with self.parts threads sharing each window (train_parts); a
+        team smaller than asked for (OMP_THREAD_LIMIT) takes several parts a thread."""
         cdef double logp[MAX_PARTS]
-        cdef int short_team[1]
-        cdef int part, n = windows.shape[1]
-        short_team[0] = 0
+        cdef int thread, n = windows.shape[1]
+        for thread in range(self.parts):
+            logp[thread] = 0
         with nogil, parallel(num_threads=self.parts):
-            part = threadid()
-            if omp_get_num_threads() != self.parts:
-                short_team[0] = 1
-            else:
-                logp[part] = train_part(&self.part_nets[part], &self.part_works[part], &self.exchange, part,
-                                        self.part_starts[part], &windows[0, 0], windows.shape[0], n, &rates[0],
-                                        &row_keep[0], &dense_keep[0])
-        if short_team[0]:
-            raise RuntimeError(f"OpenMP gave fewer than the {self.parts} threads asked for")
-        return sum(logp[part] for part in range(self.parts))
+            thread = threadid()
+            train_parts(self.part_nets, self.part_works, &self.exchange, self.part_starts, thread,
+                        omp_get_num_threads(), &windows[0, 0], windows.shape[0], n, &rates[0], &row_keep[0],
+                        &dense_keep[0], logp)
+        return sum(logp[thread] for thread in range(self.parts))
 
     def train_sampled(self, const int[:, ::1] windows, int batch, const double[::1] rates,
                       const float[::1] row_keep, const float[::1] dense_keep, int samples, proposal,

@@ -1,12 +1,14 @@
 """Training behaviour: learning, save/load, resume, threads, early stopping, CLI."""
 import json
 import math
+import os
+import subprocess
 import warnings
 
 import numpy as np
 import pytest
 
-from conftest import assert_one_line_error, run_nplm
+from conftest import NPLM, assert_one_line_error, run_nplm
 from nplmtk.corpus import Corpus
 from nplmtk.models import load
 from nplmtk.neural.mlp import MLPModel
@@ -77,6 +79,23 @@ def test_threads_sharing_each_window_train_as_one_thread(toy):
     np.testing.assert_allclose(ppl(three, test), ppl(one, test), rtol=1e-4)
 
 
+def test_threads_sharing_windows_take_several_parts_each_when_openmp_gives_fewer(tmp_path):
+    """With OMP_THREAD_LIMIT=1 the 3 parts of -threads 3 run on one thread, in turn: the same
+    training (up to float sums) as -threads 1, and no error."""
+    text = tmp_path / "t.txt"
+    text.write_text("".join(f"w{i % 7} w{i % 5} w{i % 3} w{i % 11}\n" for i in range(200)))
+    logs = {}
+    for threads, limit in ((1, None), (3, "1")):
+        env = {**os.environ, **({"OMP_THREAD_LIMIT": limit} if limit else {})}
+        log = tmp_path / f"{threads}.log"
+        args = (NPLM, "train", "-text", text, "-lm", tmp_path / f"{threads}.nplm", "-order", 3, "-m", 4, "-h", 5,
+                "-epochs", 1, "-batch", 1, "-threads", threads, "-quiet", "-log", log)
+        proc = subprocess.run([str(a) for a in args], capture_output=True, text=True, env=env)
+        assert proc.returncode == 0, proc.stderr
+        logs[threads] = json.loads(log.read_text().splitlines()[-1])["train_ppl"]
+    assert logs[3] == pytest.approx(logs[1], rel=1e-5)
+
+
 def test_resumed_run_finishes_like_an_uninterrupted_one(toy, tmp_path):
     vocab, train, valid, _ = toy
     config = {**CONFIG, "epochs": 3, "checkpoint_dir": str(tmp_path), "checkpoint_every": 500}
@@ -122,6 +141,7 @@ def test_cli_trains_saves_logs_and_scores(tmp_path):
     (["-mpi", "ring"], "-mpi: unknown value 'ring'"),
     (["-h", "0"], "-h 0 leaves no path"),
     (["-order", "1"], "order"),
+    (["-batch", "1", "-threads", "65"], "-threads 65: at -batch 1 the threads share each window, 64 at most"),
 ])
 def test_unbuilt_or_bad_training_options(tmp_path, args, fragment):
     (tmp_path / "t.txt").write_text("a b c\n")

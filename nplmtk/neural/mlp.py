@@ -12,6 +12,8 @@ from ..errors import ParameterError
 from .network import ACTIVATION_CODES, SCORING_BATCH, NeuralModel, uniform_initialiser
 from .word_classes import class_lists
 
+WINDOW_THREADS = 64  # threads sharing one window's output rows at most (the kernel's MAX_PARTS)
+
 
 class MLPModel(NeuralModel):
     kind = "nplm-mlp"
@@ -82,6 +84,9 @@ class MLPModel(NeuralModel):
         if self.output != "full" and (config.criterion != "full" or config.mpi == "param"):
             raise ParameterError(f"{{output}} {self.output} trains with its exact gradient, on whole models: not "
                                  "with {criterion} is* nor {mpi} param")
+        if self.threads_per_worker(config) > WINDOW_THREADS:
+            raise ParameterError(f"{{threads}} {config.threads}: at {{batch}} 1 the threads share each window, "
+                                 f"{WINDOW_THREADS} at most")
 
     def network(self, capacity=SCORING_BATCH, parts=1):
         """The kernel object; `parts` > 1 (full softmax, capacity 1): that many threads share
