@@ -252,8 +252,9 @@ def mlp_training_speed(brown, peak):
              "(the ratio is the median of the 5 side-by-side ratios), on the first 400 (batch 1, 9.1k words) "
              "or 1,500 (batch 32, 256) sentences of Brown train. FLOP per word = 6|V|h + 6(n-1)mh = "
              f"{flop_per_word / 1e6:.2f} M; the fraction is of the numpy sgemm peak above ({peak:.1f} GFLOP/s). "
-             "One thread at batch 1 runs a single-threaded BLAS (one core); at larger batches BLAS uses "
-             "both cores. With two threads each gets a single-threaded BLAS.", "",
+             "Each thread runs a single-threaded BLAS, so T threads use T cores. At batch 1 the threads share "
+             "each window, each on 1/T of the output rows; at batch 32 and 256 they are lock-free workers, each "
+             "on its own batches.", "",
              "| batch | threads | words/s | GFLOP/s | of sgemm peak | 2 threads / 1 |",
              "| --- | --- | --- | --- | --- | --- |"]
     speeds, ratios = {}, {}
