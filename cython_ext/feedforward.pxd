@@ -109,7 +109,7 @@ cdef inline void hidden_layer(Net *net, Work *w, const int *rows, int K) noexcep
 cdef inline void scores(Net *net, Work *w, const int *rows, int K) noexcept nogil:
     """Fill X, A and Y (the scores y, before the softmax) from row `w.pending` on.
     Pending deferred updates count as applied."""
-    cdef int i, j, V = net.vocab, p = w.pending
+    cdef int i, V = net.vocab, p = w.pending
     cdef float *X = w.X + <Py_ssize_t> p * net.inputs
     cdef float *A = w.A + <Py_ssize_t> p * net.hidden
     cdef float *Y = w.Y + <Py_ssize_t> p * V
@@ -120,15 +120,23 @@ cdef inline void scores(Net *net, Work *w, const int *rows, int K) noexcept nogi
         gemm(b'N', b'T', K, V, net.hidden, 1.0, A, net.hidden, net.U, net.hidden, 1.0, Y, V)
     if net.direct:
         gemm(b'N', b'T', K, V, net.inputs, 1.0, X, net.inputs, net.W, net.inputs, 1.0, Y, V)
-    if p > 0:  # += sum_j steps_j dL/dy_j (a_j . a + x_j . x + 1): pending updates of U, W, b
-        for j in range(p):
-            w.coef[j] = net.bias
-            if net.hidden > 0:
-                w.coef[j] += dot(net.hidden, w.A + j * net.hidden, A)
-            if net.direct:
-                w.coef[j] += w.xdot[j]
-            w.coef[j] *= w.steps[j]
-        matvec_t(p, V, 1.0, w.Y, w.coef, 1.0, Y)
+    pending_scores(net, w, A, Y)
+
+
+cdef inline void pending_scores(Net *net, Work *w, const float *A, float *Y) noexcept nogil:
+    """Y += sum_j steps_j dL/dy_j (a_j . a + x_j . x + 1): the pending updates of U, W and b
+    (x_j . x in w.xdot, from hidden_layer), for the window whose hidden layer is A."""
+    cdef int j, p = w.pending
+    if p == 0:
+        return
+    for j in range(p):
+        w.coef[j] = net.bias
+        if net.hidden > 0:
+            w.coef[j] += dot(net.hidden, w.A + j * net.hidden, A)
+        if net.direct:
+            w.coef[j] += w.xdot[j]
+        w.coef[j] *= w.steps[j]
+    matvec_t(p, net.vocab, 1.0, w.Y, w.coef, 1.0, Y)
 
 
 cdef inline double forward(Net *net, Work *w, const int *rows, int K) noexcept nogil:
@@ -183,7 +191,7 @@ cdef inline void window_scores(Net *net, Work *w, const int *rows, Exchange *x, 
     cache, its rows weighted by e = exp(y - maximum): U^T e and W^T e, into x's slots of
     `part`. Divided by the sum over all parts they are U^T p and W^T p, so dL/da = U^T p -
     U_t needs no second pass over U."""
-    cdef int V = net.vocab, h = net.hidden, I = net.inputs, p = w.pending, j, lo, R
+    cdef int V = net.vocab, h = net.hidden, I = net.inputs, p = w.pending, lo, R
     cdef float top = -INFINITY, total = 0, rescale
     cdef float *X = w.X + <Py_ssize_t> p * I
     cdef float *A = w.A + <Py_ssize_t> p * h
@@ -191,15 +199,7 @@ cdef inline void window_scores(Net *net, Work *w, const int *rows, Exchange *x, 
     cdef float *sums = x.sums + <Py_ssize_t> part * x.width
     hidden_layer(net, w, rows, 1)
     memcpy(Y, net.b, V * sizeof(float))
-    if p > 0:  # the pending updates' share of the scores: sum_j steps_j (1 + a_j . a + x_j . x) P_j
-        for j in range(p):
-            w.coef[j] = net.bias
-            if h > 0:
-                w.coef[j] += dot(h, w.A + j * h, A)
-            if net.direct:
-                w.coef[j] += w.xdot[j]
-            w.coef[j] *= w.steps[j]
-        matvec_t(p, V, 1.0, w.Y, w.coef, 1.0, Y)
+    pending_scores(net, w, A, Y)
     if V == 0:
         memset(sums, 0, x.width * sizeof(float))
     lo = 0
