@@ -9,11 +9,51 @@ from libc.math cimport expf
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
-from kernel_common cimport axpy_row, check_schedule, dot, dot_row, gemm, log_normaliser, scale, tanh_rows
+from kernel_common cimport (axpy_row, check_schedule, dot, dot_row, exp_shifted, gemm, log_normaliser, rows_dot, scale,
+                           tanh_rows)
 from nplmtk._ext.sampling_kernels cimport (Sampling, draw_samples, importance_weights, merge_duplicates,
                                            sampling_free, sampling_start)
 
 cnp.import_array()
+
+cdef extern from *:
+    """
+    /* The exact gradient's pass over every word's row, dL/dy_j = y[j] given: G_j =
+       dL/d(pre-activation) = y_j U_j (1 - A_j^2), from U_j before any step, added to G
+       (gU given: a sum over windows) or written (gU NULL), their sum added to dc; U's share
+       added to gU or, with gU NULL, stepped in place: U_j <- keep U_j + alpha y_j A_j, each
+       U_j read before it is written. Cloned as tanh_rows is: built without -march, this
+       loop over |V| x h ran 4-wide. */
+    __attribute__((target_clones("avx512f", "avx2", "default"), unused))
+    static void nplm_energy_rows_backward(int rows, int h, const float *restrict y, const float *restrict A,
+                                          float *restrict U, float *restrict gU, float keep, float alpha,
+                                          float *restrict G, float *restrict dc) {
+        for (int j = 0; j < rows; j++) {
+            const float g = y[j], *a = A + (long) j * h;
+            float *u = U + (long) j * h, *grow = G + (long) j * h;
+            if (gU) {
+                float *gu = gU + (long) j * h;
+                for (int k = 0; k < h; k++) {
+                    float pre = g * u[k] * (1 - a[k] * a[k]);
+                    grow[k] += pre;
+                    dc[k] += pre;
+                    gu[k] += g * a[k];
+                }
+            } else {
+                for (int k = 0; k < h; k++) {
+                    float old = u[k], pre = g * old * (1 - a[k] * a[k]);
+                    grow[k] = pre;
+                    dc[k] += pre;
+                    u[k] = keep * old + alpha * g * a[k];
+                }
+            }
+        }
+    }
+    """
+    void rows_backward "nplm_energy_rows_backward"(int rows, int h, const float *y, const float *A, float *U,
+                                                    float *gU, float keep, float alpha, float *G,
+                                                    float *dc) noexcept nogil
+
 
 cdef void pre_activation_gradients(const float *y, const float *u_rows, const float *a, int rows, int h,
                                    float *g, float *dc) noexcept nogil:
@@ -28,12 +68,16 @@ cdef void pre_activation_gradients(const float *y, const float *u_rows, const fl
             dc[k] += g[j * h + k]
 
 
+DEF SCORE_ROWS = 64  # a block's activations (64 x h floats) stay in L1 for their dot products
+
+
 cdef class EnergyNetwork:
     """Score y_w = -E(w, h) = b_w + U_w . tanh(d + H z_w) (+ W_w . z_w with direct
     connections), z_w = (C(w), C(w_t-1), ..., C(w_t-n+1)): the next word's own feature
     vector enters the hidden layer. H's first m columns see C(w) (H_target), the rest the
     context (H_context). Normalised over the vocabulary when scoring; trained with the
-    exact gradient (`gradients`, for small vocabularies) or by importance sampling."""
+    exact gradient (`gradients`, `train`: for small vocabularies) or by importance
+    sampling."""
     cdef int V, m, n, width, context_width, h, direct, bias
     cdef float *C
     cdef float *H
@@ -45,8 +89,10 @@ cdef class EnergyNetwork:
     cdef object buffers
     cdef float *P  # V x h: H_target C(w) for every word
     cdef float *A  # V x h: activations of every word's hidden layer
-    cdef float *Y  # V scores
-    cdef float *G  # V x h: dL/d(pre-activation) of every word, summed over a call's windows
+    cdef float *Y  # V scores, then dL/dy
+    cdef float *G  # V x h: dL/d(pre-activation) of every word (summed over a call's windows by `gradients`)
+    cdef float *T  # h x m: an exact step's dL/dH_target
+    cdef float *dC  # V x m (direct connections): an exact step's W share of dL/dC
 
     def __init__(self, params, int order, bint bias=True):
         cdef float[:, ::1] C = params["C"], H = params["H"], U = params["U"], W
@@ -70,8 +116,10 @@ cdef class EnergyNetwork:
         cdef float[:, ::1] A = np.empty((self.V, self.h), dtype=np.float32)
         cdef float[:, ::1] G = np.empty((self.V, self.h), dtype=np.float32)
         cdef float[::1] Y = np.empty(self.V, dtype=np.float32)
-        self.buffers = (P, A, G, Y)
-        self.P, self.A, self.G, self.Y = &P[0, 0], &A[0, 0], &G[0, 0], &Y[0]
+        cdef float[:, ::1] T = np.empty((self.h, self.m), dtype=np.float32)
+        cdef float[:, ::1] dC = np.empty((self.V if self.direct else 1, self.m), dtype=np.float32)
+        self.buffers = (P, A, G, Y, T, dC)
+        self.P, self.A, self.G, self.Y, self.T, self.dC = &P[0, 0], &A[0, 0], &G[0, 0], &Y[0], &T[0, 0], &dC[0, 0]
 
     cdef void context_part(self, const int *window, float *x, float *c) noexcept nogil:
         """x = the context's feature vectors; c = d + H_context x."""
@@ -83,17 +131,14 @@ cdef class EnergyNetwork:
              1.0, c, self.h)
 
     cdef void all_scores(self, const float *c, const float *x, float *y) noexcept nogil:
-        """y_w for every word (needs P from `project`), their activations in A."""
-        cdef int w, k
-        cdef float total
-        cdef float *a
-        tanh_rows(self.A, self.P, c, self.V, self.h)
-        for w in range(self.V):
-            a = self.A + <Py_ssize_t> w * self.h
-            total = self.b[w]
-            for k in range(self.h):
-                total += self.U[<Py_ssize_t> w * self.h + k] * a[k]
-            y[w] = total
+        """y_w for every word (needs P from `project`), their activations in A, block by
+        block: a block's activations are still in cache for their dot products."""
+        cdef int w, lo, rows, h = self.h
+        for lo in range(0, self.V, SCORE_ROWS):
+            rows = min(SCORE_ROWS, self.V - lo)
+            tanh_rows(self.A + <Py_ssize_t> lo * h, self.P + <Py_ssize_t> lo * h, c, rows, h)
+            memcpy(y + lo, self.b + lo, rows * sizeof(float))
+            rows_dot(rows, h, self.U + <Py_ssize_t> lo * h, self.A + <Py_ssize_t> lo * h, h, y + lo)
         if self.direct:
             for w in range(self.V):
                 y[w] += dot(self.m, self.W + <Py_ssize_t> w * self.width, self.C + <Py_ssize_t> w * self.m)
@@ -102,6 +147,96 @@ cdef class EnergyNetwork:
 
     cdef void project(self) noexcept nogil:
         gemm(b'N', b'T', self.V, self.h, self.m, 1.0, self.C, self.m, self.H, self.width, 0.0, self.P, self.h)
+
+    cdef double forward(self, const int *window, float *x, float *c) noexcept nogil:
+        """Every word's hidden layer (A) and dL/dy = p - 1[target] (Y) for one window
+        (needs P from `project`); returns log p(target)."""
+        cdef int t = window[self.n - 1]
+        cdef double normaliser, logp
+        self.context_part(window, x, c)
+        self.all_scores(c, x, self.Y)
+        normaliser = log_normaliser(self.Y, self.V)
+        logp = self.Y[t] - normaliser
+        exp_shifted(self.Y, self.V, <float> normaliser)
+        self.Y[t] -= 1
+        return logp
+
+    cdef void backward(self, const float *x, float *dc, float *dx, float *gU, float *gb, float *gW, float *gC,
+                       float alpha, float keep) noexcept nogil:
+        """The output side of one window's exact gradient (after `forward`): with gU
+        given, U's, b's and W's shares added to gU, gb and gW and W's share of dL/dC to gC;
+        with gU NULL, U, b (gb = b, or NULL without biases) and W stepped in place (keep x
+        + alpha x gradient, every value read before it is written) and W's share of dL/dC,
+        times alpha, written to gC. Also G and dc (see rows_backward) and dx = dL/dx, from
+        the parameters before any step."""
+        cdef const float *y = self.Y
+        cdef float *row
+        cdef float *out
+        cdef float *outc
+        cdef float g, value, c_old
+        cdef int j, k, m = self.m
+        memset(dc, 0, self.h * sizeof(float))
+        memset(dx, 0, self.context_width * sizeof(float))
+        rows_backward(self.V, self.h, y, self.A, self.U, gU, keep, alpha, self.G, dc)
+        if gb != NULL:
+            for j in range(self.V):
+                gb[j] += alpha * y[j]
+        if self.direct:
+            gemm(b'N', b'N', 1, self.context_width, self.V, 1.0, y, self.V, self.W + m, self.width,
+                 1.0, dx, self.context_width)
+            for j in range(self.V):
+                g = y[j]
+                row = self.W + <Py_ssize_t> j * self.width
+                out = row if gU == NULL else gW + <Py_ssize_t> j * self.width
+                outc = gC + <Py_ssize_t> j * m
+                for k in range(m):
+                    value, c_old = row[k], self.C[<Py_ssize_t> j * m + k]
+                    outc[k] = (0 if gU == NULL else outc[k]) + alpha * g * value
+                    out[k] = keep * out[k] + alpha * g * c_old
+                for k in range(self.context_width):
+                    out[m + k] = keep * out[m + k] + alpha * g * x[k]
+        gemm(b'N', b'N', 1, self.context_width, self.h, 1.0, dc, self.h, self.H + m, self.width,
+             1.0, dx, self.context_width)
+
+    cdef void context_side(self, const int *window, const float *x, const float *dc, const float *dx,
+                           float *outH, float *outd, float *outC, float alpha, float keep) noexcept nogil:
+        """H_context's, d's and the context rows' of C share of one window's gradient:
+        outH (H_context's columns) <- keep outH + alpha dc x^T, outd += alpha dc (outd NULL:
+        none), outC's context rows += alpha dx."""
+        cdef int r, k, one = 1
+        cdef float *row
+        for r in range(self.h):
+            row = outH + <Py_ssize_t> r * self.width + self.m
+            for k in range(self.context_width):
+                row[k] = keep * row[k] + alpha * dc[r] * x[k]
+        if outd != NULL:
+            for r in range(self.h):
+                outd[r] += alpha * dc[r]
+        for k in range(self.n - 1):
+            saxpy(&self.m, &alpha, dx + k * self.m, &one, outC + <Py_ssize_t> window[k] * self.m, &one)
+
+    cdef double step(self, const int *window, float *x, float *c, float *dc, float *dx, float rate,
+                     float keep) noexcept nogil:
+        """One window's SGD step with the exact gradient, in place: weights <- keep
+        weights - rate gradient, biases <- biases - rate gradient (when trained), the
+        gradient taken at the parameters before the step. Returns log p(target)."""
+        cdef double logp
+        cdef float alpha = -rate
+        cdef int r, k, size = self.V * self.m, one = 1
+        cdef float unit = 1
+        self.project()
+        logp = self.forward(window, x, c)
+        self.backward(x, dc, dx, NULL, self.b if self.bias else NULL, NULL, self.dC, alpha, keep)
+        # dL/dH_target = G^T C needs C before its step, which needs H_target before its own
+        gemm(b'T', b'N', self.h, self.m, self.V, 1.0, self.G, self.h, self.C, self.m, 0.0, self.T, self.m)
+        gemm(b'N', b'N', self.V, self.m, self.h, alpha, self.G, self.h, self.H, self.width, keep, self.C, self.m)
+        if self.direct:
+            saxpy(&size, &unit, self.dC, &one, self.C, &one)
+        self.context_side(window, x, dc, dx, self.H, self.d if self.bias else NULL, self.C, alpha, keep)
+        for r in range(self.h):
+            for k in range(self.m):
+                self.H[r * self.width + k] = keep * self.H[r * self.width + k] + alpha * self.T[r * self.m + k]
+        return logp
 
     def logprobs(self, const int[:, ::1] windows, double[::1] out):
         """Natural-log probability of each window's target, normalised over the vocabulary."""
@@ -125,88 +260,58 @@ cdef class EnergyNetwork:
         their share in two products per call, not two per window."""
         cdef float[:, ::1] gC = grads["C"], gH = grads["H"], gU = grads["U"], gW
         cdef float[::1] gb = grads["b"], gd = grads["d"]
-        cdef float *A = self.A
-        cdef float *G = self.G
-        cdef float *a
-        cdef float *u
-        cdef float *gu
-        cdef float *grow
         cdef float[::1] x = np.empty(max(self.context_width, 1), dtype=np.float32)
         cdef float[::1] c = np.empty(self.h, dtype=np.float32)
         cdef float[::1] dc = np.empty(self.h, dtype=np.float32)
         cdef float[::1] dx = np.empty(max(self.context_width, 1), dtype=np.float32)
-        cdef float *y = self.Y
+        cdef float *gw = NULL
         cdef Py_ssize_t i
-        cdef int j, k, t, one = 1
-        cdef float g, pre, unit = 1
-        cdef double normaliser
         cdef double logp = 0
+        if windows.shape[1] != self.n:
+            raise ValueError("windows of the wrong order")
         if self.direct:
             gW = grads["W"]
+            gw = &gW[0, 0]
         for name in grads:
             grads[name][...] = 0
         with nogil:
+            memset(self.G, 0, <Py_ssize_t> self.V * self.h * sizeof(float))
             self.project()
             for i in range(windows.shape[0]):
-                t = windows[i, self.n - 1]
-                self.context_part(&windows[i, 0], &x[0], &c[0])
-                self.all_scores(&c[0], &x[0], y)
-                normaliser = log_normaliser(y, self.V)
-                logp += y[t] - normaliser
-                for j in range(self.V):  # y becomes dL/dy = p - 1[target]
-                    y[j] = expf(y[j] - normaliser)
-                y[t] -= 1
-                memset(&dc[0], 0, self.h * sizeof(float))
-                memset(&dx[0], 0, max(self.context_width, 1) * sizeof(float))
-                for j in range(self.V):
-                    g = y[j]
-                    gb[j] += g
-                    a = A + <Py_ssize_t> j * self.h
-                    u = self.U + <Py_ssize_t> j * self.h
-                    gu = &gU[j, 0]
-                    grow = G + <Py_ssize_t> j * self.h
-                    for k in range(self.h):
-                        gu[k] += g * a[k]
-                        pre = g * u[k] * (1 - a[k] * a[k])  # dL/d(pre-activation)
-                        grow[k] = pre if i == 0 else grow[k] + pre  # the first window writes G
-                        dc[k] += pre
-                if self.direct:
-                    for j in range(self.V):
-                        g = y[j]
-                        for k in range(self.m):
-                            gW[j, k] += g * self.C[<Py_ssize_t> j * self.m + k]
-                            gC[j, k] += g * self.W[<Py_ssize_t> j * self.width + k]
-                    gemm(b'T', b'N', self.V, self.context_width, 1, 1.0, y, self.V, &x[0], self.context_width,
-                         1.0, &gW[0, 0] + self.m, self.width)
-                    gemm(b'N', b'N', 1, self.context_width, self.V, 1.0, y, self.V, self.W + self.m, self.width,
-                         1.0, &dx[0], self.context_width)
-                for k in range(self.h):
-                    gd[k] += dc[k]
-                gemm(b'T', b'N', self.h, self.context_width, 1, 1.0, &dc[0], self.h, &x[0], self.context_width, 1.0,
-                     &gH[0, 0] + self.m, self.width)
-                gemm(b'N', b'N', 1, self.context_width, self.h, 1.0, &dc[0], self.h, self.H + self.m, self.width,
-                     1.0, &dx[0], self.context_width)
-                for k in range(self.n - 1):
-                    saxpy(&self.m, &unit, &dx[0] + k * self.m, &one, &gC[windows[i, k], 0], &one)
+                logp += self.forward(&windows[i, 0], &x[0], &c[0])
+                self.backward(&x[0], &dc[0], &dx[0], &gU[0, 0], &gb[0], gw, &gC[0, 0], 1, 1)
+                self.context_side(&windows[i, 0], &x[0], &dc[0], &dx[0], &gH[0, 0], &gd[0], &gC[0, 0], 1, 1)
             # H_target and every word's C(w), through the summed dL/d(pre-activation)
-            gemm(b'T', b'N', self.h, self.m, self.V, 1.0, G, self.h, self.C, self.m, 1.0, &gH[0, 0], self.width)
-            gemm(b'N', b'N', self.V, self.m, self.h, 1.0, G, self.h, self.H, self.width, 1.0, &gC[0, 0], self.m)
+            gemm(b'T', b'N', self.h, self.m, self.V, 1.0, self.G, self.h, self.C, self.m, 1.0, &gH[0, 0], self.width)
+            gemm(b'N', b'N', self.V, self.m, self.h, 1.0, self.G, self.h, self.H, self.width, 1.0, &gC[0, 0], self.m)
         return logp
 
     def train(self, const int[:, ::1] windows, int batch, const double[::1] rates, const float[::1] row_keep,
               const float[::1] dense_keep):
         """SGD with the exact gradient (every word's energy: for small vocabularies):
-        update u steps by rates[u] and decays C, H, U and W (not the biases) by row_keep[u]."""
+        update u steps by rates[u] and decays C, H, U and W (not the biases) by row_keep[u].
+        One window an update steps in place (`step`); a batch sums `gradients` first."""
         cdef Py_ssize_t u
         cdef int size, one = 1
         cdef float step
         cdef float[::1] flat, grad
+        cdef float[::1] x = np.empty(max(self.context_width, 1), dtype=np.float32)
+        cdef float[::1] c = np.empty(self.h, dtype=np.float32)
+        cdef float[::1] dc = np.empty(self.h, dtype=np.float32)
+        cdef float[::1] dx = np.empty(max(self.context_width, 1), dtype=np.float32)
+        cdef double total = 0
         check_schedule(windows.shape[0], batch, max(batch, 1), rates.shape[0], row_keep.shape[0], dense_keep.shape[0])
+        if windows.shape[1] != self.n:
+            raise ValueError("windows of the wrong order")
         updates = rates.shape[0]
+        if batch == 1:
+            with nogil:
+                for u in range(updates):
+                    total += self.step(&windows[u, 0], &x[0], &c[0], &dc[0], &dx[0], <float> rates[u], row_keep[u])
+            return total, updates
         grads = {name: np.empty_like(array) for name, array in self.keep_alive.items()}
         pairs = [(name, array.reshape(-1), grads[name].reshape(-1)) for name, array in self.keep_alive.items()
                  if self.bias or name not in ("b", "d")]
-        total = 0.0
         for u in range(updates):
             total += self.gradients(windows[u * batch:(u + 1) * batch], grads)
             step = -<float> rates[u]

@@ -206,9 +206,9 @@ cdef inline void window_scores(Net *net, Work *w, const int *rows, Exchange *x, 
     while lo < V:
         R = min(<int> WINDOW_ROWS, V - lo)
         if h > 0:
-            rows_dot(R, h, net.U + <Py_ssize_t> lo * h, A, Y + lo)
+            rows_dot(R, h, net.U + <Py_ssize_t> lo * h, A, 0, Y + lo)
         if net.direct:
-            rows_dot(R, I, net.W + <Py_ssize_t> lo * I, X, Y + lo)
+            rows_dot(R, I, net.W + <Py_ssize_t> lo * I, X, 0, Y + lo)
         rescale = softmax_block(Y + lo, w.E, R, &top, &total)
         if h > 0:
             rows_weighted_sum(R, h, net.U + <Py_ssize_t> lo * h, w.E, 0 if lo == 0 else rescale, sums)

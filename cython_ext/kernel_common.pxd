@@ -59,19 +59,20 @@ cdef extern from *:
         return rescale;
     }
 
-    /* y[r] += M_r . x over a block of rows of M (rows x width, row-major). Written with
-       16-float vectors folded by shuffles: gcc's own reduction of a vectorised dot product
-       (omp simd) spills the partial sums to the stack for every row. */
+    /* y[r] += M_r . x_r over a block of rows of M (rows x width, row-major), x_r = x + r
+       x_step (x_step 0: one vector for every row). Written with 16-float vectors folded by
+       shuffles: gcc's own reduction of a vectorised dot product (omp simd) spills the
+       partial sums to the stack for every row. */
     typedef float nplm_v16 __attribute__((vector_size(64)));
     typedef float nplm_v8 __attribute__((vector_size(32)));
     typedef float nplm_v4 __attribute__((vector_size(16)));
 
     __attribute__((target_clones("avx512f", "avx2", "default"), unused))
-    static void nplm_rows_dot(int rows, int width, const float *restrict M, const float *restrict x,
-                              float *restrict y) {
+    static void nplm_rows_dot(int rows, int width, const float *restrict M, const float *restrict vectors,
+                              long x_step, float *restrict y) {
         int full = width & ~15;
         for (int r = 0; r < rows; r++) {
-            const float *row = M + (long) r * width;
+            const float *row = M + (long) r * width, *x = vectors + r * x_step;
             nplm_v16 sum16 = {0}, odd = {0}, u, v;
             int k = 0;
             for (; k + 32 <= full; k += 32) {  /* two chains */
@@ -166,7 +167,8 @@ cdef extern from *:
     void exp_shifted "nplm_exp_shifted"(float *y, int size, float shift) noexcept nogil
     void add_column_sums "nplm_add_column_sums"(int rows, int cols, float alpha, const float *M, long ld,
                                                 float *out) noexcept nogil
-    void rows_dot "nplm_rows_dot"(int rows, int width, const float *M, const float *x, float *y) noexcept nogil
+    void rows_dot "nplm_rows_dot"(int rows, int width, const float *M, const float *x, long x_step,
+                                  float *y) noexcept nogil
     void rows_weighted_sum "nplm_rows_weighted_sum"(int rows, int width, const float *M, const float *e, float beta,
                                                     float *g) noexcept nogil
 
