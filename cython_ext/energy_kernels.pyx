@@ -68,7 +68,10 @@ cdef void pre_activation_gradients(const float *y, const float *u_rows, const fl
             dc[k] += g[j * h + k]
 
 
-DEF SCORE_ROWS = 64  # a block's activations (64 x h floats) stay in L1 for their dot products
+# Rows of a block: its pre-activations, activations and dL/d(pre-activation) (128 x h floats)
+# stay in cache from one stage to the next, and OpenBLAS takes a block's products (M N K
+# within 10^6) with its small-matrix kernels, which skip packing (256 rows ran 1.1x slower, 512 1.3x).
+DEF SCORE_ROWS = 128
 
 
 cdef class EnergyNetwork:
@@ -93,6 +96,8 @@ cdef class EnergyNetwork:
     cdef float *G  # V x h: dL/d(pre-activation) of every word (summed over a call's windows by `gradients`)
     cdef float *T  # h x m: an exact step's dL/dH_target
     cdef float *dC  # V x m (direct connections): an exact step's W share of dL/dC
+    cdef float *Ht  # m x h: H_target transposed, for an exact step
+    cdef float *Pb  # SCORE_ROWS x h: a block's pre-activations, then dL/d(pre-activation), in an exact step
 
     def __init__(self, params, int order, bint bias=True):
         cdef float[:, ::1] C = params["C"], H = params["H"], U = params["U"], W
@@ -118,7 +123,10 @@ cdef class EnergyNetwork:
         cdef float[::1] Y = np.empty(self.V, dtype=np.float32)
         cdef float[:, ::1] T = np.empty((self.h, self.m), dtype=np.float32)
         cdef float[:, ::1] dC = np.empty((self.V if self.direct else 1, self.m), dtype=np.float32)
-        self.buffers = (P, A, G, Y, T, dC)
+        cdef float[:, ::1] Pb = np.empty((SCORE_ROWS, self.h), dtype=np.float32)
+        cdef float[:, ::1] Ht = np.empty((self.m, self.h), dtype=np.float32)
+        self.buffers = (P, A, G, Y, T, dC, Pb, Ht)
+        self.Pb, self.Ht = &Pb[0, 0], &Ht[0, 0]
         self.P, self.A, self.G, self.Y, self.T, self.dC = &P[0, 0], &A[0, 0], &G[0, 0], &Y[0], &T[0, 0], &dC[0, 0]
 
     cdef void context_part(self, const int *window, float *x, float *c) noexcept nogil:
@@ -130,13 +138,20 @@ cdef class EnergyNetwork:
         gemm(b'N', b'T', 1, self.h, self.context_width, 1.0, x, self.context_width, self.H + self.m, self.width,
              1.0, c, self.h)
 
-    cdef void all_scores(self, const float *c, const float *x, float *y) noexcept nogil:
-        """y_w for every word (needs P from `project`), their activations in A, block by
-        block: a block's activations are still in cache for their dot products."""
+    cdef void all_scores(self, const float *c, const float *x, float *y, bint fresh) noexcept nogil:
+        """y_w for every word, their activations in A, block by block: a block's
+        pre-activations H_target C(w) (from P, filled by `project`, or with `fresh` computed
+        for the block) and activations are still in cache for the next stage."""
         cdef int w, lo, rows, h = self.h
+        cdef float *pre
         for lo in range(0, self.V, SCORE_ROWS):
             rows = min(SCORE_ROWS, self.V - lo)
-            tanh_rows(self.A + <Py_ssize_t> lo * h, self.P + <Py_ssize_t> lo * h, c, rows, h)
+            pre = self.P + <Py_ssize_t> lo * h
+            if fresh:
+                pre = self.Pb
+                gemm(b'N', b'N', rows, h, self.m, 1.0, self.C + <Py_ssize_t> lo * self.m, self.m, self.Ht, h,
+                     0.0, pre, h)
+            tanh_rows(self.A + <Py_ssize_t> lo * h, pre, c, rows, h)
             memcpy(y + lo, self.b + lo, rows * sizeof(float))
             rows_dot(rows, h, self.U + <Py_ssize_t> lo * h, self.A + <Py_ssize_t> lo * h, h, y + lo)
         if self.direct:
@@ -148,13 +163,13 @@ cdef class EnergyNetwork:
     cdef void project(self) noexcept nogil:
         gemm(b'N', b'T', self.V, self.h, self.m, 1.0, self.C, self.m, self.H, self.width, 0.0, self.P, self.h)
 
-    cdef double forward(self, const int *window, float *x, float *c) noexcept nogil:
+    cdef double forward(self, const int *window, float *x, float *c, bint fresh) noexcept nogil:
         """Every word's hidden layer (A) and dL/dy = p - 1[target] (Y) for one window
-        (needs P from `project`); returns log p(target)."""
+        (see all_scores for `fresh`); returns log p(target)."""
         cdef int t = window[self.n - 1]
         cdef double normaliser, logp
         self.context_part(window, x, c)
-        self.all_scores(c, x, self.Y)
+        self.all_scores(c, x, self.Y, fresh)
         normaliser = log_normaliser(self.Y, self.V)
         logp = self.Y[t] - normaliser
         exp_shifted(self.Y, self.V, <float> normaliser)
@@ -167,20 +182,18 @@ cdef class EnergyNetwork:
         given, U's, b's and W's shares added to gU, gb and gW and W's share of dL/dC to gC;
         with gU NULL, U, b (gb = b, or NULL without biases) and W stepped in place (keep x
         + alpha x gradient, every value read before it is written) and W's share of dL/dC,
-        times alpha, written to gC. Also G and dc (see rows_backward) and dx = dL/dx, from
-        the parameters before any step."""
+        times alpha, written to gC; then C stepped too, C <- keep C + alpha G H_target, and T
+        = dL/dH_target = G^T C, block by block, each block of C taken before its step. Also
+        G (summed, with gU given) and dc (see rows_backward) and dx = dL/dx, from the
+        parameters before any step."""
         cdef const float *y = self.Y
         cdef float *row
         cdef float *out
         cdef float *outc
         cdef float g, value, c_old
-        cdef int j, k, m = self.m
+        cdef int j, k, lo, rows, m = self.m
         memset(dc, 0, self.h * sizeof(float))
         memset(dx, 0, self.context_width * sizeof(float))
-        rows_backward(self.V, self.h, y, self.A, self.U, gU, keep, alpha, self.G, dc)
-        if gb != NULL:
-            for j in range(self.V):
-                gb[j] += alpha * y[j]
         if self.direct:
             gemm(b'N', b'N', 1, self.context_width, self.V, 1.0, y, self.V, self.W + m, self.width,
                  1.0, dx, self.context_width)
@@ -195,6 +208,21 @@ cdef class EnergyNetwork:
                     out[k] = keep * out[k] + alpha * g * c_old
                 for k in range(self.context_width):
                     out[m + k] = keep * out[m + k] + alpha * g * x[k]
+        if gU != NULL:
+            rows_backward(self.V, self.h, y, self.A, self.U, gU, keep, alpha, self.G, dc)
+        else:  # block by block, G's block in cache for H_target's gradient and C's step
+            for lo in range(0, self.V, SCORE_ROWS):
+                rows = min(SCORE_ROWS, self.V - lo)
+                rows_backward(rows, self.h, y + lo, self.A + <Py_ssize_t> lo * self.h, self.U + <Py_ssize_t> lo * self.h,
+                              NULL, keep, alpha, self.Pb, dc)
+                # dL/dH_target = G^T C takes each block of C before its step
+                gemm(b'T', b'N', self.h, m, rows, 1.0, self.Pb, self.h, self.C + <Py_ssize_t> lo * m, m,
+                     0.0 if lo == 0 else 1.0, self.T, m)
+                gemm(b'N', b'N', rows, m, self.h, alpha, self.Pb, self.h, self.H, self.width, keep,
+                     self.C + <Py_ssize_t> lo * m, m)
+        if gb != NULL:
+            for j in range(self.V):
+                gb[j] += alpha * y[j]
         gemm(b'N', b'N', 1, self.context_width, self.h, 1.0, dc, self.h, self.H + m, self.width,
              1.0, dx, self.context_width)
 
@@ -219,17 +247,19 @@ cdef class EnergyNetwork:
                      float keep) noexcept nogil:
         """One window's SGD step with the exact gradient, in place: weights <- keep
         weights - rate gradient, biases <- biases - rate gradient (when trained), the
-        gradient taken at the parameters before the step. Returns log p(target)."""
+        gradient taken at the parameters before the step. Nothing of size |V| x h but the
+        activations A leaves the cache: a block's pre-activations are computed as its
+        scores are (all_scores), and its gradients go to U, C and T as they are made
+        (backward). Returns log p(target)."""
         cdef double logp
         cdef float alpha = -rate
         cdef int r, k, size = self.V * self.m, one = 1
         cdef float unit = 1
-        self.project()
-        logp = self.forward(window, x, c)
+        for r in range(self.h):  # OpenBLAS's small-matrix kernels take C H_target^T as N x N, not as N x T
+            for k in range(self.m):
+                self.Ht[k * self.h + r] = self.H[r * self.width + k]
+        logp = self.forward(window, x, c, True)
         self.backward(x, dc, dx, NULL, self.b if self.bias else NULL, NULL, self.dC, alpha, keep)
-        # dL/dH_target = G^T C needs C before its step, which needs H_target before its own
-        gemm(b'T', b'N', self.h, self.m, self.V, 1.0, self.G, self.h, self.C, self.m, 0.0, self.T, self.m)
-        gemm(b'N', b'N', self.V, self.m, self.h, alpha, self.G, self.h, self.H, self.width, keep, self.C, self.m)
         if self.direct:
             saxpy(&size, &unit, self.dC, &one, self.C, &one)
         self.context_side(window, x, dc, dx, self.H, self.d if self.bias else NULL, self.C, alpha, keep)
@@ -250,7 +280,7 @@ cdef class EnergyNetwork:
             self.project()
             for i in range(windows.shape[0]):
                 self.context_part(&windows[i, 0], &x[0], &c[0])
-                self.all_scores(&c[0], &x[0], y)
+                self.all_scores(&c[0], &x[0], y, False)
                 out[i] = y[windows[i, self.n - 1]] - log_normaliser(y, self.V)
 
     def gradients(self, const int[:, ::1] windows, grads):
@@ -278,7 +308,7 @@ cdef class EnergyNetwork:
             memset(self.G, 0, <Py_ssize_t> self.V * self.h * sizeof(float))
             self.project()
             for i in range(windows.shape[0]):
-                logp += self.forward(&windows[i, 0], &x[0], &c[0])
+                logp += self.forward(&windows[i, 0], &x[0], &c[0], False)
                 self.backward(&x[0], &dc[0], &dx[0], &gU[0, 0], &gb[0], gw, &gC[0, 0], 1, 1)
                 self.context_side(&windows[i, 0], &x[0], &dc[0], &dx[0], &gH[0, 0], &gd[0], &gC[0, 0], 1, 1)
             # H_target and every word's C(w), through the summed dL/d(pre-activation)
@@ -451,7 +481,7 @@ cdef class EnergyNetwork:
         with nogil:
             self.project()
             self.context_part(&context[0], &x[0], &c[0])
-            self.all_scores(&c[0], &x[0], self.Y)
+            self.all_scores(&c[0], &x[0], self.Y, False)
             normaliser = log_normaliser(self.Y, self.V)
             for j in range(self.V):
                 out[j] = self.Y[j] - normaliser
