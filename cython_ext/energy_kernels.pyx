@@ -9,7 +9,7 @@ from libc.math cimport expf
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
-from kernel_common cimport (axpy_row, check_schedule, dot, dot_row, exp_shifted, gemm, log_normaliser, rows_dot, scale,
+from kernel_common cimport (axpy_row, check_schedule, dot, exp_shifted, gemm, log_normaliser, rows_dot, scale,
                            tanh_rows)
 from nplmtk._ext.sampling_kernels cimport (Sampling, draw_samples, importance_weights, merge_duplicates,
                                            sampling_free, sampling_start)
@@ -53,19 +53,6 @@ cdef extern from *:
     void rows_backward "nplm_energy_rows_backward"(int rows, int h, const float *y, const float *A, float *U,
                                                     float *gU, float keep, float alpha, float *G,
                                                     float *dc) noexcept nogil
-
-
-cdef void pre_activation_gradients(const float *y, const float *u_rows, const float *a, int rows, int h,
-                                   float *g, float *dc) noexcept nogil:
-    """g (rows x h) = dL/d(pre-activation) = y_j u_j (1 - a_j^2), dL/dy_j = y_j, with the
-    rows' old output weights u_j; dc (h) their sum."""
-    cdef int j, k
-    cdef float unit = 1
-    memset(dc, 0, h * sizeof(float))
-    for j in range(rows):
-        for k in range(h):
-            g[j * h + k] = y[j] * u_rows[j * h + k] * (unit - a[j * h + k] * a[j * h + k])
-            dc[k] += g[j * h + k]
 
 
 # Rows of a block: its pre-activations, activations and dL/d(pre-activation) (128 x h floats)
@@ -159,6 +146,14 @@ cdef class EnergyNetwork:
                 y[w] += dot(self.m, self.W + <Py_ssize_t> w * self.width, self.C + <Py_ssize_t> w * self.m)
             gemm(b'N', b'T', 1, self.V, self.context_width, 1.0, x, self.context_width, self.W + self.m, self.width,
                  1.0, y, self.V)
+
+    cdef void transpose_target(self) noexcept nogil:
+        """Ht = H_target^T: OpenBLAS's small-matrix kernels take a block's C H_target^T as N x
+        N, not as N x T."""
+        cdef int r, k
+        for r in range(self.h):
+            for k in range(self.m):
+                self.Ht[k * self.h + r] = self.H[r * self.width + k]
 
     cdef void project(self) noexcept nogil:
         gemm(b'N', b'T', self.V, self.h, self.m, 1.0, self.C, self.m, self.H, self.width, 0.0, self.P, self.h)
@@ -255,9 +250,7 @@ cdef class EnergyNetwork:
         cdef float alpha = -rate
         cdef int r, k, size = self.V * self.m, one = 1
         cdef float unit = 1
-        for r in range(self.h):  # OpenBLAS's small-matrix kernels take C H_target^T as N x N, not as N x T
-            for k in range(self.m):
-                self.Ht[k * self.h + r] = self.H[r * self.width + k]
+        self.transpose_target()
         logp = self.forward(window, x, c, True)
         self.backward(x, dc, dx, NULL, self.b if self.bias else NULL, NULL, self.dC, alpha, keep)
         if self.direct:
@@ -363,7 +356,7 @@ cdef class EnergyNetwork:
         effective sample sizes)."""
         cdef Sampling sp
         cdef Py_ssize_t i, count = windows.shape[0]
-        cdef int j, k, t, word, M, rows, one = 1, N = samples
+        cdef int j, k, t, word, M, rows, lo, block, one = 1, N = samples
         cdef double total = 0, ess = 0
         cdef long long done = 0
         cdef float value, gamma, step, keep, y_target
@@ -388,6 +381,7 @@ cdef class EnergyNetwork:
         cdef float *g = &dpre[0, 0]
         cdef float *dz = &dZ[0, 0]
         cdef float *row
+        cdef float *dz_row
         cdef int h = self.h, m = self.m
         if batch != 1:
             raise ValueError("the sampled energy network trains one window per update")
@@ -415,22 +409,31 @@ cdef class EnergyNetwork:
                             memcpy(&old_W[j, 0], self.W + <Py_ssize_t> word * self.width, self.width * sizeof(float))
                     # every candidate's hidden layer: tanh(c + H_target C(w)), one product (into g,
                     # free until the gradients)
-                    gemm(b'N', b'T', rows, h, m, 1.0, z, m, self.H, self.width, 0.0, g, h)
+                    self.transpose_target()
+                    for lo in range(0, rows, SCORE_ROWS):  # blocks: OpenBLAS's small-matrix kernels
+                        block = min(SCORE_ROWS, rows - lo)
+                        gemm(b'N', b'N', block, h, m, 1.0, z + lo * m, m, self.Ht, h, 0.0, g + lo * h, h)
                     tanh_rows(a, g, &c[0], rows, h)
                     for j in range(rows):
                         word = t if j == M else sp.words[j]
-                        value = self.b[word] + dot_row(h, u_rows + j * h, a + j * h)
+                        value = self.b[word]
                         if self.direct:
                             value = value + dot(m, &old_W[j, 0], z + j * m)
                             value = value + dot(self.context_width, &old_W[j, 0] + m, &x[0])
                         y[j] = value
+                    rows_dot(rows, h, u_rows, a, h, &y[0])
                     y_target = y[M]
                     total += y_target - importance_weights(&sp, &y[0], &ess)  # y[:M] become r_j / sum r
                     y[M] = -1
-                    pre_activation_gradients(&y[0], u_rows, a, rows, h, g, &dc[0])
+                    # g = dL/d(pre-activation) from the rows' old U (alpha 0: their copies stay), dc its sum
+                    memset(&dc[0], 0, h * sizeof(float))
+                    rows_backward(rows, h, &y[0], a, u_rows, NULL, 1, 0, g, &dc[0])
                     # dL/dz_w = dpre H_target (+ gamma W_w), dL/dH = dpre^T z
-                    gemm(b'N', b'N', rows, m, h, 1.0, g, h, self.H, self.width, 0.0, dz, m)
-                    gemm(b'T', b'N', h, m, rows, 1.0, g, h, z, m, 0.0, &dH[0, 0], self.width)
+                    for lo in range(0, rows, SCORE_ROWS):
+                        block = min(SCORE_ROWS, rows - lo)
+                        gemm(b'N', b'N', block, m, h, 1.0, g + lo * h, h, self.H, self.width, 0.0, dz + lo * m, m)
+                        gemm(b'T', b'N', h, m, block, 1.0, g + lo * h, h, z + lo * m, m, 0.0 if lo == 0 else 1.0,
+                             &dH[0, 0], self.width)
                     gemm(b'T', b'N', h, self.context_width, 1, 1.0, &dc[0], h, &x[0],
                          self.context_width, 0.0, &dH[0, 0] + m, self.width)
                     gemm(b'N', b'N', 1, self.context_width, h, 1.0, &dc[0], h, self.H + m,
@@ -448,8 +451,9 @@ cdef class EnergyNetwork:
                         if self.bias:
                             self.b[word] -= step * gamma
                         row = self.C + <Py_ssize_t> word * m
+                        dz_row = dz + j * m
                         for k in range(m):  # the row's decay, then its step
-                            row[k] = row[k] * keep - step * dz[j * m + k]
+                            row[k] = row[k] * keep - step * dz_row[k]
                     value = -step
                     k = self.h * self.width
                     saxpy(&k, &value, &dH[0, 0], &one, self.H, &one)

@@ -316,6 +316,54 @@ def test_energy_exact_steps_in_place_are_sequential_sgd(direct, bias):
         np.testing.assert_allclose(model.params[name], reference[name], atol=2e-5, err_msg=name)
 
 
+def energy_sampled_step_reference(params, window, words, log_q, rate):
+    """Algorithm 3's step for the energy network in float64, written out: each of the N
+    draws w_j (repeats included) pulls its energy up with weight r_j / sum r, r_j =
+    exp(y_j) / Q(w_j), and the target's is pushed down, y_w = b_w + U_w . tanh(d + H z_w)."""
+    p = {k: v.astype(np.float64) for k, v in params.items()}
+    grads = {k: np.zeros_like(v) for k, v in p.items()}
+    m = p["C"].shape[1]
+    x = p["C"][window[:-1]].reshape(-1)
+
+    def score(w):
+        a = np.tanh(p["d"] + p["H"] @ np.concatenate([p["C"][w], x]))
+        return p["b"][w] + p["U"][w] @ a, a
+
+    y = np.array([score(w)[0] for w in words])
+    r = np.exp(y - log_q[words] - (y - log_q[words]).max())
+    for w, weight in list(zip(words, r / r.sum())) + [(window[-1], -1.0)]:
+        _, a = score(w)
+        pre = weight * p["U"][w] * (1 - a ** 2)
+        grads["b"][w] += weight
+        grads["U"][w] += weight * a
+        grads["d"] += pre
+        grads["H"] += np.outer(pre, np.concatenate([p["C"][w], x]))
+        grads["C"][w] += p["H"][:, :m].T @ pre
+        for k, context_word in enumerate(window[:-1]):
+            grads["C"][context_word] += p["H"][:, m * (k + 1):m * (k + 2)].T @ pre
+    return {k: p[k] - rate * grads[k] for k in p}
+
+
+def test_a_sampled_energy_step_is_the_estimator_written_out():
+    """One sampled step with about 280 distinct words among 2,000 draws (the hidden layers'
+    products run in blocks of 128 rows) equals the float64 step over the raw draws."""
+    from nplmtk.neural.energy import EnergyModel
+    vocab = Vocabulary([f"w{i}" for i in range(300)])
+    model = EnergyModel.initial(vocab, order=3, features=3, hidden=5, seed=2)
+    rng = np.random.default_rng(2)
+    for name in model.params:
+        model.params[name][...] = rng.normal(0, 0.5, model.params[name].shape)
+    window = np.array([[7, 250, 31]], dtype=np.int32)
+    counts = np.arange(1, len(vocab) + 1, dtype=np.float64)
+    q = Proposal(counts / counts.sum())
+    words = q.draw(2000, 5)
+    assert 256 < len(np.unique(words)) < len(words)
+    expected = energy_sampled_step_reference(model.params, window[0], words, np.log(counts / counts.sum()), 0.1)
+    model.network().train_sampled(window, 1, *schedule(1, 1, 0.1, sampled=True), 2000, q, 5)
+    for name in model.params:
+        np.testing.assert_allclose(model.params[name], expected[name], atol=2e-6, err_msg=name)
+
+
 @pytest.mark.parametrize("direct", [False, True])
 def test_energy_importance_sampling_approaches_the_exact_gradient(direct):
     window = np.array([[3, 4, 5]], dtype=np.int32)
