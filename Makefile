@@ -68,9 +68,9 @@ bench-vs: install
 # best LSTMs (m=h=256, tied, dropout 0.3, Adam; full softmax about 45 min, -output class 15);
 # brown-fast: the -output class LSTM for 3 epochs (about 4 min), 15% or more below KN5.
 # brown-energy: Bengio & Senecal sec. 4.2 as the paper ran it, the energy network for 8 epochs
-# by Algorithm 4 (about 15 min of one core: N grows to 1,600), and against the exact gradient
-# on the first 1,000 sentences (about 20 min of one core); brown-energy-exact: the exact gradient
-# on all of Brown train (about 12 hours).
+# by Algorithm 4 (about 10 min of one core: N grows to 1,600), and against the exact gradient
+# on the first 1,000 sentences (about 10 min of one core); brown-energy-exact: the exact gradient
+# on all of Brown train (about 5 hours).
 brown-mlp9 brown-mlp1 brown-is brown-lbl brown-lbl-outputs brown-survey brown-lstm brown-fast brown-energy brown-energy-exact: install
 	$(BIN)/python benchmarks/runs.py $@ --brown $(BROWN) --nplm $(BIN)/nplm
 

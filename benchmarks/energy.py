@@ -1,7 +1,7 @@
 """The energy network of Bengio & Senecal (2003) sec. 4.2 as the paper ran it (issue 21):
 Algorithm 4 on all of Brown train for 8 epochs (`make brown-energy`), the exact gradient
 against it where the exact one fits (the first 1,000 sentences), and the two training
-steps side by side; the exact run on all of Brown (`make brown-energy-exact`, about 12
+steps side by side; the exact run on all of Brown (`make brown-energy-exact`, about 5
 hours of one core) is reported when its model exists."""
 import json
 import os
@@ -20,7 +20,7 @@ def _finished(run):
 def energy_network(brown, peak):
     lines = ["## The energy network of Bengio & Senecal sec. 4.2 (issue 21)", ""]
     if not (_finished(FULL_IS) and _finished(SMALL_EXACT) and _finished(SMALL_IS)):
-        return lines + ["Not measured in this run: `make brown-energy` trains the models (about 35 minutes of one "
+        return lines + ["Not measured in this run: `make brown-energy` trains the models (about 20 minutes of one "
                         "core)."]
     test = os.path.join(brown, "test.txt")
     runs = [run for run in (FULL_IS, FULL_EXACT, SMALL_EXACT, SMALL_IS) if _finished(run)]
