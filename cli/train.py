@@ -110,7 +110,8 @@ ARCH_HELP = "Architecture: " + "; ".join(f"{name} ({model.summary})" for name, m
 @option("seed", type=int, default=1, help="Seed of initialisation and shuffling.")
 @option("threads", type=click.IntRange(min=1), default=1,
         help="Lock-free asynchronous worker threads, each with a single-threaded BLAS: the cores used. "
-             "The MLP at -batch 1 with the full softmax: threads sharing each window's output rows.")
+             "The MLP at -batch 1 with the full softmax, and the energy network's exact gradient: threads "
+             "sharing each window's output rows.")
 @option("checkpoint", metavar="DIR", default=None, help="Write checkpoint.nplm here each epoch.")
 @option("checkpoint-every", type=click.IntRange(min=0), default=0, help="Also checkpoint every N updates.")
 @flag("resume", help="Continue from DIR/checkpoint.nplm (given with -checkpoint).")

@@ -5,6 +5,7 @@ trainer hands each chunk its schedule: the rate, the decay of the rows touched, 
 bulk decay of U, H and W after each update."""
 import numpy as np
 cimport numpy as cnp
+from cython.parallel cimport prange, threadid
 from libc.math cimport expf
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
@@ -84,9 +85,12 @@ cdef class EnergyNetwork:
     cdef float *T  # h x m: an exact step's dL/dH_target
     cdef float *dC  # V x m (direct connections): an exact step's W share of dL/dC
     cdef float *Ht  # m x h: H_target transposed, for an exact step
-    cdef float *Pb  # SCORE_ROWS x h: a block's pre-activations, then dL/d(pre-activation), in an exact step
+    cdef int parts  # threads sharing an exact step's blocks
+    cdef float *Pb  # per part, SCORE_ROWS x h: a block's pre-activations, then dL/d(pre-activation)
+    cdef float *Tp  # per part, h x m: its blocks' share of dL/dH_target in an exact step
+    cdef float *dcp  # per part, h: its blocks' share of dc in an exact step
 
-    def __init__(self, params, int order, bint bias=True):
+    def __init__(self, params, int order, bint bias=True, int parts=1):
         cdef float[:, ::1] C = params["C"], H = params["H"], U = params["U"], W
         cdef float[::1] b = params["b"], d = params["d"]
         self.keep_alive = params
@@ -110,10 +114,15 @@ cdef class EnergyNetwork:
         cdef float[::1] Y = np.empty(self.V, dtype=np.float32)
         cdef float[:, ::1] T = np.empty((self.h, self.m), dtype=np.float32)
         cdef float[:, ::1] dC = np.empty((self.V if self.direct else 1, self.m), dtype=np.float32)
-        cdef float[:, ::1] Pb = np.empty((SCORE_ROWS, self.h), dtype=np.float32)
+        if parts < 1:
+            raise ValueError("parts must be 1 or more")
+        self.parts = parts
+        cdef float[:, ::1] Pb = np.empty((parts * SCORE_ROWS, self.h), dtype=np.float32)
+        cdef float[:, ::1] Tp = np.empty((parts * self.h, self.m), dtype=np.float32)
+        cdef float[:, ::1] dcp = np.empty((parts, self.h), dtype=np.float32)
         cdef float[:, ::1] Ht = np.empty((self.m, self.h), dtype=np.float32)
-        self.buffers = (P, A, G, Y, T, dC, Pb, Ht)
-        self.Pb, self.Ht = &Pb[0, 0], &Ht[0, 0]
+        self.buffers = (P, A, G, Y, T, dC, Pb, Ht, Tp, dcp)
+        self.Pb, self.Ht, self.Tp, self.dcp = &Pb[0, 0], &Ht[0, 0], &Tp[0, 0], &dcp[0, 0]
         self.P, self.A, self.G, self.Y, self.T, self.dC = &P[0, 0], &A[0, 0], &G[0, 0], &Y[0], &T[0, 0], &dC[0, 0]
 
     cdef void context_part(self, const int *window, float *x, float *c) noexcept nogil:
@@ -129,23 +138,38 @@ cdef class EnergyNetwork:
         """y_w for every word, their activations in A, block by block: a block's
         pre-activations H_target C(w) (from P, filled by `project`, or with `fresh` computed
         for the block) and activations are still in cache for the next stage."""
-        cdef int w, lo, rows, h = self.h
-        cdef float *pre
-        for lo in range(0, self.V, SCORE_ROWS):
-            rows = min(SCORE_ROWS, self.V - lo)
-            pre = self.P + <Py_ssize_t> lo * h
-            if fresh:
-                pre = self.Pb
-                gemm(b'N', b'N', rows, h, self.m, 1.0, self.C + <Py_ssize_t> lo * self.m, self.m, self.Ht, h,
-                     0.0, pre, h)
-            tanh_rows(self.A + <Py_ssize_t> lo * h, pre, c, rows, h)
-            memcpy(y + lo, self.b + lo, rows * sizeof(float))
-            rows_dot(rows, h, self.U + <Py_ssize_t> lo * h, self.A + <Py_ssize_t> lo * h, h, y + lo)
+        cdef int w, block
+        for block in prange((self.V + SCORE_ROWS - 1) // SCORE_ROWS, num_threads=self.parts, schedule="static"):
+            self.score_block(block * SCORE_ROWS, c, y, fresh, self.Pb + <Py_ssize_t> threadid() * SCORE_ROWS * self.h)
         if self.direct:
             for w in range(self.V):
                 y[w] += dot(self.m, self.W + <Py_ssize_t> w * self.width, self.C + <Py_ssize_t> w * self.m)
             gemm(b'N', b'T', 1, self.V, self.context_width, 1.0, x, self.context_width, self.W + self.m, self.width,
                  1.0, y, self.V)
+
+    cdef void score_block(self, int lo, const float *c, float *y, bint fresh, float *buffer) noexcept nogil:
+        """all_scores over the rows of the block from `lo` (buffer: SCORE_ROWS x h floats of
+        the thread's own)."""
+        cdef int rows = min(SCORE_ROWS, self.V - lo), h = self.h
+        cdef const float *pre = self.P + <Py_ssize_t> lo * h
+        if fresh:
+            gemm(b'N', b'N', rows, h, self.m, 1.0, self.C + <Py_ssize_t> lo * self.m, self.m, self.Ht, h,
+                 0.0, buffer, h)
+            pre = buffer
+        tanh_rows(self.A + <Py_ssize_t> lo * h, pre, c, rows, h)
+        memcpy(y + lo, self.b + lo, rows * sizeof(float))
+        rows_dot(rows, h, self.U + <Py_ssize_t> lo * h, self.A + <Py_ssize_t> lo * h, h, y + lo)
+
+    cdef void step_block(self, int lo, float alpha, float keep, float *buffer, float *T, float *dc) noexcept nogil:
+        """An exact step's backward pass over the rows of the block from `lo`: U's rows
+        stepped in place, dL/d(pre-activation) into `buffer`, added to dc and (through the
+        block of C before its step) to T = dL/dH_target, then C's rows stepped, keep C +
+        alpha G H_target. T, dc and buffer are the thread's own."""
+        cdef int rows = min(SCORE_ROWS, self.V - lo), h = self.h, m = self.m
+        rows_backward(rows, h, self.Y + lo, self.A + <Py_ssize_t> lo * h, self.U + <Py_ssize_t> lo * h, NULL, keep,
+                      alpha, buffer, dc)
+        gemm(b'T', b'N', h, m, rows, 1.0, buffer, h, self.C + <Py_ssize_t> lo * m, m, 1.0, T, m)
+        gemm(b'N', b'N', rows, m, h, alpha, buffer, h, self.H, self.width, keep, self.C + <Py_ssize_t> lo * m, m)
 
     cdef void transpose_target(self) noexcept nogil:
         """Ht = H_target^T: OpenBLAS's small-matrix kernels take a block's C H_target^T as N x
@@ -186,7 +210,7 @@ cdef class EnergyNetwork:
         cdef float *out
         cdef float *outc
         cdef float g, value, c_old
-        cdef int j, k, lo, rows, m = self.m
+        cdef int j, k, block, part, m = self.m
         memset(dc, 0, self.h * sizeof(float))
         memset(dx, 0, self.context_width * sizeof(float))
         if self.direct:
@@ -205,16 +229,19 @@ cdef class EnergyNetwork:
                     out[m + k] = keep * out[m + k] + alpha * g * x[k]
         if gU != NULL:
             rows_backward(self.V, self.h, y, self.A, self.U, gU, keep, alpha, self.G, dc)
-        else:  # block by block, G's block in cache for H_target's gradient and C's step
-            for lo in range(0, self.V, SCORE_ROWS):
-                rows = min(SCORE_ROWS, self.V - lo)
-                rows_backward(rows, self.h, y + lo, self.A + <Py_ssize_t> lo * self.h, self.U + <Py_ssize_t> lo * self.h,
-                              NULL, keep, alpha, self.Pb, dc)
-                # dL/dH_target = G^T C takes each block of C before its step
-                gemm(b'T', b'N', self.h, m, rows, 1.0, self.Pb, self.h, self.C + <Py_ssize_t> lo * m, m,
-                     0.0 if lo == 0 else 1.0, self.T, m)
-                gemm(b'N', b'N', rows, m, self.h, alpha, self.Pb, self.h, self.H, self.width, keep,
-                     self.C + <Py_ssize_t> lo * m, m)
+        else:  # block by block (step_block), each part's sums of dc and T then added up
+            memset(self.Tp, 0, <Py_ssize_t> self.parts * self.h * m * sizeof(float))
+            memset(self.dcp, 0, <Py_ssize_t> self.parts * self.h * sizeof(float))
+            for block in prange((self.V + SCORE_ROWS - 1) // SCORE_ROWS, num_threads=self.parts, schedule="static"):
+                part = threadid()
+                self.step_block(block * SCORE_ROWS, alpha, keep, self.Pb + <Py_ssize_t> part * SCORE_ROWS * self.h,
+                                self.Tp + <Py_ssize_t> part * self.h * m, self.dcp + part * self.h)
+            memset(self.T, 0, self.h * m * sizeof(float))
+            for part in range(self.parts):
+                for k in range(self.h * m):
+                    self.T[k] += self.Tp[part * self.h * m + k]
+                for k in range(self.h):
+                    dc[k] += self.dcp[part * self.h + k]
         if gb != NULL:
             for j in range(self.V):
                 gb[j] += alpha * y[j]

@@ -283,24 +283,28 @@ def test_energy_network_gradient_matches_finite_differences(direct):
     assert_gradients_match_finite_differences(model.params, grads, lambda: energy_loss(model.params, windows), rng)
 
 
-@pytest.mark.parametrize("direct, bias", [(False, True), (True, True), (False, False)])
-def test_energy_exact_steps_in_place_are_sequential_sgd(direct, bias):
+@pytest.mark.parametrize("direct, bias, words, parts", [(False, True, 9, 1), (True, True, 9, 1), (False, False, 9, 1),
+                                                        (False, True, 300, 1), (True, True, 300, 2),
+                                                        (False, True, 300, 3)])
+def test_energy_exact_steps_in_place_are_sequential_sgd(direct, bias, words, parts):
     """At batch 1 the exact gradient steps the parameters in place (each value read before
-    it is written; H_target's gradient from C before C's step): 12 windows with a decaying
-    rate and weight decay give the float64 trajectory of `gradients` applied in turn, and
-    its log-likelihood; without biases, b and d stay."""
+    it is written; H_target's gradient from C before C's step), block by block of 128 rows,
+    its threads (`parts`) each on their blocks: 12 windows with a decaying rate and weight
+    decay give the float64 trajectory of `gradients` applied in turn, and its
+    log-likelihood; without biases, b and d stay."""
     from nplmtk.neural.energy import EnergyModel
-    model = EnergyModel.initial(VOCAB, order=3, features=3, hidden=5, direct=direct, bias=bias, seed=4)
+    vocab = Vocabulary([f"w{i}" for i in range(words)])
+    model = EnergyModel.initial(vocab, order=3, features=3, hidden=5, direct=direct, bias=bias, seed=4)
     rng = np.random.default_rng(4)
     for name in model.params:
         model.params[name][...] = rng.normal(0, 0.5, model.params[name].shape)
     reference = {k: v.astype(np.float64) for k, v in model.params.items()}
-    windows = rng.integers(0, len(VOCAB), size=(12, 3)).astype(np.int32)
+    windows = rng.integers(0, len(vocab), size=(12, 3)).astype(np.int32)
     windows[0, :2] = windows[0, 2]  # the target twice in its own context
     rates, row_keep, dense_keep = schedule(len(windows), 1, 0.3, 0.1, 0.05)
     loglik = 0.0
     for window, rate, keep in zip(windows, rates, row_keep):
-        step_model = EnergyModel.initial(VOCAB, order=3, features=3, hidden=5, direct=direct, bias=bias, seed=4)
+        step_model = EnergyModel.initial(vocab, order=3, features=3, hidden=5, direct=direct, bias=bias, seed=4)
         step_model.params.update({k: v.astype(np.float32) for k, v in reference.items()})
         grads = {k: np.zeros_like(v) for k, v in step_model.params.items()}
         loglik += step_model.network().gradients(window[None, :], grads)
@@ -309,7 +313,7 @@ def test_energy_exact_steps_in_place_are_sequential_sgd(direct, bias):
                 value *= keep
             if bias or name not in ("b", "d"):
                 value -= rate * grads[name]
-    total, updates = model.network().train(windows, 1, rates, row_keep, dense_keep)
+    total, updates = model.network(parts=parts).train(windows, 1, rates, row_keep, dense_keep)
     assert updates == len(windows)
     assert total == pytest.approx(loglik, rel=1e-5)
     for name in model.params:

@@ -96,6 +96,25 @@ def test_threads_sharing_windows_take_several_parts_each_when_openmp_gives_fewer
     assert logs[3] == pytest.approx(logs[1], rel=1e-5)
 
 
+def test_threads_sharing_exact_energy_steps_train_as_one_thread(tmp_path):
+    """The energy network's exact gradient at batch 1: -threads 3 shares each step's blocks
+    of 128 vocabulary rows (300 words: three blocks) among 3 threads, and under
+    OMP_THREAD_LIMIT=1 runs them on one; both train as -threads 1, up to float sums."""
+    text = tmp_path / "t.txt"
+    text.write_text("".join(f"w{i % 300} w{(7 * i) % 300} w{(i * i) % 300} w{i % 11}\n" for i in range(150)))
+    logs = {}
+    for threads, limit in ((1, None), (3, None), (3, "1")):
+        env = {**os.environ, **({"OMP_THREAD_LIMIT": limit} if limit else {})}
+        log = tmp_path / f"{threads}-{limit}.log"
+        args = (NPLM, "train", "-text", text, "-lm", tmp_path / f"{threads}-{limit}.nplm", "-arch", "energy",
+                "-order", 3, "-m", 4, "-h", 5, "-epochs", 1, "-batch", 1, "-threads", threads, "-quiet", "-log", log)
+        proc = subprocess.run([str(a) for a in args], capture_output=True, text=True, env=env)
+        assert proc.returncode == 0, proc.stderr
+        logs[threads, limit] = json.loads(log.read_text().splitlines()[-1])["train_ppl"]
+    assert logs[3, None] == pytest.approx(logs[1, None], rel=1e-5)
+    assert logs[3, "1"] == pytest.approx(logs[1, None], rel=1e-5)
+
+
 def test_resumed_run_finishes_like_an_uninterrupted_one(toy, tmp_path):
     vocab, train, valid, _ = toy
     config = {**CONFIG, "epochs": 3, "checkpoint_dir": str(tmp_path), "checkpoint_every": 500}

@@ -51,12 +51,23 @@ class EnergyModel(NeuralModel):
         if config.criterion != "full" and config.batch != 1:
             raise ParameterError("{arch} energy with importance sampling trains one window per update: give {batch} 1")
 
-    def network(self, capacity=None):
-        return self._kernel(self.params)
+    def network(self, capacity=None, parts=1):
+        """The kernel object; `parts` > 1: that many threads share each exact step's blocks
+        of output rows."""
+        return self._kernel(self.params, parts)
 
-    def _kernel(self, params):
+    def threads_per_worker(self, config):
+        """The exact gradient one window an update: the threads share each step, each on its
+        blocks of the vocabulary's rows (sequential SGD); lock-free workers would each step
+        every row of U and C every window."""
+        return config.threads if config.criterion == "full" and config.batch == 1 else 1
+
+    def training_network(self, config, worker):
+        return self.network(parts=self.threads_per_worker(config))
+
+    def _kernel(self, params, parts=1):
         from .._ext.energy_kernels import EnergyNetwork
-        return EnergyNetwork(params, self.order, self.meta.get("bias", True))
+        return EnergyNetwork(params, self.order, self.meta.get("bias", True), parts)
 
     def logprobs_estimating_oov(self, sentences):
         """Log probabilities of the tokens of `sentences` (lists of words; each word, then
