@@ -5,9 +5,10 @@ steps side by side; the exact run on all of Brown (`make brown-energy-exact`, ab
 hours of one core) is reported when its model exists."""
 import json
 import os
+import statistics
 
 from runs import RUNS
-from sections import _ppl, _training_texts, sampled_step_side_by_side, samples_trajectory
+from sections import _ppl, _train_words_per_second, _training_texts, sampled_step_side_by_side, samples_trajectory
 
 FULL_IS, FULL_EXACT = RUNS["energy-is-adaptive"], RUNS["energy-full"]
 SMALL_EXACT, SMALL_IS = RUNS["energy-small-full"], RUNS["energy-small-is-adaptive"]
@@ -69,5 +70,16 @@ def energy_network(brown, peak):
     lines.append(f"Aim (25x within 2% of the exact gradient's test ppl): {'met' if met else 'not met'} "
                  f"({small_speedup:.0f}x at {small_gap:+.2%} where both ran, about {full_speedup:.0f}x on all of "
                  "Brown train).")
-    lines += ["", *side, "", *samples_trajectory(FULL_IS, logs[FULL_IS])]
+    lines += ["", *side, "", *exact_threads(vocab, texts["short"]), "", *samples_trajectory(FULL_IS, logs[FULL_IS])]
     return lines
+
+
+def exact_threads(vocab, text, rounds=3):
+    """The exact step with 2 threads sharing each window against 1, in alternating runs."""
+    runs = [[_train_words_per_second(text, vocab, SMALL_EXACT, 1, threads, ("-criterion", "full")) for threads in (1, 2)]
+            for _ in range(rounds)]
+    return [f"The exact step on both cores (`-threads 2`: the two threads share each window, each on its blocks of 128 "
+            f"of the vocabulary's rows; sequential SGD, as one thread): {statistics.median(r[1] for r in runs):,.0f} "
+            f"words/s, **{statistics.median(r[1] / r[0] for r in runs):.2f}x** one thread's "
+            f"({statistics.median(r[0] for r in runs):,.0f}; {rounds} alternating runs of the same epoch). Algorithm 4's "
+            "runs above use one thread, as the exact ones they are set against."]
