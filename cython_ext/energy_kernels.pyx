@@ -6,7 +6,6 @@ bulk decay of U, H and W after each update."""
 import numpy as np
 cimport numpy as cnp
 from cython.parallel cimport prange, threadid
-from libc.math cimport expf
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
@@ -82,7 +81,6 @@ cdef class EnergyNetwork:
     cdef float *A  # V x h: activations of every word's hidden layer
     cdef float *Y  # V scores, then dL/dy
     cdef float *G  # V x h: dL/d(pre-activation) of every word (summed over a call's windows by `gradients`)
-    cdef float *T  # h x m: an exact step's dL/dH_target
     cdef float *dC  # V x m (direct connections): an exact step's W share of dL/dC
     cdef float *Ht  # m x h: H_target transposed, for an exact step
     cdef int parts  # threads sharing an exact step's blocks
@@ -112,7 +110,6 @@ cdef class EnergyNetwork:
         cdef float[:, ::1] A = np.empty((self.V, self.h), dtype=np.float32)
         cdef float[:, ::1] G = np.empty((self.V, self.h), dtype=np.float32)
         cdef float[::1] Y = np.empty(self.V, dtype=np.float32)
-        cdef float[:, ::1] T = np.empty((self.h, self.m), dtype=np.float32)
         cdef float[:, ::1] dC = np.empty((self.V if self.direct else 1, self.m), dtype=np.float32)
         if parts < 1:
             raise ValueError("parts must be 1 or more")
@@ -121,9 +118,9 @@ cdef class EnergyNetwork:
         cdef float[:, ::1] Tp = np.empty((parts * self.h, self.m), dtype=np.float32)
         cdef float[:, ::1] dcp = np.empty((parts, self.h), dtype=np.float32)
         cdef float[:, ::1] Ht = np.empty((self.m, self.h), dtype=np.float32)
-        self.buffers = (P, A, G, Y, T, dC, Pb, Ht, Tp, dcp)
+        self.buffers = (P, A, G, Y, dC, Pb, Ht, Tp, dcp)
         self.Pb, self.Ht, self.Tp, self.dcp = &Pb[0, 0], &Ht[0, 0], &Tp[0, 0], &dcp[0, 0]
-        self.P, self.A, self.G, self.Y, self.T, self.dC = &P[0, 0], &A[0, 0], &G[0, 0], &Y[0], &T[0, 0], &dC[0, 0]
+        self.P, self.A, self.G, self.Y, self.dC = &P[0, 0], &A[0, 0], &G[0, 0], &Y[0], &dC[0, 0]
 
     cdef void context_part(self, const int *window, float *x, float *c) noexcept nogil:
         """x = the context's feature vectors; c = d + H_context x."""
@@ -201,8 +198,9 @@ cdef class EnergyNetwork:
         given, U's, b's and W's shares added to gU, gb and gW and W's share of dL/dC to gC;
         with gU NULL, U, b (gb = b, or NULL without biases) and W stepped in place (keep x
         + alpha x gradient, every value read before it is written) and W's share of dL/dC,
-        times alpha, written to gC; then C stepped too, C <- keep C + alpha G H_target, and T
-        = dL/dH_target = G^T C, block by block, each block of C taken before its step. Also
+        times alpha, written to gC; then C stepped too, C <- keep C + alpha G H_target, and
+        dL/dH_target = G^T C summed per part into Tp, block by block, each block of C taken
+        before its step. Also
         G (summed, with gU given) and dc (see rows_backward) and dx = dL/dx, from the
         parameters before any step."""
         cdef const float *y = self.Y
@@ -229,17 +227,14 @@ cdef class EnergyNetwork:
                     out[m + k] = keep * out[m + k] + alpha * g * x[k]
         if gU != NULL:
             rows_backward(self.V, self.h, y, self.A, self.U, gU, keep, alpha, self.G, dc)
-        else:  # block by block (step_block), each part's sums of dc and T then added up
+        else:  # block by block (step_block), each part's sums of dc then added up (Tp's: by `step`)
             memset(self.Tp, 0, <Py_ssize_t> self.parts * self.h * m * sizeof(float))
             memset(self.dcp, 0, <Py_ssize_t> self.parts * self.h * sizeof(float))
             for block in prange((self.V + SCORE_ROWS - 1) // SCORE_ROWS, num_threads=self.parts, schedule="static"):
                 part = threadid()
                 self.step_block(block * SCORE_ROWS, alpha, keep, self.Pb + <Py_ssize_t> part * SCORE_ROWS * self.h,
                                 self.Tp + <Py_ssize_t> part * self.h * m, self.dcp + part * self.h)
-            memset(self.T, 0, self.h * m * sizeof(float))
             for part in range(self.parts):
-                for k in range(self.h * m):
-                    self.T[k] += self.Tp[part * self.h * m + k]
                 for k in range(self.h):
                     dc[k] += self.dcp[part * self.h + k]
         if gb != NULL:
@@ -271,11 +266,11 @@ cdef class EnergyNetwork:
         weights - rate gradient, biases <- biases - rate gradient (when trained), the
         gradient taken at the parameters before the step. Nothing of size |V| x h but the
         activations A leaves the cache: a block's pre-activations are computed as its
-        scores are (all_scores), and its gradients go to U, C and T as they are made
-        (backward). Returns log p(target)."""
+        scores are (all_scores), and its gradients go to U, C and the parts' dL/dH_target as
+        they are made (backward). Returns log p(target)."""
         cdef double logp
-        cdef float alpha = -rate
-        cdef int r, k, size = self.V * self.m, one = 1
+        cdef float alpha = -rate, gradient
+        cdef int r, k, part, size = self.V * self.m, one = 1
         cdef float unit = 1
         self.transpose_target()
         logp = self.forward(window, x, c, True)
@@ -283,9 +278,12 @@ cdef class EnergyNetwork:
         if self.direct:
             saxpy(&size, &unit, self.dC, &one, self.C, &one)
         self.context_side(window, x, dc, dx, self.H, self.d if self.bias else NULL, self.C, alpha, keep)
-        for r in range(self.h):
+        for r in range(self.h):  # H_target's step, its gradient the parts' sums
             for k in range(self.m):
-                self.H[r * self.width + k] = keep * self.H[r * self.width + k] + alpha * self.T[r * self.m + k]
+                gradient = 0
+                for part in range(self.parts):
+                    gradient = gradient + self.Tp[(part * self.h + r) * self.m + k]
+                self.H[r * self.width + k] = keep * self.H[r * self.width + k] + alpha * gradient
         return logp
 
     def logprobs(self, const int[:, ::1] windows, double[::1] out):

@@ -5,9 +5,9 @@ gradient or the importance-sampling estimate of Bengio & Senecal (2003), Algorit
 Several threads may train the same parameter arrays at once: lock-free asynchronous
 updates (sec. 3.1); a thread sees another's dense updates when that one flushes them (at
 most DEFER windows late). Or, one window an update, several threads share each window,
-each on its own part of the output rows (Network's `parts`): sequential SGD. The trainer hands each chunk its schedule (the rate, the decay
-of the rows of C, and the bulk decay of the dense weights after each update): no policy
-here."""
+each on its own part of the output rows (Network's `parts`): sequential SGD. The trainer
+hands each chunk its schedule (the rate, the decay of the rows of C, and the bulk decay
+of the dense weights after each update): no policy here."""
 import numpy as np
 cimport numpy as cnp
 from libc.math cimport log

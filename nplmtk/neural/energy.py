@@ -62,9 +62,6 @@ class EnergyModel(NeuralModel):
         every row of U and C every window."""
         return config.threads if config.criterion == "full" and config.batch == 1 else 1
 
-    def training_network(self, config, worker):
-        return self.network(parts=self.threads_per_worker(config))
-
     def _kernel(self, params, parts=1):
         from .._ext.energy_kernels import EnergyNetwork
         return EnergyNetwork(params, self.order, self.meta.get("bias", True), parts)

@@ -107,9 +107,6 @@ class MLPModel(NeuralModel):
             return config.threads
         return 1
 
-    def training_network(self, config, worker):
-        return self.network(capacity=config.batch, parts=self.threads_per_worker(config))
-
     def output_block(self, rows, capacity):
         """The kernel of one rank's block (output rows lo..hi-1) of -mpi param."""
         from .._ext.output_blocks import OutputBlock

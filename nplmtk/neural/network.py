@@ -116,7 +116,11 @@ class NeuralModel(LanguageModel):
         return len(examples)
 
     def training_network(self, config, worker):
-        """Worker `worker`'s kernel object over the shared parameter arrays."""
+        """Worker `worker`'s kernel object over the shared parameter arrays; with threads
+        sharing each update (threads_per_worker), a kernel of that many parts."""
+        parts = self.threads_per_worker(config)
+        if parts > 1:
+            return self.network(capacity=config.batch, parts=parts)
         return self.network(capacity=config.batch)
 
     def threads_per_worker(self, config):
