@@ -10,7 +10,7 @@ here checks them again.
 """
 import numpy as np
 from cython.parallel cimport prange, threadid
-from libc.math cimport INFINITY
+from libc.math cimport INFINITY, isfinite
 from openmp cimport omp_get_max_threads
 from ngram_tables cimport find_key
 
@@ -20,23 +20,53 @@ cdef enum:
 
 def children_runs(Py_ssize_t parents, const long long[::1] keys, long long vocab_size):
     """runs[i] .. runs[i + 1]: the rows of `keys` (one order's sorted keys) that extend
-    row i of the order below (of `parents` rows), by one merge pass. None unless the keys
-    are increasing, from 0 and below parents * vocab_size: a model read from a file gets
-    its check in the same pass."""
-    runs = np.empty(parents + 1, dtype=np.int64)
+    row i of the order below (of `parents` rows). None unless the keys are increasing,
+    from 0 and below parents * vocab_size: a model read from a file gets its check here.
+    Branch-free passes (a merge of rows and keys mispredicts once a row): each key's row
+    from a float product, exact below 2^53 after one correction, writes the end of its
+    run; rows without children then take the end of the run before."""
+    if vocab_size <= 0:
+        return None
+    runs = np.zeros(parents + 1, dtype=np.int64)
     cdef long long[::1] out = runs
-    cdef Py_ssize_t parent, i = 0, count = keys.shape[0]
-    cdef long long previous = -1, bound
+    cdef Py_ssize_t i, count = keys.shape[0]
+    cdef long long previous = -1, row, run_end = 0
     cdef bint increasing = True
+    cdef double inverse = 1.0 / vocab_size
     with nogil:
-        for parent in range(parents + 1):
-            bound = parent * vocab_size
-            while i < count and keys[i] < bound:
-                increasing &= keys[i] > previous
-                previous = keys[i]
-                i += 1
-            out[parent] = i
-    return runs if increasing and i == count else None
+        for i in range(count):
+            increasing &= keys[i] > previous
+            previous = keys[i]
+        # every key from 0 up and its row below parents: the rows below index `out`
+        if not increasing or (count and (parents == 0 or keys[count - 1] // vocab_size >= parents)):
+            increasing = False
+        elif count == 0 or keys[count - 1] < (1LL << 53):
+            for i in range(count):
+                row = <long long>(<double>keys[i] * inverse)
+                row -= row * vocab_size > keys[i]
+                row += (row + 1) * vocab_size <= keys[i]
+                out[row + 1] = i + 1
+        else:
+            for i in range(count):
+                out[keys[i] // vocab_size + 1] = i + 1
+        if increasing:
+            for i in range(1, parents + 1):
+                run_end = out[i] if out[i] > run_end else run_end
+                out[i] = run_end
+    return runs if increasing else None
+
+
+def checked_log10s(const float[::1] values, bint probabilities, float pseudo_zero):
+    """(valid, holds pseudo_zero) of one table of a model read from a file, in one pass:
+    valid when every value is finite and, for `probabilities`, at most 0."""
+    cdef Py_ssize_t i
+    cdef bint finite = True, at_most_zero = True, zero = False
+    with nogil:
+        for i in range(values.shape[0]):
+            finite &= isfinite(values[i])
+            at_most_zero &= values[i] <= 0
+            zero |= values[i] == pseudo_zero
+    return finite and (at_most_zero or not probabilities), zero
 
 
 def unigram_rows(keys, long long vocab_size):

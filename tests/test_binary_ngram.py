@@ -178,6 +178,17 @@ def test_children_runs_of_a_large_order():
         assert children_runs(parents, bad, vocab_size) is None, at
 
 
+def test_children_runs_at_the_edges_of_rows():
+    """Each key's row comes from a float product: keys one below, at and one past a row's
+    first key, rows up to 10^6 of a 14,119-word vocabulary, and keys past 2^53 (rows by
+    integer division) find the runs a binary search finds."""
+    from nplmtk._ext.backoff_kernels import children_runs
+    for vocab_size, parents, rows in [(14119, 10 ** 6, np.arange(1, 10 ** 6, 997)), (2 ** 50 + 3, 40, np.arange(1, 40))]:
+        keys = np.unique(np.concatenate([rows * vocab_size - 1, rows * vocab_size, rows * vocab_size + 1]))
+        expected = np.searchsorted(keys, np.arange(parents + 1, dtype=np.int64) * vocab_size)
+        assert np.array_equal(children_runs(parents, keys.astype(np.int64), vocab_size), expected), vocab_size
+
+
 @pytest.mark.parametrize("table", ["keys.3", "logp.2", "node.3"])
 def test_a_damaged_table_is_refused_in_one_line(tmp_path, table):
     """One flipped bit in a table's bytes, its values still plausible: the checksum finds it."""

@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import container
 from .._ext.arpa_format import as_printed
-from .._ext.backoff_kernels import children_runs
+from .._ext.backoff_kernels import checked_log10s, children_runs
 from ..errors import InputError, NplmError
 from .arpa import PSEUDO_ZERO
 from .backoff import BackoffModel
@@ -85,13 +85,12 @@ def load_binary(model_file):
             children.append(runs)
         for name in ("logp", "bow"):
             array = arrays[f"{name}.{k}"]
-            if count and not (np.isfinite(array.min()) and np.isfinite(array.max())
-                              and (name == "bow" or array.max() <= 0)):
+            valid, holds_zero = checked_log10s(array, name == "logp", PSEUDO_ZERO)
+            if not valid:
                 refuse(f"whose array '{name}.{k}' holds " + ("values that are not finite" if name == "bow" else
                                                               "log10 probabilities that are not finite or above 0"))
             # -99 is log 0; a copy only where it occurs (the 1-grams' <s>), else the memory map itself
-            zero = array == PSEUDO_ZERO
-            values[name].append(np.where(zero, np.float32(-np.inf), array) if zero.any() else array)
+            values[name].append(np.where(array == PSEUDO_ZERO, np.float32(-np.inf), array) if holds_zero else array)
         values["has_bow"].append(arrays[f"has_bow.{k}"])
         values["node"].append(arrays[f"node.{k}"])
         parents = count
