@@ -94,6 +94,35 @@ def test_one_window_scores_as_in_a_batch():
     np.testing.assert_allclose(single, batched, rtol=1e-5)
 
 
+@pytest.mark.parametrize("workers", [2, 3])
+def test_scoring_workers_score_as_one(monkeypatch, workers):
+    """Scoring shares its batches among workers (one a BLAS thread): 1,000 windows, four
+    batches and a partial one, score bit for bit as one worker scores them."""
+    import nplmtk.neural.network as network
+    model = MLPModel.initial(Vocabulary([f"w{i}" for i in range(300)]), order=4, features=3, hidden=5, direct=True,
+                             seed=2)
+    windows = np.random.default_rng(5).integers(0, 300, size=(1000, 4)).astype(np.int32)
+    monkeypatch.setattr(network, "blas_thread_count", lambda: 1)
+    alone = model.example_logprobs(windows)
+    monkeypatch.setattr(network, "blas_thread_count", lambda: workers)
+    assert np.array_equal(model.example_logprobs(windows), alone)
+    expected = [-reference_loss(model.params, windows[i:i + 1], "tanh") for i in range(0, 1000, 97)]
+    np.testing.assert_allclose(alone[::97], expected, rtol=1e-5)
+
+
+def test_distinct_rows_are_numpy_unique_rows():
+    """Windows scored once each: the distinct rows and each row's index among them, as
+    np.unique(axis=0) gives them, with and without repeats, and for no rows."""
+    from nplmtk.neural.network import distinct_rows
+    rng = np.random.default_rng(6)
+    for rows in (rng.integers(0, 4, size=(500, 3)), rng.integers(0, 10 ** 6, size=(200, 5)), np.zeros((0, 4))):
+        rows = rows.astype(np.int32)
+        distinct, where = distinct_rows(rows)
+        expected, inverse = np.unique(rows, axis=0, return_inverse=True)
+        assert np.array_equal(distinct, expected) and np.array_equal(where, inverse.reshape(-1))
+        assert distinct.dtype == np.int32 and distinct.flags.c_contiguous
+
+
 @pytest.mark.parametrize("hidden, direct, bias, words, parts", [
     (5, False, True, 9, 1), (4, True, True, 9, 1), (0, True, True, 9, 1), (4, True, False, 9, 1),
     (5, False, True, 300, 1), (4, True, True, 300, 1), (3, True, False, 300, 1),

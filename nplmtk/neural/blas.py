@@ -31,3 +31,10 @@ def blas_threads(count):
         yield
     finally:
         lib.scipy_openblas_set_num_threads(before)
+
+
+def blas_thread_count():
+    """The threads scipy's BLAS would use (OPENBLAS_NUM_THREADS, else one a core): the
+    number of scoring workers, each then on a single-threaded BLAS."""
+    lib = _openblas()
+    return max(1, lib.scipy_openblas_get_num_threads() if lib is not None else os.cpu_count() or 1)

@@ -2,11 +2,14 @@
 model file and its checkpoint arrays. A feed-forward architecture (MLP, energy network,
 log-bilinear) predicts each word from a window of the `order` - 1 previous words; its
 training examples are those windows (docs/ARCHITECTURE.md: "adding an architecture")."""
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from .. import container
 from ..errors import InputError, ParameterError
 from ..lm import LanguageModel
+from .blas import blas_thread_count, blas_threads
 from .huffman import huffman_tree, tree_paths
 from .word_classes import frequency_classes
 
@@ -24,6 +27,21 @@ META_DEFAULTS = {"classes": 0, "hs": False}  # keys newer than some model files:
 # The kernels themselves (nplmtk._ext) load BLAS through scipy: each model imports its
 # kernel when it first builds a network, so that opening any other model does not.
 ACTIVATION_CODES = {"tanh": 0, "sigmoid": 1, "relu": 2, "linear": 3}
+
+
+def distinct_rows(rows):
+    """The distinct rows of an int32 matrix (in lexicographic order) and, for each row, the
+    index of its own among them: np.unique(rows, axis=0, return_inverse=True), 3x faster
+    (a lexicographic sort of the columns, not a sort of the rows as void records)."""
+    if len(rows) == 0:
+        return np.ascontiguousarray(rows, dtype=np.int32), np.zeros(0, dtype=np.int64)
+    order = np.lexsort(rows.T[::-1])
+    ordered = rows[order]
+    starts = np.ones(len(rows), dtype=bool)
+    starts[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
+    where = np.empty(len(rows), dtype=np.int64)
+    where[order] = np.cumsum(starts) - 1
+    return np.ascontiguousarray(ordered[starts], dtype=np.int32), where
 
 
 class NeuralModel(LanguageModel):
@@ -135,10 +153,25 @@ class NeuralModel(LanguageModel):
         return np.ascontiguousarray(examples[np.sort(pick)])
 
     def example_logprobs(self, examples):
-        """Exact natural-log probability of each example's target."""
+        """Exact natural-log probability of each example's target, the batches of
+        SCORING_BATCH shared among workers (as many as BLAS threads, each then on a
+        single-threaded BLAS: the softmax runs in parallel too), each batch as one worker
+        alone would score it."""
         scores = np.empty(len(examples))
-        if len(examples):
-            self.network().logprobs(np.ascontiguousarray(examples), scores)
+        examples = np.ascontiguousarray(examples)
+        batches = -(-len(examples) // SCORING_BATCH)
+        workers = min(blas_thread_count(), batches)
+        if workers <= 1:
+            if len(examples):
+                self.network().logprobs(examples, scores)
+            return scores
+        bounds = [SCORING_BATCH * (batches * q // workers) for q in range(workers)] + [len(examples)]
+
+        def score(q):
+            self.network().logprobs(examples[bounds[q]:bounds[q + 1]], scores[bounds[q]:bounds[q + 1]])
+
+        with blas_threads(1), ThreadPoolExecutor(workers) as pool:
+            list(pool.map(score, range(workers)))
         return scores
 
     def check_training(self, config):
@@ -181,8 +214,8 @@ class NeuralModel(LanguageModel):
         usable = windows[:, -1] >= 0
         rows = np.where(windows[usable] < 0, self.vocab.unk, windows[usable]).astype(np.int32)
         # each distinct window scored once: N-best hypotheses share most of theirs
-        distinct, where = np.unique(rows, axis=0, return_inverse=True)
-        out[usable] = self.example_logprobs(np.ascontiguousarray(distinct, dtype=np.int32))[where.reshape(-1)]
+        distinct, where = distinct_rows(rows)
+        out[usable] = self.example_logprobs(distinct)[where]
         return out
 
     def next_distribution(self, history):
