@@ -12,8 +12,8 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
-from kernel_common cimport (add_column_sums, axpy_row, dot, exp_shifted, gemm, matvec, matvec_t, rational_tanh, rows_dot,
-                            rows_weighted_sum, scale, softmax_block, softmax_row)
+from kernel_common cimport (add_column_sums, axpy_row, dot, exp_shifted, gemm, log_softmax_at, matvec, matvec_t,
+                            rational_tanh, rows_dot, rows_weighted_sum, scale, softmax_block, softmax_row)
 
 
 cdef struct Net:
@@ -139,15 +139,20 @@ cdef inline void pending_scores(Net *net, Work *w, const float *A, float *Y) noe
     matvec_t(p, net.vocab, 1.0, w.Y, w.coef, 1.0, Y)
 
 
-cdef inline double forward(Net *net, Work *w, const int *rows, int K) noexcept nogil:
+cdef inline double forward(Net *net, Work *w, const int *rows, int K, double *logp) noexcept nogil:
     """Fill X, A and Y (probabilities) from row `w.pending` on; return the sum of
-    log p(target), in double."""
+    log p(target), in double. Scoring (logp: each window's log p(target)) leaves Y as
+    scores."""
     cdef int n = net.context + 1, i, V = net.vocab
     cdef double total = 0
     cdef float *Y = w.Y + <Py_ssize_t> w.pending * V
     scores(net, w, rows, K)
     for i in range(K):  # softmax with max-subtraction (sec. 3.2)
-        total += softmax_row(Y + <Py_ssize_t> i * V, V, rows[i * n + net.context])
+        if logp != NULL:
+            logp[i] = log_softmax_at(Y + <Py_ssize_t> i * V, V, rows[i * n + net.context])
+            total += logp[i]
+        else:
+            total += softmax_row(Y + <Py_ssize_t> i * V, V, rows[i * n + net.context])
     return total
 
 

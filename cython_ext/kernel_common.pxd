@@ -30,8 +30,21 @@ cdef extern from *:
             y[j] *= inverse;
         return logp;
     }
+
+    /* log p(target) of a row of scores, the row read twice and left as it is: scoring
+       needs no probabilities. Summed in float as softmax_row sums (its last bits may differ). */
+    __attribute__((target_clones("avx512f", "avx2", "default"), unused))
+    static double nplm_log_softmax_at(const float *restrict y, int size, int target) {
+        float top = y[0], total = 0;
+        for (int j = 1; j < size; j++)
+            top = y[j] > top ? y[j] : top;
+        for (int j = 0; j < size; j++)
+            total += expf(y[j] - top);
+        return log((double) expf(y[target] - top) / total);
+    }
     """
     double softmax_row "nplm_softmax_row"(float *y, int size, int target) noexcept nogil
+    double log_softmax_at "nplm_log_softmax_at"(const float *y, int size, int target) noexcept nogil
 
 
 cdef extern from *:

@@ -17,12 +17,12 @@ frozen its gradient is not even computed). Exact softmax gradient over a mini-ba
 the importance-sampling estimate of Bengio & Senecal (2003, Algorithm 3)."""
 import numpy as np
 cimport numpy as cnp
-from libc.math cimport log
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
 from elementwise cimport column_sums
-from kernel_common cimport block_exponentials, block_output_gradient, dot_row, gemm, row_maxima, scale, softmax_row
+from kernel_common cimport (block_exponentials, block_output_gradient, dot_row, gemm, log_softmax_at, row_maxima, scale,
+                            softmax_row)
 from lbl_layers cimport (B_OUT, C_, LBL, NBLOCKS, R_, Buffers, broadcast, buffers_alloc, buffers_free, check_batch,
                          context_backward, lbl_attach, predict, step_block, step_blocks, trained)
 from nplmtk._ext.sampling_kernels cimport (Sampling, block_sums, draw_samples, held_maxima, hold_block_samples,
@@ -33,15 +33,20 @@ cnp.import_array()
 BLOCKS = ("R", "C", "d", "b", "A", "a", "B", "gate_bias", "S", "Vn", "bn", "Vc", "bc")  # lbl_layers.pxd's enum
 
 
-cdef double forward(LBL *net, Buffers *w, const int *rows, int K) noexcept nogil:
-    """predict, then Y as probabilities; returns the sum of log p(target)."""
+cdef double forward(LBL *net, Buffers *w, const int *rows, int K, double *logp) noexcept nogil:
+    """predict, then Y as probabilities; returns the sum of log p(target). Scoring (logp:
+    each window's log p(target)) leaves Y as scores."""
     cdef int n = net.context + 1, i
     cdef double total = 0
     predict(net, w, rows, K)
     broadcast(K, net.vocab, net.param[B_OUT], w.Y)
     gemm(b'N', b'T', K, net.vocab, net.m, 1.0, w.P, net.m, net.param[R_], net.m, 1.0, w.Y, net.vocab)
     for i in range(K):
-        total += softmax_row(w.Y + <Py_ssize_t> i * net.vocab, net.vocab, rows[i * n + net.context])
+        if logp != NULL:
+            logp[i] = log_softmax_at(w.Y + <Py_ssize_t> i * net.vocab, net.vocab, rows[i * n + net.context])
+            total += logp[i]
+        else:
+            total += softmax_row(w.Y + <Py_ssize_t> i * net.vocab, net.vocab, rows[i * n + net.context])
     return total
 
 
@@ -155,7 +160,7 @@ cdef class LBLNetwork:
         with nogil:
             while start < count:
                 K = <int> min(<Py_ssize_t> batch, count - start)
-                total += forward(&self.net, &self.work, &windows[start, 0], K)
+                total += forward(&self.net, &self.work, &windows[start, 0], K, NULL)
                 gradients(&self.net, &self.work, &windows[start, 0], K, rates[R_, u] != 0)
                 step_blocks(&self.net, &self.work, &rates[0, u], &dense_keep[0, u], rates.shape[1], &momentum[0])
                 start += K
@@ -194,15 +199,13 @@ cdef class LBLNetwork:
 
     def logprobs(self, const int[:, ::1] windows, double[::1] out):
         """Natural-log probability of each window's target."""
-        cdef Py_ssize_t start = 0, count = windows.shape[0], i
-        cdef int K, n = self.net.context + 1
+        cdef Py_ssize_t start = 0, count = windows.shape[0]
+        cdef int K
         self._check(windows)
         with nogil:
             while start < count:
                 K = <int> min(<Py_ssize_t> self.work.capacity, count - start)
-                forward(&self.net, &self.work, &windows[start, 0], K)
-                for i in range(K):
-                    out[start + i] = log(self.work.Y[i * self.net.vocab + windows[start + i, n - 1]])
+                forward(&self.net, &self.work, &windows[start, 0], K, &out[start])
                 start += K
 
     def gradients(self, const int[:, ::1] windows, grads):
@@ -213,7 +216,7 @@ cdef class LBLNetwork:
         self._check(windows)
         if K > self.work.capacity:
             raise ValueError("more windows than the work buffers hold")
-        total = forward(&self.net, &self.work, &windows[0, 0], K)
+        total = forward(&self.net, &self.work, &windows[0, 0], K, NULL)
         gradients(&self.net, &self.work, &windows[0, 0], K, True)
         for block, name in enumerate(BLOCKS):
             if name in grads:

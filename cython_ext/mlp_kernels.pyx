@@ -10,7 +10,6 @@ hands each chunk its schedule (the rate, the decay of the rows of C, and the bul
 of the dense weights after each update): no policy here."""
 import numpy as np
 cimport numpy as cnp
-from libc.math cimport log
 from libc.stdlib cimport calloc, free
 from libc.string cimport memset
 from cython.parallel cimport parallel, threadid
@@ -208,7 +207,7 @@ cdef class Network:
                 K = <int> min(<Py_ssize_t> batch, count - start)
                 if K > 1:
                     flush(&self.net, &self.work, True)
-                    total += forward(&self.net, &self.work, &windows[start, 0], K)
+                    total += forward(&self.net, &self.work, &windows[start, 0], K, NULL)
                     backward(&self.net, &self.work, &windows[start, 0], K, <float> rates[u], row_keep[u])
                 else:
                     total += window_step(&self.net, &self.work, &self.exchange, &windows[start, 0], <float> rates[u],
@@ -273,15 +272,13 @@ cdef class Network:
 
     def logprobs(self, const int[:, ::1] windows, double[::1] out):
         """Natural-log probability of each window's target (exact softmax)."""
-        cdef Py_ssize_t start, count = windows.shape[0], i
-        cdef int K, n = self.net.context + 1
+        cdef Py_ssize_t start, count = windows.shape[0]
+        cdef int K
         with nogil:
             start = 0
             while start < count:
                 K = <int> min(<Py_ssize_t> self.work.capacity, count - start)
-                forward(&self.net, &self.work, &windows[start, 0], K)
-                for i in range(K):
-                    out[start + i] = log(self.work.Y[i * self.net.vocab + windows[start + i, n - 1]])
+                forward(&self.net, &self.work, &windows[start, 0], K, &out[start])
                 start += K
 
     def gradients(self, const int[:, ::1] windows, grads):
@@ -293,7 +290,7 @@ cdef class Network:
         cdef float[::1] gb = grads["b"]
         if K > self.work.capacity:
             raise ValueError("more windows than the work buffers hold")
-        total = forward(&self.net, &self.work, &windows[0, 0], K)
+        total = forward(&self.net, &self.work, &windows[0, 0], K, NULL)
         for i in range(K):
             self.work.Y[i * self.net.vocab + windows[i, n - 1]] -= 1
         for j in range(self.net.vocab):
