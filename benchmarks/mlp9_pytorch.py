@@ -6,10 +6,12 @@ import json
 import os
 import statistics
 import subprocess
+import sys
+import time
 
 from recurrent import TORCH_PYTHON
 from runs import MLP9
-from sections import BLAS_VARIABLES, _flop_per_word, _train_record, _training_texts, _vocab_size
+from sections import BLAS_VARIABLES, NPLM, OUT, _flop_per_word, _train_record, _training_texts, _vocab_size
 
 PEER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pytorch_mlp.py")
 ROUNDS = 5  # the machine's speed moves by up to 1.5x within minutes: medians of 5 rounds
@@ -114,3 +116,88 @@ def mlp9_against_pytorch(brown, peak):
               f"{min(loads):.2f}, median {statistics.median(loads):.2f}, max {max(loads):.2f} (2 cores; above "
               "about 2, other jobs shared the cores, which slows every run and ratios measured in turn less)."]
     return lines
+
+
+# Ours' side of the scoring race: log p(target) of every window of the text (no window
+# scored once for several, as `nplm ppl` does), timed inside the process as PyTorch's is.
+OURS_SCORING = """
+import json, sys, time
+import numpy as np
+import nplmtk
+from nplmtk.ppl import read_scored_text
+model = nplmtk.load(sys.argv[1])
+_, corpus = read_scored_text(sys.argv[2], model.vocab, words=False)
+windows = corpus.windows(model.order)
+rows = np.ascontiguousarray(np.where(windows < 0, model.vocab.unk, windows), dtype=np.int32)
+start = time.perf_counter()
+logp = model.example_logprobs(rows)
+seconds = time.perf_counter() - start
+print(json.dumps({"words": len(rows), "seconds": seconds, "words_per_s": len(rows) / seconds,
+                  "logp_sum": float(logp.sum())}))
+"""
+SCORING_THREADS = (2, 1)
+
+
+def mlp9_scoring_against_pytorch(brown, peak):
+    """Scoring Brown test with MLP9 (issue 21: a neural model's scoring batched across
+    sentences at the sgemm rate), ours against PyTorch's forward pass, in turn."""
+    lines = ["## Scoring with MLP9 against PyTorch (issue 21)", ""]
+    python = _torch_python()
+    if python is None:
+        return lines + ["Not measured in this run: set PYTORCH_PYTHON to a Python with torch 2.13."]
+    _, vocab, texts = _training_texts(brown)
+    test = os.path.join(brown, "test.txt")
+    model = os.path.join(OUT, f"{MLP9.name}.nplm")
+    if not os.path.exists(model):  # the weights do not change the work: any MLP9 will do
+        _ours(texts["short"], vocab, 256, 2)
+    size = _vocab_size(vocab)
+    flop = 2 * size * MLP9.hidden + 2 * (MLP9.order - 1) * MLP9.features * MLP9.hidden
+
+    def ours(threads):
+        out = subprocess.run([sys.executable, "-c", OURS_SCORING, model, test], check=True, capture_output=True,
+                             text=True, env=_environment(threads)).stdout
+        return json.loads(out)
+
+    def peer(threads):
+        return json.loads(subprocess.run([python, PEER, "--score", "--text", test, "--vocab", vocab, "--batch", "256",
+                                          "--threads", str(threads)], check=True, capture_output=True, text=True,
+                                         env=_environment(threads)).stdout)
+
+    records = {threads: [] for threads in SCORING_THREADS}
+    for r in range(ROUNDS):
+        for threads in SCORING_THREADS:
+            pair = {}
+            for side in (("ours", "peer") if r % 2 == 0 else ("peer", "ours")):
+                pair[side] = ours(threads) if side == "ours" else peer(threads)
+            records[threads].append((pair["ours"], pair["peer"]))
+    commands = [_measured_wall([NPLM, "ppl", "-lm", model, "-text", test]) for _ in range(ROUNDS)]
+    words = records[2][0][0]["words"]
+    lines += [f"log p(target) of each of the {words:,} windows of Brown test (one a word and </s>), MLP9 "
+              f"({' '.join(MLP9.shape_options())}, |V| = {size:,}, full softmax), batches of 256 windows. Ours: "
+              f"`{MLP9.name}.nplm` (the weights do not change the work), `model.example_logprobs(windows)` inside "
+              "the process (what `nplm ppl` calls, there on the distinct windows only): the batches shared among "
+              "T workers, each on a single-threaded BLAS. PyTorch 2.13.0+cpu: `benchmarks/pytorch_mlp.py --score "
+              "--text test.txt --vocab vocab.txt --batch 256 --threads T` (F.log_softmax of the network's output "
+              "under torch.inference_mode, the target's value gathered). OPENBLAS_NUM_THREADS, OMP_NUM_THREADS and "
+              f"MKL_NUM_THREADS = T for both; the two in turn, {ROUNDS} rounds; medians, the ratio the median of "
+              f"the rounds' ratios. FLOP per window = 2|V|h + 2(n-1)mh = {flop / 1e6:.2f} M; the fraction is of "
+              f"the sgemm peak above ({peak:.1f} GFLOP/s, both cores; one thread: of half of it).", "",
+              "| threads | ours words/s | PyTorch words/s | ours / PyTorch | ours GFLOP/s (of peak) | "
+              "PyTorch GFLOP/s (of peak) |", "| --- | --- | --- | --- | --- | --- |"]
+    for threads in SCORING_THREADS:
+        rounds = records[threads]
+        rates = [statistics.median(r[side]["words_per_s"] for r in rounds) for side in (0, 1)]
+        ratio = statistics.median(o["words_per_s"] / p["words_per_s"] for o, p in rounds)
+        share = peak * threads / 2
+        gflops = [rate * flop / 1e9 for rate in rates]
+        lines.append(f"| {threads} | {rates[0]:,.0f} | {rates[1]:,.0f} | **{ratio:.2f}x** | {gflops[0]:.1f} "
+                     f"({gflops[0] / share:.0%}) | {gflops[1]:.1f} ({gflops[1] / share:.0%}) |")
+    lines += ["", f"The whole command, `nplm ppl -lm {MLP9.name}.nplm -text test.txt` (start-up, reading, the "
+              f"distinct windows, the report; {ROUNDS} runs): median {statistics.median(commands):.2f} s."]
+    return lines
+
+
+def _measured_wall(args):
+    start = time.perf_counter()
+    subprocess.run(args, check=True, capture_output=True)
+    return time.perf_counter() - start

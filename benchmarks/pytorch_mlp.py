@@ -82,12 +82,16 @@ def main():
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--score", action="store_true", help="time scoring instead: log p(target) of every window of "
+                   "--text, in its order, batches of --batch under torch.inference_mode (the initial weights)")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     vocab = read_vocab(a.vocab)
     windows = torch.from_numpy(read_windows(a.text, vocab, a.order))
     model = MLP(len(vocab), a.order - 1, a.m, a.h)
+    if a.score:
+        return score(model, windows, a.batch, a.threads)
     weights = [model.features.weight, model.hidden.weight, model.output.weight]
     optim = torch.optim.SGD([{"params": weights, "weight_decay": a.weight_decay},
                              {"params": [model.hidden.bias, model.output.bias], "weight_decay": 0.0}], lr=a.lr)
@@ -110,6 +114,22 @@ def main():
     print(json.dumps({"peer": "pytorch", "torch": torch.__version__, "words": words, "seconds": round(seconds, 3),
                       "words_per_s": round(words / seconds, 1), "train_ppl": round(math.exp(loss_sum / words), 2),
                       "threads": torch.get_num_threads(), "shape": shape}))
+
+
+def score(model, windows, batch, threads):
+    """Prints the words per second of scoring `windows` (one JSON line)."""
+    model.eval()
+    logp_sum = 0.0
+    start = time.perf_counter()
+    with torch.inference_mode():
+        for i in range(0, len(windows), batch):
+            rows = windows[i:i + batch]
+            logp = F.log_softmax(model(rows[:, :-1]), dim=1).gather(1, rows[:, -1:])
+            logp_sum += logp.sum(dtype=torch.float64).item()
+    seconds = time.perf_counter() - start
+    print(json.dumps({"peer": "pytorch", "torch": torch.__version__, "words": len(windows),
+                      "seconds": round(seconds, 3), "words_per_s": round(len(windows) / seconds, 1),
+                      "logp_sum": logp_sum, "threads": torch.get_num_threads(), "batch": batch}))
 
 
 if __name__ == "__main__":

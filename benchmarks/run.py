@@ -23,7 +23,7 @@ from srilm_options import srilm_options  # noqa: E402
 from faster_rnnlm import faster_rnnlm  # noqa: E402
 from large import large_corpora  # noqa: E402
 from log_bilinear import lbl_quality, lbl_training_speed  # noqa: E402
-from mlp9_pytorch import mlp9_against_pytorch  # noqa: E402
+from mlp9_pytorch import mlp9_against_pytorch, mlp9_scoring_against_pytorch  # noqa: E402
 from recurrent import lbl_output_layers, lstm_quality, lstm_speed, output_layers, survey_table  # noqa: E402
 from scoring import ngram_scoring  # noqa: E402
 from sections import SECTIONS  # noqa: E402
@@ -34,7 +34,8 @@ SECTIONS = SECTIONS + [("lbl-quality", lbl_quality), ("lbl-speed", lbl_training_
                        ("nbest", nbest_rescoring), ("classes", class_models), ("srilm-options", srilm_options),
                        ("large", large_corpora), ("faster-rnnlm", faster_rnnlm), ("ngram-scoring", ngram_scoring),
                        ("energy", energy_network), ("mlp9-pytorch", mlp9_against_pytorch),
-                       ("lbl-outputs", lbl_output_layers), ("kn5-lmplz", kn5_against_lmplz)]
+                       ("lbl-outputs", lbl_output_layers), ("kn5-lmplz", kn5_against_lmplz),
+                       ("mlp9-scoring", mlp9_scoring_against_pytorch)]
 
 
 def cpu_model():
