@@ -240,6 +240,26 @@ def test_scoring_carries_the_state_and_equals_the_reference(arch, shape):
     assert math.isclose(math.log(distribution[corpus.sentence(1)[3]]), model.logprobs(single)[3], rel_tol=1e-5)
 
 
+@pytest.mark.parametrize("arch, shape", [SHAPES[0], SHAPES[4], SHAPES[9]])
+@pytest.mark.parametrize("workers", [2, 3])
+def test_scoring_workers_share_the_streams_and_score_as_one(monkeypatch, arch, shape, workers):
+    """ppl's sentences side by side, the streams shared among workers (one a BLAS thread):
+    42 sentences in 7 streams score as one worker scores them (up to the float sums of
+    products over fewer streams)."""
+    import nplmtk.neural.recurrent as recurrent
+    model = random_model(arch, shape)
+    corpus = Corpus.from_lines(TEXT * 7, VOCAB)
+    rows, positions = stream_rows(corpus, 7, VOCAB)
+    monkeypatch.setattr(recurrent, "blas_thread_count", lambda: 1)
+    alone = model._stream_logprobs(rows)
+    monkeypatch.setattr(recurrent, "blas_thread_count", lambda: workers)
+    shared = model._stream_logprobs(rows)
+    assert np.array_equal(np.isinf(shared), np.isinf(alone))
+    np.testing.assert_allclose(shared[positions], alone[positions], rtol=1e-6, atol=0)
+    np.testing.assert_allclose(alone[positions], reference_logprobs(model, rows).reshape(-1)[positions],
+                               rtol=1e-5, atol=1e-6)
+
+
 def test_classes_by_frequency_are_balanced_in_sqrt_mass_and_ordered():
     from nplmtk.neural.word_classes import frequency_classes
     counts = np.random.default_rng(1).zipf(1.3, 5000).astype(float)

@@ -5,6 +5,7 @@ import contextlib
 import ctypes
 import glob
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import scipy
 
@@ -38,3 +39,14 @@ def blas_thread_count():
     number of scoring workers, each then on a single-threaded BLAS."""
     lib = _openblas()
     return max(1, lib.scipy_openblas_get_num_threads() if lib is not None else os.cpu_count() or 1)
+
+
+def on_workers(work, workers):
+    """work(q) for q in 0 .. workers - 1, on that many threads (the kernels release the GIL),
+    with scipy's BLAS single-threaded meanwhile."""
+    if workers <= 1:
+        for q in range(workers):
+            work(q)
+        return
+    with blas_threads(1), ThreadPoolExecutor(workers) as pool:
+        list(pool.map(work, range(workers)))

@@ -2,14 +2,12 @@
 model file and its checkpoint arrays. A feed-forward architecture (MLP, energy network,
 log-bilinear) predicts each word from a window of the `order` - 1 previous words; its
 training examples are those windows (docs/ARCHITECTURE.md: "adding an architecture")."""
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 
 from .. import container
 from ..errors import InputError, ParameterError
 from ..lm import LanguageModel
-from .blas import blas_thread_count, blas_threads
+from .blas import blas_thread_count, on_workers
 from .huffman import huffman_tree, tree_paths
 from .word_classes import frequency_classes
 
@@ -161,17 +159,12 @@ class NeuralModel(LanguageModel):
         examples = np.ascontiguousarray(examples)
         batches = -(-len(examples) // SCORING_BATCH)
         workers = min(blas_thread_count(), batches)
-        if workers <= 1:
-            if len(examples):
-                self.network().logprobs(examples, scores)
-            return scores
         bounds = [SCORING_BATCH * (batches * q // workers) for q in range(workers)] + [len(examples)]
 
         def score(q):
             self.network().logprobs(examples[bounds[q]:bounds[q + 1]], scores[bounds[q]:bounds[q + 1]])
 
-        with blas_threads(1), ThreadPoolExecutor(workers) as pool:
-            list(pool.map(score, range(workers)))
+        on_workers(score, workers)
         return scores
 
     def check_training(self, config):

@@ -16,6 +16,7 @@ import numpy as np
 from ..lm import LN10
 
 from ..errors import ParameterError
+from .blas import blas_thread_count, on_workers
 from .network import ACTIVATION_CODES, NeuralModel, uniform_initialiser
 from .word_classes import class_lists
 
@@ -166,10 +167,7 @@ class RNNModel(NeuralModel):
         self.check_vocab(corpus)
         streams = 1 if self.meta["reset_state"] == "never" else min(SCORING_STREAMS, corpus.num_sentences)
         rows, positions = stream_rows(corpus, streams, self.vocab)
-        out = np.full(rows.shape[0] * streams, -np.inf)
-        if len(rows):
-            self._network(streams, max(1, SCORING_ROWS // streams)).logprobs(rows, out)
-        return out[positions]
+        return self._stream_logprobs(rows)[positions]
 
     def log10probs_sharing_prefixes(self, corpus):
         """As log10probs, but the sentences' common beginnings run once: a trie of states,
@@ -225,11 +223,26 @@ class RNNModel(NeuralModel):
         rows = np.ascontiguousarray(examples, dtype=np.int32)
         if rows.ndim != 3 or rows.shape[1] != 2:
             raise ParameterError(f"{self.arch} models score whole texts or stream steps, not single windows")
-        streams = rows.shape[2]
-        out = np.full(rows.shape[0] * streams, -np.inf)
-        if len(rows):
-            self._network(streams, max(1, SCORING_ROWS // streams)).logprobs(rows, out)
-        return out[rows[:, 1].reshape(-1) >= 0]
+        return self._stream_logprobs(rows)[rows[:, 1].reshape(-1) >= 0]
+
+    def _stream_logprobs(self, rows):
+        """log p of every target >= 0 of stream steps (steps, (inputs, targets), streams) at
+        step * streams + stream (-inf elsewhere), each stream's steps in order; the streams
+        shared among workers (as many as BLAS threads), each on a single-threaded BLAS."""
+        steps, streams = rows.shape[0], rows.shape[2]
+        out = np.full((steps, streams), -np.inf)
+        workers = min(blas_thread_count(), streams) if steps else 0
+        bounds = [streams * q // workers for q in range(workers + 1)]
+
+        def score(q):
+            lo, hi = bounds[q], bounds[q + 1]
+            part = np.full(steps * (hi - lo), -np.inf)
+            self._network(hi - lo, max(1, SCORING_ROWS // (hi - lo))).logprobs(
+                np.ascontiguousarray(rows[:, :, lo:hi]), part)
+            out[:, lo:hi] = part.reshape(steps, hi - lo)
+
+        on_workers(score, workers)
+        return out.reshape(-1)
 
     def next_distribution(self, history):
         inputs = np.array([self.vocab.bos] + [self.vocab.unk if w < 0 else w for w in history], dtype=np.int32)
