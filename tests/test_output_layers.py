@@ -179,6 +179,25 @@ def self_loop(tree):
     return tree
 
 
+def test_each_path_walks_from_the_root_down_to_its_word():
+    """tree_paths finds every word's path at once: followed from the root, each node and
+    turn leads to the next node on it and its last turn to the word."""
+    counts = np.random.default_rng(4).zipf(1.3, 2000).astype(float)
+    tree = huffman_tree(counts)
+    words = len(counts)
+    starts, points, turns = tree_paths(tree, words)
+    for word in range(words):
+        node = words - 2  # the root, an internal node
+        for k in range(starts[word], starts[word + 1]):
+            assert points[k] == node
+            child = tree[2 * node + int(turns[k])]
+            if k + 1 < starts[word + 1]:
+                assert child >= words
+                node = child - words
+            else:
+                assert child == word
+
+
 @pytest.mark.parametrize("arch", ["mlp", "rnn", "lstm", "lbl"])
 @pytest.mark.parametrize("change, fragment", [
     (lambda tree: tree[:-2], "has 22 children, not 20"),

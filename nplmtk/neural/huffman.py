@@ -44,19 +44,23 @@ def tree_paths(tree, words):
         raise ValueError("a node that is the child of two nodes")
     parent = np.empty(root + 1, dtype=np.int64)
     parent[children] = np.arange(2 * nodes) // 2 + words  # each non-root node is a child exactly once
+    parent[root] = root
     turn = np.empty(root + 1, dtype=np.int8)
     turn[children] = np.arange(2 * nodes) % 2
-    points, turns, lengths = [], [], np.zeros(words, dtype=np.int64)
-    for word in range(words):
-        path, node = [], word
-        while node != root:
-            if len(path) == MAX_DEPTH:
-                raise ValueError(f"word {word}'s path does not reach the root in {MAX_DEPTH} nodes")
-            path.append(node)
-            node = parent[node]
-        path.reverse()  # from the root down
-        points += [parent[node] - words for node in path]
-        turns += [turn[node] for node in path]
-        lengths[word] = len(path)
-    starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
-    return starts, np.array(points, dtype=np.int32), np.array(turns, dtype=np.int8)
+    # all words' paths at once, a step up the tree at a time: trail[s] = the node s steps above
+    trail = np.empty((MAX_DEPTH, words), dtype=np.int64)
+    lengths = np.full(words, -1, dtype=np.int64)
+    node = np.arange(words, dtype=np.int64)
+    for step in range(MAX_DEPTH + 1):
+        lengths[(lengths < 0) & (node == root)] = step
+        if lengths.min() >= 0:
+            break
+        if step == MAX_DEPTH:
+            word = int(np.flatnonzero(lengths < 0)[0])
+            raise ValueError(f"word {word}'s path does not reach the root in {MAX_DEPTH} nodes")
+        trail[step] = node
+        node = parent[node]
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    word_of = np.repeat(np.arange(words), lengths)
+    on_path = trail[lengths[word_of] - 1 - (np.arange(starts[-1]) - starts[word_of]), word_of]  # from the root down
+    return starts.astype(np.int32), (parent[on_path] - words).astype(np.int32), turn[on_path]
