@@ -106,6 +106,8 @@ def test_scoring_workers_score_as_one(monkeypatch, workers):
     alone = model.example_logprobs(windows)
     monkeypatch.setattr(network, "blas_thread_count", lambda: workers)
     assert np.array_equal(model.example_logprobs(windows), alone)
+    monkeypatch.setattr(network, "SCORING_MEMORY", 2 * 4 * 256 * len(model.vocab))  # two workers' scores
+    assert model.scoring_workers(4, 256) == 2 and np.array_equal(model.example_logprobs(windows), alone)
     expected = [-reference_loss(model.params, windows[i:i + 1], "tanh") for i in range(0, 1000, 97)]
     np.testing.assert_allclose(alone[::97], expected, rtol=1e-5)
 

@@ -246,13 +246,13 @@ def test_scoring_workers_share_the_streams_and_score_as_one(monkeypatch, arch, s
     """ppl's sentences side by side, the streams shared among workers (one a BLAS thread):
     42 sentences in 7 streams score as one worker scores them (up to the float sums of
     products over fewer streams)."""
-    import nplmtk.neural.recurrent as recurrent
+    import nplmtk.neural.network as network
     model = random_model(arch, shape)
     corpus = Corpus.from_lines(TEXT * 7, VOCAB)
     rows, positions = stream_rows(corpus, 7, VOCAB)
-    monkeypatch.setattr(recurrent, "blas_thread_count", lambda: 1)
+    monkeypatch.setattr(network, "blas_thread_count", lambda: 1)
     alone = model._stream_logprobs(rows)
-    monkeypatch.setattr(recurrent, "blas_thread_count", lambda: workers)
+    monkeypatch.setattr(network, "blas_thread_count", lambda: workers)
     shared = model._stream_logprobs(rows)
     assert np.array_equal(np.isinf(shared), np.isinf(alone))
     np.testing.assert_allclose(shared[positions], alone[positions], rtol=1e-6, atol=0)

@@ -12,6 +12,7 @@ from .huffman import huffman_tree, tree_paths
 from .word_classes import frequency_classes
 
 SCORING_BATCH = 256
+SCORING_MEMORY = 1 << 30  # bytes of scores (rows of |V| floats) the scoring workers may hold in all
 MAX_ORDER = 20  # as train-nplm -order
 MAX_UNITS = 1 << 20  # features or hidden units a file may declare
 # the meta keys of model files: their types (or the values allowed) and integer minima
@@ -158,7 +159,7 @@ class NeuralModel(LanguageModel):
         scores = np.empty(len(examples))
         examples = np.ascontiguousarray(examples)
         batches = -(-len(examples) // SCORING_BATCH)
-        workers = min(blas_thread_count(), batches)
+        workers = self.scoring_workers(batches, SCORING_BATCH)
         bounds = [SCORING_BATCH * (batches * q // workers) for q in range(workers)] + [len(examples)]
 
         def score(q):
@@ -166,6 +167,12 @@ class NeuralModel(LanguageModel):
 
         on_workers(score, workers)
         return scores
+
+    def scoring_workers(self, jobs, rows):
+        """How many workers score `jobs` (batches, streams): one a BLAS thread, at most one
+        a job, and no more than SCORING_MEMORY holds of `rows` rows of scores each."""
+        fit = SCORING_MEMORY // max(1, 4 * rows * len(self.vocab))
+        return min(blas_thread_count(), jobs, max(1, fit))
 
     def check_training(self, config):
         """Raise a ParameterError for training settings this architecture cannot take."""

@@ -16,7 +16,7 @@ import numpy as np
 from ..lm import LN10
 
 from ..errors import ParameterError
-from .blas import blas_thread_count, on_workers
+from .blas import on_workers
 from .network import ACTIVATION_CODES, NeuralModel, uniform_initialiser
 from .word_classes import class_lists
 
@@ -231,7 +231,7 @@ class RNNModel(NeuralModel):
         shared among workers (as many as BLAS threads), each on a single-threaded BLAS."""
         steps, streams = rows.shape[0], rows.shape[2]
         out = np.full((steps, streams), -np.inf)
-        workers = min(blas_thread_count(), streams) if steps else 0
+        workers = self.scoring_workers(streams, SCORING_ROWS) if steps else 0
         bounds = [streams * q // workers for q in range(workers + 1)]
 
         def score(q):
