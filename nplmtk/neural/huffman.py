@@ -48,7 +48,8 @@ def tree_paths(tree, words):
     turn = np.empty(root + 1, dtype=np.int8)
     turn[children] = np.arange(2 * nodes) % 2
     # all words' paths at once, a step up the tree at a time: trail[s] = the node s steps above
-    trail = np.empty((MAX_DEPTH, words), dtype=np.int64)
+    # (rows past the deepest path are never written, so never given memory)
+    trail = np.empty((MAX_DEPTH, words), dtype=np.int32)
     lengths = np.full(words, -1, dtype=np.int64)
     node = np.arange(words, dtype=np.int64)
     for step in range(MAX_DEPTH + 1):
