@@ -7,10 +7,10 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 from recurrent import TORCH_PYTHON
 from runs import MLP9
+from scoring import _measured
 from sections import BLAS_VARIABLES, NPLM, OUT, _flop_per_word, _train_record, _training_texts, _vocab_size
 
 PEER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pytorch_mlp.py")
@@ -170,7 +170,7 @@ def mlp9_scoring_against_pytorch(brown, peak):
             for side in (("ours", "peer") if r % 2 == 0 else ("peer", "ours")):
                 pair[side] = ours(threads) if side == "ours" else peer(threads)
             records[threads].append((pair["ours"], pair["peer"]))
-    commands = [_measured_wall([NPLM, "ppl", "-lm", model, "-text", test]) for _ in range(ROUNDS)]
+    commands = [_measured([NPLM, "ppl", "-lm", model, "-text", test])[0] for _ in range(ROUNDS)]
     words = records[2][0][0]["words"]
     lines += [f"log p(target) of each of the {words:,} windows of Brown test (one a word and </s>), MLP9 "
               f"({' '.join(MLP9.shape_options())}, |V| = {size:,}, full softmax), batches of 256 windows. Ours: "
@@ -195,9 +195,3 @@ def mlp9_scoring_against_pytorch(brown, peak):
     lines += ["", f"The whole command, `nplm ppl -lm {MLP9.name}.nplm -text test.txt` (start-up, reading, the "
               f"distinct windows, the report; {ROUNDS} runs): median {statistics.median(commands):.2f} s."]
     return lines
-
-
-def _measured_wall(args):
-    start = time.perf_counter()
-    subprocess.run(args, check=True, capture_output=True)
-    return time.perf_counter() - start
