@@ -22,9 +22,10 @@ def children_runs(Py_ssize_t parents, const long long[::1] keys, long long vocab
     """runs[i] .. runs[i + 1]: the rows of `keys` (one order's sorted keys) that extend
     row i of the order below (of `parents` rows). None unless the keys are increasing,
     from 0 and below parents * vocab_size: a model read from a file gets its check here.
-    Branch-free passes (a merge of rows and keys mispredicts once a row): each key's row
-    from a float product, exact below 2^53 after one correction, writes the end of its
-    run; rows without children then take the end of the run before."""
+    Three straight passes, not a merge of rows and keys: the check; each key's row from a
+    float product (exact below 2^53 after one correction; past it, integer division),
+    where it writes the end of its run; then rows without children take the end of the
+    run before."""
     if vocab_size <= 0:
         return None
     runs = np.zeros(parents + 1, dtype=np.int64)

@@ -110,6 +110,7 @@ def test_scoring_workers_score_as_one(monkeypatch, workers):
     assert model.scoring_workers(4, 256) == 2 and np.array_equal(model.example_logprobs(windows), alone)
     expected = [-reference_loss(model.params, windows[i:i + 1], "tanh") for i in range(0, 1000, 97)]
     np.testing.assert_allclose(alone[::97], expected, rtol=1e-5)
+    assert model.example_logprobs(np.zeros((0, 4), dtype=np.int32)).shape == (0,)
 
 
 def test_distinct_rows_are_numpy_unique_rows():

@@ -258,6 +258,8 @@ def test_scoring_workers_share_the_streams_and_score_as_one(monkeypatch, arch, s
     np.testing.assert_allclose(shared[positions], alone[positions], rtol=1e-6, atol=0)
     np.testing.assert_allclose(alone[positions], reference_logprobs(model, rows).reshape(-1)[positions],
                                rtol=1e-5, atol=1e-6)
+    for streams in (3, 0):  # no steps, or no streams either (a text without sentences)
+        assert model.example_logprobs(np.zeros((0, 2, streams), dtype=np.int32)).shape == (0,)
 
 
 def test_classes_by_frequency_are_balanced_in_sqrt_mass_and_ordered():

@@ -3,6 +3,7 @@ Lock-free training threads each call BLAS: they want it single-threaded, or the 
 are oversubscribed."""
 import contextlib
 import ctypes
+import functools
 import glob
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -10,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import scipy
 
 
+@functools.cache  # the library loaded once; a lookup took 80 us, at every scoring call
 def _openblas():
     libs = os.path.join(os.path.dirname(os.path.dirname(scipy.__file__)), "scipy.libs")
     for path in glob.glob(os.path.join(libs, "libscipy_openblas*.so")):
@@ -44,9 +46,8 @@ def blas_thread_count():
 def on_workers(work, workers):
     """work(q) for q in 0 .. workers - 1, on that many threads (the kernels release the GIL),
     with scipy's BLAS single-threaded meanwhile."""
-    if workers <= 1:
-        for q in range(workers):
-            work(q)
+    if workers == 1:
+        work(0)
         return
     with blas_threads(1), ThreadPoolExecutor(workers) as pool:
         list(pool.map(work, range(workers)))

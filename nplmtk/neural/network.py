@@ -157,6 +157,8 @@ class NeuralModel(LanguageModel):
         single-threaded BLAS: the softmax runs in parallel too), each batch as one worker
         alone would score it."""
         scores = np.empty(len(examples))
+        if len(examples) == 0:
+            return scores
         examples = np.ascontiguousarray(examples)
         batches = -(-len(examples) // SCORING_BATCH)
         workers = self.scoring_workers(batches, SCORING_BATCH)

@@ -231,7 +231,9 @@ class RNNModel(NeuralModel):
         shared among workers (as many as BLAS threads), each on a single-threaded BLAS."""
         steps, streams = rows.shape[0], rows.shape[2]
         out = np.full((steps, streams), -np.inf)
-        workers = self.scoring_workers(streams, SCORING_ROWS) if steps else 0
+        if out.size == 0:
+            return out.reshape(-1)
+        workers = self.scoring_workers(streams, SCORING_ROWS)
         bounds = [streams * q // workers for q in range(workers + 1)]
 
         def score(q):
