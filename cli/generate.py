@@ -24,4 +24,5 @@ def command(lm, n, seed, temperature, prefix, max_words, write):
     check_writable(write)
     sentences = sample_sentences(load(lm), n, seed, temperature, prefix, max_words)
     with atomic_output(write) as out:
-        out.write("".join(" ".join(words) + "\n" for words in sentences))
+        for words in sentences:
+            out.write(" ".join(words) + "\n")

@@ -3,6 +3,7 @@ library's warnings as one line each."""
 import atexit
 import contextlib
 import importlib
+import io
 import os
 import sys
 import warnings
@@ -127,14 +128,58 @@ def _end_process():
     os._exit(0)
 
 
+class StdoutClosed(BaseException):
+    """stdout's reader went away (`| head`). Not an OSError, which click turns into exit
+    status 1 and library code may take for a failed file: nothing but main() catches it."""
+
+
+class _Stdout(io.RawIOBase):
+    """File descriptor 1 under sys.stdout. A reader that went away is StdoutClosed and any
+    other failed write (a full device, EIO) one NplmError naming stdout, whoever writes
+    (click.echo, a writer given '-'); after either, writes are dropped, so that the
+    interpreter's last flush does not report the loss again."""
+
+    def __init__(self):
+        super().__init__()
+        self.failed = False
+
+    def writable(self):
+        return True
+
+    def fileno(self):
+        return 1
+
+    def write(self, data):
+        if self.failed:
+            return len(data)
+        try:
+            return os.write(1, data)
+        except OSError as err:
+            self.failed = True
+            if isinstance(err, BrokenPipeError):
+                raise StdoutClosed from None
+            raise NplmError(f"cannot write ({err.strerror or err})", path="stdout") from None
+
+
+def _checked_stdout():
+    """A sys.stdout that writes through _Stdout, buffered as Python buffers its own."""
+    interactive = os.isatty(1)
+    return io.TextIOWrapper(io.BufferedWriter(_Stdout()), encoding="utf-8", newline="\n",
+                            errors=getattr(sys.stdout, "errors", None) or "strict",
+                            line_buffering=interactive)
+
+
 def main(argv=None):
     """Console entry point: bad input is one line on stderr and exit status 2. Called
-    without `argv` (as the console script calls it) it reads sys.argv and, the command
-    done, ends the process (_end_process)."""
+    without `argv` (as the console script calls it) it reads sys.argv, writes stdout
+    through _checked_stdout and, the command done, ends the process (_end_process)."""
     entry_point = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
+    if entry_point:
+        sys.stdout = _checked_stdout()
     try:
         cli.main(args=argv, prog_name="nplm", standalone_mode=False)
+        sys.stdout.flush()
         if entry_point:
             _end_process()
     except click.UsageError as err:
@@ -150,7 +195,7 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("nplm: interrupted", file=sys.stderr)
         sys.exit(130)
-    except BrokenPipeError:
-        # The reader went away (e.g. `| head`): not an error of ours.
-        sys.stderr.close()
-        sys.exit(0)
+    except StdoutClosed:
+        # end at once and quietly, with the status of a process ended by SIGPIPE, as
+        # `yes | head` ends
+        sys.exit(141)  # 128 + SIGPIPE

@@ -8,16 +8,20 @@ from .vocab import sentence_tokens
 
 
 def sample_sentences(model, count, seed=1, temperature=1.0, prefix="", max_words=100):
-    """`count` sentences (lists of words), each starting with the words of `prefix`. <s>
+    """`count` sentences (lists of words), each starting with the words of `prefix`, one
+    at a time as they are drawn (a caller writes each before the next is sampled). <s>
     is never drawn; <unk> is drawn like any word (it is a word of the model). Words of
     the prefix outside the vocabulary read as <unk>."""
     if count < 0 or max_words < 1:
         raise ParameterError("{count} must be at least 0 and {max_words} at least 1")
     if not temperature > 0:
         raise ParameterError(f"{{temperature}} must be above 0, got {temperature}")
+    return _sampled(model, count, seed, temperature, prefix, max_words)
+
+
+def _sampled(model, count, seed, temperature, prefix, max_words):
     vocab, rng = model.vocab, np.random.default_rng(seed)
     start = [vocab.id(word) for word in sentence_tokens(prefix)]
-    sentences = []
     for _ in range(count):
         history = list(start)
         while len(history) < max_words:
@@ -29,5 +33,4 @@ def sample_sentences(model, count, seed=1, temperature=1.0, prefix="", max_words
             if word == vocab.eos:
                 break
             history.append(word)
-        sentences.append([vocab.words[w] for w in history])
-    return sentences
+        yield [vocab.words[w] for w in history]

@@ -250,64 +250,91 @@ def scratch_folder(kind):
 
 def check_writable(path):
     """Fail early (before any long work) when an output could not be written: its folder
-    missing, `path` a folder, or no file can be created there."""
+    missing, `path` a folder, or no file can be created there. A FIFO or a device is
+    written in place and not probed (opening a FIFO would wait for its reader)."""
     if path is None or path == "-":
         return
-    fd, probe = _temporary_beside(path)
+    target, in_place = _output_target(path)
+    if in_place:
+        if not os.access(target, os.W_OK):
+            raise NplmError("permission denied", path=path)
+        return
+    fd, probe = _temporary_beside(target, path)
     os.close(fd)
     os.unlink(probe)
 
 
-def _temporary_beside(path):
-    """(fd, name) of a new temporary file in `path`'s folder, or a one-line error."""
-    directory = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
+def _output_target(path):
+    """(the file to write for `path`, whether to write it in place). A symlink is
+    followed, so that its target gets the new content and the link stays; a FIFO, a
+    device or a socket is written in place (replacing it would destroy it: a FIFO's
+    reader would get nothing, /dev/null would become a file); a regular file, or a
+    path that does not exist yet, is replaced atomically."""
+    target = os.path.realpath(path)
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        return target, False
+    except OSError as err:
+        raise _os_error(path, err) from None
+    if stat.S_ISDIR(mode):
         raise NplmError("is a directory, not a file", path=path)
+    return target, not stat.S_ISREG(mode)
+
+
+def _temporary_beside(target, path):
+    """(fd, name) of a new temporary file in `target`'s folder, or a one-line error
+    naming `path` (what the user gave)."""
+    directory = os.path.dirname(target)
     if not os.path.isdir(directory):
         raise NplmError(f"directory {directory} does not exist", path=path)
     import tempfile
     try:
-        return tempfile.mkstemp(dir=directory, prefix=_temporary_prefix(path), suffix=".tmp")
+        return tempfile.mkstemp(dir=directory, prefix=_temporary_prefix(target), suffix=".tmp")
     except OSError as err:
         raise _os_error(path, err) from None
 
 
 @contextlib.contextmanager
 def atomic_output(path, binary=False):
-    """Yield a file for `path`; it appears only when the block succeeds.
+    """Yield a file for `path`, text (UTF-8, '\n') or `binary`; a name ending in .gz is
+    gzip-compressed.
 
-    '-' writes to stdout; a name ending in .gz is gzip-compressed. On any exception the
-    temporary file is removed and an existing `path` is left untouched.
+    A regular file (or a new path; a symlink's target) appears only when the block
+    succeeds: it is written to a temporary file beside it and renamed into place, and on
+    any exception the temporary file is removed and the old file left untouched. '-'
+    (stdout), a FIFO or a device is written in place as the block writes, as tee does. A
+    write that fails (a full disk, EIO, a FIFO's reader gone) is one NplmError naming
+    `path`; on stdout, a closed pipe stays a BrokenPipeError (the CLI ends quietly).
     """
     if path == "-":
         stream = sys.stdout.buffer if binary else sys.stdout
         yield stream
         stream.flush()
         return
-    _remove_stale_temporaries(path)
-    fd, tmp = _temporary_beside(path)
+    target, in_place = _output_target(path)
+    if in_place:
+        try:
+            fd = os.open(target, os.O_WRONLY | os.O_NOCTTY)
+        except OSError as err:
+            raise _os_error(path, err) from None
+        try:
+            with os.fdopen(fd, "wb") as raw:
+                yield from _encoded(raw, path, binary)
+        except OSError as err:
+            raise NplmError(f"cannot write ({err.strerror or err})", path=path) from None
+        return
+    _remove_stale_temporaries(target)
+    fd, tmp = _temporary_beside(target, path)
     try:
         with os.fdopen(fd, "wb") as raw:
-            compressed = None
-            if path.endswith(".gz"):
-                import gzip
-                compressed = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0)
-            target = compressed or raw
-            if binary:
-                yield target
-            else:
-                text = io.TextIOWrapper(target, encoding="utf-8", newline="\n")
-                yield text
-                text.flush()
-                text.detach()
-            if compressed:
-                compressed.close()
+            yield from _encoded(raw, path, binary)
             raw.flush()
             os.fsync(raw.fileno())
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except OSError as err:  # a full disk, a quota: one line; the old file stays
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -316,3 +343,22 @@ def atomic_output(path, binary=False):
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _encoded(raw, path, binary):
+    """Yield the file to write on `raw` (gzip when `path` ends in .gz; text unless
+    `binary`), and finish its compression and encoding after the caller's block."""
+    compressed = None
+    if path.endswith(".gz"):
+        import gzip
+        compressed = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0)
+    target = compressed or raw
+    if binary:
+        yield target
+    else:
+        text = io.TextIOWrapper(target, encoding="utf-8", newline="\n")
+        yield text
+        text.flush()
+        text.detach()
+    if compressed:
+        compressed.close()

@@ -39,14 +39,14 @@ def toy(tmp_path_factory):
 
 def test_sampled_first_words_follow_the_model(toy):
     _, vocab, kn3 = toy
-    sentences = sample_sentences(kn3, 3000, seed=3, max_words=1)
+    sentences = list(sample_sentences(kn3, 3000, seed=3, max_words=1))
     counts = Counter(s[0] for s in sentences if s)
     expected = kn3.next_distribution([])
     for word, count in counts.most_common(3):
         p = expected[vocab.index[word]]
         assert abs(count / 3000 - p) < 4 * math.sqrt(p * (1 - p) / 3000) + 1e-3, word
-    assert sample_sentences(kn3, 5, seed=3, max_words=1) == sentences[:5]  # the seed decides
-    sharp = sample_sentences(kn3, 50, seed=4, temperature=0.05, max_words=3)
+    assert list(sample_sentences(kn3, 5, seed=3, max_words=1)) == sentences[:5]  # the seed decides
+    sharp = list(sample_sentences(kn3, 50, seed=4, temperature=0.05, max_words=3))
     assert len({tuple(s) for s in sharp}) <= 3  # near the most likely words every time
 
 

@@ -64,9 +64,10 @@ def _free_slot(slots, word, bits, count):
 
 
 def srilm_sentences(model, count, seed, unk_is_word=False, max_words=50000):
-    """The `count` sentences (lists of words) SRILM's `ngram -lm M -gen count -seed seed`
-    prints for the back-off `model` as read from its ARPA file (its vocabulary in the
-    file's order); `<unk>` is drawn only with `unk_is_word` (SRILM's -unk)."""
+    """The `count` sentences (lists of words, each yielded as it is drawn) SRILM's `ngram
+    -lm M -gen count -seed seed` prints for the back-off `model` as read from its ARPA
+    file (its vocabulary in the file's order); `<unk>` is drawn only with `unk_is_word`
+    (SRILM's -unk)."""
     if not isinstance(model, BackoffModel):
         raise TypeError("SRILM's sampling is for back-off n-gram models")
     vocab = model.vocab
@@ -78,7 +79,6 @@ def srilm_sentences(model, count, seed, unk_is_word=False, max_words=50000):
     drawn_never = np.array([i in never for i in ids.tolist()])
     random = Drand48(seed)
     cache = {}
-    sentences = []
     for _ in range(count):
         history = [vocab.bos]
         words = []
@@ -91,8 +91,7 @@ def srilm_sentences(model, count, seed, unk_is_word=False, max_words=50000):
                 break
             words.append(word)
             history.append(word)
-        sentences.append([vocab.words[w] for w in words])
-    return sentences
+        yield [vocab.words[w] for w in words]
 
 
 def _cumulative(model, context, ids):
