@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 BROWN  ?= ../shared/data/brown
 
-.PHONY: install bytecode demo test fuzz bench bench-vs clean brown-mlp9 brown-mlp1 brown-is brown-lbl brown-lbl-outputs brown-survey brown-lstm brown-fast \
+.PHONY: install bytecode demo test wheel-check fuzz bench bench-vs clean brown-mlp9 brown-mlp1 brown-is brown-lbl brown-lbl-outputs brown-survey brown-lstm brown-fast \
 	brown-energy brown-energy-exact
 
 install: $(STAMP)
@@ -30,6 +30,16 @@ demo: install
 
 test: install
 	$(BIN)/python -m pytest -q tests
+
+# The wheel as users install it (`pip wheel .`): built once, installed into a fresh venv
+# with no compiler (CC=false, binary packages only), then the toy corpus counted, trained
+# and scored with it outside the source tree. CI runs it after `make test`.
+wheel-check: install
+	rm -rf dist build/wheel-venv
+	$(BIN)/python -m pip wheel -q --no-build-isolation --no-deps -w dist .
+	$(PYTHON) -m venv build/wheel-venv
+	CC=false CXX=false build/wheel-venv/bin/python -m pip install -q --only-binary :all: dist/nplmtk-*.whl
+	PATH="$(CURDIR)/build/wheel-venv/bin:$$PATH" bash demo/wheel-check.sh "$$(mktemp -d)"
 
 # Every reader against generated hostile inputs (tests/fuzz.py; not part of `make test`):
 # 20,000 per reader, about 20 minutes on one core; the figures go to BENCHMARKS.md.
@@ -75,4 +85,4 @@ brown-mlp9 brown-mlp1 brown-is brown-lbl brown-lbl-outputs brown-survey brown-ls
 	$(BIN)/python benchmarks/runs.py $@ --brown $(BROWN) --nplm $(BIN)/nplm
 
 clean:
-	rm -rf $(VENV) build *.egg-info demo/out bench/out nplmtk/_ext/*.so cython_ext/*.c
+	rm -rf $(VENV) build dist *.egg-info demo/out bench/out nplmtk/_ext/*.so cython_ext/*.c

@@ -54,5 +54,6 @@ setup(
         "plot": ["matplotlib>=3.5"],
     },
     entry_points={"console_scripts": ["nplm = nplmtk.cli.main:main"]},
+    options={"build_ext": {"parallel": os.cpu_count()}},  # the kernels compile side by side
     zip_safe=False,
 )

@@ -33,7 +33,8 @@ from nplmtk.errors import NplmError, NplmWarning  # noqa: E402
 
 from .options import spell  # noqa: E402
 
-ALIASES = {"train": "train-nplm"}
+# SRILM's program names too, so that an SRILM script runs with `nplm ` in front
+ALIASES = {"train": "train-nplm", "ngram": "ppl"}
 # subcommand -> the module of this package that defines it, imported only when it is run
 # (or listed): `nplm ppl` then loads neither the trainer nor BLAS
 SUBCOMMANDS = {
@@ -51,6 +52,13 @@ SUBCOMMANDS = {
 }
 
 
+def version_option():
+    """-version (SRILM's spelling, taken by each of its programs) and --version: the
+    installed nplmtk's version, then exit."""
+    return click.version_option(None, "-version", "--version", package_name="nplmtk",
+                                message="%(prog)s (nplmtk) %(version)s")
+
+
 class Group(click.Group):
     def list_commands(self, ctx):
         return sorted(SUBCOMMANDS)
@@ -59,15 +67,21 @@ class Group(click.Group):
         name = ALIASES.get(name, name)
         if name not in SUBCOMMANDS:
             return None
-        return importlib.import_module(f".{SUBCOMMANDS[name]}", __package__).command
+        command = importlib.import_module(f".{SUBCOMMANDS[name]}", __package__).command
+        if not any("-version" in param.opts for param in command.params):
+            version_option()(command)
+        return command
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-help", "--help"]})
+@version_option()
 def cli():
     """nplm: n-gram and neural probabilistic language models, SRILM-style.
 
     Every subcommand reads plain text ('-' is stdin, .gz is transparent) and writes
-    vocabularies, counts, ARPA files or binary models atomically.
+    vocabularies, counts, ARPA files or binary models (regular files atomically; FIFOs,
+    devices and '-' as they are written). SRILM's program names work as aliases:
+    `nplm ngram -lm kn5.arpa -ppl test.txt` is `nplm ppl`, `nplm train` `nplm train-nplm`.
     """
     ctx = click.get_current_context()
     if ctx.invoked_subcommand:

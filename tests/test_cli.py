@@ -138,3 +138,21 @@ def test_the_entry_point_ends_the_process_after_atexit_and_the_output(tmp_path, 
         vocabulary = ["<unk>", "<s>", "</s>", "cat", "sat", "the", "a", "dog", "ran"]
         assert proc.stdout.split() == vocabulary + (["not", "reached", "thread"] if thread == "thread" else [])
     assert marker.read_text() == "atexit\n" * 2
+
+
+def test_version_in_gnu_and_srilm_spelling(nplm):
+    """Issue 33, item 7: `nplm --version` and SRILM's `-version` (of every program)."""
+    from importlib.metadata import version
+    for args in (["--version"], ["-version"], ["ngram", "-version"], ["ngram-count", "-version"]):
+        status, out, err = nplm(*args)
+        assert (status, out, err) == (0, f"nplm (nplmtk) {version('nplmtk')}\n", "")
+
+
+def test_srilm_program_names_are_aliases(nplm, train):
+    """Issue 33, item 7: an SRILM script needs only `nplm ` in front (`ngram -lm X -ppl T`
+    was "No such command 'ngram'")."""
+    import pathlib
+    lm = pathlib.Path(train).with_name("kn2.arpa")
+    assert nplm("ngram-count", "-text", train, "-order", 2, "-wbdiscount", "-lm", lm)[0] == 0
+    ours, srilms = nplm("ppl", "-lm", lm, "-text", train), nplm("ngram", "-lm", lm, "-ppl", train)
+    assert ours == srilms and ours[0] == 0 and "ppl= " in ours[1]
