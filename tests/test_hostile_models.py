@@ -93,6 +93,13 @@ def test_a_network_whose_arrays_break_its_promises_is_refused(tmp_path, arch, ch
     refused(tmp_path, saved(tmp_path, arch, **change), fragment)
 
 
+def test_a_network_whose_vocabulary_holds_white_space_is_refused(tmp_path):
+    path = saved(tmp_path, "mlp", vocab=Vocabulary(["a", "b", "c\u3000d", "d e"]))
+    refused(tmp_path, path, "vocabulary: word 6 ('d e') holds white space")  # U+3000 stays inside a word, as in texts
+    assert run_nplm("ppl", "-lm", saved(tmp_path, "mlp", vocab=Vocabulary(["a", "b", "c\u3000d", "d"])),
+                    "-text", tmp_path / "t.txt")[0] == 0
+
+
 def test_a_checkpoint_is_checked_as_its_network(tmp_path):
     path = saved(tmp_path, "lbl", arrays={"best.b": np.zeros(3, np.float32)}, kind="nplm-checkpoint")
     refused(tmp_path, path, "lbl network with no array 'C'")  # a best set of b alone
@@ -126,6 +133,12 @@ def header(**changes):
     (header(arrays=[], file_size=0, vocab={"words": ["a", "a"], "unk": "<unk>"}),
      "vocabulary: vocabulary has duplicate words"),
     (header(arrays=[], file_size=0, vocab={"words": ["a"], "unk": "<s>"}), "vocabulary: unk cannot be <s>"),
+    # issue 33, item 5: words that no text can hold, as the tokeniser splits at white space
+    (header(arrays=[], file_size=0, vocab={"words": ["a", "b c"], "unk": "<unk>"}),
+     "vocabulary: word 4 ('b c') holds white space, so no text can hold it as one word"),
+    (header(arrays=[], file_size=0, vocab={"words": ["a\tb"], "unk": "<unk>"}), "word 3 ('a\\tb') holds white space"),
+    (header(arrays=[], file_size=0, vocab={"words": ["a"], "unk": "<un k>"}), "word 0 ('<un k>') holds white space"),
+    (header(arrays=[], file_size=0, vocab={"words": ["a", ""], "unk": "<unk>"}), "vocabulary: word 4 ('') is empty"),
 ])
 def test_a_malformed_header_is_refused(tmp_path, body, fragment):
     refused(tmp_path, raw_container(tmp_path, body), fragment)
@@ -210,6 +223,78 @@ def test_arpa_values_outside_their_domain_are_refused_with_their_line(tmp_path, 
     (tmp_path / "bad.arpa").write_text("\n".join(lines) + "\n")
     status, _, err = run_nplm("ppl", "-lm", tmp_path / "bad.arpa", "-text", tmp_path / "t.txt")
     assert_one_line_error(status, err, f"{tmp_path / 'bad.arpa'}:{at + 1}: ", fragment)
+
+
+@pytest.mark.parametrize("field, value, fragment", [
+    (2, "30", "the 1-gram 'a' has the log10 back-off weight 30: above 7, which no estimate reaches"),
+    (2, "7.5", "the 1-gram 'a' has the log10 back-off weight 7.5: above 7"),
+    (2, "-1e30", "the 1-gram 'a' has the log10 back-off weight -1e+30: below -99, which is log 0"),
+    (0, "-1e30", "the 1-gram 'a' has the log10 probability -1e+30: below -99, which is log 0"),
+    (0, "-99.5", "the 1-gram 'a' has the log10 probability -99.5: below -99"),
+])
+def test_arpa_values_no_estimator_writes_are_refused_with_their_n_gram(tmp_path, arpa, field, value, fragment):
+    """Issue 33, item 5: back-off weights of +30 gave a ppl below 1 with nothing said, and
+    -1e30 an OverflowError traceback."""
+    lines = arpa[0].read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.split("\t")[1:2] == ["a"])
+    fields = lines[at].split("\t")
+    fields[field] = value
+    lines[at] = "\t".join(fields)
+    (tmp_path / "bad.arpa").write_text("\n".join(lines) + "\n")
+    (tmp_path / "u.txt").write_text("a a c\n")  # 'a a' is no bigram of the model: a's weight is used
+    status, _, err = run_nplm("ppl", "-lm", tmp_path / "bad.arpa", "-text", tmp_path / "u.txt")
+    assert_one_line_error(status, err, f"{tmp_path / 'bad.arpa'}:{at + 1}: ", fragment)
+
+
+@pytest.mark.parametrize("value", ["7", "-99", "-98.5"])
+def test_arpa_values_at_the_edges_of_their_domain_are_accepted(tmp_path, arpa, value):
+    lines = arpa[0].read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.split("\t")[1:2] == ["a"])
+    lines[at] = "\t".join(lines[at].split("\t")[:2] + [value])
+    (tmp_path / "edge.arpa").write_text("\n".join(lines) + "\n")
+    status, out, err = run_nplm("ppl", "-lm", tmp_path / "edge.arpa", "-text", tmp_path / "t.txt")
+    assert status == 0 and "ppl=" in out, err
+
+
+@pytest.mark.parametrize("table, value, fragment", [
+    ("bow.1", 30.0, "log10 back-off weight 30: above 7, which no estimate reaches"),
+    ("bow.2", -1e30, "log10 back-off weight -1e+30: below -99"),
+    ("logp.2", -1e30, "log10 probability -1e+30: below -99"),
+])
+def test_binary_values_no_estimator_writes_are_refused_with_their_n_gram(tmp_path, table, value, fragment):
+    """Issue 33, item 5: a binary model whose back-off weights were set to +30 gave ppl
+    1.96e-06. The n-gram is named by its words."""
+    from test_binary_ngram import crafted, set_at, setter
+    path = crafted(tmp_path, setter(table, set_at(1, value)))
+    loaded = container.load(str(path))
+    order = int(table[-1])
+    key, vocab, words = int(loaded.arrays[f"keys.{order}"][1]), loaded.vocab, []
+    for level in range(order, 0, -1):
+        key, word = divmod(key, len(vocab))
+        words.insert(0, vocab.words[word])
+        key = int(loaded.arrays[f"keys.{level - 1}"][key]) if level > 1 else key
+    refused(tmp_path, path, f"array '{table}' gives the {order}-gram '{' '.join(words)}' the {fragment}")
+
+
+@pytest.mark.parametrize("members, fragment", [
+    (["C 0.5 a", "C 0.7 b", "D 1 c", "D 1 d"], "classes.txt:2: class 'C': the probabilities of its members up to 'b' "
+                                               "sum to 1.2, above 1"),
+    (["C 0.5 a", "C 0.5 b", "D 1 c", "C 0.1 d"], "classes.txt:4: class 'C'"),
+])
+def test_a_class_whose_members_hold_more_than_1_is_refused(tmp_path, arpa, members, fragment):
+    """Issue 33, item 5: memberships summing to 1.2 gave a better ppl than the true model's."""
+    (tmp_path / "classes.txt").write_text("\n".join(members) + "\n")
+    status, _, err = run_nplm("ppl", "-lm", arpa[0], "-classes", tmp_path / "classes.txt", "-text", tmp_path / "t.txt")
+    assert_one_line_error(status, err, fragment)
+    status, _, err = run_nplm("ngram-count", "-text", tmp_path / "t.txt", "-classes", tmp_path / "classes.txt",
+                              "-lm", tmp_path / "c.arpa")
+    assert_one_line_error(status, err, fragment)
+
+
+def test_memberships_summing_to_1_within_rounding_are_accepted(tmp_path, arpa):
+    (tmp_path / "classes.txt").write_text("C 0.1 a\nC 0.2 b\nC 0.7000001 c\nD 1 d\n")
+    status, out, err = run_nplm("ppl", "-lm", arpa[0], "-classes", tmp_path / "classes.txt", "-text", tmp_path / "t.txt")
+    assert status == 0 and "ppl=" in out, err
 
 
 @pytest.mark.parametrize("weights, fragment", [
