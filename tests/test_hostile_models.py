@@ -52,6 +52,11 @@ def refused(tmp_path, path, *fragments):
     ("mlp", {"arrays": {"H": None}}, "mlp network with no array 'H'"),
     ("mlp", {"arrays": {"extra": np.zeros(3, np.float32)}}, "an unexpected array 'extra'"),
     ("mlp", {"arrays": {"d": np.array([1, np.inf, 0, 0, 0], np.float32)}}, "array 'd' holds non-finite values"),
+    # issue 33, item 5: finite, but no trainer's (1e20 in C gave ppl 103.9 where the model gives 65.0)
+    ("mlp", {"arrays": {"C": np.full((7, 3), 0.5, np.float32) * np.array([[1], [1], [1], [1], [1], [2e20], [1]],
+                                                                          np.float32)}},
+     "mlp network: array 'C' holds 1e+20 at [5, 0], beyond the 10000 that no trained parameter nears"),
+    ("lstm", {"arrays": {"b0": np.full(20, -2e4, np.float32)}}, "array 'b0' holds -20000 at [0]"),
     ("mlp", {"vocab": Vocabulary([f"w{i}" for i in range(30)])}, "array 'C'"),
     ("mlp", {"meta": {"order": 20}}, "array 'H'"),
     ("mlp", {"meta": {"order": 99}}, "order 99"),
@@ -330,6 +335,51 @@ def test_resume_refuses_a_network_that_contradicts_the_checkpoint(tmp_path, opti
     assert status == 0, err
 
 
+@pytest.mark.parametrize("text, options, fragment", [
+    ("a b c d\nd c b a\n" * 21, [], "trained on another text than {t2}: its text had 40 sentences of 160 words, "
+                                     "{t2} has 42 sentences of 168 words"),
+    ("a b d c\nd c b a\n" * 20, [], "trained on another text than {t2}: its text and {t2} both have 40 sentences of "
+                                     "160 words, but not the same words"),
+    ("A B C D\nd c b a\n" * 20, [], "both have 40 sentences of 160 words, but not the same words"),
+    ("A B C D\nd c b a\n" * 20, ["-lower"], None),  # lower-cased, the same text as the network reads it
+    ("a b c d\nd c b a\n" * 20, ["-vocab", "V2"], "-vocab {v2} is not the checkpoint's vocabulary (word 5 is 'd', "
+                                                   "the checkpoint's 'c'): drop it, or start a new run"),
+    ("a b c d\nd c b a\n" * 20, ["-vocab", "V1"], None),
+])
+def test_resume_refuses_another_text_or_vocabulary_than_the_checkpoints(tmp_path, text, options, fragment):
+    """Issue 33, item 5: -resume on another text went on training with nothing said."""
+    (tmp_path / "t.txt").write_text("a b c d\nd c b a\n" * 20)
+    (tmp_path / "t2.txt").write_text(text)
+    (tmp_path / "v1.txt").write_text("a\nb\nc\nd\n")
+    (tmp_path / "v2.txt").write_text("a\nb\nd\nc\n")
+    common = ["train", "-epochs", 1, "-quiet", "-checkpoint", tmp_path / "ck", "-order", 3, "-m", 4, "-h", 4]
+    assert run_nplm(*common, "-text", tmp_path / "t.txt", "-vocab", tmp_path / "v1.txt")[0] == 0
+    options = [{"V1": tmp_path / "v1.txt", "V2": tmp_path / "v2.txt"}.get(o, o) for o in options]
+    status, _, err = run_nplm(*common, "-resume", "-epochs", 2, "-text", tmp_path / "t2.txt", *options)
+    if fragment is None:
+        assert status == 0 and err == "", err
+    else:
+        assert_one_line_error(status, err, f"{tmp_path / 'ck' / 'checkpoint.nplm'}: ",
+                              fragment.format(t2=tmp_path / "t2.txt", v2=tmp_path / "v2.txt"))
+
+
+def test_a_checkpoint_older_than_its_text_record_resumes_with_a_warning(tmp_path):
+    (tmp_path / "t.txt").write_text("a b c d\nd c b a\n" * 20)
+    common = ["train", "-text", tmp_path / "t.txt", "-quiet", "-checkpoint", tmp_path / "ck", "-order", 3, "-m", 4,
+              "-h", 4]
+    assert run_nplm(*common, "-epochs", 1)[0] == 0
+    path = str(tmp_path / "ck" / "checkpoint.nplm")
+    old = container.load(path)
+    meta = {**old.meta, "trainer": {k: v for k, v in old.meta["trainer"].items() if k != "training_text"}}
+    container.save(path, old.kind, {k: np.array(v) for k, v in old.arrays.items()}, meta=meta, vocab=old.vocab)
+    status, _, err = run_nplm(*common, "-epochs", 2, "-resume")
+    assert status == 0, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert err.strip().endswith(f": warning: {path}: this checkpoint does not record its training text (written by an "
+                                f"older nplm): {tmp_path / 't.txt'} is taken to be it, unchecked"), err
+    assert "training_text" in container.load(path).meta["trainer"]  # recorded from then on
+
+
 def test_a_full_disk_is_one_line_and_leaves_the_old_file(tmp_path):
     """Issue 20, item 4: ENOSPC while writing used to be a traceback."""
     import errno
@@ -396,3 +446,56 @@ def test_one_tokeniser_no_break_space_stays_inside_a_word(tmp_path):
     assert (tmp_path / "again.arpa").read_text() == (tmp_path / "m.arpa").read_text()
     status, out, err = run_nplm("ppl", "-lm", tmp_path / "m.arpa", "-text", tmp_path / "t.txt")
     assert status == 0 and "0 OOVs" in out, err
+
+
+@pytest.mark.parametrize("arch, options", [
+    ("mlp", ["-order", 3, "-m", 8, "-h", 8]), ("energy", ["-order", 3, "-m", 8, "-h", 8]),
+    ("lbl", ["-order", 3, "-m", 8]), ("lbl3", ["-order", 3, "-m", 8, "-h", 8]),
+    ("rnn", ["-m", 8, "-h", 8]), ("lstm", ["-m", 8, "-h", 8, "-output", "class", "-classes", 4]),
+])
+def test_networks_nplm_trains_pass_the_content_checks(toy_texts, tmp_path, arch, options):
+    """Issue 33, item 5: the bounds on a network's parameters never refuse what nplm's own
+    trainers write, at a high learning rate too (their largest parameters)."""
+    from nplmtk.neural.network import MAX_PARAMETER
+    texts, _ = toy_texts
+    model = tmp_path / "m.nplm"
+    status, _, err = run_nplm("train", "-text", texts / "train.txt", "-valid", texts / "valid.txt", "-arch", arch,
+                              *options, "-epochs", 2, "-lr", 0.1, "-quiet", "-lm", model)
+    assert status == 0, err
+    status, out, err = run_nplm("ppl", "-lm", model, "-text", texts / "valid.txt")
+    assert status == 0 and "ppl=" in out, err
+    largest = max(float(np.abs(a).max()) for a in container.load(str(model)).arrays.values())
+    assert largest < MAX_PARAMETER / 100
+
+
+@pytest.mark.parametrize("options", [
+    [], ["-kndiscount"], ["-ukndiscount", "-interpolate"], ["-wbdiscount"], ["-wbdiscount", "-interpolate"],
+    ["-gtdiscount"], ["-cdiscount", 0.9, "-interpolate"], ["-addsmooth", 0.01], ["-prune", 1e-4],
+    ["-kndiscount", "-interpolate", "-always-interpolate"],
+])
+def test_back_off_models_nplm_estimates_pass_the_content_checks(toy_texts, tmp_path, options):
+    """Issue 33, item 5: nplm's own ARPA and binary models of every discounting method
+    load (the Brown measurements behind the bounds are in nplmtk/ngram/backoff.py)."""
+    texts, _ = toy_texts
+    for order in (2, 4):
+        arpa, binary = tmp_path / f"{order}.arpa", tmp_path / f"{order}.nplm"
+        status, _, err = run_nplm("ngram-count", "-text", texts / "train.txt", "-order", order, *options,
+                                  "-lm", arpa, "-write-bin-lm", binary)
+        assert status == 0, err
+        for model in (arpa, binary):
+            status, out, err = run_nplm("ppl", "-lm", model, "-text", texts / "valid.txt")
+            assert status == 0 and "ppl=" in out, err
+
+
+@pytest.mark.parametrize("options", [["-full"], []])
+def test_class_models_nplm_estimates_pass_the_content_checks(toy_texts, tmp_path, options):
+    texts, _ = toy_texts
+    status, _, err = run_nplm("ngram-class", "-text", texts / "train.txt", "-numclasses", 5, *options,
+                              "-classes", tmp_path / "c.classes")
+    assert status == 0, err
+    status, _, err = run_nplm("ngram-count", "-text", texts / "train.txt", "-classes", tmp_path / "c.classes",
+                              "-order", 3, "-lm", tmp_path / "c.arpa")
+    assert status == 0, err
+    status, out, err = run_nplm("ppl", "-lm", tmp_path / "c.arpa", "-classes", tmp_path / "c.classes",
+                                "-text", texts / "valid.txt")
+    assert status == 0 and "ppl=" in out, err
