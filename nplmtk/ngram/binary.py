@@ -87,6 +87,7 @@ def load_binary(model_file):
             highest = MAX_LOG10_BACKOFF if name == "bow" else 0.0
             valid, holds_zero = checked_log10s(array, PSEUDO_ZERO, highest, PSEUDO_ZERO)
             if not valid:
+                # -inf counts here (unlike in an ARPA file's tables): a binary model writes log 0 as -99
                 row = np.flatnonzero(~((array >= PSEUDO_ZERO) & (array <= highest)))[0]
                 what = "back-off weight" if name == "bow" else "probability"
                 refuse(f"whose array '{name}.{k}' gives the {k}-gram '{_ngram_words(keys, vocab, row)}' the log10 "
