@@ -105,6 +105,15 @@ def test_a_network_whose_vocabulary_holds_white_space_is_refused(tmp_path):
                     "-text", tmp_path / "t.txt")[0] == 0
 
 
+def test_an_unknown_word_a_reader_would_refuse_is_refused_before_writing(tmp_path):
+    """nplm wrote '-map-unk "my unk"' into ARPA and binary models that it then refused."""
+    (tmp_path / "t.txt").write_text("a b c d\nd c b a\n")
+    status, _, err = run_nplm("ngram-count", "-text", tmp_path / "t.txt", "-order", 2, "-unk", "-map-unk", "my unk",
+                              "-lm", tmp_path / "m.arpa", "-write-bin-lm", tmp_path / "m.nplm")
+    assert_one_line_error(status, err, "'my unk' is not one word: no text can hold it")
+    assert not (tmp_path / "m.arpa").exists() and not (tmp_path / "m.nplm").exists()
+
+
 def test_a_checkpoint_is_checked_as_its_network(tmp_path):
     path = saved(tmp_path, "lbl", arrays={"best.b": np.zeros(3, np.float32)}, kind="nplm-checkpoint")
     refused(tmp_path, path, "lbl network with no array 'C'")  # a best set of b alone
@@ -142,7 +151,8 @@ def header(**changes):
     (header(arrays=[], file_size=0, vocab={"words": ["a", "b c"], "unk": "<unk>"}),
      "vocabulary: word 4 ('b c') holds white space, so no text can hold it as one word"),
     (header(arrays=[], file_size=0, vocab={"words": ["a\tb"], "unk": "<unk>"}), "word 3 ('a\\tb') holds white space"),
-    (header(arrays=[], file_size=0, vocab={"words": ["a"], "unk": "<un k>"}), "word 0 ('<un k>') holds white space"),
+    (header(arrays=[], file_size=0, vocab={"words": ["a"], "unk": "<un k>"}),
+     "vocabulary: unk '<un k>' is not one word: no text can hold it"),
     (header(arrays=[], file_size=0, vocab={"words": ["a", ""], "unk": "<unk>"}), "vocabulary: word 4 ('') is empty"),
 ])
 def test_a_malformed_header_is_refused(tmp_path, body, fragment):
