@@ -229,7 +229,10 @@ def _prepare(text, valid, vocab, network, config, resume, checkpoint, min_count,
     if resume:
         trainer = Trainer.resume(os.path.join(checkpoint, "checkpoint.nplm"), config, comm)
         vocabulary = trainer.model.vocab
+        if vocab:
+            _check_resumed_vocabulary(Vocabulary.read(vocab), vocab, trainer)
         train_corpus = Corpus.read(text, vocabulary, unk=True, normalize=normalize, memory_map=True)
+        trainer.check_training_text(train_corpus)  # here, before any training, not at the start of the run
     else:
         sources = [(load(path), blocks) for path, blocks in init_from]
         if vocab:
@@ -276,6 +279,17 @@ NETWORK_OPTIONS = {"arch": ("arch", lambda model: model.arch), "order": ("order"
                    "reset_state": ("reset_state", lambda model: model.meta.get("reset_state")),
                    "classes": ("classes", lambda model: model.meta.get("classes")),
                    "output": ("output", lambda model: model.output)}
+
+
+def _check_resumed_vocabulary(given, path, trainer):
+    """-resume continues with the checkpoint's vocabulary: a -vocab that differs is refused."""
+    saved = trainer.model.vocab
+    if given != saved:
+        where = next((i for i, (a, b) in enumerate(zip(given.words, saved.words)) if a != b), None)
+        differs = (f"{len(given):,} words against its {len(saved):,}" if where is None else
+                   f"word {where} is '{given.words[where]}', the checkpoint's '{saved.words[where]}'")
+        raise NplmError(f"-vocab {path} is not the checkpoint's vocabulary ({differs}): drop it, or start a new run",
+                        path=trainer.resumed_from)
 
 
 def _check_resumed_network(model, network, path):

@@ -10,7 +10,7 @@ here checks them again.
 """
 import numpy as np
 from cython.parallel cimport prange, threadid
-from libc.math cimport INFINITY, isfinite
+from libc.math cimport INFINITY
 from openmp cimport omp_get_max_threads
 from ngram_tables cimport find_key
 
@@ -57,17 +57,16 @@ def children_runs(Py_ssize_t parents, const long long[::1] keys, long long vocab
     return runs if increasing else None
 
 
-def checked_log10s(const float[::1] values, bint probabilities, float pseudo_zero):
+def checked_log10s(const float[::1] values, float lowest, float highest, float pseudo_zero):
     """(valid, holds pseudo_zero) of one table of a model read from a file, in one pass:
-    valid when every value is finite and, for `probabilities`, at most 0."""
+    valid when every value lies in [lowest, highest] (NaN and infinities do not)."""
     cdef Py_ssize_t i
-    cdef bint finite = True, at_most_zero = True, zero = False
+    cdef bint inside = True, zero = False
     with nogil:
         for i in range(values.shape[0]):
-            finite &= isfinite(values[i])
-            at_most_zero &= values[i] <= 0
+            inside &= (values[i] >= lowest) & (values[i] <= highest)
             zero |= values[i] == pseudo_zero
-    return finite and (at_most_zero or not probabilities), zero
+    return inside, zero
 
 
 def unigram_rows(keys, long long vocab_size):

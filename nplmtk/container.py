@@ -181,4 +181,20 @@ def load(path, verify=True):
             vocab = Vocabulary(header["vocab"]["words"], unk=header["vocab"]["unk"])
         except NplmError as error:
             raise InputError(f"vocabulary: {error.render()}", path=path) from None
+        _check_words(vocab, path)
     return ModelFile(path, header["kind"], header["meta"], vocab, arrays)
+
+
+# What splits a line into words (nplmtk.text.split_words, the byte kernels): no word holds it
+WORD_SEPARATORS = " \t\n\r\x0b\x0c"
+
+
+def _check_words(vocab, path):
+    """Refuse a vocabulary with a word that no text can hold: empty, or with white space
+    inside (one scan of the words joined, the word found only when there is one)."""
+    joined = "".join(vocab.words)
+    if "" in vocab.index or any(separator in joined for separator in WORD_SEPARATORS):
+        number, word = next((i, w) for i, w in enumerate(vocab.words)
+                            if not w or any(separator in w for separator in WORD_SEPARATORS))
+        raise InputError(f"vocabulary: word {number} ({word!r}) " + ("is empty" if not word else
+                         "holds white space, so no text can hold it as one word"), path=path)

@@ -8,7 +8,7 @@ from ._ext.corpus_kernels import sentence_totals
 from .corpus import Corpus
 from .io import read_lines
 from .lm import LN10
-from .ngram.arpa import PSEUDO_ZERO
+from .ngram.backoff import PSEUDO_ZERO
 from .ngram.counts import byte_ranks, parse_count
 from .text import split_words
 from .vocab import sentence_tokens

@@ -27,6 +27,8 @@ class Vocabulary:
     def __init__(self, words, counts=None, unk=UNK):
         if unk in (BOS, EOS):
             raise ParameterError(f"{{unk}} cannot be {unk}: <s> and </s> mark where sentences begin and end")
+        if not unk or unk != "".join(split_words(unk)):  # a model no reader could take back
+            raise ParameterError(f"{{unk}} {unk!r} is not one word: no text can hold it")
         specials = [unk, BOS, EOS]
         rest = [w for w in words if w not in specials]
         self.words = specials + rest

@@ -52,6 +52,11 @@ def refused(tmp_path, path, *fragments):
     ("mlp", {"arrays": {"H": None}}, "mlp network with no array 'H'"),
     ("mlp", {"arrays": {"extra": np.zeros(3, np.float32)}}, "an unexpected array 'extra'"),
     ("mlp", {"arrays": {"d": np.array([1, np.inf, 0, 0, 0], np.float32)}}, "array 'd' holds non-finite values"),
+    # issue 33, item 5: finite, but no trainer's (1e20 in C gave ppl 103.9 where the model gives 65.0)
+    ("mlp", {"arrays": {"C": np.full((7, 3), 0.5, np.float32) * np.array([[1], [1], [1], [1], [1], [2e20], [1]],
+                                                                          np.float32)}},
+     "mlp network: array 'C' holds 1e+20 at [5, 0], beyond the 10000 that no trained parameter nears"),
+    ("lstm", {"arrays": {"b0": np.full(20, -2e4, np.float32)}}, "array 'b0' holds -20000 at [0]"),
     ("mlp", {"vocab": Vocabulary([f"w{i}" for i in range(30)])}, "array 'C'"),
     ("mlp", {"meta": {"order": 20}}, "array 'H'"),
     ("mlp", {"meta": {"order": 99}}, "order 99"),
@@ -93,6 +98,22 @@ def test_a_network_whose_arrays_break_its_promises_is_refused(tmp_path, arch, ch
     refused(tmp_path, saved(tmp_path, arch, **change), fragment)
 
 
+def test_a_network_whose_vocabulary_holds_white_space_is_refused(tmp_path):
+    path = saved(tmp_path, "mlp", vocab=Vocabulary(["a", "b", "c\u3000d", "d e"]))
+    refused(tmp_path, path, "vocabulary: word 6 ('d e') holds white space")  # U+3000 stays inside a word, as in texts
+    assert run_nplm("ppl", "-lm", saved(tmp_path, "mlp", vocab=Vocabulary(["a", "b", "c\u3000d", "d"])),
+                    "-text", tmp_path / "t.txt")[0] == 0
+
+
+def test_an_unknown_word_a_reader_would_refuse_is_refused_before_writing(tmp_path):
+    """nplm wrote '-map-unk "my unk"' into ARPA and binary models that it then refused."""
+    (tmp_path / "t.txt").write_text("a b c d\nd c b a\n")
+    status, _, err = run_nplm("ngram-count", "-text", tmp_path / "t.txt", "-order", 2, "-unk", "-map-unk", "my unk",
+                              "-lm", tmp_path / "m.arpa", "-write-bin-lm", tmp_path / "m.nplm")
+    assert_one_line_error(status, err, "'my unk' is not one word: no text can hold it")
+    assert not (tmp_path / "m.arpa").exists() and not (tmp_path / "m.nplm").exists()
+
+
 def test_a_checkpoint_is_checked_as_its_network(tmp_path):
     path = saved(tmp_path, "lbl", arrays={"best.b": np.zeros(3, np.float32)}, kind="nplm-checkpoint")
     refused(tmp_path, path, "lbl network with no array 'C'")  # a best set of b alone
@@ -126,6 +147,13 @@ def header(**changes):
     (header(arrays=[], file_size=0, vocab={"words": ["a", "a"], "unk": "<unk>"}),
      "vocabulary: vocabulary has duplicate words"),
     (header(arrays=[], file_size=0, vocab={"words": ["a"], "unk": "<s>"}), "vocabulary: unk cannot be <s>"),
+    # issue 33, item 5: words that no text can hold, as the tokeniser splits at white space
+    (header(arrays=[], file_size=0, vocab={"words": ["a", "b c"], "unk": "<unk>"}),
+     "vocabulary: word 4 ('b c') holds white space, so no text can hold it as one word"),
+    (header(arrays=[], file_size=0, vocab={"words": ["a\tb"], "unk": "<unk>"}), "word 3 ('a\\tb') holds white space"),
+    (header(arrays=[], file_size=0, vocab={"words": ["a"], "unk": "<un k>"}),
+     "vocabulary: unk '<un k>' is not one word: no text can hold it"),
+    (header(arrays=[], file_size=0, vocab={"words": ["a", ""], "unk": "<unk>"}), "vocabulary: word 4 ('') is empty"),
 ])
 def test_a_malformed_header_is_refused(tmp_path, body, fragment):
     refused(tmp_path, raw_container(tmp_path, body), fragment)
@@ -212,6 +240,78 @@ def test_arpa_values_outside_their_domain_are_refused_with_their_line(tmp_path, 
     assert_one_line_error(status, err, f"{tmp_path / 'bad.arpa'}:{at + 1}: ", fragment)
 
 
+@pytest.mark.parametrize("field, value, fragment", [
+    (2, "30", "the 1-gram 'a' has the log10 back-off weight 30: above 7, which no estimate reaches"),
+    (2, "7.5", "the 1-gram 'a' has the log10 back-off weight 7.5: above 7"),
+    (2, "-1e30", "the 1-gram 'a' has the log10 back-off weight -1e+30: below -99, which is log 0"),
+    (0, "-1e30", "the 1-gram 'a' has the log10 probability -1e+30: below -99, which is log 0"),
+    (0, "-99.5", "the 1-gram 'a' has the log10 probability -99.5: below -99"),
+])
+def test_arpa_values_no_estimator_writes_are_refused_with_their_n_gram(tmp_path, arpa, field, value, fragment):
+    """Issue 33, item 5: back-off weights of +30 gave a ppl below 1 with nothing said, and
+    -1e30 an OverflowError traceback."""
+    lines = arpa[0].read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.split("\t")[1:2] == ["a"])
+    fields = lines[at].split("\t")
+    fields[field] = value
+    lines[at] = "\t".join(fields)
+    (tmp_path / "bad.arpa").write_text("\n".join(lines) + "\n")
+    (tmp_path / "u.txt").write_text("a a c\n")  # 'a a' is no bigram of the model: a's weight is used
+    status, _, err = run_nplm("ppl", "-lm", tmp_path / "bad.arpa", "-text", tmp_path / "u.txt")
+    assert_one_line_error(status, err, f"{tmp_path / 'bad.arpa'}:{at + 1}: ", fragment)
+
+
+@pytest.mark.parametrize("value", ["7", "-99", "-98.5"])
+def test_arpa_values_at_the_edges_of_their_domain_are_accepted(tmp_path, arpa, value):
+    lines = arpa[0].read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.split("\t")[1:2] == ["a"])
+    lines[at] = "\t".join(lines[at].split("\t")[:2] + [value])
+    (tmp_path / "edge.arpa").write_text("\n".join(lines) + "\n")
+    status, out, err = run_nplm("ppl", "-lm", tmp_path / "edge.arpa", "-text", tmp_path / "t.txt")
+    assert status == 0 and "ppl=" in out, err
+
+
+@pytest.mark.parametrize("table, value, fragment", [
+    ("bow.1", 30.0, "log10 back-off weight 30: above 7, which no estimate reaches"),
+    ("bow.2", -1e30, "log10 back-off weight -1e+30: below -99"),
+    ("logp.2", -1e30, "log10 probability -1e+30: below -99"),
+])
+def test_binary_values_no_estimator_writes_are_refused_with_their_n_gram(tmp_path, table, value, fragment):
+    """Issue 33, item 5: a binary model whose back-off weights were set to +30 gave ppl
+    1.96e-06. The n-gram is named by its words."""
+    from test_binary_ngram import crafted, set_at, setter
+    path = crafted(tmp_path, setter(table, set_at(1, value)))
+    loaded = container.load(str(path))
+    order = int(table[-1])
+    key, vocab, words = int(loaded.arrays[f"keys.{order}"][1]), loaded.vocab, []
+    for level in range(order, 0, -1):
+        key, word = divmod(key, len(vocab))
+        words.insert(0, vocab.words[word])
+        key = int(loaded.arrays[f"keys.{level - 1}"][key]) if level > 1 else key
+    refused(tmp_path, path, f"array '{table}' gives the {order}-gram '{' '.join(words)}' the {fragment}")
+
+
+@pytest.mark.parametrize("members, fragment", [
+    (["C 0.5 a", "C 0.7 b", "D 1 c", "D 1 d"], "classes.txt:2: class 'C': the probabilities of its members up to 'b' "
+                                               "sum to 1.2, above 1"),
+    (["C 0.5 a", "C 0.5 b", "D 1 c", "C 0.1 d"], "classes.txt:4: class 'C'"),
+])
+def test_a_class_whose_members_hold_more_than_1_is_refused(tmp_path, arpa, members, fragment):
+    """Issue 33, item 5: memberships summing to 1.2 gave a better ppl than the true model's."""
+    (tmp_path / "classes.txt").write_text("\n".join(members) + "\n")
+    status, _, err = run_nplm("ppl", "-lm", arpa[0], "-classes", tmp_path / "classes.txt", "-text", tmp_path / "t.txt")
+    assert_one_line_error(status, err, fragment)
+    status, _, err = run_nplm("ngram-count", "-text", tmp_path / "t.txt", "-classes", tmp_path / "classes.txt",
+                              "-lm", tmp_path / "c.arpa")
+    assert_one_line_error(status, err, fragment)
+
+
+def test_memberships_summing_to_1_within_rounding_are_accepted(tmp_path, arpa):
+    (tmp_path / "classes.txt").write_text("C 0.1 a\nC 0.2 b\nC 0.7000001 c\nD 1 d\n")
+    status, out, err = run_nplm("ppl", "-lm", arpa[0], "-classes", tmp_path / "classes.txt", "-text", tmp_path / "t.txt")
+    assert status == 0 and "ppl=" in out, err
+
+
 @pytest.mark.parametrize("weights, fragment", [
     (np.array([[0.5, 0.50001]]), "non-negative and sum to 1"),
     (np.array([[0.5, 0.5], [0.5, 0.5]]), "needs float64 weights of shape (1, 2)"),
@@ -243,6 +343,51 @@ def test_resume_refuses_a_network_that_contradicts_the_checkpoint(tmp_path, opti
     assert_one_line_error(status, err, str(tmp_path / "ck" / "checkpoint.nplm"), fragment)
     status, _, err = run_nplm(*common, "-resume", "-epochs", 2, "-order", 3, "-m", 4, "-h", 4)
     assert status == 0, err
+
+
+@pytest.mark.parametrize("text, options, fragment", [
+    ("a b c d\nd c b a\n" * 21, [], "trained on another text than {t2}: its text had 40 sentences of 160 words, "
+                                     "{t2} has 42 sentences of 168 words"),
+    ("a b d c\nd c b a\n" * 20, [], "trained on another text than {t2}: its text and {t2} both have 40 sentences of "
+                                     "160 words, but not the same words"),
+    ("A B C D\nd c b a\n" * 20, [], "both have 40 sentences of 160 words, but not the same words"),
+    ("A B C D\nd c b a\n" * 20, ["-lower"], None),  # lower-cased, the same text as the network reads it
+    ("a b c d\nd c b a\n" * 20, ["-vocab", "V2"], "-vocab {v2} is not the checkpoint's vocabulary (word 5 is 'd', "
+                                                   "the checkpoint's 'c'): drop it, or start a new run"),
+    ("a b c d\nd c b a\n" * 20, ["-vocab", "V1"], None),
+])
+def test_resume_refuses_another_text_or_vocabulary_than_the_checkpoints(tmp_path, text, options, fragment):
+    """Issue 33, item 5: -resume on another text went on training with nothing said."""
+    (tmp_path / "t.txt").write_text("a b c d\nd c b a\n" * 20)
+    (tmp_path / "t2.txt").write_text(text)
+    (tmp_path / "v1.txt").write_text("a\nb\nc\nd\n")
+    (tmp_path / "v2.txt").write_text("a\nb\nd\nc\n")
+    common = ["train", "-epochs", 1, "-quiet", "-checkpoint", tmp_path / "ck", "-order", 3, "-m", 4, "-h", 4]
+    assert run_nplm(*common, "-text", tmp_path / "t.txt", "-vocab", tmp_path / "v1.txt")[0] == 0
+    options = [{"V1": tmp_path / "v1.txt", "V2": tmp_path / "v2.txt"}.get(o, o) for o in options]
+    status, _, err = run_nplm(*common, "-resume", "-epochs", 2, "-text", tmp_path / "t2.txt", *options)
+    if fragment is None:
+        assert status == 0 and err == "", err
+    else:
+        assert_one_line_error(status, err, f"{tmp_path / 'ck' / 'checkpoint.nplm'}: ",
+                              fragment.format(t2=tmp_path / "t2.txt", v2=tmp_path / "v2.txt"))
+
+
+def test_a_checkpoint_older_than_its_text_record_resumes_with_a_warning(tmp_path):
+    (tmp_path / "t.txt").write_text("a b c d\nd c b a\n" * 20)
+    common = ["train", "-text", tmp_path / "t.txt", "-quiet", "-checkpoint", tmp_path / "ck", "-order", 3, "-m", 4,
+              "-h", 4]
+    assert run_nplm(*common, "-epochs", 1)[0] == 0
+    path = str(tmp_path / "ck" / "checkpoint.nplm")
+    old = container.load(path)
+    meta = {**old.meta, "trainer": {k: v for k, v in old.meta["trainer"].items() if k != "training_text"}}
+    container.save(path, old.kind, {k: np.array(v) for k, v in old.arrays.items()}, meta=meta, vocab=old.vocab)
+    status, _, err = run_nplm(*common, "-epochs", 2, "-resume")
+    assert status == 0, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert err.strip().endswith(f": warning: {path}: this checkpoint does not record its training text (written by an "
+                                f"older nplm): {tmp_path / 't.txt'} is taken to be it, unchecked"), err
+    assert "training_text" in container.load(path).meta["trainer"]  # recorded from then on
 
 
 def test_a_full_disk_is_one_line_and_leaves_the_old_file(tmp_path):
@@ -311,3 +456,56 @@ def test_one_tokeniser_no_break_space_stays_inside_a_word(tmp_path):
     assert (tmp_path / "again.arpa").read_text() == (tmp_path / "m.arpa").read_text()
     status, out, err = run_nplm("ppl", "-lm", tmp_path / "m.arpa", "-text", tmp_path / "t.txt")
     assert status == 0 and "0 OOVs" in out, err
+
+
+@pytest.mark.parametrize("arch, options", [
+    ("mlp", ["-order", 3, "-m", 8, "-h", 8]), ("energy", ["-order", 3, "-m", 8, "-h", 8]),
+    ("lbl", ["-order", 3, "-m", 8]), ("lbl3", ["-order", 3, "-m", 8, "-h", 8]),
+    ("rnn", ["-m", 8, "-h", 8]), ("lstm", ["-m", 8, "-h", 8, "-output", "class", "-classes", 4]),
+])
+def test_networks_nplm_trains_pass_the_content_checks(toy_texts, tmp_path, arch, options):
+    """Issue 33, item 5: the bounds on a network's parameters never refuse what nplm's own
+    trainers write, at a high learning rate too (their largest parameters)."""
+    from nplmtk.neural.network import MAX_PARAMETER
+    texts, _ = toy_texts
+    model = tmp_path / "m.nplm"
+    status, _, err = run_nplm("train", "-text", texts / "train.txt", "-valid", texts / "valid.txt", "-arch", arch,
+                              *options, "-epochs", 2, "-lr", 0.1, "-quiet", "-lm", model)
+    assert status == 0, err
+    status, out, err = run_nplm("ppl", "-lm", model, "-text", texts / "valid.txt")
+    assert status == 0 and "ppl=" in out, err
+    largest = max(float(np.abs(a).max()) for a in container.load(str(model)).arrays.values())
+    assert largest < MAX_PARAMETER / 100
+
+
+@pytest.mark.parametrize("options", [
+    [], ["-kndiscount"], ["-ukndiscount", "-interpolate"], ["-wbdiscount"], ["-wbdiscount", "-interpolate"],
+    ["-gtdiscount"], ["-cdiscount", 0.9, "-interpolate"], ["-addsmooth", 0.01], ["-prune", 1e-4],
+    ["-kndiscount", "-interpolate", "-always-interpolate"],
+])
+def test_back_off_models_nplm_estimates_pass_the_content_checks(toy_texts, tmp_path, options):
+    """Issue 33, item 5: nplm's own ARPA and binary models of every discounting method
+    load (the Brown measurements behind the bounds are in nplmtk/ngram/backoff.py)."""
+    texts, _ = toy_texts
+    for order in (2, 4):
+        arpa, binary = tmp_path / f"{order}.arpa", tmp_path / f"{order}.nplm"
+        status, _, err = run_nplm("ngram-count", "-text", texts / "train.txt", "-order", order, *options,
+                                  "-lm", arpa, "-write-bin-lm", binary)
+        assert status == 0, err
+        for model in (arpa, binary):
+            status, out, err = run_nplm("ppl", "-lm", model, "-text", texts / "valid.txt")
+            assert status == 0 and "ppl=" in out, err
+
+
+@pytest.mark.parametrize("options", [["-full"], []])
+def test_class_models_nplm_estimates_pass_the_content_checks(toy_texts, tmp_path, options):
+    texts, _ = toy_texts
+    status, _, err = run_nplm("ngram-class", "-text", texts / "train.txt", "-numclasses", 5, *options,
+                              "-classes", tmp_path / "c.classes")
+    assert status == 0, err
+    status, _, err = run_nplm("ngram-count", "-text", texts / "train.txt", "-classes", tmp_path / "c.classes",
+                              "-order", 3, "-lm", tmp_path / "c.arpa")
+    assert status == 0, err
+    status, out, err = run_nplm("ppl", "-lm", tmp_path / "c.arpa", "-classes", tmp_path / "c.classes",
+                                "-text", texts / "valid.txt")
+    assert status == 0 and "ppl=" in out, err

@@ -15,6 +15,14 @@ SCORING_BATCH = 256
 SCORING_MEMORY = 1 << 30  # bytes of scores (rows of |V| floats) the scoring workers may hold in all
 MAX_ORDER = 20  # as train-nplm -order
 MAX_UNITS = 1 << 20  # features or hidden units a file may declare
+# The largest |w| a network file may hold. Trained parameters stay near the scale they
+# start at (1/sqrt(fan-in)): weight decay, the learning rate's decay and the recurrent
+# models' gradient clipping keep them there. nplm's models of Brown end within 7 (the
+# largest |w|: mlp 1.72, lbl 2.86, rnn 2.97, lstm 6.41, an output bias), its toy models
+# at -lr 0.1 within 15 (tests/test_hostile_models.py allows them 100); a value beyond 1e4
+# is a damaged or crafted file, whose scores would be wrong with nothing said (1e20 in C:
+# ppl 103.9 for 65.0).
+MAX_PARAMETER = 1e4
 # the meta keys of model files: their types (or the values allowed) and integer minima
 META_TYPES = {"features": int, "hidden": int, "direct": bool, "bias": bool, "layers": int, "tie": bool,
               "peephole": bool, "reset_state": ("sentence", "never"), "classes": int, "hs": bool}
@@ -251,8 +259,12 @@ class NeuralModel(LanguageModel):
             if array.dtype != np.float32 or tuple(array.shape) != tuple(dims):
                 raise InputError(f"{cls.arch} network: array '{name}' is {array.dtype} {tuple(array.shape)}, its "
                                  f"shape says float32 {tuple(dims)}", path=path)
-            if not np.isfinite(array).all():
-                raise InputError(f"{cls.arch} network: array '{name}' holds non-finite values", path=path)
+            if array.size and not -MAX_PARAMETER <= array.min() <= array.max() <= MAX_PARAMETER:  # NaN fails
+                if not np.isfinite(array).all():
+                    raise InputError(f"{cls.arch} network: array '{name}' holds non-finite values", path=path)
+                at = np.unravel_index(np.argmax(np.abs(array)), array.shape)
+                raise InputError(f"{cls.arch} network: array '{name}' holds {array[at]:g} at {list(map(int, at))}, "
+                                 f"beyond the {MAX_PARAMETER:g} that no trained parameter nears", path=path)
         return cls(vocab, {k: np.array(v) for k, v in params.items()}, order, activation, shape)
 
     @classmethod

@@ -15,13 +15,15 @@ import math
 import os
 import sys
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from .. import container
-from ..errors import InputError, ParameterError
+from .._ext.checksum_kernels import xxh64
+from ..errors import InputError, NplmWarning, ParameterError
 from ..io import atomic_output
 from ..models import ARCHITECTURES, CHECKPOINT_KIND, checkpoint_model
 from .blas import blas_threads
@@ -36,6 +38,19 @@ OPTIMIZERS = ("sgd", "adam")
 # (hierarchical or class softmax), touch a few rows of the output layer, so they wait longer.
 DENSE_DECAY_PERIOD = {"full": 64, "sampled": 1024}
 ROUND = 4096  # examples per thread between progress reports and checkpoint checks
+
+
+def text_fingerprint(corpus):
+    """What a checkpoint records of its training corpus, for a resumed run to compare: its
+    size and the XXH64 of its word ids and sentence bounds, i.e. the text as the network
+    reads it (through its vocabulary and normalisation); a few ms for 10^6 words."""
+    offsets_hash = xxh64(np.ascontiguousarray(corpus.offsets).view(np.uint8))
+    return {"sentences": corpus.num_sentences, "words": len(corpus.ids),
+            "xxh64": xxh64(np.ascontiguousarray(corpus.ids).view(np.uint8), offsets_hash)}
+
+
+def _size(fingerprint):
+    return f"{fingerprint['sentences']:,} sentences of {fingerprint['words']:,} words"
 
 
 @dataclass
@@ -101,6 +116,7 @@ class Trainer:
                       "rng": np.random.default_rng(config.seed).bit_generator.state, "history": [],
                       "samples": config.samples, "tiny_ppl": None, "lr_scale": 1.0}
         self.best = None
+        self.resumed_from = None  # the checkpoint's path, when resumed
         self.networks = []
         self.saved_carried = {}
         self._refuse_impossible_settings()
@@ -172,15 +188,34 @@ class Trainer:
         if saved.kind != CHECKPOINT_KIND:
             raise InputError(f"not a training checkpoint (kind '{saved.kind}')", path=path)
         trainer = cls(checkpoint_model(saved, best=False), config, comm)
+        trainer.resumed_from = path
         trainer.state = {**trainer.state, **saved.meta["trainer"]}  # keys newer than the checkpoint: defaults
         best = {k[5:]: np.array(v) for k, v in saved.arrays.items() if k.startswith("best.")}
         trainer.best = best or None
         trainer.saved_carried = {k[len("worker."):]: v for k, v in saved.arrays.items() if k.startswith("worker.")}
         return trainer
 
+    def check_training_text(self, train):
+        """Record what the training corpus `train` is (`text_fingerprint`) in the state a
+        checkpoint keeps; a resumed run refuses a corpus other than the checkpoint's. A
+        checkpoint written before they recorded it is taken on trust, with a warning."""
+        fingerprint = text_fingerprint(train)
+        recorded = self.state.get("training_text")
+        if recorded is None and self.resumed_from is not None:
+            warnings.warn(f"{self.resumed_from}: this checkpoint does not record its training text (written by an "
+                          f"older nplm): {train.name} is taken to be it, unchecked", NplmWarning)
+        elif recorded is not None and recorded != fingerprint:
+            size = _size(recorded)
+            differs = (f"its text had {size}, {train.name} has {_size(fingerprint)}" if size != _size(fingerprint)
+                       else f"its text and {train.name} both have {size}, but not the same words")
+            raise InputError(f"trained on another text than {train.name}: {differs} (as the checkpoint's vocabulary "
+                             "reads them): resume on its own text, or start a new run", path=self.resumed_from)
+        self.state["training_text"] = fingerprint
+
     # -- training --------------------------------------------------------------------
     def run(self, train, valid=None):
         cfg = self.config
+        self.check_training_text(train)
         examples = self.model.training_examples(train, cfg)
         self.averager = None
         self.sampling = None

@@ -13,12 +13,12 @@ from .._ext.backoff_kernels import children_runs
 from .._ext.ngram_sorting import srilm_order
 from ..errors import InputError
 from ..io import atomic_output, read_mapped, release_mapped
+from ..text import split_words
 from ..vocab import UNK, Vocabulary
-from .backoff import BackoffModel
+from .backoff import BackoffModel, log10_fault, outside_log10_domain
 from .counts import MAX_ORDER, byte_ranks
 from .index import NgramIndex
 
-PSEUDO_ZERO = -99.0
 KENLM_BINARY_MAGIC = b"mmap lm http://kheafield.com/code"  # KenLM's lm/binary_format.cc
 _COUNT_LINE = re.compile(r"ngram\s+(\d+)\s*=\s*(\d+)\s*$")
 _SECTION = re.compile(r"\\(\d+)-grams:\s*$")
@@ -137,6 +137,21 @@ class _BackgroundWriter:
             raise self.failure
 
 
+def _check_log10s(data, k, logp, bow, line_starts, path, line_of):
+    """Refuse the first line of a k-gram section whose probability or back-off weight no
+    estimator writes (the parser has refused what is not a number)."""
+    for values, weight in ((logp, False), (bow, True)):
+        outside = np.flatnonzero(outside_log10_domain(values, weight))
+        if len(outside):
+            row = outside[0]
+            start = line_starts[row]
+            end = data.find(b"\n", start)
+            words = " ".join(split_words(data[start:len(data) if end < 0 else end].decode("utf-8"))[1:k + 1])
+            what = "back-off weight" if weight else "probability"
+            raise InputError(f"the {k}-gram '{words}' has the log10 {what} {values[row]:g}: "
+                             f"{log10_fault(values[row], weight)}", path=path, line=line_of(start))
+
+
 def read_arpa(path, unk=UNK, data=None):
     """A BackoffModel from an ARPA file (or its bytes `data`, `path` naming them); its
     vocabulary is the words of the 1-grams."""
@@ -213,6 +228,7 @@ def read_arpa(path, unk=UNK, data=None):
         if count != declared[k]:
             raise InputError(f"\\{k}-grams: section has {count} entries, the header says {declared[k]}",
                              path=path, line=line_of(pos))
+        _check_log10s(data, k, logp, bow, line_starts, path, line_of)
         if k == 1:
             one_grams = new_words  # the table below points into these bytes
             names = [w.decode("utf-8") for w in one_grams]

@@ -1,9 +1,44 @@
 """Back-off n-gram models (the content of an ARPA file) and their scoring."""
+import math
+
 import numpy as np
 
 from .._ext.backoff_kernels import BackoffTables, children_runs, context_nodes
 from ..lm import LanguageModel
 from .index import NgramIndex
+
+PSEUDO_ZERO = -99.0  # log10 0 as ARPA files write it: no probability or weight lies below
+# The largest log10 back-off weight a model may hold. bow(h) = (1 - sum p(w | h)) /
+# (1 - sum p(w | h')) over the words listed after h: the weight times the lower orders'
+# mass of the other words must stay within 1. SRILM's computeBOW, and nplm's, take a
+# denominator below Prob_Epsilon (3e-6) for 0, so their weights stay within 10^5.52 (the
+# largest in nplm's models of Brown, every discounting method, orders 3 and 5: 10^5.51);
+# KenLM's are interpolation weights, within 1. A denominator below 1e-7 lies under the
+# rounding of the 7-digit probabilities it is computed from: a larger weight is no estimate.
+MAX_LOG10_BACKOFF = 7.0
+
+
+def log10_fault(value, weight):
+    """Why `value`, a log10 probability (a back-off weight if `weight`) read from a file,
+    is none that an estimator writes (-99 is log 0); None if it is one."""
+    value = float(value)
+    if math.isnan(value):
+        return "not a number"
+    if weight and value > MAX_LOG10_BACKOFF:
+        return (f"above {MAX_LOG10_BACKOFF:g}, which no estimate reaches (it would divide by a lower-order mass "
+                f"below 1e-{MAX_LOG10_BACKOFF:g})")
+    if not weight and value > 0:
+        return "above 0 (a probability above 1)"
+    if value < PSEUDO_ZERO:
+        return f"below {PSEUDO_ZERO:g}, which is log 0"
+    return None
+
+
+def outside_log10_domain(values, weight):
+    """Where `log10_fault` refuses `values` (one pass of comparisons), -inf (log 0 as
+    read from an ARPA file) let through."""
+    highest = MAX_LOG10_BACKOFF if weight else 0.0
+    return ~((values >= PSEUDO_ZERO) & (values <= highest)) & (values != -np.inf)
 
 
 def backoff_walk(index, logp, bow, node, rows, present=None, with_order=False):

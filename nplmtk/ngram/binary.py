@@ -10,8 +10,7 @@ from .. import container
 from .._ext.arpa_format import as_printed
 from .._ext.backoff_kernels import checked_log10s, children_runs
 from ..errors import InputError, NplmError
-from .arpa import PSEUDO_ZERO
-from .backoff import BackoffModel
+from .backoff import MAX_LOG10_BACKOFF, PSEUDO_ZERO, BackoffModel, log10_fault
 from .counts import MAX_ORDER
 from .index import NgramIndex
 
@@ -47,7 +46,7 @@ def load_binary(model_file):
     """The BackoffModel of a container written by `write_binary`, refused unless every
     array has its dtype and length, the keys of each order are increasing and name an
     n-gram of the order below (word ids within the vocabulary), and the log10 values are
-    finite with probabilities at most 1."""
+    those an estimator writes (nplmtk/ngram/backoff.py: `log10_fault`)."""
     path, arrays, vocab = model_file.path, model_file.arrays, model_file.vocab
 
     def refuse(what):
@@ -85,10 +84,14 @@ def load_binary(model_file):
             children.append(runs)
         for name in ("logp", "bow"):
             array = arrays[f"{name}.{k}"]
-            valid, holds_zero = checked_log10s(array, name == "logp", PSEUDO_ZERO)
+            highest = MAX_LOG10_BACKOFF if name == "bow" else 0.0
+            valid, holds_zero = checked_log10s(array, PSEUDO_ZERO, highest, PSEUDO_ZERO)
             if not valid:
-                refuse(f"whose array '{name}.{k}' holds " + ("values that are not finite" if name == "bow" else
-                                                              "log10 probabilities that are not finite or above 0"))
+                # -inf counts here (unlike in an ARPA file's tables): a binary model writes log 0 as -99
+                row = np.flatnonzero(~((array >= PSEUDO_ZERO) & (array <= highest)))[0]
+                what = "back-off weight" if name == "bow" else "probability"
+                refuse(f"whose array '{name}.{k}' gives the {k}-gram '{_ngram_words(keys, vocab, row)}' the log10 "
+                       f"{what} {array[row]:g}: {log10_fault(array[row], name == 'bow')}")
             # -99 is log 0; a copy only where it occurs (the 1-grams' <s>), else the memory map itself
             values[name].append(np.where(array == PSEUDO_ZERO, np.float32(-np.inf), array) if holds_zero else array)
         values["has_bow"].append(arrays[f"has_bow.{k}"])
@@ -96,3 +99,12 @@ def load_binary(model_file):
         parents = count
     return BackoffModel(vocab, None, values["logp"], values["bow"], values["has_bow"],
                         NgramIndex(vocab_size, [], keys), node=values["node"], children=children)
+
+
+def _ngram_words(keys, vocab, row):
+    """The words of row `row` of the highest order in `keys` (checked keys), as text."""
+    words = []
+    for level in reversed(keys):
+        row, word = divmod(int(level[row]), len(vocab))
+        words.append(vocab.words[word])
+    return " ".join(reversed(words))

@@ -19,6 +19,9 @@ from ..text import split_words
 from ..vocab import BOS, EOS, Vocabulary
 
 CLASS_NAME = "CLASS-{:05d}"  # ngram-class's names
+# p(word | class) over a class's members sums to 1 at most; SRILM and nplm write 16 digits,
+# so a sum above 1 + 1e-6 is no rounding (it would make the model give more than 1 in all)
+CLASS_MASS_SLACK = 1e-6
 
 
 class WordClasses:
@@ -36,7 +39,7 @@ class WordClasses:
         """An SRILM classes file (or its `lines`, `path` naming them); a member without a
         probability gets an equal share of what its class's other members leave (SRILM's
         rule)."""
-        class_of, prob, first_line, missing = {}, {}, {}, {}
+        class_of, prob, first_line, missing, mass = {}, {}, {}, {}, {}
         for number, line in enumerate(read_lines(path) if lines is None else lines, 1):
             fields = split_words(line)
             if not fields:
@@ -66,6 +69,10 @@ class WordClasses:
                 missing.setdefault(name, []).append(word)
             else:
                 prob[word] = value
+                mass[name] = mass.get(name, 0.0) + value
+                if mass[name] > 1 + CLASS_MASS_SLACK:
+                    raise InputError(f"class '{name}': the probabilities of its members up to '{word}' sum to "
+                                     f"{mass[name]:.7g}, above 1", path=path, line=number)
         if not class_of:
             raise InputError("no classes", path=path)
         overlap = set(class_of.values()) & set(class_of)
