@@ -247,3 +247,19 @@ def test_checkpoint_every_needs_a_checkpoint_folder(capsys, toy_texts, tmp_path)
     assert run_main(capsys, "train-nplm", "-text", folder / "valid.txt", "-checkpoint-every", 10,
                     "-lm", tmp_path / "m.nplm") == (2, "", "nplm: -checkpoint-every needs -checkpoint DIR (where the "
                                                            "checkpoints go)\n")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-lr", 1000, "-weight-decay", 1, "-batch", 512],
+     "nplm: -lr 1000 times -weight-decay 1 must be below 1 (each update scales the weights by 1 - rate x decay)"),
+    (["-lr", "1e300"], "nplm: -lr 1e+300 times -weight-decay 0.0001 must be below 1 (each update scales the "
+                       "weights by 1 - rate x decay)"),
+    (["-arch", "lbl1", "-block-lr", "A=2", "-block-weight-decay", "A=0.5"], "nplm: -block-lr A=2 times "
+     "-block-weight-decay A=0.5 must be below 1 (each update scales the weights by 1 - rate x decay)"),
+])
+def test_weight_decay_times_the_rate_must_be_below_1(capsys, toy_texts, tmp_path, args, message):
+    """-lr 1000 -weight-decay 1 -batch 512 overflowed the schedule (a traceback); -lr 1.5
+    -weight-decay 1 flipped the weights' signs at every update."""
+    folder, _ = toy_texts
+    assert run_main(capsys, "train-nplm", "-text", folder / "valid.txt", "-lm", tmp_path / "m.nplm", *args) \
+        == (2, "", message + "\n")
