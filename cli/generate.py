@@ -17,7 +17,8 @@ from .options import SEED_MAX, Integer, Real, example, option
 @option("temperature", type=Real(0, low_open=True), default=1.0,
         help="Sample from p^(1/T), renormalised: below 1 sharper, above 1 flatter.")
 @option("prefix", default="", help="Words every sentence starts with (its next words are sampled after them).")
-@option("max-words", type=Integer(1), default=100, help="Stop a sentence without </s> at this length.")
+# SRILM's bound on a generated sentence (its -gen stops at 50,000 words, as srilm_sentences)
+@option("max-words", type=Integer(1, 50_000), default=100, help="Stop a sentence without </s> at this length.")
 @option("write", metavar="FILE", default="-", help="Write the sentences here, one per line ('-': stdout).")
 def command(lm, n, seed, temperature, prefix, max_words, write):
     """Sample sentences from a model: each word from P(w | <s>, the words so far), until </s>."""

@@ -18,9 +18,14 @@ from nplmtk.vocab import UNK, Vocabulary, count_words
 from .options import ByteSize, Integer, Real, example, flag, option
 
 
+# Good-Turing tabulates the counts of counts n_1 .. n_{N+1} and warns of each zero one below N
+# (as SRILM does): -gt1max 2147483647 ran out of memory
+GT_MAX_COUNT = 1000
+
+
 def _cutoff_options(command):
     for k in range(MAX_ORDER, 0, -1):
-        command = option(f"gt{k}max", type=Integer(0), default=None, metavar="N",
+        command = option(f"gt{k}max", type=Integer(0, GT_MAX_COUNT), default=None, metavar="N",
                          help=f"Good-Turing: discount {k}-grams counted up to N times (SRILM's defaults: 1 for "
                          "1-grams, 7 above; likewise -gt2max .. -gt9max)." if k == 1 else None, hidden=k > 1)(command)
         command = option(f"gt{k}min", type=Integer(1), default=None, metavar="N",

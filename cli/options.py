@@ -27,8 +27,27 @@ def spell(name):
 
 def option(name, *decls, help, **kwargs):
     """`-name` and `--name`; extra `decls` may give the parameter's Python name."""
-    return click.option(f"-{name}", f"--{name}", *decls, help=help,
+    return click.option(f"-{name}", f"--{name}", *decls, help=help, cls=DomainOption,
                         show_default=kwargs.get("default") is not None, **kwargs)
+
+
+class DomainOption(click.Option):
+    """--help shows a numeric option's domain beside its default, as click shows its own ranges."""
+
+    def get_help_extra(self, ctx):
+        extra = super().get_help_extra(ctx)
+        if hasattr(self.type, "domain"):
+            extra["range"] = self.type.help_range
+        return extra
+
+
+def help_range(low, high, low_open=False, high_open=False):
+    """A domain in click's own words for --help: "x>=1", "0<=x<1", "finite"."""
+    left = "" if low == -math.inf else f"{_number(low)}{'<' if low_open else '<='}"
+    right = "" if high == math.inf else f"{'<' if high_open else '<='}{_number(high)}"
+    if left and not right:  # as click writes it
+        return f"x>{'' if low_open else '='}{_number(low)}"
+    return f"{left}x{right}" if left or right else "finite"
 
 
 def flag(name, *, help):
@@ -78,6 +97,10 @@ class Real(click.ParamType):
         return (("(" if self.low_open or self.low == -math.inf else "[") + f"{_number(self.low)}, "
                 + _number(self.high) + (")" if self.high_open or self.high == math.inf else "]"))
 
+    @property
+    def help_range(self):
+        return help_range(self.low, self.high, self.low_open, self.high_open)
+
     def requirement(self):
         """In words: "must be a finite number above 0", "must be a number in [0, 1)"."""
         if self.low == self.high:
@@ -119,6 +142,10 @@ class Integer(click.ParamType):
     def domain(self):
         return f"[{self.low}, {self.high}]"
 
+    @property
+    def help_range(self):
+        return help_range(self.low, self.high)
+
     def convert(self, value, param, ctx):
         try:
             number = value if isinstance(value, int) else int(str(value).strip())
@@ -140,6 +167,10 @@ class RealList(click.ParamType):
     def domain(self):
         return "each " + self.element.domain
 
+    @property
+    def help_range(self):
+        return "each " + self.element.help_range
+
     def convert(self, value, param, ctx):
         if isinstance(value, list):
             return value
@@ -160,6 +191,10 @@ class BlockValues(click.ParamType):
     def domain(self):
         return "each " + self.element.domain
 
+    @property
+    def help_range(self):
+        return "each " + self.element.help_range
+
     def convert(self, value, param, ctx):
         if isinstance(value, list):
             return value
@@ -176,7 +211,8 @@ class BlockValues(click.ParamType):
 
 
 def _number(value):
-    return "inf" if value == math.inf else "-inf" if value == -math.inf else f"{value:g}"
+    return "inf" if value == math.inf else "-inf" if value == -math.inf else str(value) if isinstance(value, int) \
+        else f"{value:g}"
 
 
 class ByteSize(click.ParamType):
@@ -184,6 +220,7 @@ class ByteSize(click.ParamType):
     name = "SIZE"
     UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
     domain = "[1M, 1024T]"
+    help_range = "1M<=x<=1024T"
 
     def convert(self, value, param, ctx):
         if isinstance(value, int):

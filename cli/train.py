@@ -55,7 +55,8 @@ ARCH_HELP = "Architecture: " + "; ".join(f"{name} ({model.summary})" for name, m
         help="rnn, lstm: truncated BPTT: one update per this many steps of every stream [35].")
 @option("streams", type=Integer(1), default=None,
         help="rnn, lstm: the training text as this many parallel streams (the state carried along each) [32].")
-@option("dropout", type=Real(0, 1, high_open=True), default=None,
+# the kernels keep a unit with probability 1 - p in float32: 0.99999999 rounds to 1 there
+@option("dropout", type=Real(0, 0.99), default=None,
         help="rnn, lstm: dropout probability on the non-recurrent connections [0].")
 @option("clip", type=Real(0), default=None,
         help="rnn, lstm: cap on the gradient's norm per word of a segment (PyTorch's clip_grad_norm_ of the mean "
@@ -312,14 +313,14 @@ def block_values(given):
 
 def check_decay_below_rate(config):
     """Each update scales a block's weights by 1 - rate x decay (the schedule's `keep`): with
-    a product of 1 or more they flip sign or blow up, and the schedule overflows (-lr 1000
-    -weight-decay 1 -batch 512 ended in an OverflowError)."""
+    a product above 1 they flip sign, above 2 they blow up and the schedule overflows (-lr
+    1000 -weight-decay 1 -batch 512 ended in an OverflowError)."""
     for block in set(config.block_lr) | set(config.block_weight_decay) | {None}:
         rate, decay = config.block_lr.get(block, config.lr), config.block_weight_decay.get(block, config.weight_decay)
-        if rate * decay >= 1:
+        if rate * decay > 1:
             rate_flag = f"-block-lr {block}=" if block in config.block_lr else "-lr "
             decay_flag = f"-block-weight-decay {block}=" if block in config.block_weight_decay else "-weight-decay "
-            raise NplmError(f"{rate_flag}{rate:g} times {decay_flag}{decay:g} must be below 1 (each update scales "
+            raise NplmError(f"{rate_flag}{rate:g} times {decay_flag}{decay:g} must be at most 1 (each update scales "
                             "the weights by 1 - rate x decay)")
 
 

@@ -244,8 +244,8 @@ RUN_LIMITS = {("train-nplm", "m"): 64, ("train-nplm", "h"): 64, ("train-nplm", "
               ("train-nplm", "bptt"): 64, ("train-nplm", "streams"): 64, ("train-nplm", "samples"): 2000,
               ("train-nplm", "max-samples"): 4000, ("train-nplm", "epochs"): 2, ("train-nplm", "batch"): 512,
               ("train-nplm", "threads"): 2, ("ngram-class", "numclasses"): 64, ("ngram-class", "passes"): 3,
-              ("ppl", "gen"): 20, ("mix", "iterations"): 500, ("generate", "n"): 20, ("toy-corpus", "sentences"): 1000,
-              ("plot", "words"): 1000}
+              ("ppl", "gen"): 20, ("mix", "iterations"): 500, ("generate", "n"): 20, ("generate", "max-words"): 1000,
+              ("toy-corpus", "sentences"): 1000, ("plot", "words"): 1000}
 
 
 def option_commands(seed, out):
@@ -340,8 +340,10 @@ def options_campaign(_, seed, count, results_path, current_path):
         flags = draw(st.lists(st.sampled_from(sorted(options[subcommand])), min_size=1, max_size=3, unique=True))
         drawn = [(flag, option_value(draw, options[subcommand][flag])) for flag in flags]
         argv = [subcommand] + commands[subcommand] + [part for pair in drawn for part in pair]
-        if subcommand == "train-nplm":
-            argv += ["-arch", draw(st.sampled_from(["mlp", "lstm", "rnn", "lbl1"]))]
+        if subcommand == "train-nplm":  # the options of other architectures, criteria and output layers too
+            argv += ["-arch", draw(st.sampled_from(["mlp", "lstm", "rnn", "lbl1", "energy"])),
+                     "-criterion", draw(st.sampled_from(["full", "full", "is", "is-adaptive"]))]
+            argv += ["-output", draw(st.sampled_from(["class", "hs"]))] if draw(st.integers(0, 3)) == 0 else []
         with open(current_path, "w") as f:
             json.dump(argv, f)
         outcome["inputs"] += 1

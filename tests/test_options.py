@@ -25,7 +25,7 @@ DOMAINS = {
     ("ngram-count", "debug"): "[0, 4]",
     ("ngram-count", "memory"): "[1M, 1024T]",
     **{("ngram-count", f"gt{k}min"): f"[1, {C_INT}]" for k in range(1, 11)},
-    **{("ngram-count", f"gt{k}max"): f"[0, {C_INT}]" for k in range(1, 11)},
+    **{("ngram-count", f"gt{k}max"): "[0, 1000]" for k in range(1, 11)},  # Good-Turing's counts of counts
     ("ngram-class", "numclasses"): f"[1, {C_INT}]",
     ("ngram-class", "passes"): f"[1, {C_INT}]",
     ("ngram-class", "tolerance"): "[0, inf)",
@@ -47,7 +47,7 @@ DOMAINS = {
     ("train-nplm", "classes"): f"[1, {C_INT}]",
     ("train-nplm", "bptt"): f"[1, {C_INT}]",
     ("train-nplm", "streams"): f"[1, {C_INT}]",
-    ("train-nplm", "dropout"): "[0, 1)",
+    ("train-nplm", "dropout"): "[0, 0.99]",
     ("train-nplm", "clip"): "[0, inf)",
     ("train-nplm", "samples"): f"[1, {C_INT}]",
     ("train-nplm", "max-samples"): f"[1, {C_INT}]",
@@ -78,7 +78,7 @@ DOMAINS = {
     ("generate", "n"): f"[0, {C_INT}]",
     ("generate", "seed"): SEEDS,
     ("generate", "temperature"): "(0, inf)",
-    ("generate", "max-words"): f"[1, {C_INT}]",
+    ("generate", "max-words"): "[1, 50000]",  # SRILM's -gen stops there
     ("embeddings", "count"): f"[1, {C_INT}]",
     ("plot", "words"): f"[2, {C_INT}]",
     ("rescore", "lm-weight"): "(-inf, inf)",
@@ -160,7 +160,7 @@ def test_a_value_outside_the_domain_is_one_line_naming_the_option(capsys, key):
     (["train-nplm", "-clip", "nan"], "nplm train-nplm: -clip nan: must be a finite number at least 0"),
     (["train-nplm", "-seed", "-1"], "nplm train-nplm: -seed -1: must be an integer in [0, 4294967295]"),
     (["train-nplm", "-seed", 2 ** 70], f"nplm train-nplm: -seed {2 ** 70}: must be an integer in [0, 4294967295]"),
-    (["train-nplm", "-dropout", "1"], "nplm train-nplm: -dropout 1: must be a number in [0, 1)"),
+    (["train-nplm", "-dropout", "0.99999999"], "nplm train-nplm: -dropout 0.99999999: must be a number in [0, 0.99]"),
     (["train-nplm", "-block-lr", "C=0.1,A=x"],
      "nplm train-nplm: -block-lr A=x: must be BLOCK=VALUE with VALUE in [0, inf)"),
     (["ppl", "-lambda", "nan"], "nplm ppl: -lambda nan: must be a number in [0, 1]"),
@@ -217,6 +217,8 @@ def test_the_edges_of_the_domains_are_taken(capsys, kn3, tmp_path):
                  ["mix", "-lm", model, "-lm", model, "-text", text, "-lambda", "0,1", "-precision", 0],
                  ["ngram-count", "-text", text, "-order", 10, "-memory", "1M", "-cdiscount", 1, "-gt3min", 2147483647,
                   "-lm", tmp_path / "cd.arpa"],
+                 ["ngram-count", "-text", text, "-gtdiscount", "-gt1max", 1000, "-gt2max", 0,
+                  "-lm", tmp_path / "gt.arpa"],
                  ["rescore", "-lm", model, "-nbest", tmp_path / "list.nbest", "-lm-weight", -1e300,
                   "-word-penalty", 1e300],
                  ["toy-corpus", "-sentences", 1, "-seed", 0]):
@@ -251,15 +253,25 @@ def test_checkpoint_every_needs_a_checkpoint_folder(capsys, toy_texts, tmp_path)
 
 @pytest.mark.parametrize("args, message", [
     (["-lr", 1000, "-weight-decay", 1, "-batch", 512],
-     "nplm: -lr 1000 times -weight-decay 1 must be below 1 (each update scales the weights by 1 - rate x decay)"),
-    (["-lr", "1e300"], "nplm: -lr 1e+300 times -weight-decay 0.0001 must be below 1 (each update scales the "
+     "nplm: -lr 1000 times -weight-decay 1 must be at most 1 (each update scales the weights by 1 - rate x decay)"),
+    (["-lr", "1e300"], "nplm: -lr 1e+300 times -weight-decay 0.0001 must be at most 1 (each update scales the "
                        "weights by 1 - rate x decay)"),
-    (["-arch", "lbl1", "-block-lr", "A=2", "-block-weight-decay", "A=0.5"], "nplm: -block-lr A=2 times "
-     "-block-weight-decay A=0.5 must be below 1 (each update scales the weights by 1 - rate x decay)"),
+    (["-arch", "lbl1", "-block-lr", "A=2", "-block-weight-decay", "A=0.6"], "nplm: -block-lr A=2 times "
+     "-block-weight-decay A=0.6 must be at most 1 (each update scales the weights by 1 - rate x decay)"),
 ])
-def test_weight_decay_times_the_rate_must_be_below_1(capsys, toy_texts, tmp_path, args, message):
+def test_weight_decay_times_the_rate_must_be_at_most_1(capsys, toy_texts, tmp_path, args, message):
     """-lr 1000 -weight-decay 1 -batch 512 overflowed the schedule (a traceback); -lr 1.5
     -weight-decay 1 flipped the weights' signs at every update."""
     folder, _ = toy_texts
     assert run_main(capsys, "train-nplm", "-text", folder / "valid.txt", "-lm", tmp_path / "m.nplm", *args) \
         == (2, "", message + "\n")
+
+
+def test_a_rate_that_makes_training_diverge_is_one_line(capsys, toy_texts, tmp_path):
+    """-lr 9999 took the mean log-likelihood below -709 nats: its perplexity overflowed
+    math.exp (an OverflowError traceback) instead of reporting the divergence."""
+    folder, _ = toy_texts
+    status, out, err = run_main(capsys, "train-nplm", "-text", folder / "valid.txt", "-lm", tmp_path / "m.nplm",
+                                "-m", 4, "-h", 3, "-epochs", 1, "-lr", 9999, "-weight-decay", 0, "-quiet")
+    assert (status, out, err) == (2, "", "nplm: training diverged in epoch 1: the training perplexity is not finite "
+                                         "(try a lower -lr)\n")
