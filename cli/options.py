@@ -156,9 +156,8 @@ class Integer(click.ParamType):
         return number
 
 
-class RealList(click.ParamType):
-    """Numbers in one argument, separated by spaces or commas ("0.3 0.7"), each in the
-    domain of `element` (a Real): a list of floats."""
+class Numbers(click.ParamType):
+    """An argument holding several numbers, each in the domain of `element` (a Real)."""
 
     def __init__(self, element, metavar):
         self.element, self.name = element, metavar
@@ -170,6 +169,10 @@ class RealList(click.ParamType):
     @property
     def help_range(self):
         return "each " + self.element.help_range
+
+
+class RealList(Numbers):
+    """Numbers separated by spaces or commas ("0.3 0.7"): a list of floats."""
 
     def convert(self, value, param, ctx):
         if isinstance(value, list):
@@ -180,20 +183,8 @@ class RealList(click.ParamType):
         return numbers
 
 
-class BlockValues(click.ParamType):
-    """BLOCK=VALUE,... (the option may be repeated), each VALUE in the domain of `element`
-    (a Real): a list of (block, value)."""
-
-    def __init__(self, element, metavar):
-        self.element, self.name = element, metavar
-
-    @property
-    def domain(self):
-        return "each " + self.element.domain
-
-    @property
-    def help_range(self):
-        return "each " + self.element.help_range
+class BlockValues(Numbers):
+    """BLOCK=VALUE,... (the option may be repeated): a list of (block, value)."""
 
     def convert(self, value, param, ctx):
         if isinstance(value, list):

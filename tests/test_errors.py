@@ -6,9 +6,8 @@ import pytest
 
 import cli.train
 import cli.vocab
-from cli.main import main
 from cli.options import spell
-from conftest import run_nplm
+from conftest import run_main, run_nplm
 from nplmtk.corpus import Corpus
 from nplmtk.errors import InputError, NplmError, NplmWarning, ParameterError
 from nplmtk.io import read_text
@@ -24,17 +23,6 @@ def train(tmp_path):
     path = tmp_path / "train.txt"
     path.write_text(TRAIN)
     return str(path)
-
-
-def run_main(capsys, *args):
-    """`nplm ARGS` in this process: (exit status, stdout, stderr)."""
-    try:
-        main([str(a) for a in args])
-        status = 0
-    except SystemExit as exit:
-        status = exit.code
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 # -- parameters: named by the library, spelt as flags by the CLI ----------------------------

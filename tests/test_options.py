@@ -7,6 +7,7 @@ import pytest
 
 from cli.main import SUBCOMMANDS, main
 from cli.options import BlockValues, ByteSize, Integer, Real, RealList
+from conftest import run_main
 
 C_INT = "2147483647"  # the largest size or count the kernels take (a C int)
 SEEDS = "[0, 4294967295]"  # SRILM's unsigned seeds; numpy seeds no negative number
@@ -96,17 +97,6 @@ def numeric_options():
 
 
 OPTIONS = {(subcommand, name): param for subcommand, name, param in numeric_options()}
-
-
-def run_main(capsys, *args):
-    """`nplm ARGS` in this process: (exit status, stdout, stderr)."""
-    try:
-        main([str(a) for a in args])
-        status = 0
-    except SystemExit as exit:
-        status = exit.code
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 def test_every_numeric_option_has_its_domain():
