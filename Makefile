@@ -41,8 +41,9 @@ wheel-check: install
 	CC=false CXX=false build/wheel-venv/bin/python -m pip install -q --only-binary :all: dist/nplmtk-*.whl
 	PATH="$(CURDIR)/build/wheel-venv/bin:$$PATH" bash demo/wheel-check.sh "$$(mktemp -d)"
 
-# Every reader against generated hostile inputs (tests/fuzz.py; not part of `make test`):
-# 20,000 per reader, about 20 minutes on one core; the figures go to BENCHMARKS.md.
+# Every reader against generated hostile inputs, and every numeric option against random
+# values (tests/fuzz.py; not part of `make test`): 20,000 per reader, about 25 minutes on one
+# core; the figures go to BENCHMARKS.md.
 fuzz: install
 	$(BIN)/python -m pip install -q 'hypothesis>=6'
 	$(BIN)/python tests/fuzz.py --inputs $(or $(FUZZ_INPUTS),20000) --out BENCHMARKS.md

@@ -6,7 +6,7 @@ from nplmtk.errors import NplmError
 from nplmtk.io import check_writable
 from nplmtk.models import load
 
-from .options import example, option
+from .options import Integer, example, option
 
 
 @click.command("embeddings", epilog=example(
@@ -17,7 +17,7 @@ from .options import example, option
 @option("format", "fmt", type=click.Choice(FORMATS), default="word2vec",
         help="word2vec text (gensim's KeyedVectors.load_word2vec_format), its binary form, or word<TAB>values.")
 @option("neighbours", metavar="WORD", default=None, help="Print the words nearest to WORD by cosine.")
-@option("count", type=click.IntRange(min=1), default=10, help="-neighbours: how many.")
+@option("count", type=Integer(1), default=10, help="-neighbours: how many.")
 def command(lm, write, fmt, neighbours, count):
     """The word feature vectors a network learned (C; R for the log-bilinear models)."""
     if write is None and neighbours is None:

@@ -5,19 +5,20 @@ from nplmtk.generate import sample_sentences
 from nplmtk.io import atomic_output, check_writable
 from nplmtk.models import load
 
-from .options import example, option
+from .options import SEED_MAX, Integer, Real, example, option
 
 
 @click.command("generate", epilog=example(
     "nplm generate -lm kn5.arpa -n 5 -seed 7",
     "nplm generate -lm lstm.nplm -n 3 -temperature 0.8 -prefix \"The jury\""))
 @option("lm", required=True, metavar="MODEL", help="Any model with a next-word distribution (ARPA or network).")
-@option("n", type=click.IntRange(min=0), default=10, help="Sentences to sample (SRILM's -gen N).")
-@option("seed", type=int, default=1, help="Seed of the sampling: the same seed, the same sentences.")
-@option("temperature", type=float, default=1.0,
+@option("n", type=Integer(0), default=10, help="Sentences to sample (SRILM's -gen N).")
+@option("seed", type=Integer(0, SEED_MAX), default=1, help="Seed of the sampling: the same seed, the same sentences.")
+@option("temperature", type=Real(0, low_open=True), default=1.0,
         help="Sample from p^(1/T), renormalised: below 1 sharper, above 1 flatter.")
 @option("prefix", default="", help="Words every sentence starts with (its next words are sampled after them).")
-@option("max-words", type=click.IntRange(min=1), default=100, help="Stop a sentence without </s> at this length.")
+# SRILM's bound on a generated sentence (its -gen stops at 50,000 words, as srilm_sentences)
+@option("max-words", type=Integer(1, 50_000), default=100, help="Stop a sentence without </s> at this length.")
 @option("write", metavar="FILE", default="-", help="Write the sentences here, one per line ('-': stdout).")
 def command(lm, n, seed, temperature, prefix, max_words, write):
     """Sample sentences from a model: each word from P(w | <s>, the words so far), until </s>."""

@@ -16,7 +16,7 @@ from nplmtk.models import load
 from nplmtk.ppl import read_scored_text, report
 from nplmtk.text import Normalizer
 
-from .options import example, flag, option, spell
+from .options import Integer, Real, RealList, example, flag, option, spell
 
 NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
@@ -36,13 +36,13 @@ class TakesWeightLists(click.Command):
         return super().parse_args(ctx, args)
 
 
-def parse_weights(text, count):
-    try:
-        values = [float(v) for v in re.split(r"[\s,]+", text.strip()) if v]
-    except ValueError:
-        raise NplmError(f"-lambda: not a list of numbers: '{text}'") from None
-    if len(values) == count - 1:
-        values.append(1.0 - sum(values))  # SRILM style: the last model takes the rest
+def parse_weights(values, count):
+    """-lambda's numbers as one weight set for `count` models."""
+    values, given = list(values), sum(values)
+    if len(values) == count - 1 and given <= 1 + 1e-6:  # the tolerance of Mixture's own check
+        values.append(max(1.0 - given, 0.0))  # SRILM style: the last model takes the rest
+    elif len(values) == count - 1 or len(values) == count and abs(given - 1) > 1e-6:
+        raise NplmError(f"-lambda: the weights add up to {given:g}, not 1")
     if len(values) != count:
         raise NplmError(f"-lambda gives {len(values)} weights for {count} models")
     return np.array([values])
@@ -59,19 +59,19 @@ def stats_of(model, raw, corpus, log10):
 @option("lm", "models", metavar="MODEL", multiple=True, required=True,
         help="A component model (ARPA, nplm model or mixture); give two or more.")
 @option("text", metavar="FILE", required=True, help="Held-out text for EM (and the ppl report).")
-@option("lambda", "weights", metavar="W1 W2 ...", default=None,
+@option("lambda", "weights", type=RealList(Real(0, 1), "W1 W2 ..."), default=None,
         help="Fixed weights instead of EM (the last may be left out: it takes the rest).")
-@option("bins", type=click.IntRange(min=1), default=1,
+@option("bins", type=Integer(1), default=1,
         help="Weights per bin of the context's training frequency: at most this many bins.")
 @option("bin-text", metavar="FILE", default=None,
         help="Training text whose two-word context counts define the bins (with -bins).")
-@option("iterations", type=click.IntRange(min=1), default=200, help="Most EM iterations.")
-@option("precision", type=click.FloatRange(min=0), default=0.001,
+@option("iterations", type=Integer(1), default=200, help="Most EM iterations.")
+@option("precision", type=Real(0), default=0.001,
         help="Stop EM once no weight moves by more than this, as SRILM's compute-best-mix does (its "
         "default); 0, and with -bins: iterate until the held-out log-likelihood gains less than 1e-7 nats "
         "per token.")
 @option("write", metavar="FILE", default=None, help="Write the mixture model here.")
-@option("debug", type=click.IntRange(0, 1), default=0,
+@option("debug", type=Integer(0, 1), default=0,
         help="1: print each EM iteration as compute-best-mix does.")
 @flag("lower", help="Lower-case the texts first (as the models' training text was).")
 @flag("map-numbers", help="Map numeric tokens to <num> (as the models' training text was).")

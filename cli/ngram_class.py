@@ -15,7 +15,7 @@ from nplmtk.ngram.exchange import BigramCounts, brown_merging, exchange
 from nplmtk.text import Normalizer
 from nplmtk.vocab import Vocabulary, count_words
 
-from .options import example, flag, option
+from .options import SEED_MAX, Integer, Real, example, flag, option
 
 
 @click.command("ngram-class", epilog=example(
@@ -24,17 +24,17 @@ from .options import example, flag, option
     "nplm ppl -lm c3.arpa -classes brown150.classes -text test.txt"))
 @option("text", multiple=True, required=True, metavar="FILE", help="Training text (repeatable).")
 @option("vocab", metavar="FILE", default=None, help="Vocabulary; other words count as <unk> (a word to cluster).")
-@option("numclasses", type=click.IntRange(min=1), required=True, metavar="K", help="Number of classes.")
+@option("numclasses", type=Integer(1), required=True, metavar="K", help="Number of classes.")
 @option("classes", "-write-classes", "--write-classes", "classes_out", metavar="FILE", default=None,
         help="Write the classes (SRILM's classes format: class p(word|class) word).")
 @option("class-counts", "-write-counts", "--write-counts", "counts_out", metavar="FILE", default=None,
         help="Write the class unigram and bigram counts (for ngram-count -read).")
 @flag("full", help="Brown et al. (1992)'s bottom-up merging instead (SRILM's -full): every word its own class, then "
       "the least harmful merge again and again; O(V^3), at most 2,000 words.")
-@option("passes", type=click.IntRange(min=1), default=20, help="At most this many exchange passes.")
-@option("tolerance", type=click.FloatRange(min=0), default=1e-5,
+@option("passes", type=Integer(1), default=20, help="At most this many exchange passes.")
+@option("tolerance", type=Real(0), default=1e-5,
         help="Stop once a pass raises the log-likelihood by less than this, relatively.")
-@option("seed", type=int, default=0, help="Seed of the order in which each pass visits the words.")
+@option("seed", type=Integer(0, SEED_MAX), default=0, help="Seed of the order in which each pass visits the words.")
 @option("log", metavar="FILE", default=None, help="Write the training log-likelihood after each pass (JSON lines).")
 @flag("quiet", help="No progress bar.")
 @flag("lower", help="Lower-case the text first.")

@@ -15,15 +15,20 @@ from nplmtk.ngram.estimate import prune as prune_model
 from nplmtk.text import Normalizer
 from nplmtk.vocab import UNK, Vocabulary, count_words
 
-from .options import ByteSize, example, flag, option
+from .options import ByteSize, Integer, Real, example, flag, option
+
+
+# Good-Turing tabulates the counts of counts n_1 .. n_{N+1} and warns of each zero one below N
+# (as SRILM does): -gt1max 2147483647 ran out of memory
+GT_MAX_COUNT = 1000
 
 
 def _cutoff_options(command):
     for k in range(MAX_ORDER, 0, -1):
-        command = option(f"gt{k}max", type=click.IntRange(min=0), default=None, metavar="N",
+        command = option(f"gt{k}max", type=Integer(0, GT_MAX_COUNT), default=None, metavar="N",
                          help=f"Good-Turing: discount {k}-grams counted up to N times (SRILM's defaults: 1 for "
                          "1-grams, 7 above; likewise -gt2max .. -gt9max)." if k == 1 else None, hidden=k > 1)(command)
-        command = option(f"gt{k}min", type=click.IntRange(min=1), default=None, metavar="N",
+        command = option(f"gt{k}min", type=Integer(1), default=None, metavar="N",
                          help=f"Drop {k}-grams counted fewer than N times (default 1: keep all; likewise -gt2min .. "
                          "-gt9min)." if k == 1 else None, hidden=k > 1)(command)
     return command
@@ -49,7 +54,7 @@ def _discounting(kndiscount, ukndiscount, wbdiscount, gtdiscount, cdiscount, add
     "nplm ngram-count -text train.txt -order 3 -deleted-interpolation -heldout valid.txt -lm di3.nplm"))
 @option("text", multiple=True, metavar="FILE", help="Training text, one sentence per line (repeatable).")
 @option("read", multiple=True, metavar="FILE", help="Counts file to add (repeatable; merged with -text).")
-@option("order", type=int, default=3, help="Maximum n-gram order.")
+@option("order", type=Integer(1, MAX_ORDER), default=3, help="Maximum n-gram order.")
 @option("vocab", metavar="FILE", default=None,
         help="Vocabulary; other words become <unk>. Default: every word of the training data.")
 @flag("unk", help="Keep <unk> as a word of the model (open vocabulary); else OOVs are left out.")
@@ -64,17 +69,18 @@ def _discounting(kndiscount, ukndiscount, wbdiscount, gtdiscount, cdiscount, add
 @flag("wbdiscount", help="Witten-Bell discounting.")
 @flag("gtdiscount", help="Good-Turing discounting (SRILM's default when no method is given; nplm's default is "
       "-kndiscount -interpolate), with -gtNmax.")
-@option("cdiscount", type=float, default=None, metavar="D", help="Absolute discounting: D (0..1) from every count.")
-@option("addsmooth", type=float, default=None, metavar="D", help="Add D to every count (additive smoothing).")
+@option("cdiscount", type=Real(0, 1), default=None, metavar="D",
+        help="Absolute discounting: D (0..1) from every count.")
+@option("addsmooth", type=Real(0), default=None, metavar="D", help="Add D to every count (additive smoothing).")
 @flag("interpolate", help="Interpolate with lower orders (implied when no method is given).")
 @flag("always-interpolate", help="Keep interpolating in contexts whose seen words leave no mass for "
       "unseen ones (KenLM's lmplz does; SRILM switches interpolation off there).")
 @flag("deleted-interpolation", help="The deleted-interpolation trigram of Bengio et al. 2003 (needs -heldout).")
 @option("heldout", metavar="FILE", default=None, help="Held-out text for the EM weights of -deleted-interpolation.")
-@option("em-iterations", type=click.IntRange(min=1), default=5, help="EM iterations for -deleted-interpolation.")
-@option("prune", type=click.FloatRange(min=0), default=0.0,
+@option("em-iterations", type=Integer(1), default=5, help="EM iterations for -deleted-interpolation.")
+@option("prune", type=Real(0), default=0.0,
         help="Entropy pruning of the estimated model, as `nplm ppl -prune` (SRILM's -prune).")
-@option("minprune", type=click.IntRange(min=2), default=2, help="Prune only n-grams at least this long.")
+@option("minprune", type=Integer(2), default=2, help="Prune only n-grams at least this long.")
 @option("write-vocab", metavar="FILE", default=None,
         help="Write the vocabulary, sorted as SRILM writes it (SRILM's pause token -pau- left out).")
 @flag("limit-vocab", help="With -vocab: leave out the -read counts of n-grams with other words (else they count "
@@ -85,7 +91,7 @@ def _discounting(kndiscount, ukndiscount, wbdiscount, gtdiscount, cdiscount, add
         help="A classes file (SRILM's format, e.g. from `nplm ngram-class`): count and estimate the n-grams of "
         "the words' classes (what SRILM's replace-words-with-classes and ngram-count do). -lm X.nplm writes one "
         "file holding both; an ARPA -lm is scored with `nplm ppl -lm X -classes FILE`.")
-@option("debug", type=click.IntRange(0, 4), default=0,
+@option("debug", type=Integer(0, 4), default=0,
         help="1 or more: print each order's discounting as SRILM's -debug 1 does (to stderr); 2: also how many "
         "sorted runs of counts went to disk (-memory).")
 @option("memory", type=ByteSize(), default="2G",

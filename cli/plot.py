@@ -6,7 +6,7 @@ from nplmtk.io import check_readable, check_writable
 from nplmtk.models import load
 from nplmtk.plots import embedding_map, training_curves
 
-from .options import example, flag, option
+from .options import Integer, example, flag, option
 
 
 @click.command("plot", epilog=example(
@@ -15,7 +15,7 @@ from .options import example, flag, option
 @option("log", metavar="FILE", multiple=True, help="A train-nplm -log file; repeat to compare runs.")
 @option("lm", metavar="MODEL", default=None, help="With -embeddings: the network whose features to map.")
 @flag("embeddings", help="A 2-D map (principal components) of the features of the most frequent words.")
-@option("words", type=click.IntRange(min=2), default=100, help="-embeddings: how many words.")
+@option("words", type=Integer(2), default=100, help="-embeddings: how many words.")
 @option("out", metavar="FILE.png", required=True, help="The figure (PNG).")
 def command(log, lm, embeddings, words, out):
     """Train and valid perplexity against epochs and time, or a map of word features."""

@@ -15,7 +15,7 @@ from nplmtk.ppl import count_perplexity, perplexity
 from nplmtk.text import Normalizer
 from nplmtk.vocab import Vocabulary
 
-from .options import example, flag, option
+from .options import SEED_MAX, Integer, Real, example, flag, option
 
 
 MAX_MIX = 9  # SRILM's -mix-lm2 .. -mix-lm9
@@ -23,7 +23,7 @@ MAX_MIX = 9  # SRILM's -mix-lm2 .. -mix-lm9
 
 def _mix_options(function):
     for i in range(MAX_MIX, 1, -1):
-        function = option(f"mix-lambda{i}", type=click.FloatRange(0, 1), default=0.0,
+        function = option(f"mix-lambda{i}", type=Real(0, 1), default=0.0,
                           help=f"Weight of -mix-lm{i}.")(function)
         function = option(f"mix-lm{i}", metavar="MODEL", default=None,
                           help=f"A further model to interpolate, weighted by -mix-lambda{i}.")(function)
@@ -37,17 +37,17 @@ def _mix_options(function):
 @option("lm", metavar="MODEL", required=True, help="Model file: ARPA (.gz too) or an nplm model.")
 @option("text", metavar="FILE", default=None, help="Text to score, one sentence per line.")
 @option("ppl", "ppl_file", metavar="FILE", default=None, help="Same as -text (SRILM's spelling).")
-@option("order", type=click.IntRange(min=1), default=None, help="Use n-grams up to this order only.")
+@option("order", type=Integer(1), default=None, help="Use n-grams up to this order only.")
 @flag("unk", help="Accepted for SRILM compatibility: a model with an <unk> probability scores "
                   "out-of-vocabulary words with it; one without reports them as OOVs.")
-@option("debug", type=click.IntRange(0, 2), default=0,
+@option("debug", type=Integer(0, 2), default=0,
         help="0: totals; 1: each sentence too; 2: each word's probability too.")
 @flag("lower", help="Lower-case the text first (as the model's training text was).")
 @flag("map-numbers", help="Map numeric tokens to <num> (as the model's training text was).")
 @option("mix-lm", metavar="MODEL", default=None, help="Interpolate -lm with this model (SRILM's spelling).")
-@option("lambda", "main_weight", type=click.FloatRange(0, 1), default=0.5,
+@option("lambda", "main_weight", type=Real(0, 1), default=0.5,
         help="Weight of -lm in the mixture; -mix-lm gets what the others leave.")
-@option("bayes", type=float, default=None,
+@option("bayes", type=Real(0, 0), default=None,
         help="Accepted as 0 only: nplm always interpolates exactly, as SRILM does with -bayes 0.")
 @flag("oov-estimate", help="Energy networks: a word outside the vocabulary gets the feature vector "
                            "sum_i C(i) P(i|context) and a probability (Bengio et al. 2003, sec. 5.1).")
@@ -56,10 +56,10 @@ def _mix_options(function):
 @option("vocab", metavar="FILE", default=None, help="With -limit-vocab: the words to keep.")
 @flag("limit-vocab", help="Drop the n-gram model's n-grams with words outside -vocab (SRILM's -limit-vocab).")
 @flag("renorm", help="Recompute the n-gram model's back-off weights from its probabilities (SRILM's -renorm).")
-@option("prune", type=click.FloatRange(min=0), default=0.0,
+@option("prune", type=Real(0), default=0.0,
         help="Remove the n-grams whose removal raises the model's perplexity by less than this (relatively; "
         "Stolcke's entropy pruning, as SRILM's -prune), then recompute the back-off weights.")
-@option("minprune", type=click.IntRange(min=2), default=2, help="Prune only n-grams at least this long.")
+@option("minprune", type=Integer(2), default=2, help="Prune only n-grams at least this long.")
 @flag("prune-lowprobs", help="Remove the n-grams whose probability is below their back-off estimate (SRILM's "
                              "-prune-lowprobs).")
 @option("classes", metavar="FILE", default=None,
@@ -67,15 +67,17 @@ def _mix_options(function):
         "(SRILM's -classes with -simple-classes).")
 @flag("simple-classes", help="Accepted for SRILM compatibility: every word has one class.")
 @option("map-unk", metavar="WORD", default=None, help="The ARPA model's unknown word is WORD, not <unk>.")
-@option("unk-prob", type=float, default=None, metavar="LOGP",
+@option("unk-prob", type=Real(high=0), default=None, metavar="LOGP",
         help="Give unknown words this log10 probability in every context (-99: probability 0, an OOV).")
 @option("counts", metavar="FILE", default=None,
         help="Score the n-grams of a counts file (w1 ... wk<TAB>count): p(wk | w1 .. wk-1) times the count, as "
         "SRILM's -counts; back-off n-gram models.")
-@option("gen", type=click.IntRange(min=0), default=0, metavar="N",
+@option("gen", type=Integer(0), default=0, metavar="N",
         help="Print N sentences sampled from the n-gram model, the same as SRILM's `ngram -gen N -seed S` (with "
         "-unk, <unk> may be drawn).")
-@option("seed", type=int, default=None, help="Seed of -gen (default: from the time and the process id, as SRILM).")
+# SRILM's -seed takes a negative seed too (-5: its drand48 is seeded with the low 32 bits)
+@option("seed", type=Integer(-2 ** 31, SEED_MAX), default=None,
+        help="Seed of -gen (default: from the time and the process id, as SRILM).")
 @option("write-lm", metavar="FILE", default=None,
         help="Write the n-gram model (after -order) as ARPA, .gz too, as SRILM's `ngram -write-lm`; -text is "
         "then optional.")

@@ -5,7 +5,7 @@ from nplmtk.io import atomic_output, check_readable, check_writable
 from nplmtk.models import load
 from nplmtk.rescore import read_nbest, rescore
 
-from .options import example, flag, option
+from .options import Real, example, flag, option
 
 
 @click.command("rescore", epilog=example(
@@ -14,8 +14,8 @@ from .options import example, flag, option
 @option("lm", required=True, metavar="MODEL", help="Any model: ARPA, network, mixture.")
 @option("nbest", required=True, metavar="FILE", help="The N-best list: SRILM's format (ascore lscore nwords words) "
         "or NBestList1.0 ((bytelog score) words, the score taken as the acoustic one).")
-@option("lm-weight", type=float, default=8.0, help="w in ascore + w lscore + p nwords (SRILM's -rescore-lmw).")
-@option("word-penalty", type=float, default=0.0, help="p in ascore + w lscore + p nwords (SRILM's -rescore-wtw).")
+@option("lm-weight", type=Real(), default=8.0, help="w in ascore + w lscore + p nwords (SRILM's -rescore-lmw).")
+@option("word-penalty", type=Real(), default=0.0, help="p in ascore + w lscore + p nwords (SRILM's -rescore-wtw).")
 @option("rescore-output", metavar="FILE", default="-", help="Write the re-ranked list here, in SRILM's format.")
 @flag("best", help="Write only the best hypothesis's words.")
 @flag("allow-paths", help="A mixture may name components outside its folder.")

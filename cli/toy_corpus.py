@@ -7,14 +7,14 @@ from nplmtk.io import atomic_output, read_lines
 from nplmtk.toy import ToyGrammar
 from nplmtk.vocab import sentence_tokens
 
-from .options import example, option
+from .options import SEED_MAX, Integer, example, option
 
 
 @click.command("toy-corpus", epilog=example(
     "nplm toy-corpus -sentences 20000 -seed 1 -write train.txt",
     "nplm toy-corpus -score train.txt"))
-@option("sentences", type=click.IntRange(min=1), default=10000, help="Number of sentences to write.")
-@option("seed", type=int, default=1, help="Random seed.")
+@option("sentences", type=Integer(1), default=10000, help="Number of sentences to write.")
+@option("seed", type=Integer(0, SEED_MAX), default=1, help="Random seed.")
 @option("write", metavar="FILE", default="-", help="Output file ('-' is stdout).")
 @option("score", metavar="FILE", default=None,
         help="Instead of writing, score FILE with the true grammar (the floor no model can pass).")

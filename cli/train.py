@@ -9,12 +9,13 @@ from nplmtk.corpus import Corpus
 from nplmtk.errors import NplmError, RankLostError
 from nplmtk.io import check_readable, check_writable
 from nplmtk.models import ARCHITECTURES, load
+from nplmtk.neural.network import MAX_ORDER
 from nplmtk.neural.parallel import allgather, world
 from nplmtk.neural.train import CRITERIA, MPI_MODES, Trainer, TrainingConfig
 from nplmtk.text import Normalizer
 from nplmtk.vocab import Vocabulary, count_words
 
-from .options import example, flag, option, spell
+from .options import SEED_MAX, BlockValues, Integer, Real, example, flag, option, spell
 
 ARCH_HELP = "Architecture: " + "; ".join(f"{name} ({model.summary})" for name, model in ARCHITECTURES.items()) + "."
 
@@ -28,16 +29,16 @@ ARCH_HELP = "Architecture: " + "; ".join(f"{name} ({model.summary})" for name, m
 @option("vocab", metavar="FILE", default=None,
         help="Vocabulary (other words train as <unk>). Default: the training words.")
 @option("lm", metavar="FILE", default=None, help="Write the trained model (nplm container).")
-@option("order", type=click.IntRange(2, 20), default=None,
+@option("order", type=Integer(2, MAX_ORDER), default=None,
         help="n: a feed-forward model sees the n-1 previous words (default 5; recurrent models see them all).")
-@option("m", type=click.IntRange(min=1), default=30, help="Word feature dimension.")
-@option("h", type=click.IntRange(min=0), default=100,
+@option("m", type=Integer(1), default=30, help="Word feature dimension.")
+@option("h", type=Integer(0), default=100,
         help="Hidden units (0: no hidden layer, needs -direct; lbl1-lbl3: the units of h).")
 @flag("direct", help="Direct connections W from the features to the output.")
 @option("activation", type=click.Choice(["tanh", "sigmoid", "relu", "linear"]), default="tanh",
         help="Hidden layer activation.")
 @flag("no-bias", help="No output and hidden biases (b, d).")
-@option("layers", type=click.IntRange(1, 8), default=None, help="rnn, lstm: stacked recurrent layers [1].")
+@option("layers", type=Integer(1, 8), default=None, help="rnn, lstm: stacked recurrent layers [1].")
 @flag("tie", help="rnn, lstm: the output layer is the input features C (needs -h equal to -m).")
 @flag("peephole", help="lstm: the gates also read the previous cell c_t-1 (diagonal weights P).")
 @option("reset-state", type=click.Choice(["sentence", "never"]), default=None,
@@ -48,49 +49,52 @@ ARCH_HELP = "Architecture: " + "; ".join(f"{name} ({model.summary})" for name, m
         "p(word | class) over -classes classes by frequency, O(K + |class|) per word; hs: the "
         "hierarchical softmax over the Huffman tree of the training counts, O(log |V|) per word. Both exactly "
         "normalised [full].")
-@option("classes", type=click.IntRange(min=1), default=None,
+@option("classes", type=Integer(1), default=None,
         help="-output class: the number of classes K [the square root of |V|].")
-@option("bptt", type=click.IntRange(min=1), default=None,
+@option("bptt", type=Integer(1), default=None,
         help="rnn, lstm: truncated BPTT: one update per this many steps of every stream [35].")
-@option("streams", type=click.IntRange(min=1), default=None,
+@option("streams", type=Integer(1), default=None,
         help="rnn, lstm: the training text as this many parallel streams (the state carried along each) [32].")
-@option("dropout", type=click.FloatRange(0, 1, max_open=True), default=None,
+# the kernels keep a unit with probability 1 - p in float32: 0.99999999 rounds to 1 there
+@option("dropout", type=Real(0, 0.99), default=None,
         help="rnn, lstm: dropout probability on the non-recurrent connections [0].")
-@option("clip", type=click.FloatRange(min=0), default=None,
+@option("clip", type=Real(0), default=None,
         help="rnn, lstm: cap on the gradient's norm per word of a segment (PyTorch's clip_grad_norm_ of the mean "
         "loss; 0: none) [0.25].")
 @option("arch", default="mlp", help=ARCH_HELP)
 @option("criterion", default="full", help="Training criterion: full (exact softmax gradient), is (importance "
         "sampling, Bengio & Senecal 2003 Alg. 3) or is-adaptive (Alg. 4: N doubles when the ppl of a tiny set rises).")
-@option("samples", type=click.IntRange(min=1), default=100, help="-criterion is*: samples N (is-adaptive: N0).")
-@option("max-samples", type=click.IntRange(min=1), default=1600,
+@option("samples", type=Integer(1), default=100, help="-criterion is*: samples N (is-adaptive: N0).")
+@option("max-samples", type=Integer(1), default=1600,
         help="-criterion is-adaptive and -ess-min: N doubles no further (a warning says when it would).")
 @option("proposal", type=click.Choice(["unigram", "bigram"]), default="unigram",
         help="-criterion is*: the proposal Q: the training unigram (add-one), or the bigram of the previous "
         "word interpolated with it (Witten-Bell weights; a batch samples from its windows' mixture, an rnn or lstm "
         "segment from its steps').")
-@option("check-every", type=click.IntRange(min=1), default=200_000,
+@option("check-every", type=Integer(1), default=200_000,
         help="is-adaptive: examples between checks of the tiny set's perplexity.")
-@option("ess-min", type=click.FloatRange(min=0), default=0.0,
+@option("ess-min", type=Real(0), default=0.0,
         help="-criterion is*: double N when a round's mean effective sample size falls below this.")
 @option("mpi", default=None, help="Training under mpiexec: param (the output layer split across the ranks, "
         "sec. 3.2) or data (each rank its shard and threads; parameters averaged every -sync-every updates).")
-@option("sync-every", type=click.IntRange(min=1), default=100,
+@option("sync-every", type=Integer(1), default=100,
         help="-mpi data: average the ranks' parameters after this many updates of each worker.")
-@option("epochs", type=click.IntRange(min=0), default=10, help="Passes over the training text.")
-@option("batch", type=click.IntRange(min=1), default=1, help="Windows per update (1: the paper's SGD).")
+@option("epochs", type=Integer(0), default=10, help="Passes over the training text.")
+@option("batch", type=Integer(1), default=1, help="Windows per update (1: the paper's SGD).")
 @option("optimizer", type=click.Choice(["sgd", "adam"]), default="sgd",
         help="rnn, lstm: plain SGD (the papers') or Adam (Kingma & Ba; -lr is then its step size, e.g. 1e-3).")
-@option("lr", type=float, default=None, help="Initial learning rate eps0 (per word: gradients are summed over "
-        "a batch or segment) [1e-3; rnn, lstm: 0.01].")
-@option("momentum", type=click.FloatRange(0, 1, max_open=True), default=0.0,
+@option("lr", type=Real(0, low_open=True), default=None,
+        help="Initial learning rate eps0 (per word: gradients are summed over a batch or segment) [1e-3; rnn, lstm: "
+        "0.01].")
+@option("momentum", type=Real(0, 1, high_open=True), default=0.0,
         help="Momentum of every parameter block (log-bilinear models; Zhang et al. sec. 3: 0.5 for C, 0.9 "
         "for the others with 100 hidden units, 0.8 with 200-300, 0.5 with 500).")
-@option("block-lr", metavar="BLOCK=RATE,...", multiple=True,
+@option("block-lr", type=BlockValues(Real(0), "BLOCK=RATE,..."), multiple=True,
         help="Log-bilinear models: a block's own eps0 (blocks R C d b A a B gate_bias S; sec. 3: C=1e-3, "
         "A=1e-1, B=1e-5, S=1e-5). Others take -lr.")
-@option("block-momentum", metavar="BLOCK=MU,...", multiple=True, help="A block's own momentum (sec. 3: C=0.5).")
-@option("block-weight-decay", metavar="BLOCK=LAMBDA,...", multiple=True,
+@option("block-momentum", type=BlockValues(Real(0, 1, high_open=True), "BLOCK=MU,..."), multiple=True,
+        help="A block's own momentum (sec. 3: C=0.5).")
+@option("block-weight-decay", type=BlockValues(Real(0), "BLOCK=LAMBDA,..."), multiple=True,
         help="A block's own weight decay (sec. 3: 1e-5 everywhere, S=1e-4).")
 @flag("decay-biases", help="Log-bilinear models: -weight-decay on the biases too (sec. 3: \"all parameters, "
                            "including biases\").")
@@ -100,24 +104,24 @@ ARCH_HELP = "Architecture: " + "; ".join(f"{name} ({model.summary})" for name, m
         "take blocks from several models, later ones winning (sec. 3: Model 1 from Model 0 takes R, C, d, b and "
         "predicts exactly as Model 0 before its first update; Model 2: -init-from model0.nplm "
         "-init-from model1.nplm:A,a).")
-@option("lr-decay", type=float, default=1e-8, help="r in eps_t = eps0 / (1 + r t), t counting updates.")
-@option("weight-decay", type=float, default=None,
+@option("lr-decay", type=Real(0), default=1e-8, help="r in eps_t = eps0 / (1 + r t), t counting updates.")
+@option("weight-decay", type=Real(0), default=None,
         help="Weight decay on weights and C (not biases) [1e-4; rnn, lstm: 0].")
 @flag("lr-halve", help="Not in the paper: after an epoch without a better valid ppl, go back to the best "
                        "parameters and halve eps0 (stopping still follows -patience).")
-@option("patience", type=click.IntRange(min=1), default=2,
+@option("patience", type=Integer(1), default=2,
         help="Stop after this many epochs without a better valid ppl (keeps the best model).")
-@option("seed", type=int, default=1, help="Seed of initialisation and shuffling.")
-@option("threads", type=click.IntRange(min=1), default=1,
+@option("seed", type=Integer(0, SEED_MAX), default=1, help="Seed of initialisation and shuffling.")
+@option("threads", type=Integer(1), default=1,
         help="Lock-free asynchronous worker threads, each with a single-threaded BLAS: the cores used. "
              "The MLP at -batch 1 with the full softmax, and the energy network's exact gradient: threads "
              "sharing each window's output rows.")
 @option("checkpoint", metavar="DIR", default=None, help="Write checkpoint.nplm here each epoch.")
-@option("checkpoint-every", type=click.IntRange(min=0), default=0, help="Also checkpoint every N updates.")
+@option("checkpoint-every", type=Integer(0), default=0, help="Also checkpoint every N updates.")
 @flag("resume", help="Continue from DIR/checkpoint.nplm (given with -checkpoint).")
 @option("log", metavar="FILE", default=None, help="Per-epoch JSON-lines log.")
 @flag("quiet", help="No progress bar.")
-@option("min-count", type=click.IntRange(min=1), default=1, help="Without -vocab: rarer words train as <unk>.")
+@option("min-count", type=Integer(1), default=1, help="Without -vocab: rarer words train as <unk>.")
 @flag("lower", help="Lower-case the texts first.")
 @flag("map-numbers", help="Map numeric tokens to <num>.")
 def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, layers, tie, peephole, reset_state,
@@ -139,6 +143,8 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, la
             raise NplmError("nothing would be kept: give -lm MODEL (and/or -checkpoint DIR)")
         if resume and checkpoint is None:
             raise NplmError("-resume needs -checkpoint DIR")
+        if checkpoint_every and checkpoint is None:
+            raise NplmError("-checkpoint-every needs -checkpoint DIR (where the checkpoints go)")
         if resume and init_from:
             raise NplmError("-init-from starts a run and -resume continues one: give one of them")
         init_from = [_model_and_blocks(given) for given in init_from]
@@ -174,10 +180,10 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, la
                                 sync_every=sync_every, criterion=criterion, samples=samples, max_samples=max_samples,
                                 check_every=check_every,
                                 ess_min=ess_min, proposal=proposal, lr_halve=lr_halve, momentum=momentum,
-                                block_lr=block_values("block-lr", block_lr),
-                                block_momentum=block_values("block-momentum", block_momentum),
-                                block_weight_decay=block_values("block-weight-decay", block_weight_decay),
+                                block_lr=block_values(block_lr), block_momentum=block_values(block_momentum),
+                                block_weight_decay=block_values(block_weight_decay),
                                 decay_biases=decay_biases, freeze_features=freeze_features)
+        check_decay_below_rate(config)
         network = dict(arch=arch, order=order, features=m, hidden=h, direct=direct, bias=not no_bias,
                        activation=activation)
         if model_class.RECURRENT:
@@ -313,18 +319,23 @@ def _model_and_blocks(given):
     return path, [name.strip() for name in blocks.split(",") if name.strip()]
 
 
-def block_values(flag, given):
-    """-block-lr C=1e-3,A=0.1 (the option repeated or comma-separated) as {"C": 0.001, "A": 0.1}."""
-    values = {}
-    for item in ",".join(given).split(","):
-        if not item.strip():
-            continue
-        name, _, value = item.partition("=")
-        try:
-            values[name.strip()] = float(value)
-        except ValueError:
-            raise NplmError(f"-{flag}: '{item}' is not BLOCK=NUMBER") from None
-    return values
+def block_values(given):
+    """-block-lr C=1e-3,A=0.1 (the option repeated or comma-separated; each occurrence a list
+    of pairs by BlockValues) as {"C": 0.001, "A": 0.1}, a later value of a block winning."""
+    return {block: value for pairs in given for block, value in pairs}
+
+
+def check_decay_below_rate(config):
+    """Each update scales a block's weights by 1 - rate x decay (the schedule's `keep`): with
+    a product above 1 they flip sign, above 2 they blow up and the schedule overflows (-lr
+    1000 -weight-decay 1 -batch 512 ended in an OverflowError)."""
+    for block in set(config.block_lr) | set(config.block_weight_decay) | {None}:
+        rate, decay = config.block_lr.get(block, config.lr), config.block_weight_decay.get(block, config.weight_decay)
+        if rate * decay > 1:
+            rate_flag = f"-block-lr {block}=" if block in config.block_lr else "-lr "
+            decay_flag = f"-block-weight-decay {block}=" if block in config.block_weight_decay else "-weight-decay "
+            raise NplmError(f"{rate_flag}{rate:g} times {decay_flag}{decay:g} must be at most 1 (each update scales "
+                            "the weights by 1 - rate x decay)")
 
 
 def abort_on_error(comm, error):

@@ -6,7 +6,7 @@ from nplmtk.io import check_writable
 from nplmtk.text import Normalizer
 from nplmtk.vocab import UNK, Vocabulary, count_words
 
-from .options import example, flag, option
+from .options import Integer, example, flag, option
 
 
 @click.command("vocab", epilog=example(
@@ -15,8 +15,8 @@ from .options import example, flag, option
         help="Training text, one sentence per line (repeatable; '-' is stdin).")
 @option("write-vocab", metavar="FILE", default=None, help="Write the vocabulary, one word per line.")
 @option("write-counts", metavar="FILE", default=None, help="Write 'word<TAB>count' lines in vocabulary order.")
-@option("min-count", type=click.IntRange(min=1), default=1, help="Rarer words map to the unknown word.")
-@option("max-size", type=click.IntRange(min=0), default=None,
+@option("min-count", type=Integer(1), default=1, help="Rarer words map to the unknown word.")
+@option("max-size", type=Integer(0), default=None,
         help="Keep at most N words besides <unk>, <s> and </s>.")
 @flag("lower", help="Lower-case the text first.")
 @flag("map-numbers", help="Map numeric tokens to one class token, <num>.")

@@ -28,9 +28,20 @@ def _sampled(model, count, seed, temperature, prefix, max_words):
             p = np.asarray(model.next_distribution(history), dtype=np.float64)
             p[vocab.bos] = 0
             if temperature != 1:
-                p = np.power(p, 1 / temperature)
+                p = at_temperature(p, temperature)
             word = int(rng.choice(len(p), p=p / p.sum()))
             if word == vocab.eos:
                 break
             history.append(word)
         yield [vocab.words[w] for w in history]
+
+
+def at_temperature(p, temperature):
+    """p^(1/T), up to a constant, in log space from the largest probability: at a tiny T the
+    powers themselves all underflow to 0 (T 1e-30: no word left to draw), while here the most
+    likely words keep weight 1 and sampling tends to the argmax."""
+    # log 0 = -inf keeps a word of probability 0 at 0; at the tiniest T the quotient of the
+    # others overflows to -inf, which is their limit
+    with np.errstate(divide="ignore", over="ignore"):
+        logp = np.log(p)
+        return np.exp((logp - logp.max()) / temperature)

@@ -1,6 +1,7 @@
 """The one interface every model implements (shared/DESIGN.md); nplmtk.models.load opens
 any model file."""
 import math
+import sys
 
 import numpy as np
 
@@ -9,6 +10,13 @@ from .errors import InputError, NplmError, ParameterError
 from .vocab import sentence_tokens
 
 LN10 = math.log(10)
+LOG_FLOAT_MAX = math.log(sys.float_info.max)  # about 709.78
+
+
+def perplexity_of(mean_logprob):
+    """exp(-mean log p), natural logs: inf where that overflows a float (a diverging network's
+    mean of -1000 nats), not an OverflowError; nan stays nan."""
+    return math.inf if -mean_logprob > LOG_FLOAT_MAX else math.exp(-mean_logprob)
 
 
 class LanguageModel:

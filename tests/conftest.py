@@ -20,6 +20,18 @@ def nplm():
     return run_nplm
 
 
+def run_main(capsys, *args):
+    """`nplm ARGS` in this process (the CLI of this tree): (exit status, stdout, stderr)."""
+    from cli.main import main
+    try:
+        main([str(a) for a in args])
+        status = 0
+    except SystemExit as exit:
+        status = exit.code
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
 def scored_as_ppl_says(model_path, text):
     """`nplm ppl` of a saved model on `text`: (the model, the ppl it reports), which its
     logprobs must give."""

@@ -1,4 +1,5 @@
-"""`make fuzz` (issue 20): every reader fed generated hostile inputs, each outcome counted.
+"""`make fuzz` (issues 20 and 33): every reader fed generated hostile inputs, and every
+numeric option of every subcommand random values, each outcome counted.
 
 For each reader (ARPA, counts, vocabulary, corpus, model container, mixture) hypothesis
 draws inputs from valid seed files: line and byte mutations of the text formats (values
@@ -7,7 +8,11 @@ keep valid checksums (meta values, arrays, dtypes, shapes and vocabularies chang
 saved again) and raw byte damage. Each input is read and, where the reader yields a
 model, scored, in a worker process: a clean refusal is an NplmError; any other exception is
 a traceback; a worker killed by a signal is a crash; one silent for HANG_SECONDS a hang.
-Not in `make test`; tests/test_hostile_models.py holds the crafted cases as regressions.
+The options campaign runs `nplm SUBCOMMAND` in its worker on tiny inputs with one to three
+numeric options set to drawn values (numbers, nan, inf, huge integers, junk): a refusal is
+exit 2 with one line; an in-domain value that would make a long run (-epochs 1000000) is
+only parsed. Not in `make test`; tests/test_hostile_models.py and tests/test_options.py hold
+the cases found as regressions.
 
     python tests/fuzz.py [--inputs 20000] [--out BENCHMARKS.md]
 """
@@ -214,23 +219,185 @@ def campaign(reader, seed, count, results_path, current_path):
             if len(outcome["examples"]) < 3:
                 outcome["examples"].append(traceback.format_exc(limit=3)[-600:])
         if outcome["inputs"] % 200 == 0:
-            write(outcome)
-
-    def write(values):
-        values["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        with open(results_path + ".tmp", "w") as f:
-            json.dump(values, f)
-        os.replace(results_path + ".tmp", results_path)
+            write_outcome(outcome, results_path)
 
     one()
-    write(outcome)
+    write_outcome(outcome, results_path)
+
+
+def write_outcome(values, results_path):
+    values["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    with open(results_path + ".tmp", "w") as f:
+        json.dump(values, f)
+    os.replace(results_path + ".tmp", results_path)
+
+
+# -- option values (issue 33) ---------------------------------------------------------------
+
+OPTION_VALUES = ["nan", "inf", "-inf", "1e400", "-1", "0", "1", "2", "0.5", "1e-30", "5e-324", "1e308", "-1e308", "",
+                 "abc", "\x00", "0x10", "1_0", " 1 ", "\u0663", "1e3", "2147483647", "2147483648", "4294967295",
+                 "4294967296", str(2 ** 70), "9" * 5000, "-0", "+1", "1.5", "0.3 0.7", "0.5,0.5", "1 nan", "1\n2",
+                 "2G", "1M", "1K", "C=1", "C=nan,A=1", "R=0.5", "=", "a" * 300]
+# An in-domain value above this makes a long or large run: it is only parsed (bounding the
+# sizes a run may allocate is another check's, issue 33 item 3).
+RUN_LIMITS = {("train-nplm", "m"): 64, ("train-nplm", "h"): 64, ("train-nplm", "classes"): 64,
+              ("train-nplm", "bptt"): 64, ("train-nplm", "streams"): 64, ("train-nplm", "samples"): 2000,
+              ("train-nplm", "max-samples"): 4000, ("train-nplm", "epochs"): 2, ("train-nplm", "batch"): 512,
+              ("train-nplm", "threads"): 2, ("ngram-class", "numclasses"): 64, ("ngram-class", "passes"): 3,
+              ("ppl", "gen"): 20, ("mix", "iterations"): 500, ("generate", "n"): 20, ("generate", "max-words"): 1000,
+              ("toy-corpus", "sentences"): 1000, ("plot", "words"): 1000}
+
+
+def option_commands(seed, out):
+    """Subcommand -> the arguments of a run that ends in a moment, the fuzzed options after them."""
+    nbest = os.path.join(out, "list.nbest")
+    with open(nbest, "w") as f:
+        f.write("-10 -5 3 the cat sits\n-12 -4 2 a dog\n")
+    text, arpa, mlp = seed["text"], seed["arpa"], seed["models"][1]
+    return {"vocab": ["-text", text, "-write-vocab", f"{out}/v.txt"],
+            "ngram-count": ["-text", text, "-lm", f"{out}/m.arpa"],
+            "ngram-class": ["-text", text, "-numclasses", "3", "-classes", f"{out}/c.classes", "-quiet"],
+            "ppl": ["-lm", arpa, "-text", text],
+            "train-nplm": ["-text", text, "-lm", f"{out}/t.nplm", "-epochs", "1", "-m", "4", "-h", "3", "-quiet"],
+            "toy-corpus": ["-sentences", "5", "-write", f"{out}/toy.txt"],
+            "mix": ["-lm", arpa, "-lm", mlp, "-text", text],
+            "generate": ["-lm", arpa, "-n", "2", "-write", f"{out}/g.txt"],
+            "embeddings": ["-lm", mlp, "-neighbours", "the", "-write", f"{out}/e.txt"],
+            "plot": ["-lm", mlp, "-embeddings", "-out", f"{out}/p.png"],
+            "rescore": ["-lm", arpa, "-nbest", nbest, "-rescore-output", f"{out}/r.nbest"]}
+
+
+def numeric_options():
+    """Subcommand -> {flag: click parameter} of its options with a domain."""
+    import importlib
+    from nplmtk.cli.main import SUBCOMMANDS
+    options = {}
+    for subcommand, module in SUBCOMMANDS.items():
+        params = importlib.import_module(f"nplmtk.cli.{module}").command.params
+        options[subcommand] = {param.opts[0]: param for param in params if hasattr(param.type, "domain")}
+    return options
+
+
+def option_value(draw, param):
+    """A value for `param`: one inside its domain, a special one, a number of any size, an
+    edge of its domain, junk."""
+    kind = draw(st.sampled_from(["inside", "inside", "inside", "special", "integer", "float", "edge", "text"]))
+    domain = param.type.element if hasattr(param.type, "element") else param.type
+    if kind == "inside" and hasattr(domain, "low"):
+        if isinstance(domain.low, int) and isinstance(domain.high, int):
+            value = str(draw(st.integers(domain.low, min(domain.high, domain.low + 100))))
+        else:
+            low, high = max(domain.low, -1e6), min(domain.high, 1e6)
+            value = repr(draw(st.floats(low, high, exclude_min=domain.low_open, exclude_max=domain.high_open)))
+        return f"C={value}" if param.multiple else value
+    if kind in ("special", "inside"):
+        return draw(st.sampled_from(OPTION_VALUES))
+    if kind == "integer":
+        return str(draw(st.integers(-2 ** 80, 2 ** 80) | st.integers(-3, 100)))
+    if kind == "float":
+        return repr(draw(st.floats(allow_nan=True, allow_infinity=True)))
+    if kind == "edge":
+        low, high = getattr(domain, "low", 1), getattr(domain, "high", 2 ** 50)
+        edge = draw(st.sampled_from([low, high]))
+        if isinstance(edge, int):
+            edge += draw(st.integers(-1, 1))
+        else:
+            edge = float(np.nextafter(edge, draw(st.sampled_from([-np.inf, np.inf])))) if draw(st.booleans()) else edge
+        value = repr(edge) if isinstance(edge, float) else str(edge)
+        return f"C={value}" if param.multiple else value
+    return draw(st.text(max_size=12))
+
+
+def run_command(argv):
+    """`nplm ARGV` in this process: (exit status, stderr); an exception main lets through
+    (a traceback) propagates."""
+    import contextlib
+    import io
+    from nplmtk.cli.main import main
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        try:
+            main(argv)
+            status = 0
+        except SystemExit as exit:
+            status = exit.code
+    return status, err.getvalue()
+
+
+def options_campaign(_, seed, count, results_path, current_path):
+    """In a worker process: `count` command lines with drawn option values, outcomes counted."""
+    out = tempfile.mkdtemp(prefix="fuzz-options-")
+    commands, options = option_commands(seed, out), numeric_options()
+    outcome = {"inputs": 0, "refused": 0, "accepted": 0, "parsed_only": 0, "tracebacks": 0, "python_warnings": 0,
+               "examples": []}
+
+    @settings(max_examples=count, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(st.data())
+    def one(data):
+        draw = data.draw
+        subcommand = draw(st.sampled_from(sorted(commands)))
+        flags = draw(st.lists(st.sampled_from(sorted(options[subcommand])), min_size=1, max_size=3, unique=True))
+        drawn = [(flag, option_value(draw, options[subcommand][flag])) for flag in flags]
+        argv = [subcommand] + commands[subcommand] + [part for pair in drawn for part in pair]
+        if subcommand == "train-nplm":  # the options of other architectures, criteria and output layers too
+            argv += ["-arch", draw(st.sampled_from(["mlp", "lstm", "rnn", "lbl1", "energy"])),
+                     "-criterion", draw(st.sampled_from(["full", "full", "is", "is-adaptive"]))]
+            argv += ["-output", draw(st.sampled_from(["class", "hs"]))] if draw(st.integers(0, 3)) == 0 else []
+        with open(current_path, "w") as f:
+            json.dump(argv, f)
+        outcome["inputs"] += 1
+        try:
+            if all(in_domain(options[subcommand][flag], value) for flag, value in drawn) and any(
+                    costly(subcommand, flag, options[subcommand][flag], value) for flag, value in drawn):
+                options_command(subcommand).make_context(subcommand, argv[1:])
+                outcome["parsed_only"] += 1
+            else:
+                status, err = run_command(argv)
+                lines = [line for line in err.splitlines() if ": warning: " not in line]
+                if "Warning:" in err:  # Python's own warnings (a RuntimeWarning of numpy): lines a user cannot use
+                    outcome["python_warnings"] += 1
+                if status == 0:
+                    outcome["accepted"] += 1
+                elif status == 2 and len(lines) == 1 and "Traceback" not in err:
+                    outcome["refused"] += 1
+                else:
+                    raise AssertionError(f"exit {status}, stderr {err[-400:]!r}")
+        except Exception as error:  # noqa: BLE001 (what the harness counts)
+            outcome["tracebacks"] += 1
+            if len(outcome["examples"]) < 3:
+                outcome["examples"].append(f"{argv}\n{traceback.format_exc(limit=3)[-600:]}{error}")
+        if outcome["inputs"] % 50 == 0:
+            write_outcome(outcome, results_path)
+
+    one()
+    write_outcome(outcome, results_path)
+
+
+def options_command(subcommand):
+    from nplmtk.cli.main import cli
+    return cli.get_command(None, subcommand)
+
+
+def in_domain(param, value):
+    import click
+    try:
+        param.type.convert(value, param, None)
+        return True
+    except click.BadParameter:
+        return False
+
+
+def costly(subcommand, flag, param, value):
+    limit = RUN_LIMITS.get((subcommand, flag.lstrip("-")))
+    return limit is not None and param.type.convert(value, param, None) > limit
 
 
 def fuzz_reader(reader, seed, count, work):
     """Run campaigns in worker processes until `count` inputs are done; a worker killed by a
     signal is a crash, one without progress for HANG_SECONDS a hang (the input is kept)."""
-    totals = {"inputs": 0, "refused": 0, "accepted": 0, "tracebacks": 0, "crashes": 0, "hangs": 0, "peak_mb": 0,
-              "examples": []}
+    totals = {"inputs": 0, "refused": 0, "accepted": 0, "parsed_only": 0, "tracebacks": 0, "python_warnings": 0,
+              "crashes": 0, "hangs": 0, "peak_mb": 0, "examples": []}
     context = multiprocessing.get_context("spawn")  # forking after OpenMP has run is unsafe
     attempt = 0
     while totals["inputs"] < count and attempt < 20:
@@ -238,7 +405,8 @@ def fuzz_reader(reader, seed, count, work):
         results, current = os.path.join(work, f"{reader}.json"), os.path.join(work, f"{reader}.current")
         with open(results, "w") as f:
             json.dump({"inputs": 0}, f)
-        worker = context.Process(target=campaign, args=(reader, seed, count - totals["inputs"], results, current))
+        worker = context.Process(target=options_campaign if reader == "options" else campaign,
+                                 args=(reader, seed, count - totals["inputs"], results, current))
         worker.start()
         last, seen = time.time(), 0
         while worker.is_alive():
@@ -252,7 +420,7 @@ def fuzz_reader(reader, seed, count, work):
                 totals["hangs"] += 1
                 os.replace(current, os.path.join(work, f"{reader}-hang-{attempt}.input"))
         outcome = json.load(open(results))
-        for key in ("inputs", "refused", "accepted", "tracebacks"):
+        for key in ("inputs", "refused", "accepted", "parsed_only", "tracebacks", "python_warnings"):
             totals[key] += outcome.get(key, 0)
         totals["peak_mb"] = max(totals["peak_mb"], outcome.get("peak_mb", 0))
         totals["examples"] += outcome.get("examples", [])
@@ -265,7 +433,7 @@ def fuzz_reader(reader, seed, count, work):
     return totals
 
 
-READERS = ("arpa", "counts", "vocab", "corpus", "container", "mixture")
+READERS = ("arpa", "counts", "vocab", "corpus", "container", "mixture", "options")
 
 
 def main():
@@ -285,9 +453,9 @@ def main():
         for example in totals["examples"]:
             print(example, file=sys.stderr)
         rows.append((reader, totals))
-    bad = sum(t["tracebacks"] + t["crashes"] + t["hangs"] for _, t in rows)
+    bad = sum(t["tracebacks"] + t["python_warnings"] + t["crashes"] + t["hangs"] for _, t in rows)
     print(f"fuzz: {sum(t['inputs'] for _, t in rows):,} inputs in {time.time() - started:.0f} s; "
-          f"{bad} tracebacks, crashes or hangs (inputs kept in {work})")
+          f"{bad} tracebacks, Python warnings, crashes or hangs (inputs kept in {work})")
     if args.out:
         write_section(args.out, rows, args.inputs)
     sys.exit(1 if bad else 0)
@@ -296,17 +464,23 @@ def main():
 def write_section(out, rows, count):
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
     from run import checkout_commit, cpu_model, now, write_sections
+    parsed_only = sum(t["parsed_only"] for _, t in rows)
     body = ["## Hostile inputs: `make fuzz` (issue 20)", "",
             f"_Measured {now()}, commit {checkout_commit() or 'unknown'}, {cpu_model()}._", "",
             f"`python tests/fuzz.py --inputs {count}` (tests/fuzz.py): per reader, inputs drawn by hypothesis from "
             "valid seed files (line and byte mutations, values out of their domain; model files crafted with "
             "valid checksums, some with raw damage on top), each read and used (scored) in a worker process. "
             "Refused: one-line NplmError; tracebacks: any other exception (or a refusal of several lines); "
-            f"crashes: the worker killed by a signal; hangs: no progress for {HANG_SECONDS} s.", "",
+            f"crashes: the worker killed by a signal; hangs: no progress for {HANG_SECONDS} s. The options row "
+            "(issue 33): command lines of every subcommand on tiny inputs with one to three numeric options set "
+            "to drawn values (inside and at the edges of their domains, nan, inf, huge integers, junk); refused: "
+            "exit 2 with one line; accepted: exit 0, or only parsed where an in-domain value would make a long run "
+            f"({parsed_only:,} of them); tracebacks include Python's own warnings on stderr.", "",
             "| reader | inputs | refused | accepted | tracebacks | crashes | hangs | peak memory | seconds |",
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for reader, t in rows:
-        body.append(f"| {reader} | {t['inputs']:,} | {t['refused']:,} | {t['accepted']:,} | {t['tracebacks']} | "
+        body.append(f"| {reader} | {t['inputs']:,} | {t['refused']:,} | {t['accepted']:,} | "
+                    f"{t['tracebacks'] + t['python_warnings']} | "
                     f"{t['crashes']} | {t['hangs']} | {t['peak_mb']:.0f} MB | {t['seconds']:.0f} |")
     write_sections(out, [body])
 

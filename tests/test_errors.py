@@ -6,9 +6,8 @@ import pytest
 
 import cli.train
 import cli.vocab
-from cli.main import main
 from cli.options import spell
-from conftest import run_nplm
+from conftest import run_main, run_nplm
 from nplmtk.corpus import Corpus
 from nplmtk.errors import InputError, NplmError, NplmWarning, ParameterError
 from nplmtk.io import read_text
@@ -24,17 +23,6 @@ def train(tmp_path):
     path = tmp_path / "train.txt"
     path.write_text(TRAIN)
     return str(path)
-
-
-def run_main(capsys, *args):
-    """`nplm ARGS` in this process: (exit status, stdout, stderr)."""
-    try:
-        main([str(a) for a in args])
-        status = 0
-    except SystemExit as exit:
-        status = exit.code
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 # -- parameters: named by the library, spelt as flags by the CLI ----------------------------
@@ -61,8 +49,10 @@ def test_a_bad_setting_is_one_line_with_the_flag_and_exit_2(train):
 
 
 def test_an_ngram_order_out_of_range_is_spelt_as_the_flag(tmp_path, train):
+    with pytest.raises(ParameterError, match="^order must be between 1 and 10, got 0"):
+        NgramCounts.from_corpus(Corpus.from_lines(["a b"], Vocabulary(["a", "b"])), 0)
     status, out, err = run_nplm("ngram-count", "-text", train, "-order", 0, "-lm", tmp_path / "x.arpa")
-    assert (status, out, err) == (2, "", "nplm: -order must be between 1 and 10, got 0\n")
+    assert (status, out, err) == (2, "", "nplm ngram-count: -order 0: must be an integer in [1, 10]\n")
 
 
 def test_main_spells_every_parameter_of_a_parameter_error(capsys, monkeypatch, train):

@@ -164,8 +164,9 @@ def test_mixture_files_name_their_components_relative_to_themselves(tmp_path):
 @pytest.mark.parametrize("args, fragment", [
     (["-lm", KN, "-text", "test.txt"], "two or more models"),
     (["-lm", KN, "-lm", WB, "-text", "test.txt", "-lambda", "0.2 0.2 0.6"], "3 weights for 2 models"),
-    (["-lm", KN, "-lm", WB, "-text", "test.txt", "-lambda", "1.5"], "non-negative and sum to 1"),
-    (["-lm", KN, "-lm", WB, "-text", "test.txt", "-lambda", "x"], "not a list of numbers"),
+    (["-lm", KN, "-lm", WB, "-text", "test.txt", "-lambda", "1.5"], "-lambda 1.5: must be numbers each in [0, 1]"),
+    (["-lm", KN, "-lm", WB, "-text", "test.txt", "-lambda", "0.7", "0.6"], "-lambda: the weights add up to 1.3, not 1"),
+    (["-lm", KN, "-lm", WB, "-text", "test.txt", "-lambda", "x"], "-lambda x: must be numbers each in [0, 1]"),
     (["-lm", KN, "-lm", WB, "-text", "test.txt", "-bins", 4], "-bins needs -bin-text"),
     (["-lm", KN, "-lm", "missing.arpa", "-text", "test.txt"], "missing.arpa"),
 ])

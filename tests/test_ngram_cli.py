@@ -97,8 +97,8 @@ def test_a_well_formed_arpa_scores(tmp_path):
 
 
 @pytest.mark.parametrize("make_args, fragment", [
-    (lambda d: ["ngram-count", "-text", TRAIN, "-order", 0, "-lm", d / "x.arpa"], "order must be between 1 and 10, got 0"),
-    (lambda d: ["ngram-count", "-text", TRAIN, "-order", 11, "-lm", d / "x.arpa"], "order must be between 1 and 10, got 11"),
+    (lambda d: ["ngram-count", "-text", TRAIN, "-order", 0, "-lm", d / "x.arpa"], "-order 0: must be an integer in [1, 10]"),
+    (lambda d: ["ngram-count", "-text", TRAIN, "-order", 11, "-lm", d / "x.arpa"], "-order 11: must be an integer in [1, 10]"),
     (lambda d: ["ngram-count", "-read", d / "bad.counts", "-lm", d / "x.arpa"], "bad.counts:2: count 'many' is not an integer"),
     (lambda d: ["ngram-count", "-read", d / "bad2.counts", "-lm", d / "x.arpa"], "bad2.counts:1: negative count -4"),
     (lambda d: ["ngram-count", "-text", TRAIN], "nothing to do"),

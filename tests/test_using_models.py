@@ -59,7 +59,8 @@ def test_generate_from_the_command_line(toy, tmp_path):
     lines = out.splitlines()
     assert len(lines) == 4 and all(line.split()[0] == "the" and len(line.split()) <= 20 for line in lines)
     assert run_nplm("generate", "-lm", model, "-n", 4, "-seed", 9, "-prefix", "the", "-max-words", 20)[1] == out
-    assert_one_line_error(*run_nplm("generate", "-lm", model, "-temperature", -1)[::2], "-temperature must be above 0")
+    assert_one_line_error(*run_nplm("generate", "-lm", model, "-temperature", -1)[::2],
+                          "-temperature -1: must be a finite number above 0")
 
 
 def test_the_python_api_agrees_with_ppl(toy, tmp_path):

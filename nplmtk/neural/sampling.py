@@ -1,6 +1,5 @@
 """Importance sampling (Bengio & Senecal 2003): the proposal Q and the policy of the sample
 size N (Algorithm 4). The draws and the sampled steps are the kernels'."""
-import math
 import time
 import warnings
 from types import SimpleNamespace
@@ -9,6 +8,7 @@ import numpy as np
 
 from .._ext.sampling_kernels import alias_table, draw
 from ..errors import NplmWarning
+from ..lm import perplexity_of
 
 PROPOSAL_BLOCK = 1 << 22  # windows counted at a time
 
@@ -107,7 +107,7 @@ class ImportanceSampling:
         return (self.config.seed * 0x9E3779B1 + first_update * 0x85EBCA77 + 1) % 2 ** 64
 
     def tiny_ppl(self, model):
-        return math.exp(-model.example_logprobs(self.tiny).mean())
+        return perplexity_of(model.example_logprobs(self.tiny).mean())
 
     def begin_round(self, model, round_index, state, networks=()):
         """A block starts: its parameters kept, and what the workers' kernels carry from one

@@ -25,6 +25,7 @@ from .. import container
 from .._ext.checksum_kernels import xxh64
 from ..errors import InputError, NplmWarning, ParameterError
 from ..io import atomic_output
+from ..lm import perplexity_of
 from ..models import ARCHITECTURES, CHECKPOINT_KIND, checkpoint_model
 from .blas import blas_threads
 from .parallel import ParameterAverager, ParamParallelNetwork
@@ -304,7 +305,7 @@ class Trainer:
                 self.averager.average()
             if bar:
                 bar.update(done * (self.comm.size if self.averager else 1))
-                bar.set_postfix(ppl=f"{math.exp(-logp_sum / max(seen, 1)):.1f}",
+                bar.set_postfix(ppl=f"{perplexity_of(logp_sum / max(seen, 1)):.1f}",
                                 lr=f"{self.learning_rate():.2e}")
             if cfg.checkpoint_every and state["updates"] - last_checkpoint >= cfg.checkpoint_every:
                 self._synchronise(networks)
@@ -317,11 +318,12 @@ class Trainer:
             self.averager.average()
             logp_sum, seen = self.averager.sum([logp_sum, seen])
         seconds = time.perf_counter() - start
-        if not math.isfinite(logp_sum):  # before this epoch's checkpoint: the last one keeps the epoch before
-            raise ParameterError(f"training diverged in epoch {state['epoch'] + 1}: the training log-likelihood is "
+        train_ppl = perplexity_of(logp_sum / max(seen, 1))
+        if not math.isfinite(train_ppl):  # before this epoch's checkpoint: the last one keeps the epoch before
+            raise ParameterError(f"training diverged in epoch {state['epoch'] + 1}: the training perplexity is "
                                  "not finite (try a lower {lr})")
         record = {"epoch": state["epoch"] + 1, "updates": state["updates"], "lr": self.learning_rate(),
-                  "train_ppl": math.exp(-logp_sum / max(seen, 1)), "words_per_s": seen / seconds,
+                  "train_ppl": train_ppl, "words_per_s": seen / seconds,
                   "seconds": seconds}
         if self.sampling:  # the sampled estimate of log p is biased: report exact ppl of the tiny set
             sampling = self.sampling
@@ -337,7 +339,7 @@ class Trainer:
         stop = False
         if valid is not None:
             logp = self.model.logprobs(valid)
-            record["valid_ppl"] = math.exp(-logp[np.isfinite(logp)].mean())
+            record["valid_ppl"] = perplexity_of(logp[np.isfinite(logp)].mean())
             if state["best_valid"] is None or record["valid_ppl"] < state["best_valid"]:
                 state["best_valid"] = record["valid_ppl"]
                 state["bad_epochs"] = 0
