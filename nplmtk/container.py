@@ -8,6 +8,8 @@ Arrays load by memory map.
 """
 import json
 import mmap
+import os
+import stat
 import struct
 import zlib
 
@@ -144,6 +146,8 @@ def load(path, verify=True):
     """Open a container; refuse a truncated, corrupt, empty, foreign or newer file."""
     try:
         with open(path, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # a pipe or a device: no size, no memory map
+                raise InputError("not a regular file: an nplm model is memory-mapped, so give its file", path=path)
             size = f.seek(0, 2)
             if size == 0:
                 raise InputError("empty file, not an nplm model", path=path)

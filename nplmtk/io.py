@@ -26,29 +26,129 @@ def _os_error(path, err):
     return NplmError(f"{err.strerror or err}", path=path)
 
 
+# The longest line and word any reader takes, in bytes; NPLM_MAX_LINE_BYTES and
+# NPLM_MAX_TOKEN_BYTES raise them. An endless line (/dev/zero) is refused once it passes
+# the limit instead of being read until memory runs out.
+MAX_LINE_BYTES = 1 << 20
+MAX_TOKEN_BYTES = 1 << 16
+
+
+def _limit(variable, default):
+    value = os.environ.get(variable)
+    if value is None:
+        return default
+    if not value.strip().isdigit() or int(value) < 1:
+        raise NplmError(f"{variable} must be a positive number of bytes, got '{value}'")
+    return int(value)
+
+
+def max_line_bytes():
+    """The longest line a reader takes (NPLM_MAX_LINE_BYTES, else MAX_LINE_BYTES)."""
+    return _limit("NPLM_MAX_LINE_BYTES", MAX_LINE_BYTES)
+
+
+def max_token_bytes():
+    """The longest word a vocabulary takes (NPLM_MAX_TOKEN_BYTES, else MAX_TOKEN_BYTES)."""
+    return _limit("NPLM_MAX_TOKEN_BYTES", MAX_TOKEN_BYTES)
+
+
+def line_too_long(path, line, limit):
+    return InputError(f"a line longer than {limit} bytes (the limit: set NPLM_MAX_LINE_BYTES to raise it); not a "
+                      "text file?", path=path, line=line)
+
+
+def token_too_long(path, line, size, limit):
+    return InputError(f"a word of {size} bytes, longer than {limit} (the limit: set NPLM_MAX_TOKEN_BYTES to raise "
+                      "it)", path=path, line=line)
+
+
+def check_tokens(words, path=None, data=None, lines_before=0):
+    """Refuse a word (bytes or str) longer than max_token_bytes() in UTF-8; the line is
+    found in `data`, the bytes the words came from, when it is given."""
+    limit = max_token_bytes()
+    if not words or len(max(words, key=len)) * 4 <= limit:  # the usual case, without encoding a word
+        return
+    for word in words:
+        size = len(word.encode("utf-8") if isinstance(word, str) else word)
+        if size > limit:
+            where = -1 if data is None else data.find(word.encode("utf-8") if isinstance(word, str) else word)
+            line = None if where < 0 else lines_before + data[:where].count(b"\n") + 1  # an mmap has no count()
+            raise token_too_long(path, line, size, limit)
+
+
+def long_line_start(data, limit, start=0):
+    """Where in `data` (from `start`, a line's beginning) the first line of more than `limit`
+    bytes begins (its newline not counted), or -1. The last line may end past `data`: it
+    only counts once it is already too long. A jump of about `limit` bytes at a time, the
+    last newline within reach found by memrchr: a block costs one pass at C speed."""
+    newline, size = start - 1, len(data)
+    while newline + limit + 1 < size:
+        found = data.rfind(b"\n", newline + 1, newline + limit + 2)
+        if found < 0:
+            return newline + 1
+        newline = found
+    return -1
+
+
+def _checked_lines(data, path, limit, lines_before=0, start=0):
+    """`data`, refused when a line in it passes `limit` bytes."""
+    where = long_line_start(data, limit, start)
+    if where >= 0:
+        raise line_too_long(path, lines_before + data.count(b"\n", 0, where) + 1, limit)
+    return data
+
+
+READ_BYTES = 1 << 20  # a stream, or gzip data, is read a piece of this size at a time
+
+
+def _read_checked(source, path, limit):
+    """All of a file object's bytes, read a piece at a time, refused as soon as a line
+    passes `limit` bytes (an endless stream of one line ends there)."""
+    pieces, lines, tail = [], 0, 0  # tail: bytes of the unfinished last line so far
+    while piece := source.read(READ_BYTES):
+        last = piece.rfind(b"\n")
+        if last < 0:
+            if tail + len(piece) > limit:
+                raise line_too_long(path, lines + 1, limit)
+            tail += len(piece)
+        else:
+            if tail + piece.find(b"\n") > limit:
+                raise line_too_long(path, lines + 1, limit)
+            _checked_lines(piece, path, limit, lines, start=piece.find(b"\n") + 1)
+            lines += piece.count(b"\n")
+            tail = len(piece) - last - 1
+        pieces.append(piece)
+    return b"".join(pieces)
+
+
 _stdin = None
 
 
 def read_bytes(path):
     """The whole content of `path` ('-' for stdin, read once and kept, so that a tool
-    may pass over it twice), gunzipped when it is gzip data."""
+    may pass over it twice), gunzipped when it is gzip data. A line longer than
+    max_line_bytes() is refused; a stream, or gzip data, as soon as it is read."""
     global _stdin
+    limit = max_line_bytes()
     if path == "-":
         if _stdin_streamed():
             raise InputError("stdin was read already and cannot be read again", path=path)
         if _stdin is None or _stdin[0] is not sys.stdin:
-            _stdin = (sys.stdin, sys.stdin.buffer.read())
+            _stdin = (sys.stdin, _read_checked(sys.stdin.buffer, path, limit))
         data = _stdin[1]
     else:
         try:
             with open(path, "rb") as f:
-                data = f.read()
+                regular = stat.S_ISREG(os.fstat(f.fileno()).st_mode)
+                data = f.read() if regular else _read_checked(f, path, limit)
         except OSError as err:
             raise _os_error(path, err) from None
+        if regular and data[:2] != GZIP_MAGIC:
+            _checked_lines(data, path, limit)
     if data[:2] == GZIP_MAGIC:
         import gzip
         try:
-            data = gzip.decompress(data)
+            data = _read_checked(gzip.GzipFile(fileobj=io.BytesIO(data)), path, limit)
         except (OSError, EOFError, zlib.error) as err:
             raise InputError(f"corrupt gzip data ({err})", path=path) from None
     return data
@@ -103,13 +203,13 @@ def read_text_blocks(path, normalize=None, block_bytes=BLOCK_BYTES):
             import gzip
             raw = gzip.GzipFile(fileobj=_Prefixed(head, source))
             head = b""
-        carry, lines = head, 0
+        carry, lines, limit = head, 0, max_line_bytes()
         while True:
             try:
                 chunk = raw.read(block_bytes)
             except (OSError, EOFError, zlib.error) as err:
                 raise InputError(f"corrupt gzip data ({err})", path=path) from None
-            data = carry + chunk
+            data = _checked_lines(carry + chunk, path, limit, lines)
             if not chunk:
                 if data:
                     yield _checked_block(data, path, lines, normalize)

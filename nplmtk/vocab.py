@@ -3,7 +3,7 @@ from collections import Counter
 
 from ._ext import text_kernels
 from .errors import InputError, NplmError, ParameterError
-from .io import atomic_output, read_bytes, read_lines, read_text_blocks
+from .io import atomic_output, check_tokens, max_token_bytes, read_bytes, read_lines, read_text_blocks, token_too_long
 from .text import Normalizer, split_words
 
 UNK, BOS, EOS = "<unk>", "<s>", "</s>"
@@ -29,6 +29,7 @@ class Vocabulary:
             raise ParameterError(f"{{unk}} cannot be {unk}: <s> and </s> mark where sentences begin and end")
         specials = [unk, BOS, EOS]
         rest = [w for w in words if w not in specials]
+        check_tokens(rest)
         self.words = specials + rest
         self.index = {w: i for i, w in enumerate(self.words)}
         if len(self.index) != len(self.words):
@@ -80,7 +81,7 @@ class Vocabulary:
     @classmethod
     def read(cls, path, unk=UNK):
         """An SRILM vocabulary file: one word per line, optionally followed by a count."""
-        words, counts, first_line = [], {}, {}
+        words, counts, first_line, limit = [], {}, {}, max_token_bytes()
         for number, line in enumerate(read_lines(path), 1):
             fields = split_words(line)
             if not fields:
@@ -88,6 +89,8 @@ class Vocabulary:
             if len(fields) > 2:
                 raise InputError(f"expected 'word' or 'word count', got {len(fields)} fields", path=path, line=number)
             word = fields[0]
+            if len(word) * 4 > limit and len(word.encode("utf-8")) > limit:
+                raise token_too_long(path, number, len(word.encode("utf-8")), limit)
             if word in first_line:
                 raise InputError(f"duplicate word '{word}' (first on line {first_line[word]})", path=path, line=number)
             first_line[word] = number
@@ -120,8 +123,11 @@ def count_words(paths, normalize=None):
     for path in paths:
         if path == "-":
             read_bytes(path)  # stdin kept for the pass that encodes it
+        lines = 0
         for block in read_text_blocks(path, normalize or None):
             block_counts, block_sentences = text_kernels.count_words(block)
+            check_tokens(block_counts, path, block, lines)
+            lines += block.count(b"\n")
             counts.update({w.decode("utf-8"): c for w, c in block_counts.items()})
             sentences += block_sentences
     if not counts:

@@ -1,5 +1,6 @@
 """The library names its parameters and files; the CLI spells parameters as flags, prints
 one line and exits 2, and prints each library warning once as `nplm SUBCOMMAND: warning:`."""
+import os
 import warnings
 
 import pytest
@@ -143,3 +144,21 @@ def test_degenerate_counts_warn_once_per_order(tmp_path):
     counts = {2: [10, 0, 0, 0], 3: [7, 0, 0, 0], 4: [0, 0, 0, 0]}
     assert err == "".join(f"nplm ngram-count: warning: order {k}: counts-of-counts n1..n4 = {n} give discounts "
                           "out of range; using fallback discounts 0.5 1.0 1.5\n" for k, n in counts.items())
+
+
+# -- endless input: one line, exit 2 --------------------------------------------------------
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="no /dev/zero")
+@pytest.mark.parametrize("args", [["ppl", "-lm", "{model}", "-text", "/dev/zero"],
+                                  ["ppl", "-lm", "/dev/zero", "-text", "{text}"],
+                                  ["generate", "-lm", "/dev/zero", "-n", "1"],
+                                  ["embeddings", "-lm", "/dev/zero", "-write", "{out}"],
+                                  ["rescore", "-lm", "{model}", "-nbest", "/dev/zero"],
+                                  ["train-nplm", "-text", "/dev/zero", "-lm", "{out}"],
+                                  ["train-nplm", "-text", "{text}", "-valid", "/dev/zero", "-lm", "{out}"]])
+def test_an_endless_input_is_one_line(capsys, tmp_path, train, args):
+    model = tmp_path / "m.arpa"
+    assert run_main(capsys, "ngram-count", "-text", train, "-order", 2, "-lm", model)[0] == 0
+    status, out, err = run_main(capsys, *(a.format(model=model, text=train, out=tmp_path / "out") for a in args))
+    assert (status, out, err) == (2, "", "nplm: /dev/zero:1: a line longer than 1048576 bytes (the limit: set "
+                                         "NPLM_MAX_LINE_BYTES to raise it); not a text file?\n")

@@ -12,7 +12,7 @@ from .._ext.arpa_format import SectionError, format_section, parse_section, word
 from .._ext.backoff_kernels import children_runs
 from .._ext.ngram_sorting import srilm_order
 from ..errors import InputError
-from ..io import atomic_output, read_mapped, release_mapped
+from ..io import atomic_output, check_tokens, read_mapped, release_mapped
 from ..vocab import UNK, Vocabulary
 from .backoff import BackoffModel
 from .counts import MAX_ORDER, byte_ranks
@@ -215,6 +215,7 @@ def read_arpa(path, unk=UNK, data=None):
                              path=path, line=line_of(pos))
         if k == 1:
             one_grams = new_words  # the table below points into these bytes
+            check_tokens(one_grams, path, data)
             names = [w.decode("utf-8") for w in one_grams]
             vocab = Vocabulary(names, unk=unk)
             if len(vocab) != len(names) + sum(s not in names for s in vocab.words[:3]):
