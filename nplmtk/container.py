@@ -138,7 +138,7 @@ def is_container(path):
     try:
         with open(path, "rb") as f:
             return f.read(len(MAGIC)) == MAGIC
-    except OSError:
+    except (OSError, ValueError):  # the reader that follows says why (ValueError: a NUL byte in the name)
         return False
 
 

@@ -17,6 +17,8 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 
 def _os_error(path, err):
+    if isinstance(err, ValueError):  # open()'s "embedded null byte": no such name can exist
+        return NplmError("a file name cannot hold a NUL byte", path=path.replace("\0", "\\x00"))
     if isinstance(err, FileNotFoundError):
         return NplmError("no such file", path=path)
     if isinstance(err, IsADirectoryError):
@@ -141,7 +143,7 @@ def read_bytes(path):
             with open(path, "rb") as f:
                 regular = stat.S_ISREG(os.fstat(f.fileno()).st_mode)
                 data = f.read() if regular else _read_checked(f, path, limit)
-        except OSError as err:
+        except (OSError, ValueError) as err:
             raise _os_error(path, err) from None
         if regular and data[:2] != GZIP_MAGIC:
             _checked_lines(data, path, limit)
@@ -163,7 +165,7 @@ def read_mapped(path):
             with open(path, "rb") as f:
                 if stat.S_ISREG(os.fstat(f.fileno()).st_mode) and f.read(2) not in (GZIP_MAGIC, b""):
                     return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        except OSError as err:
+        except (OSError, ValueError) as err:
             raise _os_error(path, err) from None
     return read_bytes(path)
 
@@ -193,7 +195,7 @@ def read_text_blocks(path, normalize=None, block_bytes=BLOCK_BYTES):
     else:
         try:
             source = open(path, "rb")
-        except OSError as err:
+        except (OSError, ValueError) as err:
             raise _os_error(path, err) from None
     with contextlib.ExitStack() as stack:
         stack.callback(source.close if source is not sys.stdin.buffer else lambda: None)
@@ -283,7 +285,7 @@ def check_readable(path):
     try:
         with open(path, "rb"):
             pass
-    except OSError as err:
+    except (OSError, ValueError) as err:
         raise _os_error(path, err) from None
 
 
