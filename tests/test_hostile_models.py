@@ -216,7 +216,7 @@ def test_arpa_values_outside_their_domain_are_refused_with_their_line(tmp_path, 
     (np.array([[0.5, 0.50001]]), "non-negative and sum to 1"),
     (np.array([[0.5, 0.5], [0.5, 0.5]]), "needs float64 weights of shape (1, 2)"),
     (np.array([0.2, 0.3, 0.5]), "needs float64 weights of shape (1, 2)"),
-    (np.array([[0.5, np.nan]]), "needs float64 weights"),
+    (np.array([[0.5, np.nan]]), "a.arpa is nan: a weight must be a number from 0 to 1"),
     (np.array([[1, 0]], dtype=np.int64), "needs float64 weights"),
 ])
 def test_mixture_weights_that_break_their_promise_are_refused(tmp_path, arpa, weights, fragment):
