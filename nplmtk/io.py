@@ -68,7 +68,7 @@ def check_tokens(words, path=None, data=None, lines_before=0):
     """Refuse a word (bytes or str) longer than max_token_bytes() in UTF-8; the line is
     found in `data`, the bytes the words came from, when it is given."""
     limit = max_token_bytes()
-    if not words or len(max(words, key=len)) * 4 <= limit:  # the usual case, without encoding a word
+    if not words or max(map(len, words)) * 4 <= limit:  # the usual case, without encoding a word
         return
     for word in words:
         size = len(word.encode("utf-8") if isinstance(word, str) else word)
