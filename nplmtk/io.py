@@ -39,9 +39,13 @@ def _limit(variable, default):
     value = os.environ.get(variable)
     if value is None:
         return default
-    if not value.strip().isdigit() or int(value) < 1:
+    try:
+        limit = int(value) if value.strip().isascii() else 0  # int() also reads other scripts' digits
+    except ValueError:
+        limit = 0
+    if limit < 1:
         raise NplmError(f"{variable} must be a positive number of bytes, got '{value}'")
-    return int(value)
+    return limit
 
 
 def max_line_bytes():

@@ -1,6 +1,7 @@
 """The library names its parameters and files; the CLI spells parameters as flags, prints
 one line and exits 2, and prints each library warning once as `nplm SUBCOMMAND: warning:`."""
 import os
+import stat
 import warnings
 
 import pytest
@@ -151,7 +152,8 @@ def test_degenerate_counts_warn_once_per_order(tmp_path):
 
 # -- endless input: one line, exit 2 --------------------------------------------------------
 
-@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="no /dev/zero")
+@pytest.mark.skipif(not (os.path.exists("/dev/zero") and stat.S_ISCHR(os.stat("/dev/zero").st_mode)),
+                    reason="no /dev/zero device")
 @pytest.mark.parametrize("args", [["ppl", "-lm", "{model}", "-text", "/dev/zero"],
                                   ["ppl", "-lm", "/dev/zero", "-text", "{text}"],
                                   ["generate", "-lm", "/dev/zero", "-n", "1"],
