@@ -161,7 +161,7 @@ def test_degenerate_counts_warn_once_per_order(tmp_path):
                                   ["rescore", "-lm", "{model}", "-nbest", "/dev/zero"],
                                   ["train-nplm", "-text", "/dev/zero", "-lm", "{out}"],
                                   ["train-nplm", "-text", "{text}", "-valid", "/dev/zero", "-lm", "{out}"]])
-def test_an_endless_input_is_one_line(capsys, tmp_path, train, args):
+def test_an_endless_input_is_one_line(capsys, tmp_path, train, args, bounded_memory):
     model = tmp_path / "m.arpa"
     assert run_main(capsys, "ngram-count", "-text", train, "-order", 2, "-lm", model)[0] == 0
     status, out, err = run_main(capsys, *(a.format(model=model, text=train, out=tmp_path / "out") for a in args))

@@ -264,7 +264,7 @@ def test_a_line_past_the_limit_is_refused_with_its_line_in_every_reader(tmp_path
 
 @pytest.mark.skipif(not (os.path.exists("/dev/zero") and stat.S_ISCHR(os.stat("/dev/zero").st_mode)),
                     reason="no /dev/zero device")
-def test_an_endless_line_is_refused_without_reading_it_all(vocab):
+def test_an_endless_line_is_refused_without_reading_it_all(vocab, bounded_memory):
     # /dev/zero never ends: each reader must stop once the line passes the limit
     with pytest.raises(InputError, match="^/dev/zero:1: a line longer than 1048576 bytes"):
         Corpus.read("/dev/zero", vocab)
