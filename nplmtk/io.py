@@ -82,6 +82,15 @@ def check_tokens(words, path=None, data=None, lines_before=0):
             raise token_too_long(path, line, size, limit)
 
 
+def check_words(words, path, line, limit):
+    """Refuse the first of a line's `words` (str) longer than `limit` bytes in UTF-8. A
+    reader calls it only for a line of more than limit // 4 characters: no shorter line
+    can hold such a word, and a len() a line costs next to nothing."""
+    for word in words:
+        if len(word) * 4 > limit and len(word.encode("utf-8")) > limit:
+            raise token_too_long(path, line, len(word.encode("utf-8")), limit)
+
+
 def long_line_start(data, limit, start=0):
     """Where in `data` (from `start`, a line's beginning) the first line of more than `limit`
     bytes begins (its newline not counted), or -1. The last line may end past `data`: it

@@ -3,7 +3,7 @@ from collections import Counter
 
 from ._ext import text_kernels
 from .errors import InputError, NplmError, ParameterError
-from .io import atomic_output, check_tokens, max_token_bytes, read_bytes, read_lines, read_text_blocks, token_too_long
+from .io import atomic_output, check_tokens, check_words, max_token_bytes, read_bytes, read_lines, read_text_blocks
 from .text import Normalizer, split_words
 
 UNK, BOS, EOS = "<unk>", "<s>", "</s>"
@@ -89,8 +89,8 @@ class Vocabulary:
             if len(fields) > 2:
                 raise InputError(f"expected 'word' or 'word count', got {len(fields)} fields", path=path, line=number)
             word = fields[0]
-            if len(word) * 4 > limit and len(word.encode("utf-8")) > limit:
-                raise token_too_long(path, number, len(word.encode("utf-8")), limit)
+            if len(line) * 4 > limit:
+                check_words(fields[:1], path, number, limit)
             if word in first_line:
                 raise InputError(f"duplicate word '{word}' (first on line {first_line[word]})", path=path, line=number)
             first_line[word] = number

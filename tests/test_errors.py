@@ -219,3 +219,12 @@ def test_a_size_too_large_for_memory_is_one_line_naming_the_option(capsys, tmp_p
     assert (status, out) == (2, "")
     assert err.startswith("nplm: the parameters of -arch mlp (-m 100000000, -h 100, 7 words) would need ")
     assert len(err.splitlines()) == 1 and not (tmp_path / "m.nplm").exists()
+
+
+def test_a_word_too_long_in_counts_is_named_with_its_file_and_line(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("NPLM_MAX_TOKEN_BYTES", "7")
+    counts = tmp_path / "t.counts"
+    counts.write_text("the\t3\nthe cat\t2\nthe elephant\t1\n")
+    status, out, err = run_main(capsys, "ngram-count", "-read", counts, "-order", 2, "-lm", tmp_path / "x.arpa")
+    assert (status, out, err) == (2, "", f"nplm: {counts}:3: a word of 8 bytes, longer than 7 (the limit: set "
+                                         "NPLM_MAX_TOKEN_BYTES to raise it)\n")

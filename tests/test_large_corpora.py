@@ -16,6 +16,8 @@ from nplmtk.errors import InputError, NplmError
 from nplmtk.io import long_line_start, read_bytes, read_lines
 from nplmtk.neural.network import NeuralModel
 from nplmtk.neural.sampling import proposal
+from nplmtk.ngram.classes import WordClasses
+from nplmtk.ngram.counts import NgramCounts
 from nplmtk.vocab import Vocabulary, count_words
 
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "dog"]
@@ -289,6 +291,13 @@ def test_a_word_past_the_limit_is_refused_with_its_line(tmp_path, monkeypatch):
         Vocabulary.read(str(vocab))
     with pytest.raises(InputError, match="^a word of 11 bytes"):
         Vocabulary([long_word])
+    counts, classes = tmp_path / "t.counts", tmp_path / "t.classes"
+    counts.write_text(f"the\t3\nthe cat\t2\nthe {long_word}\t1\n")
+    classes.write_text(f"C1 the\nC1 {long_word}\n")
+    with pytest.raises(InputError, match=f"^{counts}:3: a word of 11 bytes"):
+        NgramCounts.read(str(counts), Vocabulary(["the", "cat"]))
+    with pytest.raises(InputError, match=f"^{classes}:2: a word of 11 bytes"):
+        WordClasses.read(str(classes))
     monkeypatch.setenv("NPLM_MAX_TOKEN_BYTES", "11")
     assert long_word in Vocabulary.from_counts(count_words([str(text)]))
     assert long_word in Vocabulary.read(str(vocab))
