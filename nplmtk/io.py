@@ -118,9 +118,17 @@ READ_BYTES = 1 << 20  # a stream, or gzip data, is read a piece of this size at 
 
 def _read_checked(source, path, limit):
     """All of a file object's bytes, read a piece at a time, refused as soon as a line
-    passes `limit` bytes (an endless stream of one line ends there)."""
+    passes `limit` bytes (an endless stream of one line ends there) or a piece is not
+    UTF-8 (every reader of these bytes wants text: /dev/urandom ends at its first piece)."""
+    import codecs
     pieces, lines, tail = [], 0, 0  # tail: bytes of the unfinished last line so far
+    utf8 = codecs.getincrementaldecoder("utf-8")()
     while piece := source.read(READ_BYTES):
+        try:
+            utf8.decode(piece)
+        except UnicodeDecodeError as err:
+            raise InputError("invalid UTF-8", path=path, line=lines + piece.count(b"\n", 0, max(err.start, 0)) + 1) \
+                from None
         last = piece.rfind(b"\n")
         if last < 0:
             if tail + len(piece) > limit:

@@ -278,6 +278,29 @@ def test_an_endless_line_is_refused_without_reading_it_all(vocab, bounded_memory
         container.load("/dev/zero")
 
 
+class EndlessBytes(io.RawIOBase):
+    """A stream that never ends: `pattern` again and again."""
+
+    def __init__(self, pattern):
+        self.pattern = pattern
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        n = len(buffer)
+        buffer[:n] = (self.pattern * (n // len(self.pattern) + 1))[:n]
+        return n
+
+
+def test_an_endless_stream_that_is_not_text_is_refused_at_its_first_piece(monkeypatch, bounded_memory):
+    # short lines, so only the UTF-8 check can stop it (as /dev/urandom)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(EndlessBytes(b"ok\nno \xff\n"))))
+    with pytest.raises(InputError) as caught:
+        read_lines("-")
+    assert (caught.value.path, caught.value.line, caught.value.message) == ("-", 2, "invalid UTF-8")
+
+
 def test_a_word_past_the_limit_is_refused_with_its_line(tmp_path, monkeypatch):
     monkeypatch.setenv("NPLM_MAX_TOKEN_BYTES", "10")
     long_word = "caf\u00e9\u00e9\u00e9\u00e9"  # 7 characters, 11 bytes in UTF-8
