@@ -135,7 +135,12 @@ class ModelFile:
 
 
 def is_container(path):
+    """Whether `path` is a regular file that starts as a container. A pipe is not opened: its
+    first bytes would be gone for the reader that follows (and a container must be a
+    regular file, to be memory-mapped)."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
         with open(path, "rb") as f:
             return f.read(len(MAGIC)) == MAGIC
     except (OSError, ValueError):  # the reader that follows says why (ValueError: a NUL byte in the name)

@@ -116,14 +116,23 @@ def _checked_lines(data, path, limit, lines_before=0, start=0):
 READ_BYTES = 1 << 20  # a stream, or gzip data, is read a piece of this size at a time
 
 
-def _read_checked(source, path, limit):
+def _read_checked(source, path, limit, check_start=None):
     """All of a file object's bytes, read a piece at a time, refused as soon as a line
     passes `limit` bytes (an endless stream of one line ends there) or a piece is not
-    UTF-8 (every reader of these bytes wants text: /dev/urandom ends at its first piece)."""
+    UTF-8 (every reader of these bytes wants text: /dev/urandom ends at its first piece).
+    Gzip data is not checked: its text is, once gunzipped. `check_start(first piece)` may
+    refuse the stream by its first bytes (a binary format's magic) before the rest."""
     import codecs
     pieces, lines, tail = [], 0, 0  # tail: bytes of the unfinished last line so far
-    utf8 = codecs.getincrementaldecoder("utf-8")()
+    utf8, plain = codecs.getincrementaldecoder("utf-8")(), None
     while piece := source.read(READ_BYTES):
+        if plain is None:
+            if check_start:
+                check_start(piece)
+            plain = piece[:2] != GZIP_MAGIC
+        pieces.append(piece)
+        if not plain:
+            continue
         try:
             utf8.decode(piece)
         except UnicodeDecodeError as err:
@@ -140,33 +149,70 @@ def _read_checked(source, path, limit):
             _checked_lines(piece, path, limit, lines, start=piece.find(b"\n") + 1)
             lines += piece.count(b"\n")
             tail = len(piece) - last - 1
-        pieces.append(piece)
     return b"".join(pieces)
 
 
-_stdin = None
+# Stdin's bytes, read whole, kept so that a tool may pass over it twice, under the object
+# sys.stdin was then (tests replace it); None: it was read block by block, and is gone.
+_kept = {}
 
 
-def read_bytes(path):
-    """The whole content of `path` ('-' for stdin, read once and kept, so that a tool
-    may pass over it twice), gunzipped when it is gzip data. A line longer than
-    max_line_bytes() is refused; a stream, or gzip data, as soon as it is read."""
-    global _stdin
-    limit = max_line_bytes()
+def _stream_key(path):
+    """Where `_kept` keeps the bytes of `path`: stdin's key, or None for a file."""
+    return (sys.stdin, "-") if path == "-" else None
+
+
+def is_stream(path):
+    """Whether `path` is stdin or a file that is not regular (a pipe, a device): its bytes
+    come once, so a check must not open it and close it unread."""
     if path == "-":
-        if _stdin_streamed():
-            raise InputError("stdin was read already and cannot be read again", path=path)
-        if _stdin is None or _stdin[0] is not sys.stdin:
-            _stdin = (sys.stdin, _read_checked(sys.stdin.buffer, path, limit))
-        data = _stdin[1]
-    else:
+        return True
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return False  # the open that follows says why
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))  # a folder: the open says it is one
+
+
+def _read_once(path):
+    return InputError("stdin was read already and cannot be read again", path=path)
+
+
+def _open(path):
+    try:
+        return sys.stdin.buffer if path == "-" else open(path, "rb")
+    except (OSError, ValueError) as err:
+        raise _os_error(path, err) from None
+
+
+def read_bytes(path, keep=True, check_start=None):
+    """The whole content of `path` ('-' for stdin), gunzipped when it is gzip data. Stdin
+    is read once and, with `keep`, kept, so that a tool may pass over it twice. A line
+    longer than max_line_bytes() is refused; a stream (stdin, a pipe, a device), or gzip
+    data, as soon as it is read. `check_start`: as _read_checked's, for a stream."""
+    limit, key = max_line_bytes(), _stream_key(path)
+    if key in _kept:
+        if _kept[key] is None:
+            raise _read_once(path)
+        data = _kept[key]
+    elif is_stream(path):
+        source = _open(path)
         try:
-            with open(path, "rb") as f:
-                regular = stat.S_ISREG(os.fstat(f.fileno()).st_mode)
-                data = f.read() if regular else _read_checked(f, path, limit)
-        except (OSError, ValueError) as err:
+            data = _read_checked(source, path, limit, check_start)
+        except OSError as err:
             raise _os_error(path, err) from None
-        if regular and data[:2] != GZIP_MAGIC:
+        finally:
+            if source is not sys.stdin.buffer:
+                source.close()
+        if key is not None:
+            _kept[key] = data if keep else None  # not kept (a model's text, parsed once): gone
+    else:
+        with contextlib.closing(_open(path)) as f:
+            try:
+                data = f.read()
+            except OSError as err:
+                raise _os_error(path, err) from None
+        if data[:2] != GZIP_MAGIC:
             _checked_lines(data, path, limit)
     if data[:2] == GZIP_MAGIC:
         import gzip
@@ -177,18 +223,19 @@ def read_bytes(path):
     return data
 
 
-def read_mapped(path):
+def read_mapped(path, check_start=None):
     """The content of `path` as `read_bytes` gives it, but a plain regular file (not gzip)
     as a read-only memory map, whose pages `release_mapped` hands back once read: a large
-    file then never sits in memory whole."""
-    if path != "-":
+    file then never sits in memory whole. A stream is read once (refused by its first
+    bytes when `check_start` says so), and not kept."""
+    if not is_stream(path):
         try:
             with open(path, "rb") as f:
-                if stat.S_ISREG(os.fstat(f.fileno()).st_mode) and f.read(2) not in (GZIP_MAGIC, b""):
+                if f.read(2) not in (GZIP_MAGIC, b""):
                     return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         except (OSError, ValueError) as err:
             raise _os_error(path, err) from None
-    return read_bytes(path)
+    return read_bytes(path, keep=False, check_start=check_start)
 
 
 def release_mapped(data, end):
@@ -205,19 +252,15 @@ def read_text_blocks(path, normalize=None, block_bytes=BLOCK_BYTES):
     function) in blocks of about `block_bytes` that end after a newline (the last block
     where the file does), so a corpus larger than memory streams through. Stdin already
     read by read_bytes comes from its copy; otherwise it streams and cannot be read again."""
-    global _stdin
-    if path == "-" and _stdin_streamed():
-        raise InputError("stdin was read already and cannot be read again", path=path)
-    if path == "-" and _stdin is not None and _stdin[0] is sys.stdin:
-        source = io.BytesIO(_stdin[1])
-    elif path == "-":
-        _stdin = (sys.stdin, None)  # streamed: gone once read
-        source = sys.stdin.buffer
+    key = _stream_key(path)
+    if key in _kept and _kept[key] is None:
+        raise _read_once(path)
+    if key in _kept:
+        source = io.BytesIO(_kept[key])
     else:
-        try:
-            source = open(path, "rb")
-        except (OSError, ValueError) as err:
-            raise _os_error(path, err) from None
+        source = _open(path)
+        if key is not None:
+            _kept[key] = None  # streamed: gone once read
     with contextlib.ExitStack() as stack:
         stack.callback(source.close if source is not sys.stdin.buffer else lambda: None)
         head = source.read(2)
@@ -274,10 +317,6 @@ def _checked_block(data, path, lines_before, normalize):
     return normalize(text).encode("utf-8") if normalize else data
 
 
-def _stdin_streamed():
-    return _stdin is not None and _stdin[0] is sys.stdin and _stdin[1] is None
-
-
 def read_text(path):
     """The UTF-8 text of `path`; invalid UTF-8 is an error naming the line."""
     return _decode(read_bytes(path), path)
@@ -302,6 +341,10 @@ def read_lines(path):
 def check_readable(path):
     """Fail early (before any work) when an input cannot be opened."""
     if path == "-":
+        return
+    if is_stream(path):  # opening and closing a FIFO would throw away what its writer wrote
+        if not os.access(path, os.R_OK):
+            raise NplmError("permission denied", path=path)
         return
     try:
         with open(path, "rb"):

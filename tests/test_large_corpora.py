@@ -332,3 +332,53 @@ def test_a_limit_that_is_not_a_number_of_bytes_is_refused(monkeypatch, tmp_path,
     (tmp_path / "t.txt").write_text("the cat\n")
     with pytest.raises(NplmError, match=f"^NPLM_MAX_LINE_BYTES must be a positive number of bytes, got '{value}'$"):
         read_lines(str(tmp_path / "t.txt"))
+
+
+# -- pipes: their bytes come once ----------------------------------------------------------
+
+FIFO_SCRIPT = """
+import sys, threading
+from nplmtk.io import check_readable
+from nplmtk.corpus import Corpus
+from nplmtk.models import load
+from nplmtk.vocab import Vocabulary
+from nplmtk.errors import NplmError
+fifo, text, model, container = sys.argv[1:5]
+
+def written(path):
+    def write():
+        with open(fifo, "wb") as out:
+            out.write(open(path, "rb").read())
+    threading.Thread(target=write, daemon=True).start()
+
+check_readable(fifo)  # must not open it (with no writer yet, an open would wait for ever)
+written(text)
+print(Corpus.read(fifo, Vocabulary(["the", "cat"])).num_words)
+written(model)
+print(len(load(fifo).vocab))  # is_container must not take the first bytes of an ARPA model
+written(container)
+try:
+    load(fifo)
+except NplmError as error:
+    print(error)
+"""
+
+
+def test_a_pipe_loses_no_bytes_to_checks_and_a_model_through_one_is_named(tmp_path):
+    import subprocess
+    from nplmtk.ngram.arpa import write_arpa
+    from nplmtk.ngram.estimate import estimate
+    text, model, fifo = tmp_path / "t.txt", tmp_path / "m.arpa", tmp_path / "fifo"
+    text.write_text(random_text())
+    vocab = Vocabulary.from_counts(count_words([str(text)]))
+    with pytest.warns(Warning):  # the degenerate counts of a random text
+        write_arpa(estimate(NgramCounts.from_corpus(Corpus.read(str(text), vocab), 2)), str(model))
+    container.save(str(tmp_path / "c.nplm"), "mixture", {}, vocab=vocab)
+    os.mkfifo(fifo)
+    # in a process of its own, with a bound on its time: a reader that hangs on the pipe fails the test
+    run = subprocess.run([sys.executable, "-c", FIFO_SCRIPT, str(fifo), str(text), str(model), str(tmp_path / "c.nplm")],
+                         capture_output=True, text=True, timeout=20)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == [str(Corpus.read(str(text), vocab).num_words), str(len(vocab)),
+                                       f"{fifo}: an nplm model must be a regular file (it is memory-mapped), not a "
+                                       "pipe or a device"]

@@ -11,6 +11,7 @@ import numpy as np
 from .._ext.arpa_format import SectionError, format_section, parse_section, word_table
 from .._ext.backoff_kernels import children_runs
 from .._ext.ngram_sorting import srilm_order
+from ..container import MAGIC as CONTAINER_MAGIC
 from ..errors import InputError
 from ..io import atomic_output, check_tokens, read_mapped, release_mapped
 from ..vocab import UNK, Vocabulary
@@ -140,10 +141,16 @@ class _BackgroundWriter:
 def read_arpa(path, unk=UNK, data=None):
     """A BackoffModel from an ARPA file (or its bytes `data`, `path` naming them); its
     vocabulary is the words of the 1-grams."""
-    data = read_mapped(path) if data is None else bytes(data)
-    if data[:len(KENLM_BINARY_MAGIC)] == KENLM_BINARY_MAGIC:
-        raise InputError("a KenLM binary model (written by KenLM's build_binary), not ARPA text: build_binary has "
-                         "no inverse, so give the ARPA file it was built from", path=path)
+    def refuse_binary(start):
+        if start[:len(CONTAINER_MAGIC)] == CONTAINER_MAGIC:  # through a pipe: is_container opens no pipe
+            raise InputError("an nplm model must be a regular file (it is memory-mapped), not a pipe or a device",
+                             path=path)
+        if start[:len(KENLM_BINARY_MAGIC)] == KENLM_BINARY_MAGIC:
+            raise InputError("a KenLM binary model (written by KenLM's build_binary), not ARPA text: build_binary "
+                             "has no inverse, so give the ARPA file it was built from", path=path)
+
+    data = read_mapped(path, check_start=refuse_binary) if data is None else bytes(data)
+    refuse_binary(data[:len(KENLM_BINARY_MAGIC)])
 
     def line_of(offset):
         return data[:offset].count(b"\n") + 1
