@@ -2,6 +2,9 @@
 model file and its checkpoint arrays. A feed-forward architecture (MLP, energy network,
 log-bilinear) predicts each word from a window of the `order` - 1 previous words; its
 training examples are those windows (docs/ARCHITECTURE.md: "adding an architecture")."""
+import os
+import resource
+
 import numpy as np
 
 from .. import container
@@ -321,8 +324,6 @@ class NeuralModel(LanguageModel):
 def memory_bytes():
     """The most a process here can allocate: the machine's memory, or less under a limit
     of its address space (ulimit -v)."""
-    import os
-    import resource
     physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     limit = resource.getrlimit(resource.RLIMIT_AS)[0]
     return physical if limit == resource.RLIM_INFINITY else min(physical, limit)
