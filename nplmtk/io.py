@@ -116,19 +116,19 @@ def _checked_lines(data, path, limit, lines_before=0, start=0):
 READ_BYTES = 1 << 20  # a stream, or gzip data, is read a piece of this size at a time
 
 
-def _read_checked(source, path, limit, check_start=None):
+def _read_checked(source, path, limit, check_piece=None):
     """All of a file object's bytes, read a piece at a time, refused as soon as a line
     passes `limit` bytes (an endless stream of one line ends there) or a piece is not
     UTF-8 (every reader of these bytes wants text: /dev/urandom ends at its first piece).
-    Gzip data is not checked: its text is, once gunzipped. `check_start(first piece)` may
-    refuse the stream by its first bytes (a binary format's magic) before the rest."""
+    Gzip data is not checked: its text is, once gunzipped. `check_piece(piece, lines
+    before it)` may refuse the stream as it comes (by a format's magic, or its length)."""
     import codecs
     pieces, lines, tail = [], 0, 0  # tail: bytes of the unfinished last line so far
     utf8, plain = codecs.getincrementaldecoder("utf-8")(), None
     while piece := source.read(READ_BYTES):
+        if check_piece:
+            check_piece(piece, lines)
         if plain is None:
-            if check_start:
-                check_start(piece)
             plain = piece[:2] != GZIP_MAGIC
         pieces.append(piece)
         if not plain:
@@ -185,11 +185,11 @@ def _open(path):
         raise _os_error(path, err) from None
 
 
-def read_bytes(path, keep=True, check_start=None):
+def read_bytes(path, keep=True, check_piece=None):
     """The whole content of `path` ('-' for stdin), gunzipped when it is gzip data. Stdin
     is read once and, with `keep`, kept, so that a tool may pass over it twice. A line
     longer than max_line_bytes() is refused; a stream (stdin, a pipe, a device), or gzip
-    data, as soon as it is read. `check_start`: as _read_checked's, for a stream."""
+    data, as soon as it is read. `check_piece`: as _read_checked's, for a stream."""
     limit, key = max_line_bytes(), _stream_key(path)
     if key in _kept:
         if _kept[key] is None:
@@ -198,7 +198,7 @@ def read_bytes(path, keep=True, check_start=None):
     elif is_stream(path):
         source = _open(path)
         try:
-            data = _read_checked(source, path, limit, check_start)
+            data = _read_checked(source, path, limit, check_piece)
         except OSError as err:
             raise _os_error(path, err) from None
         finally:
@@ -223,11 +223,11 @@ def read_bytes(path, keep=True, check_start=None):
     return data
 
 
-def read_mapped(path, check_start=None):
+def read_mapped(path, check_piece=None):
     """The content of `path` as `read_bytes` gives it, but a plain regular file (not gzip)
     as a read-only memory map, whose pages `release_mapped` hands back once read: a large
-    file then never sits in memory whole. A stream is read once (refused by its first
-    bytes when `check_start` says so), and not kept."""
+    file then never sits in memory whole. A stream is read once (refused as it comes when
+    `check_piece` says so, see _read_checked), and not kept."""
     if not is_stream(path):
         try:
             with open(path, "rb") as f:
@@ -235,7 +235,7 @@ def read_mapped(path, check_start=None):
                     return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         except (OSError, ValueError) as err:
             raise _os_error(path, err) from None
-    return read_bytes(path, keep=False, check_start=check_start)
+    return read_bytes(path, keep=False, check_piece=check_piece)
 
 
 def release_mapped(data, end):

@@ -152,21 +152,26 @@ def test_degenerate_counts_warn_once_per_order(tmp_path):
 
 # -- endless input: one line, exit 2 --------------------------------------------------------
 
+ENDLESS_TEXT = ("/dev/zero:1: a line longer than 1048576 bytes (the limit: set NPLM_MAX_LINE_BYTES to raise it); not a "
+                "text file?")
+ENDLESS_MODEL = "/dev/zero: not an ARPA model (no \\data\\ line in its first 1048576 bytes) nor an nplm model"
+
+
 @pytest.mark.skipif(not (os.path.exists("/dev/zero") and stat.S_ISCHR(os.stat("/dev/zero").st_mode)),
                     reason="no /dev/zero device")
-@pytest.mark.parametrize("args", [["ppl", "-lm", "{model}", "-text", "/dev/zero"],
-                                  ["ppl", "-lm", "/dev/zero", "-text", "{text}"],
-                                  ["generate", "-lm", "/dev/zero", "-n", "1"],
-                                  ["embeddings", "-lm", "/dev/zero", "-write", "{out}"],
-                                  ["rescore", "-lm", "{model}", "-nbest", "/dev/zero"],
-                                  ["train-nplm", "-text", "/dev/zero", "-lm", "{out}"],
-                                  ["train-nplm", "-text", "{text}", "-valid", "/dev/zero", "-lm", "{out}"]])
-def test_an_endless_input_is_one_line(capsys, tmp_path, train, args, bounded_memory):
+@pytest.mark.parametrize("args, message", [(["ppl", "-lm", "{model}", "-text", "/dev/zero"], ENDLESS_TEXT),
+                                           (["ppl", "-lm", "/dev/zero", "-text", "{text}"], ENDLESS_MODEL),
+                                           (["generate", "-lm", "/dev/zero", "-n", "1"], ENDLESS_MODEL),
+                                           (["embeddings", "-lm", "/dev/zero", "-write", "{out}"], ENDLESS_MODEL),
+                                           (["rescore", "-lm", "{model}", "-nbest", "/dev/zero"], ENDLESS_TEXT),
+                                           (["train-nplm", "-text", "/dev/zero", "-lm", "{out}"], ENDLESS_TEXT),
+                                           (["train-nplm", "-text", "{text}", "-valid", "/dev/zero", "-lm", "{out}"],
+                                            ENDLESS_TEXT)])
+def test_an_endless_input_is_one_line(capsys, tmp_path, train, args, message, bounded_memory):
     model = tmp_path / "m.arpa"
     assert run_main(capsys, "ngram-count", "-text", train, "-order", 2, "-lm", model)[0] == 0
     status, out, err = run_main(capsys, *(a.format(model=model, text=train, out=tmp_path / "out") for a in args))
-    assert (status, out, err) == (2, "", "nplm: /dev/zero:1: a line longer than 1048576 bytes (the limit: set "
-                                         "NPLM_MAX_LINE_BYTES to raise it); not a text file?\n")
+    assert (status, out, err) == (2, "", f"nplm: {message}\n")
 
 
 # -- sizes that cannot fit: refused before anything is allocated ----------------------------

@@ -279,18 +279,34 @@ def test_an_endless_line_is_refused_without_reading_it_all(vocab, bounded_memory
 
 
 class EndlessBytes(io.RawIOBase):
-    """A stream that never ends: `pattern` again and again."""
+    """A stream that never ends: `start`, then `pattern` again and again."""
 
-    def __init__(self, pattern):
-        self.pattern = pattern
+    def __init__(self, pattern, start=b""):
+        self.pattern, self.start = pattern, start
 
     def readable(self):
         return True
 
     def readinto(self, buffer):
         n = len(buffer)
-        buffer[:n] = (self.pattern * (n // len(self.pattern) + 1))[:n]
+        data = self.start[:n]
+        self.start = self.start[n:]
+        data += (self.pattern * ((n - len(data)) // len(self.pattern) + 1))[:n - len(data)]
+        buffer[:n] = data
         return n
+
+
+@pytest.mark.parametrize("start, message", [
+    (b"", "-: not an ARPA model (no \\data\\ line in its first 1048576 bytes) nor an nplm model"),
+    (b"\n\\data\\\nngram 1=3\nngram 2=2\n\n\\1-grams:\n",
+     "-:413: more lines than the \\data\\ header's 5 n-grams and 407 other lines: not an ARPA model"),
+])
+def test_an_endless_model_through_a_pipe_is_refused_by_its_header(monkeypatch, bounded_memory, start, message):
+    from nplmtk.models import load
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(EndlessBytes(b"y\n", start))))
+    with pytest.raises(InputError) as caught:  # 1 line before \\data\\, 4 of header, 5 n-grams, 2 titles, 400 blank
+        load("-")
+    assert str(caught.value) == message
 
 
 def test_an_endless_stream_that_is_not_text_is_refused_at_its_first_piece(monkeypatch, bounded_memory):

@@ -13,7 +13,7 @@ from .._ext.backoff_kernels import children_runs
 from .._ext.ngram_sorting import srilm_order
 from ..container import MAGIC as CONTAINER_MAGIC
 from ..errors import InputError
-from ..io import atomic_output, check_tokens, read_mapped, release_mapped
+from ..io import GZIP_MAGIC, READ_BYTES, atomic_output, check_tokens, read_mapped, release_mapped
 from ..vocab import UNK, Vocabulary
 from .backoff import BackoffModel
 from .counts import MAX_ORDER, byte_ranks
@@ -138,6 +138,26 @@ class _BackgroundWriter:
             raise self.failure
 
 
+BLANK_LINES = 100  # blank or comment lines an ARPA model may have around each section, read from a stream
+
+
+def _lines_promised(start, at):
+    """(the most lines an ARPA model whose \\data\\ line is at offset `at` of its first bytes
+    `start` may have, the n-grams its header declares), or (None, 0) when its header does
+    not end within `start`: the lines up to the header's end, one a declared n-gram and a
+    section's title, and BLANK_LINES around each section."""
+    lines = start[at:].split(b"\n", MAX_ORDER + BLANK_LINES)[1:-1]  # after \data\; the last may be cut
+    grams = orders = 0
+    for seen, line in enumerate(lines, 1):
+        text = line.decode("utf-8", "replace").strip()
+        match = _COUNT_LINE.match(text)
+        if match:
+            grams, orders = grams + int(match.group(2)), orders + 1
+        elif text:  # the first section's title (or a line the parser will refuse): the header ends
+            return start.count(b"\n", 0, at) + seen + grams + orders + BLANK_LINES * (orders + 2), grams
+    return None, 0
+
+
 def read_arpa(path, unk=UNK, data=None):
     """A BackoffModel from an ARPA file (or its bytes `data`, `path` naming them); its
     vocabulary is the words of the 1-grams."""
@@ -149,7 +169,24 @@ def read_arpa(path, unk=UNK, data=None):
             raise InputError("a KenLM binary model (written by KenLM's build_binary), not ARPA text: build_binary "
                              "has no inverse, so give the ARPA file it was built from", path=path)
 
-    data = read_mapped(path, check_start=refuse_binary) if data is None else bytes(data)
+    def refuse_stream(piece, lines_before, bound=[]):
+        """A model read from a stream, refused as it comes: by a binary magic or no \\data\\
+        line in its first piece, then once it has more lines than its header promises (an
+        endless text, `yes`, would otherwise be read until memory runs out)."""
+        if bound:
+            if bound[0] is not None and lines_before > bound[0]:
+                raise InputError(f"more lines than the \\data\\ header's {bound[1]} n-grams and {bound[0] - bound[1]} "
+                                 "other lines: not an ARPA model", path=path, line=bound[0] + 1)
+            return
+        refuse_binary(piece)
+        at = piece.find(b"\\data\\")
+        if at < 0 and len(piece) == READ_BYTES and piece[:2] != GZIP_MAGIC:
+            raise InputError(f"not an ARPA model (no \\data\\ line in its first {READ_BYTES} bytes) nor an nplm model",
+                             path=path)
+        bound.extend(_lines_promised(piece, at) if at >= 0 else (None, 0))
+
+    data = read_mapped(path, check_piece=refuse_stream) if data is None else bytes(data)
+    data = read_mapped(path, check_start=refuse_stream) if data is None else bytes(data)
     refuse_binary(data[:len(KENLM_BINARY_MAGIC)])
 
     def line_of(offset):
