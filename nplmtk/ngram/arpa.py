@@ -169,7 +169,9 @@ def read_arpa(path, unk=UNK, data=None):
             raise InputError("a KenLM binary model (written by KenLM's build_binary), not ARPA text: build_binary "
                              "has no inverse, so give the ARPA file it was built from", path=path)
 
-    def refuse_stream(piece, lines_before, bound=[]):
+    bound = []  # (the most lines the stream's header allows or None, its n-grams), once its first piece is seen
+
+    def refuse_stream(piece, lines_before):
         """A model read from a stream, refused as it comes: by a binary magic or no \\data\\
         line in its first piece, then once it has more lines than its header promises (an
         endless text, `yes`, would otherwise be read until memory runs out)."""
@@ -186,7 +188,6 @@ def read_arpa(path, unk=UNK, data=None):
         bound.extend(_lines_promised(piece, at) if at >= 0 else (None, 0))
 
     data = read_mapped(path, check_piece=refuse_stream) if data is None else bytes(data)
-    data = read_mapped(path, check_start=refuse_stream) if data is None else bytes(data)
     refuse_binary(data[:len(KENLM_BINARY_MAGIC)])
 
     def line_of(offset):
