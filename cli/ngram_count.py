@@ -4,7 +4,8 @@ import numpy as np
 
 from nplmtk.corpus import Corpus
 from nplmtk.errors import NplmError
-from nplmtk.io import atomic_output, check_readable, check_writable, read_lines, scratch_folder
+from nplmtk.io import (atomic_output, check_readable, check_words, check_writable, max_token_bytes, read_lines,
+                       scratch_folder)
 from nplmtk.ngram.arpa import write_arpa
 from nplmtk.ngram.binary import check_binary_name, write_binary
 from nplmtk.ngram.classes import ClassNgramModel, WordClasses, token_ids, token_vocabulary
@@ -143,8 +144,7 @@ def command(text, read, order, vocab, unk, write, lm, write_bin_lm, kndiscount, 
     elif text:
         vocabulary = Vocabulary.from_counts(count_words(text, normalize), unk=unk_word)
     else:
-        vocabulary = Vocabulary(list(dict.fromkeys(w for path in read for line in read_lines(path)
-                                                   for w in line.split()[:-1])), unk=unk_word)
+        vocabulary = Vocabulary(list(dict.fromkeys(w for path in read for w in counted_words(path))), unk=unk_word)
     if write_vocab is not None:
         with atomic_output(write_vocab) as out:
             out.writelines(f"{vocabulary.words[w]}\n" for w in np.argsort(byte_ranks(vocabulary.words)))
@@ -205,3 +205,14 @@ def command(text, read, order, vocab, unk, write, lm, write_bin_lm, kndiscount, 
         write_arpa(model, lm)
     if write_bin_lm is not None:
         write_binary(model, write_bin_lm)
+
+
+def counted_words(path):
+    """The words of a counts file's n-grams, each line's checked against the longest word
+    allowed (so that one too long is named with its file and line)."""
+    longest = max_token_bytes()
+    for number, line in enumerate(read_lines(path), 1):
+        words = line.split()[:-1]
+        if len(line) * 4 > longest:
+            check_words(words, path, number, longest)
+        yield from words

@@ -141,18 +141,22 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
         model = Mixture(components, [max(w, 0.0) for w in weights], names)
     for flag, path, write in (("-write-lm", write_lm, write_arpa), ("-write-bin-lm", write_bin_lm, write_binary)):
         if path is not None:
+            if mix_lm is not None:  # the mixture, not -lm alone, is what would be written
+                raise NplmError(f"{flag}: the mixture of {' and '.join(names)} cannot be written as one model: nplm "
+                                "does not merge a mixture into one back-off model (nplm mix -write keeps the mixture)")
             if not isinstance(model, BackoffModel):
                 raise NplmError(f"{lm}: {flag} writes back-off n-gram models only")
             write(model, path)
+    subject = lm if mix_lm is None else f"the mixture of {' and '.join(names)}"  # what the model is
     if counts is not None:
         if not isinstance(model, BackoffModel):
-            raise NplmError(f"{lm}: -counts scores back-off n-gram models (ARPA) only")
+            raise NplmError(f"{subject}: -counts scores back-off n-gram models (ARPA) only")
         count_perplexity(model, counts, debug=debug, write=click.echo, unk_log10prob=unk_prob)
     if text is not None or ppl_file is not None:
         _score_text(model, lm, text or ppl_file, debug, lower, map_numbers, oov_estimate, unk_prob)
     if gen:
         if not isinstance(model, BackoffModel):
-            raise NplmError(f"{lm}: -gen samples back-off n-gram models as SRILM does (`nplm generate` samples any "
+            raise NplmError(f"{subject}: -gen samples back-off n-gram models as SRILM does (`nplm generate` samples any "
                             "model)")
         from nplmtk.ngram.srilm_sampling import srilm_sentences
         for words in srilm_sentences(model, gen, int(time.time()) + os.getpid() if seed is None else seed,

@@ -8,6 +8,8 @@ Arrays load by memory map.
 """
 import json
 import mmap
+import os
+import stat
 import struct
 import zlib
 
@@ -133,10 +135,15 @@ class ModelFile:
 
 
 def is_container(path):
+    """Whether `path` is a regular file that starts as a container. A pipe is not opened: its
+    first bytes would be gone for the reader that follows (and a container must be a
+    regular file, to be memory-mapped)."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
         with open(path, "rb") as f:
             return f.read(len(MAGIC)) == MAGIC
-    except OSError:
+    except (OSError, ValueError):  # the reader that follows says why (ValueError: a NUL byte in the name)
         return False
 
 
@@ -144,6 +151,8 @@ def load(path, verify=True):
     """Open a container; refuse a truncated, corrupt, empty, foreign or newer file."""
     try:
         with open(path, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # a pipe or a device: no size, no memory map
+                raise InputError("not a regular file: an nplm model is memory-mapped, so give its file", path=path)
             size = f.seek(0, 2)
             if size == 0:
                 raise InputError("empty file, not an nplm model", path=path)

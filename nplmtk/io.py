@@ -17,6 +17,8 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 
 def _os_error(path, err):
+    if isinstance(err, ValueError):  # open()'s "embedded null byte": no such name can exist
+        return NplmError("a file name cannot hold a NUL byte", path=path.replace("\0", "\\x00"))
     if isinstance(err, FileNotFoundError):
         return NplmError("no such file", path=path)
     if isinstance(err, IsADirectoryError):
@@ -26,46 +28,214 @@ def _os_error(path, err):
     return NplmError(f"{err.strerror or err}", path=path)
 
 
-_stdin = None
+# The longest line and word any reader takes, in bytes; NPLM_MAX_LINE_BYTES and
+# NPLM_MAX_TOKEN_BYTES raise them. An endless line (/dev/zero) is refused once it passes
+# the limit instead of being read until memory runs out.
+MAX_LINE_BYTES = 1 << 20
+MAX_TOKEN_BYTES = 1 << 16
 
 
-def read_bytes(path):
-    """The whole content of `path` ('-' for stdin, read once and kept, so that a tool
-    may pass over it twice), gunzipped when it is gzip data."""
-    global _stdin
-    if path == "-":
-        if _stdin_streamed():
-            raise InputError("stdin was read already and cannot be read again", path=path)
-        if _stdin is None or _stdin[0] is not sys.stdin:
-            _stdin = (sys.stdin, sys.stdin.buffer.read())
-        data = _stdin[1]
-    else:
+def _limit(variable, default):
+    value = os.environ.get(variable)
+    if value is None:
+        return default
+    try:
+        limit = int(value) if value.strip().isascii() else 0  # int() also reads other scripts' digits
+    except ValueError:
+        limit = 0
+    if limit < 1:
+        raise NplmError(f"{variable} must be a positive number of bytes, got '{value}'")
+    return limit
+
+
+def max_line_bytes():
+    """The longest line a reader takes (NPLM_MAX_LINE_BYTES, else MAX_LINE_BYTES)."""
+    return _limit("NPLM_MAX_LINE_BYTES", MAX_LINE_BYTES)
+
+
+def max_token_bytes():
+    """The longest word a vocabulary takes (NPLM_MAX_TOKEN_BYTES, else MAX_TOKEN_BYTES)."""
+    return _limit("NPLM_MAX_TOKEN_BYTES", MAX_TOKEN_BYTES)
+
+
+def line_too_long(path, line, limit):
+    return InputError(f"a line longer than {limit} bytes (the limit: set NPLM_MAX_LINE_BYTES to raise it); not a "
+                      "text file?", path=path, line=line)
+
+
+def token_too_long(path, line, size, limit):
+    return InputError(f"a word of {size} bytes, longer than {limit} (the limit: set NPLM_MAX_TOKEN_BYTES to raise "
+                      "it)", path=path, line=line)
+
+
+def check_tokens(words, path=None, data=None, lines_before=0):
+    """Refuse a word (bytes or str) longer than max_token_bytes() in UTF-8; the line is
+    found in `data`, the bytes the words came from, when it is given."""
+    limit = max_token_bytes()
+    if not words or max(map(len, words)) * 4 <= limit:  # the usual case, without encoding a word
+        return
+    for word in words:
+        size = len(word.encode("utf-8") if isinstance(word, str) else word)
+        if size > limit:
+            where = -1 if data is None else data.find(word.encode("utf-8") if isinstance(word, str) else word)
+            line = None if where < 0 else lines_before + data[:where].count(b"\n") + 1  # an mmap has no count()
+            raise token_too_long(path, line, size, limit)
+
+
+def check_words(words, path, line, limit):
+    """Refuse the first of a line's `words` (str) longer than `limit` bytes in UTF-8. A
+    reader calls it only for a line of more than limit // 4 characters: no shorter line
+    can hold such a word, and a len() a line costs next to nothing."""
+    for word in words:
+        if len(word) * 4 > limit and len(word.encode("utf-8")) > limit:
+            raise token_too_long(path, line, len(word.encode("utf-8")), limit)
+
+
+def long_line_start(data, limit, start=0):
+    """Where in `data` (from `start`, a line's beginning) the first line of more than `limit`
+    bytes begins (its newline not counted), or -1. The last line may end past `data`: it
+    only counts once it is already too long. A jump of about `limit` bytes at a time, the
+    last newline within reach found by memrchr: a block costs one pass at C speed."""
+    newline, size = start - 1, len(data)
+    while newline + limit + 1 < size:
+        found = data.rfind(b"\n", newline + 1, newline + limit + 2)
+        if found < 0:
+            return newline + 1
+        newline = found
+    return -1
+
+
+def _checked_lines(data, path, limit, lines_before=0, start=0):
+    """`data`, refused when a line in it passes `limit` bytes."""
+    where = long_line_start(data, limit, start)
+    if where >= 0:
+        raise line_too_long(path, lines_before + data.count(b"\n", 0, where) + 1, limit)
+    return data
+
+
+READ_BYTES = 1 << 20  # a stream, or gzip data, is read a piece of this size at a time
+
+
+def _read_checked(source, path, limit, check_piece=None):
+    """All of a file object's bytes, read a piece at a time, refused as soon as a line
+    passes `limit` bytes (an endless stream of one line ends there) or a piece is not
+    UTF-8 (every reader of these bytes wants text: /dev/urandom ends at its first piece).
+    Gzip data is not checked: its text is, once gunzipped. `check_piece(piece, lines
+    before it)` may refuse the stream as it comes (by a format's magic, or its length)."""
+    import codecs
+    pieces, lines, tail = [], 0, 0  # tail: bytes of the unfinished last line so far
+    utf8, plain = codecs.getincrementaldecoder("utf-8")(), None
+    while piece := source.read(READ_BYTES):
+        if check_piece:
+            check_piece(piece, lines)
+        if plain is None:
+            plain = piece[:2] != GZIP_MAGIC
+        pieces.append(piece)
+        if not plain:
+            continue
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            utf8.decode(piece)
+        except UnicodeDecodeError as err:
+            raise InputError("invalid UTF-8", path=path, line=lines + piece.count(b"\n", 0, max(err.start, 0)) + 1) \
+                from None
+        last = piece.rfind(b"\n")
+        if last < 0:
+            if tail + len(piece) > limit:
+                raise line_too_long(path, lines + 1, limit)
+            tail += len(piece)
+        else:
+            if tail + piece.find(b"\n") > limit:
+                raise line_too_long(path, lines + 1, limit)
+            _checked_lines(piece, path, limit, lines, start=piece.find(b"\n") + 1)
+            lines += piece.count(b"\n")
+            tail = len(piece) - last - 1
+    return b"".join(pieces)
+
+
+# Stdin's bytes, read whole, kept so that a tool may pass over it twice, under the object
+# sys.stdin was then (tests replace it); None: it was read block by block, and is gone.
+_kept = {}
+
+
+def _stream_key(path):
+    """Where `_kept` keeps the bytes of `path`: stdin's key, or None for a file."""
+    return (sys.stdin, "-") if path == "-" else None
+
+
+def is_stream(path):
+    """Whether `path` is stdin or a file that is not regular (a pipe, a device): its bytes
+    come once, so a check must not open it and close it unread."""
+    if path == "-":
+        return True
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return False  # the open that follows says why
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))  # a folder: the open says it is one
+
+
+def _read_once(path):
+    return InputError("stdin was read already and cannot be read again", path=path)
+
+
+def _open(path):
+    try:
+        return sys.stdin.buffer if path == "-" else open(path, "rb")
+    except (OSError, ValueError) as err:
+        raise _os_error(path, err) from None
+
+
+def read_bytes(path, keep=True, check_piece=None):
+    """The whole content of `path` ('-' for stdin), gunzipped when it is gzip data. Stdin
+    is read once and, with `keep`, kept, so that a tool may pass over it twice. A line
+    longer than max_line_bytes() is refused; a stream (stdin, a pipe, a device), or gzip
+    data, as soon as it is read. `check_piece`: as _read_checked's, for a stream."""
+    limit, key = max_line_bytes(), _stream_key(path)
+    if key in _kept:
+        if _kept[key] is None:
+            raise _read_once(path)
+        data = _kept[key]
+    elif is_stream(path):
+        source = _open(path)
+        try:
+            data = _read_checked(source, path, limit, check_piece)
         except OSError as err:
             raise _os_error(path, err) from None
+        finally:
+            if source is not sys.stdin.buffer:
+                source.close()
+        if key is not None:
+            _kept[key] = data if keep else None  # not kept (a model's text, parsed once): gone
+    else:
+        with contextlib.closing(_open(path)) as f:
+            try:
+                data = f.read()
+            except OSError as err:
+                raise _os_error(path, err) from None
+        if data[:2] != GZIP_MAGIC:
+            _checked_lines(data, path, limit)
     if data[:2] == GZIP_MAGIC:
         import gzip
         try:
-            data = gzip.decompress(data)
+            data = _read_checked(gzip.GzipFile(fileobj=io.BytesIO(data)), path, limit)
         except (OSError, EOFError, zlib.error) as err:
             raise InputError(f"corrupt gzip data ({err})", path=path) from None
     return data
 
 
-def read_mapped(path):
+def read_mapped(path, check_piece=None):
     """The content of `path` as `read_bytes` gives it, but a plain regular file (not gzip)
     as a read-only memory map, whose pages `release_mapped` hands back once read: a large
-    file then never sits in memory whole."""
-    if path != "-":
+    file then never sits in memory whole. A stream is read once (refused as it comes when
+    `check_piece` says so, see _read_checked), and not kept."""
+    if not is_stream(path):
         try:
             with open(path, "rb") as f:
-                if stat.S_ISREG(os.fstat(f.fileno()).st_mode) and f.read(2) not in (GZIP_MAGIC, b""):
+                if f.read(2) not in (GZIP_MAGIC, b""):
                     return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        except OSError as err:
+        except (OSError, ValueError) as err:
             raise _os_error(path, err) from None
-    return read_bytes(path)
+    return read_bytes(path, keep=False, check_piece=check_piece)
 
 
 def release_mapped(data, end):
@@ -82,19 +252,15 @@ def read_text_blocks(path, normalize=None, block_bytes=BLOCK_BYTES):
     function) in blocks of about `block_bytes` that end after a newline (the last block
     where the file does), so a corpus larger than memory streams through. Stdin already
     read by read_bytes comes from its copy; otherwise it streams and cannot be read again."""
-    global _stdin
-    if path == "-" and _stdin_streamed():
-        raise InputError("stdin was read already and cannot be read again", path=path)
-    if path == "-" and _stdin is not None and _stdin[0] is sys.stdin:
-        source = io.BytesIO(_stdin[1])
-    elif path == "-":
-        _stdin = (sys.stdin, None)  # streamed: gone once read
-        source = sys.stdin.buffer
+    key = _stream_key(path)
+    if key in _kept and _kept[key] is None:
+        raise _read_once(path)
+    if key in _kept:
+        source = io.BytesIO(_kept[key])
     else:
-        try:
-            source = open(path, "rb")
-        except OSError as err:
-            raise _os_error(path, err) from None
+        source = _open(path)
+        if key is not None:
+            _kept[key] = None  # streamed: gone once read
     with contextlib.ExitStack() as stack:
         stack.callback(source.close if source is not sys.stdin.buffer else lambda: None)
         head = source.read(2)
@@ -103,13 +269,13 @@ def read_text_blocks(path, normalize=None, block_bytes=BLOCK_BYTES):
             import gzip
             raw = gzip.GzipFile(fileobj=_Prefixed(head, source))
             head = b""
-        carry, lines = head, 0
+        carry, lines, limit = head, 0, max_line_bytes()
         while True:
             try:
                 chunk = raw.read(block_bytes)
             except (OSError, EOFError, zlib.error) as err:
                 raise InputError(f"corrupt gzip data ({err})", path=path) from None
-            data = carry + chunk
+            data = _checked_lines(carry + chunk, path, limit, lines)
             if not chunk:
                 if data:
                     yield _checked_block(data, path, lines, normalize)
@@ -151,10 +317,6 @@ def _checked_block(data, path, lines_before, normalize):
     return normalize(text).encode("utf-8") if normalize else data
 
 
-def _stdin_streamed():
-    return _stdin is not None and _stdin[0] is sys.stdin and _stdin[1] is None
-
-
 def read_text(path):
     """The UTF-8 text of `path`; invalid UTF-8 is an error naming the line."""
     return _decode(read_bytes(path), path)
@@ -180,10 +342,14 @@ def check_readable(path):
     """Fail early (before any work) when an input cannot be opened."""
     if path == "-":
         return
+    if is_stream(path):  # opening and closing a FIFO would throw away what its writer wrote
+        if not os.access(path, os.R_OK):
+            raise NplmError("permission denied", path=path)
+        return
     try:
         with open(path, "rb"):
             pass
-    except OSError as err:
+    except (OSError, ValueError) as err:
         raise _os_error(path, err) from None
 
 

@@ -60,7 +60,7 @@ class LanguageModel:
         """(log10 p, n-gram order used or None, whether out of vocabulary) of each word of
         `sentence` (a string) and then of </s>, each after <s> and the words before it; a
         word outside the vocabulary is scored as <unk> (-inf without one)."""
-        words = sentence_tokens(sentence)
+        words = _checked_tokens(sentence)
         ids = np.array([self.vocab.id(w) for w in words], dtype=np.int32)
         corpus = Corpus(ids, [0, len(ids)], self.vocab, name="<sentence>")
         scores = self.log10probs(corpus)
@@ -77,8 +77,20 @@ class LanguageModel:
 
     def perplexity(self, sentence):
         """10^(-log10 P / (words + 1)), as KenLM's (the words and </s>)."""
-        return 10.0 ** (-self.score(sentence) / (len(sentence_tokens(sentence)) + 1))
+        return 10.0 ** (-self.score(sentence) / (len(_checked_tokens(sentence)) + 1))
 
     def check_vocab(self, corpus):
         if corpus.vocab is not self.vocab and corpus.vocab != self.vocab:
             raise InputError("encoded with a different vocabulary than the model", path=corpus.name)
+
+
+def _checked_tokens(sentence):
+    """The words of a sentence given to the Python API: a str that is valid text (a lone
+    surrogate, "\\ud800", has no UTF-8 and so could never be a word of a model)."""
+    if not isinstance(sentence, str):
+        raise ParameterError(f"{{sentence}} must be a str, got {type(sentence).__name__}")
+    try:
+        return sentence_tokens(sentence)
+    except UnicodeEncodeError as err:
+        raise InputError(f"the sentence is not valid text: {err.object[err.start:err.end]!r} at character "
+                         f"{err.start} ({err.reason})") from None

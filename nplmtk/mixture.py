@@ -160,6 +160,12 @@ class Mixture(LanguageModel):
 def check_weights(weights, names):
     if weights.shape[1] != len(names):
         raise NplmError(f"{len(names)} models but {weights.shape[1]} weights")
+    bad = np.argwhere(~np.isfinite(weights))
+    if len(bad):
+        (row, column), value = bad[0], weights[tuple(bad[0])]
+        where = f" in bin {row}" if len(weights) > 1 else ""
+        raise NplmError(f"the mixture weight of {names[column]}{where} is {value}: a weight must be a number from "
+                        "0 to 1")
     if np.any(weights < 0) or np.any(np.abs(weights.sum(axis=1) - 1.0) > 1e-6):
         raise NplmError("mixture weights must be non-negative and sum to 1, got "
                         + " ".join(f"{w:g}" for w in weights[0]))
@@ -212,6 +218,9 @@ def load_mixture(model_file, load, allow_paths=False):
             regular = stat.S_ISREG(os.stat(name).st_mode)
         except OSError as err:
             raise InputError(f"component '{written}': {err.strerror}", path=model_file.path) from None
+        except ValueError:  # os.stat's "embedded null byte"
+            raise InputError(f"component {written!r}: a file name cannot hold a NUL byte",
+                             path=model_file.path) from None
         if not regular:
             raise InputError(f"component '{written}' is not a regular file", path=model_file.path)
     _LOADING.append(path)
@@ -235,8 +244,7 @@ def load_mixture(model_file, load, allow_paths=False):
         raise NplmError(f"{model_file.path}: {names[0]} has changed since the mixture was written")
     weights = a.get("weights")
     rows = 1 if bins is None else bins.num_bins
-    if weights is None or weights.dtype != np.float64 or weights.shape != (rows, len(names)) \
-            or not np.isfinite(weights).all():
+    if weights is None or weights.dtype != np.float64 or weights.shape != (rows, len(names)):
         raise InputError(f"a mixture of {len(names)} models in {rows} bin(s) needs float64 weights of shape "
                          f"({rows}, {len(names)})", path=model_file.path)
     try:

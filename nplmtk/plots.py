@@ -24,18 +24,27 @@ def _pyplot():
     return plt
 
 
+LOG_NUMBERS = ("epoch", "train_ppl", "seconds")  # what every record has; valid_ppl when there is a valid text
+
+
 def read_log(path):
-    """The records of a train-nplm -log file (JSON lines, each with an epoch and a train ppl)."""
+    """The records of a train-nplm -log file (JSON lines, each with an epoch and a train ppl),
+    their numbers as floats."""
     records = []
     for number, line in enumerate(read_lines(path), 1):
         try:
             record = json.loads(line)
-            if not isinstance(record, dict) or not all(isinstance(record.get(k), (int, float))
-                                                       for k in ("epoch", "train_ppl", "seconds")):
+            if not isinstance(record, dict) or not all(isinstance(record.get(k), (int, float)) for k in LOG_NUMBERS) \
+                    or not isinstance(record.get("valid_ppl", 0.0), (int, float)):
                 raise ValueError
-        except ValueError:
-            raise InputError("not a train-nplm log record (JSON with epoch, train_ppl, seconds)", path=path,
-                             line=number) from None
+            try:  # an integer beyond float's range (10**400) overflows here, not in the figure
+                record.update({k: float(record[k]) for k in (*LOG_NUMBERS, "valid_ppl") if k in record})
+            except OverflowError:
+                raise InputError("a number in the log record is beyond the range of a float (about 1.8e308)",
+                                 path=path, line=number) from None
+        except (ValueError, RecursionError):  # RecursionError: arrays nested thousands deep
+            raise InputError("not a train-nplm log record (JSON with epoch, train_ppl, seconds as numbers)",
+                             path=path, line=number) from None
         records.append(record)
     if not records:
         raise InputError("empty log", path=path)

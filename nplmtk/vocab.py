@@ -3,7 +3,7 @@ from collections import Counter
 
 from ._ext import text_kernels
 from .errors import InputError, NplmError, ParameterError
-from .io import atomic_output, read_bytes, read_lines, read_text_blocks
+from .io import atomic_output, check_tokens, check_words, max_token_bytes, read_bytes, read_lines, read_text_blocks
 from .text import Normalizer, split_words
 
 UNK, BOS, EOS = "<unk>", "<s>", "</s>"
@@ -31,6 +31,7 @@ class Vocabulary:
             raise ParameterError(f"{{unk}} {unk!r} is not one word: no text can hold it")
         specials = [unk, BOS, EOS]
         rest = [w for w in words if w not in specials]
+        check_tokens(rest)
         self.words = specials + rest
         self.index = {w: i for i, w in enumerate(self.words)}
         if len(self.index) != len(self.words):
@@ -82,7 +83,7 @@ class Vocabulary:
     @classmethod
     def read(cls, path, unk=UNK):
         """An SRILM vocabulary file: one word per line, optionally followed by a count."""
-        words, counts, first_line = [], {}, {}
+        words, counts, first_line, limit = [], {}, {}, max_token_bytes()
         for number, line in enumerate(read_lines(path), 1):
             fields = split_words(line)
             if not fields:
@@ -90,6 +91,8 @@ class Vocabulary:
             if len(fields) > 2:
                 raise InputError(f"expected 'word' or 'word count', got {len(fields)} fields", path=path, line=number)
             word = fields[0]
+            if len(line) * 4 > limit:
+                check_words(fields[:1], path, number, limit)
             if word in first_line:
                 raise InputError(f"duplicate word '{word}' (first on line {first_line[word]})", path=path, line=number)
             first_line[word] = number
@@ -122,8 +125,11 @@ def count_words(paths, normalize=None):
     for path in paths:
         if path == "-":
             read_bytes(path)  # stdin kept for the pass that encodes it
+        lines = 0
         for block in read_text_blocks(path, normalize or None):
             block_counts, block_sentences = text_kernels.count_words(block)
+            check_tokens(block_counts, path, block, lines)
+            lines += block.count(b"\n")
             counts.update({w.decode("utf-8"): c for w, c in block_counts.items()})
             sentences += block_sentences
     if not counts:

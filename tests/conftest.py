@@ -138,3 +138,19 @@ def class_logprobs(h, V, d, Vc, bc, class_of):
 def log_softmax(y):
     top = y.max(axis=1, keepdims=True)
     return y - top - np.log(np.exp(y - top).sum(axis=1, keepdims=True))
+
+
+@pytest.fixture
+def bounded_memory():
+    """This process may take at most 2 GiB more address space during the test: a reader
+    that failed to stop on an endless input (/dev/zero) ends in a MemoryError instead of
+    taking the machine's memory."""
+    import resource
+    with open("/proc/self/status") as status:
+        used = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize:"))
+    before = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (used + (2 << 30), before[1]))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, before)

@@ -1,5 +1,7 @@
 """The library names its parameters and files; the CLI spells parameters as flags, prints
 one line and exits 2, and prints each library warning once as `nplm SUBCOMMAND: warning:`."""
+import os
+import stat
 import warnings
 
 import pytest
@@ -8,9 +10,12 @@ import cli.train
 import cli.vocab
 from cli.options import spell
 from conftest import run_main, run_nplm
+import nplmtk.neural.network
 from nplmtk.corpus import Corpus
 from nplmtk.errors import InputError, NplmError, NplmWarning, ParameterError
 from nplmtk.io import read_text
+from nplmtk.models import ARCHITECTURES
+from nplmtk.neural.train import Trainer, TrainingConfig
 from nplmtk.ngram.counts import NgramCounts
 from nplmtk.ngram.estimate import estimate
 from nplmtk.vocab import Vocabulary, count_words
@@ -133,3 +138,88 @@ def test_degenerate_counts_warn_once_per_order(tmp_path):
     counts = {2: [10, 0, 0, 0], 3: [7, 0, 0, 0], 4: [0, 0, 0, 0]}
     assert err == "".join(f"nplm ngram-count: warning: order {k}: counts-of-counts n1..n4 = {n} give discounts "
                           "out of range; using fallback discounts 0.5 1.0 1.5\n" for k, n in counts.items())
+
+
+# -- endless input: one line, exit 2 --------------------------------------------------------
+
+ENDLESS_TEXT = ("/dev/zero:1: a line longer than 1048576 bytes (the limit: set NPLM_MAX_LINE_BYTES to raise it); not a "
+                "text file?")
+ENDLESS_MODEL = "/dev/zero: not an ARPA model (no \\data\\ line in its first 1048576 bytes) nor an nplm model"
+
+
+@pytest.mark.skipif(not (os.path.exists("/dev/zero") and stat.S_ISCHR(os.stat("/dev/zero").st_mode)),
+                    reason="no /dev/zero device")
+@pytest.mark.parametrize("args, message", [(["ppl", "-lm", "{model}", "-text", "/dev/zero"], ENDLESS_TEXT),
+                                           (["ppl", "-lm", "/dev/zero", "-text", "{text}"], ENDLESS_MODEL),
+                                           (["generate", "-lm", "/dev/zero", "-n", "1"], ENDLESS_MODEL),
+                                           (["embeddings", "-lm", "/dev/zero", "-write", "{out}"], ENDLESS_MODEL),
+                                           (["rescore", "-lm", "{model}", "-nbest", "/dev/zero"], ENDLESS_TEXT),
+                                           (["train-nplm", "-text", "/dev/zero", "-lm", "{out}"], ENDLESS_TEXT),
+                                           (["train-nplm", "-text", "{text}", "-valid", "/dev/zero", "-lm", "{out}"],
+                                            ENDLESS_TEXT)])
+def test_an_endless_input_is_one_line(capsys, tmp_path, train, args, message, bounded_memory):
+    model = tmp_path / "m.arpa"
+    assert run_main(capsys, "ngram-count", "-text", train, "-order", 2, "-lm", model)[0] == 0
+    status, out, err = run_main(capsys, *(a.format(model=model, text=train, out=tmp_path / "out") for a in args))
+    assert (status, out, err) == (2, "", f"nplm: {message}\n")
+
+
+# -- sizes that cannot fit: refused before anything is allocated ----------------------------
+
+@pytest.fixture
+def four_gib(monkeypatch):
+    monkeypatch.setattr(nplmtk.neural.network, "memory_bytes", lambda: 4 << 30)
+
+
+@pytest.mark.parametrize("arch, settings, flags", [
+    ("mlp", dict(order=3, features=10 ** 8, hidden=10), "-m 100000000, -h 10"),
+    ("mlp", dict(order=3, features=10, hidden=10 ** 8), "-m 10, -h 100000000"),
+    ("energy", dict(order=3, features=10, hidden=10 ** 8), "-m 10, -h 100000000"),
+    ("lbl", dict(order=3, features=10 ** 8), "-m 100000000"),
+    ("lbl1", dict(order=3, features=10, hidden=10 ** 8), "-m 10, -h 100000000"),
+    ("rnn", dict(features=10 ** 8, hidden=10), "-m 100000000, -h 10"),
+    ("lstm", dict(features=10, hidden=10 ** 8), "-m 10, -h 100000000"),
+])
+def test_a_network_too_large_for_memory_is_refused_before_it_is_allocated(four_gib, arch, settings, flags):
+    vocab = Vocabulary(["the", "cat", "sat"])
+    with pytest.raises(ParameterError) as caught:
+        ARCHITECTURES[arch].initial(vocab, **settings)
+    assert caught.value.render(spell).startswith(f"the parameters of -arch {arch} ({flags}, 6 words) would need ")
+    assert caught.value.render(spell).endswith(" GiB), more than the 4.0 GiB of memory this process can have")
+    small = {name: min(value, 1000) for name, value in settings.items()}
+    assert ARCHITECTURES[arch].initial(vocab, **small).params  # 1,000 units fit
+
+
+def test_buffers_too_large_for_memory_are_refused_before_they_are_allocated(four_gib):
+    vocab = Vocabulary(["the", "cat", "sat"])
+    mlp = ARCHITECTURES["mlp"].initial(vocab, order=3, features=10, hidden=10)
+    with pytest.raises(ParameterError) as caught:
+        Trainer(mlp, TrainingConfig(batch=10 ** 8, threads=2))
+    # two workers, each at least 10 ** 8 windows of 2 x 10 inputs, 10 hidden units and 6 scores
+    assert caught.value.render(spell) == ("-batch 100000000 (2 workers) would need 28,800,000,000 bytes (26.8 GiB), "
+                                          "more than the 4.0 GiB of memory this process can have")
+    Trainer(mlp, TrainingConfig(batch=10 ** 4, threads=2))
+    rnn = ARCHITECTURES["rnn"].initial(vocab, features=10, hidden=10)
+    for settings, flags in ((dict(streams=10 ** 8), "-streams 100000000 x -bptt 35"),
+                            (dict(bptt=10 ** 8), "-streams 32 x -bptt 100000000")):
+        with pytest.raises(ParameterError) as caught:
+            Trainer(rnn, TrainingConfig(**settings))
+        assert caught.value.render(spell).startswith(f"{flags} (1 worker) would need ")
+    Trainer(rnn, TrainingConfig(streams=10 ** 4))
+
+
+def test_a_size_too_large_for_memory_is_one_line_naming_the_option(capsys, tmp_path, train, four_gib):
+    status, out, err = run_main(capsys, "train-nplm", "-text", train, "-m", 10 ** 8, "-epochs", 1, "-quiet",
+                                "-lm", tmp_path / "m.nplm")
+    assert (status, out) == (2, "")
+    assert err.startswith("nplm: the parameters of -arch mlp (-m 100000000, -h 100, 7 words) would need ")
+    assert len(err.splitlines()) == 1 and not (tmp_path / "m.nplm").exists()
+
+
+def test_a_word_too_long_in_counts_is_named_with_its_file_and_line(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("NPLM_MAX_TOKEN_BYTES", "7")
+    counts = tmp_path / "t.counts"
+    counts.write_text("the\t3\nthe cat\t2\nthe elephant\t1\n")
+    status, out, err = run_main(capsys, "ngram-count", "-read", counts, "-order", 2, "-lm", tmp_path / "x.arpa")
+    assert (status, out, err) == (2, "", f"nplm: {counts}:3: a word of 8 bytes, longer than 7 (the limit: set "
+                                         "NPLM_MAX_TOKEN_BYTES to raise it)\n")

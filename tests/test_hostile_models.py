@@ -316,7 +316,7 @@ def test_memberships_summing_to_1_within_rounding_are_accepted(tmp_path, arpa):
     (np.array([[0.5, 0.50001]]), "non-negative and sum to 1"),
     (np.array([[0.5, 0.5], [0.5, 0.5]]), "needs float64 weights of shape (1, 2)"),
     (np.array([0.2, 0.3, 0.5]), "needs float64 weights of shape (1, 2)"),
-    (np.array([[0.5, np.nan]]), "needs float64 weights"),
+    (np.array([[0.5, np.nan]]), "a.arpa is nan: a weight must be a number from 0 to 1"),
     (np.array([[1, 0]], dtype=np.int64), "needs float64 weights"),
 ])
 def test_mixture_weights_that_break_their_promise_are_refused(tmp_path, arpa, weights, fragment):

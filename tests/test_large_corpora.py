@@ -2,16 +2,23 @@
 gathered on demand, counts merged from chunks and from sorted runs on disk."""
 import gzip
 import io
+import os
+import stat
 import sys
 
 import numpy as np
 import pytest
 
+import nplmtk.io
+from nplmtk import container
 from nplmtk.corpus import Corpus
-from nplmtk.errors import InputError
+from nplmtk.errors import InputError, NplmError
+from nplmtk.io import long_line_start, read_bytes, read_lines
 from nplmtk.neural.network import NeuralModel
 from nplmtk.neural.sampling import proposal
-from nplmtk.vocab import Vocabulary
+from nplmtk.ngram.classes import WordClasses
+from nplmtk.ngram.counts import NgramCounts
+from nplmtk.vocab import Vocabulary, count_words
 
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "dog"]
 
@@ -216,3 +223,178 @@ def test_word_counts_in_blocks(vocab):
     corpus = Corpus.from_lines(random_text(7).split("\n"), vocab, unk=False)
     expected = np.bincount(corpus.ids[corpus.ids >= 0], minlength=len(vocab))
     np.testing.assert_array_equal(corpus.word_counts(block=17), expected)
+
+
+# -- endless or absurd input: lines and words have a limit ---------------------------------
+
+def longest_line(data):
+    return max(len(line) for line in data.split(b"\n"))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_long_line_found_is_the_first_line_past_the_limit(seed):
+    rng = np.random.default_rng(seed)
+    data = b"\n".join(b"x" * n for n in rng.integers(0, 40, rng.integers(1, 30)))
+    for limit in (1, 5, 20, 39, 40):
+        where = long_line_start(data, limit)
+        too_long = [start for start, line in zip(np.cumsum([0] + [len(x) + 1 for x in data.split(b"\n")]),
+                                                 data.split(b"\n")) if len(line) > limit]
+        assert where == (too_long[0] if too_long else -1), (data, limit)
+
+
+def test_a_line_past_the_limit_is_refused_with_its_line_in_every_reader(tmp_path, monkeypatch, vocab):
+    monkeypatch.setenv("NPLM_MAX_LINE_BYTES", "100")
+    text = b"the cat\n" * 30 + b"a" * 100 + b"\n" + b"sat\n" * 30
+    path = tmp_path / "t.txt"
+    path.write_bytes(text)
+    with gzip.open(tmp_path / "t.txt.gz", "wb") as f:
+        f.write(text)
+    assert len(read_bytes(str(path))) == len(text)  # 100 bytes: at the limit
+    monkeypatch.setenv("NPLM_MAX_LINE_BYTES", "99")
+    monkeypatch.setattr(nplmtk.io, "READ_BYTES", 7)  # the long line across pieces of a stream
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text)))
+    for name in (str(path), str(tmp_path / "t.txt.gz"), "-"):
+        with pytest.raises(InputError) as caught:
+            read_lines(name)
+        assert (caught.value.path, caught.value.line) == (name, 31)
+        assert caught.value.message.startswith("a line longer than 99 bytes (the limit: set NPLM_MAX_LINE_BYTES")
+    for name in (str(path), str(tmp_path / "t.txt.gz")):
+        for block_bytes in (5, 64, 1 << 20):
+            with pytest.raises(InputError, match=f"^{name}:31: a line longer than 99 bytes"):
+                Corpus.read(name, vocab, block_bytes=block_bytes)
+
+
+@pytest.mark.skipif(not (os.path.exists("/dev/zero") and stat.S_ISCHR(os.stat("/dev/zero").st_mode)),
+                    reason="no /dev/zero device")
+def test_an_endless_line_is_refused_without_reading_it_all(vocab, bounded_memory):
+    # /dev/zero never ends: each reader must stop once the line passes the limit
+    with pytest.raises(InputError, match="^/dev/zero:1: a line longer than 1048576 bytes"):
+        Corpus.read("/dev/zero", vocab)
+    with pytest.raises(InputError, match="^/dev/zero:1: a line longer than 1048576 bytes"):
+        read_lines("/dev/zero")
+    with pytest.raises(InputError, match="^/dev/zero:1: a line longer than"):
+        count_words(["/dev/zero"])
+    with pytest.raises(InputError, match="^/dev/zero: not a regular file: an nplm model is memory-mapped"):
+        container.load("/dev/zero")
+
+
+class EndlessBytes(io.RawIOBase):
+    """A stream that never ends: `start`, then `pattern` again and again."""
+
+    def __init__(self, pattern, start=b""):
+        self.pattern, self.start = pattern, start
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        n = len(buffer)
+        data = self.start[:n]
+        self.start = self.start[n:]
+        data += (self.pattern * ((n - len(data)) // len(self.pattern) + 1))[:n - len(data)]
+        buffer[:n] = data
+        return n
+
+
+@pytest.mark.parametrize("start, message", [
+    (b"", "-: not an ARPA model (no \\data\\ line in its first 1048576 bytes) nor an nplm model"),
+    (b"\n\\data\\\nngram 1=3\nngram 2=2\n\n\\1-grams:\n",
+     "-:413: more lines than the \\data\\ header's 5 n-grams and 407 other lines: not an ARPA model"),
+])
+def test_an_endless_model_through_a_pipe_is_refused_by_its_header(monkeypatch, bounded_memory, start, message):
+    from nplmtk.models import load
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(EndlessBytes(b"y\n", start))))
+    with pytest.raises(InputError) as caught:  # 1 line before \\data\\, 4 of header, 5 n-grams, 2 titles, 400 blank
+        load("-")
+    assert str(caught.value) == message
+
+
+def test_an_endless_stream_that_is_not_text_is_refused_at_its_first_piece(monkeypatch, bounded_memory):
+    # short lines, so only the UTF-8 check can stop it (as /dev/urandom)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(EndlessBytes(b"ok\nno \xff\n"))))
+    with pytest.raises(InputError) as caught:
+        read_lines("-")
+    assert (caught.value.path, caught.value.line, caught.value.message) == ("-", 2, "invalid UTF-8")
+
+
+def test_a_word_past_the_limit_is_refused_with_its_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("NPLM_MAX_TOKEN_BYTES", "10")
+    long_word = "caf\u00e9\u00e9\u00e9\u00e9"  # 7 characters, 11 bytes in UTF-8
+    text, vocab = tmp_path / "t.txt", tmp_path / "vocab.txt"
+    text.write_text(f"the cat\nsat on\na mat\nthe {long_word} sat\n")
+    vocab.write_text(f"the\ncat\n{long_word} 3\n")
+    with pytest.raises(InputError, match=f"^{text}:4: a word of 11 bytes, longer than 10 "
+                                         r"\(the limit: set NPLM_MAX_TOKEN_BYTES to raise it\)$"):
+        count_words([str(text)])
+    with pytest.raises(InputError, match=f"^{vocab}:3: a word of 11 bytes"):
+        Vocabulary.read(str(vocab))
+    with pytest.raises(InputError, match="^a word of 11 bytes"):
+        Vocabulary([long_word])
+    counts, classes = tmp_path / "t.counts", tmp_path / "t.classes"
+    counts.write_text(f"the\t3\nthe cat\t2\nthe {long_word}\t1\n")
+    classes.write_text(f"C1 the\nC1 {long_word}\n")
+    with pytest.raises(InputError, match=f"^{counts}:3: a word of 11 bytes"):
+        NgramCounts.read(str(counts), Vocabulary(["the", "cat"]))
+    with pytest.raises(InputError, match=f"^{classes}:2: a word of 11 bytes"):
+        WordClasses.read(str(classes))
+    monkeypatch.setenv("NPLM_MAX_TOKEN_BYTES", "11")
+    assert long_word in Vocabulary.from_counts(count_words([str(text)]))
+    assert long_word in Vocabulary.read(str(vocab))
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "1M", "lots", "\u00b2", "\u0663", ""])
+def test_a_limit_that_is_not_a_number_of_bytes_is_refused(monkeypatch, tmp_path, value):
+    monkeypatch.setenv("NPLM_MAX_LINE_BYTES", value)
+    (tmp_path / "t.txt").write_text("the cat\n")
+    with pytest.raises(NplmError, match=f"^NPLM_MAX_LINE_BYTES must be a positive number of bytes, got '{value}'$"):
+        read_lines(str(tmp_path / "t.txt"))
+
+
+# -- pipes: their bytes come once ----------------------------------------------------------
+
+FIFO_SCRIPT = """
+import sys, threading
+from nplmtk.io import check_readable
+from nplmtk.corpus import Corpus
+from nplmtk.models import load
+from nplmtk.vocab import Vocabulary
+from nplmtk.errors import NplmError
+fifo, text, model, container = sys.argv[1:5]
+
+def written(path):
+    def write():
+        with open(fifo, "wb") as out:
+            out.write(open(path, "rb").read())
+    threading.Thread(target=write, daemon=True).start()
+
+check_readable(fifo)  # must not open it (with no writer yet, an open would wait for ever)
+written(text)
+print(Corpus.read(fifo, Vocabulary(["the", "cat"])).num_words)
+written(model)
+print(len(load(fifo).vocab))  # is_container must not take the first bytes of an ARPA model
+written(container)
+try:
+    load(fifo)
+except NplmError as error:
+    print(error)
+"""
+
+
+def test_a_pipe_loses_no_bytes_to_checks_and_a_model_through_one_is_named(tmp_path):
+    import subprocess
+    from nplmtk.ngram.arpa import write_arpa
+    from nplmtk.ngram.estimate import estimate
+    text, model, fifo = tmp_path / "t.txt", tmp_path / "m.arpa", tmp_path / "fifo"
+    text.write_text(random_text())
+    vocab = Vocabulary.from_counts(count_words([str(text)]))
+    with pytest.warns(Warning):  # the degenerate counts of a random text
+        write_arpa(estimate(NgramCounts.from_corpus(Corpus.read(str(text), vocab), 2)), str(model))
+    container.save(str(tmp_path / "c.nplm"), "mixture", {}, vocab=vocab)
+    os.mkfifo(fifo)
+    # in a process of its own, with a bound on its time: a reader that hangs on the pipe fails the test
+    run = subprocess.run([sys.executable, "-c", FIFO_SCRIPT, str(fifo), str(text), str(model), str(tmp_path / "c.nplm")],
+                         capture_output=True, text=True, timeout=20)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == [str(Corpus.read(str(text), vocab).num_words), str(len(vocab)),
+                                       f"{fifo}: an nplm model must be a regular file (it is memory-mapped), not a "
+                                       "pipe or a device"]

@@ -1,12 +1,16 @@
 """`nplm mix` and `nplm ppl -mix-lm`: SRILM's exact interpolation (-bayes 0) and
 compute-best-mix's EM, on the SRILM reference data (tests/data/srilm/README.md)."""
+import math
 import re
+import shutil
 
 import numpy as np
 import pytest
 
 from conftest import assert_one_line_error, run_nplm
+from nplmtk import container
 from nplmtk.corpus import Corpus
+from nplmtk.errors import InputError, NplmError
 from nplmtk.models import load
 from nplmtk.mixture import Mixture, fit_weights
 from test_srilm_reference import DATA
@@ -201,3 +205,53 @@ def test_debug_2_tags_are_each_components_own_when_their_words_are_in_another_or
     alone_a, alone_b = tags("-lm", tmp_path / "a.arpa"), tags("-lm", tmp_path / "b.arpa")
     mixed = tags("-lm", tmp_path / "a.arpa", "-mix-lm", tmp_path / "b.arpa")
     assert len(mixed) == 16 and mixed == [a + b for a, b in zip(alone_a, alone_b)]
+
+
+# -- no traceback and a clear line (issue 33, item 6) ---------------------------------------
+
+def saved_mixture(tmp_path, components, weights):
+    """A mixture file in `tmp_path` beside copies of KN and WB, naming `components` with `weights`."""
+    for name in (KN, WB):
+        shutil.copy(f"{DATA}/{name}", tmp_path / name)
+    path = tmp_path / "m.mix"
+    container.save(str(path), "mixture", {"weights": np.array([weights], dtype=np.float64)},
+                   meta={"components": components}, vocab=load(str(tmp_path / KN)).vocab)
+    return path
+
+
+def test_a_nul_byte_in_a_component_path_is_one_line(tmp_path):
+    path = saved_mixture(tmp_path, [KN, "wb\x00.arpa.gz"], [0.5, 0.5])
+    with pytest.raises(InputError) as caught:
+        load(str(path))
+    assert caught.value.render() == f"{path}: component 'wb\\x00.arpa.gz': a file name cannot hold a NUL byte"
+    assert_one_line_error(*run_nplm("ppl", "-lm", KN, "-mix-lm", path, "-ppl", "test.txt", cwd=DATA)[::2],
+                          "component 'wb\\x00.arpa.gz': a file name cannot hold a NUL byte")
+    assert_one_line_error(*run_nplm("mix", "-lm", KN, "-lm", path, "-text", "test.txt", cwd=DATA)[::2],
+                          "a file name cannot hold a NUL byte")
+    with pytest.raises(NplmError, match=r"^kn\\x00.arpa: a file name cannot hold a NUL byte$"):
+        load("kn\x00.arpa")  # the Python API: no ValueError from open()
+
+
+@pytest.mark.parametrize("weight", [math.nan, math.inf])
+def test_a_weight_that_is_not_a_number_is_named_as_such(tmp_path, weight):
+    path = saved_mixture(tmp_path, [KN, WB], [weight, 0.5])
+    with pytest.raises(NplmError) as caught:
+        load(str(path))
+    assert caught.value.render() == (f"{path}: the mixture weight of {tmp_path / KN} is {weight}: a weight must be "
+                                     "a number from 0 to 1")
+    models = [load(str(tmp_path / KN))] * 2
+    with pytest.raises(NplmError, match="^the mixture weight of b is nan: a weight must be a number from 0 to 1$"):
+        Mixture(models, [0.5, math.nan], ["a", "b"])  # the library's own check: nan passed `w < 0` and the sum
+
+
+def test_writing_a_mixture_as_one_model_names_the_option_and_the_mixture(capsys, tmp_path, monkeypatch):
+    from cli.main import main  # in this process: the command-line code of this tree
+    monkeypatch.chdir(DATA)
+    for flag, out in (("-write-lm", "x.arpa"), ("-write-bin-lm", "x.nplm")):
+        with pytest.raises(SystemExit) as exit:
+            main(["ppl", "-lm", KN, "-mix-lm", WB, "-lambda", "0.3", flag, str(tmp_path / out)])
+        assert exit.value.code == 2
+        assert capsys.readouterr().err == (f"nplm: {flag}: the mixture of {KN} and {WB} cannot be written as one "
+                                           "model: nplm does not merge a mixture into one back-off model (nplm mix "
+                                           "-write keeps the mixture)\n")
+        assert not (tmp_path / out).exists()

@@ -149,6 +149,40 @@ def test_plots_of_training_logs_and_word_features(toy, tmp_path):
     assert not (tmp_path / "x.png").exists()
 
 
+@pytest.mark.parametrize("record, message", [
+    ("[" * 100_000 + "]" * 100_000, "not a train-nplm log record (JSON with epoch, train_ppl, seconds as numbers)"),
+    ('{"epoch": 1, "train_ppl": 5, "seconds": 1, "x": ' + "[" * 100_000 + "]" * 100_000 + "}",
+     "not a train-nplm log record"),
+    ('{"epoch": 1, "train_ppl": 1' + "0" * 400 + ', "seconds": 1}',
+     "a number in the log record is beyond the range of a float (about 1.8e308)"),
+    ('{"epoch": 1, "train_ppl": 5, "seconds": 1, "valid_ppl": 1' + "0" * 400 + "}",
+     "a number in the log record is beyond the range of a float"),
+    ('{"epoch": 1, "train_ppl": 5, "seconds": 1, "valid_ppl": "low"}', "not a train-nplm log record"),
+])
+def test_a_log_nested_deep_or_holding_a_huge_number_is_one_line(tmp_path, record, message):
+    from nplmtk import plots
+    from nplmtk.errors import InputError
+    (tmp_path / "odd.log").write_text('{"epoch": 1, "train_ppl": 5, "seconds": 1}\n' + record + "\n")
+    with pytest.raises(InputError) as caught:
+        plots.read_log(str(tmp_path / "odd.log"))
+    assert (caught.value.line, caught.value.message[:len(message)]) == (2, message)
+    assert_one_line_error(*run_nplm("plot", "-log", tmp_path / "odd.log", "-out", tmp_path / "x.png")[::2],
+                          f"odd.log:2: {message}")
+
+
+def test_the_python_api_refuses_what_is_not_text_with_its_own_error(toy):
+    from nplmtk.errors import InputError, NplmError, ParameterError
+    _, _, kn3 = toy
+    for score in (kn3.score, kn3.perplexity, kn3.full_scores):
+        with pytest.raises(InputError) as caught:  # not UnicodeEncodeError
+            score("\ud800 a b")
+        assert str(caught.value) == "the sentence is not valid text: '\\ud800' at character 0 (surrogates not allowed)"
+        with pytest.raises(ParameterError, match="^sentence must be a str, got bytes$"):
+            score(b"the cat")
+    assert issubclass(InputError, NplmError)
+    assert kn3.score("the cat \u00e9t\u00e9") < 0  # valid text outside ASCII still scores
+
+
 def test_plotting_without_matplotlib_is_one_line(monkeypatch, toy):
     import sys
     from nplmtk import plots

@@ -8,7 +8,7 @@ example (small vocabularies); importance sampling (`-criterion is*`) makes it ch
 import numpy as np
 
 from ..errors import ParameterError
-from .network import NeuralModel, uniform_initialiser
+from .network import NeuralModel, check_parameters_fit, uniform_initialiser
 
 
 class EnergyModel(NeuralModel):
@@ -25,6 +25,8 @@ class EnergyModel(NeuralModel):
             raise ParameterError("the energy network needs hidden units ({hidden} 1 or more)")
         if activation != "tanh":
             raise ParameterError("{arch} energy uses tanh hidden units: give {activation} tanh")
+        meta = {"features": features, "hidden": hidden, "direct": direct, "bias": bias}
+        check_parameters_fit(cls, len(vocab), order, meta)
         uniform = uniform_initialiser(seed)
         width = order * features
         size = len(vocab)
@@ -33,8 +35,7 @@ class EnergyModel(NeuralModel):
                   "b": np.zeros(size, dtype=np.float32)}
         if direct:
             params["W"] = uniform((size, width), width)
-        return cls(vocab, params, order, "tanh", {"features": features, "hidden": hidden, "direct": direct,
-                                                  "bias": bias})
+        return cls(vocab, params, order, "tanh", meta)
 
     @classmethod
     def array_shapes(cls, vocab_size, order, shape):

@@ -14,7 +14,7 @@ cython_ext/lbl_factored_kernels.pyx."""
 import numpy as np
 
 from ..errors import ParameterError
-from .network import SCORING_BATCH, NeuralModel, uniform_initialiser
+from .network import SCORING_BATCH, NeuralModel, check_parameters_fit, uniform_initialiser
 from .word_classes import class_lists
 
 # "small random values" (sec. 3) for A, so that the gates start at exactly 1
@@ -51,6 +51,7 @@ class LBLModel(NeuralModel):
         meta = {"features": features, "bias": bias, **cls.output_meta(vocab, output, classes, counts)}
         if has_hidden:
             meta["hidden"] = hidden
+        check_parameters_fit(cls, size, order, meta)
         params = {"R": uniform((size, features), features),
                   "C": uniform((context, features, features), context * features),
                   "d": np.zeros(features, dtype=np.float32)}

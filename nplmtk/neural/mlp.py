@@ -9,7 +9,7 @@ biases bc beside U and b; nplmtk/neural/word_classes.py)."""
 import numpy as np
 
 from ..errors import ParameterError
-from .network import ACTIVATION_CODES, SCORING_BATCH, NeuralModel, uniform_initialiser
+from .network import ACTIVATION_CODES, SCORING_BATCH, NeuralModel, check_parameters_fit, uniform_initialiser
 from .word_classes import class_lists
 
 WINDOW_THREADS = 64  # threads sharing one window's output rows at most (the kernel's MAX_PARTS)
@@ -45,6 +45,7 @@ class MLPModel(NeuralModel):
                                  "and no {direct} connections")
         meta = {"features": features, "hidden": hidden, "direct": direct, "bias": bias,
                 **cls.output_meta(vocab, output, classes, counts)}
+        check_parameters_fit(cls, len(vocab), order, meta)
         uniform = uniform_initialiser(seed)
         params = {}
         for name, shape in cls.array_shapes(len(vocab), order, meta).items():

@@ -2,6 +2,9 @@
 model file and its checkpoint arrays. A feed-forward architecture (MLP, energy network,
 log-bilinear) predicts each word from a window of the `order` - 1 previous words; its
 training examples are those windows (docs/ARCHITECTURE.md: "adding an architecture")."""
+import os
+import resource
+
 import numpy as np
 
 from .. import container
@@ -187,6 +190,15 @@ class NeuralModel(LanguageModel):
     def check_training(self, config):
         """Raise a ParameterError for training settings this architecture cannot take."""
 
+    def check_training_buffers(self, config, workers):
+        """Refuse a batch whose buffers cannot fit in memory: of each worker's, at least the
+        inputs, hidden units and (full softmax) scores of every window of a batch."""
+        meta = self.meta
+        per_window = (self.order - 1) * meta["features"] + meta.get("hidden", 0) \
+            + (len(self.vocab) if self.output == "full" else 0)
+        check_fits(4 * workers * config.batch * per_window,
+                   f"{{batch}} {config.batch} ({workers} worker{'s' if workers > 1 else ''})")
+
     def initialise_from(self, source, names=None):
         """Start from `source`'s parameters: every array it has under a name this network
         has (or those of `names`), of the same shape (Zhang et al. sec. 3: Model 1 takes
@@ -319,6 +331,30 @@ class NeuralModel(LanguageModel):
     def save(self, path, extra_meta=None):
         container.save(path, self.kind, self.params, meta={**self.file_meta(), **(extra_meta or {})},
                        vocab=self.vocab)
+
+
+def memory_bytes():
+    """The most a process here can allocate: the machine's memory, or less under a limit
+    of its address space (ulimit -v)."""
+    physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    return physical if limit == resource.RLIM_INFINITY else min(physical, limit)
+
+
+def check_fits(needed, what):
+    """Refuse, before anything is allocated, `what` (a ParameterError message naming the
+    `{parameters}` that set its size) that would take `needed` bytes, more than memory_bytes()."""
+    available = memory_bytes()
+    if needed > available:
+        raise ParameterError(f"{what} would need {needed:,} bytes ({needed / 2 ** 30:,.1f} GiB), more than the "
+                             f"{available / 2 ** 30:,.1f} GiB of memory this process can have")
+
+
+def check_parameters_fit(cls, vocab_size, order, meta):
+    """Refuse a network (of class `cls`) whose float32 parameters cannot fit in memory."""
+    sizes = [int(np.prod(shape, dtype=np.float64)) for shape in cls.array_shapes(vocab_size, order, meta).values()]
+    shape = ", ".join(f"{{{name}}} {meta[name]}" for name in ("features", "hidden", "classes") if meta.get(name))
+    check_fits(4 * sum(sizes), f"the parameters of {{arch}} {cls.arch} ({shape}, {vocab_size:,} words)")
 
 
 def uniform_initialiser(seed):

@@ -17,7 +17,7 @@ from ..lm import LN10
 
 from ..errors import ParameterError
 from .blas import on_workers
-from .network import ACTIVATION_CODES, NeuralModel, uniform_initialiser
+from .network import ACTIVATION_CODES, NeuralModel, check_fits, check_parameters_fit, uniform_initialiser
 from .word_classes import class_lists
 
 RESET_STATES = ("sentence", "never")
@@ -77,6 +77,7 @@ class RNNModel(NeuralModel):
         meta = {"features": features, "hidden": hidden, "direct": direct, "bias": bias, "layers": layers,
                 "tie": tie, "peephole": peephole, "reset_state": reset_state,
                 **cls.output_meta(vocab, output, classes, counts)}
+        check_parameters_fit(cls, len(vocab), None, meta)
         uniform = uniform_initialiser(seed)
         params = {}
         for name, shape in cls.array_shapes(len(vocab), None, meta).items():
@@ -147,6 +148,15 @@ class RNNModel(NeuralModel):
     def example_words(self, rows):
         """Targets in the vocabulary: of a chunk's rows, or of all the steps (counted when made)."""
         return int(np.count_nonzero(rows[:, 1] >= 0)) if isinstance(rows, np.ndarray) else rows.words
+
+    def check_training_buffers(self, config, workers):
+        """Refuse streams and segments whose buffers cannot fit in memory: of each worker's,
+        at least the inputs, the output scores and each layer's states and cells of every
+        step of a segment."""
+        meta = self.meta
+        per_step = meta["features"] + len(self.vocab) + 2 * meta["layers"] * meta["hidden"]
+        check_fits(4 * workers * config.streams * (config.bptt + 1) * per_step,
+                   f"{{streams}} {config.streams} x {{bptt}} {config.bptt} ({workers} worker{'s' if workers > 1 else ''})")
 
     def training_network(self, config, worker):
         return self._network(config.streams, config.bptt, True, config.dropout, config.clip,

@@ -122,6 +122,7 @@ class Trainer:
         self.saved_carried = {}
         self._refuse_impossible_settings()
         self.workers = config.threads // model.threads_per_worker(config)
+        model.check_training_buffers(config, 1 if comm is not None and config.mpi == "param" else self.workers)
 
     def _refuse_impossible_settings(self):
         """Before any input is read for training (under MPI, on every rank at once)."""

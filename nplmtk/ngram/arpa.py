@@ -11,8 +11,9 @@ import numpy as np
 from .._ext.arpa_format import SectionError, format_section, parse_section, word_table
 from .._ext.backoff_kernels import children_runs
 from .._ext.ngram_sorting import srilm_order
+from ..container import MAGIC as CONTAINER_MAGIC
 from ..errors import InputError
-from ..io import atomic_output, read_mapped, release_mapped
+from ..io import GZIP_MAGIC, READ_BYTES, atomic_output, check_tokens, read_mapped, release_mapped
 from ..text import split_words
 from ..vocab import UNK, Vocabulary
 from .backoff import BackoffModel, log10_fault, outside_log10_domain
@@ -152,13 +153,57 @@ def _check_log10s(data, k, logp, bow, line_starts, path, line_of):
                              f"{log10_fault(values[row], weight)}", path=path, line=line_of(start))
 
 
+BLANK_LINES = 100  # blank or comment lines an ARPA model may have around each section, read from a stream
+
+
+def _lines_promised(start, at):
+    """(the most lines an ARPA model whose \\data\\ line is at offset `at` of its first bytes
+    `start` may have, the n-grams its header declares), or (None, 0) when its header does
+    not end within `start`: the lines up to the header's end, one a declared n-gram and a
+    section's title, and BLANK_LINES around each section."""
+    lines = start[at:].split(b"\n", MAX_ORDER + BLANK_LINES)[1:-1]  # after \data\; the last may be cut
+    grams = orders = 0
+    for seen, line in enumerate(lines, 1):
+        text = line.decode("utf-8", "replace").strip()
+        match = _COUNT_LINE.match(text)
+        if match:
+            grams, orders = grams + int(match.group(2)), orders + 1
+        elif text:  # the first section's title (or a line the parser will refuse): the header ends
+            return start.count(b"\n", 0, at) + seen + grams + orders + BLANK_LINES * (orders + 2), grams
+    return None, 0
+
+
 def read_arpa(path, unk=UNK, data=None):
     """A BackoffModel from an ARPA file (or its bytes `data`, `path` naming them); its
     vocabulary is the words of the 1-grams."""
-    data = read_mapped(path) if data is None else bytes(data)
-    if data[:len(KENLM_BINARY_MAGIC)] == KENLM_BINARY_MAGIC:
-        raise InputError("a KenLM binary model (written by KenLM's build_binary), not ARPA text: build_binary has "
-                         "no inverse, so give the ARPA file it was built from", path=path)
+    def refuse_binary(start):
+        if start[:len(CONTAINER_MAGIC)] == CONTAINER_MAGIC:  # through a pipe: is_container opens no pipe
+            raise InputError("an nplm model must be a regular file (it is memory-mapped), not a pipe or a device",
+                             path=path)
+        if start[:len(KENLM_BINARY_MAGIC)] == KENLM_BINARY_MAGIC:
+            raise InputError("a KenLM binary model (written by KenLM's build_binary), not ARPA text: build_binary "
+                             "has no inverse, so give the ARPA file it was built from", path=path)
+
+    bound = []  # (the most lines the stream's header allows or None, its n-grams), once its first piece is seen
+
+    def refuse_stream(piece, lines_before):
+        """A model read from a stream, refused as it comes: by a binary magic or no \\data\\
+        line in its first piece, then once it has more lines than its header promises (an
+        endless text, `yes`, would otherwise be read until memory runs out)."""
+        if bound:
+            if bound[0] is not None and lines_before > bound[0]:
+                raise InputError(f"more lines than the \\data\\ header's {bound[1]} n-grams and {bound[0] - bound[1]} "
+                                 "other lines: not an ARPA model", path=path, line=bound[0] + 1)
+            return
+        refuse_binary(piece)
+        at = piece.find(b"\\data\\")
+        if at < 0 and len(piece) == READ_BYTES and piece[:2] != GZIP_MAGIC:
+            raise InputError(f"not an ARPA model (no \\data\\ line in its first {READ_BYTES} bytes) nor an nplm model",
+                             path=path)
+        bound.extend(_lines_promised(piece, at) if at >= 0 else (None, 0))
+
+    data = read_mapped(path, check_piece=refuse_stream) if data is None else bytes(data)
+    refuse_binary(data[:len(KENLM_BINARY_MAGIC)])
 
     def line_of(offset):
         return data[:offset].count(b"\n") + 1
@@ -231,6 +276,7 @@ def read_arpa(path, unk=UNK, data=None):
         _check_log10s(data, k, logp, bow, line_starts, path, line_of)
         if k == 1:
             one_grams = new_words  # the table below points into these bytes
+            check_tokens(one_grams, path, data)
             names = [w.decode("utf-8") for w in one_grams]
             vocab = Vocabulary(names, unk=unk)
             if len(vocab) != len(names) + sum(s not in names for s in vocab.words[:3]):

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import container
 from ..errors import InputError
-from ..io import atomic_output, read_lines
+from ..io import atomic_output, check_words, max_token_bytes, read_lines
 from ..lm import LanguageModel
 from .arpa import arpa_bytes, read_arpa
 from ..text import split_words
@@ -39,11 +39,13 @@ class WordClasses:
         """An SRILM classes file (or its `lines`, `path` naming them); a member without a
         probability gets an equal share of what its class's other members leave (SRILM's
         rule)."""
-        class_of, prob, first_line, missing, mass = {}, {}, {}, {}, {}
+        class_of, prob, first_line, missing, mass, longest = {}, {}, {}, {}, {}, max_token_bytes()
         for number, line in enumerate(read_lines(path) if lines is None else lines, 1):
             fields = split_words(line)
             if not fields:
                 continue
+            if len(line) * 4 > longest:
+                check_words(fields, path, number, longest)
             name, rest = fields[0], fields[1:]
             value = None
             if rest:

@@ -7,7 +7,7 @@ import numpy as np
 from .._ext.count_kernels import NgramHashCounter
 from .._ext.ngram_sorting import sort_counted
 from ..errors import InputError, NplmError, ParameterError
-from ..io import atomic_output, read_lines
+from ..io import atomic_output, check_words, max_token_bytes, read_lines
 from ..text import split_words
 from .index import NgramIndex
 
@@ -88,11 +88,13 @@ class NgramCounts:
         Words outside `vocab` are counted as `<unk>`, or with `limit_vocab` their n-grams
         are left out (SRILM's -limit-vocab); repeated n-grams are summed."""
         by_order = {}
-        index = vocab.index
+        index, longest = vocab.index, max_token_bytes()
         for number, line in enumerate(read_lines(path), 1):
             fields = split_words(line)
             if not fields:
                 continue
+            if len(line) * 4 > longest:
+                check_words(fields[:-1], path, number, longest)
             k, count = len(fields) - 1, parse_count(fields, path, number)
             if limit_vocab and any(w not in index for w in fields[:-1]):
                 continue
