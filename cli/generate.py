@@ -2,7 +2,7 @@
 import click
 
 from nplmtk.generate import sample_sentences
-from nplmtk.io import atomic_output, check_writable
+from nplmtk.io import open_output, check_writable
 from nplmtk.models import load
 
 from .options import SEED_MAX, Integer, Real, example, option
@@ -24,6 +24,6 @@ def command(lm, n, seed, temperature, prefix, max_words, write):
     """Sample sentences from a model: each word from P(w | <s>, the words so far), until </s>."""
     check_writable(write)
     sentences = sample_sentences(load(lm), n, seed, temperature, prefix, max_words)
-    with atomic_output(write) as out:
+    with open_output(write) as out:
         for words in sentences:
             out.write(" ".join(words) + "\n")

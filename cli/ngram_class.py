@@ -8,7 +8,7 @@ import numpy as np
 
 from nplmtk.corpus import Corpus
 from nplmtk.errors import NplmError
-from nplmtk.io import atomic_output, check_readable, check_writable
+from nplmtk.io import open_output, check_readable, check_writable
 from nplmtk.ngram.classes import CLASS_NAME, WordClasses, token_ids, token_vocabulary
 from nplmtk.ngram.counts import NgramCounts
 from nplmtk.ngram.exchange import BigramCounts, brown_merging, exchange
@@ -69,7 +69,7 @@ def command(text, vocab, numclasses, classes_out, counts_out, full, passes, tole
                    f"ppl= {math.exp(-log10 / tokens * math.log(10)):.7g}{moved}", err=True)
         if history_file is not None:
             history_file.append(dict(record, log10_likelihood=log10))
-            with atomic_output(log) as out:
+            with open_output(log) as out:
                 out.writelines(json.dumps(r) + "\n" for r in history_file)
 
     def progress(steps, number):

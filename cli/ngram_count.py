@@ -4,7 +4,7 @@ import numpy as np
 
 from nplmtk.corpus import Corpus
 from nplmtk.errors import NplmError
-from nplmtk.io import (atomic_output, check_readable, check_words, check_writable, max_token_bytes, read_lines,
+from nplmtk.io import (open_output, check_readable, check_words, check_writable, max_token_bytes, read_lines,
                        scratch_folder)
 from nplmtk.ngram.arpa import write_arpa
 from nplmtk.ngram.binary import check_binary_name, write_binary
@@ -146,7 +146,7 @@ def command(text, read, order, vocab, unk, write, lm, write_bin_lm, kndiscount, 
     else:
         vocabulary = Vocabulary(list(dict.fromkeys(w for path in read for w in counted_words(path))), unk=unk_word)
     if write_vocab is not None:
-        with atomic_output(write_vocab) as out:
+        with open_output(write_vocab) as out:
             out.writelines(f"{vocabulary.words[w]}\n" for w in np.argsort(byte_ranks(vocabulary.words)))
         if lm is None and write_bin_lm is None and write is None:
             return

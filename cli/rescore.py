@@ -1,7 +1,7 @@
 """nplm rescore: re-rank an N-best list with any model (SRILM's `ngram -lm M -nbest LIST`)."""
 import click
 
-from nplmtk.io import atomic_output, check_readable, check_writable
+from nplmtk.io import open_output, check_readable, check_writable
 from nplmtk.models import load
 from nplmtk.rescore import read_nbest, rescore
 
@@ -25,7 +25,7 @@ def command(lm, nbest, lm_weight, word_penalty, rescore_output, best, allow_path
     check_readable(nbest)
     check_writable(rescore_output)
     ranked = rescore(load(lm, allow_paths), read_nbest(nbest), lm_weight, word_penalty)
-    with atomic_output(rescore_output) as out:
+    with open_output(rescore_output) as out:
         if best:
             out.write(" ".join(ranked[0].words) + "\n" if ranked else "")
         else:

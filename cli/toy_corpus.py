@@ -3,7 +3,7 @@ import math
 
 import click
 
-from nplmtk.io import atomic_output, read_lines
+from nplmtk.io import open_output, read_lines
 from nplmtk.toy import ToyGrammar
 from nplmtk.vocab import sentence_tokens
 
@@ -31,6 +31,6 @@ def command(sentences, seed, write, score):
                    f"{math.exp(-sum(logprobs) / tokens):.6g}, entropy floor ppl= "
                    f"{grammar.perplexity_floor():.6g}")
         return
-    with atomic_output(write) as out:
+    with open_output(write) as out:
         for words in grammar.sentences(sentences, seed):
             out.write(" ".join(words) + "\n")

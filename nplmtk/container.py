@@ -17,7 +17,7 @@ import numpy as np
 
 from ._ext.checksum_kernels import xxh64
 from .errors import InputError, NplmError
-from .io import _os_error, atomic_output
+from .io import _os_error, open_output
 from .vocab import Vocabulary
 
 MAGIC = b"\x89NPLM\r\n\x1a"
@@ -60,7 +60,7 @@ def save(path, kind, arrays, meta=None, vocab=None):
         if len(again) == len(body) and _aligned(_PREAMBLE.size + len(again)) == data_start:
             body = again
             break
-    with atomic_output(path, binary=True) as out:
+    with open_output(path, binary=True) as out:
         out.write(_PREAMBLE.pack(MAGIC, FORMAT_VERSION, len(body), zlib.crc32(body)))
         out.write(body)
         written = _PREAMBLE.size + len(body)

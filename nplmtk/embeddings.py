@@ -3,7 +3,7 @@ KeyedVectors.load_word2vec_format reads) or a TSV table, and the nearest words b
 import numpy as np
 
 from .errors import ParameterError
-from .io import atomic_output
+from .io import open_output
 
 FORMATS = ("word2vec", "word2vec-binary", "tsv")
 
@@ -20,7 +20,7 @@ def word_features(model):
 def write_embeddings(path, words, vectors, fmt="word2vec"):
     if fmt not in FORMATS:
         raise ParameterError(f"{{format}}: unknown '{fmt}' (choose from {', '.join(FORMATS)})")
-    with atomic_output(path, binary=True) as out:
+    with open_output(path, binary=True) as out:
         if fmt != "tsv":
             out.write(f"{len(words)} {vectors.shape[1]}\n".encode())
         for word, vector in zip(words, vectors):

@@ -1,5 +1,6 @@
-"""Reading inputs and writing outputs: `-` is stdin/stdout, `.gz` is transparent, and
-every output file is written to a temporary file and renamed into place."""
+"""Reading inputs and writing outputs: `-` is stdin/stdout, `.gz` is transparent; an
+output that is a regular file is written to a temporary file and renamed into place, a
+FIFO or a device written in place (open_output)."""
 import contextlib
 import io
 import mmap
@@ -462,7 +463,7 @@ def _temporary_beside(target, path):
 
 
 @contextlib.contextmanager
-def atomic_output(path, binary=False):
+def open_output(path, binary=False):
     """Yield a file for `path`, text (UTF-8, '\n') or `binary`; a name ending in .gz is
     gzip-compressed.
 
@@ -471,7 +472,8 @@ def atomic_output(path, binary=False):
     any exception the temporary file is removed and the old file left untouched. '-'
     (stdout), a FIFO or a device is written in place as the block writes, as tee does. A
     write that fails (a full disk, EIO, a FIFO's reader gone) is one NplmError naming
-    `path`; on stdout, a closed pipe stays a BrokenPipeError (the CLI ends quietly).
+    `path`; on stdout, the failure is left to the caller (the CLI's stdout ends quietly
+    on a closed pipe).
     """
     if path == "-":
         stream = sys.stdout.buffer if binary else sys.stdout

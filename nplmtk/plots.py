@@ -11,7 +11,7 @@ import numpy as np
 
 from .embeddings import word_features
 from .errors import InputError, NplmError
-from .io import atomic_output, read_lines
+from .io import open_output, read_lines
 
 
 def _pyplot():
@@ -55,7 +55,7 @@ def _save(figure, path, plt):
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=100)
     plt.close(figure)
-    with atomic_output(path, binary=True) as out:
+    with open_output(path, binary=True) as out:
         out.write(buffer.getvalue())
 
 

@@ -3,7 +3,7 @@ from collections import Counter
 
 from ._ext import text_kernels
 from .errors import InputError, NplmError, ParameterError
-from .io import atomic_output, check_tokens, check_words, max_token_bytes, read_bytes, read_lines, read_text_blocks
+from .io import open_output, check_tokens, check_words, max_token_bytes, read_bytes, read_lines, read_text_blocks
 from .text import Normalizer, split_words
 
 UNK, BOS, EOS = "<unk>", "<s>", "</s>"
@@ -110,7 +110,7 @@ class Vocabulary:
         """One word per line in id order; `with_counts` adds a tab and the count."""
         if with_counts and self.counts is None:
             raise NplmError("this vocabulary has no counts to write", path=path)
-        with atomic_output(path) as out:
+        with open_output(path) as out:
             if with_counts:
                 out.writelines(f"{w}\t{c}\n" for w, c in zip(self.words, self.counts))
             else:

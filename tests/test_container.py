@@ -9,7 +9,7 @@ import pytest
 
 from nplmtk import container
 from nplmtk.errors import InputError, NplmError
-from nplmtk.io import atomic_output
+from nplmtk.io import open_output
 from nplmtk.vocab import Vocabulary
 
 
@@ -124,7 +124,7 @@ def test_damaged_files_are_refused_with_one_clear_message(saved, damage, message
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(saved, tmp_path):
     before = open(saved, "rb").read()
     with pytest.raises(RuntimeError):
-        with atomic_output(saved, binary=True) as out:
+        with open_output(saved, binary=True) as out:
             out.write(b"half a model")
             raise RuntimeError("crash mid-write")
     assert open(saved, "rb").read() == before

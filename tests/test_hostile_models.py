@@ -395,11 +395,11 @@ def test_a_full_disk_is_one_line_and_leaves_the_old_file(tmp_path):
     import errno
     import os
     from nplmtk.errors import NplmError
-    from nplmtk.io import atomic_output
+    from nplmtk.io import open_output
     target = tmp_path / "model.arpa"
     target.write_text("old")
     with pytest.raises(NplmError, match="model.arpa: cannot write \\(No space left on device\\); nothing was changed"):
-        with atomic_output(str(target)) as out:
+        with open_output(str(target)) as out:
             out.write("new")
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     assert target.read_text() == "old" and os.listdir(tmp_path) == ["model.arpa"]

@@ -24,7 +24,7 @@ import numpy as np
 from .. import container
 from .._ext.checksum_kernels import xxh64
 from ..errors import InputError, NplmWarning, ParameterError
-from ..io import atomic_output
+from ..io import open_output
 from ..lm import perplexity_of
 from ..models import ARCHITECTURES, CHECKPOINT_KIND, checkpoint_model
 from .blas import blas_threads
@@ -395,7 +395,7 @@ class Trainer:
     def _log(self, record):
         if self.config.log and self.writer:
             history = "".join(json.dumps(r) + "\n" for r in self.state["history"])
-            with atomic_output(self.config.log) as out:
+            with open_output(self.config.log) as out:
                 out.write(history)
 
 

@@ -13,7 +13,7 @@ from .._ext.backoff_kernels import children_runs
 from .._ext.ngram_sorting import srilm_order
 from ..container import MAGIC as CONTAINER_MAGIC
 from ..errors import InputError
-from ..io import GZIP_MAGIC, READ_BYTES, atomic_output, check_tokens, read_mapped, release_mapped
+from ..io import GZIP_MAGIC, READ_BYTES, open_output, check_tokens, read_mapped, release_mapped
 from ..text import split_words
 from ..vocab import UNK, Vocabulary
 from .backoff import BackoffModel, log10_fault, outside_log10_domain
@@ -28,7 +28,7 @@ _UTF8_PIECE = 1 << 20
 
 def write_arpa(model, path):
     """The model as SRILM writes it, line for line (the same n-grams in the same order)."""
-    with atomic_output(path, binary=True) as out:
+    with open_output(path, binary=True) as out:
         _write_arpa_to(model, out)
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import container
 from ..errors import InputError
-from ..io import atomic_output, check_words, max_token_bytes, read_lines
+from ..io import open_output, check_words, max_token_bytes, read_lines
 from ..lm import LanguageModel
 from .arpa import arpa_bytes, read_arpa
 from ..text import split_words
@@ -88,7 +88,7 @@ class WordClasses:
 
     def write(self, path):
         """SRILM's classes-format, one `class prob word` per line, classes in order."""
-        with atomic_output(path) as out:
+        with open_output(path) as out:
             out.write(self.text())
 
     def text(self):

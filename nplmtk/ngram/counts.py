@@ -7,7 +7,7 @@ import numpy as np
 from .._ext.count_kernels import NgramHashCounter
 from .._ext.ngram_sorting import sort_counted
 from ..errors import InputError, NplmError, ParameterError
-from ..io import atomic_output, check_words, max_token_bytes, read_lines
+from ..io import open_output, check_words, max_token_bytes, read_lines
 from ..text import split_words
 from .index import NgramIndex
 
@@ -131,7 +131,7 @@ class NgramCounts:
         rows = np.lexsort(padded.T[::-1])  # lexsort: last key first; -1 puts a prefix first
         lines = [f"{' '.join(words[w] for w in row)}\t{c}\n" for grams, counts in zip(self.grams, self.counts)
                  for row, c in zip(grams.tolist(), counts.tolist())]
-        with atomic_output(path) as out:
+        with open_output(path) as out:
             out.writelines(lines[row] for row in rows.tolist())
 
 
