@@ -14,6 +14,7 @@ FLAGS = {
     "learning_rate_decay": "-lr-decay",
     "checkpoint_dir": "-checkpoint",
     "unk_is_word": "-unk",
+    "unk": "-map-unk",  # the unknown word's spelling (-unk is unk_is_word)
     "min_counts": "-gtNmin",
     "weights": "-lambda",
     "num_classes": "-numclasses",

@@ -464,7 +464,7 @@ def _temporary_beside(target, path):
 
 @contextlib.contextmanager
 def open_output(path, binary=False):
-    """Yield a file for `path`, text (UTF-8, '\n') or `binary`; a name ending in .gz is
+    """Yield a file for `path`, text (UTF-8, newlines as \\n) or `binary`; a name ending in .gz is
     gzip-compressed.
 
     A regular file (or a new path; a symlink's target) appears only when the block

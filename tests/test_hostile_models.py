@@ -110,7 +110,7 @@ def test_an_unknown_word_a_reader_would_refuse_is_refused_before_writing(tmp_pat
     (tmp_path / "t.txt").write_text("a b c d\nd c b a\n")
     status, _, err = run_nplm("ngram-count", "-text", tmp_path / "t.txt", "-order", 2, "-unk", "-map-unk", "my unk",
                               "-lm", tmp_path / "m.arpa", "-write-bin-lm", tmp_path / "m.nplm")
-    assert_one_line_error(status, err, "'my unk' is not one word: no text can hold it")
+    assert_one_line_error(status, err, "-map-unk 'my unk' is not one word: no text can hold it")
     assert not (tmp_path / "m.arpa").exists() and not (tmp_path / "m.nplm").exists()
 
 
