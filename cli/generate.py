@@ -2,7 +2,7 @@
 import click
 
 from nplmtk.generate import sample_sentences
-from nplmtk.io import open_output, check_writable
+from nplmtk.io import check_writable, open_output
 from nplmtk.models import load
 
 from .options import SEED_MAX, Integer, Real, example, option

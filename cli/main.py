@@ -30,6 +30,7 @@ _numpy_with_one_blas_thread()
 import click  # noqa: E402
 
 from nplmtk.errors import NplmError, NplmWarning  # noqa: E402
+from nplmtk.io import begin_command  # noqa: E402
 
 from .options import spell  # noqa: E402
 
@@ -191,6 +192,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if entry_point:
         sys.stdout = _checked_stdout()
+    begin_command()
     try:
         cli.main(args=argv, prog_name="nplm", standalone_mode=False)
         sys.stdout.flush()
@@ -201,7 +203,8 @@ def main(argv=None):
         print(f"{where}: {_usage_message(err, argv)}", file=sys.stderr)
         sys.exit(2)
     except NplmError as err:
-        print(f"nplm: {err.render(spell)}", file=sys.stderr)
+        command = next((ALIASES.get(arg, arg) for arg in argv if not arg.startswith("-")), None)
+        print(f"nplm: {err.render(lambda name: spell(name, command))}", file=sys.stderr)
         sys.exit(2)
     except click.Abort:
         print("nplm: aborted", file=sys.stderr)

@@ -8,7 +8,7 @@ import numpy as np
 
 from nplmtk.corpus import Corpus
 from nplmtk.errors import NplmError
-from nplmtk.io import open_output, check_readable, check_writable
+from nplmtk.io import check_readable, check_writable, open_output
 from nplmtk.ngram.classes import CLASS_NAME, WordClasses, token_ids, token_vocabulary
 from nplmtk.ngram.counts import NgramCounts
 from nplmtk.ngram.exchange import BigramCounts, brown_merging, exchange

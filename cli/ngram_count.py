@@ -4,7 +4,7 @@ import numpy as np
 
 from nplmtk.corpus import Corpus
 from nplmtk.errors import NplmError
-from nplmtk.io import (open_output, check_readable, check_words, check_writable, max_token_bytes, read_lines,
+from nplmtk.io import (check_readable, check_words, check_writable, max_token_bytes, open_output, read_lines,
                        scratch_folder)
 from nplmtk.ngram.arpa import write_arpa
 from nplmtk.ngram.binary import check_binary_name, write_binary

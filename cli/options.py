@@ -14,16 +14,21 @@ FLAGS = {
     "learning_rate_decay": "-lr-decay",
     "checkpoint_dir": "-checkpoint",
     "unk_is_word": "-unk",
-    "unk": "-map-unk",  # the unknown word's spelling (-unk is unk_is_word)
     "min_counts": "-gtNmin",
     "weights": "-lambda",
     "num_classes": "-numclasses",
 }
 
 
-def spell(name):
-    """The flag that sets the library parameter `name` (`hidden` -> `-h`, `lr_decay` -> `-lr-decay`)."""
-    return FLAGS.get(name, "-" + name.replace("_", "-"))
+# Where a subcommand spells a library parameter its own way: in ngram-count and ppl, -unk is
+# SRILM's flag for <unk> as a word, so the unknown word's spelling is their -map-unk.
+COMMAND_FLAGS = {"ngram-count": {"unk": "-map-unk"}, "ppl": {"unk": "-map-unk"}}
+
+
+def spell(name, command=None):
+    """The flag that sets the library parameter `name` (`hidden` -> `-h`, `lr_decay` ->
+    `-lr-decay`), in subcommand `command` when given."""
+    return COMMAND_FLAGS.get(command, {}).get(name) or FLAGS.get(name, "-" + name.replace("_", "-"))
 
 
 def option(name, *decls, help, **kwargs):

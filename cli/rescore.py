@@ -1,7 +1,7 @@
 """nplm rescore: re-rank an N-best list with any model (SRILM's `ngram -lm M -nbest LIST`)."""
 import click
 
-from nplmtk.io import open_output, check_readable, check_writable
+from nplmtk.io import check_readable, check_writable, open_output
 from nplmtk.models import load
 from nplmtk.rescore import read_nbest, rescore
 

@@ -153,14 +153,43 @@ def _read_checked(source, path, limit, check_piece=None):
     return b"".join(pieces)
 
 
-# Stdin's bytes, read whole, kept so that a tool may pass over it twice, under the object
-# sys.stdin was then (tests replace it); None: it was read block by block, and is gone.
+# The bytes of an input that comes once (stdin; within a command, a pipe or a FIFO), read
+# whole, kept so that a tool may pass over it twice; None: it was read block by block, and
+# is gone. Stdin is keyed by the object sys.stdin was then (tests replace it), a pipe by its
+# identity. Pipes only within a command (begin_command): a library caller may feed the
+# same FIFO again with another text.
 _kept = {}
+_pipes_kept = False
+
+
+def begin_command():
+    """A command starts (the CLI's): from here a pipe or FIFO named twice (`-text <(zcat
+    ...)`, read for its vocabulary and then counted) is one text, kept as stdin is, rather
+    than read a second time as empty, or waited on for a writer that will not come."""
+    global _pipes_kept
+    _pipes_kept = True
+    for key in [key for key in _kept if key[0] == "pipe"]:
+        del _kept[key]
 
 
 def _stream_key(path):
-    """Where `_kept` keeps the bytes of `path`: stdin's key, or None for a file."""
-    return (sys.stdin, "-") if path == "-" else None
+    """Where `_kept` keeps the bytes of `path`: a key for stdin and (within a command) a
+    pipe or a FIFO, None for a file or a device (read again as often as asked)."""
+    if path == "-":
+        return (sys.stdin, "-")
+    if not _pipes_kept:
+        return None
+    try:
+        status = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return ("pipe", status.st_dev, status.st_ino) if stat.S_ISFIFO(status.st_mode) else None
+
+
+def comes_once(path):
+    """Whether `path` is stdin or (within a command) a pipe: a tool that passes over it
+    twice reads it whole first (read_bytes), to have it kept."""
+    return _stream_key(path) is not None
 
 
 def is_stream(path):
@@ -176,7 +205,8 @@ def is_stream(path):
 
 
 def _read_once(path):
-    return InputError("stdin was read already and cannot be read again", path=path)
+    what = "stdin" if path == "-" else "this pipe"
+    return InputError(f"{what} was read already and cannot be read again", path=path)
 
 
 def _open(path):

@@ -3,7 +3,8 @@ from collections import Counter
 
 from ._ext import text_kernels
 from .errors import InputError, NplmError, ParameterError
-from .io import open_output, check_tokens, check_words, max_token_bytes, read_bytes, read_lines, read_text_blocks
+from .io import (check_tokens, check_words, comes_once, max_token_bytes, open_output, read_bytes, read_lines,
+                 read_text_blocks)
 from .text import Normalizer, split_words
 
 UNK, BOS, EOS = "<unk>", "<s>", "</s>"
@@ -123,8 +124,8 @@ def count_words(paths, normalize=None):
     counts = Counter()
     sentences = 0
     for path in paths:
-        if path == "-":
-            read_bytes(path)  # stdin kept for the pass that encodes it
+        if comes_once(path):
+            read_bytes(path)  # stdin or a pipe kept for the pass that encodes it
         lines = 0
         for block in read_text_blocks(path, normalize or None):
             block_counts, block_sentences = text_kernels.count_words(block)

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import assert_one_line_error
+from conftest import NPLM, assert_one_line_error
 
 TRAIN = "the cat sat\nthe dog sat\na cat ran\n"
 
@@ -156,3 +156,24 @@ def test_srilm_program_names_are_aliases(nplm, train):
     assert nplm("ngram-count", "-text", train, "-order", 2, "-wbdiscount", "-lm", lm)[0] == 0
     ours, srilms = nplm("ppl", "-lm", lm, "-text", train), nplm("ngram", "-lm", lm, "-ppl", train)
     assert ours == srilms and ours[0] == 0 and "ppl= " in ours[1]
+
+
+def test_a_pipe_read_twice_by_a_command_is_one_text(nplm, train, tmp_path):
+    """`-text <(zcat ...)` gave 'empty corpus' to the commands that pass over a text twice
+    (a vocabulary first), and a FIFO made them wait for ever for a second writer: within a
+    command a pipe is now kept as stdin is."""
+    import threading
+    assert nplm("ngram-count", "-text", train, "-order", 2, "-wbdiscount", "-lm", tmp_path / "file.arpa")[0] == 0
+    piped = subprocess.run(["bash", "-c", f"'{NPLM}' ngram-count -text <(cat '{train}') -order 2 -wbdiscount "
+                                          f"-lm '{tmp_path / 'pipe.arpa'}'"], capture_output=True, text=True, timeout=60)
+    assert piped.returncode == 0, piped.stderr
+    assert (tmp_path / "pipe.arpa").read_text() == (tmp_path / "file.arpa").read_text()
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_text(open(train).read()))
+    writer.start()
+    report = subprocess.run([NPLM, "ppl", "-lm", tmp_path / "file.arpa", "-text", fifo, "-debug", "1"],
+                            capture_output=True, text=True, timeout=60)
+    writer.join()
+    assert report.returncode == 0 and report.stdout == nplm("ppl", "-lm", tmp_path / "file.arpa", "-text", train,
+                                                            "-debug", 1)[1].replace(train, str(fifo)), report.stderr

@@ -13,7 +13,7 @@ from .._ext.backoff_kernels import children_runs
 from .._ext.ngram_sorting import srilm_order
 from ..container import MAGIC as CONTAINER_MAGIC
 from ..errors import InputError
-from ..io import GZIP_MAGIC, READ_BYTES, open_output, check_tokens, read_mapped, release_mapped
+from ..io import GZIP_MAGIC, READ_BYTES, check_tokens, open_output, read_mapped, release_mapped
 from ..text import split_words
 from ..vocab import UNK, Vocabulary
 from .backoff import BackoffModel, log10_fault, outside_log10_domain

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import container
 from ..errors import InputError
-from ..io import open_output, check_words, max_token_bytes, read_lines
+from ..io import check_words, max_token_bytes, open_output, read_lines
 from ..lm import LanguageModel
 from .arpa import arpa_bytes, read_arpa
 from ..text import split_words

@@ -7,7 +7,7 @@ import numpy as np
 from .._ext.count_kernels import NgramHashCounter
 from .._ext.ngram_sorting import sort_counted
 from ..errors import InputError, NplmError, ParameterError
-from ..io import open_output, check_words, max_token_bytes, read_lines
+from ..io import check_words, max_token_bytes, open_output, read_lines
 from ..text import split_words
 from .index import NgramIndex
 
