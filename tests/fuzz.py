@@ -357,6 +357,8 @@ def options_campaign(_, seed, count, results_path, current_path):
                 lines = [line for line in err.splitlines() if ": warning: " not in line]
                 if "Warning:" in err:  # Python's own warnings (a RuntimeWarning of numpy): lines a user cannot use
                     outcome["python_warnings"] += 1
+                    if len(outcome["examples"]) < 3:
+                        outcome["examples"].append(f"{argv}\n{err[-600:]}")
                 if status == 0:
                     outcome["accepted"] += 1
                 elif status == 2 and len(lines) == 1 and "Traceback" not in err:
