@@ -183,7 +183,6 @@ def command(text, valid, vocab, lm, order, m, h, direct, activation, no_bias, la
                                 block_lr=block_values(block_lr), block_momentum=block_values(block_momentum),
                                 block_weight_decay=block_values(block_weight_decay),
                                 decay_biases=decay_biases, freeze_features=freeze_features)
-        check_decay_below_rate(config)
         network = dict(arch=arch, order=order, features=m, hidden=h, direct=direct, bias=not no_bias,
                        activation=activation)
         if model_class.RECURRENT:
@@ -323,19 +322,6 @@ def block_values(given):
     """-block-lr C=1e-3,A=0.1 (the option repeated or comma-separated; each occurrence a list
     of pairs by BlockValues) as {"C": 0.001, "A": 0.1}, a later value of a block winning."""
     return {block: value for pairs in given for block, value in pairs}
-
-
-def check_decay_below_rate(config):
-    """Each update scales a block's weights by 1 - rate x decay (the schedule's `keep`): with
-    a product above 1 they flip sign, above 2 they blow up and the schedule overflows (-lr
-    1000 -weight-decay 1 -batch 512 ended in an OverflowError)."""
-    for block in set(config.block_lr) | set(config.block_weight_decay) | {None}:
-        rate, decay = config.block_lr.get(block, config.lr), config.block_weight_decay.get(block, config.weight_decay)
-        if rate * decay > 1:
-            rate_flag = f"-block-lr {block}=" if block in config.block_lr else "-lr "
-            decay_flag = f"-block-weight-decay {block}=" if block in config.block_weight_decay else "-weight-decay "
-            raise NplmError(f"{rate_flag}{rate:g} times {decay_flag}{decay:g} must be at most 1 (each update scales "
-                            "the weights by 1 - rate x decay)")
 
 
 def abort_on_error(comm, error):

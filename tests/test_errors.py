@@ -223,3 +223,16 @@ def test_a_word_too_long_in_counts_is_named_with_its_file_and_line(capsys, tmp_p
     status, out, err = run_main(capsys, "ngram-count", "-read", counts, "-order", 2, "-lm", tmp_path / "x.arpa")
     assert (status, out, err) == (2, "", f"nplm: {counts}:3: a word of 8 bytes, longer than 7 (the limit: set "
                                          "NPLM_MAX_TOKEN_BYTES to raise it)\n")
+
+
+def test_a_rate_times_a_decay_above_1_is_refused_in_the_library_too():
+    """The trainer, not only the command line, refuses it: an API caller's schedule
+    overflowed (lr 1000, weight decay 1, batch 512: an OverflowError)."""
+    vocab = Vocabulary(["the", "cat", "sat"])
+    mlp = ARCHITECTURES["mlp"].initial(vocab, order=3, features=4, hidden=4)
+    with pytest.raises(ParameterError) as caught:
+        Trainer(mlp, TrainingConfig(lr=1000, weight_decay=1, batch=512))
+    assert caught.value.parameters == ("lr", "weight_decay")
+    assert str(caught.value) == "lr 1000 times weight_decay 1 must be at most 1 (each update scales the weights by " \
+                                "1 - rate x decay)"
+    Trainer(mlp, TrainingConfig(lr=1, weight_decay=1))

@@ -137,6 +137,7 @@ class Trainer:
         if cfg.max_samples < cfg.samples:
             raise ParameterError(f"{{max_samples}} {cfg.max_samples} is below {{samples}} {cfg.samples}")
         self._check_blocks()
+        self._check_decay_below_rate()
         self.model.check_training(cfg)
         if self.comm is None:
             return
@@ -168,6 +169,19 @@ class Trainer:
                     raise ParameterError(f"{{{setting}}}: {name}={value} is out of range")
         if not 0 <= cfg.momentum < 1:
             raise ParameterError("{momentum} must be in [0, 1)")
+
+    def _check_decay_below_rate(self):
+        """Each update scales a block's weights by 1 - rate x decay (update_schedule's
+        `keep`): with a product above 1 they flip sign, above 2 they blow up and the
+        schedule overflows (lr 1000, weight decay 1, batch 512 ended in an OverflowError)."""
+        cfg = self.config
+        for block in set(cfg.block_lr) | set(cfg.block_weight_decay) | {None}:
+            rate, decay = cfg.block_lr.get(block, cfg.lr), cfg.block_weight_decay.get(block, cfg.weight_decay)
+            if rate * decay > 1:
+                rate_name = f"{{block_lr}} {block}=" if block in cfg.block_lr else "{lr} "
+                decay_name = f"{{block_weight_decay}} {block}=" if block in cfg.block_weight_decay else "{weight_decay} "
+                raise ParameterError(f"{rate_name}{rate:g} times {decay_name}{decay:g} must be at most 1 (each update "
+                                     "scales the weights by 1 - rate x decay)")
 
     # -- checkpoints -----------------------------------------------------------------
     def checkpoint_path(self):
