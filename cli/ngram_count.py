@@ -4,12 +4,11 @@ import numpy as np
 
 from nplmtk.corpus import Corpus
 from nplmtk.errors import NplmError
-from nplmtk.io import (check_readable, check_words, check_writable, max_token_bytes, open_output, read_lines,
-                       scratch_folder)
+from nplmtk.io import check_readable, check_writable, open_output, scratch_folder
 from nplmtk.ngram.arpa import write_arpa
 from nplmtk.ngram.binary import check_binary_name, write_binary
 from nplmtk.ngram.classes import ClassNgramModel, WordClasses, token_ids, token_vocabulary
-from nplmtk.ngram.counts import MAX_ORDER, CountAccumulator, NgramCounts, byte_ranks, check_order
+from nplmtk.ngram.counts import MAX_ORDER, CountAccumulator, NgramCounts, byte_ranks, check_order, counted_words
 from nplmtk.ngram.deleted_interpolation import DeletedInterpolation
 from nplmtk.ngram.estimate import estimate
 from nplmtk.ngram.estimate import prune as prune_model
@@ -205,14 +204,3 @@ def command(text, read, order, vocab, unk, write, lm, write_bin_lm, kndiscount, 
         write_arpa(model, lm)
     if write_bin_lm is not None:
         write_binary(model, write_bin_lm)
-
-
-def counted_words(path):
-    """The words of a counts file's n-grams, each line's checked against the longest word
-    allowed (so that one too long is named with its file and line)."""
-    longest = max_token_bytes()
-    for number, line in enumerate(read_lines(path), 1):
-        words = line.split()[:-1]
-        if len(line) * 4 > longest:
-            check_words(words, path, number, longest)
-        yield from words

@@ -83,13 +83,15 @@ def check_tokens(words, path=None, data=None, lines_before=0):
             raise token_too_long(path, line, size, limit)
 
 
-def check_words(words, path, line, limit):
-    """Refuse the first of a line's `words` (str) longer than `limit` bytes in UTF-8. A
-    reader calls it only for a line of more than limit // 4 characters: no shorter line
-    can hold such a word, and a len() a line costs next to nothing."""
+def check_words(line, words, path, number, limit):
+    """Refuse the first of `words` (str, split from the text `line`, line `number` of
+    `path`) longer than `limit` bytes in UTF-8. A line of at most limit // 4 characters
+    holds no such word: for it, the check is one len()."""
+    if len(line) * 4 <= limit:
+        return
     for word in words:
         if len(word) * 4 > limit and len(word.encode("utf-8")) > limit:
-            raise token_too_long(path, line, len(word.encode("utf-8")), limit)
+            raise token_too_long(path, number, len(word.encode("utf-8")), limit)
 
 
 def long_line_start(data, limit, start=0):

@@ -92,8 +92,7 @@ class Vocabulary:
             if len(fields) > 2:
                 raise InputError(f"expected 'word' or 'word count', got {len(fields)} fields", path=path, line=number)
             word = fields[0]
-            if len(line) * 4 > limit:
-                check_words(fields[:1], path, number, limit)
+            check_words(line, fields, path, number, limit)
             if word in first_line:
                 raise InputError(f"duplicate word '{word}' (first on line {first_line[word]})", path=path, line=number)
             first_line[word] = number

@@ -44,8 +44,7 @@ class WordClasses:
             fields = split_words(line)
             if not fields:
                 continue
-            if len(line) * 4 > longest:
-                check_words(fields, path, number, longest)
+            check_words(line, fields, path, number, longest)
             name, rest = fields[0], fields[1:]
             value = None
             if rest:

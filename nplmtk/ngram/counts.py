@@ -93,8 +93,7 @@ class NgramCounts:
             fields = split_words(line)
             if not fields:
                 continue
-            if len(line) * 4 > longest:
-                check_words(fields[:-1], path, number, longest)
+            check_words(line, fields, path, number, longest)
             k, count = len(fields) - 1, parse_count(fields, path, number)
             if limit_vocab and any(w not in index for w in fields[:-1]):
                 continue
@@ -218,6 +217,16 @@ def _count(counter, corpus):
     if len(corpus.ids) and corpus.ids.max() >= len(vocab):
         raise ParameterError(f"{{ids}} reach {corpus.ids.max()}, beyond the vocabulary of {len(vocab)}")
     counter.add(corpus.ids, corpus.offsets, vocab.bos, vocab.eos, vocab.unk)
+
+
+def counted_words(path):
+    """The words of a counts file's n-grams, in the file's order (repeats too): a
+    vocabulary for counts read without one."""
+    longest = max_token_bytes()
+    for number, line in enumerate(read_lines(path), 1):
+        words = split_words(line)[:-1]
+        check_words(line, words, path, number, longest)
+        yield from words
 
 
 def parse_count(fields, path, number):
