@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 BROWN  ?= ../shared/data/brown
 
-.PHONY: install bytecode demo test wheel-check fuzz bench bench-vs clean brown-mlp9 brown-mlp1 brown-is brown-lbl brown-lbl-outputs brown-survey brown-lstm brown-fast \
+.PHONY: install bytecode demo test wheel-check fuzz bench bench-vs outputs-vs clean brown-mlp9 brown-mlp1 brown-is brown-lbl brown-lbl-outputs brown-survey brown-lstm brown-fast \
 	brown-energy brown-energy-exact
 
 install: $(STAMP)
@@ -56,16 +56,22 @@ bench: install bytecode
 # Training speed of this build against another, run alternately (benchmarks/side_by_side.py):
 # make bench-vs BASELINE=/path/to/other/.venv/bin/nplm (say the previous commit, checked out
 # and `make install`ed elsewhere). It replaces its own section of BENCHMARKS.md (~10 min).
-ifneq ($(filter bench-vs,$(MAKECMDGOALS)),)
+ifneq ($(filter bench-vs outputs-vs,$(MAKECMDGOALS)),)
 ifeq ($(BASELINE),)
-$(error make bench-vs needs BASELINE=/path/to/other/.venv/bin/nplm, the build to compare against)
+$(error make bench-vs and outputs-vs need BASELINE=/path/to/other/.venv/bin/nplm, the build to compare against)
 endif
 ifeq ($(wildcard $(BASELINE)),)
-$(error make bench-vs: BASELINE=$(BASELINE): no such file)
+$(error make $(filter bench-vs outputs-vs,$(MAKECMDGOALS)): BASELINE=$(BASELINE): no such file)
 endif
 endif
 bench-vs: install
 	$(BIN)/python benchmarks/side_by_side.py --baseline $(BASELINE) --nplm $(BIN)/nplm --brown $(BROWN) \
+		--out BENCHMARKS.md
+
+# The models of this build against the baseline's (benchmarks/same_outputs.py): every
+# architecture with each output layer, one epoch on a slice of Brown, test ppl of both (~3 min).
+outputs-vs: install
+	$(BIN)/python benchmarks/same_outputs.py --baseline $(BASELINE) --nplm $(BIN)/nplm --brown $(BROWN) \
 		--out BENCHMARKS.md
 
 # The papers' runs on Brown; their settings are the table in benchmarks/runs.py, which

@@ -48,10 +48,17 @@ class Setting:
                 *self.options, "-log", log, "-lm", model]
 
 
+LSTM_CLASS, LBL1 = RUNS["lstm-class"], RUNS["lbl1-h100"]
 SETTINGS = [Setting(f"mlp9-b{batch}", f"MLP9, `-batch {batch}`", MLP9, ["-batch", str(batch)], lines)
             for batch, lines in ((1, 1000), (32, 5000), (256, 8000))] + [
     Setting("is-b1", f"IS, `-batch {IS.batch} -criterion is -samples {N0}`", IS,
-            ["-batch", str(IS.batch), "-criterion", "is", "-samples", str(N0)], None)]
+            ["-batch", str(IS.batch), "-criterion", "is", "-samples", str(N0)], None),
+    # the recurrent kernel (m = h = 256, class output, Adam) and the log-bilinear family's
+    # blocked one (Model 1, h = 100, mini-batches of 1,000, momentum), each on its own settings
+    Setting("lstm-class", "LSTM m=h=256, `-output class`, Adam", LSTM_CLASS,
+            ["-tie", "-dropout", "0.3", "-output", "class", "-optimizer", "adam", "-lr", "0.002"], 4000),
+    Setting("lbl1", "log-bilinear Model 1, h=100, `-batch 1000`", LBL1,
+            ["-batch", "1000", *[o for o in LBL1.extra if o != "-freeze-features"]], 8000)]
 WARM_UP = Setting("warm-up", "", MLP9, ["-batch", "32"], 200)
 
 
