@@ -383,16 +383,16 @@ def test_importance_sampling_trains_saves_and_scores_from_the_command_line(toy_t
 
 
 @pytest.mark.parametrize("args, fragment", [
-    (["-arch", "lstm", "-order", "3"], "-order applies to the feed-forward models: lstm sees the whole history"),
-    (["-dropout", "0.5"], "-dropout applies to the recurrent models"),
+    (["-arch", "lstm", "-order", "3"], "-order is an option of -arch mlp, energy, lbl, lbl1, lbl2, lbl3, not of -arch lstm"),
+    (["-dropout", "0.5"], "-dropout is an option of -arch rnn, lstm, not of -arch mlp"),
     (["-arch", "rnn", "-tie"], "-tie makes the output layer the word features: it needs -h equal to -m"),
-    (["-arch", "rnn", "-peephole"], "-peephole applies to -arch lstm"),
+    (["-arch", "rnn", "-peephole"], "-peephole is an option of -arch lstm, not of -arch rnn"),
     (["-arch", "lstm", "-output", "class", "-criterion", "is"],
      "-output class trains with its exact gradient: -criterion is samples the full softmax"),
     (["-arch", "rnn", "-output", "hs", "-criterion", "is-adaptive"],
      "-output hs trains with its exact gradient: -criterion is-adaptive samples the full softmax"),
-    (["-arch", "lstm", "-batch", "4"], "-batch: a recurrent model updates once per -bptt steps"),
-    (["-optimizer", "adam"], "Adam is built for the recurrent models"),
+    (["-arch", "lstm", "-batch", "4"], "-batch is an option of -arch mlp, energy, lbl, lbl1, lbl2, lbl3, not of -arch lstm"),
+    (["-optimizer", "adam"], "-optimizer is an option of -arch rnn, lstm, not of -arch mlp"),
     # the output layers
     (["-arch", "energy", "-output", "hs"], "-output hs: -arch energy has full"),
     (["-arch", "lbl", "-output", "class", "-criterion", "is"],
