@@ -203,7 +203,8 @@ def test_algorithm_4_undoes_a_block_with_the_streams_state_and_adam_moments():
     sampling = ImportanceSampling(model, steps, config, state)
     assert sampling.tiny.shape == (min(len(steps), 500), 2, 2)  # the streams' first steps: 1,000 words
     network = model.training_network(config, 0)
-    sampling.begin_round(model, 0, state, [network])
+    sampling.carried = [network.carried]  # as the trainer gives them
+    sampling.begin_round(model, 0, state)
     before = {k: v.copy() for k, v in network.carried.items()}
     params = {k: v.copy() for k, v in model.params.items()}
     chunk = np.ascontiguousarray(steps[np.arange(len(steps))])

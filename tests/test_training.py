@@ -272,7 +272,8 @@ def test_energy_network_estimates_words_outside_its_vocabulary(toy, tmp_path):
     bigram_path = tmp_path / "b.arpa"
     assert run_nplm("ngram-count", "-text", tmp_path / "oov.txt", "-order", 2, "-lm", bigram_path)[0] == 0
     status, _, err = run_nplm("ppl", "-lm", bigram_path, "-text", tmp_path / "oov.txt", "-oov-estimate")
-    assert_one_line_error(status, err, "-oov-estimate needs an energy network")
+    assert_one_line_error(status, err, "-oov-estimate needs a network that estimates the words outside its "
+                                       "vocabulary (-arch energy)")
 
 
 def test_lr_halve_restarts_from_the_best_epoch_at_half_the_rate(toy):
