@@ -399,6 +399,12 @@ class Trainer:
         else:
             schedule = update_schedule(len(chunk), per_update, self.initial_rate(), cfg.lr_decay, cfg.weight_decay,
                                        period, first_update, stride=self.workers)
+        if getattr(self.model, "TRAINS_WITH_STEPS", False):  # temporary: until the Optimizer lands
+            from types import SimpleNamespace
+            rates, row_keep, dense_keep = schedule
+            return network.train(chunk, SimpleNamespace(batch=per_update, rates=rates[None], row_keep=row_keep,
+                                                        dense_keep=dense_keep[None], momentum=None, adam=None,
+                                                        clip=cfg.clip, sampling=None))
         if self.sampling:
             return network.train_sampled(chunk, per_update, *schedule, self.state["samples"], self.sampling.proposal,
                                          self.sampling.seed(first_update))
