@@ -7,7 +7,7 @@ import click
 from nplmtk.errors import NplmError
 from nplmtk.container import is_container
 from nplmtk.io import check_readable, check_writable
-from nplmtk.models import load
+from nplmtk.models import ARCHITECTURES, load
 from nplmtk.ngram.arpa import write_arpa
 from nplmtk.ngram.backoff import BackoffModel
 from nplmtk.ngram.binary import check_binary_name, write_binary
@@ -49,8 +49,9 @@ def _mix_options(function):
         help="Weight of -lm in the mixture; -mix-lm gets what the others leave.")
 @option("bayes", type=Real(0, 0), default=None,
         help="Accepted as 0 only: nplm always interpolates exactly, as SRILM does with -bayes 0.")
-@flag("oov-estimate", help="Energy networks: a word outside the vocabulary gets the feature vector "
-                           "sum_i C(i) P(i|context) and a probability (Bengio et al. 2003, sec. 5.1).")
+@flag("oov-estimate", help="A word outside the vocabulary gets a probability from the feature vector "
+                           "sum_i C(i) P(i|context) (Bengio et al. 2003, sec. 5.1), of a network whose architecture "
+                           "can (`nplm train-nplm --help` says which).")
 @flag("allow-paths", help="Follow a mixture's components wherever its file names them (by default only "
                           "files in the mixture's folder and below).")
 @option("vocab", metavar="FILE", default=None, help="With -limit-vocab: the words to keep.")
@@ -105,7 +106,7 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
         raise NplmError(f"{lm}: -map-unk renames an ARPA model's unknown word only")
     model = load(lm, allow_paths, unk=map_unk)
     if order is not None:
-        if not hasattr(model, "truncated"):
+        if not isinstance(model, BackoffModel):
             raise NplmError(f"{lm}: -order applies to n-gram models only")
         model = model.truncated(order)
     if (renorm or prune or prune_lowprobs or limit_vocab) and not isinstance(model, BackoffModel):
@@ -165,10 +166,17 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
 
 
 def _score_text(model, lm, text, debug, lower, map_numbers, oov_estimate, unk_prob):
-    if oov_estimate and not hasattr(model, "logprobs_estimating_oov"):
-        raise NplmError(f"{lm}: -oov-estimate needs an energy network (-arch energy)")
+    if oov_estimate:
+        from nplmtk.neural.network import NeuralModel  # here: plain scoring loads no network
+        if not (isinstance(model, NeuralModel) and model.CAPABILITIES.oov_estimate):
+            raise NplmError(f"{lm}: -oov-estimate needs a network that estimates the words outside its vocabulary "
+                            f"(-arch {', '.join(estimating_architectures())})")
     if oov_estimate and unk_prob is not None:
         raise NplmError("choose one of -oov-estimate and -unk-prob")
     perplexity(model, text, debug=debug, write=click.echo,
                normalize=Normalizer(lower=lower, map_numbers=map_numbers), oov_estimate=oov_estimate,
                unk_log10prob=unk_prob)
+
+
+def estimating_architectures():
+    return [name for name, model_class in ARCHITECTURES.items() if model_class.CAPABILITIES.oov_estimate]

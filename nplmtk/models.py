@@ -1,12 +1,15 @@
-"""The one table of models (shared/DESIGN.md): which class opens each kind of model file,
-and which class builds and trains each architecture of `nplm train-nplm -arch`. Adding a
-model is a line here; nothing registers itself on import. Entries name their module, which
-is imported when the entry is first used: scoring a back-off model never loads the networks."""
+"""The one table of models (shared/DESIGN.md): which class builds and trains each
+architecture of `nplm train-nplm -arch`, and which opens each kind of model file (an
+architecture's files are of kind "nplm-ARCH"). Adding a model is a line here, or, from another
+package, an entry point of the group "nplmtk.architectures" (name = "module:Class"), read only
+when a name is not built in or the whole list is wanted; nothing registers itself on import.
+Entries name their module, which is imported when the entry is first used: scoring a back-off
+model never loads the networks."""
 import importlib
 from collections.abc import Mapping
 
 from . import container
-from .errors import InputError
+from .errors import InputError, ParameterError
 from .vocab import UNK
 
 
@@ -30,9 +33,53 @@ class LazyTable(Mapping):
     def __len__(self):
         return len(self._entries)
 
+    def __contains__(self, key):
+        return key in self._entries
+
+
+class Architectures(LazyTable):
+    """The built-in architectures, then those other packages register (ENTRY_POINT_GROUP)."""
+    ENTRY_POINT_GROUP = "nplmtk.architectures"
+
+    def __init__(self, entries):
+        super().__init__(entries)
+        self._registered = None
+
+    def registered(self):
+        """name -> entry point of the other packages' architectures (not yet imported)."""
+        if self._registered is None:
+            from importlib.metadata import entry_points
+            self._registered = {entry.name: entry for entry in entry_points(group=self.ENTRY_POINT_GROUP)
+                                if entry.name not in self._entries}  # a built-in name stays built in
+        return self._registered
+
+    def __getitem__(self, key):
+        if key in self._entries:
+            return super().__getitem__(key)
+        entry = self.registered()[key]
+        try:
+            model_class = entry.load()
+        except Exception as error:  # noqa: B902 (another package's import: any error)
+            raise ParameterError(f"{{arch}} {key}: its entry point {entry.value} fails to load "
+                                 f"({type(error).__name__}: {error})") from None
+        if getattr(model_class, "arch", None) != key or getattr(model_class, "kind", None) != f"nplm-{key}":
+            raise ParameterError(f"{{arch}} {key}: its entry point {entry.value} is not a model class of arch "
+                                 f"'{key}' and kind 'nplm-{key}'")
+        return model_class
+
+    def __iter__(self):
+        yield from self._entries
+        yield from self.registered()
+
+    def __len__(self):
+        return len(self._entries) + len(self.registered())
+
+    def __contains__(self, key):
+        return key in self._entries or (isinstance(key, str) and key in self.registered())
+
 
 # -arch name -> the class that builds (`initial`) and trains it (nplmtk.neural.network.NeuralModel)
-ARCHITECTURES = LazyTable({
+ARCHITECTURES = Architectures({
     "mlp": ".neural.mlp:MLPModel",
     "energy": ".neural.energy:EnergyModel",
     "lbl": ".neural.lbl:LBLModel",
@@ -60,16 +107,8 @@ def checkpoint_model(model_file, best=True):
                                            model_file.meta, model_file.path)
 
 
-# container kind -> function(ModelFile) -> LanguageModel (each class's `kind` is its key: tested)
-MODEL_KINDS = LazyTable({
-    "nplm-mlp": ".neural.mlp:MLPModel.from_file",
-    "nplm-energy": ".neural.energy:EnergyModel.from_file",
-    "nplm-lbl": ".neural.lbl:LBLModel.from_file",
-    "nplm-lbl1": ".neural.lbl:GatedLBLModel.from_file",
-    "nplm-lbl2": ".neural.lbl:HiddenTermLBLModel.from_file",
-    "nplm-lbl3": ".neural.lbl:GatedHiddenTermLBLModel.from_file",
-    "nplm-rnn": ".neural.recurrent:RNNModel.from_file",
-    "nplm-lstm": ".neural.recurrent:LSTMModel.from_file",
+# container kind -> function(ModelFile) -> LanguageModel, besides the architectures' "nplm-ARCH"
+OTHER_KINDS = LazyTable({
     "deleted-interpolation": ".ngram.deleted_interpolation:load_deleted_interpolation",
     "class-ngram": ".ngram.classes:ClassNgramModel.from_file",
     "backoff-ngram": ".ngram.binary:load_binary",  # an ARPA model's tables, memory-mapped (-write-bin-lm)
@@ -78,6 +117,33 @@ MODEL_KINDS = LazyTable({
     # follows a run that is going on.
     CHECKPOINT_KIND: ".models:checkpoint_model",
 })
+
+
+class ModelKinds(Mapping):
+    """container kind -> loader: "nplm-ARCH", the class of ARCHITECTURES[ARCH] (its `kind`),
+    and OTHER_KINDS."""
+    PREFIX = "nplm-"
+
+    def __getitem__(self, kind):
+        if kind in OTHER_KINDS:
+            return OTHER_KINDS[kind]
+        if kind in self:
+            return ARCHITECTURES[kind[len(self.PREFIX):]].from_file
+        raise KeyError(kind)
+
+    def __iter__(self):
+        yield from (self.PREFIX + arch for arch in ARCHITECTURES)
+        yield from OTHER_KINDS
+
+    def __len__(self):
+        return len(ARCHITECTURES) + len(OTHER_KINDS)
+
+    def __contains__(self, kind):
+        return kind in OTHER_KINDS or (isinstance(kind, str) and kind.startswith(self.PREFIX)
+                                       and kind[len(self.PREFIX):] in ARCHITECTURES)
+
+
+MODEL_KINDS = ModelKinds()
 
 
 def load(path, allow_paths=False, unk=None):

@@ -256,7 +256,7 @@ def test_train_nplm_the_family_from_the_command_line(tmp_path):
     (["-arch", "lbl1", "-block-lr", "Q=1"], "-block-lr: no block 'Q' in lbl1 (its blocks: R, C, d, b, A, a, B, "
                                             "gate_bias)"),
     (["-arch", "lbl", "-block-lr", "C"], "-block-lr C: must be BLOCK=VALUE with VALUE in [0, inf)"),
-    (["-arch", "mlp", "-momentum", "0.5"], "-momentum: the mlp network has no parameter blocks"),
+    (["-arch", "mlp", "-momentum", "0.5"], "-momentum is an option of -arch lbl, lbl1, lbl2, lbl3, not of -arch mlp"),
     (["-arch", "lbl2", "-h", "0"], "-arch lbl2 needs -h 1 or more hidden units"),
     (["-arch", "lbl", "-momentum", "0.5", "-criterion", "is"], "-momentum applies to the exact softmax gradient"),
     (["-arch", "lbl1", "-init-from", "MODEL"], "-init-from: a model of order 3 over"),

@@ -135,16 +135,17 @@ def test_saved_and_loaded_models_score_the_same(tmp_path, big_vocab, arch, shape
     np.testing.assert_array_equal(again.logprobs(corpus), model.logprobs(corpus))
 
 
-@pytest.mark.parametrize("arch, options", [("mlp", ["-output", "hs", "-order", 3, "-batch", 4, "-lr", 0.05]),
-                                           ("mlp", ["-output", "class", "-classes", 5, "-order", 3, "-lr", 0.05]),
-                                           ("lstm", ["-output", "hs", "-bptt", 10, "-streams", 4, "-lr", 0.05]),
-                                           ("lbl", ["-output", "hs", "-order", 3, "-batch", 4, "-lr", 0.05]),
-                                           ("lbl2", ["-output", "class", "-order", 3, "-batch", 4, "-lr", 0.05])])
+@pytest.mark.parametrize("arch, options", [
+    ("mlp", ["-output", "hs", "-order", 3, "-batch", 4, "-lr", 0.05, "-h", 8]),
+    ("mlp", ["-output", "class", "-classes", 5, "-order", 3, "-lr", 0.05, "-h", 8]),
+    ("lstm", ["-output", "hs", "-bptt", 10, "-streams", 4, "-lr", 0.05, "-h", 8]),
+    ("lbl", ["-output", "hs", "-order", 3, "-batch", 4, "-lr", 0.05]),  # Model 0 has no hidden layer: no -h
+    ("lbl2", ["-output", "class", "-order", 3, "-batch", 4, "-lr", 0.05, "-h", 8])])
 def test_a_short_run_lowers_the_ppl_from_the_command_line(toy_texts, tmp_path, arch, options):
     texts, _ = toy_texts
     model_path = tmp_path / "m.nplm"
     status, _, err = run_nplm("train", "-arch", arch, "-text", texts / "train.txt", "-m", 8,
-                              "-h", 8, *options, "-epochs", 3, "-threads", 2, "-lm", model_path, "-quiet",
+                              *options, "-epochs", 3, "-threads", 2, "-lm", model_path, "-quiet",
                               "-log", tmp_path / "log.jsonl")
     assert status == 0, err
     ppl = [float(line.split('"train_ppl": ')[1].split(",")[0]) for line in open(tmp_path / "log.jsonl")]

@@ -203,7 +203,8 @@ def test_algorithm_4_undoes_a_block_with_the_streams_state_and_adam_moments():
     sampling = ImportanceSampling(model, steps, config, state)
     assert sampling.tiny.shape == (min(len(steps), 500), 2, 2)  # the streams' first steps: 1,000 words
     network = model.training_network(config, 0)
-    sampling.begin_round(model, 0, state, [network])
+    sampling.carried = [network.carried]  # as the trainer gives them
+    sampling.begin_round(model, 0, state)
     before = {k: v.copy() for k, v in network.carried.items()}
     params = {k: v.copy() for k, v in model.params.items()}
     chunk = np.ascontiguousarray(steps[np.arange(len(steps))])
@@ -383,16 +384,16 @@ def test_importance_sampling_trains_saves_and_scores_from_the_command_line(toy_t
 
 
 @pytest.mark.parametrize("args, fragment", [
-    (["-arch", "lstm", "-order", "3"], "-order applies to the feed-forward models: lstm sees the whole history"),
-    (["-dropout", "0.5"], "-dropout applies to the recurrent models"),
+    (["-arch", "lstm", "-order", "3"], "-order is an option of -arch mlp, energy, lbl, lbl1, lbl2, lbl3, not of -arch lstm"),
+    (["-dropout", "0.5"], "-dropout is an option of -arch rnn, lstm, not of -arch mlp"),
     (["-arch", "rnn", "-tie"], "-tie makes the output layer the word features: it needs -h equal to -m"),
-    (["-arch", "rnn", "-peephole"], "-peephole applies to -arch lstm"),
+    (["-arch", "rnn", "-peephole"], "-peephole is an option of -arch lstm, not of -arch rnn"),
     (["-arch", "lstm", "-output", "class", "-criterion", "is"],
      "-output class trains with its exact gradient: -criterion is samples the full softmax"),
     (["-arch", "rnn", "-output", "hs", "-criterion", "is-adaptive"],
      "-output hs trains with its exact gradient: -criterion is-adaptive samples the full softmax"),
-    (["-arch", "lstm", "-batch", "4"], "-batch: a recurrent model updates once per -bptt steps"),
-    (["-optimizer", "adam"], "Adam is built for the recurrent models"),
+    (["-arch", "lstm", "-batch", "4"], "-batch is an option of -arch mlp, energy, lbl, lbl1, lbl2, lbl3, not of -arch lstm"),
+    (["-optimizer", "adam"], "-optimizer is an option of -arch rnn, lstm, not of -arch mlp"),
     # the output layers
     (["-arch", "energy", "-output", "hs"], "-output hs: -arch energy has full"),
     (["-arch", "lbl", "-output", "class", "-criterion", "is"],

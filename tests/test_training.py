@@ -156,8 +156,8 @@ def test_cli_trains_saves_logs_and_scores(tmp_path):
 
 @pytest.mark.parametrize("args, fragment", [
     (["-arch", "gru"], "-arch: unknown value 'gru'"),
-    (["-criterion", "nce"], "-criterion: unknown value 'nce'"),
-    (["-mpi", "ring"], "-mpi: unknown value 'ring'"),
+    (["-criterion", "nce"], "-criterion nce: unknown value (choose from full, is, is-adaptive)"),
+    (["-mpi", "ring"], "-mpi ring: unknown value (choose from param, data)"),
     (["-h", "0"], "-h 0 leaves no path"),
     (["-order", "1"], "order"),
     (["-batch", "1", "-threads", "65"], "-threads 65: at -batch 1 the threads share each window, 64 at most"),
@@ -242,7 +242,7 @@ def test_the_energy_network_learns_exactly_and_by_importance_sampling(toy, tmp_p
 
 @pytest.mark.parametrize("args, fragment", [
     (["-arch", "energy", "-criterion", "is", "-batch", 4], "trains one window per update: give -batch 1"),
-    (["-arch", "energy", "-activation", "relu"], "-arch energy uses tanh"),
+    (["-arch", "energy", "-activation", "relu"], "-activation is an option of -arch mlp, rnn, lstm, not of -arch energy"),
 ])
 def test_energy_options_that_do_not_go_together(tmp_path, args, fragment):
     (tmp_path / "t.txt").write_text("a b c\n")
@@ -272,7 +272,8 @@ def test_energy_network_estimates_words_outside_its_vocabulary(toy, tmp_path):
     bigram_path = tmp_path / "b.arpa"
     assert run_nplm("ngram-count", "-text", tmp_path / "oov.txt", "-order", 2, "-lm", bigram_path)[0] == 0
     status, _, err = run_nplm("ppl", "-lm", bigram_path, "-text", tmp_path / "oov.txt", "-oov-estimate")
-    assert_one_line_error(status, err, "-oov-estimate needs an energy network")
+    assert_one_line_error(status, err, "-oov-estimate needs a network that estimates the words outside its "
+                                       "vocabulary (-arch energy)")
 
 
 def test_lr_halve_restarts_from_the_best_epoch_at_half_the_rate(toy):

@@ -8,6 +8,7 @@ example (small vocabularies); importance sampling (`-criterion is*`) makes it ch
 import numpy as np
 
 from ..errors import ParameterError
+from .declarations import CRITERIA, Capabilities, declare
 from .network import NeuralModel, check_parameters_fit, uniform_initialiser
 
 
@@ -15,7 +16,9 @@ class EnergyModel(NeuralModel):
     kind = "nplm-energy"
     arch = "energy"
     summary = ("sec. 5.1: the next word's features enter the hidden layer; train it with -criterion is* on "
-               "large vocabularies")
+               "large vocabularies; -oov-estimate in ppl")
+    CAPABILITIES = Capabilities(criteria=CRITERIA, oov_estimate=True)
+    OPTIONS = declare(NeuralModel.OPTIONS, drop=("activation",))  # tanh
 
     @classmethod
     def initial(cls, vocab, order, features, hidden, direct=False, bias=True, activation="tanh", seed=1):

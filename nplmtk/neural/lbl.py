@@ -11,9 +11,12 @@ rows Vn and biases bn, no b) replaces the softmax over b_w + r(w) . p; with "cla
 class-factored softmax p(c(w) | p) p(w | c(w), p) over `classes` classes by frequency
 (class rows Vc and biases bc; the words' rows stay R's and b's):
 cython_ext/lbl_factored_kernels.pyx."""
+from dataclasses import replace
+
 import numpy as np
 
 from ..errors import ParameterError
+from .declarations import CRITERIA, MPI_MODES, OUTPUT_LAYERS, Capabilities, Option, declare
 from .network import SCORING_BATCH, NeuralModel, check_parameters_fit, uniform_initialiser
 from .word_classes import class_lists
 
@@ -21,6 +24,24 @@ from .word_classes import class_lists
 GATING_INIT = 0.01
 WEIGHT_BLOCKS = ("R", "C", "A", "B", "S", "Vn", "Vc")  # the others are biases
 IN_PLACE_BLOCKS = ("R", "b", "Vn", "bn")  # the factored output layers step a few rows of these, without momentum
+
+# Each block's rate, momentum and weight decay (sec. 3): TrainingConfig's, which block_schedule reads.
+BLOCK_OPTIONS = tuple(replace(option, target="training") for option in (
+    Option("momentum", "real", "Momentum of every parameter block (sec. 3: 0.5 for C, 0.9 for the others with 100 "
+           "hidden units, 0.8 with 200-300, 0.5 with 500).", 0.0, low=0, high=1, high_open=True),
+    Option("block-lr", "blocks", "A block's own eps0 (blocks R C d b A a B gate_bias S; sec. 3: C=1e-3, A=1e-1, "
+           "B=1e-5, S=1e-5). Others take -lr.", low=0, metavar="BLOCK=RATE,..."),
+    Option("block-momentum", "blocks", "A block's own momentum (sec. 3: C=0.5).", low=0, high=1, high_open=True,
+           metavar="BLOCK=MU,..."),
+    Option("block-weight-decay", "blocks", "A block's own weight decay (sec. 3: 1e-5 everywhere, S=1e-4).", low=0,
+           metavar="BLOCK=LAMBDA,..."),
+    Option("decay-biases", "flag", "-weight-decay on the biases too (sec. 3: \"all parameters, including "
+           "biases\")."),
+    Option("freeze-features", "flag", "Keep the word features R fixed (sec. 3, for Models 1-3, which start from a "
+           "Model 0 with -init-from: taking its R, C, d and b, Model 1 predicts as it does before its first update)."),
+))
+HIDDEN = Option("h", "int", "Units of the hidden layer h (logistic: -activation does not apply).", 100, low=0,
+                key="hidden")
 
 
 class LBLModel(NeuralModel):
@@ -30,7 +51,9 @@ class LBLModel(NeuralModel):
                "feature matrix for context and next word; -h and -activation do not apply")
     ARCHITECTURE = ("features", "bias", "classes", "hs")
     ACTIVATIONS = ("linear",)
-    OUTPUTS = ("full", "class", "hs")
+    CAPABILITIES = Capabilities(outputs=OUTPUT_LAYERS, criteria=CRITERIA, mpi_modes=MPI_MODES,
+                                parameter_blocks=True, worker_state=True)  # momentum's velocities
+    OPTIONS = declare(NeuralModel.OPTIONS, *BLOCK_OPTIONS, drop=("h", "direct", "activation"))
     FEATURES = "R"  # the C_i are m x m matrices
     GATED = False  # Models 1 and 3: gates s_i on the context words
     HIDDEN_TERM = False  # Models 2 and 3: S^T h added to p
@@ -112,7 +135,7 @@ class LBLModel(NeuralModel):
         return self.output != "full"
 
     def output_block(self, rows, capacity):
-        """The kernel of one rank's block (output rows lo..hi-1) of -mpi param."""
+        """The kernel of one rank's block (output rows lo..hi-1) of -mpi param (MPI_MODES)."""
         lo, hi = rows
         from .._ext.lbl_kernels import LBLOutputBlock
         return LBLOutputBlock(self.params, capacity, self.meta.get("bias", True), lo, hi)
@@ -150,6 +173,7 @@ class GatedLBLModel(LBLModel):
                "s_i = 2 logistic(B^T h + b) of a hidden layer h = logistic(A^T f + a) of -h units (logistic: "
                "-activation does not apply)")
     ARCHITECTURE = ("features", "hidden", "bias", "classes", "hs")
+    OPTIONS = declare(LBLModel.OPTIONS, HIDDEN)
     GATED = True
 
 
@@ -158,6 +182,7 @@ class HiddenTermLBLModel(LBLModel):
     arch = "lbl2"
     summary = "Model 2: Model 0 with S^T h added to the predicted features (h as in Model 1)"
     ARCHITECTURE = ("features", "hidden", "bias", "classes", "hs")
+    OPTIONS = declare(LBLModel.OPTIONS, HIDDEN)
     HIDDEN_TERM = True
 
 
@@ -166,5 +191,6 @@ class GatedHiddenTermLBLModel(LBLModel):
     arch = "lbl3"
     summary = "Model 3: the gates of Model 1 and the S^T h of Model 2"
     ARCHITECTURE = ("features", "hidden", "bias", "classes", "hs")
+    OPTIONS = declare(LBLModel.OPTIONS, HIDDEN)
     GATED = True
     HIDDEN_TERM = True

@@ -9,6 +9,7 @@ biases bc beside U and b; nplmtk/neural/word_classes.py)."""
 import numpy as np
 
 from ..errors import ParameterError
+from .declarations import CRITERIA, MPI_MODES, OUTPUT_LAYERS, Capabilities, Option, declare
 from .network import ACTIVATION_CODES, SCORING_BATCH, NeuralModel, check_parameters_fit, uniform_initialiser
 from .word_classes import class_lists
 
@@ -21,7 +22,9 @@ class MLPModel(NeuralModel):
     summary = "Bengio et al. 2003, eq. 1: softmax over b + W x + U act(d + H x)"
     ACTIVATIONS = tuple(ACTIVATION_CODES)
     ARCHITECTURE = NeuralModel.ARCHITECTURE + ("classes", "hs")
-    OUTPUTS = ("full", "class", "hs")
+    CAPABILITIES = Capabilities(outputs=OUTPUT_LAYERS, criteria=CRITERIA, mpi_modes=MPI_MODES)
+    OPTIONS = declare(NeuralModel.OPTIONS, Option(
+        "h", "int", "Hidden units (0: no hidden layer, needs -direct).", 100, low=0, key="hidden"))
 
     def __init__(self, vocab, params, order, activation="tanh", meta=None):
         if activation not in ACTIVATION_CODES:
@@ -38,8 +41,8 @@ class MLPModel(NeuralModel):
             raise ParameterError("a neural model needs {order} 2 or more (at least one context word)")
         if hidden == 0 and not direct:
             raise ParameterError("{hidden} 0 leaves no path from the context to the output: add {direct}")
-        if output not in cls.OUTPUTS:
-            raise ParameterError(f"{{output}}: unknown value '{output}' (choose from {', '.join(cls.OUTPUTS)})")
+        if output not in cls.CAPABILITIES.outputs:
+            raise ParameterError(f"{{output}}: unknown value '{output}' (choose from {', '.join(OUTPUT_LAYERS)})")
         if output != "full" and (direct or not hidden):
             raise ParameterError(f"{{output}} {output} reads the hidden layer only: it needs {{hidden}} 1 or more "
                                  "and no {direct} connections")
@@ -109,7 +112,7 @@ class MLPModel(NeuralModel):
         return 1
 
     def output_block(self, rows, capacity):
-        """The kernel of one rank's block (output rows lo..hi-1) of -mpi param."""
+        """The kernel of one rank's block (output rows lo..hi-1) of -mpi param (MPI_MODES)."""
         from .._ext.output_blocks import OutputBlock
         lo, hi = rows
         return OutputBlock(self.params, self.order - 1, ACTIVATION_CODES[self.activation], capacity,

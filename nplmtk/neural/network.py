@@ -11,6 +11,7 @@ from .. import container
 from ..errors import InputError, ParameterError
 from ..lm import LanguageModel
 from .blas import blas_thread_count, on_workers
+from .declarations import OUTPUT_LAYERS, TRAINING_OPTIONS, Capabilities, Option
 from .huffman import huffman_tree, tree_paths
 from .word_classes import frequency_classes
 
@@ -63,18 +64,33 @@ class NeuralModel(LanguageModel):
     - `initial(vocab, order, features, hidden, direct, bias, activation, seed)`;
     - `network(capacity)`: a kernel object with `train` and `train_sampled` over a chunk
       of examples and its schedule, and `logprobs(examples, out)`;
-    - optionally `check_training(config)` and `output_block(rows, capacity)` (the
-      parameter-parallel output layer of -mpi param).
+    - `OPTIONS`, the options `train-nplm -arch` takes for it (nplmtk/neural/declarations.py:
+      the trainer's and the network's, the latter keywords of its `initial`), and
+      `CAPABILITIES`, what it has beyond this protocol (output layers, criteria, MPI modes,
+      parameter blocks and their `output_block`, state carried by its training networks);
+    - optionally `check_training(config)`.
     """
 
     arch = None
     summary = ""
     RECURRENT = False  # examples are steps of word streams, not windows (nplmtk.neural.recurrent)
     FEATURES = "C"  # the array of the words' feature vectors (|V| x m)
-    DEFAULTS = {"lr": 1e-3, "weight_decay": 1e-4}  # train-nplm's -lr and -weight-decay when not given
     ARCHITECTURE = ("features", "hidden", "direct", "bias")  # the meta keys that shape the network
     ACTIVATIONS = ("tanh",)  # the hidden activations its files may name
-    OUTPUTS = ("full",)  # the output layers its `initial` builds (`output`)
+    CAPABILITIES = Capabilities()
+    OPTIONS = TRAINING_OPTIONS + (
+        Option("order", "int", "n: the network sees the n-1 previous words.", 5, low=2, high=MAX_ORDER),
+        Option("m", "int", "Word feature dimension.", 30, low=1, key="features"),
+        Option("h", "int", "Hidden units.", 100, low=0, key="hidden"),
+        Option("direct", "flag", "Direct connections from the input features to the output."),
+        Option("activation", "choice", "Hidden layer activation.", "tanh", choices=tuple(ACTIVATION_CODES)),
+        Option("no-bias", "flag", "No output and hidden biases.", key="bias", negated=True),
+        Option("output", "choice", "The output layer: full: the softmax; class: Mikolov's class-factored softmax "
+               "p(class) p(word | class) over -classes classes by frequency, O(K + |class|) per word; hs: the "
+               "hierarchical softmax over the Huffman tree of the training counts, O(log |V|) per word. Both "
+               "exactly normalised.", "full", choices=OUTPUT_LAYERS, choices_from="outputs"),
+        Option("classes", "int", "-output class: the number of classes K [the square root of |V|].", low=1),
+    )
 
     def __init__(self, vocab, params, order, activation="tanh", meta=None):
         self.vocab = vocab
@@ -86,16 +102,17 @@ class NeuralModel(LanguageModel):
 
     @property
     def output(self):
-        """The output layer: "full", "class" or "hs" (one of OUTPUTS)."""
+        """The output layer: "full", "class" or "hs" (one of CAPABILITIES.outputs)."""
         return "hs" if self.meta.get("hs") else "class" if self.meta.get("classes") else "full"
 
     @classmethod
     def output_meta(cls, vocab, output, classes, counts):
-        """The meta of the output layer `output` (one of OUTPUTS): "hs", the Huffman tree of
-        `counts` (each word's count in the training text, </s> included); "class", `classes`
-        classes (default sqrt |V|) by frequency from `counts`; "full", neither."""
-        if output not in cls.OUTPUTS:
-            raise ParameterError(f"{{output}}: unknown value '{output}' (choose from {', '.join(cls.OUTPUTS)})")
+        """The meta of the output layer `output` (one of CAPABILITIES.outputs): "hs", the Huffman
+        tree of `counts` (each word's count in the training text, </s> included); "class",
+        `classes` classes (default sqrt |V|) by frequency from `counts`; "full", neither."""
+        outputs = cls.CAPABILITIES.outputs
+        if output not in outputs:
+            raise ParameterError(f"{{output}}: unknown value '{output}' (choose from {', '.join(outputs)})")
         if classes is not None and output != "class":
             raise ParameterError("{classes} applies to {output} class")
         if output != "full" and counts is None:
@@ -194,7 +211,7 @@ class NeuralModel(LanguageModel):
         """Refuse a batch whose buffers cannot fit in memory: of each worker's, at least the
         inputs, hidden units and (full softmax) scores of every window of a batch."""
         meta = self.meta
-        per_window = (self.order - 1) * meta["features"] + meta.get("hidden", 0) \
+        per_window = (self.order - 1) * meta.get("features", 0) + meta.get("hidden", 0) \
             + (len(self.vocab) if self.output == "full" else 0)
         check_fits(4 * workers * config.batch * per_window,
                    f"{{batch}} {config.batch} ({workers} worker{'s' if workers > 1 else ''})")

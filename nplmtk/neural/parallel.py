@@ -80,7 +80,7 @@ class ParamParallelNetwork:
         self.model, self.comm = model, comm
         self.blocks = output_blocks(len(model.vocab), comm.size)
         self.network = model.output_block(self.blocks[comm.rank], capacity)
-        self.per_block = hasattr(model, "blocks")
+        self.per_block = model.CAPABILITIES.parameter_blocks
         self.width = self.network.exchange_width
         self.top = np.empty((2, capacity), dtype=np.float32)
         self.sums = np.empty((2, 3 * capacity))

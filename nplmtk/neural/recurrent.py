@@ -17,6 +17,7 @@ from ..lm import LN10
 
 from ..errors import ParameterError
 from .blas import on_workers
+from .declarations import CRITERIA, OPTIMIZERS, OUTPUT_LAYERS, Capabilities, Option, declare
 from .network import ACTIVATION_CODES, NeuralModel, check_fits, check_parameters_fit, uniform_initialiser
 from .word_classes import class_lists
 
@@ -25,6 +26,24 @@ MAX_LAYERS = 8
 SCORING_STREAMS = 64  # sentences scored side by side when each starts from a zero state
 SCORING_ROWS = 512  # steps x streams per segment when scoring
 SHARED_FRACTION = 0.5  # N-best lists: the trie of prefixes when it scores at most this share of the tokens
+
+RECURRENT_OPTIONS = (
+    Option("layers", "int", "Stacked recurrent layers.", 1, low=1, high=MAX_LAYERS),
+    Option("tie", "flag", "The output layer is the input features C (needs -h equal to -m)."),
+    Option("reset-state", "choice", "Each sentence starts from a zero state, or the state runs on through the "
+           "text; scoring follows the model's rule.", "sentence", choices=RESET_STATES),
+    Option("bptt", "int", "Truncated BPTT: one update per this many steps of every stream.", 35, low=1,
+           target="training"),
+    Option("streams", "int", "The training text as this many parallel streams (the state carried along each).",
+           32, low=1, target="training"),
+    # the kernels keep a unit with probability 1 - p in float32: 0.99999999 rounds to 1 there
+    Option("dropout", "real", "Dropout probability on the non-recurrent connections.", 0.0, low=0, high=0.99,
+           target="training"),
+    Option("clip", "real", "Cap on the gradient's norm per word of a segment (PyTorch's clip_grad_norm_ of the "
+           "mean loss; 0: none).", 0.25, low=0, target="training"),
+    Option("optimizer", "choice", "Plain SGD (the papers') or Adam (Kingma & Ba; -lr is then its step size, e.g. "
+           "1e-3).", "sgd", choices=OPTIMIZERS, target="training"),
+)
 
 
 class RNNModel(NeuralModel):
@@ -35,10 +54,14 @@ class RNNModel(NeuralModel):
     ARCHITECTURE = ("features", "hidden", "direct", "bias", "layers", "tie", "peephole", "reset_state", "classes",
                     "hs")
     ACTIVATIONS = tuple(ACTIVATION_CODES)
-    OUTPUTS = ("full", "class", "hs")
+    CAPABILITIES = Capabilities(outputs=OUTPUT_LAYERS, criteria=CRITERIA, optimizers=OPTIMIZERS, worker_state=True,
+                                recurrent_state=True)
+    # one update per segment of -bptt steps, each a window of every stream: no -order nor -batch;
+    # -lr is per word: the gradient is summed over a segment
+    OPTIONS = declare(NeuralModel.OPTIONS, *RECURRENT_OPTIONS, drop=("order", "batch"),
+                      defaults={"lr": 0.01, "weight-decay": 0.0})
     RECURRENT = True
     LSTM = False
-    DEFAULTS = {"lr": 0.01, "weight_decay": 0.0}  # -lr is per word: the gradient is summed over a segment
 
     def __init__(self, vocab, params, order=None, activation="tanh", meta=None):
         super().__init__(vocab, params, None, activation, meta)
@@ -64,8 +87,8 @@ class RNNModel(NeuralModel):
         if reset_state not in RESET_STATES:
             raise ParameterError(f"{{reset_state}}: unknown value '{reset_state}' (choose from "
                                  f"{', '.join(RESET_STATES)})")
-        if output not in cls.OUTPUTS:
-            raise ParameterError(f"{{output}}: unknown value '{output}' (choose from {', '.join(cls.OUTPUTS)})")
+        if output not in cls.CAPABILITIES.outputs:
+            raise ParameterError(f"{{output}}: unknown value '{output}' (choose from {', '.join(OUTPUT_LAYERS)})")
         if output == "hs" and (direct or tie):
             raise ParameterError("{output} hs: its node vectors replace the output layer, so neither {direct} nor "
                                  "{tie} applies")
@@ -271,6 +294,8 @@ class LSTMModel(RNNModel):
     summary = ("LSTM network (survey sec. 2.3): gates i, f, o = logistic(U x_t + W s_t-1 [+ P * c_t-1] + b), "
                "c_t = f c_t-1 + i act(U_g x_t + W_g s_t-1 + b_g), s_t = o act(c_t), y_t = V s_t + M x_t + d")
     LSTM = True
+    OPTIONS = declare(RNNModel.OPTIONS, Option("peephole", "flag", "The gates also read the previous cell c_t-1 "
+                                               "(diagonal weights P)."))
 
 
 def _prefix_trie(corpus, vocab):

@@ -102,6 +102,7 @@ class ImportanceSampling:
         self.ess_sum, self.ess_examples = 0.0, 0  # this epoch's, for its log record
         self.block = None  # the block under way: its first round, parameters, logp and seen
         self.before_check = lambda: None  # -mpi param: gather the output blocks first
+        self.carried = []  # each worker's kernel's `carried` arrays (the trainer's)
 
     def seed(self, first_update):
         return (self.config.seed * 0x9E3779B1 + first_update * 0x85EBCA77 + 1) % 2 ** 64
@@ -109,15 +110,14 @@ class ImportanceSampling:
     def tiny_ppl(self, model):
         return perplexity_of(model.example_logprobs(self.tiny).mean())
 
-    def begin_round(self, model, round_index, state, networks=()):
+    def begin_round(self, model, round_index, state):
         """A block starts: its parameters kept, and what the workers' kernels carry from one
         chunk to the next (`carried`: a recurrent model's streams' state, Adam's moments)."""
         if self.adaptive and state.get("tiny_ppl") is None:  # Algorithm 4's first C_last
             self.before_check()
             state["tiny_ppl"] = self.tiny_ppl(model)
         if self.adaptive and self.block is None:
-            carried = [(net.carried, {k: v.copy() for k, v in net.carried.items()})
-                       for net in networks if getattr(net, "carried", None)]
+            carried = [(arrays, {k: v.copy() for k, v in arrays.items()}) for arrays in self.carried if arrays]
             self.block = SimpleNamespace(start=round_index, params={k: v.copy() for k, v in model.params.items()},
                                          carried=carried, logp=0.0, seen=0)
 

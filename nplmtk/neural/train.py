@@ -28,12 +28,10 @@ from ..io import open_output
 from ..lm import perplexity_of
 from ..models import ARCHITECTURES, CHECKPOINT_KIND, checkpoint_model
 from .blas import blas_threads
+from .declarations import CRITERIA, MPI_MODES, OPTIMIZERS
 from .parallel import ParameterAverager, ParamParallelNetwork
 from .sampling import ImportanceSampling
 
-CRITERIA = ("full", "is", "is-adaptive")
-MPI_MODES = ("param", "data")
-OPTIMIZERS = ("sgd", "adam")
 # Examples between bulk decays of the dense weights (U, H, W): the full softmax touches
 # them at every update anyway; the sampled steps, and those of the factored output layers
 # (hierarchical or class softmax), touch a few rows of the output layer, so they wait longer.
@@ -129,11 +127,14 @@ class Trainer:
         cfg = self.config
         if cfg.batch < 1 or cfg.threads < 1 or cfg.epochs < 0:
             raise ParameterError("{batch} and {threads} must be at least 1, {epochs} at least 0")
-        if cfg.optimizer not in OPTIMIZERS or (cfg.optimizer != "sgd" and not self.model.RECURRENT):
-            raise ParameterError(f"{{optimizer}} {cfg.optimizer}: the choices are {', '.join(OPTIMIZERS)}, and Adam is "
-                                 "built for the recurrent models (-arch rnn, lstm)")
-        if cfg.criterion not in CRITERIA:
-            raise ParameterError(f"{{criterion}}: unknown value '{cfg.criterion}' (choose from {', '.join(CRITERIA)})")
+        capabilities = self.model.CAPABILITIES
+        for setting, known, allowed in (("optimizer", OPTIMIZERS, capabilities.optimizers),
+                                        ("criterion", CRITERIA, capabilities.criteria)):
+            value = getattr(cfg, setting)
+            if value not in known:
+                raise ParameterError(f"{{{setting}}}: unknown value '{value}' (choose from {', '.join(known)})")
+            if value not in allowed:
+                raise ParameterError(f"{{{setting}}} {value}: {{arch}} {self.model.arch} has {' or '.join(allowed)}")
         if cfg.max_samples < cfg.samples:
             raise ParameterError(f"{{max_samples}} {cfg.max_samples} is below {{samples}} {cfg.samples}")
         self._check_blocks()
@@ -146,18 +147,17 @@ class Trainer:
         if cfg.criterion == "is-adaptive" and cfg.mpi == "data":
             raise ParameterError("{criterion} is-adaptive needs one model to check: use it with {mpi} param, "
                                  "not {mpi} data")
-        if cfg.mpi == "param" and not hasattr(self.model, "output_block"):
-            raise ParameterError("{mpi} param splits the MLP's output layer; train this network with {mpi} data")
+        if cfg.mpi not in capabilities.mpi_modes:
+            raise ParameterError(f"{{mpi}} {cfg.mpi}: {{arch}} {self.model.arch} has {' or '.join(capabilities.mpi_modes)}")
         if cfg.mpi == "param" and cfg.threads != 1:
             raise ParameterError("{mpi} param runs one thread per rank: give {threads} 1 (start more ranks)")
 
     def _check_blocks(self):
         cfg = self.config
-        if not hasattr(self.model, "blocks"):
+        if not self.model.CAPABILITIES.parameter_blocks:
             given = [name for name, value in cfg.block_settings().items() if value]
             if given:
-                raise ParameterError(f"{{{given[0]}}}: the {self.model.arch} network has no parameter blocks "
-                                     "(the log-bilinear models have)")
+                raise ParameterError(f"{{{given[0]}}}: the {self.model.arch} network has no parameter blocks")
             return
         blocks = self.model.blocks()
         for setting in ("block_lr", "block_momentum", "block_weight_decay"):
@@ -192,7 +192,7 @@ class Trainer:
             return
         arrays = dict(self.model.params)
         for worker, network in enumerate(self.networks):  # momentum's or the streams' state, to resume exactly
-            arrays.update({f"worker.{worker}.{k}": v for k, v in getattr(network, "carried", {}).items()})
+            arrays.update({f"worker.{worker}.{k}": v for k, v in self._carried(network).items()})
         if self.best is not None:
             arrays.update({f"best.{k}": v for k, v in self.best.items()})
         meta = {**self.model.file_meta(), "trainer": self.state, "config": asdict(self.config)}
@@ -245,12 +245,13 @@ class Trainer:
                 self.averager = ParameterAverager(self.model, self.comm)
         self.networks = networks
         for worker, network in enumerate(networks):
-            for name, carried in getattr(network, "carried", {}).items():
+            for name, carried in self._carried(network).items():
                 saved = self.saved_carried.get(f"{worker}.{name}")
                 if saved is not None and saved.shape == carried.shape and saved.dtype == carried.dtype:
                     carried[...] = saved
         if self.sampling:  # checks of the tiny set see every rank's output block
             self.sampling.before_check = lambda: self._synchronise(networks)
+            self.sampling.carried = [self._carried(network) for network in networks]
         pool = ThreadPoolExecutor(max_workers=self.workers) if self.workers > 1 else None
         # Each worker (thread or rank) gets a single-threaded BLAS, so `threads` is the cores
         # used: BLAS threads of its own under one worker ran 3-4x slower on a loaded machine
@@ -288,17 +289,16 @@ class Trainer:
         # Every rank runs the same number of rounds (collectives must match up).
         rounds = math.ceil(math.ceil(largest / self.workers) / per_round)
         rounds_per_sync = max(1, round(cfg.sync_every / math.ceil(per_round / per_update)))
-        if state["round"] == 0:  # a new pass: recurrent streams start from a zero state
+        if state["round"] == 0 and self.model.CAPABILITIES.recurrent_state:  # a new pass: streams from a zero state
             for network in networks:
-                if hasattr(network, "reset"):
-                    network.reset()
+                network.reset()
         bar = _progress(words, state["epoch"] + 1, cfg.progress and self.writer)
         start, logp_sum, seen = time.perf_counter(), 0.0, 0
         last_checkpoint = state["updates"]
         while state["round"] < rounds:
             r = state["round"]
             if self.sampling:
-                self.sampling.begin_round(self.model, r, state, networks)
+                self.sampling.begin_round(self.model, r, state)
             # each chunk gathered as it comes: `examples` may make its rows on demand
             chunks = [np.ascontiguousarray(examples[s[r * per_round:(r + 1) * per_round]]) for s in shards]
             jobs = [(net, chunk, state["updates"] + i) for i, (net, chunk) in enumerate(zip(networks, chunks))]
@@ -375,11 +375,17 @@ class Trainer:
         self.save_checkpoint()
         return stop
 
-    @staticmethod
-    def _synchronise(networks):
-        for network in networks:
-            if hasattr(network, "synchronise"):
-                network.synchronise()
+    def _synchronise(self, networks):
+        """Under -mpi param, give every rank every block of the output layer."""
+        if self.comm is not None and self.config.mpi == "param":
+            networks[0].synchronise()
+
+    def _carried(self, network):
+        """What a worker's kernel carries from chunk to chunk (its `carried` arrays): momentum's
+        velocities, the streams' state; not a rank's share of -mpi param."""
+        if self.model.CAPABILITIES.worker_state and not isinstance(network, ParamParallelNetwork):
+            return network.carried
+        return {}
 
     def _train_chunk(self, network, chunk, first_update):
         """One worker's chunk: its updates are first_update, first_update + workers, ...
@@ -393,6 +399,12 @@ class Trainer:
         else:
             schedule = update_schedule(len(chunk), per_update, self.initial_rate(), cfg.lr_decay, cfg.weight_decay,
                                        period, first_update, stride=self.workers)
+        if getattr(self.model, "TRAINS_WITH_STEPS", False):  # temporary: until the Optimizer lands
+            from types import SimpleNamespace
+            rates, row_keep, dense_keep = schedule
+            return network.train(chunk, SimpleNamespace(batch=per_update, rates=rates[None], row_keep=row_keep,
+                                                        dense_keep=dense_keep[None], momentum=None, adam=None,
+                                                        clip=cfg.clip, sampling=None))
         if self.sampling:
             return network.train_sampled(chunk, per_update, *schedule, self.state["samples"], self.sampling.proposal,
                                          self.sampling.seed(first_update))
