@@ -64,8 +64,14 @@ cdef inline double squares(const float *v, Py_ssize_t size) noexcept nogil:
     return total
 
 
+cdef struct Adam:
+    double beta1, beta2, epsilon   # the trainer's (Kingma & Ba 2015, Algorithm 1)
+    double rest1, rest2            # 1 - beta1, 1 - beta2
+    float c1, c2                   # the bias corrections of this step
+
+
 cdef inline void update(float *param, const float *grad, float *m, float *v, Py_ssize_t size, float rate,
-                        float clipped, float c1, float c2) noexcept nogil:
+                        float clipped, const Adam *adam) noexcept nogil:
     """param -= rate g for g = clipped grad, or with Adam's moments m and v (given) and
     their bias corrections c1, c2: param -= rate m / c1 / (sqrt(v / c2) + epsilon)."""
     cdef Py_ssize_t i
@@ -76,12 +82,12 @@ cdef inline void update(float *param, const float *grad, float *m, float *v, Py_
         return
     for i in range(size):
         g = clipped * grad[i]
-        m[i] = 0.9 * m[i] + 0.1 * g  # Kingma & Ba's defaults: beta1 0.9, beta2 0.999, epsilon 1e-8
-        v[i] = 0.999 * v[i] + 0.001 * g * g
-        param[i] -= rate * (m[i] / c1) / (sqrtf(v[i] / c2) + 1e-8)
+        m[i] = adam.beta1 * m[i] + adam.rest1 * g
+        v[i] = adam.beta2 * v[i] + adam.rest2 * g * g
+        param[i] -= rate * (m[i] / adam.c1) / (sqrtf(v[i] / adam.c2) + adam.epsilon)
 
 
-cdef inline void adam_corrections(double steps, float *c1, float *c2) noexcept nogil:
+cdef inline void adam_corrections(Adam *adam, double steps) noexcept nogil:
     """Adam's bias corrections after `steps` steps: 1 - beta1^t and 1 - beta2^t."""
-    c1[0] = <float> (1 - 0.9 ** steps)
-    c2[0] = <float> (1 - 0.999 ** steps)
+    adam.c1 = <float> (1 - adam.beta1 ** steps)
+    adam.c2 = <float> (1 - adam.beta2 ** steps)

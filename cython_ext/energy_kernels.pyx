@@ -9,7 +9,8 @@ from cython.parallel cimport prange, threadid
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
-from kernel_common cimport (axpy_row, check_schedule, dot, exp_shifted, gemm, log_normaliser, rows_dot, scale,
+from batch_driver cimport Schedule, Update, drive, schedule_of
+from kernel_common cimport (axpy_row, dot, exp_shifted, gemm, log_normaliser, rows_dot, scale,
                            tanh_rows)
 from nplmtk._ext.sampling_kernels cimport (Sampling, draw_samples, importance_weights, merge_duplicates,
                                            sampling_free, sampling_start)
@@ -61,6 +62,24 @@ cdef extern from *:
 DEF SCORE_ROWS = 128
 
 
+cdef struct Run:
+    void *owner       # the EnergyNetwork
+    float *x          # the context's features, c, dL/dc, dL/dx
+    float *c
+    float *dc
+    float *dx
+    Sampling *sp      # importance sampling: its draws, buffers of N + 1 rows, the ESS summed
+    float *Z
+    float *old_U
+    float *old_W
+    float *act
+    float *dpre
+    float *dZ
+    float *y
+    float *dH
+    double ess
+
+
 cdef class EnergyNetwork:
     """Score y_w = -E(w, h) = b_w + U_w . tanh(d + H z_w) (+ W_w . z_w with direct
     connections), z_w = (C(w), C(w_t-1), ..., C(w_t-n+1)): the next word's own feature
@@ -87,6 +106,7 @@ cdef class EnergyNetwork:
     cdef float *Pb  # per part, SCORE_ROWS x h: a block's pre-activations, then dL/d(pre-activation)
     cdef float *Tp  # per part, h x m: its blocks' share of dL/dH_target in an exact step
     cdef float *dcp  # per part, h: its blocks' share of dc in an exact step
+    cdef object batch_arrays  # train at batch > 1: (name, array, gradient, all gradients) of each trained array
 
     def __init__(self, params, int order, bint bias=True, int parts=1):
         cdef float[:, ::1] C = params["C"], H = params["H"], U = params["U"], W
@@ -334,170 +354,183 @@ cdef class EnergyNetwork:
             gemm(b'N', b'N', self.V, self.m, self.h, 1.0, self.G, self.h, self.H, self.width, 1.0, &gC[0, 0], self.m)
         return logp
 
-    def train(self, const int[:, ::1] windows, int batch, const double[::1] rates, const float[::1] row_keep,
-              const float[::1] dense_keep):
-        """SGD with the exact gradient (every word's energy: for small vocabularies):
-        update u steps by rates[u] and decays C, H, U and W (not the biases) by row_keep[u].
-        One window an update steps in place (`step`); a batch sums `gradients` first."""
-        cdef Py_ssize_t u
-        cdef int size, one = 1
-        cdef float step
-        cdef float[::1] flat, grad
-        cdef float[::1] x = np.empty(max(self.context_width, 1), dtype=np.float32)
-        cdef float[::1] c = np.empty(self.h, dtype=np.float32)
-        cdef float[::1] dc = np.empty(self.h, dtype=np.float32)
-        cdef float[::1] dx = np.empty(max(self.context_width, 1), dtype=np.float32)
-        cdef double total = 0
-        check_schedule(windows.shape[0], batch, max(batch, 1), rates.shape[0], row_keep.shape[0], dense_keep.shape[0])
+    def train(self, const int[:, ::1] windows, steps):
+        """SGD over `windows` with the chunk's Steps. The exact gradient (every word's
+        energy: for small vocabularies): update u steps by rates[0, u] and decays C, H, U
+        and W (not the biases) by row_keep[u]; one window an update steps in place (`step`),
+        a batch sums `gradients` first. With steps.sampling, importance sampling, one window
+        an update (`sampled_step`), the dense weights decayed in bulk by dense_keep[0, u].
+        Returns (sum of log p(target), estimated with sampling; updates done; sum of
+        effective sample sizes)."""
+        cdef Py_ssize_t count = windows.shape[0]
+        cdef Schedule s
+        cdef Run run
+        cdef Sampling sp
+        cdef double total
+        sampled = steps.sampling is not None
+        if sampled and steps.batch != 1:
+            raise ValueError("the sampled energy network trains one window per update")
+        schedule_of(&s, steps, count, max(steps.batch, 1), 1)
         if windows.shape[1] != self.n:
             raise ValueError("windows of the wrong order")
-        updates = rates.shape[0]
-        if batch == 1:
+        if count == 0:
+            return 0.0, 0, 0.0
+        arrays = [np.empty(max(self.context_width, 1), dtype=np.float32), np.empty(self.h, dtype=np.float32),
+                  np.empty(self.h, dtype=np.float32), np.empty(max(self.context_width, 1), dtype=np.float32)]
+        memset(&run, 0, sizeof(Run))
+        run.owner = <void *> self
+        run.x, run.c, run.dc, run.dx = (self._floats(arrays[0]), self._floats(arrays[1]), self._floats(arrays[2]),
+                                        self._floats(arrays[3]))
+        if not sampled and s.batch == 1:
             with nogil:
-                for u in range(updates):
-                    total += self.step(&windows[u, 0], &x[0], &c[0], &dc[0], &dx[0], <float> rates[u], row_keep[u])
-            return total, updates
-        grads = {name: np.empty_like(array) for name, array in self.keep_alive.items()}
-        pairs = [(name, array.reshape(-1), grads[name].reshape(-1)) for name, array in self.keep_alive.items()
-                 if self.bias or name not in ("b", "d")]
-        for u in range(updates):
-            total += self.gradients(windows[u * batch:(u + 1) * batch], grads)
-            step = -<float> rates[u]
-            for name, flat, grad in pairs:
-                size = flat.shape[0]
-                if name not in ("b", "d") and row_keep[u] != 1:
-                    scale(size, row_keep[u], &flat[0])
-                saxpy(&size, &step, &grad[0], &one, &flat[0], &one)
-        return total, updates
-
-    def train_sampled(self, const int[:, ::1] windows, int batch, const double[::1] rates,
-                      const float[::1] row_keep, const float[::1] dense_keep, int samples, proposal,
-                      unsigned long long seed):
-        """Importance-sampling SGD (Bengio & Senecal 2003, Algorithm 3), one window per
-        update: the target's energy pushed down, the sampled words' pulled up with weights
-        r_j / sum r, each touching its own rows of C, U, W and b. The distinct samples and
-        the target are the rows of one matrix, so their hidden layers are one product and
-        their gradients two. Returns (sum of estimated log p(target), updates done, sum of
-        effective sample sizes)."""
-        cdef Sampling sp
-        cdef Py_ssize_t i, count = windows.shape[0]
-        cdef int j, k, t, word, M, rows, lo, block, one = 1, N = samples
-        cdef double total = 0, ess = 0
-        cdef long long done = 0
-        cdef float value, gamma, step, keep, y_target
+                total = drive(&run, exact_update, NULL, &s, &windows[0, 0], count, self.n)
+            return total, s.updates, 0.0
+        if not sampled:  # with the GIL: each update's gradients go through arrays of Python's
+            grads = {name: np.empty_like(array) for name, array in self.keep_alive.items()}
+            self.batch_arrays = [(name, array.reshape(-1), grads[name].reshape(-1), grads)
+                                 for name, array in self.keep_alive.items() if self.bias or name not in ("b", "d")]
+            try:
+                total = drive(&run, batch_update, NULL, &s, &windows[0, 0], count, self.n)
+            finally:
+                self.batch_arrays = None
+            return total, s.updates, 0.0
+        draws = steps.sampling
+        N = draws.samples
+        if N < 1 or draws.proposal.vocab_size != self.V:
+            raise ValueError("no samples, or a proposal of the wrong size")
         # rows 0..M-1 the distinct samples, row M the target: their C, U and W rows before
         # the step (Z, old_U, old_W), hidden layers (act), dL/d(pre-activation) (dpre), dL/dz
-        cdef float[:, ::1] Z = np.empty((N + 1, self.m), dtype=np.float32)
-        cdef float[:, ::1] old_U = np.empty((N + 1, self.h), dtype=np.float32)
-        cdef float[:, ::1] old_W = np.empty((N + 1, self.width if self.direct else 1), dtype=np.float32)
-        cdef float[:, ::1] act = np.empty((N + 1, self.h), dtype=np.float32)
-        cdef float[:, ::1] dpre = np.empty((N + 1, self.h), dtype=np.float32)
-        cdef float[:, ::1] dZ = np.empty((N + 1, self.m), dtype=np.float32)
-        cdef float[::1] y = np.empty(N + 1, dtype=np.float32)
-        cdef float[::1] x = np.empty(max(self.context_width, 1), dtype=np.float32)
-        cdef float[::1] c = np.empty(self.h, dtype=np.float32)
-        cdef float[::1] dc = np.empty(self.h, dtype=np.float32)
-        cdef float[::1] dx = np.empty(max(self.context_width, 1), dtype=np.float32)
-        cdef float[:, ::1] dH = np.empty((self.h, self.width), dtype=np.float32)
-        # raw rows in the loops below: 2-D memoryview indexing keeps gcc from vectorising them
-        cdef float *z = &Z[0, 0]
-        cdef float *u_rows = &old_U[0, 0]
-        cdef float *a = &act[0, 0]
-        cdef float *g = &dpre[0, 0]
-        cdef float *dz = &dZ[0, 0]
-        cdef float *row
-        cdef float *dz_row
-        cdef int h = self.h, m = self.m
-        if batch != 1:
-            raise ValueError("the sampled energy network trains one window per update")
-        check_schedule(count, batch, 1, rates.shape[0], row_keep.shape[0], dense_keep.shape[0])
-        if samples < 1 or proposal.vocab_size != self.V or windows.shape[1] != self.n:
-            raise ValueError("no samples, a proposal of the wrong size, or windows of the wrong order")
+        arrays += [np.empty((N + 1) * size, dtype=np.float32)
+                   for size in (self.m, self.h, self.width if self.direct else 1, self.h, self.h, self.m, 1)]
+        arrays.append(np.empty(self.h * self.width, dtype=np.float32))
+        run.Z, run.old_U, run.old_W, run.act = (self._floats(arrays[4]), self._floats(arrays[5]),
+                                                self._floats(arrays[6]), self._floats(arrays[7]))
+        run.dpre, run.dZ, run.y, run.dH = (self._floats(arrays[8]), self._floats(arrays[9]), self._floats(arrays[10]),
+                                           self._floats(arrays[11]))
         memset(&sp, 0, sizeof(Sampling))
+        run.sp = &sp
         try:
-            sampling_start(&sp, proposal, samples, 1, 1, 1, seed)
+            sampling_start(&sp, draws.proposal, N, 1, 1, 1, draws.seed)
             with nogil:
-                for i in range(count):
-                    step = <float> rates[i]
-                    keep = row_keep[i]
-                    t = windows[i, self.n - 1]
-                    self.context_part(&windows[i, 0], &x[0], &c[0])
-                    draw_samples(&sp, &windows[i, 0], 1, self.n)
-                    merge_duplicates(&sp)
-                    M = sp.distinct
-                    rows = M + 1
-                    for j in range(rows):
-                        word = t if j == M else sp.words[j]
-                        memcpy(z + j * m, self.C + <Py_ssize_t> word * m, m * sizeof(float))
-                        memcpy(u_rows + j * h, self.U + <Py_ssize_t> word * h, h * sizeof(float))
-                        if self.direct:
-                            memcpy(&old_W[j, 0], self.W + <Py_ssize_t> word * self.width, self.width * sizeof(float))
-                    # every candidate's hidden layer: tanh(c + H_target C(w)), one product (into g,
-                    # free until the gradients)
-                    self.transpose_target()
-                    for lo in range(0, rows, SCORE_ROWS):  # blocks: OpenBLAS's small-matrix kernels
-                        block = min(SCORE_ROWS, rows - lo)
-                        gemm(b'N', b'N', block, h, m, 1.0, z + lo * m, m, self.Ht, h, 0.0, g + lo * h, h)
-                    tanh_rows(a, g, &c[0], rows, h)
-                    for j in range(rows):
-                        word = t if j == M else sp.words[j]
-                        value = self.b[word]
-                        if self.direct:
-                            value = value + dot(m, &old_W[j, 0], z + j * m)
-                            value = value + dot(self.context_width, &old_W[j, 0] + m, &x[0])
-                        y[j] = value
-                    rows_dot(rows, h, u_rows, a, h, &y[0])
-                    y_target = y[M]
-                    total += y_target - importance_weights(&sp, &y[0], &ess)  # y[:M] become r_j / sum r
-                    y[M] = -1
-                    # g = dL/d(pre-activation) from the rows' old U (alpha 0: their copies stay), dc its sum
-                    memset(&dc[0], 0, h * sizeof(float))
-                    rows_backward(rows, h, &y[0], a, u_rows, NULL, 1, 0, g, &dc[0])
-                    # dL/dz_w = dpre H_target (+ gamma W_w), dL/dH = dpre^T z
-                    for lo in range(0, rows, SCORE_ROWS):
-                        block = min(SCORE_ROWS, rows - lo)
-                        gemm(b'N', b'N', block, m, h, 1.0, g + lo * h, h, self.H, self.width, 0.0, dz + lo * m, m)
-                        gemm(b'T', b'N', h, m, block, 1.0, g + lo * h, h, z + lo * m, m, 0.0 if lo == 0 else 1.0,
-                             &dH[0, 0], self.width)
-                    gemm(b'T', b'N', h, self.context_width, 1, 1.0, &dc[0], h, &x[0],
-                         self.context_width, 0.0, &dH[0, 0] + m, self.width)
-                    gemm(b'N', b'N', 1, self.context_width, h, 1.0, &dc[0], h, self.H + m,
-                         self.width, 0.0, &dx[0], self.context_width)
-                    for j in range(rows):
-                        word = t if j == M else sp.words[j]
-                        gamma = y[j]
-                        if self.direct:
-                            axpy_row(m, gamma, &old_W[j, 0], dz + j * m)
-                            axpy_row(self.context_width, gamma, &old_W[j, 0] + m, &dx[0])
-                            row = self.W + <Py_ssize_t> word * self.width
-                            axpy_row(m, -step * gamma, z + j * m, row)
-                            axpy_row(self.context_width, -step * gamma, &x[0], row + m)
-                        axpy_row(h, -step * gamma, a + j * h, self.U + <Py_ssize_t> word * h)
-                        if self.bias:
-                            self.b[word] -= step * gamma
-                        row = self.C + <Py_ssize_t> word * m
-                        dz_row = dz + j * m
-                        for k in range(m):  # the row's decay, then its step
-                            row[k] = row[k] * keep - step * dz_row[k]
-                    value = -step
-                    k = self.h * self.width
-                    saxpy(&k, &value, &dH[0, 0], &one, self.H, &one)
-                    if self.bias:
-                        saxpy(&self.h, &value, &dc[0], &one, self.d, &one)
-                    for k in range(self.n - 1):
-                        word = windows[i, k]
-                        if keep != 1:
-                            scale(self.m, keep, self.C + <Py_ssize_t> word * self.m)
-                        saxpy(&self.m, &value, &dx[0] + k * self.m, &one, self.C + <Py_ssize_t> word * self.m, &one)
-                    done += 1
-                    if dense_keep[i] != 1:
-                        scale(self.V * self.h, dense_keep[i], self.U)
-                        scale(self.h * self.width, dense_keep[i], self.H)
-                        if self.direct:
-                            scale(self.V * self.width, dense_keep[i], self.W)
+                total = drive(&run, sampled_update, sampled_decay, &s, &windows[0, 0], count, self.n)
         finally:
             sampling_free(&sp)
-        return total, done, ess
+        return total, s.updates, run.ess
+
+    cdef float *_floats(self, array) except NULL:
+        cdef float[::1] flat = array
+        return &flat[0]
+
+    cdef void decay_dense(self, float keep) noexcept nogil:
+        """The bulk weight decay of U, H and W."""
+        scale(self.V * self.h, keep, self.U)
+        scale(self.h * self.width, keep, self.H)
+        if self.direct:
+            scale(self.V * self.width, keep, self.W)
+
+    cdef double batch_step(self, const int *rows, int K, float rate, float keep) except? -1:
+        """An update of K windows (with the GIL): their gradients summed, then the step."""
+        cdef float step = -rate
+        cdef int size, one = 1
+        cdef float[::1] flat, grad
+        total = self.gradients(<int[:K, :self.n]> <int *> rows, self.batch_arrays[0][3])
+        for name, flat, grad, _ in self.batch_arrays:
+            size = flat.shape[0]
+            if name not in ("b", "d") and keep != 1:
+                scale(size, keep, &flat[0])
+            saxpy(&size, &step, &grad[0], &one, &flat[0], &one)
+        return total
+
+    cdef double sampled_step(self, Run *b, const int *window, float step, float keep) noexcept nogil:
+        """Importance-sampling SGD (Bengio & Senecal 2003, Algorithm 3) on one window: the
+        target's energy pushed down, the sampled words' pulled up with weights r_j / sum r,
+        each touching its own rows of C, U, W and b. The distinct samples and the target
+        are the rows of one matrix, so their hidden layers are one product and their
+        gradients two. Returns the estimated log p(target); adds the effective sample size
+        to b.ess."""
+        cdef Sampling *sp = b.sp
+        cdef int j, k, t, word, M, rows, lo, block, one = 1
+        cdef int h = self.h, m = self.m, W_width = self.width if self.direct else 1
+        cdef double total
+        cdef float value, gamma, y_target
+        cdef float *z = b.Z
+        cdef float *u_rows = b.old_U
+        cdef float *old_W = b.old_W
+        cdef float *a = b.act
+        cdef float *g = b.dpre
+        cdef float *dz = b.dZ
+        cdef float *row
+        cdef float *dz_row
+        t = window[self.n - 1]
+        self.context_part(window, b.x, b.c)
+        draw_samples(sp, window, 1, self.n)
+        merge_duplicates(sp)
+        M = sp.distinct
+        rows = M + 1
+        for j in range(rows):
+            word = t if j == M else sp.words[j]
+            memcpy(z + j * m, self.C + <Py_ssize_t> word * m, m * sizeof(float))
+            memcpy(u_rows + j * h, self.U + <Py_ssize_t> word * h, h * sizeof(float))
+            if self.direct:
+                memcpy(old_W + j * W_width, self.W + <Py_ssize_t> word * self.width, self.width * sizeof(float))
+        # every candidate's hidden layer: tanh(c + H_target C(w)), one product (into g,
+        # free until the gradients)
+        self.transpose_target()
+        for lo in range(0, rows, SCORE_ROWS):  # blocks: OpenBLAS's small-matrix kernels
+            block = min(SCORE_ROWS, rows - lo)
+            gemm(b'N', b'N', block, h, m, 1.0, z + lo * m, m, self.Ht, h, 0.0, g + lo * h, h)
+        tanh_rows(a, g, b.c, rows, h)
+        for j in range(rows):
+            word = t if j == M else sp.words[j]
+            value = self.b[word]
+            if self.direct:
+                value = value + dot(m, old_W + j * W_width, z + j * m)
+                value = value + dot(self.context_width, old_W + j * W_width + m, b.x)
+            b.y[j] = value
+        rows_dot(rows, h, u_rows, a, h, b.y)
+        y_target = b.y[M]
+        total = y_target - importance_weights(sp, b.y, &b.ess)  # y[:M] become r_j / sum r
+        b.y[M] = -1
+        # g = dL/d(pre-activation) from the rows' old U (alpha 0: their copies stay), dc its sum
+        memset(b.dc, 0, h * sizeof(float))
+        rows_backward(rows, h, b.y, a, u_rows, NULL, 1, 0, g, b.dc)
+        # dL/dz_w = dpre H_target (+ gamma W_w), dL/dH = dpre^T z
+        for lo in range(0, rows, SCORE_ROWS):
+            block = min(SCORE_ROWS, rows - lo)
+            gemm(b'N', b'N', block, m, h, 1.0, g + lo * h, h, self.H, self.width, 0.0, dz + lo * m, m)
+            gemm(b'T', b'N', h, m, block, 1.0, g + lo * h, h, z + lo * m, m, 0.0 if lo == 0 else 1.0,
+                 b.dH, self.width)
+        gemm(b'T', b'N', h, self.context_width, 1, 1.0, b.dc, h, b.x,
+             self.context_width, 0.0, b.dH + m, self.width)
+        gemm(b'N', b'N', 1, self.context_width, h, 1.0, b.dc, h, self.H + m,
+             self.width, 0.0, b.dx, self.context_width)
+        for j in range(rows):
+            word = t if j == M else sp.words[j]
+            gamma = b.y[j]
+            if self.direct:
+                axpy_row(m, gamma, old_W + j * W_width, dz + j * m)
+                axpy_row(self.context_width, gamma, old_W + j * W_width + m, b.dx)
+                row = self.W + <Py_ssize_t> word * self.width
+                axpy_row(m, -step * gamma, z + j * m, row)
+                axpy_row(self.context_width, -step * gamma, b.x, row + m)
+            axpy_row(h, -step * gamma, a + j * h, self.U + <Py_ssize_t> word * h)
+            if self.bias:
+                self.b[word] -= step * gamma
+            row = self.C + <Py_ssize_t> word * m
+            dz_row = dz + j * m
+            for k in range(m):  # the row's decay, then its step
+                row[k] = row[k] * keep - step * dz_row[k]
+        value = -step
+        k = self.h * self.width
+        saxpy(&k, &value, b.dH, &one, self.H, &one)
+        if self.bias:
+            saxpy(&self.h, &value, b.dc, &one, self.d, &one)
+        for k in range(self.n - 1):
+            word = window[k]
+            if keep != 1:
+                scale(self.m, keep, self.C + <Py_ssize_t> word * self.m)
+            saxpy(&self.m, &value, b.dx + k * self.m, &one, self.C + <Py_ssize_t> word * self.m, &one)
+        return total
 
     def next_logprobs(self, const int[::1] context, double[::1] out):
         """Natural-log probabilities of every word after `context` (the n-1 previous ids)."""
@@ -514,3 +547,24 @@ cdef class EnergyNetwork:
             normaliser = log_normaliser(self.Y, self.V)
             for j in range(self.V):
                 out[j] = self.Y[j] - normaliser
+
+
+# -- the steps the batch driver (batch_driver.pxd) calls for each update ----------------
+
+cdef double exact_update(void *run, Update *up) noexcept nogil:
+    cdef Run *r = <Run *> run
+    return (<EnergyNetwork> r.owner).step(up.rows, r.x, r.c, r.dc, r.dx, up.rate, up.row_keep)
+
+
+cdef double batch_update(void *run, Update *up) noexcept nogil:
+    with gil:
+        return (<EnergyNetwork> (<Run *> run).owner).batch_step(up.rows, up.K, up.rate, up.row_keep)
+
+
+cdef double sampled_update(void *run, Update *up) noexcept nogil:
+    cdef Run *r = <Run *> run
+    return (<EnergyNetwork> r.owner).sampled_step(r, up.rows, up.rate, up.row_keep)
+
+
+cdef void sampled_decay(void *run, Update *up) noexcept nogil:
+    (<EnergyNetwork> (<Run *> run).owner).decay_dense(up.dense_keep[0])

@@ -354,15 +354,3 @@ cdef inline void block_output_gradient(float *Y, int K, int V, const int *window
         t = windows[i * n + n - 1] - lo
         if 0 <= t < V:
             y[t] -= 1
-
-
-cdef inline int check_schedule(Py_ssize_t count, int batch, int capacity, Py_ssize_t rates, Py_ssize_t row_keep,
-                               Py_ssize_t dense_keep) except -1:
-    """A chunk of `count` examples in batches of `batch` takes one rate, row decay and
-    dense decay per update."""
-    cdef Py_ssize_t updates = (count + batch - 1) // batch if batch > 0 else -1
-    if batch < 1 or batch > capacity:
-        raise ValueError("batch below 1 or larger than the work buffers")
-    if rates != updates or row_keep != updates or dense_keep != updates:
-        raise ValueError(f"the schedule covers {rates} updates, the chunk takes {updates}")
-    return 0

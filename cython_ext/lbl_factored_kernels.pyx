@@ -18,11 +18,11 @@ import numpy as np
 from libc.string cimport memset
 from scipy.linalg.cython_blas cimport saxpy
 
+from batch_driver cimport Schedule, Update, drive, schedule_of
 from class_output cimport Classes, class_attach, class_backward, class_forward
 from hs_output cimport Tree, tree_attach, tree_backward, tree_forward
-from kernel_common cimport scale
 from lbl_layers cimport (B_OUT, BC_, BN_, LBL, NBLOCKS, R_, VC_, VN_, Buffers, bias_of, buffers_alloc, buffers_free,
-                         check_batch, context_backward, lbl_attach, predict, step_block, trained)
+                         check_batch, context_backward, decay_blocks, lbl_attach, predict, step_block, trained)
 
 from nplmtk._ext.lbl_kernels import BLOCKS
 
@@ -73,9 +73,8 @@ cdef void output_backward(LBL *net, Buffers *w, Output *o, int K, float *rows, f
 
 
 cdef double output_step(LBL *net, Buffers *w, Output *o, const int *rows, int K, const double *rates,
-                        const float *keep, Py_ssize_t stride, const float *momentum) noexcept nogil:
-    """One update of K windows at rates[block * stride], then each block's bulk decay
-    keep[block * stride]; returns the sum of log p(target)."""
+                        Py_ssize_t stride, const float *momentum) noexcept nogil:
+    """One update of K windows at rates[block * stride]; returns the sum of log p(target)."""
     cdef int n = net.context + 1, i, k, m = net.m, one = 1, block
     cdef int row_block = VN_ if o.tree.nodes else R_, bias_block = BN_ if o.tree.nodes else B_OUT
     cdef float rate, minus = -rates[R_ * stride]
@@ -94,10 +93,25 @@ cdef double output_step(LBL *net, Buffers *w, Output *o, const int *rows, int K,
     for block in range(NBLOCKS):
         rate = <float> rates[block * stride]
         if not stepped_in_place(block) and trained(net, block, rate):
-            step_block(net, w, block, rate, momentum[block], keep[block * stride])
-        elif net.param[block] != NULL and keep[block * stride] != 1:
-            scale(<int> net.size[block], keep[block * stride], net.param[block])
+            step_block(net, w, block, rate, momentum[block], 1)
     return total
+
+
+cdef struct Run:
+    LBL *net
+    Buffers *work
+    Output *out
+    const float *momentum
+
+
+cdef double output_update(void *run, Update *up) noexcept nogil:
+    """The batch driver's step (batch_driver.pxd)."""
+    cdef Run *r = <Run *> run
+    return output_step(r.net, r.work, r.out, up.rows, up.K, up.rates, up.stride, r.momentum)
+
+
+cdef void output_decay(void *run, Update *up) noexcept nogil:
+    decay_blocks((<Run *> run).net, up.dense_keep, up.stride)
 
 
 cdef class FactoredLBLNetwork:
@@ -138,31 +152,33 @@ cdef class FactoredLBLNetwork:
     def __dealloc__(self):
         buffers_free(&self.work)
 
-    def train(self, const int[:, ::1] windows, int batch, const double[:, ::1] rates, const float[:, ::1] dense_keep,
-              const float[::1] momentum):
-        """As LBLNetwork.train; the blocks stepped in place (R, b, Vn, bn) take no momentum.
-        Returns (sum of log p(target), updates)."""
-        cdef Py_ssize_t start = 0, count = windows.shape[0], u = 0, stride = rates.shape[1]
-        cdef int K, block
-        cdef double total = 0
-        check_batch(&self.net, self.work.capacity, windows, batch, (rates, dense_keep, momentum))
+    def train(self, const int[:, ::1] windows, steps):
+        """As LBLNetwork.train, exact only; the blocks stepped in place (R, b, Vn, bn) take
+        no momentum. Returns (sum of log p(target), updates, 0)."""
+        cdef Py_ssize_t count = windows.shape[0]
+        cdef int block
+        cdef double total
+        cdef Schedule s
+        cdef Run run
+        schedule_of(&s, steps, count, self.work.capacity, NBLOCKS)
+        check_batch(&self.net, self.work.capacity, windows, s.batch)
+        if steps.sampling is not None:
+            raise ValueError("the factored output layers train with their exact gradient")
         for block in range(NBLOCKS):
-            if stepped_in_place(block) and momentum[block] != 0 and self.net.param[block] != NULL:
+            if stepped_in_place(block) and s.momentum[block] != 0 and self.net.param[block] != NULL:
                 raise ValueError(f"no momentum for {BLOCKS[block]}: the factored output layer steps it in place")
+        if count == 0:
+            return 0.0, 0, 0.0
+        run.net, run.work, run.out, run.momentum = &self.net, &self.work, &self.out, s.momentum
         with nogil:
-            while start < count:
-                K = <int> min(<Py_ssize_t> batch, count - start)
-                total += output_step(&self.net, &self.work, &self.out, &windows[start, 0], K, &rates[0, u],
-                                     &dense_keep[0, u], stride, &momentum[0])
-                start += K
-                u += 1
-        return total, u
+            total = drive(&run, output_update, output_decay, &s, &windows[0, 0], count, windows.shape[1])
+        return total, s.updates, 0.0
 
     def logprobs(self, const int[:, ::1] windows, double[::1] out):
         """Natural-log probability of each window's target (exactly normalised)."""
         cdef Py_ssize_t start = 0, count = windows.shape[0]
         cdef int K
-        check_batch(&self.net, self.work.capacity, windows, 1, None)
+        check_batch(&self.net, self.work.capacity, windows, 1)
         with nogil:
             while start < count:
                 K = <int> min(<Py_ssize_t> self.work.capacity, count - start)
@@ -176,7 +192,7 @@ cdef class FactoredLBLNetwork:
         cdef int row_block = VN_ if self.out.tree.nodes else R_, bias_block = BN_ if self.out.tree.nodes else B_OUT
         cdef float unit = 1
         cdef double total
-        check_batch(&self.net, self.work.capacity, windows, K, None)
+        check_batch(&self.net, self.work.capacity, windows, K)
         for block in range(NBLOCKS):
             if stepped_in_place(block) or block == BC_:
                 memset(self.work.grad[block], 0, max(self.net.size[block], 1) * sizeof(float))

@@ -20,11 +20,12 @@ cimport numpy as cnp
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
+from batch_driver cimport Schedule, Update, drive, schedule_of
 from elementwise cimport column_sums
 from kernel_common cimport (block_exponentials, block_output_gradient, dot_row, gemm, log_softmax_at, row_maxima, scale,
                             softmax_row)
 from lbl_layers cimport (B_OUT, C_, LBL, NBLOCKS, R_, Buffers, broadcast, buffers_alloc, buffers_free, check_batch,
-                         context_backward, lbl_attach, predict, step_block, step_blocks, trained)
+                         context_backward, decay_blocks, lbl_attach, predict, step_block, step_blocks, trained)
 from nplmtk._ext.sampling_kernels cimport (Sampling, block_sums, draw_samples, held_maxima, hold_block_samples,
                                            importance_weights, merge_duplicates, sampling_free, sampling_start)
 
@@ -69,11 +70,11 @@ cdef void gradients(LBL *net, Buffers *w, const int *rows, int K, bint features)
 
 
 cdef double sampled_step(LBL *net, Buffers *w, Sampling *sp, const int *rows, int K, const double *rates,
-                         const float *keep, Py_ssize_t stride, double *ess) noexcept nogil:
+                         Py_ssize_t stride, double *ess) noexcept nogil:
     """One update with the importance-sampling gradient: each target's row and bias pulled
     up, the N sampled words' pushed down with weights r_j / sum r (r_j = exp(y_j) / Q(w_j)),
     the context side along the estimated dL/dp (every gradient taken before any step).
-    rates[block * stride], keep[block * stride]: this update's numbers. Returns the
+    rates[block * stride]: this update's rates. Returns the
     estimated sum of log p(target) and adds the effective sample sizes to `ess`."""
     cdef int n = net.context + 1, i, j, k, t, M, m = net.m, one = 1, block
     cdef float rate_R = rates[R_ * stride], rate_b = rates[B_OUT * stride], minus, value
@@ -119,10 +120,34 @@ cdef double sampled_step(LBL *net, Buffers *w, Sampling *sp, const int *rows, in
     for block in range(C_, NBLOCKS):
         if block != B_OUT and trained(net, block, rates[block * stride]):
             step_block(net, w, block, rates[block * stride], 0, 1)
-    for block in range(NBLOCKS):
-        if net.param[block] != NULL and keep[block * stride] != 1:
-            scale(<int> net.size[block], keep[block * stride], net.param[block])
     return estimate
+
+
+# -- the steps the batch driver (batch_driver.pxd) calls for each update ----------------
+
+cdef struct Run:
+    LBL *net
+    Buffers *work
+    Sampling *sp
+    const float *momentum
+    double ess
+
+
+cdef double exact_update(void *run, Update *up) noexcept nogil:
+    cdef Run *r = <Run *> run
+    cdef double total = forward(r.net, r.work, up.rows, up.K, NULL)
+    gradients(r.net, r.work, up.rows, up.K, up.rates[R_ * up.stride] != 0)
+    step_blocks(r.net, r.work, up.rates, up.stride, r.momentum)
+    return total
+
+
+cdef double sampled_update(void *run, Update *up) noexcept nogil:
+    cdef Run *r = <Run *> run
+    return sampled_step(r.net, r.work, r.sp, up.rows, up.K, up.rates, up.stride, &r.ess)
+
+
+cdef void blocks_decay(void *run, Update *up) noexcept nogil:
+    decay_blocks((<Run *> run).net, up.dense_keep, up.stride)
 
 
 cdef class LBLNetwork:
@@ -145,57 +170,47 @@ cdef class LBLNetwork:
     def __dealloc__(self):
         buffers_free(&self.work)
 
-    def _check(self, const int[:, ::1] windows, int batch=1, schedule=None):
-        check_batch(&self.net, self.work.capacity, windows, batch, schedule)
+    def _check(self, const int[:, ::1] windows, int batch=1):
+        check_batch(&self.net, self.work.capacity, windows, batch)
 
-    def train(self, const int[:, ::1] windows, int batch, const double[:, ::1] rates, const float[:, ::1] dense_keep,
-              const float[::1] momentum):
-        """Mini-batch steepest descent over `windows` in batches of `batch`: at update u
-        block j steps by rates[j, u] (with momentum[j]), then decays by dense_keep[j, u].
-        Returns (sum of log p(target), updates)."""
-        cdef Py_ssize_t start = 0, count = windows.shape[0], u = 0
-        cdef int K, block
-        cdef double total = 0
-        self._check(windows, batch, (rates, dense_keep, momentum))
-        with nogil:
-            while start < count:
-                K = <int> min(<Py_ssize_t> batch, count - start)
-                total += forward(&self.net, &self.work, &windows[start, 0], K, NULL)
-                gradients(&self.net, &self.work, &windows[start, 0], K, rates[R_, u] != 0)
-                step_blocks(&self.net, &self.work, &rates[0, u], &dense_keep[0, u], rates.shape[1], &momentum[0])
-                start += K
-                u += 1
-        return total, u
-
-    def train_sampled(self, const int[:, ::1] windows, int batch, const double[:, ::1] rates,
-                      const float[:, ::1] dense_keep, const float[::1] momentum, int samples, proposal,
-                      unsigned long long seed):
-        """As train, with the importance-sampling gradient of `samples` words drawn from the
-        proposal (nplmtk.neural.sampling.Proposal), shared by the windows of a batch; no
-        momentum. Returns (estimated sum of log p(target), updates, sum of effective sample sizes)."""
-        cdef Py_ssize_t start = 0, count = windows.shape[0], u = 0, stride = rates.shape[1]
-        cdef int K, block
-        cdef double total = 0, ess = 0
+    def train(self, const int[:, ::1] windows, steps):
+        """Mini-batch steepest descent over `windows` with the chunk's Steps: at update u
+        block j steps by rates[j, u] (with momentum[j]), then decays by dense_keep[j, u];
+        with steps.sampling, the importance-sampling gradient of its N words drawn from its
+        proposal (nplmtk.neural.sampling.Proposal), shared by the windows of a batch, and
+        no momentum. Returns (sum of log p(target), estimated with sampling; updates; sum of
+        effective sample sizes)."""
+        cdef Py_ssize_t count = windows.shape[0]
+        cdef int block
+        cdef double total
+        cdef Schedule s
+        cdef Run run
         cdef Sampling sp
-        self._check(windows, batch, (rates, dense_keep, momentum))
-        if samples < 1 or proposal.vocab_size != self.net.vocab:
+        schedule_of(&s, steps, count, self.work.capacity, NBLOCKS)
+        self._check(windows, s.batch)
+        memset(&run, 0, sizeof(Run))
+        run.net, run.work, run.momentum = &self.net, &self.work, s.momentum
+        if count == 0:
+            return 0.0, 0, 0.0
+        if steps.sampling is None:
+            with nogil:
+                total = drive(&run, exact_update, blocks_decay, &s, &windows[0, 0], count, windows.shape[1])
+            return total, s.updates, 0.0
+        draws = steps.sampling
+        if draws.samples < 1 or draws.proposal.vocab_size != self.net.vocab:
             raise ValueError("no samples, or a proposal of the wrong size")
         for block in range(NBLOCKS):
-            if momentum[block] != 0:
+            if s.momentum[block] != 0:
                 raise ValueError("no momentum with the sampled gradient")
         memset(&sp, 0, sizeof(Sampling))
+        run.sp = &sp
         try:
-            sampling_start(&sp, proposal, samples, batch, self.net.m, self.net.m, seed)
+            sampling_start(&sp, draws.proposal, draws.samples, s.batch, self.net.m, self.net.m, draws.seed)
             with nogil:
-                while start < count:
-                    K = <int> min(<Py_ssize_t> batch, count - start)
-                    total += sampled_step(&self.net, &self.work, &sp, &windows[start, 0], K, &rates[0, u],
-                                          &dense_keep[0, u], stride, &ess)
-                    start += K
-                    u += 1
+                total = drive(&run, sampled_update, blocks_decay, &s, &windows[0, 0], count, windows.shape[1])
         finally:
             sampling_free(&sp)
-        return total, u, ess
+        return total, s.updates, run.ess
 
     def logprobs(self, const int[:, ::1] windows, double[::1] out):
         """Natural-log probability of each window's target."""
@@ -392,5 +407,6 @@ cdef class LBLOutputBlock(LBLNetwork):
                         for k in range(self.net.context):
                             saxpy(&m, &unit, self.work.dX + i * self.net.inputs + k * m, &one,
                                   self.work.grad[R_] + <Py_ssize_t> windows[i, k] * m, &one)
-                step_blocks(&self.net, &self.work, &rates[0], &keep[0], 1, &momentum[0])
+                step_blocks(&self.net, &self.work, &rates[0], 1, &momentum[0])
+                decay_blocks(&self.net, &keep[0], 1)
         return ("R",) if rates[R_] != 0 else ()

@@ -135,15 +135,20 @@ cdef inline float *bias_of(LBL *net, int block) noexcept nogil:
     return net.param[block] if net.bias else NULL
 
 
-cdef inline void step_blocks(LBL *net, Buffers *w, const double *rates, const float *keep, Py_ssize_t stride,
-                      const float *momentum) noexcept nogil:
-    """Every block one step (rates[block * stride], with momentum[block]) and its bulk
-    decay keep[block * stride]."""
+cdef inline void step_blocks(LBL *net, Buffers *w, const double *rates, Py_ssize_t stride,
+                             const float *momentum) noexcept nogil:
+    """Every trained block one step (rates[block * stride], with momentum[block])."""
     cdef int block
     for block in range(NBLOCKS):
         if trained(net, block, <float> rates[block * stride]):
-            step_block(net, w, block, <float> rates[block * stride], momentum[block], keep[block * stride])
-        elif net.param[block] != NULL and keep[block * stride] != 1:
+            step_block(net, w, block, <float> rates[block * stride], momentum[block], 1)
+
+
+cdef inline void decay_blocks(LBL *net, const float *keep, Py_ssize_t stride) noexcept nogil:
+    """Every block's bulk weight decay keep[block * stride] (1: none)."""
+    cdef int block
+    for block in range(NBLOCKS):
+        if net.param[block] != NULL and keep[block * stride] != 1:
             scale(<int> net.size[block], keep[block * stride], net.param[block])
 
 
@@ -233,15 +238,10 @@ cdef inline void buffers_free(Buffers *w) noexcept nogil:
         free(w.grad[block])
 
 
-cdef inline int check_batch(LBL *net, int capacity, windows, int batch, schedule) except -1:
-    """Windows of this order; batches the buffers hold; a schedule (rates, dense_keep,
-    momentum), when given, of one row per block and one column per update of `batch`
-    windows, and a momentum per block."""
+cdef inline int check_batch(LBL *net, int capacity, windows, int batch) except -1:
+    """Windows of this order; batches the buffers hold."""
     if windows.shape[1] != net.context + 1:
         raise ValueError("windows of the wrong order")
     if batch < 1 or batch > capacity:
         raise ValueError("batch below 1 or larger than the work buffers")
-    updates = (windows.shape[0] + batch - 1) // batch
-    if schedule is not None and [tuple(part.shape) for part in schedule] != [(NBLOCKS, updates)] * 2 + [(NBLOCKS,)]:
-        raise ValueError(f"the schedule does not cover {updates} updates of {NBLOCKS} blocks")
     return 0

@@ -15,9 +15,10 @@ from libc.string cimport memset
 from cython.parallel cimport parallel, threadid
 from openmp cimport omp_get_num_threads
 
+from batch_driver cimport Schedule, Update, drive, schedule_of
 from class_output cimport Classes, class_attach, class_backward, class_forward
 from hs_output cimport Tree, tree_attach, tree_backward, tree_forward
-from kernel_common cimport axpy_row, check_schedule, gemm, scale
+from kernel_common cimport axpy_row, gemm, scale
 from nplmtk._ext.sampling_kernels cimport (Sampling, draw_samples, importance_weights, merge_duplicates,
                                            sampling_free, sampling_start)
 from sampled_output cimport sampled_backward, sampled_rows_gradient, sampled_scores, target_gradient, target_score
@@ -106,38 +107,95 @@ cdef double sampled_window(Net *net, Work *w, Sampling *sp, const int *rows, flo
 
 
 
-cdef void train_parts(Net *nets, Work *works, Exchange *x, const int *starts, int first, int stride,
-                      const int *windows, Py_ssize_t count, int n, const double *rates, const float *row_keep,
-                      const float *dense_keep, double *logp) noexcept nogil:
+# -- the steps the batch driver (batch_driver.pxd) calls for each update ---------------
+
+cdef struct Run:
+    Net *net
+    Work *work
+    Exchange *exchange
+    Sampling *sp
+    double ess        # the sampled steps' effective sample sizes
+    Net *nets         # train_parts: the parts' networks and buffers, this thread's first and stride
+    Work *works
+    const int *starts
+    int first, stride, mine
+    double *logp      # each part's share of the sum of log p(target)
+
+
+cdef double exact_update(void *run, Update *up) noexcept nogil:
+    """A batch's step (after flushing what the single-window steps deferred), or one
+    window's; the deferred updates flushed every DEFER windows and at the chunk's end."""
+    cdef Run *r = <Run *> run
+    cdef double logp
+    if up.K > 1:
+        flush(r.net, r.work, True)
+        logp = forward(r.net, r.work, up.rows, up.K, NULL)
+        backward(r.net, r.work, up.rows, up.K, up.rate, up.row_keep)
+    else:
+        logp = window_step(r.net, r.work, r.exchange, up.rows, up.rate, up.row_keep)
+    if r.work.pending == DEFER or up.last:
+        flush(r.net, r.work, True)
+    return logp
+
+
+cdef void exact_decay(void *run, Update *up) noexcept nogil:
+    cdef Run *r = <Run *> run
+    flush(r.net, r.work, True)
+    decay_dense(r.net, up.dense_keep[0], True)
+
+
+cdef double sampled_update(void *run, Update *up) noexcept nogil:
+    cdef Run *r = <Run *> run
+    return sampled_step(r.net, r.work, r.sp, up.rows, up.K, up.rate, up.row_keep, &r.ess)
+
+
+cdef void sampled_decay(void *run, Update *up) noexcept nogil:
+    decay_dense((<Run *> run).net, up.dense_keep[0], True)
+
+
+cdef double parts_update(void *run, Update *up) noexcept nogil:
     """One thread of a team training on every window the parts first, first + stride, ...
     of the output rows (nets[q]'s, from row starts[q]; one part a thread unless OpenMP gave
     fewer): the phases of window_step over its parts, with a barrier after each (phase 3
     of part 0 steps the rows of C, its flush the shared H and d). Adds each part's share
-    of the sum of log p(target) to logp[q]."""
-    cdef Py_ssize_t i
-    cdef int q, mine = (x.parts - first + stride - 1) // stride, k
-    cdef const int *rows
-    for i in range(count):
-        rows = windows + i * n
-        for k in range(mine):
-            q = first + k * stride
-            window_scores(&nets[q], &works[q], rows, x, q)
+    of log p(target) to logp[q]."""
+    cdef Run *r = <Run *> run
+    cdef int q, k
+    for k in range(r.mine):
+        q = r.first + k * r.stride
+        window_scores(&r.nets[q], &r.works[q], up.rows, r.exchange, q)
+    barrier()
+    for k in range(r.mine):
+        q = r.first + k * r.stride
+        r.logp[q] += window_probabilities(&r.nets[q], &r.works[q], up.rows, r.exchange, q, r.starts[q])
+    barrier()
+    for k in range(r.mine):
+        q = r.first + k * r.stride
+        window_backward(&r.nets[q], &r.works[q], up.rows, r.exchange, up.rate, up.row_keep, q == 0)
+    barrier()
+    if r.works[r.first].pending == DEFER or up.last or up.dense_keep[0] != 1:  # the same in every part
+        for k in range(r.mine):
+            q = r.first + k * r.stride
+            flush(&r.nets[q], &r.works[q], q == 0)
         barrier()
-        for k in range(mine):
-            q = first + k * stride
-            logp[q] += window_probabilities(&nets[q], &works[q], rows, x, q, starts[q])
-        barrier()
-        for k in range(mine):
-            q = first + k * stride
-            window_backward(&nets[q], &works[q], rows, x, <float> rates[i], row_keep[i], q == 0)
-        barrier()
-        if works[first].pending == DEFER or i + 1 == count or dense_keep[i] != 1:  # the same in every part
-            for k in range(mine):
-                q = first + k * stride
-                flush(&nets[q], &works[q], q == 0)
-                if dense_keep[i] != 1:
-                    decay_dense(&nets[q], dense_keep[i], q == 0)
-            barrier()
+    return 0
+
+
+cdef void parts_decay(void *run, Update *up) noexcept nogil:
+    cdef Run *r = <Run *> run
+    cdef int q, k
+    for k in range(r.mine):
+        q = r.first + k * r.stride
+        decay_dense(&r.nets[q], up.dense_keep[0], q == 0)
+    barrier()
+
+
+cdef void train_parts(Run run, int first, int stride, const Schedule *s, const int *windows, Py_ssize_t count,
+                      int n) noexcept nogil:
+    """One thread of the team of Network._train_parts: the driver over its parts."""
+    run.first, run.stride = first, stride
+    run.mine = (run.exchange.parts - first + stride - 1) // stride
+    drive(&run, parts_update, parts_decay, s, windows, count, n)
 
 
 cdef class Network:
@@ -186,89 +244,59 @@ cdef class Network:
         free(self.part_nets)
         free(self.part_starts)
 
-    def train(self, const int[:, ::1] windows, int batch, const double[::1] rates, const float[::1] row_keep,
-              const float[::1] dense_keep):
-        """SGD over `windows` in batches of `batch`: update u steps by rates[u], decays the
-        rows of C it touches by row_keep[u], then (when dense_keep[u] != 1) the dense
-        weights U, H, W in bulk. Returns (sum of log p(target), updates done)."""
-        cdef Py_ssize_t start, count = windows.shape[0], u = 0
-        cdef int K
-        cdef double total = 0
-        check_schedule(count, batch, self.work.capacity, rates.shape[0], row_keep.shape[0], dense_keep.shape[0])
-        if count == 0:
-            return 0.0, 0
-        if windows.shape[1] != self.net.context + 1:
-            raise ValueError("windows of the wrong order")
-        if self.parts > 1:
-            return self._train_parts(windows, rates, row_keep, dense_keep), count
-        with nogil:
-            start = 0
-            while start < count:
-                K = <int> min(<Py_ssize_t> batch, count - start)
-                if K > 1:
-                    flush(&self.net, &self.work, True)
-                    total += forward(&self.net, &self.work, &windows[start, 0], K, NULL)
-                    backward(&self.net, &self.work, &windows[start, 0], K, <float> rates[u], row_keep[u])
-                else:
-                    total += window_step(&self.net, &self.work, &self.exchange, &windows[start, 0], <float> rates[u],
-                                         row_keep[u])
-                if self.work.pending == DEFER or start + K >= count:
-                    flush(&self.net, &self.work, True)
-                if dense_keep[u] != 1:
-                    flush(&self.net, &self.work, True)
-                    decay_dense(&self.net, dense_keep[u], True)
-                start += K
-                u += 1
-        return total, u
-
-    cdef double _train_parts(self, const int[:, ::1] windows, const double[::1] rates, const float[::1] row_keep,
-                             const float[::1] dense_keep) except? -1:
-        """train at batch 1 with self.parts threads sharing each window (train_parts); a
-        team smaller than asked for (OMP_THREAD_LIMIT) takes several parts a thread."""
-        cdef double logp[MAX_PARTS]
-        cdef int thread, n = windows.shape[1]
-        for thread in range(self.parts):
-            logp[thread] = 0
-        with nogil, parallel(num_threads=self.parts):
-            thread = threadid()
-            train_parts(self.part_nets, self.part_works, &self.exchange, self.part_starts, thread,
-                        omp_get_num_threads(), &windows[0, 0], windows.shape[0], n, &rates[0], &row_keep[0],
-                        &dense_keep[0], logp)
-        return sum(logp[thread] for thread in range(self.parts))
-
-    def train_sampled(self, const int[:, ::1] windows, int batch, const double[::1] rates,
-                      const float[::1] row_keep, const float[::1] dense_keep, int samples, proposal,
-                      unsigned long long seed):
-        """As train, with the importance-sampling gradient of `samples` words drawn from the
-        proposal (nplmtk.neural.sampling.Proposal), shared by the windows of a batch.
-        Returns (sum of estimated log p(target), updates done, sum of effective sample sizes)."""
-        cdef Py_ssize_t start, count = windows.shape[0], u = 0
-        cdef int K
-        cdef double total = 0, ess = 0
+    def train(self, const int[:, ::1] windows, steps):
+        """SGD over `windows` with the chunk's Steps (nplmtk/neural/optimizer.py): update u
+        steps by rates[0, u], decays the rows of C it touches by row_keep[u], then (when
+        dense_keep[0, u] != 1) the dense weights U, H, W in bulk; with steps.sampling, the
+        importance-sampling gradient of its N words drawn from its proposal
+        (nplmtk.neural.sampling.Proposal), shared by the windows of a batch. Returns (sum of
+        log p(target), estimated with sampling; updates done; sum of effective sample sizes)."""
+        cdef Py_ssize_t count = windows.shape[0]
+        cdef Schedule s
+        cdef Run run
         cdef Sampling sp
-        check_schedule(count, batch, self.work.capacity, rates.shape[0], row_keep.shape[0], dense_keep.shape[0])
+        cdef double total
+        schedule_of(&s, steps, count, self.work.capacity, 1)
         if count == 0:
             return 0.0, 0, 0.0
         if windows.shape[1] != self.net.context + 1:
             raise ValueError("windows of the wrong order")
-        if samples < 1 or proposal.vocab_size != self.net.vocab:
+        memset(&run, 0, sizeof(Run))
+        run.net, run.work, run.exchange = &self.net, &self.work, &self.exchange
+        if steps.sampling is None:
+            if self.parts > 1:
+                return self._train_parts(windows, &s), s.updates, 0.0
+            with nogil:
+                total = drive(&run, exact_update, exact_decay, &s, &windows[0, 0], count, windows.shape[1])
+            return total, s.updates, 0.0
+        draws = steps.sampling
+        if draws.samples < 1 or draws.proposal.vocab_size != self.net.vocab:
             raise ValueError("no samples, or a proposal of the wrong size")
         memset(&sp, 0, sizeof(Sampling))
+        run.sp = &sp
         try:
-            sampling_start(&sp, proposal, samples, batch, self.net.hidden, self.net.inputs, seed)
+            sampling_start(&sp, draws.proposal, draws.samples, s.batch, self.net.hidden, self.net.inputs, draws.seed)
             with nogil:
-                start = 0
-                while start < count:
-                    K = <int> min(<Py_ssize_t> batch, count - start)
-                    total += sampled_step(&self.net, &self.work, &sp, &windows[start, 0], K, <float> rates[u],
-                                          row_keep[u], &ess)
-                    if dense_keep[u] != 1:
-                        decay_dense(&self.net, dense_keep[u], True)
-                    start += K
-                    u += 1
+                total = drive(&run, sampled_update, sampled_decay, &s, &windows[0, 0], count, windows.shape[1])
         finally:
             sampling_free(&sp)
-        return total, u, ess
+        return total, s.updates, run.ess
+
+    cdef double _train_parts(self, const int[:, ::1] windows, const Schedule *s) except? -1:
+        """train at batch 1 with self.parts threads sharing each window (train_parts); a
+        team smaller than asked for (OMP_THREAD_LIMIT) takes several parts a thread."""
+        cdef double logp[MAX_PARTS]
+        cdef int thread, n = windows.shape[1]
+        cdef Run run
+        for thread in range(self.parts):
+            logp[thread] = 0
+        memset(&run, 0, sizeof(Run))
+        run.exchange, run.nets, run.works, run.starts, run.logp = (&self.exchange, self.part_nets, self.part_works,
+                                                                   self.part_starts, logp)
+        with nogil, parallel(num_threads=self.parts):
+            thread = threadid()
+            train_parts(run, thread, omp_get_num_threads(), s, &windows[0, 0], windows.shape[0], n)
+        return sum(logp[thread] for thread in range(self.parts))
 
     def logprobs(self, const int[:, ::1] windows, double[::1] out):
         """Natural-log probability of each window's target (exact softmax)."""
@@ -397,6 +425,27 @@ cdef double factored_step(Factored *f, Net *net, Work *w, const int *rows, int K
     return total
 
 
+cdef struct FactoredRun:
+    Factored *f
+    Net *net
+    Work *work
+
+
+cdef double factored_update(void *run, Update *up) noexcept nogil:
+    cdef FactoredRun *r = <FactoredRun *> run
+    return factored_step(r.f, r.net, r.work, up.rows, up.K, up.rate, up.row_keep)
+
+
+cdef void factored_decay(void *run, Update *up) noexcept nogil:
+    cdef FactoredRun *r = <FactoredRun *> run
+    cdef int h = r.net.hidden
+    cdef float keep = up.dense_keep[0]
+    scale(h * r.net.inputs, keep, r.net.H)
+    scale(r.f.count * h, keep, r.f.rows)
+    if not r.f.tree.nodes:
+        scale(r.f.classes.count * h, keep, r.f.Vc)
+
+
 cdef class FactoredNetwork:
     """The network of eq. 1 with a factored output layer over its hidden layer in place of
     b + U a (no direct connections): the hierarchical softmax (`paths`: the tree's, from
@@ -450,29 +499,24 @@ cdef class FactoredNetwork:
     def __dealloc__(self):
         work_free(&self.work)
 
-    def train(self, const int[:, ::1] windows, int batch, const double[::1] rates, const float[::1] row_keep,
-              const float[::1] dense_keep):
-        """As Network.train: SGD over `windows` in batches of `batch` with the schedule's
-        rates and decays (the dense weights: H, the output rows and the class rows)."""
-        cdef Py_ssize_t start = 0, count = windows.shape[0], u = 0
-        cdef int K, h = self.net.hidden
-        cdef double total = 0
-        check_schedule(count, batch, self.work.capacity, rates.shape[0], row_keep.shape[0], dense_keep.shape[0])
+    def train(self, const int[:, ::1] windows, steps):
+        """As Network.train, exact only: SGD over `windows` with the Steps' rates and
+        decays (the dense weights: H, the output rows and the class rows)."""
+        cdef Py_ssize_t count = windows.shape[0]
+        cdef Schedule s
+        cdef FactoredRun run
+        cdef double total
+        schedule_of(&s, steps, count, self.work.capacity, 1)
+        run.f, run.net, run.work = &self.f, &self.net, &self.work
+        if steps.sampling is not None:
+            raise ValueError("the factored output layers train with their exact gradient")
         if count and windows.shape[1] != self.net.context + 1:
             raise ValueError("windows of the wrong order")
+        if count == 0:
+            return 0.0, 0, 0.0
         with nogil:
-            while start < count:
-                K = <int> min(<Py_ssize_t> batch, count - start)
-                total += factored_step(&self.f, &self.net, &self.work, &windows[start, 0], K, <float> rates[u],
-                                       row_keep[u])
-                if dense_keep[u] != 1:
-                    scale(h * self.net.inputs, dense_keep[u], self.net.H)
-                    scale(self.f.count * h, dense_keep[u], self.f.rows)
-                    if not self.f.tree.nodes:
-                        scale(self.f.classes.count * h, dense_keep[u], self.f.Vc)
-                start += K
-                u += 1
-        return total, u
+            total = drive(&run, factored_update, factored_decay, &s, &windows[0, 0], count, windows.shape[1])
+        return total, s.updates, 0.0
 
     def logprobs(self, const int[:, ::1] windows, double[::1] out):
         """Natural-log probability of each window's target (exactly normalised)."""

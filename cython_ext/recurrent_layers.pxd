@@ -6,7 +6,7 @@ from libc.string cimport memcpy, memset
 
 from class_output cimport Classes
 from hs_output cimport Tree
-from elementwise cimport act, column_sums, logistic, slope
+from elementwise cimport Adam, act, column_sums, logistic, slope
 from feedforward cimport activate, activation_slope
 from kernel_common cimport gemm
 
@@ -45,7 +45,8 @@ cdef struct Layer:
 
 cdef struct Rnn:
     int vocab, m, layers, streams, capacity, lstm, activation, bias, direct, tied, reset, bos
-    float dropout, clip
+    float dropout
+    float clip        # this chunk's cap on the gradient's norm per word (0: none), from the trainer
     float *C
     float *V          # the output weights (C when tied)
     float *d
@@ -84,6 +85,7 @@ cdef struct Rnn:
     Slot slot[MAX_SLOTS]
     int slots
     bint adam
+    Adam settings     # Adam's numbers, this chunk's (from the trainer)
     float *mC         # Adam's moments of the rows of C (untied)
     float *vC
     double *adam_step

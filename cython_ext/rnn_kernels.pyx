@@ -13,7 +13,7 @@ before the output). The state s (and c) of every stream is carried from one segm
 the next; a step whose input is <s> starts from a zero state when the model resets at
 sentences. A segment's gradient is summed over its words, clipped to a norm of
 `clip` per word (PyTorch's clip_grad_norm_ of the mean loss), then stepped with the
-trainer's rate and decays: no policy here. The network's structs and the layers' forward
+trainer's rate and decays, by SGD or Adam with the trainer's numbers: no policy here. The network's structs and the layers' forward
 and backward passes are in recurrent_layers.pxd; the output layers and the steps here."""
 import numpy as np
 cimport numpy as cnp
@@ -22,8 +22,9 @@ from libc.string cimport memcpy, memset
 
 from class_output cimport class_attach, class_backward, class_distribution, class_forward
 from hs_output cimport tree_attach, tree_backward, tree_distribution, tree_forward
+from batch_driver cimport Schedule, Update, drive, schedule_of
 from elementwise cimport adam_corrections, column_sums, dropout, squares, update
-from kernel_common cimport check_schedule, gemm, scale, softmax_row
+from kernel_common cimport gemm, scale, softmax_row
 from nplmtk._ext.sampling_kernels cimport Sampling, draw_samples, merge_duplicates, sampling_free, sampling_start
 from recurrent_layers cimport MAX_LAYERS, Layer, Rnn, Slot, layer_backward, layer_forward
 from sampled_output cimport sampled_backward, sampled_rows_gradient, sampled_scores
@@ -188,13 +189,13 @@ cdef int inputs_backward(Rnn *net, int T) noexcept nogil:
     return 0 if net.tied else count
 
 
-cdef void step(Rnn *net, int touched, int words, float rate, float keep_c, float dense_keep) noexcept nogil:
+cdef void step(Rnn *net, int touched, int words, float rate, float keep_c) noexcept nogil:
     """One update from the segment's gradient (clipped to a norm of clip * words): every
-    slot's array by SGD or Adam, the weights then decayed in bulk by dense_keep; the rows
-    of C that occur (unless tied, when C is a slot) decayed by keep_c first."""
+    slot's array by SGD or Adam; the rows of C that occur (unless tied, when C is a slot)
+    decayed by keep_c first."""
     cdef int k, m = net.m
     cdef double norm = 0
-    cdef float clipped = 1, c1 = 1, c2 = 1
+    cdef float clipped = 1
     cdef Slot *slot
     cdef Py_ssize_t row
     if net.clip > 0:  # the gradient's norm, only to clip it
@@ -207,18 +208,24 @@ cdef void step(Rnn *net, int touched, int words, float rate, float keep_c, float
             clipped = <float> (net.clip * words / norm)
     if net.adam:
         net.adam_step[0] += 1
-        adam_corrections(net.adam_step[0], &c1, &c2)
+        adam_corrections(&net.settings, net.adam_step[0])
     for k in range(net.slots):
         slot = &net.slot[k]
-        update(slot.param, slot.grad, slot.m, slot.v, slot.size, rate, clipped, c1, c2)
-        if slot.weight and dense_keep != 1:
-            scale(<int> slot.size, dense_keep, slot.param)
+        update(slot.param, slot.grad, slot.m, slot.v, slot.size, rate, clipped, &net.settings)
     for k in range(touched):
         row = <Py_ssize_t> net.touched[k] * m
         if keep_c != 1:
             scale(m, keep_c, net.C + row)
         update(net.C + row, net.gC + row, net.mC + row if net.adam else NULL, net.vC + row if net.adam else NULL,
-               m, rate, clipped, c1, c2)
+               m, rate, clipped, &net.settings)
+
+
+cdef void decay_weights(Rnn *net, float keep) noexcept nogil:
+    """The weights' bulk decay (not the biases, nor C's rows unless tied)."""
+    cdef int k
+    for k in range(net.slots):
+        if net.slot[k].weight:
+            scale(<int> net.slot[k].size, keep, net.slot[k].param)
 
 
 cdef void carry_state(Rnn *net, int T) noexcept nogil:
@@ -231,12 +238,43 @@ cdef void carry_state(Rnn *net, int T) noexcept nogil:
             memcpy(net.layer[l].cell, net.layer[l].cell + <Py_ssize_t> T * size, size * sizeof(float))
 
 
-cdef void load_segment(Rnn *net, const int[:, :, ::1] rows, Py_ssize_t start, int T) noexcept nogil:
+cdef void load_segment(Rnn *net, const int *rows, int T) noexcept nogil:
+    """T steps of rows (each B inputs, then B targets) into the segment's inputs and targets."""
     cdef int t, b, B = net.streams
     for t in range(T):
         for b in range(B):
-            net.inputs[t * B + b] = rows[start + t, 0, b]
-            net.targets[t * B + b] = rows[start + t, 1, b]
+            net.inputs[t * B + b] = rows[2 * t * B + b]
+            net.targets[t * B + b] = rows[(2 * t + 1) * B + b]
+
+
+cdef struct Run:
+    Rnn *net
+    Sampling *sp
+    double ess
+
+
+cdef double segment_update(void *run, Update *up) noexcept nogil:
+    """The batch driver's step (batch_driver.pxd): a segment of up.K steps forward and back,
+    its update, and its last state carried on."""
+    cdef Run *r = <Run *> run
+    cdef Rnn *net = r.net
+    cdef int touched, words = 0, i, T = up.K
+    cdef double total
+    load_segment(net, up.rows, T)
+    if r.sp != NULL:
+        total = sampled_forward_backward(net, r.sp, T, &touched, &r.ess)
+    else:
+        total = forward(net, T, True, NULL)
+        touched = backward(net, T)
+    for i in range(T * net.streams):
+        words += net.targets[i] >= 0
+    step(net, touched, words, up.rate, up.row_keep)
+    carry_state(net, T)
+    return total
+
+
+cdef void segment_decay(void *run, Update *up) noexcept nogil:
+    decay_weights((<Run *> run).net, up.dense_keep[0])
 
 
 cdef float *pointer(array) except? NULL:
@@ -259,8 +297,8 @@ cdef class RecurrentNetwork:
     cdef public dict grads
 
     def __init__(self, params, int layers, bint lstm, int activation, int streams, int capacity, bint reset,
-                 int bos, float dropout=0.0, float clip=0.0, unsigned long long seed=1, bint trainable=True,
-                 bint adam=False, classes=None, tree=None):
+                 int bos, float dropout=0.0, unsigned long long seed=1, bint trainable=True, bint adam=False,
+                 classes=None, tree=None):
         cdef int V = params["C"].shape[0], m = params["C"].shape[1], G = 4 if lstm else 1, l, h, inputs = m
         cdef Py_ssize_t N = <Py_ssize_t> capacity * streams
         if not 1 <= layers <= MAX_LAYERS or streams < 1 or capacity < 1 or not 0 <= dropout < 1 or not 0 <= bos < V:
@@ -273,7 +311,7 @@ cdef class RecurrentNetwork:
         cdef Layer *L
         net.vocab, net.m, net.layers, net.streams, net.capacity = V, m, layers, streams, capacity
         net.lstm, net.activation, net.reset, net.bos = lstm, activation, reset, bos
-        net.dropout, net.clip = dropout, clip
+        net.dropout, net.clip = dropout, 0
         net.bias, net.direct, net.tied = "d" in params, "M" in params, "V" not in params and "Vn" not in params
         net.C, net.d, net.M = pointer(params["C"]), self._param(params, "d"), self._param(params, "M")
         net.V = net.C if net.tied else self._param(params, "V")
@@ -421,28 +459,46 @@ cdef class RecurrentNetwork:
                           or rows[:, 1].max() >= self.net.vocab):
             raise ValueError("word ids outside the vocabulary")
 
-    def train(self, const int[:, :, ::1] rows, int bptt, const double[::1] rates, const float[::1] row_keep,
-              const float[::1] dense_keep):
+    def train(self, const int[:, :, ::1] rows, steps):
         """Truncated BPTT over `rows` (steps x (inputs, targets) x streams) in segments of
-        `bptt` steps, the state carried through: segment u steps by rates[u], decays the
-        rows of C it reads by row_keep[u] and the weights in bulk by dense_keep[u].
-        Returns (sum of log p of the targets, updates done)."""
-        return self._train(rows, bptt, rates, row_keep, dense_keep, NULL)[:2]
-
-    def train_sampled(self, const int[:, :, ::1] rows, int bptt, const double[::1] rates,
-                      const float[::1] row_keep, const float[::1] dense_keep, int samples, proposal,
-                      unsigned long long seed):
-        """As train, with the full softmax's gradient estimated from `samples` words drawn
-        from the proposal (nplmtk.neural.sampling.Proposal), shared by the rows of a segment.
-        Returns (sum of estimated log p of the targets, updates done, sum of effective
+        steps.batch steps, the state carried through: segment u steps by rates[0, u] (SGD,
+        or Adam with steps.adam's beta1, beta2, epsilon, as the network was built for), its
+        gradient's norm capped at steps.clip per word, decays the rows of C it reads by
+        row_keep[u] and the weights in bulk by dense_keep[0, u]; with steps.sampling, the
+        full softmax's gradient estimated from its N words drawn from its proposal
+        (nplmtk.neural.sampling.Proposal), shared by the rows of a segment. Returns (sum of
+        log p of the targets, estimated with sampling; updates done; sum of effective
         sample sizes)."""
+        cdef Py_ssize_t count = rows.shape[0]
+        cdef double total
+        cdef Schedule s
+        cdef Run run
         cdef Sampling sp
+        if not self.grads:
+            raise ValueError("a scoring network cannot train")
+        schedule_of(&s, steps, count, self.net.capacity, 1)
+        if (steps.adam is not None) != self.net.adam:
+            raise ValueError("Adam's numbers for a network built for SGD, or none for one built for Adam")
+        if steps.adam is not None:
+            self.net.settings.beta1, self.net.settings.beta2, self.net.settings.epsilon = steps.adam
+            self.net.settings.rest1, self.net.settings.rest2 = 1 - self.net.settings.beta1, 1 - self.net.settings.beta2
+        self.net.clip = steps.clip
+        self._check_rows(np.asarray(rows))
         memset(&sp, 0, sizeof(Sampling))
+        run.net, run.sp, run.ess = &self.net, NULL, 0
+        if count == 0:
+            return 0.0, 0, 0.0
         try:
-            self._start_sampling(&sp, samples, proposal, seed)
-            return self._train(rows, bptt, rates, row_keep, dense_keep, &sp)
+            if steps.sampling is not None:
+                self._start_sampling(&sp, steps.sampling.samples, steps.sampling.proposal, steps.sampling.seed)
+                run.sp = &sp
+            self._restore_state()
+            with nogil:
+                total = drive(&run, segment_update, segment_decay, &s, &rows[0, 0, 0], count, 2 * self.net.streams)
+            self._save_state()
         finally:
             sampling_free(&sp)
+        return total, s.updates, run.ess
 
     cdef _start_sampling(self, Sampling *sp, int samples, proposal, unsigned long long seed):
         if samples < 1 or proposal.vocab_size != self.net.vocab:
@@ -451,36 +507,6 @@ cdef class RecurrentNetwork:
             raise ValueError("importance sampling estimates the full softmax's gradient, of a trainable network")
         sampling_start(sp, proposal, samples, self.net.capacity * self.net.streams,
                        self.net.layer[self.net.layers - 1].hidden, self.net.m, seed)
-
-    cdef _train(self, const int[:, :, ::1] rows, int bptt, const double[::1] rates, const float[::1] row_keep,
-                const float[::1] dense_keep, Sampling *sp):
-        """train, or with `sp` (started) train_sampled."""
-        cdef Py_ssize_t start = 0, count = rows.shape[0], u = 0
-        cdef int T, touched, words, r
-        cdef double total = 0, ess = 0
-        if not self.grads:
-            raise ValueError("a scoring network cannot train")
-        check_schedule(count, bptt, self.net.capacity, rates.shape[0], row_keep.shape[0], dense_keep.shape[0])
-        self._check_rows(np.asarray(rows))
-        self._restore_state()
-        with nogil:
-            while start < count:
-                T = <int> min(<Py_ssize_t> bptt, count - start)
-                load_segment(&self.net, rows, start, T)
-                if sp != NULL:
-                    total += sampled_forward_backward(&self.net, sp, T, &touched, &ess)
-                else:
-                    total += forward(&self.net, T, True, NULL)
-                    touched = backward(&self.net, T)
-                words = 0
-                for r in range(T * self.net.streams):
-                    words += self.net.targets[r] >= 0
-                step(&self.net, touched, words, <float> rates[u], row_keep[u], dense_keep[u])
-                carry_state(&self.net, T)
-                start += T
-                u += 1
-        self._save_state()
-        return total, u, ess
 
     def logprobs(self, const int[:, :, ::1] rows, double[::1] out):
         """Natural-log probability of every target >= 0 in out[step * streams + stream]
@@ -494,7 +520,7 @@ cdef class RecurrentNetwork:
         with nogil:
             while start < count:
                 T = <int> min(<Py_ssize_t> self.net.capacity, count - start)
-                load_segment(&self.net, rows, start, T)
+                load_segment(&self.net, &rows[start, 0, 0], T)
                 forward(&self.net, T, False, &out[start * self.net.streams])
                 carry_state(&self.net, T)
                 start += T
@@ -507,7 +533,7 @@ cdef class RecurrentNetwork:
             raise ValueError("one stream of at most capacity steps, and a row per word")
         self._check_rows(np.asarray(rows))
         self._restore_state()
-        load_segment(&self.net, rows, 0, T)
+        load_segment(&self.net, &rows[0, 0, 0], T)
         self.net.targets[T - 1] = 0
         forward(&self.net, T, False, NULL)
         width = self.net.layer[self.net.layers - 1].hidden
@@ -526,7 +552,7 @@ cdef class RecurrentNetwork:
         """The gradients of -sum log p over one segment from the carried state, without
         dropout, clipping or a step, written into `grads` (arrays shaped like the
         parameters); returns the sum of log p. With `samples`: of the sampled objective,
-        -sum (y_target - log Z^), for the draws that train_sampled makes from `seed` (its
+        -sum (y_target - log Z^), for the draws that train makes from `seed` (steps.sampling) (its
         estimate of sum log p returned). For tests."""
         cdef int T = rows.shape[0], touched
         cdef double total, ess = 0
@@ -539,7 +565,7 @@ cdef class RecurrentNetwork:
             self._start_sampling(&sp, samples, proposal, seed)
         self._restore_state()
         saved_dropout, self.net.dropout = self.net.dropout, 0
-        load_segment(&self.net, rows, 0, T)
+        load_segment(&self.net, &rows[0, 0, 0], T)
         if samples:
             total = sampled_forward_backward(&self.net, &sp, T, &touched, &ess)
             sampling_free(&sp)

@@ -88,20 +88,23 @@ def assert_gradients_match_finite_differences(params, grads, loss, rng, epsilon=
 def sampled_step_errors(model_at_start, windows, proposal, exact, seeds):
     """For N = 10, 100, 1,000, 10,000 samples: the mean over `seeds` of the squared distance
     between one sampled update of rate 1 (minus the estimator) and the exact gradient."""
-    from nplmtk.neural.train import DENSE_DECAY_PERIOD, TrainingConfig, block_schedule, update_schedule
+    from nplmtk.neural.optimizer import DENSE_DECAY_PERIOD, Draws, block_schedule, sgd_steps, update_schedule
+    from nplmtk.neural.train import TrainingConfig
     batch = len(windows)
     schedule = update_schedule(batch, batch, 1.0, 0.0, 0.0, DENSE_DECAY_PERIOD["sampled"])
     model = model_at_start()
     if hasattr(model, "blocks"):  # a rate of 1 for every block
         settings = TrainingConfig(batch=batch, lr=1.0, lr_decay=0.0, weight_decay=0.0)
-        schedule = block_schedule(model, settings, batch, 1.0, DENSE_DECAY_PERIOD["sampled"])
+        rates, dense_keep, momentum = block_schedule(model, settings, batch, 1.0, DENSE_DECAY_PERIOD["sampled"])
+        schedule = (rates, None, dense_keep, momentum)
     errors = []
     for samples in (10, 100, 1000, 10000):
         squared = []
         for seed in range(seeds):
             model = model_at_start()
             before = {k: v.astype(np.float64) for k, v in model.params.items()}
-            model.network(capacity=batch).train_sampled(windows, batch, *schedule, samples, proposal, seed)
+            model.network(capacity=batch).train(windows, sgd_steps(batch, *schedule,
+                                                                   sampling=Draws(samples, proposal, seed)))
             squared.append(sum((((before[k] - model.params[k]) - exact[k]) ** 2).sum() for k in before))
         errors.append(np.mean(squared))
     return errors

@@ -26,7 +26,6 @@ class ClassBigramModel(NeuralModel):
     OPTIONS = declare(NeuralModel.OPTIONS, Option("spread", "real", "Spread of the initial scores.", 0.1, low=0),
                       drop=("order", "m", "h", "direct", "activation", "no-bias"),
                       defaults={"output": "class", "lr": 0.1})
-    TRAINS_WITH_STEPS = True  # temporary: until the Optimizer lands (the trainer's shim reads it)
 
     @classmethod
     def initial(cls, vocab, seed=1, output="class", classes=None, counts=None, spread=0.1):

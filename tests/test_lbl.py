@@ -13,7 +13,8 @@ from nplmtk.corpus import Corpus
 from nplmtk.errors import ParameterError
 from nplmtk.models import ARCHITECTURES, load
 from nplmtk.neural.lbl import LBLModel
-from nplmtk.neural.train import Trainer, TrainingConfig, block_schedule
+from nplmtk.neural.optimizer import block_schedule, sgd_steps
+from nplmtk.neural.train import Trainer, TrainingConfig
 from nplmtk.ngram.counts import NgramCounts
 from nplmtk.ngram.estimate import estimate
 from nplmtk.toy import ToyGrammar
@@ -23,6 +24,12 @@ VOCAB = Vocabulary([f"w{i}" for i in range(9)])
 FAMILY = ("lbl", "lbl1", "lbl2", "lbl3")
 COUNTS = [0, 0, 30, 50, 9, 7, 5, 4, 3, 3, 2, 1]  # of <unk>, <s>, </s> and the nine words
 OUTPUTS = {"hs": dict(output="hs", counts=COUNTS), "class": dict(output="class", classes=4, counts=COUNTS)}
+
+
+def block_steps(model, settings, examples, dense_decay_period):
+    """The Steps of a chunk of `examples` from update 0 (optimizer.block_schedule's numbers)."""
+    rates, dense_keep, momentum = block_schedule(model, settings, examples, 1.0, dense_decay_period)
+    return sgd_steps(settings.batch, rates, None, dense_keep, momentum)
 
 
 def logistic(z):
@@ -92,7 +99,7 @@ def test_a_training_step_moves_each_block_by_its_rate_times_its_gradient(arch, c
     before = {k: v.copy() for k, v in model.params.items()}
     rates = {"C": 0.01, "b": 0.2}
     settings = config(batch=count, lr=0.05, block_lr=rates)
-    model.network(capacity=8).train(windows, count, *block_schedule(model, settings, count, 1.0, 64))
+    model.network(capacity=8).train(windows, block_steps(model, settings, count, 64))
     for name in model.params:
         np.testing.assert_allclose(model.params[name], before[name] - rates.get(name, 0.05) * grads[name], atol=2e-6)
 
@@ -111,7 +118,7 @@ def test_a_factored_step_moves_each_block_by_its_rate_times_its_gradient(arch, o
     settings = config(batch=count, lr=0.05, block_lr=rates, momentum=0.5,
                       block_momentum={"R": 0, "b": 0, "Vn": 0, "bn": 0})
     model.check_training(settings)
-    model.network(capacity=8).train(windows, count, *block_schedule(model, settings, count, 1.0, 64))
+    model.network(capacity=8).train(windows, block_steps(model, settings, count, 64))
     for name in model.params:  # one update: momentum's v is -rate g
         np.testing.assert_allclose(model.params[name], before[name] - rates.get(name, 0.05) * grads[name], atol=2e-6,
                                    err_msg=name)
@@ -122,9 +129,9 @@ def test_a_factored_output_refuses_momentum_on_the_rows_it_steps_in_place():
     with pytest.raises(ParameterError, match="steps a few rows of R, Vn, bn in place"):
         model.check_training(config(momentum=0.9))
     model.check_training(config(momentum=0.9, freeze_features=True, block_momentum={"Vn": 0, "bn": 0}))
-    schedule = block_schedule(model, config(momentum=0.9, batch=1), 1, 1.0, 64)
+    steps = block_steps(model, config(momentum=0.9, batch=1), 1, 64)
     with pytest.raises(ValueError, match="no momentum for R"):
-        model.network(capacity=1).train(np.zeros((1, 4), np.int32), 1, *schedule)
+        model.network(capacity=1).train(np.zeros((1, 4), np.int32), steps)
 
 
 def test_model_1_with_a_tree_starts_from_model_0_with_the_same_tree_only():
@@ -158,7 +165,7 @@ def test_momentum_and_weight_decay_per_block_and_frozen_features():
             mu = 0.9 if name == "C" else 0.5
             velocity[name] = mu * velocity[name] - 0.05 * grads[name]
             expected[name] = (expected[name] + velocity[name]) * (1 - 0.05 * (0.0 if name == "A" else 0.1))
-    model.network(capacity=1).train(windows, 1, *block_schedule(model, settings, 2, 1.0, dense_decay_period=1))
+    model.network(capacity=1).train(windows, block_steps(model, settings, 2, dense_decay_period=1))
     for name in expected:
         np.testing.assert_allclose(model.params[name], expected[name], atol=2e-6, err_msg=name)
 

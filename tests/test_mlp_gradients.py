@@ -6,7 +6,7 @@ import pytest
 from conftest import assert_gradients_match_finite_differences, sampled_step_errors
 from nplmtk.neural.mlp import MLPModel
 from nplmtk.neural.sampling import Proposal, proposal
-from nplmtk.neural.train import DENSE_DECAY_PERIOD, update_schedule
+from nplmtk.neural.optimizer import DENSE_DECAY_PERIOD, Draws, sgd_steps, update_schedule
 from nplmtk.vocab import Vocabulary
 
 VOCAB = Vocabulary([f"w{i}" for i in range(9)])
@@ -72,7 +72,7 @@ def test_a_training_step_moves_every_block_by_its_gradient(hidden, direct, count
     loglik = model.network(capacity=8).gradients(windows, grads)
     before = {k: v.copy() for k, v in model.params.items()}
     rates, row_keep, dense_keep = schedule(count, count, 0.05, 0.0, weight_decay)
-    total, _ = model.network(capacity=8).train(windows, count, rates, row_keep, dense_keep)
+    total, _, _ = model.network(capacity=8).train(windows, sgd_steps(count, rates, row_keep, dense_keep))
     assert total == pytest.approx(loglik, rel=1e-5)
     keep = dense_keep[-1]
     assert (keep < 1) == (weight_decay > 0)
@@ -168,8 +168,8 @@ def test_one_window_sgd_with_deferred_updates_is_plain_sgd(hidden, direct, bias,
     for name in ("U", "H", "W"):
         if name in reference:
             reference[name] *= bulk_decay
-    total, updates = model.network(capacity=1, parts=parts).train(windows, 1, *schedule(len(windows), 1, lr0, decay_rate,
-                                                                            weight_decay))
+    total, updates, _ = model.network(capacity=1, parts=parts).train(
+        windows, sgd_steps(1, *schedule(len(windows), 1, lr0, decay_rate, weight_decay)))
     assert updates == len(windows)
     assert total == pytest.approx(loglik, rel=1e-5)
     for name in model.params:
@@ -248,7 +248,8 @@ def test_a_sampled_step_is_the_estimator_written_out(hidden, direct, batch):
     words = q.draw(40, 11)
     assert len(np.unique(words)) < len(words)
     expected = sampled_step_reference(model.params, windows, words, np.log(counts / counts.sum()), 0.1)
-    model.network(capacity=batch).train_sampled(windows, batch, *schedule(batch, batch, 0.1, sampled=True), 40, q, 11)
+    model.network(capacity=batch).train(windows, sgd_steps(batch, *schedule(batch, batch, 0.1, sampled=True),
+                                                           sampling=Draws(40, q, 11)))
     for name in model.params:
         np.testing.assert_allclose(model.params[name], expected[name], atol=2e-6, err_msg=name)
 
@@ -345,7 +346,7 @@ def test_energy_exact_steps_in_place_are_sequential_sgd(direct, bias, words, par
                 value *= keep
             if bias or name not in ("b", "d"):
                 value -= rate * grads[name]
-    total, updates = model.network(parts=parts).train(windows, 1, rates, row_keep, dense_keep)
+    total, updates, _ = model.network(parts=parts).train(windows, sgd_steps(1, rates, row_keep, dense_keep))
     assert updates == len(windows)
     assert total == pytest.approx(loglik, rel=1e-5)
     for name in model.params:
@@ -395,7 +396,7 @@ def test_a_sampled_energy_step_is_the_estimator_written_out():
     words = q.draw(2000, 5)
     assert 256 < len(np.unique(words)) < len(words)
     expected = energy_sampled_step_reference(model.params, window[0], words, np.log(counts / counts.sum()), 0.1)
-    model.network().train_sampled(window, 1, *schedule(1, 1, 0.1, sampled=True), 2000, q, 5)
+    model.network().train(window, sgd_steps(1, *schedule(1, 1, 0.1, sampled=True), sampling=Draws(2000, q, 5)))
     for name in model.params:
         np.testing.assert_allclose(model.params[name], expected[name], atol=2e-6, err_msg=name)
 

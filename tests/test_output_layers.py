@@ -19,7 +19,7 @@ from nplmtk.corpus import Corpus
 from nplmtk.models import ARCHITECTURES, load
 from nplmtk.neural.huffman import MAX_DEPTH, huffman_tree, tree_paths
 from nplmtk.neural.mlp import MLPModel
-from nplmtk.neural.train import DENSE_DECAY_PERIOD, update_schedule
+from nplmtk.neural.optimizer import DENSE_DECAY_PERIOD, sgd_steps, update_schedule
 from nplmtk.vocab import Vocabulary
 
 VOCAB = Vocabulary([f"w{i}" for i in range(9)])
@@ -91,8 +91,8 @@ def test_an_mlp_training_step_moves_every_block_by_its_gradient(output, count):
     grads = {k: np.zeros_like(v) for k, v in model.params.items()}
     model.network(capacity=8).gradients(windows, grads)
     before = {k: v.copy() for k, v in model.params.items()}
-    model.network(capacity=8).train(windows, count, *update_schedule(count, count, 0.05, 0.0, 0.0,
-                                                                      DENSE_DECAY_PERIOD["sampled"]))
+    model.network(capacity=8).train(windows, sgd_steps(count, *update_schedule(count, count, 0.05, 0.0, 0.0,
+                                                                                DENSE_DECAY_PERIOD["sampled"])))
     for name in model.params:
         np.testing.assert_allclose(model.params[name], before[name] - 0.05 * grads[name], atol=2e-6)
 

@@ -13,6 +13,7 @@ from conftest import (assert_gradients_match_finite_differences, assert_one_line
                       log_softmax, run_nplm, scored_as_ppl_says)
 from nplmtk.corpus import Corpus
 from nplmtk.models import ARCHITECTURES
+from nplmtk.neural.optimizer import ADAM_BETA1, ADAM_BETA2, ADAM_EPSILON, Draws, sgd_steps
 from nplmtk.neural.recurrent import stream_rows
 from nplmtk.neural.sampling import proposal
 from nplmtk.neural.train import Trainer, TrainingConfig
@@ -37,6 +38,8 @@ SHAPES = [
     ("lstm", dict(output="hs", layers=2, bias=False, peephole=True)),
 ]
 COUNTS = [0, 0, 30, 50, 9, 7, 5, 4, 3, 3, 2, 1]  # of <unk>, <s>, </s> and the nine words
+
+ADAM = (ADAM_BETA1, ADAM_BETA2, ADAM_EPSILON)
 
 
 def logistic(z):
@@ -209,8 +212,8 @@ def test_algorithm_4_undoes_a_block_with_the_streams_state_and_adam_moments():
     params = {k: v.copy() for k, v in model.params.items()}
     chunk = np.ascontiguousarray(steps[np.arange(len(steps))])
     updates = -(-len(chunk) // 3)
-    network.train_sampled(chunk, 3, np.full(updates, 0.5), np.ones(updates, np.float32),
-                          np.ones(updates, np.float32), 4, sampling.proposal, 1)
+    network.train(chunk, sgd_steps(3, np.full(updates, 0.5), np.ones(updates, np.float32), np.ones(updates, np.float32),
+                                   sampling=Draws(4, sampling.proposal, 1), adam=ADAM, clip=config.clip))
     model.params["V"] *= 40  # and a block that made things worse
     assert sampling.end_round(model, [(-50.0, 10, 10.0)], 120, state, last=True) == (-50.0, 120, 0)
     assert state["samples"] == 8
@@ -281,12 +284,13 @@ def test_training_in_two_chunks_equals_one_pass(optimizer):
     results = []
     for cuts in ([len(rows)], [8, len(rows) - 8]):
         model = random_model("lstm", {"peephole": True})
-        network = model._network(2, 4, trainable=True, clip=0.5, adam=optimizer == "adam")
+        network = model._network(2, 4, trainable=True, adam=optimizer == "adam")
         start = 0
         for size in cuts:
             updates = -(-size // 4)
-            network.train(rows[start:start + size], 4, np.full(updates, 0.01), np.full(updates, 0.999, np.float32),
-                          np.ones(updates, np.float32))
+            network.train(rows[start:start + size], sgd_steps(4, np.full(updates, 0.01), np.full(updates, 0.999, np.float32),
+                                                              np.ones(updates, np.float32), clip=0.5,
+                                                              adam=ADAM if optimizer == "adam" else None))
             start += size
         results.append(model.params)
     for name in results[0]:

@@ -62,8 +62,9 @@ class NeuralModel(LanguageModel):
     - `arch` (its name in nplmtk.models.ARCHITECTURES), `kind` (its model file's kind),
       `summary` (one line for `train-nplm -arch`'s help);
     - `initial(vocab, order, features, hidden, direct, bias, activation, seed)`;
-    - `network(capacity)`: a kernel object with `train` and `train_sampled` over a chunk
-      of examples and its schedule, and `logprobs(examples, out)`;
+    - `network(capacity)`: a kernel object with `train(chunk, steps)` (a chunk of
+      examples and its optimizer.Steps; returns the log-likelihood, the updates, the sum
+      of the effective sample sizes) and `logprobs(examples, out)`;
     - `OPTIONS`, the options `train-nplm -arch` takes for it (nplmtk/neural/declarations.py:
       the trainer's and the network's, the latter keywords of its `initial`), and
       `CAPABILITIES`, what it has beyond this protocol (output layers, criteria, MPI modes,

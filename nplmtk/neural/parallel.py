@@ -5,7 +5,7 @@ updates them identically. For each mini-batch:
 Allreduce MAX of the output maxima, Allreduce SUM of the normalisers (with the target's
 score, so every rank has the log-likelihood), Allreduce SUM of dL/da and dL/dx. The
 arithmetic is the kernel's (the model's `output_block`, OutputBlock.block_*) and the
-schedule the Trainer's; this module only sequences and exchanges.
+numbers the Optimizer's (optimizer.Steps); this module only sequences and exchanges.
 `-mpi data`: each rank trains on its own shard (with its own threads) and the ranks
 average their parameters every few updates (ParameterAverager).
 A rank that stops mid-exchange is one typed error from every collective (rank_lost).
@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import ParameterError, RankLostError
 from ..io import process_alive
+from .optimizer import walk
 
 PROCESSES = []  # (host, pid) of each rank of MPI.COMM_WORLD, gathered by world()
 
@@ -70,8 +71,8 @@ def output_blocks(vocab_size, ranks):
 
 
 class ParamParallelNetwork:
-    """One rank's share of a model, with the kernel network's `train` and `train_sampled`
-    signatures (a chunk and its schedule), so the Trainer drives it unchanged;
+    """One rank's share of a model, with the kernel network's `train(chunk, steps)`, so
+    the Trainer drives it unchanged;
     `communication_seconds` adds up the time spent in Allreduce."""
 
     def __init__(self, model, comm, capacity):
@@ -95,45 +96,38 @@ class ParamParallelNetwork:
             raise rank_lost(self.comm, error) from None
         self.communication_seconds += time.perf_counter() - start
 
-    def train(self, windows, batch, *schedule):
-        total, done, _ = self._sgd(windows, batch, schedule, self._softmax_step)
-        return total, done
-
-    def train_sampled(self, windows, batch, rates, row_keep, dense_keep, samples, proposal, seed):
-        """The sampled step across the blocks: every rank draws the same samples and scores
-        those it holds; the maxima, the sums of r (and r^2, and the target scores) and
-        dL/da, dL/dx are summed as for the full softmax."""
-        self.network.block_sampled_begin(samples, proposal, seed)
-        self.samples = samples
-        return self._sgd(windows, batch, (rates, row_keep, dense_keep), self._sampled_step)
-
-    def _sgd(self, windows, batch, schedule, step):
-        """Update u of the chunk: the output blocks' step, the exchange, the shared layers'
-        step at rates[u] (rows of C decayed by row_keep[u]), then the bulk decay dense_keep[u].
-        A model with parameter blocks has schedule (rates, dense_keep, momentum), a column
-        per update, and its block says which arrays the ranks gather after the update."""
+    def train(self, windows, steps):
+        """Update u of the chunk (optimizer.walk): the output blocks' step, the exchange,
+        the shared layers' step at the Steps' rate (rows of C decayed by row_keep[u]), then
+        the bulk decay dense_keep[u]. A model with parameter blocks takes a column of rates
+        and decays per update and a momentum per block, and its block says which arrays the
+        ranks gather after the update. With steps.sampling, the sampled step: every rank
+        draws the same samples and scores those it holds; the maxima, the sums of r (and
+        r^2, and the target scores) and dL/da, dL/dx are summed as for the full softmax."""
+        step = self._softmax_step
+        if steps.sampling is not None:
+            draws = steps.sampling
+            self.network.block_sampled_begin(draws.samples, draws.proposal, draws.seed)
+            self.samples, step = draws.samples, self._sampled_step
         total, ess = 0.0, 0.0
-        for u, start in enumerate(range(0, len(windows), batch)):
-            chunk = windows[start:start + batch]
-            K = len(chunk)
+        for u, start, K in walk(steps, len(windows)):
+            chunk = windows[start:start + K]
             if self.per_block:
-                rates, dense_keep, momentum = schedule
-                rate, keep = np.ascontiguousarray(rates[:, u]), np.ascontiguousarray(dense_keep[:, u])
+                rate, keep = np.ascontiguousarray(steps.rates[:, u]), np.ascontiguousarray(steps.dense_keep[:, u])
             else:
-                rates, row_keep, dense_keep = schedule
-                rate = rates[u]
+                rate = steps.rates[0, u]
             logp, sizes = step(chunk, K, rate)
             total, ess = total + logp, ess + sizes
             partial = self.partial[:, :K * self.width]
             self._allreduce(partial[0], partial[1], self.MPI.SUM)
             if self.per_block:
-                for name in self.network.block_input_backward(chunk, partial[1], rate, keep, momentum):
+                for name in self.network.block_input_backward(chunk, partial[1], rate, keep, steps.momentum):
                     self._gather(name)
                 continue
-            self.network.block_input_backward(chunk, partial[1], rate, row_keep[u])
-            if dense_keep[u] != 1:
-                self.network.block_decay(dense_keep[u])
-        return total, schedule[0].shape[-1], ess
+            self.network.block_input_backward(chunk, partial[1], rate, steps.row_keep[u])
+            if steps.dense_keep[0, u] != 1:
+                self.network.block_decay(steps.dense_keep[0, u])
+        return total, steps.updates, ess
 
     def _softmax_step(self, chunk, K, rate):
         """The output blocks' part of one exact update; leaves this rank's dL/da, dL/dx in

@@ -182,14 +182,14 @@ class RNNModel(NeuralModel):
                    f"{{streams}} {config.streams} x {{bptt}} {config.bptt} ({workers} worker{'s' if workers > 1 else ''})")
 
     def training_network(self, config, worker):
-        return self._network(config.streams, config.bptt, True, config.dropout, config.clip,
-                             config.seed * 1000 + worker, config.optimizer == "adam")
+        return self._network(config.streams, config.bptt, True, config.dropout, config.seed * 1000 + worker,
+                             config.optimizer == "adam")
 
-    def _network(self, streams, capacity, trainable=False, dropout=0.0, clip=0.0, seed=1, adam=False):
+    def _network(self, streams, capacity, trainable=False, dropout=0.0, seed=1, adam=False):
         from .._ext.rnn_kernels import RecurrentNetwork
         meta = self.meta
         return RecurrentNetwork(self.params, meta["layers"], self.LSTM, ACTIVATION_CODES[self.activation], streams,
-                                capacity, meta["reset_state"] == "sentence", self.vocab.bos, dropout, clip, seed,
+                                capacity, meta["reset_state"] == "sentence", self.vocab.bos, dropout, seed,
                                 trainable, adam, class_lists(meta["class_of"]) if meta.get("classes") else None,
                                 self.hs_paths() if meta.get("hs") else None)
 

@@ -1,14 +1,13 @@
 """The training protocol, the same for every architecture (docs/ARCHITECTURE.md).
 
 The Trainer owns all policy: the examples' order each epoch and their shares among
-threads and MPI ranks, the learning rate of each update eps_t = eps0 / (1 + r t), the
-weight decay (on the rows of C an update touches, and on the dense weights in bulk every
-DENSE_DECAY_PERIOD examples; not the biases), early stopping on validation perplexity
-that keeps the best model, checkpoints, the JSON-lines log, and importance sampling's N
-(sampling.py). A model gives its examples (`training_examples`) and a kernel object per
-worker (`network`); each chunk of examples goes to the kernel with its schedule, the
-numbers of `update_schedule`, and the kernel returns the log-likelihood, the updates
-done (and with sampling the effective sample sizes). Bengio et al. 2003, sec. 2-4.
+threads and MPI ranks, early stopping on validation perplexity that keeps the best
+model, checkpoints, the JSON-lines log, and importance sampling's N (sampling.py); its
+Optimizer (optimizer.py) the rates, weight decay, momentum, Adam and clipping of each
+update. A model gives its examples (`training_examples`) and a kernel object per worker
+(`network`); each chunk of examples goes to the kernel with its Steps, in one call,
+`network.train(chunk, steps)`, which returns the log-likelihood, the updates done and
+(with sampling; else 0) the sum of the effective sample sizes. Bengio et al. 2003, sec. 2-4.
 """
 import json
 import math
@@ -29,13 +28,9 @@ from ..lm import perplexity_of
 from ..models import ARCHITECTURES, CHECKPOINT_KIND, checkpoint_model
 from .blas import blas_threads
 from .declarations import CRITERIA, MPI_MODES, OPTIMIZERS
+from .optimizer import Draws, Optimizer
 from .parallel import ParameterAverager, ParamParallelNetwork
 from .sampling import ImportanceSampling
-
-# Examples between bulk decays of the dense weights (U, H, W): the full softmax touches
-# them at every update anyway; the sampled steps, and those of the factored output layers
-# (hierarchical or class softmax), touch a few rows of the output layer, so they wait longer.
-DENSE_DECAY_PERIOD = {"full": 64, "sampled": 1024}
 ROUND = 4096  # examples per thread between progress reports and checkpoint checks
 
 
@@ -118,6 +113,7 @@ class Trainer:
         self.resumed_from = None  # the checkpoint's path, when resumed
         self.networks = []
         self.saved_carried = {}
+        self.optimizer = Optimizer(model, config)
         self._refuse_impossible_settings()
         self.workers = config.threads // model.threads_per_worker(config)
         model.check_training_buffers(config, 1 if comm is not None and config.mpi == "param" else self.workers)
@@ -137,8 +133,7 @@ class Trainer:
                 raise ParameterError(f"{{{setting}}} {value}: {{arch}} {self.model.arch} has {' or '.join(allowed)}")
         if cfg.max_samples < cfg.samples:
             raise ParameterError(f"{{max_samples}} {cfg.max_samples} is below {{samples}} {cfg.samples}")
-        self._check_blocks()
-        self._check_decay_below_rate()
+        self.optimizer.check()
         self.model.check_training(cfg)
         if self.comm is None:
             return
@@ -152,37 +147,6 @@ class Trainer:
         if cfg.mpi == "param" and cfg.threads != 1:
             raise ParameterError("{mpi} param runs one thread per rank: give {threads} 1 (start more ranks)")
 
-    def _check_blocks(self):
-        cfg = self.config
-        if not self.model.CAPABILITIES.parameter_blocks:
-            given = [name for name, value in cfg.block_settings().items() if value]
-            if given:
-                raise ParameterError(f"{{{given[0]}}}: the {self.model.arch} network has no parameter blocks")
-            return
-        blocks = self.model.blocks()
-        for setting in ("block_lr", "block_momentum", "block_weight_decay"):
-            for name, value in getattr(cfg, setting).items():
-                if name not in blocks:
-                    raise ParameterError(f"{{{setting}}}: no block '{name}' in {self.model.arch} "
-                                         f"(its blocks: {', '.join(blocks)})")
-                if value < 0 or (setting == "block_momentum" and value >= 1):
-                    raise ParameterError(f"{{{setting}}}: {name}={value} is out of range")
-        if not 0 <= cfg.momentum < 1:
-            raise ParameterError("{momentum} must be in [0, 1)")
-
-    def _check_decay_below_rate(self):
-        """Each update scales a block's weights by 1 - rate x decay (update_schedule's
-        `keep`): with a product above 1 they flip sign, above 2 they blow up and the
-        schedule overflows (lr 1000, weight decay 1, batch 512 ended in an OverflowError)."""
-        cfg = self.config
-        for block in set(cfg.block_lr) | set(cfg.block_weight_decay) | {None}:
-            rate, decay = cfg.block_lr.get(block, cfg.lr), cfg.block_weight_decay.get(block, cfg.weight_decay)
-            if rate * decay > 1:
-                rate_name = f"{{block_lr}} {block}=" if block in cfg.block_lr else "{lr} "
-                decay_name = f"{{block_weight_decay}} {block}=" if block in cfg.block_weight_decay else "{weight_decay} "
-                raise ParameterError(f"{rate_name}{rate:g} times {decay_name}{decay:g} must be at most 1 (each update "
-                                     "scales the weights by 1 - rate x decay)")
-
     # -- checkpoints -----------------------------------------------------------------
     def checkpoint_path(self):
         return os.path.join(self.config.checkpoint_dir, "checkpoint.nplm")
@@ -190,6 +154,7 @@ class Trainer:
     def save_checkpoint(self):
         if not self.config.checkpoint_dir or not self.writer:
             return
+        self.state["lr_scale"] = self.optimizer.lr_scale  # the key older checkpoints have
         arrays = dict(self.model.params)
         for worker, network in enumerate(self.networks):  # momentum's or the streams' state, to resume exactly
             arrays.update({f"worker.{worker}.{k}": v for k, v in self._carried(network).items()})
@@ -206,6 +171,7 @@ class Trainer:
         trainer = cls(checkpoint_model(saved, best=False), config, comm)
         trainer.resumed_from = path
         trainer.state = {**trainer.state, **saved.meta["trainer"]}  # keys newer than the checkpoint: defaults
+        trainer.optimizer.lr_scale = trainer.state["lr_scale"]
         best = {k[5:]: np.array(v) for k, v in saved.arrays.items() if k.startswith("best.")}
         trainer.best = best or None
         trainer.saved_carried = {k[len("worker."):]: v for k, v in saved.arrays.items() if k.startswith("worker.")}
@@ -365,8 +331,9 @@ class Trainer:
                 if cfg.lr_halve and not stop:  # back to the best parameters, at half the rate
                     for name, array in self.best.items():
                         self.model.params[name][...] = array
-                    state["lr_scale"] /= 2
-                    record["lr_halved_to"] = self.initial_rate()
+                    self.optimizer.halve()
+                    state["lr_scale"] = self.optimizer.lr_scale
+                    record["lr_halved_to"] = self.optimizer.initial_rate()
         state["history"].append(record)
         state["epoch"] += 1
         state["round"] = 0
@@ -390,33 +357,14 @@ class Trainer:
     def _train_chunk(self, network, chunk, first_update):
         """One worker's chunk: its updates are first_update, first_update + workers, ...
         (the workers' updates interleave)."""
-        cfg = self.config
-        period = DENSE_DECAY_PERIOD["sampled" if self.sampling or self.model.output_touches_few_rows() else "full"]
-        per_update = self.model.examples_per_update(cfg)
-        if hasattr(self.model, "blocks"):
-            schedule = block_schedule(self.model, cfg, len(chunk), self.state["lr_scale"], period, first_update,
-                                      self.workers)
-        else:
-            schedule = update_schedule(len(chunk), per_update, self.initial_rate(), cfg.lr_decay, cfg.weight_decay,
-                                       period, first_update, stride=self.workers)
-        if getattr(self.model, "TRAINS_WITH_STEPS", False):  # temporary: until the Optimizer lands
-            from types import SimpleNamespace
-            rates, row_keep, dense_keep = schedule
-            return network.train(chunk, SimpleNamespace(batch=per_update, rates=rates[None], row_keep=row_keep,
-                                                        dense_keep=dense_keep[None], momentum=None, adam=None,
-                                                        clip=cfg.clip, sampling=None))
+        draws = None
         if self.sampling:
-            return network.train_sampled(chunk, per_update, *schedule, self.state["samples"], self.sampling.proposal,
-                                         self.sampling.seed(first_update))
-        return network.train(chunk, per_update, *schedule)
-
-    def initial_rate(self):
-        """eps0, halved by each epoch without progress under -lr-halve."""
-        return self.config.lr * self.state["lr_scale"]
+            draws = Draws(self.state["samples"], self.sampling.proposal, self.sampling.seed(first_update))
+        return network.train(chunk, self.optimizer.steps(len(chunk), first_update, self.workers, draws))
 
     def learning_rate(self):
         """The rate of the next update."""
-        return float(learning_rates(self.initial_rate(), self.config.lr_decay, self.state["updates"]))
+        return self.optimizer.rate(self.state["updates"])
 
     def _log(self, record):
         if self.config.log and self.writer:
@@ -430,59 +378,3 @@ def _progress(total, epoch, enabled):
         return None
     from tqdm import tqdm
     return tqdm(total=total, desc=f"epoch {epoch}", unit="w", unit_scale=True, leave=False, file=sys.stderr)
-
-
-def learning_rates(lr0, lr_decay, updates):
-    """eps_t = eps0 / (1 + r t) for the update counts t in `updates` (Bengio et al. 2003, sec. 4)."""
-    return lr0 / (1 + lr_decay * np.asarray(updates, dtype=np.int64))
-
-
-def block_schedule(model, config, examples, lr_scale, dense_decay_period, first_update=0, stride=1):
-    """update_schedule for a model with parameter blocks (model.BLOCKS, in the kernel's
-    order): (rates, dense_keep) with one row per block, absent blocks 0 and 1, and each
-    block's momentum. A block's rate is config.block_lr's or eps0 (0 for R with
-    freeze_features), scaled by lr_scale; its weight decay is block_weight_decay's, or
-    weight_decay on the weights (the biases too with decay_biases)."""
-    present = set(model.blocks())
-    updates = -(-examples // config.batch)
-    rates = np.zeros((len(model.BLOCKS), updates))
-    dense_keep = np.ones((len(model.BLOCKS), updates), dtype=np.float32)
-    momentum = np.zeros(len(model.BLOCKS), dtype=np.float32)
-    schedules = {}  # blocks of the same rate and decay share one schedule
-    for row, name in enumerate(model.BLOCKS):
-        if name not in present or (name == "R" and config.freeze_features):
-            continue
-        decay = config.weight_decay if config.decay_biases or not model.is_bias(name) else 0.0
-        settings = (config.block_lr.get(name, config.lr) * lr_scale, config.block_weight_decay.get(name, decay))
-        if settings not in schedules:
-            schedules[settings] = update_schedule(examples, config.batch, settings[0], config.lr_decay, settings[1],
-                                                  dense_decay_period, first_update, stride=stride)
-        rates[row], _, dense_keep[row] = schedules[settings]
-        momentum[row] = config.block_momentum.get(name, config.momentum)
-    return rates, dense_keep, momentum
-
-
-def update_schedule(examples, batch, lr0, lr_decay, weight_decay, dense_decay_period, first_update=0, stride=1):
-    """The numbers a kernel takes for a chunk of `examples` in batches of `batch`, one per
-    update u of the chunk, t = first_update + stride * u:
-    - rates[u] = eps0 / (1 + r t) (float64);
-    - row_keep[u] = 1 - eps_t lambda, the weight decay of the rows of C the update touches;
-    - dense_keep[u]: the bulk weight decay of the dense weights (U, H, W) applied after
-      update u: the product of (1 - eps_t lambda)^K over the updates since the last one,
-      every `dense_decay_period` examples (and after the chunk's last update); 1: none."""
-    updates = -(-examples // batch)
-    rates = learning_rates(lr0, lr_decay, first_update + stride * np.arange(updates, dtype=np.int64))
-    keep = 1 - rates * weight_decay
-    row_keep = keep.astype(np.float32)
-    dense_keep = np.ones(updates, dtype=np.float32)
-    if weight_decay > 0 and updates:
-        factors = keep.tolist()  # (1 - eps_t lambda)^K for a batch of K examples
-        last = examples - batch * (updates - 1)
-        if batch > 1:
-            factors = [factor ** batch for factor in factors[:-1]] + [factors[-1] ** last]
-        every = max(1, dense_decay_period // batch)
-        ends = list(range(every - 1, updates - 1, every)) + [updates - 1]
-        starts = [0] + [end + 1 for end in ends[:-1]]
-        # math.prod multiplies in order: the product the updates would accumulate one by one
-        dense_keep[ends] = [math.prod(factors[start:end + 1]) for start, end in zip(starts, ends)]
-    return rates, row_keep, dense_keep

@@ -1,0 +1,205 @@
+"""The optimizer: every hyper-parameter of the updates and their schedule, computed here
+in Python and handed to the kernels as plain numbers, one `Steps` per chunk of examples
+(as gensim's word2vec hands its kernel `alpha`; docs/ARCHITECTURE.md, "The training
+protocol").
+
+- SGD with the rate eps_t = eps0 / (1 + r t) of update t (Bengio et al. 2003, sec. 4),
+  eps0 halved by each epoch without progress under -lr-halve (`halve`, `lr_scale`);
+- weight decay lambda: 1 - eps_t lambda on the rows of C an update touches, and on the
+  dense weights in bulk every DENSE_DECAY_PERIOD examples (not the biases);
+- for a model with parameter blocks (the log-bilinear family, Zhang et al. sec. 3): each
+  block's rate, weight decay and momentum, a frozen block at rate 0;
+- Adam (Kingma & Ba 2015) for the recurrent models, and the cap on the gradient's norm
+  per word (-clip), which their kernel applies with these numbers.
+"""
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ParameterError
+
+# Examples between bulk decays of the dense weights (U, H, W): the full softmax touches
+# them at every update anyway; the sampled steps, and those of the factored output layers
+# (hierarchical or class softmax), touch a few rows of the output layer, so they wait longer.
+DENSE_DECAY_PERIOD = {"full": 64, "sampled": 1024}
+# Adam's defaults, Kingma & Ba (2015), Algorithm 1: the moments' decay rates and epsilon.
+ADAM_BETA1 = 0.9
+ADAM_BETA2 = 0.999
+ADAM_EPSILON = 1e-8
+
+
+@dataclass
+class Draws:
+    """Importance sampling's numbers for a chunk (sampling.py): N, the proposal Q, the seed."""
+    samples: int
+    proposal: object
+    seed: int
+
+
+@dataclass
+class Steps:
+    """A chunk's updates as a kernel takes them (cython_ext/batch_driver.pxd walks them)."""
+    batch: int              # examples per update: windows, or a recurrent model's bptt steps
+    rates: np.ndarray       # float64 (blocks, updates): one row for a model without parameter blocks
+    row_keep: np.ndarray    # float32 (updates,): 1 - eps_t lambda for the rows of C an update touches
+    dense_keep: np.ndarray  # float32 (blocks, updates): bulk decay after update u (1: none)
+    momentum: np.ndarray    # float32 (blocks,)
+    adam: tuple = None      # None: SGD; else (beta1, beta2, epsilon)
+    clip: float = 0.0       # the gradient's norm capped at this per word (0: no cap)
+    sampling: Draws = None  # None: the exact gradient; else importance sampling's draws
+
+    @property
+    def updates(self):
+        return self.rates.shape[1]
+
+
+def sgd_steps(batch, rates, row_keep, dense_keep, momentum=None, sampling=None, adam=None, clip=0.0):
+    """Steps from update_schedule's numbers (1-D) or block_schedule's (2-D)."""
+    rates = np.ascontiguousarray(np.atleast_2d(rates), dtype=np.float64)
+    dense_keep = np.ascontiguousarray(np.atleast_2d(dense_keep), dtype=np.float32)
+    if row_keep is None:
+        row_keep = np.ones(rates.shape[1], dtype=np.float32)
+    if momentum is None:
+        momentum = np.zeros(rates.shape[0], dtype=np.float32)
+    return Steps(batch, rates, np.ascontiguousarray(row_keep, dtype=np.float32), dense_keep,
+                 np.ascontiguousarray(momentum, dtype=np.float32), adam, clip, sampling)
+
+
+def walk(steps, count):
+    """(u, start, K) of each update of a chunk of `count` examples: batch_driver.pxd's loop,
+    for a network whose updates are sequenced in Python (parallel.ParamParallelNetwork)."""
+    for u, start in enumerate(range(0, count, steps.batch)):
+        yield u, start, min(steps.batch, count - start)
+
+
+class Optimizer:
+    """Built from a TrainingConfig; `lr_scale` (eps0's halvings) is the state a checkpoint
+    keeps (the trainer's state["lr_scale"])."""
+
+    def __init__(self, model, config):
+        self.model, self.config = model, config
+        self.lr_scale = 1.0
+
+    @classmethod
+    def from_config(cls, model, config):
+        return cls(model, config)
+
+    def check(self):
+        """Refuse settings no update can take (before any input is read)."""
+        self._check_blocks()
+        self._check_decay_below_rate()
+
+    def _check_blocks(self):
+        cfg = self.config
+        if not self.model.CAPABILITIES.parameter_blocks:
+            given = [name for name, value in cfg.block_settings().items() if value]
+            if given:
+                raise ParameterError(f"{{{given[0]}}}: the {self.model.arch} network has no parameter blocks")
+            return
+        blocks = self.model.blocks()
+        for setting in ("block_lr", "block_momentum", "block_weight_decay"):
+            for name, value in getattr(cfg, setting).items():
+                if name not in blocks:
+                    raise ParameterError(f"{{{setting}}}: no block '{name}' in {self.model.arch} "
+                                         f"(its blocks: {', '.join(blocks)})")
+                if value < 0 or (setting == "block_momentum" and value >= 1):
+                    raise ParameterError(f"{{{setting}}}: {name}={value} is out of range")
+        if not 0 <= cfg.momentum < 1:
+            raise ParameterError("{momentum} must be in [0, 1)")
+
+    def _check_decay_below_rate(self):
+        """Each update scales a block's weights by 1 - rate x decay (update_schedule's
+        `keep`): with a product above 1 they flip sign, above 2 they blow up and the
+        schedule overflows (lr 1000, weight decay 1, batch 512 ended in an OverflowError)."""
+        cfg = self.config
+        for block in set(cfg.block_lr) | set(cfg.block_weight_decay) | {None}:
+            rate, decay = cfg.block_lr.get(block, cfg.lr), cfg.block_weight_decay.get(block, cfg.weight_decay)
+            if rate * decay > 1:
+                rate_name = f"{{block_lr}} {block}=" if block in cfg.block_lr else "{lr} "
+                decay_name = f"{{block_weight_decay}} {block}=" if block in cfg.block_weight_decay else "{weight_decay} "
+                raise ParameterError(f"{rate_name}{rate:g} times {decay_name}{decay:g} must be at most 1 (each update "
+                                     "scales the weights by 1 - rate x decay)")
+
+    def initial_rate(self):
+        """eps0, halved by each epoch without progress under -lr-halve."""
+        return self.config.lr * self.lr_scale
+
+    def rate(self, updates):
+        """The rate of update number `updates` (the next one, for the progress bar and log)."""
+        return float(learning_rates(self.initial_rate(), self.config.lr_decay, updates))
+
+    def halve(self):
+        self.lr_scale /= 2
+
+    def steps(self, examples, first_update=0, stride=1, sampling=None):
+        """The Steps of a chunk of `examples` whose updates are t = first_update + stride * u
+        (the workers' updates interleave); `sampling`: importance sampling's Draws."""
+        cfg, model = self.config, self.model
+        period = DENSE_DECAY_PERIOD["sampled" if sampling is not None or model.output_touches_few_rows() else "full"]
+        per_update = model.examples_per_update(cfg)
+        if model.CAPABILITIES.parameter_blocks:
+            rates, dense_keep, momentum = block_schedule(model, cfg, examples, self.lr_scale, period, first_update,
+                                                         stride)
+            return sgd_steps(per_update, rates, None, dense_keep, momentum, sampling)
+        rates, row_keep, dense_keep = update_schedule(examples, per_update, self.initial_rate(), cfg.lr_decay,
+                                                      cfg.weight_decay, period, first_update, stride=stride)
+        adam = (ADAM_BETA1, ADAM_BETA2, ADAM_EPSILON) if cfg.optimizer == "adam" else None
+        clips = any(option.name == "clip" for option in model.OPTIONS)  # the architectures that declare it
+        return sgd_steps(per_update, rates, row_keep, dense_keep, None, sampling, adam, cfg.clip if clips else 0.0)
+
+
+def learning_rates(lr0, lr_decay, updates):
+    """eps_t = eps0 / (1 + r t) for the update counts t in `updates` (Bengio et al. 2003, sec. 4)."""
+    return lr0 / (1 + lr_decay * np.asarray(updates, dtype=np.int64))
+
+
+def block_schedule(model, config, examples, lr_scale, dense_decay_period, first_update=0, stride=1):
+    """update_schedule for a model with parameter blocks (model.BLOCKS, in the kernel's
+    order): (rates, dense_keep) with one row per block, absent blocks 0 and 1, and each
+    block's momentum. A block's rate is config.block_lr's or eps0 (0 for R with
+    freeze_features), scaled by lr_scale; its weight decay is block_weight_decay's, or
+    weight_decay on the weights (the biases too with decay_biases)."""
+    present = set(model.blocks())
+    updates = -(-examples // config.batch)
+    rates = np.zeros((len(model.BLOCKS), updates))
+    dense_keep = np.ones((len(model.BLOCKS), updates), dtype=np.float32)
+    momentum = np.zeros(len(model.BLOCKS), dtype=np.float32)
+    schedules = {}  # blocks of the same rate and decay share one schedule
+    for row, name in enumerate(model.BLOCKS):
+        if name not in present or (name == "R" and config.freeze_features):
+            continue
+        decay = config.weight_decay if config.decay_biases or not model.is_bias(name) else 0.0
+        settings = (config.block_lr.get(name, config.lr) * lr_scale, config.block_weight_decay.get(name, decay))
+        if settings not in schedules:
+            schedules[settings] = update_schedule(examples, config.batch, settings[0], config.lr_decay, settings[1],
+                                                  dense_decay_period, first_update, stride=stride)
+        rates[row], _, dense_keep[row] = schedules[settings]
+        momentum[row] = config.block_momentum.get(name, config.momentum)
+    return rates, dense_keep, momentum
+
+
+def update_schedule(examples, batch, lr0, lr_decay, weight_decay, dense_decay_period, first_update=0, stride=1):
+    """The numbers a kernel takes for a chunk of `examples` in batches of `batch`, one per
+    update u of the chunk, t = first_update + stride * u:
+    - rates[u] = eps0 / (1 + r t) (float64);
+    - row_keep[u] = 1 - eps_t lambda, the weight decay of the rows of C the update touches;
+    - dense_keep[u]: the bulk weight decay of the dense weights (U, H, W) applied after
+      update u: the product of (1 - eps_t lambda)^K over the updates since the last one,
+      every `dense_decay_period` examples (and after the chunk's last update); 1: none."""
+    updates = -(-examples // batch)
+    rates = learning_rates(lr0, lr_decay, first_update + stride * np.arange(updates, dtype=np.int64))
+    keep = 1 - rates * weight_decay
+    row_keep = keep.astype(np.float32)
+    dense_keep = np.ones(updates, dtype=np.float32)
+    if weight_decay > 0 and updates:
+        factors = keep.tolist()  # (1 - eps_t lambda)^K for a batch of K examples
+        last = examples - batch * (updates - 1)
+        if batch > 1:
+            factors = [factor ** batch for factor in factors[:-1]] + [factors[-1] ** last]
+        every = max(1, dense_decay_period // batch)
+        ends = list(range(every - 1, updates - 1, every)) + [updates - 1]
+        starts = [0] + [end + 1 for end in ends[:-1]]
+        # math.prod multiplies in order: the product the updates would accumulate one by one
+        dense_keep[ends] = [math.prod(factors[start:end + 1]) for start, end in zip(starts, ends)]
+    return rates, row_keep, dense_keep
