@@ -166,10 +166,10 @@ class ArchitectureCommand(click.Command):
 @flag("map-numbers", help="Map numeric tokens to <num>.")
 def command(text, valid, vocab, lm, arch, init_from, checkpoint, checkpoint_every, resume, log, quiet, min_count,
             lower, map_numbers, **given):
-    """Train a neural probabilistic language model (-arch), by default the network of
-    Bengio et al. (2003), eq. 1: y = b + W x + U tanh(d + H x) over the feature vectors x
-    of the n-1 previous words, by stochastic gradient descent with the paper's schedule,
-    early stopping and lock-free threads. Words outside the vocabulary train as <unk>."""
+    """Train a neural probabilistic language model of the architecture -arch (each one
+    described under -arch, its options listed by -arch NAME --help) by stochastic gradient
+    descent with the schedule of Bengio et al. (2003), early stopping on -valid and
+    lock-free threads. Words outside the vocabulary train as <unk>."""
     if arch not in ARCHITECTURES:
         raise NplmError(f"-arch: unknown value '{arch}' (choose from {', '.join(ARCHITECTURES)})")
     context = click.get_current_context()

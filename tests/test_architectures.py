@@ -123,8 +123,8 @@ def test_an_architecture_of_another_package_trains_scores_mixes_and_reloads(regi
               "print(type(model).__name__, nplmtk.load(sys.argv[2]).score('the cat'))")
     status, out_of_api, err = registered(sys.executable, "-c", script, model, tmp_path / "again.nplm")
     assert status == 0 and out_of_api.startswith("ClassBigramModel "), err
-    assert nplm("ppl", "-lm", tmp_path / "again.nplm", "-text", valid)[1] == out.replace(str(model),
-                                                                                                str(tmp_path / "again.nplm"))
+    again = tmp_path / "again.nplm"
+    assert nplm("ppl", "-lm", again, "-text", valid)[1] == out.replace(str(model), str(again))
     status, _, err = nplm("train-nplm", "-arch", "classbigram", "-text", train, "-criterion", "is",
                                 "-lm", tmp_path / "no.nplm")
     assert (status, err) == (2, "nplm train-nplm: -criterion is: -arch classbigram has full\n")
@@ -159,3 +159,20 @@ def test_no_help_text_outside_a_model_file_names_an_architecture():
     own = [param.help for param in command.params if param.name not in command.every and param.name != "arch"]
     for text in own + [option.help for option in TRAINING_OPTIONS + NeuralModel.OPTIONS]:
         assert not any(f" {name}" in f" {text}".replace(",", " ") for name in ARCHITECTURES), text
+
+
+def test_the_walk_through_in_architecture_md_cites_this_files_lines_truly():
+    """docs/ARCHITECTURE.md's "Adding an architecture, step by step" follows this file by line
+    number: each line it cites defines what it says, and the model's span and size are true."""
+    import re
+    here = open(__file__).read().splitlines()
+    doc = open(os.path.join(os.path.dirname(__file__), "..", "docs", "ARCHITECTURE.md")).read()
+    walk = doc[doc.index("## Adding an architecture, step by step"):]
+    span = re.search(r"lines\s+(\d+)-(\d+) of that file \(\d+ lines, (\d+) not blank", walk)
+    first, last, size = map(int, span.groups())
+    assert here[first - 1].startswith("class ClassBigramModel") and here[last].startswith("# -- the end")
+    assert sum(1 for line in here[first - 1:last] if line.strip()) == size
+    cited = re.findall(r"`([A-Za-z_]\w*)[^`]*`\s*\(line (\d+)", re.sub(r"\s+", " ", walk))
+    assert len(cited) == 6, cited
+    for name, number in cited:
+        assert re.match(rf"\s*(def )?{name}\b", here[int(number) - 1]), (name, number, here[int(number) - 1])

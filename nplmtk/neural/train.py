@@ -15,6 +15,7 @@ import os
 import sys
 import time
 import warnings
+from collections import namedtuple
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
@@ -32,6 +33,7 @@ from .optimizer import Draws, Optimizer
 from .parallel import ParameterAverager, ParamParallelNetwork
 from .sampling import ImportanceSampling
 ROUND = 4096  # examples per thread between progress reports and checkpoint checks
+EpochPlan = namedtuple("EpochPlan", "shards per_round words rounds rounds_per_sync")
 
 
 def text_fingerprint(corpus):
@@ -143,7 +145,8 @@ class Trainer:
             raise ParameterError("{criterion} is-adaptive needs one model to check: use it with {mpi} param, "
                                  "not {mpi} data")
         if cfg.mpi not in capabilities.mpi_modes:
-            raise ParameterError(f"{{mpi}} {cfg.mpi}: {{arch}} {self.model.arch} has {' or '.join(capabilities.mpi_modes)}")
+            raise ParameterError(f"{{mpi}} {cfg.mpi}: {{arch}} {self.model.arch} has "
+                                 f"{' or '.join(capabilities.mpi_modes)}")
         if cfg.mpi == "param" and cfg.threads != 1:
             raise ParameterError("{mpi} param runs one thread per rank: give {threads} 1 (start more ranks)")
 
@@ -236,15 +239,36 @@ class Trainer:
         return self.model
 
     def _epoch(self, examples, networks, pool, valid):
-        cfg, state = self.config, self.state
+        """One pass over the training examples; True when early stopping ends the run."""
+        state = self.state
         rng = np.random.default_rng()
         rng.bit_generator.state = state["rng"]
+        plan = self._plan(examples, rng)
+        if state["round"] == 0 and self.model.CAPABILITIES.recurrent_state:  # a new pass: streams from a zero state
+            for network in networks:
+                network.reset()
+        start = time.perf_counter()
+        logp_sum, seen = self._rounds(examples, networks, pool, plan)
+        record = self._record(logp_sum, seen, time.perf_counter() - start, networks)
+        stop = self._validate(record, valid)
+        state["history"].append(record)
+        state["epoch"] += 1
+        state["round"] = 0
+        state["rng"] = rng.bit_generator.state
+        self._log(record)
+        self.save_checkpoint()
+        return stop
+
+    def _plan(self, examples, rng):
+        """The epoch's order of the examples cut into rounds: each worker's shard, the
+        examples per round of a worker, the rounds (the same number on every rank: their
+        collectives must match up) and the rounds between -mpi data's averagings."""
+        cfg = self.config
         mine = self.model.example_order(rng, len(examples))  # the same on every rank
         largest = len(mine)
         if self.averager:  # -mpi data: each rank its shard, averaged every few rounds
             parts = np.array_split(mine, self.comm.size)
             mine, largest = parts[self.comm.rank], len(parts[0])
-        shards = np.array_split(mine, self.workers)
         per_update = self.model.examples_per_update(cfg)
         per_round = ROUND
         words = self.model.example_words(examples)
@@ -252,21 +276,24 @@ class Trainer:
             per_round = per_update * max(1, round(ROUND * len(examples) / words / per_update))
         if self.averager:
             per_round = min(per_round, cfg.sync_every * per_update)
-        # Every rank runs the same number of rounds (collectives must match up).
-        rounds = math.ceil(math.ceil(largest / self.workers) / per_round)
-        rounds_per_sync = max(1, round(cfg.sync_every / math.ceil(per_round / per_update)))
-        if state["round"] == 0 and self.model.CAPABILITIES.recurrent_state:  # a new pass: streams from a zero state
-            for network in networks:
-                network.reset()
-        bar = _progress(words, state["epoch"] + 1, cfg.progress and self.writer)
-        start, logp_sum, seen = time.perf_counter(), 0.0, 0
+        return EpochPlan(shards=np.array_split(mine, self.workers), per_round=per_round, words=words,
+                         rounds=math.ceil(math.ceil(largest / self.workers) / per_round),
+                         rounds_per_sync=max(1, round(cfg.sync_every / math.ceil(per_round / per_update))))
+
+    def _rounds(self, examples, networks, pool, plan):
+        """The epoch's rounds from state["round"] on, each worker training its chunk of
+        its shard; (sum of log p, words) over them."""
+        cfg, state = self.config, self.state
+        bar = _progress(plan.words, state["epoch"] + 1, cfg.progress and self.writer)
+        logp_sum, seen = 0.0, 0
         last_checkpoint = state["updates"]
-        while state["round"] < rounds:
+        while state["round"] < plan.rounds:
             r = state["round"]
             if self.sampling:
                 self.sampling.begin_round(self.model, r, state)
             # each chunk gathered as it comes: `examples` may make its rows on demand
-            chunks = [np.ascontiguousarray(examples[s[r * per_round:(r + 1) * per_round]]) for s in shards]
+            chunks = [np.ascontiguousarray(examples[s[r * plan.per_round:(r + 1) * plan.per_round]])
+                      for s in plan.shards]
             jobs = [(net, chunk, state["updates"] + i) for i, (net, chunk) in enumerate(zip(networks, chunks))]
             if pool:
                 results = list(pool.map(lambda job: self._train_chunk(*job), jobs))
@@ -278,11 +305,11 @@ class Trainer:
             state["updates"] += sum(result[1] for result in results)
             state["round"] += 1
             if self.sampling:
-                retry = self.sampling.end_round(self.model, results, done, state, last=state["round"] == rounds)
+                retry = self.sampling.end_round(self.model, results, done, state, last=state["round"] == plan.rounds)
                 if retry is not None:  # Algorithm 4: perplexity rose, N doubled, block undone
                     logp_sum, seen = logp_sum - retry[0], seen - retry[1]
                     state["round"] = retry[2]
-            if self.averager and state["round"] % rounds_per_sync == 0:
+            if self.averager and state["round"] % plan.rounds_per_sync == 0:
                 self.averager.average()
             if bar:
                 bar.update(done * (self.comm.size if self.averager else 1))
@@ -298,7 +325,11 @@ class Trainer:
         if self.averager:
             self.averager.average()
             logp_sum, seen = self.averager.sum([logp_sum, seen])
-        seconds = time.perf_counter() - start
+        return logp_sum, seen
+
+    def _record(self, logp_sum, seen, seconds, networks):
+        """The epoch's line of the log (its validation added by _validate)."""
+        cfg, state = self.config, self.state
         train_ppl = perplexity_of(logp_sum / max(seen, 1))
         if not math.isfinite(train_ppl):  # before this epoch's checkpoint: the last one keeps the epoch before
             raise ParameterError(f"training diverged in epoch {state['epoch'] + 1}: the training perplexity is "
@@ -317,29 +348,30 @@ class Trainer:
             exchanger = self.averager or networks[0]
             record.update(ranks=self.comm.size, communication_seconds=exchanger.communication_seconds)
             exchanger.communication_seconds = 0.0
-        stop = False
-        if valid is not None:
-            logp = self.model.logprobs(valid)
-            record["valid_ppl"] = perplexity_of(logp[np.isfinite(logp)].mean())
-            if state["best_valid"] is None or record["valid_ppl"] < state["best_valid"]:
-                state["best_valid"] = record["valid_ppl"]
-                state["bad_epochs"] = 0
-                self.best = {k: v.copy() for k, v in self.model.params.items()}
-            else:
-                state["bad_epochs"] += 1
-                stop = state["bad_epochs"] >= cfg.patience
-                if cfg.lr_halve and not stop:  # back to the best parameters, at half the rate
-                    for name, array in self.best.items():
-                        self.model.params[name][...] = array
-                    self.optimizer.halve()
-                    state["lr_scale"] = self.optimizer.lr_scale
-                    record["lr_halved_to"] = self.optimizer.initial_rate()
-        state["history"].append(record)
-        state["epoch"] += 1
-        state["round"] = 0
-        state["rng"] = rng.bit_generator.state
-        self._log(record)
-        self.save_checkpoint()
+        return record
+
+    def _validate(self, record, valid):
+        """Early stopping on the validation ppl (added to `record`): keep the best parameters;
+        after an epoch without progress, -lr-halve goes back to them at half the rate. True:
+        -patience epochs without progress, stop."""
+        cfg, state = self.config, self.state
+        if valid is None:
+            return False
+        logp = self.model.logprobs(valid)
+        record["valid_ppl"] = perplexity_of(logp[np.isfinite(logp)].mean())
+        if state["best_valid"] is None or record["valid_ppl"] < state["best_valid"]:
+            state["best_valid"] = record["valid_ppl"]
+            state["bad_epochs"] = 0
+            self.best = {k: v.copy() for k, v in self.model.params.items()}
+            return False
+        state["bad_epochs"] += 1
+        stop = state["bad_epochs"] >= cfg.patience
+        if cfg.lr_halve and not stop:  # back to the best parameters, at half the rate
+            for name, array in self.best.items():
+                self.model.params[name][...] = array
+            self.optimizer.halve()
+            state["lr_scale"] = self.optimizer.lr_scale
+            record["lr_halved_to"] = self.optimizer.initial_rate()
         return stop
 
     def _synchronise(self, networks):
