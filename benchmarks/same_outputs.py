@@ -37,7 +37,7 @@ SETTINGS = (
        ("mlp full -direct -criterion is", ["-arch", "mlp", *WINDOWS, "-h", "60", "-direct", *IS]),
        ("energy full", ["-arch", "energy", *WINDOWS, "-h", "30"]),
        ("energy full -batch 1 -criterion is", ["-arch", "energy", "-order", "4", "-m", "30", "-h", "30", *IS])]
-    + [(f"{arch} {out}", ["-arch", arch, *WINDOWS, "-h", "30", "-output", out])
+    + [(f"{arch} {out}", ["-arch", arch, *WINDOWS, *([] if arch == "lbl" else ["-h", "30"]), "-output", out])
        for arch in ("lbl", "lbl1", "lbl2", "lbl3") for out in ("full", "class", "hs")]
     + [("lbl full -criterion is", ["-arch", "lbl", *WINDOWS, *IS]),
        ("lbl full -momentum 0.5 -block-lr C=0.01", ["-arch", "lbl", *WINDOWS, "-momentum", "0.5", "-block-lr",
