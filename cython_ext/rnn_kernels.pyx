@@ -480,8 +480,10 @@ cdef class RecurrentNetwork:
         if (steps.adam is not None) != self.net.adam:
             raise ValueError("Adam's numbers for a network built for SGD, or none for one built for Adam")
         if steps.adam is not None:
-            self.net.settings.beta1, self.net.settings.beta2, self.net.settings.epsilon = steps.adam
-            self.net.settings.rest1, self.net.settings.rest2 = 1 - self.net.settings.beta1, 1 - self.net.settings.beta2
+            adam = steps.adam
+            self.net.settings.beta1, self.net.settings.beta2 = adam.beta1, adam.beta2
+            self.net.settings.rest1, self.net.settings.rest2 = adam.rest1, adam.rest2
+            self.net.settings.epsilon = adam.epsilon
         self.net.clip = steps.clip
         self._check_rows(np.asarray(rows))
         memset(&sp, 0, sizeof(Sampling))

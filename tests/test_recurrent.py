@@ -13,7 +13,7 @@ from conftest import (assert_gradients_match_finite_differences, assert_one_line
                       log_softmax, run_nplm, scored_as_ppl_says)
 from nplmtk.corpus import Corpus
 from nplmtk.models import ARCHITECTURES
-from nplmtk.neural.optimizer import ADAM_BETA1, ADAM_BETA2, ADAM_EPSILON, Draws, sgd_steps
+from nplmtk.neural.optimizer import Adam, Draws, sgd_steps
 from nplmtk.neural.recurrent import stream_rows
 from nplmtk.neural.sampling import proposal
 from nplmtk.neural.train import Trainer, TrainingConfig
@@ -39,7 +39,7 @@ SHAPES = [
 ]
 COUNTS = [0, 0, 30, 50, 9, 7, 5, 4, 3, 3, 2, 1]  # of <unk>, <s>, </s> and the nine words
 
-ADAM = (ADAM_BETA1, ADAM_BETA2, ADAM_EPSILON)
+ADAM = Adam()
 
 
 def logistic(z):

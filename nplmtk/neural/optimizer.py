@@ -14,6 +14,7 @@ protocol").
 """
 import math
 from dataclasses import dataclass
+from decimal import Decimal
 
 import numpy as np
 
@@ -23,10 +24,25 @@ from ..errors import ParameterError
 # them at every update anyway; the sampled steps, and those of the factored output layers
 # (hierarchical or class softmax), touch a few rows of the output layer, so they wait longer.
 DENSE_DECAY_PERIOD = {"full": 64, "sampled": 1024}
-# Adam's defaults, Kingma & Ba (2015), Algorithm 1: the moments' decay rates and epsilon.
-ADAM_BETA1 = 0.9
-ADAM_BETA2 = 0.999
-ADAM_EPSILON = 1e-8
+
+
+@dataclass(frozen=True)
+class Adam:
+    """Adam's numbers, Kingma & Ba (2015), Algorithm 1 (its defaults): the moments' decay
+    rates and epsilon, and the weights 1 - beta of the new gradient in each moment."""
+    beta1: float = 0.9
+    beta2: float = 0.999
+    epsilon: float = 1e-8
+
+    # 1 - beta as the decimal it is (1 - 0.9 in binary is 0.09999999999999998): the weights
+    # the kernel used as the constants 0.1 and 0.001 before they came from here
+    @property
+    def rest1(self):
+        return float(1 - Decimal(repr(self.beta1)))
+
+    @property
+    def rest2(self):
+        return float(1 - Decimal(repr(self.beta2)))
 
 
 @dataclass
@@ -45,7 +61,7 @@ class Steps:
     row_keep: np.ndarray    # float32 (updates,): 1 - eps_t lambda for the rows of C an update touches
     dense_keep: np.ndarray  # float32 (blocks, updates): bulk decay after update u (1: none)
     momentum: np.ndarray    # float32 (blocks,)
-    adam: tuple = None      # None: SGD; else (beta1, beta2, epsilon)
+    adam: Adam = None       # None: SGD
     clip: float = 0.0       # the gradient's norm capped at this per word (0: no cap)
     sampling: Draws = None  # None: the exact gradient; else importance sampling's draws
 
@@ -144,7 +160,7 @@ class Optimizer:
             return sgd_steps(per_update, rates, None, dense_keep, momentum, sampling)
         rates, row_keep, dense_keep = update_schedule(examples, per_update, self.initial_rate(), cfg.lr_decay,
                                                       cfg.weight_decay, period, first_update, stride=stride)
-        adam = (ADAM_BETA1, ADAM_BETA2, ADAM_EPSILON) if cfg.optimizer == "adam" else None
+        adam = Adam() if cfg.optimizer == "adam" else None
         clips = any(option.name == "clip" for option in model.OPTIONS)  # the architectures that declare it
         return sgd_steps(per_update, rates, row_keep, dense_keep, None, sampling, adam, cfg.clip if clips else 0.0)
 
