@@ -162,8 +162,9 @@ def viterbi(lattice, scales, word_of, word_logprob, order, nbest=False, use_lm=T
 
 
 def best_words(nodes, finals):
-    """The words of the best path (<s> and </s> included), or None."""
-    if not finals:
+    """The words of the best path (<s> and </s> included), or None (as decode1Best: also
+    when the best path has probability 0, a word unknown to the model on every path)."""
+    if not finals or finals[0].prob == -math.inf:
         return None
     words, state = [], finals[0]
     while state is not None:
