@@ -50,6 +50,7 @@ SUBCOMMANDS = {
     "embeddings": "embeddings",
     "plot": "plot",
     "rescore": "rescore",
+    "lattice-tool": "lattice_tool",
 }
 
 

@@ -44,6 +44,7 @@ def read_nbest(path):
             else:
                 fields = split_words(line)
                 ascore, lscore, count, words = float(fields[0]), float(fields[1]), int(fields[2]), fields[3:]
+                words = words[words[:1] == ["<s>"]:len(words) - (words[-1:] == ["</s>"])]  # as lattice-tool writes
                 if count != len(words):
                     raise ValueError
             if not (math.isfinite(ascore) and math.isfinite(lscore)):

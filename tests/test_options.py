@@ -84,6 +84,11 @@ DOMAINS = {
     ("plot", "words"): f"[2, {C_INT}]",
     ("rescore", "lm-weight"): "(-inf, inf)",
     ("rescore", "word-penalty"): "(-inf, inf)",
+    ("lattice-tool", "htk-acscale"): "(-inf, inf)",
+    ("lattice-tool", "htk-lmscale"): "(-inf, inf)",
+    ("lattice-tool", "htk-wdpenalty"): "(-inf, inf)",
+    ("lattice-tool", "nbest-decode"): "[0, 2147483647]",
+    ("lattice-tool", "order"): "[1, 10]",
 }
 
 

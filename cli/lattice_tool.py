@@ -1,0 +1,128 @@
+"""nplm lattice-tool: decode HTK lattices with a language model as SRILM's lattice-tool
+(its option names): the 1-best (-viterbi-decode) and the N-best (-nbest-decode N
+-out-nbest-dir DIR, SRILM's N-best format, which `nplm rescore` reads)."""
+import os
+import sys
+
+import click
+
+from nplmtk.errors import NplmError
+from nplmtk.io import check_readable, open_output, read_lines
+from nplmtk.lattice.decode import Scales, best_words, hypothesis_line, nbest_paths, sentence_logprobs, viterbi
+from nplmtk.lattice.decode import BOS, EOS, check_scales, f32
+from nplmtk.lattice import htk
+
+from .options import Integer, Real, example, flag, option
+
+
+@click.command("lattice-tool", epilog=example(
+    "nplm lattice-tool -read-htk -in-lattice-list lats.list -lm kn3.arpa -order 3 -unk -viterbi-decode",
+    "nplm lattice-tool -read-htk -in-lattice utt1.lat.gz -lm kn3.arpa -unk -nbest-decode 10 -out-nbest-dir nbest"))
+@flag("read-htk", help="Read HTK Standard Lattice Format (the only format read).")
+@option("in-lattice", metavar="FILE", multiple=True, help="A lattice (gzip allowed); may be repeated.")
+@option("in-lattice-list", metavar="FILE", help="A file naming one lattice a line.")
+@option("lm", metavar="MODEL", help="A back-off n-gram model (ARPA) whose scores replace the lattice's.")
+@option("order", type=Integer(1, 10), default=3, help="The model's order, and the decoder's context + 1.")
+@flag("unk", help="Words outside the model's vocabulary (and -vocab) are <unk>.")
+@option("vocab", metavar="FILE", help="More known words, one a line (with -unk, not mapped to <unk>).")
+@option("htk-lmscale", type=Real(), help="Override the lattices' lmscale.")
+@option("htk-acscale", type=Real(), help="Override the lattices' acscale.")
+@option("htk-wdpenalty", type=Real(), help="Override the lattices' wdpenalty (log10).")
+@flag("viterbi-decode", help="Print each lattice's best path: NAME <s> words </s>.")
+@option("nbest-decode", type=Integer(0), default=0, help="Write the N best paths of each lattice.")
+@option("out-nbest-dir", metavar="DIR", help="Where -nbest-decode writes NAME.gz.")
+@flag("write-htk", help="Write the lattices in HTK format (as read; -out-lattice-dir).")
+@option("out-lattice-dir", metavar="DIR", help="Where -write-htk writes NAME.lat.gz.")
+def command(read_htk, in_lattice, in_lattice_list, lm, order, unk, vocab, htk_lmscale, htk_acscale,
+            htk_wdpenalty, viterbi_decode, nbest_decode, out_nbest_dir, write_htk, out_lattice_dir):
+    """Each lattice in turn (one in memory at a time); a bad lattice is one line on stderr
+    naming its file and line, the others go on, and the exit status is then 2."""
+    if not read_htk:
+        raise NplmError("only HTK lattices are read: give -read-htk")
+    if nbest_decode and not out_nbest_dir:
+        raise NplmError("-nbest-decode needs -out-nbest-dir")
+    paths = list(in_lattice)
+    if in_lattice_list:
+        check_readable(in_lattice_list)
+        paths += [line.strip() for line in read_lines(in_lattice_list) if line.strip()]
+    model, known = None, set()
+    if lm:
+        from nplmtk.models import load
+        model = load(lm)
+        if hasattr(model, "truncated"):
+            model = model.truncated(order)
+        known = set(model.vocab.index)
+    if vocab:
+        known |= {line.strip() for line in read_lines(vocab) if line.strip()}
+    unk_word = model.vocab.unk_word if model else "<unk>"
+
+    def word_of(word):
+        return word if not unk or word in known else unk_word
+
+    cache = {}
+
+    def word_logprob(word, context):
+        key = (word, context)
+        if key not in cache:
+            index = model.vocab.index
+            if word not in index or any(w not in index for w in context):
+                cache[key] = -float("inf") if word not in index else _backoff(model, word, context)
+            else:
+                row = [index[w] for w in reversed(context)] + [index[word]]
+                cache[key] = float(model.score_rows([row])[0])
+        return cache[key]
+
+    scales, failed = Scales(htk_acscale, htk_lmscale, htk_wdpenalty), False
+    for path in paths:
+        try:
+            lattice = htk.read_htk(path)
+            settings = scales.of(lattice)
+            if viterbi_decode or nbest_decode:
+                check_scales(lattice, settings, bool(nbest_decode) or model is not None)
+                nodes, finals = viterbi(lattice, settings, word_of, word_logprob, order, nbest=bool(nbest_decode),
+                                        use_lm=model is not None)
+            if viterbi_decode:
+                words = best_words(nodes, finals)
+                click.echo(lattice.name + (" " + " ".join(words) if words else ""))
+            if nbest_decode:
+                write_nbest(os.path.join(out_nbest_dir, lattice.name + ".gz"), nodes, finals, nbest_decode, model)
+            if write_htk and out_lattice_dir:
+                with open_output(os.path.join(out_lattice_dir, lattice.name + ".lat.gz")) as out:
+                    htk.write_htk(lattice, out)
+        except NplmError as err:
+            print(f"nplm lattice-tool: {err}", file=sys.stderr)
+            failed = True
+    if failed:
+        sys.stdout.flush()
+        sys.exit(2)
+
+
+def _backoff(model, word, context):
+    """log10 p(word | context) where a context word is unknown to the model: the context
+    ends before it (SRILM's back-off never matches an n-gram through it)."""
+    index, kept = model.vocab.index, []
+    for w in context:
+        if w not in index:
+            break
+        kept.append(index[w])
+    return float(model.score_rows([kept[::-1] + [index[word]]])[0])
+
+
+def write_nbest(path, nodes, finals, count, model):
+    paths = nbest_paths(nodes, finals, count)
+    sentences = [[nodes[s.node].word for s in p if nodes[s.node].word not in (None, BOS, EOS)] for p in paths]
+    if model is not None:
+        languages = sentence_logprobs(model, sentences)
+    else:
+        languages = [sum_language(nodes, p) for p in paths]
+    with open_output(path) as out:
+        for p, language in zip(paths, languages):
+            out.write(hypothesis_line(nodes, p, language) + "\n")
+
+
+def sum_language(nodes, path):
+    total = 0.0
+    for state in path:
+        if nodes[state.node].language is not None:
+            total = f32(total + nodes[state.node].language)
+    return total

@@ -1,0 +1,244 @@
+"""Decoding a lattice with a language model as SRILM's lattice-tool -viterbi-decode and
+-nbest-decode do (Lattice::decode, decode1Best, decodeNBest in LatticeDecode.cc), in its
+float32 arithmetic, step for step.
+
+The lattice becomes SRILM's graph (Lattice::readHTK): each HTK node a null node, each link
+a node of its word (the link's W, else its end node's; <s>, </s> and !NULL are no word)
+entered with the weight acscale a + ngscale n + lmscale l + prscale r + duscale ds (+
+wdpenalty for a word), all in log10 (a score read in base b times log10 b); the start node
+is <s>, the end node </s>. The decoder walks the nodes in topological order keeping one
+path per (node, the last order-1 words); at a word it replaces the link's old language
+score (lmscale l) by lmscale log10 p(word | context). Paths into a state merge: the best
+survives, and every merged path is kept as a link back for the N-best search (A*, best
+first, one hypothesis per word string)."""
+import heapq
+import math
+
+import numpy as np
+
+from .._ext.corpus_kernels import sentence_totals
+from ..corpus import Corpus
+from ..errors import InputError
+from .htk import NULL_WORD
+
+BOS, EOS = "<s>", "</s>"
+NO_THRESHOLD = -1e30
+
+
+def f32(x):
+    """x rounded to float32 (SRILM's LogP): one rounding of a double result is the float
+    operation's result for + - * /."""
+    return float(np.float32(x))
+
+
+def htk_score(value, base):
+    """A score read from the file, in log10 (getHTKscore: the value as a float times log10
+    of the base, itself a float; base 0: the value is a probability)."""
+    if base > 0:
+        return f32(f32(value) * math.log10(f32(base)))
+    return -math.inf if value == 0 else f32(math.log10(value))
+
+
+class Scales:
+    """The header's scales (acscale, lmscale, ngscale, prscale, duscale, wdpenalty),
+    each overridden by a value given here (None: the file's or SRILM's default)."""
+
+    DEFAULTS = {"acscale": 1.0, "lmscale": 1.0, "ngscale": 1.0, "prscale": 1.0, "duscale": 0.0}
+
+    def __init__(self, acscale=None, lmscale=None, wdpenalty=None):
+        self.given = {"acscale": acscale, "lmscale": lmscale}
+        self.wdpenalty = wdpenalty  # in log10 (lattice-tool's -htk-wdpenalty, with -htk-logbase 10)
+
+    def of(self, lattice):
+        scales = {}
+        for key, default in self.DEFAULTS.items():
+            given = self.given.get(key)
+            scales[key] = given if given is not None else float(lattice.header.get(key, default))
+        if self.wdpenalty is not None:
+            scales["wdpenalty"] = self.wdpenalty
+        elif "wdpenalty" in lattice.header:
+            scales["wdpenalty"] = htk_score(float(lattice.header["wdpenalty"]), lattice.base)
+        else:
+            scales["wdpenalty"] = 0.0
+        return scales
+
+
+class GraphNode:
+    __slots__ = ("word", "acoustic", "language", "incoming")
+
+    def __init__(self, word, acoustic=None, language=None):
+        self.word, self.acoustic, self.language, self.incoming = word, acoustic, language, []
+
+
+def _word(word):
+    return None if word in (BOS, EOS, NULL_WORD) else word
+
+
+def srilm_graph(lattice, scales, word_of):
+    """(nodes, their topological order, the start node, the end node): SRILM's graph of
+    the lattice, each node's `incoming` (node, weight). `word_of(word)` maps a word to the
+    decoder's (-unk's <unk>)."""
+    base = lattice.base
+    nodes, index, leaving = [], {}, {number: [] for number in lattice.order}
+    for number in lattice.order:
+        node = lattice.node[number]
+        word = BOS if number == lattice.start else EOS if number == lattice.end else None
+        acoustic = node.scores.get("a") if number in (lattice.start, lattice.end) else None
+        index[number] = len(nodes)
+        nodes.append(GraphNode(word, None if acoustic is None else htk_score(acoustic, base)))
+    for link in lattice.links:
+        end = lattice.node[link.end]
+        word = _word(link.word) or _word(end.word)
+        score = {key: htk_score(value, base) for key, value in end.scores.items()}  # a forward lattice's
+        score.update({key: htk_score(value, base) for key, value in link.scores.items()})
+        weight = 0.0
+        for key, scale in (("a", "acscale"), ("n", "ngscale"), ("l", "lmscale"), ("r", "prscale"), ("ds", "duscale")):
+            if key in score and scales[scale] != 0:
+                weight = f32(weight + scales[scale] * score[key])
+        if word is not None:
+            weight = f32(weight + scales["wdpenalty"])
+        node = GraphNode(None if word is None else word_of(word), score.get("a"), score.get("l"))
+        node.incoming.append((index[link.start], weight))
+        leaving[link.start].append(len(nodes))
+        nodes[index[link.end]].incoming.append((len(nodes), 0.0))
+        nodes.append(node)
+    order = []  # each HTK node, then its links' nodes: before their end nodes, which come later
+    for number in lattice.order:
+        order.append(index[number])
+        order.extend(leaving[number])
+    return nodes, order, index[lattice.start], index[lattice.end]
+
+
+class State:
+    """A path of the decoder: its node, context (recent word first), log10 score and the
+    best predecessor; for the N-best, every merged predecessor with its score difference."""
+    __slots__ = ("node", "context", "prob", "gprob", "prev", "preds", "seen")
+
+    def __init__(self, node, context, prob, gprob, prev):
+        self.node, self.context, self.prob, self.gprob, self.prev = node, context, prob, gprob, prev
+        self.preds, self.seen = [], {}
+
+
+def viterbi(lattice, scales, word_of, word_logprob, order, nbest=False, use_lm=True):
+    """The states at the end node, best first (SRILM's Lattice::decode)."""
+    nodes, order_of_nodes, start, end = srilm_graph(lattice, scales, word_of)
+    lmscale = f32(scales["lmscale"]) if use_lm else 1.0
+    context_len = max(order, 1) if use_lm else 1
+    first = State(start, (BOS,) if context_len > 1 else (), 0.0, 0.0, None)
+    states = {start: [first]}
+    for n in order_of_nodes[order_of_nodes.index(start) + 1:]:
+        node = nodes[n]
+        old = f32(node.language * lmscale) if use_lm and node.language is not None else 0.0
+        here = {}
+        for source, weight in node.incoming:
+            for path in states.get(source, ()):
+                prob = f32(f32(path.prob + weight) - old)
+                if use_lm and node.word is not None:
+                    gprob = word_logprob(node.word, path.context)
+                    prob = f32(prob + f32(gprob * lmscale))
+                else:
+                    gprob = node.language if node.language is not None else 0.0
+                if node.word is None:
+                    context = path.context
+                else:
+                    context = ((node.word,) + path.context)[:context_len - 1]
+                key = context
+                if key in here:
+                    kept = here[key]
+                    if kept.prob < prob:
+                        kept.prob, kept.gprob, kept.prev = prob, f32(path.gprob + gprob), path
+                    if nbest:
+                        kept.preds.insert(0, (path, f32(prob - path.prob)))
+                else:
+                    state = State(n, context, prob, f32(path.gprob + gprob), path)
+                    if nbest:
+                        state.preds.append((path, f32(prob - path.prob)))
+                    here[key] = state
+        states[n] = list(here.values())
+        if n == end:
+            break
+    finals = sorted(states.get(end, ()), key=lambda s: -s.prob)
+    return nodes, finals
+
+
+def best_words(nodes, finals):
+    """The words of the best path (<s> and </s> included), or None (as decode1Best: also
+    when the best path has probability 0, a word unknown to the model on every path)."""
+    if not finals or finals[0].prob == -math.inf:
+        return None
+    words, state = [], finals[0]
+    while state is not None:
+        if nodes[state.node].word is not None:
+            words.append(nodes[state.node].word)
+        state = state.prev
+    return words[::-1]
+
+
+def nbest_paths(nodes, finals, count):
+    """Up to `count` paths (lists of states from the start), best first (SRILM's A*:
+    decodeNBest; the same word string once per predecessor state)."""
+    queue, tie = [], 0
+    threshold = f32(finals[0].prob + NO_THRESHOLD) if finals else 0.0
+    for state in finals:
+        heapq.heappush(queue, (-state.prob, 0, tie, state, 0.0, None, EOS))
+        tie += 1
+    found = []
+    while queue and len(found) < count:
+        neg_prob, neg_depth, _, state, backward, after, feature = heapq.heappop(queue)
+        item = (state, after)
+        if state.prev is None:
+            path = []
+            while item is not None:
+                path.append(item[0])
+                item = item[1]
+            found.append(path)
+            continue
+        for prev, diff in state.preds:
+            prob = f32(f32(prev.prob + diff) + backward)
+            if not prob > threshold:
+                continue
+            word = nodes[prev.node].word
+            longer = feature + " " + word if word is not None else feature
+            if longer in prev.seen and prob <= prev.seen[longer]:
+                continue
+            prev.seen[longer] = prob
+            heapq.heappush(queue, (-prob, neg_depth - 1, tie, prev, f32(backward + diff), item, longer))
+            tie += 1
+    return found
+
+
+def hypothesis_line(nodes, path, language):
+    """SRILM's N-best line: acoustic score (the path's a's, log10), language score, the
+    number of words, then the words with <s> and </s>."""
+    acoustic, words = 0.0, []
+    for state in path:
+        node = nodes[state.node]
+        if node.acoustic is not None:
+            acoustic = f32(acoustic + node.acoustic)
+        if node.word is not None:
+            words.append(node.word)
+    count = sum(1 for w in words if w not in (BOS, EOS))
+    return f"{acoustic:.7g} {language:.7g} {count} {' '.join(words)} "
+
+
+def sentence_logprobs(model, sentences):
+    """log10 P(words </s> | <s>) of each sentence as SRILM's sentenceProb adds it (OOVs
+    and zero probabilities left out), as float32."""
+    vocab = model.vocab
+    if not sentences:
+        return []
+    ids = np.array([vocab.index.get(w, -1) for s in sentences for w in s], dtype=np.int32)
+    lengths = np.array([len(s) for s in sentences], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    known = np.where(ids >= 0, ids, vocab.unk).astype(np.int32)
+    scores = np.asarray(model.log10probs(Corpus(known, offsets, vocab, name="<n-best>")), dtype=np.float64)
+    starts = offsets[:-1] + np.arange(len(sentences))
+    for s, word_ids in enumerate(np.split(ids, offsets[1:-1])):  # an unknown word scores nothing
+        scores[starts[s]:starts[s] + len(word_ids)][word_ids < 0] = -np.inf
+    totals = sentence_totals(scores, known, offsets, vocab.unk)[0]
+    return [f32(t) for t in totals]
+
+
+def check_scales(lattice, scales, nbest):
+    if nbest and not scales["lmscale"] > 0:
+        raise InputError("lmscale not given (or not above 0): the N-best search needs it", path=lattice.path)

@@ -1,0 +1,270 @@
+"""HTK Standard Lattice Format (SLF; the HTK Book, ch. 20), read as SRILM's
+Lattice::readHTK reads it and checked whole: every problem is one InputError naming the
+file and the line.
+
+A file is `key=value` fields separated by blanks; a field starting with `#` ends its line.
+A line starting `I=` is a node (t= time, W= word, a= r= ds= scores, v= d= s= p= kept), a
+line starting `J=` a link (S= E= its nodes, W= its word, a= n= l= r= ds= x1..x9= scores),
+any other line header fields (VERSION, UTTERANCE, base=, lmscale=, wdpenalty=, acscale=,
+ngscale=, prscale=, duscale=, start=, end=, N=, L=, dir=, ...). `!NULL` is no word. Scores
+are logs in base `base=` (default e; base=0: plain probabilities)."""
+import math
+import re
+
+from ..errors import InputError
+from ..io import read_lines
+
+NULL_WORD = "!NULL"
+NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\Z")
+INTEGER = re.compile(r"\d+\Z")
+LINK_SCORES = ("a", "n", "l", "r", "ds") + tuple(f"x{i}" for i in range(1, 10))
+NODE_SCORES = ("a", "r", "ds") + tuple(f"x{i}" for i in range(1, 10))
+LONG_NAMES = {"START": "S", "END": "E", "WORD": "W", "acoustic": "a", "ngram": "n", "language": "l",
+              "var": "v", "div": "d", "states": "s", "time": "t", "NODES": "N", "LINKS": "L",
+              "VERSION": "V", "UTTERANCE": "U"}
+NODE_TEXT = ("v", "d", "s", "p")
+LINK_TEXT = ("v", "d", "s", "p")
+HEADER_NUMBERS = ("base", "acscale", "lmscale", "ngscale", "prscale", "duscale", "wdpenalty", "amscale",
+                  "tscale") + tuple(f"x{i}scale" for i in range(1, 10))
+
+
+class Node:
+    __slots__ = ("number", "time", "word", "scores", "extra", "line")
+
+    def __init__(self, number, line):
+        self.number, self.line = number, line
+        self.time, self.word, self.scores, self.extra = None, None, {}, {}
+
+
+class Link:
+    __slots__ = ("number", "start", "end", "word", "scores", "extra", "line")
+
+    def __init__(self, number, line):
+        self.number, self.line = number, line
+        self.start = self.end = self.word = None
+        self.scores, self.extra = {}, {}
+
+
+class Lattice:
+    """One SLF lattice as read: `header` (field -> text, in the file's order), `nodes` and
+    `links` in the file's order (nodes by number in `node`), `start` and `end` (node
+    numbers), `order` (node numbers, topologically sorted), `name` (UTTERANCE, else the
+    file's name without .gz, .lat, .slf)."""
+
+    def __init__(self, path, header, nodes, links, start, end, order, name):
+        self.path, self.header, self.nodes, self.links = path, header, nodes, links
+        self.node = {n.number: n for n in nodes}
+        self.start, self.end, self.order, self.name = start, end, order, name
+
+    @property
+    def base(self):
+        return float(self.header.get("base", math.e))
+
+
+def fields(text):
+    """The key=value fields of a line (a key without '=' has the value ''), up to a '#'."""
+    for token in text.split():
+        if token.startswith("#"):
+            return
+        key, _, value = token.partition("=")
+        yield LONG_NAMES.get(key, key), value
+
+
+def _number(value, key, path, line):
+    if not NUMBER.match(value) or not math.isfinite(float(value)):
+        raise InputError(f"{key}={value}: not a finite number", path=path, line=line)
+    return float(value)
+
+
+def _integer(value, key, path, line):
+    if not INTEGER.match(value):
+        raise InputError(f"{key}={value}: not a node or link number (an integer >= 0)", path=path, line=line)
+    return int(value)
+
+
+def _word(value, key, path, line):
+    if not value:
+        raise InputError(f"{key}= without a word", path=path, line=line)
+    return None if value == NULL_WORD else value
+
+
+def _read_node(items, path, line):
+    node = Node(_integer(items[0][1], "I", path, line), line)
+    for key, value in items[1:]:
+        if key == "t":
+            node.time = _number(value, key, path, line)
+        elif key == "W":
+            node.word = _word(value, key, path, line)
+        elif key in NODE_SCORES:
+            node.scores[key] = _number(value, key, path, line)
+        elif key in NODE_TEXT:
+            node.extra[key] = value
+        else:
+            raise InputError(f"'{key}': not a field of a node (t, W, a, r, ds, v, d, s, p)", path=path, line=line)
+    return node
+
+
+def _read_link(items, path, line):
+    link = Link(_integer(items[0][1], "J", path, line), line)
+    for key, value in items[1:]:
+        if key in ("S", "E"):
+            setattr(link, "start" if key == "S" else "end", _integer(value, key, path, line))
+        elif key == "W":
+            link.word = _word(value, key, path, line)
+        elif key in LINK_SCORES:
+            link.scores[key] = _number(value, key, path, line)
+        elif key in LINK_TEXT:
+            link.extra[key] = value
+        else:
+            raise InputError(f"'{key}': not a field of a link (S, E, W, a, n, l, r, ds, x1-x9, v, d, s, p)",
+                             path=path, line=line)
+    for key in ("start", "end"):
+        if getattr(link, key) is None:
+            raise InputError(f"link J={link.number} has no {'S' if key == 'start' else 'E'}= node",
+                             path=path, line=line)
+    return link
+
+
+def read_htk(path):
+    """The lattice of the SLF file `path` (gzip allowed), checked: numbers finite, every
+    node and link number defined once, every link's nodes defined, N= and L= right, start
+    and end nodes present, no cycle, the end reachable from the start."""
+    header, header_lines, nodes, links = {}, {}, [], []
+    for number, text in enumerate(read_lines(path), 1):
+        items = list(fields(text))
+        if not items:
+            continue
+        if items[0][0] == "I":
+            nodes.append(_read_node(items, path, number))
+        elif items[0][0] == "J":
+            links.append(_read_link(items, path, number))
+        else:
+            for key, value in items:
+                if key in HEADER_NUMBERS:
+                    _number(value, key, path, number)
+                elif key in ("N", "L", "start", "end"):
+                    _integer(value, key, path, number)
+                header[key], header_lines[key] = value, number
+    return _checked(path, header, header_lines, nodes, links)
+
+
+def _checked(path, header, header_lines, nodes, links):
+    if not nodes:
+        raise InputError("no nodes (I= lines): not an HTK lattice", path=path)
+    by_number = {}
+    for node in nodes:
+        if node.number in by_number:
+            raise InputError(f"node I={node.number} defined twice (first on line {by_number[node.number].line})",
+                             path=path, line=node.line)
+        by_number[node.number] = node
+    seen = {}
+    for link in links:
+        if link.number in seen:
+            raise InputError(f"link J={link.number} defined twice (first on line {seen[link.number]})",
+                             path=path, line=link.line)
+        seen[link.number] = link.line
+        for end in (link.start, link.end):
+            if end not in by_number:
+                raise InputError(f"link J={link.number} refers to node {end}, which is not defined",
+                                 path=path, line=link.line)
+    for key, count, what in (("N", len(nodes), "nodes"), ("L", len(links), "links")):
+        if key in header and int(header[key]) != count:
+            raise InputError(f"{key}={header[key]} but {count} {what} follow", path=path, line=header_lines[key])
+    if "base" in header and float(header["base"]) < 0:
+        raise InputError(f"base={header['base']}: must be 0 (probabilities) or above", path=path,
+                         line=header_lines["base"])
+    outgoing = {n: [] for n in by_number}
+    incoming = {n: 0 for n in by_number}
+    for link in links:
+        outgoing[link.start].append(link)
+        incoming[link.end] += 1
+    start = _terminal(path, header, header_lines, "start", by_number, incoming)
+    end = _terminal(path, header, header_lines, "end", by_number, {n: len(o) for n, o in outgoing.items()})
+    order = _topological(path, nodes, outgoing, incoming)
+    reached = {start}
+    for number in order:
+        if number in reached:
+            reached.update(link.end for link in outgoing[number])
+    if end not in reached:
+        raise InputError(f"the end node {end} cannot be reached from the start node {start}", path=path,
+                         line=by_number[end].line)
+    name = header.get("U") or path
+    return Lattice(path, header, nodes, links, start, end, order, utterance_id(name.strip('"').split("=")[0]))
+
+
+def _terminal(path, header, header_lines, key, by_number, degree):
+    """The start (or end) node: start= (end=) if given, else the one node without links in
+    (out), as SRILM looks for it."""
+    if key in header:
+        number = int(header[key])
+        if number not in by_number:
+            raise InputError(f"{key}={number}: no such node", path=path, line=header_lines[key])
+        return number
+    candidates = [n for n, d in degree.items() if d == 0]
+    if len(candidates) != 1:
+        raise InputError(f"no {key}= and {len(candidates)} nodes without links {'in' if key == 'start' else 'out'}: "
+                         f"which is the {key} node?", path=path)
+    return candidates[0]
+
+
+def _topological(path, nodes, outgoing, incoming):
+    """Node numbers in an order where every link goes forward (Kahn's, stable in file
+    order); a cycle is an error naming a link on it."""
+    remaining = dict(incoming)
+    ready = [n.number for n in reversed(nodes) if remaining[n.number] == 0]
+    order = []
+    while ready:
+        number = ready.pop()
+        order.append(number)
+        for link in reversed(outgoing[number]):
+            remaining[link.end] -= 1
+            if remaining[link.end] == 0:
+                ready.append(link.end)
+    if len(order) < len(nodes):
+        cyclic = next(link for n in nodes if remaining[n.number] > 0 for link in outgoing[n.number]
+                      if remaining[link.end] > 0)
+        raise InputError(f"the links form a cycle (through link J={cyclic.number}, {cyclic.start} -> {cyclic.end})",
+                         path=path, line=cyclic.line)
+    return order
+
+
+SUFFIXES = (".Z", ".gz", ".score", ".nbest", ".wav", ".wav_cep", ".wv", ".wv1", ".sph", ".lat", ".slf", ".plp")
+
+
+def utterance_id(name):
+    """SRILM's idFromFilename: the base name without its known suffixes (in this order)."""
+    root = name.rsplit("/", 1)[-1]
+    for suffix in SUFFIXES:
+        if len(suffix) < len(root) and root.endswith(suffix):
+            root = root[:-len(suffix)]
+    return root
+
+
+def _format(value):
+    return f"{value:.7g}"
+
+
+def write_htk(lattice, out):
+    """`lattice` in SLF, as read (words on links, times on nodes; the header's fields first)."""
+    header = dict(lattice.header)
+    header.pop("N", None)
+    header.pop("L", None)
+    header.setdefault("V", "1.0")
+    names = {"V": "VERSION", "U": "UTTERANCE"}
+    for key, value in header.items():
+        out.write(f"{names.get(key, key)}={value}\n")
+    out.write(f"N={len(lattice.nodes)}\tL={len(lattice.links)}\n")
+    for node in lattice.nodes:
+        parts = [f"I={node.number}"]
+        if node.time is not None:
+            parts.append(f"t={_format(node.time)}")
+        if node.word is not None:
+            parts.append(f"W={node.word}")
+        parts += [f"{k}={_format(v)}" for k, v in node.scores.items()] + [f"{k}={v}" for k, v in node.extra.items()]
+        out.write("\t".join(parts) + "\n")
+    for link in lattice.links:
+        parts = [f"J={link.number}", f"S={link.start}", f"E={link.end}"]
+        if link.word is not None or lattice.node[link.end].word is None:
+            parts.append(f"W={link.word or NULL_WORD}")
+        parts += [f"{k}={_format(v)}" for k, v in link.scores.items()] + [f"{k}={v}" for k, v in link.extra.items()]
+        out.write("\t".join(parts) + "\n")
