@@ -5,7 +5,8 @@ block settings that take other paths through the kernels) for one epoch with one
 and a fixed seed on a slice of Brown, with the baseline build ("old") and this one ("new"),
 scores Brown test's first lines with each model, and writes (replaces) one section of
 BENCHMARKS.md: the test ppl of both to 6 significant digits (SRILM's report prints 6) and
-whether the training perplexities in the logs agree to the last bit. A refactoring of the
+whether the training perplexities in the logs agree to the last bit, and the largest
+difference between the two models' parameters. A refactoring of the
 trainer or the kernels should leave every row "same".
 """
 import argparse
@@ -15,6 +16,8 @@ import re
 import subprocess
 import sys
 import time
+
+import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -59,9 +62,21 @@ def run(command, env):
     return done.stdout
 
 
+def model_path(name, side):
+    return os.path.join(WORK, re.sub(r"[^a-z0-9]+", "-", name) + "." + side + ".nplm")
+
+
+def largest_difference(name):
+    """The largest absolute difference between the two builds' parameters ("0": identical)."""
+    from nplmtk import container
+    old, new = (container.load(model_path(name, side)).arrays for side in ("old", "new"))
+    largest = max((float(np.max(np.abs(old[k].astype(np.float64) - new[k]))) for k in old), default=0.0)
+    return f"{largest:.1e}" if largest else "0"
+
+
 def train_and_score(nplm, name, options, side, texts, env):
     """(test ppl as the report prints it, the log's train ppl as written, seconds)."""
-    stem = os.path.join(WORK, re.sub(r"[^a-z0-9]+", "-", name) + "." + side)
+    stem = model_path(name, side)[:-len(".nplm")]
     start = time.perf_counter()
     run([nplm, "train-nplm", "-text", texts["train"], "-vocab", texts["vocab"], *options, *COMMON,
          "-log", stem + ".log", "-lm", stem + ".nplm"], env)
@@ -95,7 +110,8 @@ def main():
         same = "same" if old[:2] == new[:2] else ("test ppl same, train ppl differs" if old[0] == new[0]
                                                   else "**differs**")
         moved += same != "same"
-        rows.append(f"| `{name}` | {old[0]} | {new[0]} | {same} | {old[2]:.1f} | {new[2]:.1f} |")
+        rows.append(f"| `{name}` | {old[0]} | {new[0]} | {same} | {largest_difference(name)} | {old[2]:.1f} | "
+                    f"{new[2]:.1f} |")
     body = [HEADING, "", stamp(checkout_commit(paths=BUILD_PATHS) or "unknown"), "",
             "Written by `make outputs-vs BASELINE=...` (benchmarks/same_outputs.py).", "",
             f"- new (this build): {build_identity(args.nplm)}",
@@ -105,8 +121,10 @@ def main():
             f"the ppl of the first {TEST_LINES} lines of Brown test",
             f"- every run: `nplm train-nplm -text TRAIN -vocab VOCAB OPTIONS {' '.join(COMMON)}`, then "
             "`nplm ppl -lm MODEL -text TEST`; \"same\": the same test ppl and the same training perplexity in "
-            "the log, to the last digit of its repr", "",
-            "| options | old test ppl | new test ppl | | old s | new s |", "| --- | --- | --- | --- | --- | --- |",
+            "the log, to the last digit of its repr; the largest difference of a parameter between the two models",
+            "",
+            "| options | old test ppl | new test ppl | | largest parameter difference | old s | new s |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
             *rows, "",
             f"{len(rows) - moved} of {len(rows)} settings the same; {time.perf_counter() - started:,.0f} s."]
     write_sections(args.out, [body])

@@ -12,7 +12,7 @@ from nplmtk.lattice.decode import Scales, best_words, hypothesis_line, nbest_pat
 from nplmtk.lattice.decode import BOS, EOS, check_scales, f32
 from nplmtk.lattice import htk
 
-from .options import Integer, Real, example, flag, option
+from .options import Integer, Real, example, flag, option, spell
 
 
 @click.command("lattice-tool", epilog=example(
@@ -31,7 +31,8 @@ from .options import Integer, Real, example, flag, option
 @flag("viterbi-decode", help="Print each lattice's best path: NAME <s> words </s>.")
 @option("nbest-decode", type=Integer(0), default=0, help="Write the N best paths of each lattice.")
 @option("out-nbest-dir", metavar="DIR", help="Where -nbest-decode writes NAME.gz.")
-@flag("write-htk", help="Write the lattices in HTK format (as read; -out-lattice-dir).")
+@flag("write-htk", help="Write the lattices in HTK format into -out-lattice-dir, as read (not yet with the "
+      "model's scores).")
 @option("out-lattice-dir", metavar="DIR", help="Where -write-htk writes NAME.lat.gz.")
 def command(read_htk, in_lattice, in_lattice_list, lm, order, unk, vocab, htk_lmscale, htk_acscale,
             htk_wdpenalty, viterbi_decode, nbest_decode, out_nbest_dir, write_htk, out_lattice_dir):
@@ -41,6 +42,8 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, unk, vocab, htk_lm
         raise NplmError("only HTK lattices are read: give -read-htk")
     if nbest_decode and not out_nbest_dir:
         raise NplmError("-nbest-decode needs -out-nbest-dir")
+    if write_htk and not out_lattice_dir:
+        raise NplmError("-write-htk needs -out-lattice-dir")
     paths = list(in_lattice)
     if in_lattice_list:
         check_readable(in_lattice_list)
@@ -48,9 +51,11 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, unk, vocab, htk_lm
     model, known = None, set()
     if lm:
         from nplmtk.models import load
+        from nplmtk.ngram.backoff import BackoffModel
         model = load(lm)
-        if hasattr(model, "truncated"):
-            model = model.truncated(order)
+        if not isinstance(model, BackoffModel):  # the network's history approximation is not built yet
+            raise NplmError("-lm: lattices are rescored with back-off n-gram models only, so far", path=lm)
+        model = model.truncated(order)
         known = set(model.vocab.index)
     if vocab:
         known |= {line.strip() for line in read_lines(vocab) if line.strip()}
@@ -86,11 +91,11 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, unk, vocab, htk_lm
                 click.echo(lattice.name + (" " + " ".join(words) if words else ""))
             if nbest_decode:
                 write_nbest(os.path.join(out_nbest_dir, lattice.name + ".gz"), nodes, finals, nbest_decode, model)
-            if write_htk and out_lattice_dir:
+            if write_htk:
                 with open_output(os.path.join(out_lattice_dir, lattice.name + ".lat.gz")) as out:
                     htk.write_htk(lattice, out)
         except NplmError as err:
-            print(f"nplm lattice-tool: {err}", file=sys.stderr)
+            print(f"nplm: {err.render(lambda name: spell(name, 'lattice-tool'))}", file=sys.stderr)  # as cli/main.py
             failed = True
     if failed:
         sys.stdout.flush()

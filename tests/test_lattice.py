@@ -130,5 +130,21 @@ def test_a_bad_lattice_is_one_line_and_the_others_go_on(tmp_path):
     listing.write_text(f"{bad}\n{good}\n")
     status, stdout, stderr = run_nplm("lattice-tool", "-read-htk", "-in-lattice-list", listing, "-viterbi-decode")
     assert status == 2
-    assert stderr.splitlines() == [f"nplm lattice-tool: {bad}:12: link J=2 refers to node 8, which is not defined"]
+    assert stderr.splitlines() == [f"nplm: {bad}:12: link J=2 refers to node 8, which is not defined"]
     assert stdout == "u1 <s> a dog </s>\n"
+
+
+def test_written_lattices_read_back_as_they_were(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    paths = [LATTICES / f"sent0000{i}.lat.gz" for i in range(3)]
+    status, _, stderr = run_nplm("lattice-tool", "-read-htk", *[arg for p in paths for arg in ("-in-lattice", p)],
+                                 "-write-htk", "-out-lattice-dir", out)
+    assert status == 0, stderr
+    for path in paths:
+        before, after = read_htk(str(path)), read_htk(str(out / path.name))
+        assert (before.name, before.header) == (after.name, after.header)
+        for old, new in zip(before.nodes + before.links, after.nodes + after.links, strict=True):
+            assert all(getattr(old, name) == getattr(new, name) for name in old.__slots__ if name != "line")
+    assert run_nplm("lattice-tool", "-read-htk", "-in-lattice", paths[0], "-write-htk")[::2] == \
+        (2, "nplm: -write-htk needs -out-lattice-dir\n")
