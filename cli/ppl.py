@@ -47,9 +47,9 @@ def _mix_options(function):
 @option("mix-lm", metavar="MODEL", default=None,
         help="Interpolate -lm with this model (SRILM's spelling). Back-off n-gram models (ARPA or binary) are merged "
         "into one back-off model as SRILM merges them without -bayes (the union of the n-grams, probabilities "
-        "interpolated, back-off weights recomputed; -order, -limit-vocab, then -renorm and -prune* apply to each "
-        "model, then to the merged one); with -bayes 0, or when a model is not a back-off n-gram (a network, a "
-        "mixture, -classes), the mixture is exact and dynamic.")
+        "interpolated, back-off weights recomputed; -order and -limit-vocab apply to each model, -renorm and -prune* "
+        "to the merged one); with -bayes 0, or when a model is not a back-off n-gram (a network, a mixture, "
+        "-classes: SRILM cannot merge those either), the mixture is exact, word by word.")
 @option("lambda", "main_weight", type=Real(0, 1), default=0.5,
         help="Weight of -lm in the mixture; -mix-lm gets what the others leave.")
 @option("bayes", type=Real(0, 0), default=None,
