@@ -140,7 +140,7 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
                 components = [m.truncated(order) for m in components]
             if limit_vocab:
                 components = components[:1] + [m.limited_to(kept) for m in components[1:]]
-            model = merge_backoff(components, weights)
+            model = merge_backoff(components, weights, kept or ())
     # what only some options need is imported where they are given: plain scoring starts faster
     if renorm or prune or prune_lowprobs:
         from nplmtk.ngram.estimate import prune as prune_model, prune_low_probs, renormalise

@@ -21,6 +21,9 @@ MERGES = {  # reference name: the models and weights of `ngram ... -write-lm NAM
     "merge-kn3-kn2test20": [KN, "-mix-lm", "kn2-test20.arpa.gz", "-lambda", 0.7],
     "merge3": [KN, "-mix-lm", WB, "-lambda", 0.5, "-mix-lm2", KB, "-mix-lambda2", 0.2],  # three, pairwise
     "merge-kn3-wb3-prune1e-5": [KN, "-mix-lm", WB, "-lambda", 0.3, "-prune", "1e-5"],  # -prune the merged model
+    "merge-kn3-wb3-order2": [KN, "-mix-lm", WB, "-lambda", 0.3, "-order", 2],  # each model read as a bigram
+    # each model limited; a word of the list that no model has gets a unigram (SRILM's distributeProb)
+    "merge-kn3-wb3-limited": [KN, "-mix-lm", WB, "-lambda", 0.3, "-vocab", "limit-vocab.txt", "-limit-vocab"],
 }
 
 

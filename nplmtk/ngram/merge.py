@@ -28,9 +28,11 @@ from .estimate import log10_to_prob, renormalise
 from .index import NgramIndex
 
 
-def merge_backoff(models, weights):
+def merge_backoff(models, weights, words=()):
     """One BackoffModel from back-off `models` and their mixture `weights` (SRILM's
-    mixLambda[0..n-1], each in [0, 1], summing to 1), merged pairwise as SRILM does."""
+    mixLambda[0..n-1], each in [0, 1], summing to 1), merged pairwise as SRILM does.
+    `words` (SRILM's -vocab) join the vocabulary: those no model has get unigrams of
+    the left-over mass (SRILM's distributeProb gives every word of its vocabulary one)."""
     models, weights = list(models), [float(w) for w in weights]
     if len(models) < 2 or len(models) != len(weights):
         raise ParameterError(f"{{models}}: a static mixture needs two or more models and one weight each, got "
@@ -45,15 +47,17 @@ def merge_backoff(models, weights):
     for model, weight in zip(models[1:], weights[1:]):
         total += weight
         share = 0.0 if weight == 0.0 else weight / total  # ngram.cc: "make sure 0/0 = 0"
-        merged = mix_pair(merged, model, 1.0 - share)
+        merged = mix_pair(merged, model, 1.0 - share, words)
     return merged
 
 
-def mix_pair(first, second, weight):
+def mix_pair(first, second, weight, words=()):
     """SRILM's Ngram::mixProbs(lm2, lambda) then recomputeBOWs: `first` and `second`
-    merged, `weight` (a double, SRILM's lambda) the weight of `first`."""
-    vocab, second_ids = _union_vocabulary(first.vocab, second.vocab)
-    keys, first_rows = _union_keys(first, second, second_ids, len(vocab))
+    merged, `weight` (a double, SRILM's lambda) the weight of `first`; `words` as
+    merge_backoff's."""
+    vocab, second_ids = _union_vocabulary(first.vocab, second.vocab, words)
+    added = np.array([vocab.index[w] for w in words if w not in vocab.words[:3]], dtype=np.int64)
+    keys, first_rows = _union_keys(first, second, second_ids, len(vocab), added)
     index = NgramIndex(len(vocab), [], keys)
     grams = index.rows()
     logp = []
@@ -74,20 +78,20 @@ def mix_pair(first, second, weight):
                                     has_bow, index=index))
 
 
-def _union_vocabulary(first, second):
-    """The words of both (first's in its order, ids unchanged, then second's others) and
-    the id of each of second's words in it."""
+def _union_vocabulary(first, second, words):
+    """The words of both and `words` (first's in its order, ids unchanged, then the
+    others) and the id of each of second's words in it."""
     if second.unk_word != first.unk_word:
         raise NplmError(f"the models name the unknown word differently ({first.unk_word} and {second.unk_word}): "
                         "a static mixture needs one")
-    vocab = first if all(w in first.index for w in second.words) else \
-        Vocabulary(first.words + [w for w in second.words if w not in first.index], unk=first.unk_word)
+    others = [w for w in list(second.words) + list(words) if w not in first.index]
+    vocab = Vocabulary(first.words + list(dict.fromkeys(others)), unk=first.unk_word) if others else first
     return vocab, np.array([vocab.index[w] for w in second.words], dtype=np.int64)
 
 
-def _union_keys(first, second, second_ids, vocab_size):
+def _union_keys(first, second, second_ids, vocab_size, added):
     """The sorted keys (nplmtk/ngram/index.py) of the union's n-grams of each order, and
-    the row in them of each of first's n-grams."""
+    the row in them of each of first's n-grams; the unigrams include the words `added`."""
     keys, first_rows, second_rows = [], [], []
     for k in range(max(first.order, second.order)):
         parts = []
@@ -99,7 +103,7 @@ def _union_keys(first, second, second_ids, vocab_size):
             last = own % len(model.vocab) if k else own
             last = last if ids is None else ids[last]
             parts.append(last if k == 0 else rows[k - 1][own // len(model.vocab)] * vocab_size + last)
-        union = np.union1d(*parts)
+        union = np.union1d(*parts) if k else np.union1d(np.union1d(*parts), added)
         keys.append(union)
         for model, rows, part in ((first, first_rows, parts[0]), (second, second_rows, parts[1])):
             if k < model.order:
