@@ -13,6 +13,9 @@ from nplmtk.io import check_writable
 from nplmtk.lm import LN10
 from nplmtk.mixture import Mixture, fit_weights
 from nplmtk.models import load
+from nplmtk.ngram.arpa import write_arpa
+from nplmtk.ngram.backoff import BackoffModel
+from nplmtk.ngram.merge import merge_backoff
 from nplmtk.ppl import read_scored_text, report
 from nplmtk.text import Normalizer
 
@@ -71,13 +74,17 @@ def stats_of(model, raw, corpus, log10):
         "default); 0, and with -bins: iterate until the held-out log-likelihood gains less than 1e-7 nats "
         "per token.")
 @option("write", metavar="FILE", default=None, help="Write the mixture model here.")
+@option("write-lm", metavar="FILE", default=None,
+        help="Write the models merged into one back-off model, as ARPA (.gz too), with the weights found: "
+        "every model a back-off n-gram model, merged as SRILM's `ngram -mix-lm` without -bayes (the union of the "
+        "n-grams, probabilities interpolated, back-off weights recomputed; pairwise in the order given).")
 @option("debug", type=Integer(0, 1), default=0,
         help="1: print each EM iteration as compute-best-mix does.")
 @flag("lower", help="Lower-case the texts first (as the models' training text was).")
 @flag("map-numbers", help="Map numeric tokens to <num> (as the models' training text was).")
 @flag("allow-paths", help="Follow a mixture's components wherever its file names them (by default only "
                           "files in the mixture's folder and below).")
-def command(models, text, weights, bins, bin_text, iterations, precision, write, debug, lower, map_numbers,
+def command(models, text, weights, bins, bin_text, iterations, precision, write, write_lm, debug, lower, map_numbers,
             allow_paths):
     """Interpolate models: p(w|h) = sum_i lambda_i p_i(w|h), the weights fitted by EM on
     held-out text (as SRILM's compute-best-mix) unless -lambda fixes them, optionally one
@@ -89,9 +96,17 @@ def command(models, text, weights, bins, bin_text, iterations, precision, write,
         raise NplmError("-bins needs -bin-text FILE: the training text whose context counts define the bins")
     if weights is not None and bins > 1:
         raise NplmError("-lambda fixes one weight set; it does not go with -bins")
+    if write_lm is not None and bins > 1:
+        raise NplmError("-write-lm merges the models with one weight set; it does not go with -bins")
     check_writable(write)
+    check_writable(write_lm)
     normalize = Normalizer(lower=lower, map_numbers=map_numbers)
     components = [load(path, allow_paths) for path in models]
+    if write_lm is not None:
+        for path, model in zip(models, components):
+            if not isinstance(model, BackoffModel):
+                raise NplmError(f"{path}: -write-lm merges back-off n-gram models only (ARPA or binary), not a "
+                                f"{model.kind} model")
     uniform = np.full((1, len(models)), 1.0 / len(models))
     mixture = Mixture(components, uniform if weights is None else parse_weights(weights, len(models)), models)
     raw, heldout = read_scored_text(text, mixture.vocab, normalize)
@@ -120,6 +135,11 @@ def command(models, text, weights, bins, bin_text, iterations, precision, write,
         click.echo(f"weights {where}, {counts[b]} tokens: " + " ".join(f"{w:.6f}" for w in mixture.weights[b]))
     mixed = stats_of(mixture, raw, heldout, mixture.log10probs_from(logp, heldout))
     click.echo(f"mixture: ppl= {mixed.ppl:.7g}")
+    if write_lm:
+        merged = merge_backoff(components, mixture.weights[0])
+        click.echo(f"merged: ppl= {stats_of(merged, raw, heldout, merged.log10probs(heldout)).ppl:.7g}")
+        write_arpa(merged, write_lm)
+        click.echo(f"wrote {write_lm}")
     if write:
         mixture.save(write)
         click.echo(f"wrote {write}")

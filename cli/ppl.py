@@ -44,11 +44,17 @@ def _mix_options(function):
         help="0: totals; 1: each sentence too; 2: each word's probability too.")
 @flag("lower", help="Lower-case the text first (as the model's training text was).")
 @flag("map-numbers", help="Map numeric tokens to <num> (as the model's training text was).")
-@option("mix-lm", metavar="MODEL", default=None, help="Interpolate -lm with this model (SRILM's spelling).")
+@option("mix-lm", metavar="MODEL", default=None,
+        help="Interpolate -lm with this model (SRILM's spelling). Back-off n-gram models (ARPA or binary) are merged "
+        "into one back-off model as SRILM merges them without -bayes (the union of the n-grams, probabilities "
+        "interpolated, back-off weights recomputed; -order and -limit-vocab apply to each model, -renorm and -prune* "
+        "to the merged one); with -bayes 0, or when a model is not a back-off n-gram (a network, a mixture, "
+        "-classes: SRILM cannot merge those either), the mixture is exact, word by word.")
 @option("lambda", "main_weight", type=Real(0, 1), default=0.5,
         help="Weight of -lm in the mixture; -mix-lm gets what the others leave.")
 @option("bayes", type=Real(0, 0), default=None,
-        help="Accepted as 0 only: nplm always interpolates exactly, as SRILM does with -bayes 0.")
+        help="0: interpolate the models' probabilities exactly, word by word, as SRILM's -bayes 0 (without it "
+        "back-off n-gram models are merged statically); only 0 is supported.")
 @flag("oov-estimate", help="A word outside the vocabulary gets a probability from the feature vector "
                            "sum_i C(i) P(i|context) (Bengio et al. 2003, sec. 5.1), of a network whose architecture "
                            "can (`nplm train-nplm --help` says which).")
@@ -80,10 +86,10 @@ def _mix_options(function):
 @option("seed", type=Integer(-2 ** 31, SEED_MAX), default=None,
         help="Seed of -gen (default: from the time and the process id, as SRILM).")
 @option("write-lm", metavar="FILE", default=None,
-        help="Write the n-gram model (after -order) as ARPA, .gz too, as SRILM's `ngram -write-lm`; -text is "
-        "then optional.")
+        help="Write the n-gram model (after -order; with -mix-lm the merged model) as ARPA, .gz too, as SRILM's "
+        "`ngram -write-lm`; -text is then optional.")
 @option("write-bin-lm", metavar="FILE", default=None,
-        help="Write the n-gram model (after -order) as a binary nplm model, which opens in milliseconds "
+        help="Write the n-gram model (after -order; with -mix-lm the merged model) as a binary nplm model, which opens in milliseconds "
         "(memory-mapped tables) wherever a model is read; -text is then optional.")
 @_mix_options
 def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, main_weight, bayes, oov_estimate,
@@ -100,8 +106,6 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
     for path in (counts, classes):
         if path is not None:
             check_readable(path)
-    if bayes not in (None, 0):
-        raise NplmError("-bayes: only 0 (exact interpolation) is supported")
     if map_unk is not None and is_container(lm):
         raise NplmError(f"{lm}: -map-unk renames an ARPA model's unknown word only")
     model = load(lm, allow_paths, unk=map_unk)
@@ -113,8 +117,30 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
         raise NplmError(f"{lm}: -limit-vocab, -renorm and -prune* apply to back-off n-gram models (ARPA) only")
     if limit_vocab != (vocab is not None):
         raise NplmError("-limit-vocab and -vocab go together (the words to keep)")
+    kept = Vocabulary.read(vocab).words if limit_vocab else None
     if limit_vocab:
-        model = model.limited_to(Vocabulary.read(vocab).words)
+        model = model.limited_to(kept)
+    extra = [(more[f"mix_lm{i}"], more[f"mix_lambda{i}"]) for i in range(2, MAX_MIX + 1) if more[f"mix_lm{i}"]]
+    if extra and mix_lm is None:
+        raise NplmError("-mix-lm2 and the like need -mix-lm")
+    names, merged = [lm], False
+    if mix_lm is not None:
+        names += [mix_lm] + [name for name, _ in extra]
+        weights = [main_weight, 1.0 - main_weight] + [w for _, w in extra]
+        for w in weights[2:]:  # ngram.cc's order of subtraction
+            weights[1] -= w
+        if weights[1] < -1e-9:
+            raise NplmError("-lambda and -mix-lambdaN add up to more than 1")
+        weights = [max(w, 0.0) for w in weights]
+        components = [model] + [load(name, allow_paths) for name in names[1:]]
+        merged = bayes is None and classes is None and all(isinstance(m, BackoffModel) for m in components)
+        if merged:  # SRILM's static mixture: each model read with -order and -limit-vocab, then merged
+            from nplmtk.ngram.merge import merge_backoff
+            if order is not None:
+                components = [m.truncated(order) for m in components]
+            if limit_vocab:
+                components = components[:1] + [m.limited_to(kept) for m in components[1:]]
+            model = merge_backoff(components, weights, kept or ())
     # what only some options need is imported where they are given: plain scoring starts faster
     if renorm or prune or prune_lowprobs:
         from nplmtk.ngram.estimate import prune as prune_model, prune_low_probs, renormalise
@@ -129,22 +155,16 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
             raise NplmError(f"{lm}: -classes goes with a back-off n-gram model over classes (ARPA)")
         from nplmtk.ngram.classes import ClassNgramModel, WordClasses
         model = ClassNgramModel(model, WordClasses.read(classes))
-    extra = [(more[f"mix_lm{i}"], more[f"mix_lambda{i}"]) for i in range(2, MAX_MIX + 1) if more[f"mix_lm{i}"]]
-    if extra and mix_lm is None:
-        raise NplmError("-mix-lm2 and the like need -mix-lm")
-    if mix_lm is not None:
-        names = [lm, mix_lm] + [name for name, _ in extra]
-        weights = [main_weight, 1 - main_weight - sum(w for _, w in extra)] + [w for _, w in extra]
-        if weights[1] < -1e-9:
-            raise NplmError("-lambda and -mix-lambdaN add up to more than 1")
-        components = [model] + [load(name, allow_paths) for name in names[1:]]
+    if mix_lm is not None and not merged:
         from nplmtk.mixture import Mixture
-        model = Mixture(components, [max(w, 0.0) for w in weights], names)
+        model = Mixture([model] + components[1:], weights, names)
     for flag, path, write in (("-write-lm", write_lm, write_arpa), ("-write-bin-lm", write_bin_lm, write_binary)):
         if path is not None:
-            if mix_lm is not None:  # the mixture, not -lm alone, is what would be written
-                raise NplmError(f"{flag}: the mixture of {' and '.join(names)} cannot be written as one model: nplm "
-                                "does not merge a mixture into one back-off model (nplm mix -write keeps the mixture)")
+            if mix_lm is not None and not merged:  # the mixture, not -lm alone, is what would be written
+                why = "-bayes 0 keeps it dynamic" if bayes is not None else \
+                    "only back-off n-gram models (ARPA or binary, without -classes) merge into one"
+                raise NplmError(f"{flag}: the mixture of {' and '.join(names)} cannot be written as one back-off "
+                                f"model: {why} (nplm mix -write keeps a mixture)")
             if not isinstance(model, BackoffModel):
                 raise NplmError(f"{lm}: {flag} writes back-off n-gram models only")
             write(model, path)
