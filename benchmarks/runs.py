@@ -63,8 +63,8 @@ class Run:
                 + ("" if self.bias else ", no biases"))
 
     def shape_options(self):
-        return (_flags(("-arch", self.arch), ("-order", self.order)) + ["-m", str(self.features), "-h",
-                                                                          str(self.hidden)]
+        hidden = [] if self.arch == "lbl" else ["-h", str(self.hidden)]  # Model 0 has no hidden layer
+        return (_flags(("-arch", self.arch), ("-order", self.order)) + ["-m", str(self.features)] + hidden
                 + (["-direct"] if self.direct else []) + ([] if self.bias else ["-no-bias"]))
 
     def training_options(self):
@@ -128,7 +128,7 @@ def _lbl_training(number, hidden):
     gating = ("-lr", "1e-3", "-block-lr", "A=1e-1,B=1e-5", "-momentum", {100: "0.9", 200: "0.8", 500: "0.5"}[hidden],
               "-block-momentum", "C=0.5")
     if number == 2:
-        return common + ("-lr", "0") + _LBL_S
+        return common + ("-block-lr", "C=0,d=0,b=0,A=0,a=0") + _LBL_S  # -lr must be above 0
     return common + gating + (_LBL_S if number == 3 else ())
 
 
