@@ -148,3 +148,14 @@ def test_written_lattices_read_back_as_they_were(tmp_path):
             assert all(getattr(old, name) == getattr(new, name) for name in old.__slots__ if name != "line")
     assert run_nplm("lattice-tool", "-read-htk", "-in-lattice", paths[0], "-write-htk")[::2] == \
         (2, "nplm: -write-htk needs -out-lattice-dir\n")
+
+
+def test_word_errors_count_substitutions_deletions_and_insertions():
+    from nplmtk.lattice.wer import word_error_rate, word_errors
+    assert word_errors("a b c".split(), "a b c".split()) == 0
+    assert word_errors("a b c".split(), "a x c".split()) == 1
+    assert word_errors("a b c".split(), "a c".split()) == 1
+    assert word_errors("a b c".split(), "a b b c".split()) == 1
+    assert word_errors("a b c".split(), []) == 3 and word_errors([], "a b".split()) == 2
+    assert word_errors("the cat sat".split(), "cat sat down".split()) == 2
+    assert word_error_rate([["a", "b"], ["c", "d"]], [["a"], ["c", "d", "e"]]) == (0.5, 2, 4)
