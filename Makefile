@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 BROWN  ?= ../shared/data/brown
 
 .PHONY: install bytecode demo test wheel-check fuzz bench bench-vs outputs-vs clean brown-mlp9 brown-mlp1 brown-is brown-lbl brown-lbl-outputs brown-survey brown-lstm brown-fast \
-	brown-energy brown-energy-exact
+	brown-energy brown-energy-exact brown-lattices
 
 install: $(STAMP)
 
@@ -90,6 +90,16 @@ outputs-vs: install
 # on all of Brown train (about 5 hours).
 brown-mlp9 brown-mlp1 brown-is brown-lbl brown-lbl-outputs brown-survey brown-lstm brown-fast brown-energy brown-energy-exact: install
 	$(BIN)/python benchmarks/runs.py $@ --brown $(BROWN) --nplm $(BIN)/nplm
+
+# Lattice decoding on Brown (issue 37, benchmarks/lattices.py): lattices for the first
+# LATTICES=500 sentences of Brown test by benchmarks/make_lattices.py's noise process, KN3
+# and KN5 of Brown train, the 1-best of nplm lattice-tool (no -lm, KN3, KN5) and KN5's
+# 100-best oracle, word error rates against the true sentences, and SRILM's lattice-tool on
+# the same commands when SRILM_BIN holds it (outputs compared, both timed); writes its
+# section of BENCHMARKS.md (about 2 min on 2 cores).
+LATTICES ?= 500
+brown-lattices: install
+	$(BIN)/python benchmarks/lattices.py --brown $(BROWN) --nplm $(BIN)/nplm --first $(LATTICES) --out BENCHMARKS.md
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info demo/out bench/out nplmtk/_ext/*.so cython_ext/*.c
