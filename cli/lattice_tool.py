@@ -77,6 +77,26 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, unk, vocab, htk_lm
                 cache[key] = float(model.score_rows([row])[0])
         return cache[key]
 
+    def prefetch(word, contexts):
+        # the contexts not yet cached whose words the model knows, scored in one call per length
+        index = model.vocab.index
+        if word not in index:
+            return
+        rows, last = {}, index[word]
+        for context in contexts:
+            key = (word, context)
+            if key in cache:
+                continue
+            try:
+                row = [index[w] for w in reversed(context)]
+            except KeyError:  # a word unknown to the model: word_logprob's own way
+                continue
+            row.append(last)
+            rows.setdefault(len(context), {})[key] = row
+        for batch in rows.values():
+            for key, score in zip(batch, model.score_rows(list(batch.values())).tolist()):
+                cache[key] = float(score)
+
     scales, failed = Scales(htk_acscale, htk_lmscale, htk_wdpenalty), False
     for path in paths:
         try:
@@ -85,7 +105,7 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, unk, vocab, htk_lm
             if viterbi_decode or nbest_decode:
                 check_scales(lattice, settings, bool(nbest_decode) or model is not None)
                 nodes, finals = viterbi(lattice, settings, word_of, word_logprob, order, nbest=bool(nbest_decode),
-                                        use_lm=model is not None)
+                                        use_lm=model is not None, prefetch=prefetch if model is not None else None)
             if viterbi_decode:
                 words = best_words(nodes, finals)
                 click.echo(lattice.name + (" " + " ".join(words) if words else ""))

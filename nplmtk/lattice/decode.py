@@ -13,6 +13,7 @@ survives, and every merged path is kept as a link back for the N-best search (A*
 first, one hypothesis per word string)."""
 import heapq
 import math
+import struct
 
 import numpy as np
 
@@ -25,10 +26,17 @@ BOS, EOS = "<s>", "</s>"
 NO_THRESHOLD = -1e30
 
 
-def f32(x):
+_FLOAT32 = struct.Struct("f")
+
+
+def f32(x, pack=_FLOAT32.pack, unpack=_FLOAT32.unpack):
     """x rounded to float32 (SRILM's LogP): one rounding of a double result is the float
-    operation's result for + - * /."""
-    return float(np.float32(x))
+    operation's result for + - * /. (struct's C cast, as numpy's; numpy past the float32
+    range, where struct refuses to round to infinity.)"""
+    try:
+        return unpack(pack(x))[0]
+    except OverflowError:
+        return float(np.float32(x))
 
 
 def htk_score(value, base):
@@ -119,8 +127,10 @@ class State:
         self.preds, self.seen = [], {}
 
 
-def viterbi(lattice, scales, word_of, word_logprob, order, nbest=False, use_lm=True):
-    """The states at the end node, best first (SRILM's Lattice::decode)."""
+def viterbi(lattice, scales, word_of, word_logprob, order, nbest=False, use_lm=True, prefetch=None):
+    """The states at the end node, best first (SRILM's Lattice::decode). `prefetch(word,
+    contexts)`, when given, is told each word node's contexts before `word_logprob` is
+    asked them one by one (so that it can score them in one batch)."""
     nodes, order_of_nodes, start, end = srilm_graph(lattice, scales, word_of)
     lmscale = f32(scales["lmscale"]) if use_lm else 1.0
     context_len = max(order, 1) if use_lm else 1
@@ -130,6 +140,8 @@ def viterbi(lattice, scales, word_of, word_logprob, order, nbest=False, use_lm=T
         node = nodes[n]
         old = f32(node.language * lmscale) if use_lm and node.language is not None else 0.0
         here = {}
+        if prefetch is not None and use_lm and node.word is not None:
+            prefetch(node.word, [path.context for source, _ in node.incoming for path in states.get(source, ())])
         for source, weight in node.incoming:
             for path in states.get(source, ()):
                 prob = f32(f32(path.prob + weight) - old)
