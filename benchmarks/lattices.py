@@ -7,7 +7,11 @@ acoustic scores alone), with KN3 and with KN5, and SRILM's lattice-tool on the s
 commands when present (--lattice-tool, or $SRILM_BIN/lattice-tool), their outputs
 compared byte for byte and both timed (the whole process, median of --repeats runs); the
 word error rate of each 1-best against the true sentences, and of the N-best oracle (the
-best of KN5's -nbest-decode 100 hypotheses of each lattice).
+best of KN5's -nbest-decode 100 hypotheses of each lattice); then KN5's 100-best lists
+rescored exactly by `nplm rescore -nbest-files` (lmscale 8, word penalty 0, the lattices'
+scales) with KN5 itself (a check of the scales: it must give KN5's 1-best), with the LSTM
+of `make brown-fast` (runs/lstm-fast.nplm, trained first when missing) and with the LSTM
+and KN5 mixed 0.5/0.5 (`nplm mix -lambda 0.5`).
 """
 import argparse
 import gzip
@@ -22,12 +26,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from run import checkout_commit, stamp, write_sections  # noqa: E402
-from runs import VOCAB_MIN_COUNT  # noqa: E402
+from runs import RUNS, VOCAB_MIN_COUNT  # noqa: E402
 
 from nplmtk.lattice.wer import word_error_rate, word_errors  # noqa: E402
 
 HEADING = "## Lattice decoding on Brown (issue 37)"
 NBEST = 100
+LMSCALE, WDPENALTY = 8, 0  # the lattices' scales (nplmtk/lattice/noise.py)
+LSTM = RUNS["lstm-fast"]
 
 
 def timed(args, repeats):
@@ -79,6 +85,9 @@ def main():
     parser.add_argument("--first", type=int, default=500, help="lattices for the first N sentences of Brown test")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of each decoding (the median)")
+    parser.add_argument("--rescore-repeats", type=int, default=1, help="timed runs of each N-best rescoring")
+    parser.add_argument("--lstm", default=LSTM.model_path,
+                        help="the LSTM for rescoring (default: make brown-fast's, trained when missing)")
     parser.add_argument("--work", default=os.path.join("bench", "out", "lattices"))
     parser.add_argument("--out", default="BENCHMARKS.md")
     args = parser.parse_args()
@@ -160,6 +169,36 @@ def main():
     rows.append((f"KN5 N-best oracle (best of `-nbest-decode {NBEST}`)", rate, errors, words, ours_seconds,
                  theirs_seconds, same))
 
+    trained = ""
+    if not os.path.exists(args.lstm):
+        if args.lstm != LSTM.model_path:
+            sys.exit(f"lattices: {args.lstm}: no such file")
+        print(f"lattices: training {LSTM.model_path} (make brown-fast) ...", file=sys.stderr)
+        start = time.perf_counter()
+        subprocess.run([sys.executable, os.path.join(HERE, "runs.py"), LSTM.make_target, "--brown", args.brown,
+                        "--nplm", args.nplm], check=True)
+        trained = f" (trained by this run in {(time.perf_counter() - start) / 60:.1f} min)"
+    lstm = os.path.join(work, "lstm.nplm")  # a mixture's components lie in its folder
+    shutil.copyfile(args.lstm, lstm)
+    mixture = os.path.join(work, "lstm-kn5.mix")
+    subprocess.run([args.nplm, "mix", "-lm", lstm, "-lm", models[5], "-lambda", "0.5", "-text",
+                    os.path.join(args.brown, "valid.txt"), "-write", mixture], check=True, stdout=subprocess.DEVNULL)
+    nbest_list = os.path.join(work, "nbest-list")
+    with open(nbest_list, "w") as f:
+        f.writelines(os.path.join(ours_dir, name + ".gz") + "\n" for name in names)
+    rescored = {}
+    for label, model in (("KN5", models[5]), ("LSTM", lstm), ("LSTM + KN5", mixture)):
+        print(f"lattices: rescoring by {label} ...", file=sys.stderr)
+        seconds, out = timed([args.nplm, "rescore", "-lm", model, "-nbest-files", nbest_list, "-lm-weight",
+                              str(LMSCALE), "-word-penalty", str(WDPENALTY), "-best"], args.rescore_repeats)
+        best = one_best(out)
+        best = {name[:-len(".gz")] if name.endswith(".gz") else name: words for name, words in best.items()}
+        rescored[label] = best
+        rate, errors, words = word_error_rate(refs, [mapped(best[name]) for name in names])
+        rows.append((f"KN5 {NBEST}-best rescored by {label}", rate, errors, words, seconds, None, None))
+    kn5_best = one_best(timed([args.nplm, *read, "-lm", models[5], "-order", "5", "-unk", "-viterbi-decode"], 1)[1])
+    agree = sum(rescored["KN5"][name] == kn5_best[name] for name in names)
+
     srilm = "SRILM 1.7.3's lattice-tool built from BitSpeech/SRILM" if tool else "SRILM's lattice-tool absent"
     load = os.getloadavg()[0]
     body = [HEADING, "", stamp(checkout_commit() or "unknown")[:-2]
@@ -187,12 +226,28 @@ def main():
             f"`-unk` ({oov:.1%} of the reference words; the acoustic-only path is mapped the same way). The oracle: "
             f"for each lattice the hypothesis of KN5's {NBEST} best with the fewest errors. Time: the whole process "
             f"(reading the model included), median of {args.repeats} runs, divided by the {count} lattices.", "",
+            f"The rescored rows: KN5's {NBEST}-best lists above re-ranked exactly, each hypothesis by its acoustic "
+            f"score from the list plus {LMSCALE} times the new model's log10 probability of its words (with `</s>`) "
+            f"plus {WDPENALTY} per word, the lattices' scales:", "",
+            f"    nplm rescore -lm MODEL -nbest-files nbest-list -lm-weight {LMSCALE} -word-penalty {WDPENALTY} -best",
+            "    nplm mix -lm lstm.nplm -lm kn5.arpa -lambda 0.5 -text valid.txt -write lstm-kn5.mix", "",
+            f"MODEL: kn5.arpa (a check of the scales: its best hypothesis is KN5's Viterbi 1-best for {agree} of the "
+            f"{count} lattices); " + (f"the LSTM of `make brown-fast` ({LSTM.name} in benchmarks/runs.py: "
+                                      f"{LSTM.architecture}, `{' '.join(LSTM.options())}`, Brown train{trained})"
+                                      if args.lstm == LSTM.model_path else f"the LSTM {args.lstm}") + "; "
+            "and the two interpolated word by word with weights 0.5 and 0.5. Their time: the whole `nplm rescore` "
+            f"process over the {count} lists (reading the model included; the N-best decoding not counted), "
+            f"median of {args.rescore_repeats} run{'s' if args.rescore_repeats > 1 else ''}, divided by the "
+            f"{count} lattices (the lattice-tool column is empty: SRILM rescores N-best lists with `ngram -nbest`, "
+            "n-gram models only).", "",
             "| model | WER (errors / words) | nplm per lattice | lattice-tool per lattice | identical output |",
             "| --- | --- | --- | --- | --- |"]
     for label, rate, errors, words, ours_seconds, theirs_seconds, same in rows:
+        rescoring = "rescored by" in label
         body.append(f"| {label} | {rate:.2%} ({errors:,} / {words:,}) | {ours_seconds / count * 1000:.2f} ms | "
-                    + (f"{theirs_seconds / count * 1000:.2f} ms" if theirs_seconds is not None else "not run")
-                    + f" | {same or 'not compared'} |")
+                    + (f"{theirs_seconds / count * 1000:.2f} ms" if theirs_seconds is not None
+                       else "—" if rescoring else "not run")
+                    + f" | {'—' if rescoring else same or 'not compared'} |")
     body += ["", "The fixed cost (reading the model and one lattice): the same commands on the first lattice alone "
              "take " + "; ".join(f"{label} {ours:.2f} s (nplm), " + (f"{theirs:.2f} s (lattice-tool)" if theirs else "")
                                  for label, ours, theirs in fixed) + "."]

@@ -1,6 +1,7 @@
 """Using models after `ppl` (issue 19): sampling sentences (`nplm generate`) and the
 KenLM-like Python API (`nplmtk.load`, `score`, `full_scores`, `perplexity`), for n-grams
 and networks, and the README's example run as written."""
+import gzip
 import math
 import re
 from collections import Counter
@@ -216,6 +217,36 @@ def test_rescoring_ranks_the_reference_first_and_reports_srilm_lines(toy, tmp_pa
     (tmp_path / "bad").write_text("0 0 3 a b\n")
     assert_one_line_error(*run_nplm("rescore", "-lm", model, "-nbest", tmp_path / "bad")[::2],
                           "bad:1: not an N-best hypothesis")
+
+
+def test_rescoring_many_lists_reads_the_model_once_and_names_each_best(toy, tmp_path):
+    """-nbest-files: every list of FILELIST (gzipped ones too), one `NAME words` line each
+    with -best, the re-ranked lists written under their names with -write-nbest-dir."""
+    folder, vocab, kn3 = toy
+    model = tmp_path / "kn3.arpa"
+    assert run_nplm("ngram-count", "-text", folder / "train.txt", "-order", 3, "-lm", model)[0] == 0
+    sentences = [line for line in (folder / "train.txt").read_text().splitlines() if len(line.split()) >= 4][:2]
+    files = []
+    for k, reference in enumerate(sentences):
+        words = reference.split()
+        wrong = " ".join([words[1], words[0]] + words[2:])
+        text = f"0 0 {len(words)} {wrong}\n0 0 {len(words)} <s> {reference} </s>\n"
+        path = tmp_path / (f"u{k}.gz" if k else f"u{k}")
+        if k:
+            with gzip.open(path, "wt") as f:
+                f.write(text)
+        else:
+            path.write_text(text)
+        files.append(path)
+    (tmp_path / "lists").write_text("".join(f"{p}\n" for p in files))
+    status, out, err = run_nplm("rescore", "-lm", model, "-nbest-files", tmp_path / "lists", "-best",
+                                "-write-nbest-dir", tmp_path / "out")
+    assert status == 0, err
+    assert out.splitlines() == [f"u{k} {reference}" for k, reference in enumerate(sentences)]
+    with gzip.open(tmp_path / "out" / "u1.gz", "rt") as f:
+        assert f.readline().split()[3:] == sentences[1].split()
+    assert (tmp_path / "out" / "u0").read_text().splitlines()[0].split()[3:] == sentences[0].split()
+    assert_one_line_error(*run_nplm("rescore", "-lm", model)[::2], "give one of -nbest and -nbest-files")
 
 
 @pytest.mark.parametrize("shape", [dict(arch="lstm", layers=2, peephole=True), dict(arch="rnn", layers=1),
