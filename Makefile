@@ -94,9 +94,11 @@ brown-mlp9 brown-mlp1 brown-is brown-lbl brown-lbl-outputs brown-survey brown-ls
 # Lattice decoding on Brown (issue 37, benchmarks/lattices.py): lattices for the first
 # LATTICES=500 sentences of Brown test by benchmarks/make_lattices.py's noise process, KN3
 # and KN5 of Brown train, the 1-best of nplm lattice-tool (no -lm, KN3, KN5) and KN5's
-# 100-best oracle, word error rates against the true sentences, and SRILM's lattice-tool on
-# the same commands when SRILM_BIN holds it (outputs compared, both timed); writes its
-# section of BENCHMARKS.md (about 2 min on 2 cores, most of it nplm decoding with KN5).
+# 100-best oracle, KN5's 100-best lists rescored by nplm rescore with KN5, the brown-fast
+# LSTM (runs/lstm-fast.nplm, trained first when missing: about 4 min) and the two mixed,
+# word error rates against the true sentences, and SRILM's lattice-tool on the same
+# commands when SRILM_BIN holds it (outputs compared, both timed); writes its section of
+# BENCHMARKS.md (about 3 min on 2 cores with the LSTM trained, most of it decoding with KN5).
 LATTICES ?= 500
 brown-lattices: install
 	$(BIN)/python benchmarks/lattices.py --brown $(BROWN) --nplm $(BIN)/nplm --first $(LATTICES) --out BENCHMARKS.md
