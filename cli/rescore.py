@@ -4,6 +4,7 @@ import os
 
 import click
 
+from nplmtk.errors import NplmError
 from nplmtk.io import check_readable, check_writable, open_output, read_lines
 from nplmtk.models import load
 from nplmtk.rescore import read_nbest, rescore
@@ -42,12 +43,17 @@ def command(lm, nbest, nbest_files, write_nbest_dir, lm_weight, word_penalty, re
         raise click.UsageError("give one of -nbest and -nbest-files")
     if write_nbest_dir is not None and nbest_files is None:
         raise click.UsageError("-write-nbest-dir goes with -nbest-files")
+    if nbest_files is not None:
+        check_readable(nbest_files)
     paths = [nbest] if nbest is not None else [line.strip() for line in read_lines(nbest_files) if line.strip()]
     for path in paths:
         check_readable(path)
     check_writable(rescore_output)
     if write_nbest_dir is not None:
-        os.makedirs(write_nbest_dir, exist_ok=True)
+        try:
+            os.makedirs(write_nbest_dir, exist_ok=True)
+        except OSError as err:
+            raise NplmError(f"cannot create the folder ({err.strerror})", path=write_nbest_dir) from None
     model = load(lm, allow_paths)
     with open_output(rescore_output) as out:
         for path in paths:
