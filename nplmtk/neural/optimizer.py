@@ -90,16 +90,19 @@ def walk(steps, count):
 
 
 class Optimizer:
-    """Built from a TrainingConfig; `lr_scale` (eps0's halvings) is the state a checkpoint
-    keeps (the trainer's state["lr_scale"])."""
+    """Built from a TrainingConfig. Its one piece of state, `lr_scale` (eps0's halvings), is
+    `state["lr_scale"]`: the trainer's state dict when given, which checkpoints keep."""
 
-    def __init__(self, model, config):
+    def __init__(self, model, config, state=None):
         self.model, self.config = model, config
-        self.lr_scale = 1.0
+        self.state = {"lr_scale": 1.0} if state is None else state
+        self.adam = Adam() if config.optimizer == "adam" else None
+        # the gradient's cap applies to the architectures that declare -clip
+        self.clip = config.clip if any(option.name == "clip" for option in model.OPTIONS) else 0.0
 
-    @classmethod
-    def from_config(cls, model, config):
-        return cls(model, config)
+    @property
+    def lr_scale(self):
+        return self.state["lr_scale"]
 
     def check(self):
         """Refuse settings no update can take (before any input is read)."""
@@ -146,7 +149,7 @@ class Optimizer:
         return float(learning_rates(self.initial_rate(), self.config.lr_decay, updates))
 
     def halve(self):
-        self.lr_scale /= 2
+        self.state["lr_scale"] /= 2
 
     def steps(self, examples, first_update=0, stride=1, sampling=None):
         """The Steps of a chunk of `examples` whose updates are t = first_update + stride * u
@@ -160,9 +163,7 @@ class Optimizer:
             return sgd_steps(per_update, rates, None, dense_keep, momentum, sampling)
         rates, row_keep, dense_keep = update_schedule(examples, per_update, self.initial_rate(), cfg.lr_decay,
                                                       cfg.weight_decay, period, first_update, stride=stride)
-        adam = Adam() if cfg.optimizer == "adam" else None
-        clips = any(option.name == "clip" for option in model.OPTIONS)  # the architectures that declare it
-        return sgd_steps(per_update, rates, row_keep, dense_keep, None, sampling, adam, cfg.clip if clips else 0.0)
+        return sgd_steps(per_update, rates, row_keep, dense_keep, None, sampling, self.adam, self.clip)
 
 
 def learning_rates(lr0, lr_decay, updates):

@@ -115,7 +115,7 @@ class Trainer:
         self.resumed_from = None  # the checkpoint's path, when resumed
         self.networks = []
         self.saved_carried = {}
-        self.optimizer = Optimizer(model, config)
+        self.optimizer = Optimizer(model, config, self.state)
         self._refuse_impossible_settings()
         self.workers = config.threads // model.threads_per_worker(config)
         model.check_training_buffers(config, 1 if comm is not None and config.mpi == "param" else self.workers)
@@ -157,7 +157,6 @@ class Trainer:
     def save_checkpoint(self):
         if not self.config.checkpoint_dir or not self.writer:
             return
-        self.state["lr_scale"] = self.optimizer.lr_scale  # the key older checkpoints have
         arrays = dict(self.model.params)
         for worker, network in enumerate(self.networks):  # momentum's or the streams' state, to resume exactly
             arrays.update({f"worker.{worker}.{k}": v for k, v in self._carried(network).items()})
@@ -173,8 +172,7 @@ class Trainer:
             raise InputError(f"not a training checkpoint (kind '{saved.kind}')", path=path)
         trainer = cls(checkpoint_model(saved, best=False), config, comm)
         trainer.resumed_from = path
-        trainer.state = {**trainer.state, **saved.meta["trainer"]}  # keys newer than the checkpoint: defaults
-        trainer.optimizer.lr_scale = trainer.state["lr_scale"]
+        trainer.state.update(saved.meta["trainer"])  # keys newer than the checkpoint keep their defaults
         best = {k[5:]: np.array(v) for k, v in saved.arrays.items() if k.startswith("best.")}
         trainer.best = best or None
         trainer.saved_carried = {k[len("worker."):]: v for k, v in saved.arrays.items() if k.startswith("worker.")}
@@ -370,7 +368,6 @@ class Trainer:
             for name, array in self.best.items():
                 self.model.params[name][...] = array
             self.optimizer.halve()
-            state["lr_scale"] = self.optimizer.lr_scale
             record["lr_halved_to"] = self.optimizer.initial_rate()
         return stop
 
