@@ -8,9 +8,9 @@ import click
 
 from nplmtk.errors import NplmError
 from nplmtk.io import check_readable, open_output, read_lines
-from nplmtk.lattice.decode import Scales, best_words, hypothesis_line, nbest_paths, sentence_logprobs, viterbi
-from nplmtk.lattice.decode import BOS, EOS, check_scales, f32
 from nplmtk.lattice import htk
+from nplmtk.lattice.decode import Scales, best_words, check_scales, nbest_lines, viterbi
+from nplmtk.lattice.scores import BackoffScores
 
 from .options import Integer, Real, example, flag, option, spell
 
@@ -48,54 +48,20 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, unk, vocab, htk_lm
     if in_lattice_list:
         check_readable(in_lattice_list)
         paths += [line.strip() for line in read_lines(in_lattice_list) if line.strip()]
-    model, known = None, set()
+    scores = None
     if lm:
         from nplmtk.models import load
         from nplmtk.ngram.backoff import BackoffModel
         model = load(lm)
         if not isinstance(model, BackoffModel):  # the network's history approximation is not built yet
             raise NplmError("-lm: lattices are rescored with back-off n-gram models only, so far", path=lm)
-        model = model.truncated(order)
-        known = set(model.vocab.index)
-    if vocab:
-        known |= {line.strip() for line in read_lines(vocab) if line.strip()}
-    unk_word = model.vocab.unk_word if model else "<unk>"
+        scores = BackoffScores(model.truncated(order))
+    known = {line.strip() for line in read_lines(vocab) if line.strip()} if vocab else set()
+    known |= set(scores.index) if scores else set()
+    unk_word = scores.model.vocab.unk_word if scores else "<unk>"
 
     def word_of(word):
         return word if not unk or word in known else unk_word
-
-    cache = {}
-
-    def word_logprob(word, context):
-        key = (word, context)
-        if key not in cache:
-            index = model.vocab.index
-            if word not in index or any(w not in index for w in context):
-                cache[key] = -float("inf") if word not in index else _backoff(model, word, context)
-            else:
-                row = [index[w] for w in reversed(context)] + [index[word]]
-                cache[key] = float(model.score_rows([row])[0])
-        return cache[key]
-
-    def prefetch(word, contexts):
-        # the contexts not yet cached whose words the model knows, scored in one call per length
-        index = model.vocab.index
-        if word not in index:
-            return
-        rows, last = {}, index[word]
-        for context in contexts:
-            key = (word, context)
-            if key in cache:
-                continue
-            try:
-                row = [index[w] for w in reversed(context)]
-            except KeyError:  # a word unknown to the model: word_logprob's own way
-                continue
-            row.append(last)
-            rows.setdefault(len(context), {})[key] = row
-        for batch in rows.values():
-            for key, score in zip(batch, model.score_rows(list(batch.values())).tolist()):
-                cache[key] = float(score)
 
     scales, failed = Scales(htk_acscale, htk_lmscale, htk_wdpenalty), False
     for path in paths:
@@ -103,14 +69,17 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, unk, vocab, htk_lm
             lattice = htk.read_htk(path)
             settings = scales.of(lattice)
             if viterbi_decode or nbest_decode:
-                check_scales(lattice, settings, bool(nbest_decode) or model is not None)
-                nodes, finals = viterbi(lattice, settings, word_of, word_logprob, order, nbest=bool(nbest_decode),
-                                        use_lm=model is not None, prefetch=prefetch if model is not None else None)
+                check_scales(lattice, settings, bool(nbest_decode) or scores is not None)
+                nodes, finals = viterbi(lattice, settings, word_of, scores and scores.logprob, order,
+                                        nbest=bool(nbest_decode), use_lm=scores is not None,
+                                        prefetch=scores and scores.prefetch)
             if viterbi_decode:
                 words = best_words(nodes, finals)
                 click.echo(lattice.name + (" " + " ".join(words) if words else ""))
             if nbest_decode:
-                write_nbest(os.path.join(out_nbest_dir, lattice.name + ".gz"), nodes, finals, nbest_decode, model)
+                with open_output(os.path.join(out_nbest_dir, lattice.name + ".gz")) as out:
+                    out.writelines(line + "\n" for line in nbest_lines(nodes, finals, nbest_decode,
+                                                                      scores and scores.model))
             if write_htk:
                 with open_output(os.path.join(out_lattice_dir, lattice.name + ".lat.gz")) as out:
                     htk.write_htk(lattice, out)
@@ -121,33 +90,3 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, unk, vocab, htk_lm
         sys.stdout.flush()
         sys.exit(2)
 
-
-def _backoff(model, word, context):
-    """log10 p(word | context) where a context word is unknown to the model: the context
-    ends before it (SRILM's back-off never matches an n-gram through it)."""
-    index, kept = model.vocab.index, []
-    for w in context:
-        if w not in index:
-            break
-        kept.append(index[w])
-    return float(model.score_rows([kept[::-1] + [index[word]]])[0])
-
-
-def write_nbest(path, nodes, finals, count, model):
-    paths = nbest_paths(nodes, finals, count)
-    sentences = [[nodes[s.node].word for s in p if nodes[s.node].word not in (None, BOS, EOS)] for p in paths]
-    if model is not None:
-        languages = sentence_logprobs(model, sentences)
-    else:
-        languages = [sum_language(nodes, p) for p in paths]
-    with open_output(path) as out:
-        for p, language in zip(paths, languages):
-            out.write(hypothesis_line(nodes, p, language) + "\n")
-
-
-def sum_language(nodes, path):
-    total = 0.0
-    for state in path:
-        if nodes[state.node].language is not None:
-            total = f32(total + nodes[state.node].language)
-    return total

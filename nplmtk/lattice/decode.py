@@ -254,3 +254,23 @@ def sentence_logprobs(model, sentences):
 def check_scales(lattice, scales, nbest):
     if nbest and not scales["lmscale"] > 0:
         raise InputError("lmscale not given (or not above 0): the N-best search needs it", path=lattice.path)
+
+
+def nbest_lines(nodes, finals, count, model=None):
+    """The `count` best paths as SRILM's N-best lines, their language scores the model's
+    log10 p of each sentence, or without a model the lattice's own, summed in float32."""
+    paths = nbest_paths(nodes, finals, count)
+    if model is not None:
+        sentences = [[nodes[s.node].word for s in p if nodes[s.node].word not in (None, BOS, EOS)] for p in paths]
+        languages = sentence_logprobs(model, sentences)
+    else:
+        languages = [_lattice_language(nodes, p) for p in paths]
+    return [hypothesis_line(nodes, p, language) for p, language in zip(paths, languages)]
+
+
+def _lattice_language(nodes, path):
+    total = 0.0
+    for state in path:
+        if nodes[state.node].language is not None:
+            total = f32(total + nodes[state.node].language)
+    return total

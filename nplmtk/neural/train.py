@@ -26,7 +26,7 @@ from .._ext.checksum_kernels import xxh64
 from ..errors import InputError, NplmWarning, ParameterError
 from ..io import open_output
 from ..lm import perplexity_of
-from ..models import ARCHITECTURES, CHECKPOINT_KIND, checkpoint_model
+from ..models import CHECKPOINT_KIND, checkpoint_model
 from .blas import blas_threads
 from .declarations import CRITERIA, MPI_MODES, OPTIMIZERS
 from .optimizer import Draws, Optimizer
