@@ -1,6 +1,7 @@
 """nplm lattice-tool: decode HTK lattices with a language model as SRILM's lattice-tool
-(its option names): the 1-best (-viterbi-decode) and the N-best (-nbest-decode N
--out-nbest-dir DIR, SRILM's N-best format, which `nplm rescore` reads)."""
+(its option names): the 1-best (-viterbi-decode), the words of least expected error
+(-posterior-decode) and the N-best (-nbest-decode N -out-nbest-dir DIR, SRILM's N-best
+format, which `nplm rescore` reads)."""
 import os
 import sys
 
@@ -9,7 +10,8 @@ import click
 from nplmtk.errors import NplmError
 from nplmtk.io import check_readable, open_output, read_lines
 from nplmtk.lattice import htk
-from nplmtk.lattice.decode import Scales, best_words, check_scales, nbest_lines, viterbi
+from nplmtk.lattice.decode import Scales, best_words, check_scales, nbest_lines, srilm_graph, viterbi
+from nplmtk.lattice.posterior import posterior_words
 from nplmtk.lattice.scores import BackoffScores
 
 from .options import Integer, Real, example, flag, option, spell
@@ -29,19 +31,25 @@ from .options import Integer, Real, example, flag, option, spell
 @option("htk-acscale", type=Real(), help="Override the lattices' acscale.")
 @option("htk-wdpenalty", type=Real(), help="Override the lattices' wdpenalty (log10).")
 @flag("viterbi-decode", help="Print each lattice's best path: NAME <s> words </s>.")
+@flag("posterior-decode", help="Print each lattice's words of least expected word error (a word mesh's best): "
+      "NAME <s> words </s>.")
+@option("posterior-scale", type=Real(0, low_open=True), default=8.0,
+        help="Divide the lattice's log scores by this for posteriors.")
 @option("nbest-decode", type=Integer(0), default=0, help="Write the N best paths of each lattice.")
 @option("out-nbest-dir", metavar="DIR", help="Where -nbest-decode writes NAME.gz.")
 @flag("write-htk", help="Write the lattices in HTK format into -out-lattice-dir, as read (not yet with the "
       "model's scores).")
 @option("out-lattice-dir", metavar="DIR", help="Where -write-htk writes NAME.lat.gz.")
 def command(read_htk, in_lattice, in_lattice_list, lm, order, unk, vocab, htk_lmscale, htk_acscale,
-            htk_wdpenalty, viterbi_decode, nbest_decode, out_nbest_dir, write_htk, out_lattice_dir):
+            htk_wdpenalty, viterbi_decode, posterior_decode, posterior_scale, nbest_decode, out_nbest_dir, write_htk, out_lattice_dir):
     """Each lattice in turn (one in memory at a time); a bad lattice is one line on stderr
     naming its file and line, the others go on, and the exit status is then 2."""
     if not read_htk:
         raise NplmError("only HTK lattices are read: give -read-htk")
     if nbest_decode and not out_nbest_dir:
         raise NplmError("-nbest-decode needs -out-nbest-dir")
+    if posterior_decode and lm:  # lattice-tool aligns the lattice expanded to the model's order
+        raise NplmError("-posterior-decode decodes the lattices' own scores: not yet with -lm")
     if write_htk and not out_lattice_dir:
         raise NplmError("-write-htk needs -out-lattice-dir")
     paths = list(in_lattice)
@@ -76,6 +84,9 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, unk, vocab, htk_lm
             if viterbi_decode:
                 words = best_words(nodes, finals)
                 click.echo(lattice.name + (" " + " ".join(words) if words else ""))
+            if posterior_decode:
+                graph = srilm_graph(lattice, settings, word_of)
+                click.echo(" ".join([lattice.name] + posterior_words(*graph, posterior_scale)))
             if nbest_decode:
                 with open_output(os.path.join(out_nbest_dir, lattice.name + ".gz")) as out:
                     out.writelines(line + "\n" for line in nbest_lines(nodes, finals, nbest_decode,

@@ -115,6 +115,31 @@ def test_one_best_and_nbest_are_lattice_tools_byte_for_byte(tmp_path, reference,
             assert b.read() == a.read(), name
 
 
+@pytest.mark.parametrize("reference, options", [
+    ("posterior.txt", ()),
+    # flatter posteriors: 7 of the 12 differ from the Viterbi 1-best
+    ("posterior-s100.txt", ("-posterior-scale", 100, "-htk-acscale", 0.5)),
+])
+def test_posterior_decoding_is_lattice_tools(reference, options):
+    status, stdout, stderr = run_nplm("lattice-tool", "-read-htk", "-in-lattice-list", "list", "-posterior-decode",
+                                      *options, cwd=LATTICES)
+    assert status == 0, stderr
+    assert stdout == (LATTICES / reference).read_text()
+
+
+def test_the_word_mesh_keeps_the_posterior_mass():
+    from nplmtk.lattice import htk
+    from nplmtk.lattice.decode import Scales, srilm_graph
+    from nplmtk.lattice.posterior import DELETE, Graph, word_mesh
+    lattice = htk.read_htk(str(LATTICES / "sent00002.lat.gz"))
+    mesh = word_mesh(Graph(*srilm_graph(lattice, Scales().of(lattice), lambda w: w)), 8.0)
+    assert mesh.total == pytest.approx(1.0)
+    for column in mesh.columns:  # each column a distribution over its words and *DELETE*
+        assert sum(column.values()) == pytest.approx(1.0, abs=1e-5)
+    assert [w for w in mesh.best_words()] == (LATTICES / "posterior.txt").read_text().splitlines()[2].split()[1:]
+    assert DELETE not in mesh.best_words()
+
+
 def test_nplm_rescore_reads_the_nbest_lists(tmp_path):
     _, out = _lattice_tool(tmp_path, "-order", 3)
     hypotheses = read_nbest(str(out / "sent00001.gz"))
