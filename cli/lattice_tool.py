@@ -1,7 +1,8 @@
 """nplm lattice-tool: decode HTK lattices with a language model as SRILM's lattice-tool
 (its option names): the 1-best (-viterbi-decode), the words of least expected error
 (-posterior-decode) and the N-best (-nbest-decode N -out-nbest-dir DIR, SRILM's N-best
-format, which `nplm rescore` reads)."""
+format, which `nplm rescore` reads); -ppl scores a text by each lattice taken as a
+language model."""
 import os
 import sys
 
@@ -9,8 +10,10 @@ import click
 
 from nplmtk.errors import NplmError
 from nplmtk.io import check_readable, open_output, read_lines
+from nplmtk.vocab import sentence_tokens
 from nplmtk.lattice import htk
-from nplmtk.lattice.decode import Scales, best_words, check_scales, nbest_lines, srilm_graph, viterbi
+from nplmtk.lattice.decode import Graph, Scales, best_words, check_scales, nbest_lines, srilm_graph, viterbi
+from nplmtk.lattice.lattice_lm import text_stats
 from nplmtk.lattice.posterior import posterior_words
 from nplmtk.lattice.scores import BackoffScores
 
@@ -37,19 +40,22 @@ from .options import Integer, Real, example, flag, option, spell
         help="Divide the lattice's log scores by this for posteriors.")
 @option("nbest-decode", type=Integer(0), default=0, help="Write the N best paths of each lattice.")
 @option("out-nbest-dir", metavar="DIR", help="Where -nbest-decode writes NAME.gz.")
+@option("ppl", metavar="FILE", help="Score the sentences of FILE by each lattice taken as a language model (its best "
+        "path of their words) and print the perplexity report.")
 @flag("write-htk", help="Write the lattices in HTK format into -out-lattice-dir, as read (not yet with the "
       "model's scores).")
 @option("out-lattice-dir", metavar="DIR", help="Where -write-htk writes NAME.lat.gz.")
 def command(read_htk, in_lattice, in_lattice_list, lm, order, unk, vocab, htk_lmscale, htk_acscale,
-            htk_wdpenalty, viterbi_decode, posterior_decode, posterior_scale, nbest_decode, out_nbest_dir, write_htk, out_lattice_dir):
+            htk_wdpenalty, viterbi_decode, posterior_decode, posterior_scale, nbest_decode, out_nbest_dir, ppl, write_htk,
+            out_lattice_dir):
     """Each lattice in turn (one in memory at a time); a bad lattice is one line on stderr
     naming its file and line, the others go on, and the exit status is then 2."""
     if not read_htk:
         raise NplmError("only HTK lattices are read: give -read-htk")
     if nbest_decode and not out_nbest_dir:
         raise NplmError("-nbest-decode needs -out-nbest-dir")
-    if posterior_decode and lm:  # lattice-tool aligns the lattice expanded to the model's order
-        raise NplmError("-posterior-decode decodes the lattices' own scores: not yet with -lm")
+    if (posterior_decode or ppl) and lm:  # lattice-tool works on the lattice expanded to the model's order
+        raise NplmError("-posterior-decode and -ppl use the lattices' own scores: not yet with -lm")
     if write_htk and not out_lattice_dir:
         raise NplmError("-write-htk needs -out-lattice-dir")
     paths = list(in_lattice)
@@ -67,6 +73,10 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, unk, vocab, htk_lm
     known = {line.strip() for line in read_lines(vocab) if line.strip()} if vocab else set()
     known |= set(scores.index) if scores else set()
     unk_word = scores.model.vocab.unk_word if scores else "<unk>"
+    vocabulary = known | {"<unk>", "<s>", "</s>", "-pau-"}  # and SRILM's own words
+    if ppl:
+        check_readable(ppl)
+        sentences = [words for words in map(sentence_tokens, read_lines(ppl)) if words]
 
     def word_of(word):
         return word if not unk or word in known else unk_word
@@ -84,9 +94,12 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, unk, vocab, htk_lm
             if viterbi_decode:
                 words = best_words(nodes, finals)
                 click.echo(lattice.name + (" " + " ".join(words) if words else ""))
+            graph = Graph(*srilm_graph(lattice, settings, word_of)) if posterior_decode or ppl else None
             if posterior_decode:
-                graph = srilm_graph(lattice, settings, word_of)
-                click.echo(" ".join([lattice.name] + posterior_words(*graph, posterior_scale)))
+                click.echo(" ".join([lattice.name] + posterior_words(graph, posterior_scale)))
+            if ppl:  # the vocabulary grows by each lattice's words, as SRILM's does
+                vocabulary.update(node.word for node in graph.nodes if node.word is not None)
+                click.echo(f"file {ppl}: " + "\n".join(text_stats(graph, sentences, vocabulary).lines()))
             if nbest_decode:
                 with open_output(os.path.join(out_nbest_dir, lattice.name + ".gz")) as out:
                     out.writelines(line + "\n" for line in nbest_lines(nodes, finals, nbest_decode,

@@ -127,10 +127,23 @@ def test_posterior_decoding_is_lattice_tools(reference, options):
     assert stdout == (LATTICES / reference).read_text()
 
 
+@pytest.mark.parametrize("reference, options", [
+    # a lattice and its own sentence: the best path's score
+    ("ppl-sent00003.txt", ("-in-lattice", "sent00003.lat.gz", "-ppl", "true3.txt", "-htk-acscale", 0.5,
+                           "-htk-wdpenalty", -1)),
+    # every lattice and all 12 sentences: log 0, OOVs and zero probabilities counted as SRILM counts them
+    ("ppl-list.txt", ("-in-lattice-list", "list", "-ppl", "true.txt")),
+])
+def test_lattice_ppl_is_lattice_tools(reference, options):
+    status, stdout, stderr = run_nplm("lattice-tool", "-read-htk", *options, cwd=LATTICES)
+    assert status == 0, stderr
+    assert stdout == (LATTICES / reference).read_text()
+
+
 def test_the_word_mesh_keeps_the_posterior_mass():
     from nplmtk.lattice import htk
-    from nplmtk.lattice.decode import Scales, srilm_graph
-    from nplmtk.lattice.posterior import DELETE, Graph, word_mesh
+    from nplmtk.lattice.decode import Graph, Scales, srilm_graph
+    from nplmtk.lattice.posterior import DELETE, word_mesh
     lattice = htk.read_htk(str(LATTICES / "sent00002.lat.gz"))
     mesh = word_mesh(Graph(*srilm_graph(lattice, Scales().of(lattice), lambda w: w)), 8.0)
     assert mesh.total == pytest.approx(1.0)

@@ -117,6 +117,21 @@ def srilm_graph(lattice, scales, word_of):
     return nodes, order, index[lattice.start], index[lattice.end]
 
 
+class Graph:
+    """srilm_graph's nodes with their leaving transitions (and each transition's weight by
+    its two ends), and the nodes reached from the start in topological order."""
+
+    def __init__(self, nodes, order, start, end):
+        self.nodes, self.start, self.end = nodes, start, end
+        self.order = order[order.index(start):]
+        self.outgoing = [[] for _ in nodes]
+        self.weight = {}
+        for target, node in enumerate(nodes):
+            for source, weight in node.incoming:
+                self.outgoing[source].append((target, weight))
+                self.weight[source, target] = weight
+
+
 class State:
     """A path of the decoder: its node, context (recent word first), log10 score and the
     best predecessor; for the N-best, every merged predecessor with its score difference."""

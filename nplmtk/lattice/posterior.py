@@ -42,56 +42,42 @@ def to_prob(logp):
     return 0.0 if logp == -math.inf else math.exp(logp * LN10)
 
 
-class Graph:
-    """decode.srilm_graph's nodes with their leaving transitions, and the nodes reached
-    from the start in topological order."""
+def forward_backward(graph, scale):
+    """Each node's forward and backward log10 sums of paths, weights divided by `scale`."""
+    forward = [-math.inf] * len(graph.nodes)
+    backward = [-math.inf] * len(graph.nodes)
+    forward[graph.start] = 0.0
+    for n in graph.order[1:]:
+        total = -math.inf
+        for source, weight in graph.nodes[n].incoming:
+            total = add_logp(total, forward[source] + (PSEUDO_ZERO if weight == -math.inf else weight) / scale)
+        forward[n] = total
+    backward[graph.end] = 0.0
+    for n in reversed(graph.order[:graph.order.index(graph.end)]):
+        total = -math.inf
+        for target, weight in graph.outgoing[n]:
+            total = add_logp(total, backward[target] + (PSEUDO_ZERO if weight == -math.inf else weight) / scale)
+        backward[n] = total
+    return forward, backward
 
-    def __init__(self, nodes, order, start, end):
-        self.nodes, self.start, self.end = nodes, start, end
-        self.order = order[order.index(start):]
-        self.outgoing = [[] for _ in nodes]
-        self.weight = {}
-        for target, node in enumerate(nodes):
-            for source, weight in node.incoming:
-                self.outgoing[source].append((target, weight))
-                self.weight[source, target] = weight
-
-    def forward_backward(self, scale):
-        """Each node's forward and backward log10 sums of paths, weights divided by `scale`."""
-        forward = [-math.inf] * len(self.nodes)
-        backward = [-math.inf] * len(self.nodes)
-        forward[self.start] = 0.0
-        for n in self.order[1:]:
-            total = -math.inf
-            for source, weight in self.nodes[n].incoming:
-                total = add_logp(total, forward[source] + (PSEUDO_ZERO if weight == -math.inf else weight) / scale)
-            forward[n] = total
-        backward[self.end] = 0.0
-        for n in reversed(self.order[:self.order.index(self.end)]):
-            total = -math.inf
-            for target, weight in self.outgoing[n]:
-                total = add_logp(total, backward[target] + (PSEUDO_ZERO if weight == -math.inf else weight) / scale)
-            backward[n] = total
-        return forward, backward
-
-    def viterbi_neighbours(self):
-        """Each node's best predecessor and best successor (None at the ends)."""
-        before, after = [None] * len(self.nodes), [None] * len(self.nodes)
-        best = [-math.inf] * len(self.nodes)
-        best[self.start] = 0.0
-        for n in self.order[1:]:
-            for source, weight in self.nodes[n].incoming:
-                score = f32(best[source] + weight)
-                if score > best[n]:
-                    best[n], before[n] = score, source
-        best = [-math.inf] * len(self.nodes)
-        best[self.end] = 0.0
-        for n in reversed(self.order[:self.order.index(self.end)]):
-            for target, weight in self.outgoing[n]:
-                score = f32(best[target] + weight)
-                if score > best[n]:
-                    best[n], after[n] = score, target
-        return before, after
+def viterbi_neighbours(graph):
+    """Each node's best predecessor and best successor (None at the ends)."""
+    before, after = [None] * len(graph.nodes), [None] * len(graph.nodes)
+    best = [-math.inf] * len(graph.nodes)
+    best[graph.start] = 0.0
+    for n in graph.order[1:]:
+        for source, weight in graph.nodes[n].incoming:
+            score = f32(best[source] + weight)
+            if score > best[n]:
+                best[n], before[n] = score, source
+    best = [-math.inf] * len(graph.nodes)
+    best[graph.end] = 0.0
+    for n in reversed(graph.order[:graph.order.index(graph.end)]):
+        for target, weight in graph.outgoing[n]:
+            score = f32(best[target] + weight)
+            if score > best[n]:
+                best[n], after[n] = score, target
+    return before, after
 
 
 class WordMesh:
@@ -213,7 +199,7 @@ class WordMesh:
         return words
 
 
-def _path_words(graph, path, forward, backward, total, scale):
+def _path_words(graph, path, posterior, forward, backward, total, scale):
     """The words of the nodes of `path` (None: beyond an end of the lattice), each
     [word, word posterior, transition posterior into the next word], and their nodes
     (SRILM's addNodeToPath)."""
@@ -233,8 +219,8 @@ def _path_words(graph, path, forward, backward, total, scale):
             if last_word_node is not None:
                 transition = forward[last_word_node] + to_last_word / scale + backward[node] - total
                 to_last_word = 0.0
-            posterior = to_prob(graph.posterior[node])
-            words.append([word, posterior, posterior])
+            word_posterior = to_prob(posterior[node])
+            words.append([word, word_posterior, word_posterior])
             path_nodes.append(node)
             if len(words) > 1:
                 words[-2][2] = to_prob(transition)
@@ -256,20 +242,21 @@ def _to_aligned(node, neighbour, aligned):
 def word_mesh(graph, scale):
     """The lattice's paths aligned into a WordMesh (Lattice::alignLattice)."""
     mesh = WordMesh()
-    forward, backward = graph.forward_backward(scale)
+    forward, backward = forward_backward(graph, scale)
     total = forward[graph.end]
     if total == -math.inf:
         return mesh
-    before, after = graph.viterbi_neighbours()
-    graph.posterior = [f + b - total for f, b in zip(forward, backward)]
-    waiting = {n: graph.posterior[n] for n in graph.order
+    before, after = viterbi_neighbours(graph)
+    posterior = [f + b - total for f, b in zip(forward, backward)]
+    waiting = {n: posterior[n] for n in graph.order
                if graph.nodes[n].word is not None and graph.nodes[n].word != PAUSE}
     aligned = {}
     while waiting:
         node = max(waiting, key=lambda n: (waiting[n], -n))
         score = to_prob(waiting[node])
         to_start, to_end = _to_aligned(node, before, aligned), _to_aligned(node, after, aligned)
-        words, nodes = _path_words(graph, to_start[::-1] + [node] + to_end, forward, backward, total, scale)
+        words, nodes = _path_words(graph, to_start[::-1] + [node] + to_end, posterior, forward, backward, total,
+                                   scale)
         # the last word is there for the transition into it: the transition into the first
         # new word takes its place (WordMesh's convention)
         first_transition = words[0][2]
@@ -285,6 +272,6 @@ def word_mesh(graph, scale):
     return mesh
 
 
-def posterior_words(nodes, order, start, end, scale):
+def posterior_words(graph, scale):
     """The words of least expected error (<s> and </s> included, as lattice-tool prints them)."""
-    return word_mesh(Graph(nodes, order, start, end), scale).best_words()
+    return word_mesh(graph, scale).best_words()
