@@ -38,8 +38,9 @@ def _mix_options(function):
 @option("text", metavar="FILE", default=None, help="Text to score, one sentence per line.")
 @option("ppl", "ppl_file", metavar="FILE", default=None, help="Same as -text (SRILM's spelling).")
 @option("order", type=Integer(1), default=None, help="Use n-grams up to this order only.")
-@flag("unk", help="Accepted for SRILM compatibility: a model with an <unk> probability scores "
-                  "out-of-vocabulary words with it; one without reports them as OOVs.")
+@flag("unk", help="<unk> is a word (SRILM's open vocabulary): -gen may draw it and -cache keeps it. Scoring "
+                  "is the same either way: a model with an <unk> probability scores out-of-vocabulary words with it; "
+                  "one without reports them as OOVs.")
 @option("debug", type=Integer(0, 2), default=0,
         help="0: totals; 1: each sentence too; 2: each word's probability too.")
 @flag("lower", help="Lower-case the text first (as the model's training text was).")
@@ -76,6 +77,9 @@ def _mix_options(function):
 @option("map-unk", metavar="WORD", default=None, help="The ARPA model's unknown word is WORD, not <unk>.")
 @option("unk-prob", type=Real(high=0), default=None, metavar="LOGP",
         help="Give unknown words this log10 probability in every context (-99: probability 0, an OOV).")
+@option("cache", type=Integer(0), default=0, metavar="N",
+        help="Mix the model with a unigram cache of the last N words scored (SRILM's -cache): (1 - L) p + L p_cache.")
+@option("cache-lambda", type=Real(0, 1), default=0.05, metavar="L", help="The weight L of -cache.")
 @option("counts", metavar="FILE", default=None,
         help="Score the n-grams of a counts file (w1 ... wk<TAB>count): p(wk | w1 .. wk-1) times the count, as "
         "SRILM's -counts; back-off n-gram models.")
@@ -94,7 +98,7 @@ def _mix_options(function):
 @_mix_options
 def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, main_weight, bayes, oov_estimate,
             allow_paths, vocab, limit_vocab, renorm, prune, minprune, prune_lowprobs, classes, simple_classes, map_unk,
-            unk_prob, counts, gen, seed, write_lm, write_bin_lm, **more):
+            unk_prob, cache, cache_lambda, counts, gen, seed, write_lm, write_bin_lm, **more):
     """Report the perplexity of a model on a text in SRILM's `ngram -ppl` format, and/or
     rewrite an n-gram model (`-write-lm`)."""
     if text is not None and ppl_file is not None or (text is None and ppl_file is None and write_lm is None
@@ -173,7 +177,12 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
         if not isinstance(model, BackoffModel):
             raise NplmError(f"{subject}: -counts scores back-off n-gram models (ARPA) only")
         count_perplexity(model, counts, debug=debug, write=click.echo, unk_log10prob=unk_prob)
+    if cache and (text is None and ppl_file is None or oov_estimate):
+        raise NplmError("-cache scores a text (-text or -ppl), without -oov-estimate")
     if text is not None or ppl_file is not None:
+        if cache:
+            from nplmtk.cache import with_cache
+            model = with_cache(model, subject, cache, cache_lambda, unk_is_word=unk)
         _score_text(model, lm, text or ppl_file, debug, lower, map_numbers, oov_estimate, unk_prob)
     if gen:
         if not isinstance(model, BackoffModel):

@@ -150,6 +150,13 @@ def test_ppl_reports_equal_srilms_byte_for_byte(name, debug):
                                            "-debug", 2]),
     ("ppl-kn3-mapunk-debug2.txt", ["-lm", "kn3-mapunk.arpa.gz", "-map-unk", "<UNK>", "-ppl", "test.txt",
                                    "-debug", 2]),
+    # the unigram cache (issue 36): a closed vocabulary (its OOVs never cached), <unk> a word, a mixture
+    ("ppl-kn3-closed-cache7-debug2.txt", ["-lm", "kn3-closed.arpa.gz", "-cache", 7, "-ppl", "test.txt",
+                                          "-debug", 2]),
+    ("ppl-kn3-unk-unk-cache3-debug2.txt", ["-lm", "kn3-unk.arpa.gz", "-unk", "-cache", 3, "-cache-lambda", 0.2,
+                                           "-ppl", "test.txt", "-debug", 2]),
+    ("ppl-mix-kn3-wb3-cache20-debug1.txt", ["-lm", "kn3-unk.arpa.gz", "-mix-lm", "wb3-unk.arpa.gz", "-lambda", 0.3,
+                                            "-bayes", 0, "-cache", 20, "-ppl", "test.txt", "-debug", 1]),
 ])
 def test_counts_unk_prob_and_map_unk_reports_equal_srilms(reference, options):
     status, out, err = run_nplm("ppl", *options, cwd=DATA)

@@ -1,0 +1,51 @@
+"""SRILM's unigram cache (`ngram -cache N -cache-lambda L`, CacheLM.cc): p(w) is w's share
+of the last N words scored before it (`</s>` included, as every predicted token is; the
+very first word 0), and the scored model becomes the mixture (1 - L) p + L p_cache.
+`<unk>` enters the cache only when it is a word of the model (SRILM's -unk)."""
+import numpy as np
+
+from .lm import LN10, LanguageModel
+from .mixture import Mixture
+
+
+class UnigramCache(LanguageModel):
+    """The cache as a model over `vocab`: it scores a text in order, so the tokens before
+    each one are those of the same corpus."""
+
+    kind = "cache"
+
+    def __init__(self, vocab, length, unk_is_word):
+        self.vocab, self.length, self.unk_is_word = vocab, int(length), unk_is_word
+
+    def probabilities(self, corpus):
+        """Each predicted token's cache probability, and whether it enters the cache."""
+        tokens = np.asarray(corpus.targets(), dtype=np.int64)
+        cached = np.ones(len(tokens), dtype=bool) if self.unk_is_word else tokens != self.vocab.unk
+        history = tokens[cached]  # the tokens that enter the cache, in order
+        before = np.cumsum(cached) - cached  # how many entered before each token
+        span = len(history) + 1
+        # occurrences of a word among the first k cache entries: ranks in (word, position) order
+        entries = np.sort(history * span + np.arange(len(history)))
+        counts = (np.searchsorted(entries, tokens * span + before)
+                  - np.searchsorted(entries, tokens * span + np.maximum(before - self.length, 0)))
+        window = np.minimum(before, self.length)
+        return np.where(cached & (window > 0), counts / np.maximum(window, 1), 0.0), cached
+
+    def logprobs(self, corpus):
+        p, _ = self.probabilities(corpus)
+        with np.errstate(divide="ignore"):
+            log10 = np.log10(p).astype(np.float32).astype(np.float64)  # SRILM's LogP
+        return log10 * LN10
+
+    def hit_tags(self, corpus):
+        """`ppl -debug 2`'s [cache=p] (7 digits, as SRILM prints), none for an uncached <unk>."""
+        p, cached = self.probabilities(corpus)
+        return [f"[cache={value:.7g}]" if enters else "" for value, enters in zip(p.tolist(), cached.tolist())]
+
+
+def with_cache(model, name, length, weight, unk_is_word):
+    """`model` (whose file is `name`) mixed with a unigram cache of the last `length`
+    words at `weight`, as `ngram -cache` mixes them (BayesMix with prior 1 - weight)."""
+    main = 1.0 - weight
+    return Mixture([model, UnigramCache(model.vocab, length, unk_is_word)], [main, 1.0 - main],
+                   [name, f"a unigram cache of {length} words"])
