@@ -1,5 +1,6 @@
 """nplm ppl: score text with any model and report perplexity as SRILM does."""
 import os
+import sys
 import time
 
 import click
@@ -80,6 +81,20 @@ def _mix_options(function):
 @option("cache", type=Integer(0), default=0, metavar="N",
         help="Mix the model with a unigram cache of the last N words scored (SRILM's -cache): (1 - L) p + L p_cache.")
 @option("cache-lambda", type=Real(0, 1), default=0.05, metavar="L", help="The weight L of -cache.")
+@option("dynamic-eval", type=Integer(0), default=0, metavar="N",
+        help="Dynamic evaluation of a network (Krause et al. 2018): score the text in segments of N predictions, "
+        "each scored before a gradient step on it; the model is as trained again afterwards.")
+@option("dynamic-lr", type=Real(0, low_open=True), default=None, metavar="R", help="The step size of -dynamic-eval.")
+@option("dynamic-decay", type=Real(0, 1, high_open=True), default=0.0, metavar="D",
+        help="-dynamic-eval's pull back toward the trained weights at each step.")
+@option("dynamic-rms-text", metavar="FILE", default=None,
+        help="-dynamic-eval's RMS-normalised step: each weight's step divided by the root mean square of its "
+        "gradient on segments of this training text.")
+@option("dynamic-rms-words", type=Integer(1), default=20000, metavar="N",
+        help="The words of -dynamic-rms-text to take (its first sentences).")
+@option("dynamic-epsilon", type=Real(0, low_open=True), default=1e-3, metavar="E",
+        help="Added to the root mean square of -dynamic-rms-text.")
+@flag("quiet", help="No progress bar (-dynamic-eval's).")
 @option("counts", metavar="FILE", default=None,
         help="Score the n-grams of a counts file (w1 ... wk<TAB>count): p(wk | w1 .. wk-1) times the count, as "
         "SRILM's -counts; back-off n-gram models.")
@@ -98,7 +113,8 @@ def _mix_options(function):
 @_mix_options
 def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, main_weight, bayes, oov_estimate,
             allow_paths, vocab, limit_vocab, renorm, prune, minprune, prune_lowprobs, classes, simple_classes, map_unk,
-            unk_prob, cache, cache_lambda, counts, gen, seed, write_lm, write_bin_lm, **more):
+            unk_prob, cache, cache_lambda, dynamic_eval, dynamic_lr, dynamic_decay, dynamic_rms_text, dynamic_rms_words,
+            dynamic_epsilon, quiet, counts, gen, seed, write_lm, write_bin_lm, **more):
     """Report the perplexity of a model on a text in SRILM's `ngram -ppl` format, and/or
     rewrite an n-gram model (`-write-lm`)."""
     if text is not None and ppl_file is not None or (text is None and ppl_file is None and write_lm is None
@@ -117,6 +133,9 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
         if not isinstance(model, BackoffModel):
             raise NplmError(f"{lm}: -order applies to n-gram models only")
         model = model.truncated(order)
+    if dynamic_eval:
+        model = _dynamic(model, lm, dynamic_eval, dynamic_lr, dynamic_decay, dynamic_rms_text, dynamic_rms_words,
+                         dynamic_epsilon, quiet, text or ppl_file)
     if (renorm or prune or prune_lowprobs or limit_vocab) and not isinstance(model, BackoffModel):
         raise NplmError(f"{lm}: -limit-vocab, -renorm and -prune* apply to back-off n-gram models (ARPA) only")
     if limit_vocab != (vocab is not None):
@@ -192,6 +211,36 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
         for words in srilm_sentences(model, gen, int(time.time()) + os.getpid() if seed is None else seed,
                                      unk_is_word=unk):
             click.echo(" ".join(words))
+
+
+def _dynamic(model, lm, length, lr, decay, rms_text, rms_words, epsilon, quiet, text):
+    """The network `model` scored by dynamic evaluation."""
+    import numpy as np
+    from nplmtk.corpus import Corpus
+    from nplmtk.neural.dynamic import DynamicEvaluation, DynamicModel, gradient_scale
+    from nplmtk.neural.network import NeuralModel
+    if not isinstance(model, NeuralModel):
+        raise NplmError(f"{lm}: -dynamic-eval adapts neural models (a network's gradients move it)")
+    if lr is None:
+        raise NplmError("-dynamic-eval needs -dynamic-lr (e.g. 0.1; with -dynamic-rms-text about 0.003)")
+    if text is None:
+        raise NplmError("-dynamic-eval scores a text (-text or -ppl)")
+    settings = DynamicEvaluation(length, lr, decay, epsilon)
+    scale = None
+    if rms_text is not None:
+        check_readable(rms_text)
+        corpus = Corpus.read(rms_text, model.vocab, unk=True)
+        sentences = int(np.searchsorted(corpus.offsets, rms_words, side="right")) - 1 or 1
+        corpus = Corpus(corpus.ids[:corpus.offsets[sentences]], corpus.offsets[:sentences + 1], model.vocab,
+                        corpus.name)
+        scale = gradient_scale(model, corpus, length)
+
+    def progress(total):
+        if quiet or not sys.stderr.isatty():
+            return None
+        from tqdm import tqdm
+        return tqdm(total=total, desc="dynamic evaluation", unit="w", unit_scale=True, leave=False, file=sys.stderr)
+    return DynamicModel(model, settings, scale, progress)
 
 
 def _score_text(model, lm, text, debug, lower, map_numbers, oov_estimate, unk_prob):

@@ -89,6 +89,14 @@ DOMAINS = {
     ("lattice-tool", "htk-wdpenalty"): "(-inf, inf)",
     ("lattice-tool", "nbest-decode"): "[0, 2147483647]",
     ("lattice-tool", "order"): "[1, 10]",
+    ("lattice-tool", "posterior-scale"): "(0, inf)",
+    ("ppl", "cache"): f"[0, {C_INT}]",
+    ("ppl", "cache-lambda"): "[0, 1]",
+    ("ppl", "dynamic-eval"): f"[0, {C_INT}]",
+    ("ppl", "dynamic-lr"): "(0, inf)",
+    ("ppl", "dynamic-decay"): "[0, 1)",
+    ("ppl", "dynamic-rms-words"): f"[1, {C_INT}]",
+    ("ppl", "dynamic-epsilon"): "(0, inf)",
 }
 
 

@@ -245,6 +245,30 @@ class NeuralModel(LanguageModel):
             self.params[name][...] = source.params[name]
         return shared
 
+    # -- dynamic evaluation (nplmtk.neural.dynamic) ---------------------------------------
+    def adaptation_segments(self, corpus, length):
+        """The text's predictions in order, `length` a segment: (windows, the index of each
+        among corpus.windows' rows); a target outside the vocabulary is left out."""
+        self.check_vocab(corpus)
+        windows = corpus.windows(self.order)
+        usable = np.flatnonzero(windows[:, -1] >= 0)
+        rows = np.where(windows < 0, self.vocab.unk, windows).astype(np.int32)
+        for start in range(0, len(usable), length):
+            where = usable[start:start + length]
+            yield np.ascontiguousarray(rows[where]), where
+
+    def adaptation(self, length):
+        """A step of dynamic evaluation on a segment: the log p of its windows' targets, and
+        the gradients of -sum log p written into `grads` (arrays shaped like the parameters)."""
+        network = self.network(capacity=length)
+
+        def step(rows, grads):
+            logp = np.empty(len(rows))
+            network.logprobs(rows, logp)
+            network.gradients(rows, grads)
+            return logp
+        return step
+
     # -- scoring --------------------------------------------------------------------------
     def logprobs(self, corpus):
         self.check_vocab(corpus)

@@ -202,6 +202,35 @@ class RNNModel(NeuralModel):
         rows, positions = stream_rows(corpus, streams, self.vocab)
         return self._stream_logprobs(rows)[positions]
 
+    def adaptation_segments(self, corpus, length):
+        """The text as one stream, `length` steps a segment: (rows, the index of each step's
+        prediction in corpus order, -1 for none)."""
+        self.check_vocab(corpus)
+        rows, positions = stream_rows(corpus, 1, self.vocab)
+        prediction = np.full(len(rows), -1, dtype=np.int64)
+        prediction[positions] = np.arange(len(positions))
+        for start in range(0, len(rows), length):
+            yield np.ascontiguousarray(rows[start:start + length]), prediction[start:start + length]
+
+    def adaptation(self, length):
+        """As NeuralModel.adaptation, the state carried from segment to segment by the pass
+        that scores each (the gradients start from the state before it)."""
+        network = self._network(1, length, trainable=True)
+        carried = network.carried
+
+        def step(rows, grads):
+            before = {name: array.copy() for name, array in carried.items()}
+            logp = np.full(rows.shape[0], -np.inf)
+            network.logprobs(rows, logp)
+            after = {name: array.copy() for name, array in carried.items()}
+            for name, array in carried.items():
+                array[...] = before[name]
+            network.gradients(rows, grads)
+            for name, array in carried.items():
+                array[...] = after[name]
+            return logp
+        return step
+
     def log10probs_sharing_prefixes(self, corpus):
         """As log10probs, but the sentences' common beginnings run once: a trie of states,
         one level per step, each distinct (prefix, next token) scored once; for N-best lists,

@@ -1,0 +1,141 @@
+"""Dynamic evaluation (Krause, Kahembwe, Murray & Renals 2018, "Dynamic evaluation of
+neural sequence models"): the network adapts to the text as it scores it. The text's
+predictions, in order, are cut into segments of `length`; each segment is scored first,
+then the gradient of its mean -log p moves the parameters:
+
+- SGD (their sec. 3):  theta <- theta - lr g + decay (theta_0 - theta);
+- RMS (their sec. 4, "RMS with a global decay prior"), with ms the root of the mean
+  squared gradient of segments of a training text and r = ms / (the mean of ms over the
+  parameter blocks), capped at 1 / decay:
+      theta <- theta + lr (decay r (theta_0 - theta) - g / (ms + epsilon)).
+
+theta_0 are the trained parameters, which the model has again when scoring ends. A
+recurrent network carries its state through the text (one stream), from the pass that
+scored each segment."""
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ParameterError
+from ..lm import LanguageModel
+from .blas import blas_threads
+
+
+@dataclass(frozen=True)
+class DynamicEvaluation:
+    length: int  # predictions a segment
+    lr: float
+    decay: float = 0.0
+    epsilon: float = 1e-3  # RMS only
+
+    def check(self):
+        if self.length < 1:
+            raise ParameterError(f"{{length}} must be at least 1, got {self.length}")
+        if not self.lr > 0:
+            raise ParameterError(f"{{lr}} must be above 0, got {self.lr}")
+        if not 0 <= self.decay < 1:
+            raise ParameterError(f"{{decay}} must be in [0, 1), got {self.decay}")
+        if not self.epsilon > 0:
+            raise ParameterError(f"{{epsilon}} must be above 0, got {self.epsilon}")
+
+
+def _float_blocks(model):
+    return {name: array for name, array in model.params.items() if array.dtype == np.float32}
+
+
+def _segment_gradients(model, corpus, length):
+    """(positions, log p, mean gradient) of each segment in order, each gradient computed
+    at the parameters as they are when its segment comes (the caller moves them)."""
+    blocks = _float_blocks(model)
+    grads = {name: np.zeros_like(array) for name, array in blocks.items()}
+    step = model.adaptation(length)
+    for rows, positions in model.adaptation_segments(corpus, length):
+        for array in grads.values():
+            array[...] = 0
+        logp = step(rows, grads)
+        scored = np.isfinite(logp).sum()
+        if scored:
+            for array in grads.values():
+                array /= scored
+        yield positions, logp, grads
+
+
+def gradient_scale(model, corpus, length):
+    """RMS's ms of each parameter block: the root of the mean squared mean gradient of the
+    segments of `corpus` (a training text), at the trained parameters."""
+    squares = {name: np.zeros(array.shape) for name, array in _float_blocks(model).items()}
+    count = 0
+    with blas_threads(1):
+        for _, _, grads in _segment_gradients(model, corpus, length):
+            for name, g in grads.items():
+                squares[name] += np.square(g, dtype=np.float64)
+            count += 1
+    if not count:
+        raise ParameterError("{rms_text}: no words to take the gradients' scale from")
+    return {name: np.sqrt(total / count).astype(np.float32) for name, total in squares.items()}
+
+
+def dynamic_logprobs(model, corpus, settings, scale=None, progress=None):
+    """Natural-log probability of every predicted token of `corpus` (as model.logprobs
+    orders them) under dynamic evaluation; `scale` (gradient_scale's) selects RMS.
+    `progress(total)`, when given, makes a bar (update(n)) or None."""
+    settings.check()
+    bar = progress(corpus.num_words + corpus.num_sentences) if progress else None
+    blocks = _float_blocks(model)
+    trained = {name: array.copy() for name, array in blocks.items()}
+    rates = None
+    if scale is not None:
+        mean = np.mean([float(ms.mean()) for ms in scale.values()])
+        rates = {name: np.minimum(ms / mean, 1 / settings.decay if settings.decay else np.inf).astype(np.float32)
+                 for name, ms in scale.items()}
+    out = np.full(corpus.num_words + corpus.num_sentences, -np.inf)
+    try:
+        with blas_threads(1):  # a segment's products are small: more threads only wait on each other
+            _adapt(model, corpus, settings, scale, rates, blocks, trained, out, bar)
+    finally:
+        for name, array in blocks.items():
+            array[...] = trained[name]
+        if bar is not None:
+            bar.close()
+    return out
+
+
+def _adapt(model, corpus, settings, scale, rates, blocks, trained, out, bar):
+    """Score each segment, then move the parameters by its gradient. Without decay only
+    the rows with a gradient move: a segment touches few of the embedding's rows."""
+    total, count = 0.0, 0
+    for positions, logp, grads in _segment_gradients(model, corpus, settings.length):
+        predicted = positions >= 0
+        out[positions[predicted]] = logp[predicted]
+        if bar is not None:
+            scored = logp[predicted & np.isfinite(logp)]
+            total, count = total + scored.sum(), count + len(scored)
+            bar.set_postfix_str(f"ppl {np.exp(-total / max(count, 1)):.2f}", refresh=False)
+            bar.update(int(predicted.sum()))
+        for name, array in blocks.items():
+            g = grads[name]
+            rows = slice(None)
+            if not settings.decay and g.ndim == 2:
+                rows = np.flatnonzero(g.any(axis=1))
+                g = g[rows]
+            if scale is None:
+                step = settings.lr * g
+                if settings.decay:
+                    step += settings.decay * (array - trained[name])
+            else:
+                step = settings.lr * g / (scale[name][rows] + settings.epsilon)
+                if settings.decay:
+                    step += settings.lr * settings.decay * rates[name] * (array - trained[name])
+            array[rows] -= step
+
+
+class DynamicModel(LanguageModel):
+    """A network scored by dynamic evaluation: a model like the others to ppl and mixtures."""
+
+    kind = "dynamic"
+
+    def __init__(self, model, settings, scale=None, progress=None):
+        self.model, self.vocab, self.settings, self.scale, self.progress = model, model.vocab, settings, scale, progress
+
+    def logprobs(self, corpus):
+        return dynamic_logprobs(self.model, corpus, self.settings, self.scale, self.progress)
