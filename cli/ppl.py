@@ -81,6 +81,12 @@ def _mix_options(function):
 @option("cache", type=Integer(0), default=0, metavar="N",
         help="Mix the model with a unigram cache of the last N words scored (SRILM's -cache): (1 - L) p + L p_cache.")
 @option("cache-lambda", type=Real(0, 1), default=0.05, metavar="L", help="The weight L of -cache.")
+@option("neural-cache", type=Integer(0), default=0, metavar="W",
+        help="Mix a recurrent network with the continuous cache of Grave et al. 2017 over the last W tokens: "
+        "the words that followed states like the present one.")
+@option("neural-cache-theta", type=Real(0), default=0.3, metavar="T",
+        help="-neural-cache's sharpness: weights exp(T h_t . h_i).")
+@option("neural-cache-lambda", type=Real(0, 1), default=0.2, metavar="L", help="-neural-cache's weight.")
 @option("dynamic-eval", type=Integer(0), default=0, metavar="N",
         help="Dynamic evaluation of a network (Krause et al. 2018): score the text in segments of N predictions, "
         "each scored before a gradient step on it; the model is as trained again afterwards.")
@@ -113,7 +119,8 @@ def _mix_options(function):
 @_mix_options
 def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, main_weight, bayes, oov_estimate,
             allow_paths, vocab, limit_vocab, renorm, prune, minprune, prune_lowprobs, classes, simple_classes, map_unk,
-            unk_prob, cache, cache_lambda, dynamic_eval, dynamic_lr, dynamic_decay, dynamic_rms_text, dynamic_rms_words,
+            unk_prob, cache, cache_lambda, neural_cache, neural_cache_theta, neural_cache_lambda,
+            dynamic_eval, dynamic_lr, dynamic_decay, dynamic_rms_text, dynamic_rms_words,
             dynamic_epsilon, quiet, counts, gen, seed, write_lm, write_bin_lm, **more):
     """Report the perplexity of a model on a text in SRILM's `ngram -ppl` format, and/or
     rewrite an n-gram model (`-write-lm`)."""
@@ -133,6 +140,14 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
         if not isinstance(model, BackoffModel):
             raise NplmError(f"{lm}: -order applies to n-gram models only")
         model = model.truncated(order)
+    if neural_cache:
+        from nplmtk.cache import ContinuousCache
+        from nplmtk.neural.network import NeuralModel
+        if not (isinstance(model, NeuralModel) and model.CAPABILITIES.recurrent_state):
+            raise NplmError(f"{lm}: -neural-cache keys on a recurrent network's states")
+        if dynamic_eval:
+            raise NplmError("choose one of -neural-cache and -dynamic-eval")
+        model = ContinuousCache(model, neural_cache, neural_cache_theta, neural_cache_lambda)
     if dynamic_eval:
         model = _dynamic(model, lm, dynamic_eval, dynamic_lr, dynamic_decay, dynamic_rms_text, dynamic_rms_words,
                          dynamic_epsilon, quiet, text or ppl_file)

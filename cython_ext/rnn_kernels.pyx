@@ -510,20 +510,27 @@ cdef class RecurrentNetwork:
         sampling_start(sp, proposal, samples, self.net.capacity * self.net.streams,
                        self.net.layer[self.net.layers - 1].hidden, self.net.m, seed)
 
-    def logprobs(self, const int[:, :, ::1] rows, double[::1] out):
+    def logprobs(self, const int[:, :, ::1] rows, double[::1] out, float[:, ::1] states=None):
         """Natural-log probability of every target >= 0 in out[step * streams + stream]
-        (others untouched), without dropout, the state carried through."""
-        cdef Py_ssize_t start = 0, count = rows.shape[0]
-        cdef int T
-        if out.shape[0] != count * self.net.streams:
+        (others untouched), without dropout, the state carried through; with `states`
+        (a row per step and stream), the top layer's output that predicted each (a neural
+        cache's keys)."""
+        cdef Py_ssize_t start = 0, count = rows.shape[0], B = self.net.streams
+        cdef int T, width = self.net.layer[self.net.layers - 1].hidden
+        cdef bint keep_states = states is not None
+        if out.shape[0] != count * B:
             raise ValueError("out of the wrong size")
+        if keep_states and (states.shape[0] != count * B or states.shape[1] != width):
+            raise ValueError("states of the wrong shape")
         self._check_rows(np.asarray(rows))
         self._restore_state()
         with nogil:
             while start < count:
                 T = <int> min(<Py_ssize_t> self.net.capacity, count - start)
                 load_segment(&self.net, &rows[start, 0, 0], T)
-                forward(&self.net, T, False, &out[start * self.net.streams])
+                forward(&self.net, T, False, &out[start * B])
+                if keep_states:
+                    memcpy(&states[start * B, 0], self.net.layer[self.net.layers - 1].out, T * B * width * sizeof(float))
                 carry_state(&self.net, T)
                 start += T
         self._save_state()

@@ -1,8 +1,18 @@
-"""SRILM's unigram cache (`ngram -cache N -cache-lambda L`, CacheLM.cc): p(w) is w's share
+"""Caches: models of the text scored so far, mixed into a model's probabilities.
+
+SRILM's unigram cache (`ngram -cache N -cache-lambda L`, CacheLM.cc): p(w) is w's share
 of the last N words scored before it (`</s>` included, as every predicted token is; the
 very first word 0), and the scored model becomes the mixture (1 - L) p + L p_cache.
-`<unk>` enters the cache only when it is a word of the model (SRILM's -unk)."""
+`<unk>` enters the cache only when it is a word of the model (SRILM's -unk).
+
+The continuous cache of Grave, Joulin & Usunier 2017 ("Improving neural language models
+with a continuous cache", eq. 2-3) for recurrent networks: each token t remembers the
+top-layer state h_t that predicted it; with the last W of them,
+    p_cache(w | h_t) = sum_{i: w_i = w} exp(theta h_t . h_i) / sum_i exp(theta h_t . h_i)
+and p = (1 - L) p_model + L p_cache (a word the network cannot score stays out)."""
 import numpy as np
+
+import math
 
 from .lm import LN10, LanguageModel
 from .mixture import Mixture
@@ -49,3 +59,40 @@ def with_cache(model, name, length, weight, unk_is_word):
     main = 1.0 - weight
     return Mixture([model, UnigramCache(model.vocab, length, unk_is_word)], [main, 1.0 - main],
                    [name, f"a unigram cache of {length} words"])
+
+
+def continuous_cache_probabilities(states, targets, window, theta, block=256):
+    """p_cache of each token's target from the `window` tokens before it (0 for the first),
+    in blocks of `block` tokens, each against its window of keys at once."""
+    count = len(targets)
+    p = np.zeros(count)
+    for start in range(0, count, block):
+        stop = min(count, start + block)
+        low = max(0, start - window)
+        scores = theta * (states[start:stop] @ states[low:stop].T).astype(np.float64)
+        t, i = np.arange(start, stop)[:, None], np.arange(low, stop)[None, :]
+        scores[(i >= t) | (i < t - window)] = -np.inf
+        top = scores.max(axis=1, keepdims=True)
+        seen = np.isfinite(top[:, 0])
+        weights = np.exp(scores - np.where(np.isfinite(top), top, 0.0))  # softmax with max-subtraction
+        match = targets[low:stop][None, :] == targets[start:stop][:, None]
+        p[start:stop] = np.where(seen, (weights * match).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-300), 0.0)
+    return p
+
+
+class ContinuousCache(LanguageModel):
+    """A recurrent network with Grave et al.'s cache over the text as it is scored."""
+
+    kind = "continuous-cache"
+
+    def __init__(self, model, window, theta, weight):
+        self.model, self.vocab = model, model.vocab
+        self.window, self.theta, self.weight = int(window), float(theta), float(weight)
+
+    def logprobs(self, corpus):
+        logp, states = self.model.logprobs_and_states(corpus)
+        cache = continuous_cache_probabilities(states, np.asarray(corpus.targets()), self.window, self.theta)
+        with np.errstate(divide="ignore"):
+            mixed = np.log((1 - self.weight) * np.exp(logp) + self.weight * cache)
+        return np.where(np.isfinite(logp), mixed, -math.inf)
+

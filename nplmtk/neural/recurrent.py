@@ -202,6 +202,18 @@ class RNNModel(NeuralModel):
         rows, positions = stream_rows(corpus, streams, self.vocab)
         return self._stream_logprobs(rows)[positions]
 
+    def logprobs_and_states(self, corpus):
+        """logprobs, and the top layer's output that predicted each token (tokens x its
+        width, float32, in the same order): a neural cache's keys."""
+        self.check_vocab(corpus)
+        streams = 1 if self.meta["reset_state"] == "never" else min(SCORING_STREAMS, corpus.num_sentences)
+        rows, positions = stream_rows(corpus, streams, self.vocab)
+        out = np.full(rows.shape[0] * streams, -np.inf)
+        states = np.zeros((rows.shape[0] * streams, self.meta["hidden"]), dtype=np.float32)
+        if len(rows):
+            self._network(streams, max(1, SCORING_ROWS // streams)).logprobs(rows, out, states)
+        return out[positions], states[positions]
+
     def adaptation_segments(self, corpus, length):
         """The text as one stream, `length` steps a segment: (rows, the index of each step's
         prediction in corpus order, -1 for none)."""
