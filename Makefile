@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 BROWN  ?= ../shared/data/brown
 
 .PHONY: install bytecode demo test wheel-check fuzz bench bench-vs outputs-vs clean brown-mlp9 brown-mlp1 brown-is brown-lbl brown-lbl-outputs brown-survey brown-lstm brown-fast \
-	brown-energy brown-energy-exact brown-lattices
+	brown-energy brown-energy-exact brown-lattices brown-caches
 
 install: $(STAMP)
 
@@ -102,6 +102,14 @@ brown-mlp9 brown-mlp1 brown-is brown-lbl brown-lbl-outputs brown-survey brown-ls
 LATTICES ?= 500
 brown-lattices: install
 	$(BIN)/python benchmarks/lattices.py --brown $(BROWN) --nplm $(BIN)/nplm --first $(LATTICES) --out BENCHMARKS.md
+
+# Caches and dynamic evaluation on Brown (issue 36, benchmarks/caches.py): KN5 with SRILM's unigram
+# cache, the LSTM of brown-lstm (lstm-class, trained first when missing: about 15 min) with the
+# continuous cache of Grave et al. 2017 and with dynamic evaluation (Krause et al. 2018, SGD and
+# RMS), each setting picked on Brown valid, then scored on test by the ppl command; SRILM's
+# ngram -cache compared when SRILM_BIN is set (about 25 min on 2 cores).
+brown-caches: install
+	$(BIN)/python benchmarks/caches.py --brown $(BROWN) --nplm $(BIN)/nplm --out BENCHMARKS.md
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info demo/out bench/out nplmtk/_ext/*.so cython_ext/*.c
