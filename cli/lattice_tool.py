@@ -1,6 +1,9 @@
 """nplm lattice-tool: decode HTK lattices with a language model as SRILM's lattice-tool
-(its option names): the 1-best (-viterbi-decode) and the N-best (-nbest-decode N
--out-nbest-dir DIR, SRILM's N-best format, which `nplm rescore` reads)."""
+(its option names): the 1-best (-viterbi-decode), the N-best (-nbest-decode N
+-out-nbest-dir DIR, SRILM's N-best format, which `nplm rescore` reads) and the lattice
+expanded with the model's scores (-write-htk -out-lattice-dir DIR). A back-off n-gram
+model is applied exactly (-order); a network by the n-gram history approximation
+(-approx-order, exact for a feed-forward network of that order)."""
 import os
 import sys
 
@@ -9,8 +12,8 @@ import click
 from nplmtk.errors import NplmError
 from nplmtk.io import check_readable, open_output, read_lines
 from nplmtk.lattice import htk
-from nplmtk.lattice.decode import Scales, best_words, check_scales, nbest_lines, viterbi
-from nplmtk.lattice.scores import BackoffScores
+from nplmtk.lattice.decode import Scales, best_words, check_scales, nbest_lines, viterbi, write_expanded
+from nplmtk.lattice.scores import BackoffScores, NetworkScores
 
 from .options import Integer, Real, example, flag, option, spell
 
@@ -21,8 +24,13 @@ from .options import Integer, Real, example, flag, option, spell
 @flag("read-htk", help="Read HTK Standard Lattice Format (the only format read).")
 @option("in-lattice", metavar="FILE", multiple=True, help="A lattice (gzip allowed); may be repeated.")
 @option("in-lattice-list", metavar="FILE", help="A file naming one lattice a line.")
-@option("lm", metavar="MODEL", help="A back-off n-gram model (ARPA) whose scores replace the lattice's.")
-@option("order", type=Integer(1, 10), default=3, help="The model's order, and the decoder's context + 1.")
+@option("lm", metavar="MODEL", help="A model whose scores replace the lattice's: a back-off n-gram model (ARPA, "
+       "binary) or a network (nplm model file).")
+@option("order", type=Integer(1, 10), default=3, help="A back-off -lm's order, and the decoder's context + 1.")
+@option("approx-order", type=Integer(2, 20), help="A network -lm: the n-gram history approximation's order K "
+        "(Liu et al. 2016): paths into a lattice node whose last K-1 words agree merge, the best one's network "
+        "state carried on, and the written lattice has a node per (node, last K-1 words). Exact for a "
+        "feed-forward network of order K. [a feed-forward network's order; 5 for a recurrent one]")
 @flag("unk", help="Words outside the model's vocabulary (and -vocab) are <unk>.")
 @option("vocab", metavar="FILE", help="More known words, one a line (with -unk, not mapped to <unk>).")
 @option("htk-lmscale", type=Real(), help="Override the lattices' lmscale.")
@@ -30,11 +38,12 @@ from .options import Integer, Real, example, flag, option, spell
 @option("htk-wdpenalty", type=Real(), help="Override the lattices' wdpenalty (log10).")
 @flag("viterbi-decode", help="Print each lattice's best path: NAME <s> words </s>.")
 @option("nbest-decode", type=Integer(0), default=0, help="Write the N best paths of each lattice.")
-@option("out-nbest-dir", metavar="DIR", help="Where -nbest-decode writes NAME.gz.")
-@flag("write-htk", help="Write the lattices in HTK format into -out-lattice-dir, as read (not yet with the "
-      "model's scores).")
-@option("out-lattice-dir", metavar="DIR", help="Where -write-htk writes NAME.lat.gz.")
-def command(read_htk, in_lattice, in_lattice_list, lm, order, unk, vocab, htk_lmscale, htk_acscale,
+@option("out-nbest-dir", metavar="DIR", help="Where -nbest-decode writes NAME.gz (made if missing).")
+@flag("write-htk", help="Write the lattices in HTK format into -out-lattice-dir: with -lm, expanded so that each "
+      "node has one context (the last -order-1 words; -approx-order-1 for a network) and each link the model's "
+      "log10 probability as l= (base=10, the scales used in the header); without, as read.")
+@option("out-lattice-dir", metavar="DIR", help="Where -write-htk writes NAME.lat.gz (made if missing).")
+def command(read_htk, in_lattice, in_lattice_list, lm, order, approx_order, unk, vocab, htk_lmscale, htk_acscale,
             htk_wdpenalty, viterbi_decode, nbest_decode, out_nbest_dir, write_htk, out_lattice_dir):
     """Each lattice in turn (one in memory at a time); a bad lattice is one line on stderr
     naming its file and line, the others go on, and the exit status is then 2."""
@@ -44,21 +53,36 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, unk, vocab, htk_lm
         raise NplmError("-nbest-decode needs -out-nbest-dir")
     if write_htk and not out_lattice_dir:
         raise NplmError("-write-htk needs -out-lattice-dir")
+    for directory in (out_nbest_dir if nbest_decode else None, out_lattice_dir if write_htk else None):
+        if directory is not None:
+            try:
+                os.makedirs(directory, exist_ok=True)
+            except OSError as err:
+                raise NplmError(f"cannot create the folder ({err.strerror})", path=directory) from None
     paths = list(in_lattice)
     if in_lattice_list:
         check_readable(in_lattice_list)
         paths += [line.strip() for line in read_lines(in_lattice_list) if line.strip()]
-    scores = None
+    scores, model, context_order = None, None, order
     if lm:
         from nplmtk.models import load
+        from nplmtk.neural.network import NeuralModel
         from nplmtk.ngram.backoff import BackoffModel
         model = load(lm)
-        if not isinstance(model, BackoffModel):  # the network's history approximation is not built yet
-            raise NplmError("-lm: lattices are rescored with back-off n-gram models only, so far", path=lm)
-        scores = BackoffScores(model.truncated(order))
+        if isinstance(model, BackoffModel):
+            if approx_order is not None:
+                raise NplmError("-approx-order applies to a network -lm (a back-off model's is -order)")
+            model = model.truncated(order)
+            scores = BackoffScores(model)
+        elif isinstance(model, NeuralModel):
+            context_order = approx_order or (5 if model.RECURRENT else model.order)
+            scores = NetworkScores(model)
+        else:
+            raise NplmError(f"-lm: a {model.kind} model cannot score lattice paths (a back-off n-gram model or a "
+                            "single network can)", path=lm)
     known = {line.strip() for line in read_lines(vocab) if line.strip()} if vocab else set()
     known |= set(scores.index) if scores else set()
-    unk_word = scores.model.vocab.unk_word if scores else "<unk>"
+    unk_word = model.vocab.unk_word if scores else "<unk>"
 
     def word_of(word):
         return word if not unk or word in known else unk_word
@@ -68,21 +92,26 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, unk, vocab, htk_lm
         try:
             lattice = htk.read_htk(path)
             settings = scales.of(lattice)
-            if viterbi_decode or nbest_decode:
+            expand = write_htk and scores is not None
+            if viterbi_decode or nbest_decode or expand:
                 check_scales(lattice, settings, bool(nbest_decode) or scores is not None)
-                nodes, finals = viterbi(lattice, settings, word_of, scores and scores.logprob, order,
-                                        nbest=bool(nbest_decode), use_lm=scores is not None,
-                                        prefetch=scores and scores.prefetch)
+                if scores is not None:
+                    scores.forget()  # one lattice's scores at a time
+                nodes, finals = viterbi(lattice, settings, word_of, scores, context_order,
+                                        nbest=bool(nbest_decode) or expand)
             if viterbi_decode:
                 words = best_words(nodes, finals)
                 click.echo(lattice.name + (" " + " ".join(words) if words else ""))
             if nbest_decode:
                 with open_output(os.path.join(out_nbest_dir, lattice.name + ".gz")) as out:
-                    out.writelines(line + "\n" for line in nbest_lines(nodes, finals, nbest_decode,
-                                                                      scores and scores.model))
+                    out.writelines(line + "\n" for line in nbest_lines(nodes, finals, nbest_decode, model))
             if write_htk:
                 with open_output(os.path.join(out_lattice_dir, lattice.name + ".lat.gz")) as out:
-                    htk.write_htk(lattice, out)
+                    if not expand:
+                        htk.write_htk(lattice, out)
+                    elif not write_expanded(lattice, settings, nodes, finals, out):
+                        raise NplmError("no path through the lattice has a probability above 0 with -lm: nothing "
+                                        "to write", path=lattice.path)
         except NplmError as err:
             print(f"nplm: {err.render(lambda name: spell(name, 'lattice-tool'))}", file=sys.stderr)  # as cli/main.py
             failed = True
