@@ -12,7 +12,8 @@ import click
 from nplmtk.errors import NplmError
 from nplmtk.io import check_readable, open_output, read_lines
 from nplmtk.lattice import htk
-from nplmtk.lattice.decode import Scales, best_words, check_scales, nbest_lines, viterbi, write_expanded
+from nplmtk.lattice.decode import Scales, best_words, check_scales, nbest_lines, viterbi
+from nplmtk.lattice.expand import BackoffContexts, expand_to_lm, from_decoder, write_expanded
 from nplmtk.lattice.scores import BackoffScores, NetworkScores
 
 from .options import Integer, Real, example, flag, option, spell
@@ -63,7 +64,7 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, approx_order, unk,
     if in_lattice_list:
         check_readable(in_lattice_list)
         paths += [line.strip() for line in read_lines(in_lattice_list) if line.strip()]
-    scores, model, context_order = None, None, order
+    scores, model, context_order, contexts = None, None, order, None
     if lm:
         from nplmtk.models import load
         from nplmtk.neural.network import NeuralModel
@@ -73,7 +74,7 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, approx_order, unk,
             if approx_order is not None:
                 raise NplmError("-approx-order applies to a network -lm (a back-off model's is -order)")
             model = model.truncated(order)
-            scores = BackoffScores(model)
+            scores, contexts = BackoffScores(model), BackoffContexts(model)
         elif isinstance(model, NeuralModel):
             context_order = approx_order or (5 if model.RECURRENT else model.order)
             scores = NetworkScores(model)
@@ -92,13 +93,15 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, approx_order, unk,
         try:
             lattice = htk.read_htk(path)
             settings = scales.of(lattice)
-            expand = write_htk and scores is not None
-            if viterbi_decode or nbest_decode or expand:
+            if scores is not None:
+                scores.forget()  # one lattice's scores at a time
+            if contexts is not None:
+                contexts.forget()
+            by_decoder = write_htk and scores is not None and contexts is None  # a network's expansion
+            if viterbi_decode or nbest_decode or by_decoder:
                 check_scales(lattice, settings, bool(nbest_decode) or scores is not None)
-                if scores is not None:
-                    scores.forget()  # one lattice's scores at a time
                 nodes, finals = viterbi(lattice, settings, word_of, scores, context_order,
-                                        nbest=bool(nbest_decode) or expand)
+                                        nbest=bool(nbest_decode) or by_decoder)
             if viterbi_decode:
                 words = best_words(nodes, finals)
                 click.echo(lattice.name + (" " + " ".join(words) if words else ""))
@@ -107,9 +110,10 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, approx_order, unk,
                     out.writelines(line + "\n" for line in nbest_lines(nodes, finals, nbest_decode, model))
             if write_htk:
                 with open_output(os.path.join(out_lattice_dir, lattice.name + ".lat.gz")) as out:
-                    if not expand:
+                    if scores is None:
                         htk.write_htk(lattice, out)
-                    elif not write_expanded(lattice, settings, nodes, finals, out):
+                    elif not write_expanded(lattice, settings, from_decoder(nodes, finals) if by_decoder else
+                                            expand_to_lm(lattice, settings, word_of, scores, contexts), out):
                         raise NplmError("no path through the lattice has a probability above 0 with -lm: nothing "
                                         "to write", path=lattice.path)
         except NplmError as err:

@@ -29,7 +29,10 @@ class BackoffScores:
         return None
 
     def logprob(self, word, path):
-        context = path.context
+        return self.word_logprob(word, path.context)
+
+    def word_logprob(self, word, context):
+        """log10 p(word | context), the context's words recent first."""
         key = (word, context)
         if key not in self.cache:
             if word not in self.index:
