@@ -356,3 +356,9 @@ def test_a_network_rescores_writes_the_lattice_and_its_nbest(tmp_path):
     assert sorted(line[4] for line in lines) == ["a", "b"]
     for line in lines:  # the N-best's language score: the network's log10 P of the sentence
         assert float(line[1]) == pytest.approx(_sentence_log10(model, line[4:-1]), abs=1e-5)
+
+
+def test_approx_order_is_for_networks(tmp_path):
+    status, _, stderr = run_nplm("lattice-tool", "-read-htk", "-in-lattice", LATTICES / "sent00001.lat.gz", "-lm",
+                                 DATA / "kn3-unk.arpa.gz", "-approx-order", 3, "-viterbi-decode")
+    assert status == 2 and stderr == "nplm: -approx-order applies to a network -lm (a back-off model's is -order)\n"

@@ -157,12 +157,29 @@ class NetworkScores:
             layers = len(parents[0].state)
             states = [{name: np.stack([p.state[l][k] for p in parents]) for k, name in enumerate(("state", "cell"))}
                       for l in range(layers)]
-        ids = [self.index[w] for w in words]
-        pairs = [(i, t) for i in range(len(memories)) for t in ids]
         node_input = np.array([m.word for m in memories], dtype=np.int32)
-        logp, after = self.model.step_pairs(pairs, parent, node_input, states, self.networks)
-        logp = (logp / LN10).tolist()
-        for i, memory in enumerate(memories):
-            memory.state = [(layer["state"][i], layer["cell"][i]) for layer in after]
-            for j, word in enumerate(words):
-                memory.logp[word] = f32(logp[i * len(words) + j])
+        ids = [self.index[w] for w in words]
+        per_call = max(1, MAX_PAIRS // len(ids))
+        for first in range(0, len(memories), per_call):
+            chunk = range(first, min(first + per_call, len(memories)))
+            pairs = [(i - first, t) for i in chunk for t in ids]
+            pairs += [(0, -1)] * (_bucket(len(pairs)) - len(pairs))  # a few batch sizes: a kernel per size
+            part = slice(chunk.start, chunk.stop)
+            logp, after = self.model.step_pairs(pairs, parent[part], node_input[part], states, self.networks)
+            logp = (logp / LN10).tolist()
+            for i in chunk:
+                memory = memories[i]
+                memory.state = [(layer["state"][i - first], layer["cell"][i - first]) for layer in after]
+                for j, word in enumerate(words):
+                    memory.logp[word] = f32(logp[(i - first) * len(words) + j])
+
+
+MAX_PAIRS = 1024  # (path, word) pairs per step of a network: its kernel's buffers grow with them
+
+
+def _bucket(count):
+    """The batch size a kernel is made for: the next power of two (at least 16)."""
+    size = 16
+    while size < count:
+        size *= 2
+    return size
