@@ -302,4 +302,3 @@ def _lattice_language(nodes, path):
         if nodes[state.node].language is not None:
             total = f32(total + nodes[state.node].language)
     return total
-

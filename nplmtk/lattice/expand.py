@@ -14,13 +14,15 @@ its score under the model, with as few nodes as the model's contexts allow. The 
 (start, <s>), the end (end, nothing)."""
 import math
 
+import numpy as np
+
 from .decode import BOS, EOS, f32, srilm_graph
 from .htk import NULL_WORD
 
 
 class ExpandedLattice:
     """`graph`: SRILM's graph of the lattice as read; `nodes`: for each new node its
-    graph node; `links`: (from, to, language score log10) between new nodes, the word and
+    graph node (None: a null node of no graph node's); `links`: (from, to, language score log10) between new nodes, the word and
     the other scores those of the graph node `to` copies; `start`, `end`: new nodes."""
 
     def __init__(self, graph, nodes, links, start, end):
@@ -32,8 +34,6 @@ class BackoffContexts:
     strings, recent first), the rows of its suffixes that are contexts of the model."""
 
     def __init__(self, model):
-        import numpy as np
-        self.np = np
         self.model, self.index = model, model.vocab.index
         self.limit = model.order - 1
         self.cache = {}
@@ -50,7 +50,7 @@ class BackoffContexts:
                 if word not in self.index:
                     break
                 ids.insert(0, self.index[word])
-                row = int(self.model.index.find(self.np.array([ids], dtype=self.np.int32))[0])
+                row = int(self.model.index.find(np.array([ids], dtype=np.int32))[0])
                 if row < 0 or not self.model.node[len(ids) - 1][row]:
                     break
                 rows.append(row)
@@ -62,7 +62,7 @@ class BackoffContexts:
         if word not in self.index or any(w not in self.index for w in context):
             return False
         gram = [self.index[w] for w in reversed(context)] + [self.index[word]]
-        return int(self.model.index.find(self.np.array([gram], dtype=self.np.int32))[0]) >= 0
+        return int(self.model.index.find(np.array([gram], dtype=np.int32))[0]) >= 0
 
     def used_length(self, word, context):
         """Ngram::contextID: the length of the longest trie node along `context` under
