@@ -99,13 +99,13 @@ brown-mlp9 brown-mlp1 brown-is brown-lbl brown-lbl-outputs brown-survey brown-ls
 # in the decoder by the n-gram history approximation of orders 3 to 6, KN5's 100-best
 # lists rescored by nplm rescore with KN5, the LSTM and the two mixed, word error rates
 # against the true sentences, and SRILM's lattice-tool on the same commands when SRILM_BIN
-# holds it (outputs compared, both timed); writes its section of BENCHMARKS.md (about 12
-# min on 2 cores with the LSTM trained, most of it the LSTM at orders 5 and 6).
+# holds it (outputs compared, both timed once); writes its section of BENCHMARKS.md (about
+# 10 min on 2 cores with the LSTM trained, most of it the LSTM at orders 5 and 6).
 LATTICES ?= 100
 LATTICE_LSTM ?= runs/lstm-class.nplm
 brown-lattices: install
 	$(BIN)/python benchmarks/lattices.py --brown $(BROWN) --nplm $(BIN)/nplm --first $(LATTICES) \
-	    --lstm $(LATTICE_LSTM) --out BENCHMARKS.md
+	    --repeats 1 --lstm $(LATTICE_LSTM) --out BENCHMARKS.md
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info demo/out bench/out nplmtk/_ext/*.so cython_ext/*.c
