@@ -7,11 +7,14 @@ acoustic scores alone), with KN3 and with KN5, and SRILM's lattice-tool on the s
 commands when present (--lattice-tool, or $SRILM_BIN/lattice-tool), their outputs
 compared byte for byte and both timed (the whole process, median of --repeats runs); the
 word error rate of each 1-best against the true sentences, and of the N-best oracle (the
-best of KN5's -nbest-decode 100 hypotheses of each lattice); then KN5's 100-best lists
-rescored exactly by `nplm rescore -nbest-files` (lmscale 8, word penalty 0, the lattices'
-scales) with KN5 itself (a check of the scales: it must give KN5's 1-best), with the LSTM
-of `make brown-fast` (runs/lstm-fast.nplm, trained first when missing) and with the LSTM
-and KN5 mixed 0.5/0.5 (`nplm mix -lambda 0.5`).
+best of KN5's -nbest-decode 100 hypotheses of each lattice); the lattices expanded to KN3
+and KN5 (-lm with -write-htk, nplm's and lattice-tool's, timed, their links compared) and
+decoded again without a model (the same 1-best as decoding with the model); the LSTM of
+`make brown-lstm` (runs/lstm-class.nplm, trained first when missing) in the decoder by
+the n-gram history approximation of orders 3 to 6 (-approx-order); then KN5's 100-best
+lists rescored exactly by `nplm rescore -nbest-files` (lmscale 8, word penalty 0, the
+lattices' scales) with KN5 itself (a check of the scales: it must give KN5's 1-best), with
+the same LSTM and with the LSTM and KN5 mixed 0.5/0.5 (`nplm mix -lambda 0.5`).
 """
 import argparse
 import gzip
@@ -28,12 +31,14 @@ sys.path.insert(0, HERE)
 from run import checkout_commit, stamp, write_sections  # noqa: E402
 from runs import RUNS, VOCAB_MIN_COUNT  # noqa: E402
 
+from nplmtk.lattice.htk import read_htk  # noqa: E402
 from nplmtk.lattice.wer import word_error_rate, word_errors  # noqa: E402
 
 HEADING = "## Lattice decoding on Brown (issue 37)"
 NBEST = 100
 LMSCALE, WDPENALTY = 8, 0  # the lattices' scales (nplmtk/lattice/noise.py)
-LSTM = RUNS["lstm-fast"]
+LSTM = RUNS["lstm-class"]
+APPROX_ORDERS = (3, 4, 5, 6)
 
 
 def timed(args, repeats):
@@ -44,6 +49,27 @@ def timed(args, repeats):
         out = subprocess.run(args, check=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout
         times.append(time.perf_counter() - start)
     return statistics.median(times), out
+
+
+def timed_expansion(args, out_dir, repeats):
+    """As `timed`, the output folder removed before each run (lattice-tool refuses one
+    that exists)."""
+    times = []
+    for _ in range(repeats):
+        if os.path.exists(out_dir):
+            shutil.rmtree(out_dir)
+        start = time.perf_counter()
+        subprocess.run(args, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def links(path):
+    """A written lattice's links as (start time, end time, word, scores), counted: the
+    lattice up to the numbering of its nodes."""
+    lattice = read_htk(path)
+    times = {node.number: node.time for node in lattice.nodes}
+    return sorted((times[l.start], times[l.end], l.word or "", sorted(l.scores.items())) for l in lattice.links)
 
 
 def one_best(stdout):
@@ -85,9 +111,10 @@ def main():
     parser.add_argument("--first", type=int, default=500, help="lattices for the first N sentences of Brown test")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of each decoding (the median)")
-    parser.add_argument("--rescore-repeats", type=int, default=1, help="timed runs of each N-best rescoring")
+    parser.add_argument("--rescore-repeats", type=int, default=1,
+                        help="timed runs of each N-best rescoring and of each decoding with the LSTM")
     parser.add_argument("--lstm", default=LSTM.model_path,
-                        help="the LSTM for rescoring (default: make brown-fast's, trained when missing)")
+                        help="the LSTM (default: make brown-lstm's -output class one, trained when missing)")
     parser.add_argument("--work", default=os.path.join("bench", "out", "lattices"))
     parser.add_argument("--out", default="BENCHMARKS.md")
     args = parser.parse_args()
@@ -169,11 +196,35 @@ def main():
     rows.append((f"KN5 N-best oracle (best of `-nbest-decode {NBEST}`)", rate, errors, words, ours_seconds,
                  theirs_seconds, same))
 
+    for order in (3, 5):
+        print(f"lattices: expanding to KN{order} ...", file=sys.stderr)
+        lm = ["-lm", models[order], "-order", str(order), "-unk"]
+        ours_out, theirs_out = os.path.join(work, f"expanded{order}-nplm"), os.path.join(work, f"expanded{order}-srilm")
+        ours_seconds = timed_expansion([args.nplm, *read, *lm, "-write-htk", "-out-lattice-dir", ours_out], ours_out,
+                                       args.repeats)
+        written = os.path.join(work, f"expanded{order}-list")
+        with open(written, "w") as f:
+            f.writelines(os.path.join(ours_out, name + ".lat.gz") + "\n" for name in names)
+        best = one_best(timed([args.nplm, "lattice-tool", "-read-htk", "-in-lattice-list", written,
+                               "-viterbi-decode"], 1)[1])
+        on_the_fly = one_best(timed([args.nplm, *read, *lm, "-viterbi-decode"], 1)[1])
+        agree = sum(best[name] == on_the_fly[name] for name in names)
+        rate, errors, words = word_error_rate(refs, [mapped(best[name]) for name in names])
+        theirs_seconds, same = None, None
+        if tool:
+            theirs_seconds = timed_expansion([tool, *read[1:], *lm, "-write-htk", "-out-lattice-dir", theirs_out],
+                                             theirs_out, args.repeats)
+            equal = sum(links(os.path.join(ours_out, name + ".lat.gz"))
+                        == links(os.path.join(theirs_out, name + ".lat.gz")) for name in names)
+            same = f"{equal} of {count} lattices the same links"
+        rows.append((f"KN{order} expanded (`-write-htk`), decoded without `-lm` (1-best = on-the-fly's for {agree} of "
+                     f"{count})", rate, errors, words, ours_seconds, theirs_seconds, same))
+
     trained = ""
     if not os.path.exists(args.lstm):
         if args.lstm != LSTM.model_path:
             sys.exit(f"lattices: {args.lstm}: no such file")
-        print(f"lattices: training {LSTM.model_path} (make brown-fast) ...", file=sys.stderr)
+        print(f"lattices: training {LSTM.model_path} (make {LSTM.make_target}) ...", file=sys.stderr)
         start = time.perf_counter()
         subprocess.run([sys.executable, os.path.join(HERE, "runs.py"), LSTM.make_target, "--brown", args.brown,
                         "--nplm", args.nplm], check=True)
@@ -183,6 +234,14 @@ def main():
     mixture = os.path.join(work, "lstm-kn5.mix")
     subprocess.run([args.nplm, "mix", "-lm", lstm, "-lm", models[5], "-lambda", "0.5", "-text",
                     os.path.join(args.brown, "valid.txt"), "-write", mixture], check=True, stdout=subprocess.DEVNULL)
+    for order in APPROX_ORDERS:
+        print(f"lattices: the LSTM by the {order}-gram history approximation ...", file=sys.stderr)
+        seconds, out = timed([args.nplm, *read, "-lm", lstm, "-unk", "-approx-order", str(order), "-viterbi-decode"],
+                             args.rescore_repeats)
+        best = one_best(out)
+        rate, errors, words = word_error_rate(refs, [mapped(best[name]) for name in names])
+        rows.append((f"LSTM in the decoder, {order}-gram history approximation (`-approx-order {order}`)", rate,
+                     errors, words, seconds, None, None))
     nbest_list = os.path.join(work, "nbest-list")
     with open(nbest_list, "w") as f:
         f.writelines(os.path.join(ours_dir, name + ".gz") + "\n" for name in names)
@@ -225,14 +284,30 @@ def main():
             "the words outside the vocabulary written `<unk>` on both sides, as the decoders read the lattices with "
             f"`-unk` ({oov:.1%} of the reference words; the acoustic-only path is mapped the same way). The oracle: "
             f"for each lattice the hypothesis of KN5's {NBEST} best with the fewest errors. Time: the whole process "
-            f"(reading the model included), median of {args.repeats} runs, divided by the {count} lattices.", "",
+            f"(reading the model included), median of {args.repeats} runs, divided by the {count} lattices. "
+            "lattice-tool given `-lm` also expands each lattice to the model after decoding it (unless "
+            "`-no-expansion`), so its decoding times include an expansion.", "",
+            "The expanded rows: each lattice expanded to the model and written with the model's log10 probabilities "
+            "as language scores (SRILM's expandToLM: a node per lattice node and context, each context cut to the "
+            "longest the model uses next), then decoded again without a model; the time is the expansion's "
+            "(reading and writing included); identical output: lattices whose written links (times, word, scores) "
+            "are lattice-tool's, the nodes numbered otherwise:", "",
+            "    nplm lattice-tool -read-htk -in-lattice-list lat/list -lm knK.arpa -order K -unk -write-htk "
+            "-out-lattice-dir expanded",
+            "    nplm lattice-tool -read-htk -in-lattice-list expanded/list -viterbi-decode", "",
+            "The LSTM rows: the LSTM's log10 probabilities in the decoder in place of an n-gram's, by the n-gram "
+            "history approximation of Liu et al. (2016): paths into a lattice node whose last K-1 words agree merge, "
+            "the best one's network state carried on; each lattice node's paths scored in one batch. Time: one run "
+            "(the LSTM and lattice-tool do not meet: SRILM has no neural models):", "",
+            "    nplm lattice-tool -read-htk -in-lattice-list lat/list -lm lstm.nplm -unk -approx-order K "
+            "-viterbi-decode", "",
             f"The rescored rows: KN5's {NBEST}-best lists above re-ranked exactly, each hypothesis by its acoustic "
             f"score from the list plus {LMSCALE} times the new model's log10 probability of its words (with `</s>`) "
             f"plus {WDPENALTY} per word, the lattices' scales:", "",
             f"    nplm rescore -lm MODEL -nbest-files nbest-list -lm-weight {LMSCALE} -word-penalty {WDPENALTY} -best",
             "    nplm mix -lm lstm.nplm -lm kn5.arpa -lambda 0.5 -text valid.txt -write lstm-kn5.mix", "",
             f"MODEL: kn5.arpa (a check of the scales: its best hypothesis is KN5's Viterbi 1-best for {agree} of the "
-            f"{count} lattices); " + (f"the LSTM of `make brown-fast` ({LSTM.name} in benchmarks/runs.py: "
+            f"{count} lattices); " + (f"the LSTM of `make {LSTM.make_target}` ({LSTM.name} in benchmarks/runs.py: "
                                       f"{LSTM.architecture}, `{' '.join(LSTM.options())}`, Brown train{trained})"
                                       if args.lstm == LSTM.model_path else f"the LSTM {args.lstm}") + "; "
             "and the two interpolated word by word with weights 0.5 and 0.5. Their time: the whole `nplm rescore` "
@@ -243,7 +318,7 @@ def main():
             "| model | WER (errors / words) | nplm per lattice | lattice-tool per lattice | identical output |",
             "| --- | --- | --- | --- | --- |"]
     for label, rate, errors, words, ours_seconds, theirs_seconds, same in rows:
-        rescoring = "rescored by" in label
+        rescoring = "rescored by" in label or label.startswith("LSTM")
         body.append(f"| {label} | {rate:.2%} ({errors:,} / {words:,}) | {ours_seconds / count * 1000:.2f} ms | "
                     + (f"{theirs_seconds / count * 1000:.2f} ms" if theirs_seconds is not None
                        else "—" if rescoring else "not run")

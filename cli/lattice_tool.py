@@ -1,8 +1,10 @@
 """nplm lattice-tool: decode HTK lattices with a language model as SRILM's lattice-tool
 (its option names): the 1-best (-viterbi-decode), the words of least expected error
-(-posterior-decode) and the N-best (-nbest-decode N -out-nbest-dir DIR, SRILM's N-best
-format, which `nplm rescore` reads); -ppl scores a text by each lattice taken as a
-language model."""
+(-posterior-decode), the N-best (-nbest-decode N -out-nbest-dir DIR, SRILM's N-best
+format, which `nplm rescore` reads), each lattice as a language model (-ppl FILE) and the
+lattice expanded with the model's scores (-write-htk -out-lattice-dir DIR). A back-off n-gram
+model is applied exactly (-order); a network by the n-gram history approximation
+(-approx-order, exact for a feed-forward network of that order)."""
 import os
 import sys
 
@@ -10,12 +12,13 @@ import click
 
 from nplmtk.errors import NplmError
 from nplmtk.io import check_readable, open_output, read_lines
-from nplmtk.vocab import sentence_tokens
 from nplmtk.lattice import htk
 from nplmtk.lattice.decode import Graph, Scales, best_words, check_scales, nbest_lines, srilm_graph, viterbi
+from nplmtk.lattice.expand import BackoffContexts, expand_to_lm, from_decoder, write_expanded
 from nplmtk.lattice.lattice_lm import text_stats
 from nplmtk.lattice.posterior import posterior_words
-from nplmtk.lattice.scores import BackoffScores
+from nplmtk.lattice.scores import BackoffScores, NetworkScores
+from nplmtk.vocab import sentence_tokens
 
 from .options import Integer, Real, example, flag, option, spell
 
@@ -26,8 +29,13 @@ from .options import Integer, Real, example, flag, option, spell
 @flag("read-htk", help="Read HTK Standard Lattice Format (the only format read).")
 @option("in-lattice", metavar="FILE", multiple=True, help="A lattice (gzip allowed); may be repeated.")
 @option("in-lattice-list", metavar="FILE", help="A file naming one lattice a line.")
-@option("lm", metavar="MODEL", help="A back-off n-gram model (ARPA) whose scores replace the lattice's.")
-@option("order", type=Integer(1, 10), default=3, help="The model's order, and the decoder's context + 1.")
+@option("lm", metavar="MODEL", help="A model whose scores replace the lattice's: a back-off n-gram model (ARPA, "
+       "binary) or a network (nplm model file).")
+@option("order", type=Integer(1, 10), default=3, help="A back-off -lm's order, and the decoder's context + 1.")
+@option("approx-order", type=Integer(2, 20), help="A network -lm: the n-gram history approximation's order K "
+        "(Liu et al. 2016): paths into a lattice node whose last K-1 words agree merge, the best one's network "
+        "state carried on, and the written lattice has a node per (node, last K-1 words). Exact for a "
+        "feed-forward network of order K. [a feed-forward network's order; 5 for a recurrent one]")
 @flag("unk", help="Words outside the model's vocabulary (and -vocab) are <unk>.")
 @option("vocab", metavar="FILE", help="More known words, one a line (with -unk, not mapped to <unk>).")
 @option("htk-lmscale", type=Real(), help="Override the lattices' lmscale.")
@@ -39,15 +47,16 @@ from .options import Integer, Real, example, flag, option, spell
 @option("posterior-scale", type=Real(0, low_open=True), default=8.0,
         help="Divide the lattice's log scores by this for posteriors.")
 @option("nbest-decode", type=Integer(0), default=0, help="Write the N best paths of each lattice.")
-@option("out-nbest-dir", metavar="DIR", help="Where -nbest-decode writes NAME.gz.")
+@option("out-nbest-dir", metavar="DIR", help="Where -nbest-decode writes NAME.gz (made if missing).")
 @option("ppl", metavar="FILE", help="Score the sentences of FILE by each lattice taken as a language model (its best "
         "path of their words) and print the perplexity report.")
-@flag("write-htk", help="Write the lattices in HTK format into -out-lattice-dir, as read (not yet with the "
-      "model's scores).")
-@option("out-lattice-dir", metavar="DIR", help="Where -write-htk writes NAME.lat.gz.")
-def command(read_htk, in_lattice, in_lattice_list, lm, order, unk, vocab, htk_lmscale, htk_acscale,
-            htk_wdpenalty, viterbi_decode, posterior_decode, posterior_scale, nbest_decode, out_nbest_dir, ppl, write_htk,
-            out_lattice_dir):
+@flag("write-htk", help="Write the lattices in HTK format into -out-lattice-dir: with -lm, expanded so that each "
+      "node has one context (the last -order-1 words; -approx-order-1 for a network) and each link the model's "
+      "log10 probability as l= (base=10, the scales used in the header); without, as read.")
+@option("out-lattice-dir", metavar="DIR", help="Where -write-htk writes NAME.lat.gz (made if missing).")
+def command(read_htk, in_lattice, in_lattice_list, lm, order, approx_order, unk, vocab, htk_lmscale, htk_acscale,
+            htk_wdpenalty, viterbi_decode, posterior_decode, posterior_scale, nbest_decode, out_nbest_dir, ppl,
+            write_htk, out_lattice_dir):
     """Each lattice in turn (one in memory at a time); a bad lattice is one line on stderr
     naming its file and line, the others go on, and the exit status is then 2."""
     if not read_htk:
@@ -58,21 +67,36 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, unk, vocab, htk_lm
         raise NplmError("-posterior-decode and -ppl use the lattices' own scores: not yet with -lm")
     if write_htk and not out_lattice_dir:
         raise NplmError("-write-htk needs -out-lattice-dir")
+    for directory in (out_nbest_dir if nbest_decode else None, out_lattice_dir if write_htk else None):
+        if directory is not None:
+            try:
+                os.makedirs(directory, exist_ok=True)
+            except OSError as err:
+                raise NplmError(f"cannot create the folder ({err.strerror})", path=directory) from None
     paths = list(in_lattice)
     if in_lattice_list:
         check_readable(in_lattice_list)
         paths += [line.strip() for line in read_lines(in_lattice_list) if line.strip()]
-    scores = None
+    scores, model, context_order, contexts = None, None, order, None
     if lm:
         from nplmtk.models import load
+        from nplmtk.neural.network import NeuralModel
         from nplmtk.ngram.backoff import BackoffModel
         model = load(lm)
-        if not isinstance(model, BackoffModel):  # the network's history approximation is not built yet
-            raise NplmError("-lm: lattices are rescored with back-off n-gram models only, so far", path=lm)
-        scores = BackoffScores(model.truncated(order))
+        if isinstance(model, BackoffModel):
+            if approx_order is not None:
+                raise NplmError("-approx-order applies to a network -lm (a back-off model's is -order)")
+            model = model.truncated(order)
+            scores, contexts = BackoffScores(model), BackoffContexts(model)
+        elif isinstance(model, NeuralModel):
+            context_order = approx_order or (5 if model.RECURRENT else model.order)
+            scores = NetworkScores(model)
+        else:
+            raise NplmError(f"-lm: a {model.kind} model cannot score lattice paths (a back-off n-gram model or a "
+                            "single network can)", path=lm)
     known = {line.strip() for line in read_lines(vocab) if line.strip()} if vocab else set()
     known |= set(scores.index) if scores else set()
-    unk_word = scores.model.vocab.unk_word if scores else "<unk>"
+    unk_word = model.vocab.unk_word if scores else "<unk>"
     vocabulary = known | {"<unk>", "<s>", "</s>", "-pau-"}  # and SRILM's own words
     if ppl:
         check_readable(ppl)
@@ -86,11 +110,15 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, unk, vocab, htk_lm
         try:
             lattice = htk.read_htk(path)
             settings = scales.of(lattice)
-            if viterbi_decode or nbest_decode:
+            if scores is not None:
+                scores.forget()  # one lattice's scores at a time
+            if contexts is not None:
+                contexts.forget()
+            by_decoder = write_htk and scores is not None and contexts is None  # a network's expansion
+            if viterbi_decode or nbest_decode or by_decoder:
                 check_scales(lattice, settings, bool(nbest_decode) or scores is not None)
-                nodes, finals = viterbi(lattice, settings, word_of, scores and scores.logprob, order,
-                                        nbest=bool(nbest_decode), use_lm=scores is not None,
-                                        prefetch=scores and scores.prefetch)
+                nodes, finals = viterbi(lattice, settings, word_of, scores, context_order,
+                                        nbest=bool(nbest_decode) or by_decoder)
             if viterbi_decode:
                 words = best_words(nodes, finals)
                 click.echo(lattice.name + (" " + " ".join(words) if words else ""))
@@ -102,11 +130,15 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, unk, vocab, htk_lm
                 click.echo(f"file {ppl}: " + "\n".join(text_stats(graph, sentences, vocabulary).lines()))
             if nbest_decode:
                 with open_output(os.path.join(out_nbest_dir, lattice.name + ".gz")) as out:
-                    out.writelines(line + "\n" for line in nbest_lines(nodes, finals, nbest_decode,
-                                                                      scores and scores.model))
+                    out.writelines(line + "\n" for line in nbest_lines(nodes, finals, nbest_decode, model))
             if write_htk:
                 with open_output(os.path.join(out_lattice_dir, lattice.name + ".lat.gz")) as out:
-                    htk.write_htk(lattice, out)
+                    if scores is None:
+                        htk.write_htk(lattice, out)
+                    elif not write_expanded(lattice, settings, from_decoder(nodes, finals) if by_decoder else
+                                            expand_to_lm(lattice, settings, word_of, scores, contexts), out):
+                        raise NplmError("no path through the lattice has a probability above 0 with -lm: nothing "
+                                        "to write", path=lattice.path)
         except NplmError as err:
             print(f"nplm: {err.render(lambda name: spell(name, 'lattice-tool'))}", file=sys.stderr)  # as cli/main.py
             failed = True

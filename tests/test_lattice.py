@@ -3,6 +3,7 @@ and `nplm lattice-tool`'s 1-best and N-best against SRILM 1.7.3's lattice-tool o
 (tests/data/srilm/README.md: the commands)."""
 import gzip
 import os
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -197,3 +198,205 @@ def test_word_errors_count_substitutions_deletions_and_insertions():
     assert word_errors("a b c".split(), []) == 3 and word_errors([], "a b".split()) == 2
     assert word_errors("the cat sat".split(), "cat sat down".split()) == 2
     assert word_error_rate([["a", "b"], ["c", "d"]], [["a"], ["c", "d", "e"]]) == (0.5, 2, 4)
+
+
+def _nbest_of(directory, name):
+    with gzip.open(directory / name, "rt") as f:
+        return [line.split() for line in f]
+
+
+def _decode_written(tmp_path, directory, tag):
+    """The 10-best of the lattices in `directory` decoded without a model."""
+    listing = tmp_path / f"{tag}.list"
+    listing.write_text("".join(f"{p}\n" for p in sorted(directory.glob("*.lat.gz"))))
+    out = tmp_path / f"{tag}-nbest"
+    out.mkdir()
+    status, stdout, stderr = run_nplm("lattice-tool", "-read-htk", "-in-lattice-list", listing, "-viterbi-decode",
+                                      "-nbest-decode", 10, "-out-nbest-dir", out)
+    assert status == 0, stderr
+    return stdout, out
+
+
+def _links(path):
+    """The links of a lattice as (start time, end time, word, scores), counted."""
+    lattice = read_htk(str(path))
+    time = {node.number: node.time for node in lattice.nodes}
+    return Counter((time[l.start], time[l.end], l.word, tuple(sorted(l.scores.items()))) for l in lattice.links)
+
+
+@pytest.mark.parametrize("reference, options", [
+    ("kn3", ("-order", 3)),
+    ("kn3-o2", ("-order", 2, "-htk-lmscale", 12, "-htk-wdpenalty", -0.5)),
+])
+def test_the_expanded_lattice_is_lattice_tools(tmp_path, reference, options):
+    """-lm with -write-htk: the lattice expanded as lattice-tool -lm -write-htk expands
+    and writes it (expanded-*/): the same nodes and links, each link with the same times,
+    word, acoustic and language scores (the nodes numbered otherwise)."""
+    written = tmp_path / "written"
+    status, _, stderr = run_nplm("lattice-tool", "-read-htk", "-in-lattice-list", "list", "-lm",
+                                 DATA / "kn3-unk.arpa.gz", "-unk", *options, "-write-htk", "-out-lattice-dir",
+                                 written, cwd=LATTICES)
+    assert status == 0, stderr
+    expected = sorted(os.listdir(LATTICES / f"expanded-{reference}"))
+    assert sorted(os.listdir(written)) == expected
+    for name in expected:
+        ours, theirs = read_htk(str(written / name)), read_htk(str(LATTICES / f"expanded-{reference}" / name))
+        assert (len(ours.nodes), len(ours.links)) == (len(theirs.nodes), len(theirs.links))
+        assert _links(written / name) == _links(LATTICES / f"expanded-{reference}" / name), name
+
+
+def test_decoding_the_expanded_lattice_without_the_model_gives_the_models_nbest(tmp_path):
+    """Decoded without a model, the written lattice gives the 1-best and the 10-best
+    (the same hypotheses, the language scores to float32 rounding) of decoding the
+    original with the model."""
+    written = tmp_path / "written"
+    status, _, stderr = run_nplm("lattice-tool", "-read-htk", "-in-lattice-list", "list", "-lm",
+                                 DATA / "kn3-unk.arpa.gz", "-order", 3, "-unk", "-write-htk", "-out-lattice-dir",
+                                 written, cwd=LATTICES)
+    assert status == 0, stderr
+    ours, ours_nbest = _decode_written(tmp_path, written, "ours")
+    assert ours == (LATTICES / "1best-kn3.txt").read_text()
+    for name in sorted(os.listdir(LATTICES / "nbest-kn3")):
+        expected, got = _nbest_of(LATTICES / "nbest-kn3", name), _nbest_of(ours_nbest, name)
+        assert [h[2:] for h in got] == [h[2:] for h in expected], name
+        assert [float(h[1]) for h in got] == pytest.approx([float(h[1]) for h in expected], abs=2e-5)
+        assert [h[0] for h in got] == [h[0] for h in expected]
+
+
+def test_a_bad_lattice_among_expanded_ones_is_one_line(tmp_path):
+    bad = tmp_path / "bad.lat"
+    bad.write_text(GOOD.replace("J=4 S=2 E=3", "J=4 S=2 E=0"))
+    listing = tmp_path / "list"
+    listing.write_text(f"{bad}\n{LATTICES / 'sent00001.lat.gz'}\n")
+    out = tmp_path / "out"
+    status, _, stderr = run_nplm("lattice-tool", "-read-htk", "-in-lattice-list", listing, "-lm",
+                                 DATA / "kn3-unk.arpa.gz", "-unk", "-write-htk", "-out-lattice-dir", out)
+    assert status == 2 and len(stderr.splitlines()) == 1 and f"{bad}:10:" in stderr and "cycle" in stderr
+    assert os.listdir(out) == ["sent00001.lat.gz"]
+
+
+# -- networks: the n-gram history approximation ----------------------------------------
+
+CHAIN = """VERSION=1.0
+base=10 lmscale=1
+start=0 end=4
+I=0
+I=1
+I=2
+I=3
+I=4
+J=0 S=0 E=1 W=a a=-1
+J=1 S=0 E=1 W=b a=-1.5
+J=2 S=1 E=2 W=c a=-1
+J=3 S=2 E=3 W=d a=-1
+J=4 S=3 E=4 W=!NULL
+"""
+
+
+def _network(kind, order=None):
+    from nplmtk.neural.mlp import MLPModel
+    from nplmtk.neural.recurrent import LSTMModel
+    from nplmtk.vocab import Vocabulary
+    vocab = Vocabulary(["a", "b", "c", "d", "e"])
+    if kind == "mlp":
+        return MLPModel.initial(vocab, order=order, features=4, hidden=6, seed=3)
+    model = LSTMModel.initial(vocab, features=6, hidden=6, seed=3)
+    for name, value in model.params.items():  # a random network's scores differ enough to matter
+        value *= 4
+    return model
+
+
+def _decode(lattice, model, order, nbest=True):
+    from nplmtk.lattice.decode import Scales, viterbi
+    from nplmtk.lattice.scores import NetworkScores
+    settings = Scales().of(lattice)
+    return viterbi(lattice, settings, lambda w: w, NetworkScores(model), order, nbest=nbest)
+
+
+def _sentence_log10(model, words):
+    from nplmtk.lattice.decode import sentence_logprobs
+    return sentence_logprobs(model, [words])[0]
+
+
+def _paths(nodes, finals):
+    from nplmtk.lattice.decode import nbest_paths
+    found = []
+    for path in nbest_paths(nodes, finals, 10):
+        words = [nodes[s.node].word for s in path if nodes[s.node].word not in (None, "<s>", "</s>")]
+        language = sum(language for s in path[1:] for prev, _, language in s.preds if prev in path)
+        found.append((words, language))
+    return found
+
+
+def test_a_feed_forward_network_of_order_n_is_exact_with_k_n(tmp_path):
+    model = _network("mlp", order=3)
+    lattice = read_htk(str(LATTICES / "sent00001.lat.gz"))
+    for link in lattice.links:  # the lattice's words made the model's
+        if link.word is not None:
+            link.word = "abcde"[sum(map(ord, link.word)) % 5]
+    nodes, finals = _decode(lattice, model, 3)
+    paths = _paths(nodes, finals)
+    assert len(paths) == 10
+    for words, language in paths:
+        assert language == pytest.approx(_sentence_log10(model, words), abs=1e-5)
+    assert finals[0].gprob == pytest.approx(_sentence_log10(model, paths[0][0]), abs=1e-5)
+
+
+def test_an_lstm_on_one_path_scores_the_sentence(tmp_path):
+    model = _network("lstm")
+    lattice = read_htk(write(tmp_path, CHAIN.replace("J=1 S=0 E=1 W=b a=-1.5\n", "").replace("L=5", "")))
+    nodes, finals = _decode(lattice, model, 2)
+    assert len(finals) == 1
+    assert finals[0].gprob == pytest.approx(_sentence_log10(model, ["a", "c", "d"]), abs=1e-5)
+
+
+def test_the_approximation_merges_paths_with_the_same_last_words(tmp_path):
+    """a c d and b c d: with K = 2 the paths merge at c, and b's path goes on with the
+    state of the better path's (so its d and </s> are scored after `a c`); with K = 4
+    nothing merges and both are exact."""
+    import numpy as np
+    model = _network("lstm")
+    lattice = read_htk(write(tmp_path, CHAIN))
+    exact = {w: _sentence_log10(model, [w, "c", "d"]) for w in "ab"}
+    nodes, finals = _decode(lattice, model, 4)
+    assert dict((words[0], language) for words, language in _paths(nodes, finals)) == pytest.approx(exact, abs=1e-5)
+
+    nodes, finals = _decode(lattice, model, 2)
+    (best, best_language), (other, other_language) = _paths(nodes, finals)
+    assert best_language == pytest.approx(exact[best[0]], abs=1e-5)
+    prefix = lambda w: float(np.sum(model.log10probs(_corpus(model, [[w, "c"]]))[:2]))  # noqa: E731
+    tail = exact[best[0]] - prefix(best[0])  # d and </s> after the better path's state
+    assert other_language == pytest.approx(prefix(other[0]) + tail, abs=1e-5)
+    assert other_language != pytest.approx(exact[other[0]], abs=1e-3)
+
+
+def _corpus(model, sentences):
+    import numpy as np
+    from nplmtk.corpus import Corpus
+    ids = np.array([model.vocab.index[w] for s in sentences for w in s], dtype=np.int32)
+    offsets = np.concatenate([[0], np.cumsum([len(s) for s in sentences])]).astype(np.int64)
+    return Corpus(ids, offsets, model.vocab, name="<test>")
+
+
+def test_a_network_rescores_writes_the_lattice_and_its_nbest(tmp_path):
+    model = _network("lstm")
+    path = tmp_path / "lstm.nplm"
+    model.save(str(path))
+    lattice = write(tmp_path, CHAIN)
+    out, nbest = tmp_path / "out", tmp_path / "nbest"
+    status, stdout, stderr = run_nplm("lattice-tool", "-read-htk", "-in-lattice", lattice, "-lm", path,
+                                      "-approx-order", 4, "-viterbi-decode", "-write-htk", "-out-lattice-dir", out,
+                                      "-nbest-decode", 5, "-out-nbest-dir", nbest)
+    assert status == 0, stderr
+    status, again, stderr = run_nplm("lattice-tool", "-read-htk", "-in-lattice", out / "x.lat.gz", "-viterbi-decode")
+    assert status == 0 and again == stdout, stderr
+    lines = [line.split() for line in gzip.open(nbest / "x.gz", "rt")]
+    assert sorted(line[4] for line in lines) == ["a", "b"]
+    for line in lines:  # the N-best's language score: the network's log10 P of the sentence
+        assert float(line[1]) == pytest.approx(_sentence_log10(model, line[4:-1]), abs=1e-5)
+
+
+def test_approx_order_is_for_networks(tmp_path):
+    status, _, stderr = run_nplm("lattice-tool", "-read-htk", "-in-lattice", LATTICES / "sent00001.lat.gz", "-lm",
+                                 DATA / "kn3-unk.arpa.gz", "-approx-order", 3, "-viterbi-decode")
+    assert status == 2 and stderr == "nplm: -approx-order applies to a network -lm (a back-off model's is -order)\n"

@@ -84,6 +84,7 @@ DOMAINS = {
     ("plot", "words"): f"[2, {C_INT}]",
     ("rescore", "lm-weight"): "(-inf, inf)",
     ("rescore", "word-penalty"): "(-inf, inf)",
+    ("lattice-tool", "approx-order"): "[2, 20]",
     ("lattice-tool", "htk-acscale"): "(-inf, inf)",
     ("lattice-tool", "htk-lmscale"): "(-inf, inf)",
     ("lattice-tool", "htk-wdpenalty"): "(-inf, inf)",

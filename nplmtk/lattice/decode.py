@@ -72,10 +72,14 @@ class Scales:
 
 
 class GraphNode:
-    __slots__ = ("word", "acoustic", "language", "incoming")
+    """A node of SRILM's graph: its word (None: a null node), its log10 acoustic and
+    language scores, `incoming` (node, weight); `scores` (log10, the link's and its end
+    node's) and `time` for writing an expanded lattice."""
+    __slots__ = ("word", "acoustic", "language", "incoming", "scores", "time")
 
-    def __init__(self, word, acoustic=None, language=None):
+    def __init__(self, word, acoustic=None, language=None, scores=None, time=None):
         self.word, self.acoustic, self.language, self.incoming = word, acoustic, language, []
+        self.scores, self.time = scores or {}, time
 
 
 def _word(word):
@@ -93,7 +97,7 @@ def srilm_graph(lattice, scales, word_of):
         word = BOS if number == lattice.start else EOS if number == lattice.end else None
         acoustic = node.scores.get("a") if number in (lattice.start, lattice.end) else None
         index[number] = len(nodes)
-        nodes.append(GraphNode(word, None if acoustic is None else htk_score(acoustic, base)))
+        nodes.append(GraphNode(word, None if acoustic is None else htk_score(acoustic, base), time=node.time))
     for link in lattice.links:
         end = lattice.node[link.end]
         word = _word(link.word) or _word(end.word)
@@ -105,7 +109,7 @@ def srilm_graph(lattice, scales, word_of):
                 weight = f32(weight + scales[scale] * score[key])
         if word is not None:
             weight = f32(weight + scales["wdpenalty"])
-        node = GraphNode(None if word is None else word_of(word), score.get("a"), score.get("l"))
+        node = GraphNode(None if word is None else word_of(word), score.get("a"), score.get("l"), score, end.time)
         node.incoming.append((index[link.start], weight))
         leaving[link.start].append(len(nodes))
         nodes[index[link.end]].incoming.append((len(nodes), 0.0))
@@ -133,36 +137,55 @@ class Graph:
 
 
 class State:
-    """A path of the decoder: its node, context (recent word first), log10 score and the
-    best predecessor; for the N-best, every merged predecessor with its score difference."""
-    __slots__ = ("node", "context", "prob", "gprob", "prev", "preds", "seen")
+    """A path of the decoder: its node, context (recent word first), log10 score, the sum
+    of its language scores, the best predecessor and the model's `memory` of that path (a
+    network's state); for the N-best and the expanded lattice, every merged predecessor
+    with its score difference and language score. `serial`: states are numbered as made,
+    which is a topological order."""
+    __slots__ = ("node", "context", "prob", "gprob", "prev", "memory", "preds", "seen", "serial")
 
-    def __init__(self, node, context, prob, gprob, prev):
+    def __init__(self, node, context, prob, gprob, prev, memory=None, serial=0):
         self.node, self.context, self.prob, self.gprob, self.prev = node, context, prob, gprob, prev
+        self.memory, self.serial = memory, serial
         self.preds, self.seen = [], {}
 
 
-def viterbi(lattice, scales, word_of, word_logprob, order, nbest=False, use_lm=True, prefetch=None):
-    """The states at the end node, best first (SRILM's Lattice::decode). `prefetch(word,
-    contexts)`, when given, is told each word node's contexts before `word_logprob` is
-    asked them one by one (so that it can score them in one batch)."""
+def viterbi(lattice, scales, word_of, scorer, order, nbest=False):
+    """The graph's nodes and the states at the end node, best first (SRILM's
+    Lattice::decode), keeping one path per (node, last order-1 words). `scorer` (None: the
+    lattice's own language scores) gives the model's scores: `start()` the memory of <s>,
+    `prefetch(paths, words)` before `logprob(word, path)` is asked for each of `words`
+    after each of `paths` (so that it can score them in one batch), `advance(memory, word)`
+    the memory of a path extended by `word`. A merged state keeps the memory of its best
+    path (with a network: the n-gram history approximation, Liu et al. 2016)."""
     nodes, order_of_nodes, start, end = srilm_graph(lattice, scales, word_of)
+    use_lm = scorer is not None
     lmscale = f32(scales["lmscale"]) if use_lm else 1.0
     context_len = max(order, 1) if use_lm else 1
-    first = State(start, (BOS,) if context_len > 1 else (), 0.0, 0.0, None)
-    states = {start: [first]}
+    following = {}
+    if use_lm:
+        for node in nodes:
+            if node.word is not None:
+                for source, _ in node.incoming:
+                    following.setdefault(source, []).append(node.word)
+    first = State(start, (BOS,) if context_len > 1 else (), 0.0, 0.0, None, scorer.start() if use_lm else None)
+    states, serial = {start: [first]}, 1
     for n in order_of_nodes[order_of_nodes.index(start) + 1:]:
         node = nodes[n]
         old = f32(node.language * lmscale) if use_lm and node.language is not None else 0.0
         here = {}
-        if prefetch is not None and use_lm and node.word is not None:
-            prefetch(node.word, [path.context for source, _ in node.incoming for path in states.get(source, ())])
+        if use_lm and node.word is not None:
+            for source, _ in node.incoming:
+                if source in following:  # each source's paths scored once, for all the words after it
+                    scorer.prefetch(states.get(source, ()), sorted(set(following.pop(source))))
         for source, weight in node.incoming:
             for path in states.get(source, ()):
                 prob = f32(f32(path.prob + weight) - old)
                 if use_lm and node.word is not None:
-                    gprob = word_logprob(node.word, path.context)
+                    gprob = scorer.logprob(node.word, path)
                     prob = f32(prob + f32(gprob * lmscale))
+                elif use_lm:
+                    gprob = 0.0
                 else:
                     gprob = node.language if node.language is not None else 0.0
                 if node.word is None:
@@ -175,12 +198,17 @@ def viterbi(lattice, scales, word_of, word_logprob, order, nbest=False, use_lm=T
                     if kept.prob < prob:
                         kept.prob, kept.gprob, kept.prev = prob, f32(path.gprob + gprob), path
                     if nbest:
-                        kept.preds.insert(0, (path, f32(prob - path.prob)))
+                        kept.preds.insert(0, (path, f32(prob - path.prob), gprob))
                 else:
-                    state = State(n, context, prob, f32(path.gprob + gprob), path)
+                    state = State(n, context, prob, f32(path.gprob + gprob), path, serial=serial)
+                    serial += 1
                     if nbest:
-                        state.preds.append((path, f32(prob - path.prob)))
+                        state.preds.append((path, f32(prob - path.prob), gprob))
                     here[key] = state
+        if use_lm:
+            for state in here.values():
+                memory = state.prev.memory
+                state.memory = memory if node.word is None else scorer.advance(memory, node.word)
         states[n] = list(here.values())
         if n == end:
             break
@@ -220,7 +248,7 @@ def nbest_paths(nodes, finals, count):
                 item = item[1]
             found.append(path)
             continue
-        for prev, diff in state.preds:
+        for prev, diff, _ in state.preds:
             prob = f32(f32(prev.prob + diff) + backward)
             if not prob > threshold:
                 continue

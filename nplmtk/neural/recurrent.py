@@ -258,11 +258,11 @@ class RNNModel(NeuralModel):
         out = np.full(corpus.num_words + corpus.num_sentences, -np.inf)
         states, networks = None, {}
         for positions, pair_of_token, pairs, parent, node_input in levels:
-            logp, states = self._step_pairs(pairs, parent, node_input, states, networks)
+            logp, states = self.step_pairs(pairs, parent, node_input, states, networks)
             out[positions] = logp[pair_of_token]
         return out / LN10
 
-    def _step_pairs(self, pairs, parent, node_input, states, networks):
+    def step_pairs(self, pairs, parent, node_input, states, networks):
         """One step for every (node, target) pair: from the state of the node's parent (zero
         at the root), input the node's token; log p of the target (-inf if outside the
         vocabulary), and the nodes' new states."""
