@@ -14,7 +14,7 @@ from nplmtk.errors import NplmError
 from nplmtk.io import check_readable, open_output, read_lines
 from nplmtk.lattice import htk
 from nplmtk.lattice.decode import Graph, Scales, best_words, check_scales, nbest_lines, srilm_graph, viterbi
-from nplmtk.lattice.expand import BackoffContexts, expand_to_lm, from_decoder, write_expanded
+from nplmtk.lattice.expand import BackoffContexts, expand_to_lm, expanded_graph, from_decoder, write_expanded
 from nplmtk.lattice.lattice_lm import text_stats
 from nplmtk.lattice.posterior import posterior_words
 from nplmtk.lattice.scores import BackoffScores, NetworkScores
@@ -63,8 +63,6 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, approx_order, unk,
         raise NplmError("only HTK lattices are read: give -read-htk")
     if nbest_decode and not out_nbest_dir:
         raise NplmError("-nbest-decode needs -out-nbest-dir")
-    if (posterior_decode or ppl) and lm:  # lattice-tool works on the lattice expanded to the model's order
-        raise NplmError("-posterior-decode and -ppl use the lattices' own scores: not yet with -lm")
     if write_htk and not out_lattice_dir:
         raise NplmError("-write-htk needs -out-lattice-dir")
     for directory in (out_nbest_dir if nbest_decode else None, out_lattice_dir if write_htk else None):
@@ -114,7 +112,8 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, approx_order, unk,
                 scores.forget()  # one lattice's scores at a time
             if contexts is not None:
                 contexts.forget()
-            by_decoder = write_htk and scores is not None and contexts is None  # a network's expansion
+            expanding = scores is not None and (write_htk or posterior_decode or ppl)
+            by_decoder = expanding and contexts is None  # a network's expansion is the decoder's
             if viterbi_decode or nbest_decode or by_decoder:
                 check_scales(lattice, settings, bool(nbest_decode) or scores is not None)
                 nodes, finals = viterbi(lattice, settings, word_of, scores, context_order,
@@ -122,7 +121,12 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, approx_order, unk,
             if viterbi_decode:
                 words = best_words(nodes, finals)
                 click.echo(lattice.name + (" " + " ".join(words) if words else ""))
-            graph = Graph(*srilm_graph(lattice, settings, word_of)) if posterior_decode or ppl else None
+            expanded = None
+            if expanding:
+                expanded = from_decoder(nodes, finals) if by_decoder else \
+                    expand_to_lm(lattice, settings, word_of, scores, contexts)
+            if posterior_decode or ppl:  # as lattice-tool: on the expanded lattice's model scores, with -lm
+                graph = expanded_graph(expanded) if expanded else Graph(*srilm_graph(lattice, settings, word_of))
             if posterior_decode:
                 click.echo(" ".join([lattice.name] + posterior_words(graph, posterior_scale)))
             if ppl:  # the vocabulary grows by each lattice's words, as SRILM's does
@@ -133,10 +137,9 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, approx_order, unk,
                     out.writelines(line + "\n" for line in nbest_lines(nodes, finals, nbest_decode, model))
             if write_htk:
                 with open_output(os.path.join(out_lattice_dir, lattice.name + ".lat.gz")) as out:
-                    if scores is None:
+                    if expanded is None:
                         htk.write_htk(lattice, out)
-                    elif not write_expanded(lattice, settings, from_decoder(nodes, finals) if by_decoder else
-                                            expand_to_lm(lattice, settings, word_of, scores, contexts), out):
+                    elif not write_expanded(lattice, settings, expanded, out):
                         raise NplmError("no path through the lattice has a probability above 0 with -lm: nothing "
                                         "to write", path=lattice.path)
         except NplmError as err:

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from .decode import BOS, EOS, f32, srilm_graph
+from .decode import BOS, EOS, Graph, GraphNode, f32, srilm_graph
 from .htk import NULL_WORD
 
 
@@ -238,3 +238,37 @@ def _reached(first, edges):
                 reached.add(b)
                 stack.append(b)
     return reached
+
+
+def expanded_graph(expanded):
+    """The expanded lattice as SRILM holds it after expandToLM: each link weighs the
+    model's log10 probability alone (the acoustic scores stay on the nodes, for writing),
+    which lattice-tool's -posterior-decode and -ppl then read."""
+    graph = expanded.graph
+    position = {n: k for k, n in enumerate(graph_order(graph))}
+    nodes = [GraphNode(None if n is None else graph[n].word) for n in expanded.nodes]
+    for a, b, language in expanded.links:
+        nodes[b].incoming.append((a, language))
+    last = len(position)  # a node of no graph node's (the decoder's end) comes last
+    order = sorted(range(len(nodes)), key=lambda i: last if expanded.nodes[i] is None else position[expanded.nodes[i]])
+    return Graph(nodes, order, expanded.start, expanded.end)
+
+
+def graph_order(graph):
+    """A topological order of SRILM's graph (nodes list with `incoming`)."""
+    outgoing = [[] for _ in graph]
+    waiting = [len(node.incoming) for node in graph]
+    for n, node in enumerate(graph):
+        for source, _ in node.incoming:
+            outgoing[source].append(n)
+    ready = [n for n, count in enumerate(waiting) if count == 0]
+    order = []
+    while ready:
+        n = ready.pop()
+        order.append(n)
+        for m in outgoing[n]:
+            waiting[m] -= 1
+            if not waiting[m]:
+                ready.append(m)
+    return order
+
