@@ -25,6 +25,7 @@ RESET_STATES = ("sentence", "never")
 MAX_LAYERS = 8
 SCORING_STREAMS = 64  # sentences scored side by side when each starts from a zero state
 SCORING_ROWS = 512  # steps x streams per segment when scoring
+NGRAM_STREAMS = 2048  # contexts of n-grams read side by side (ngram_logprobs)
 SHARED_FRACTION = 0.5  # N-best lists: the trie of prefixes when it scores at most this share of the tokens
 
 RECURRENT_OPTIONS = (
@@ -287,6 +288,42 @@ class RNNModel(NeuralModel):
         self._network(1, len(inputs)).next_logprobs(rows, out)
         return np.exp(out)
 
+    def ngram_logprobs(self, grams, progress=None):
+        """Natural-log p(w | <s> h) of each row (h..., w) of `grams` (an n-gram model's rows,
+        all of one length): the network reads <s> (unless h starts with it), then h, from a
+        zero state; each distinct h once, NGRAM_STREAMS side by side. A recurrent network
+        conditions on the whole sentence, so for h not at a sentence start this is its
+        probability as if h began one."""
+        if self.output == "hs":
+            raise ParameterError("{output} hs: scoring single n-grams is built for the full and class output layers")
+        grams = np.asarray(grams, dtype=np.int64)
+        out = np.empty(len(grams))
+        contexts, of_row = np.unique(grams[:, :-1], axis=0, return_inverse=True)
+        of_row = of_row.reshape(-1)
+        order = np.argsort(of_row, kind="stable")
+        starts = np.searchsorted(of_row[order], np.arange(len(contexts) + 1))
+        at_start = contexts[:, 0] == self.vocab.bos if contexts.shape[1] else np.zeros(len(contexts), dtype=bool)
+        for group in (np.flatnonzero(at_start), np.flatnonzero(~at_start)):
+            for lo in range(0, len(group), NGRAM_STREAMS):
+                chunk = group[lo:lo + NGRAM_STREAMS]
+                streams = RecurrentStreams(self, len(chunk), [])
+                words = contexts[chunk][:, 1:] if at_start[chunk[0]] else contexts[chunk]
+                for step in range(words.shape[1]):
+                    streams.advance(words[:, step], np.zeros(len(chunk), dtype=bool))
+                rows = np.concatenate([order[starts[c]:starts[c + 1]] for c in chunk])
+                stream_of = np.repeat(np.arange(len(chunk)), starts[chunk + 1] - starts[chunk])
+                out[rows] = streams.log_probabilities(stream_of, grams[rows, -1])
+                if progress is not None:
+                    progress(len(rows))
+        return out
+
+    def sampling_streams(self, count, start):
+        """`count` streams stepped together, each with its state (the hierarchical softmax
+        draws through next_distribution, one stream)."""
+        if self.output == "hs":
+            return super().sampling_streams(count, start)
+        return RecurrentStreams(self, count, start)
+
 
 class LSTMModel(RNNModel):
     kind = "nplm-lstm"
@@ -296,6 +333,137 @@ class LSTMModel(RNNModel):
     LSTM = True
     OPTIONS = declare(RNNModel.OPTIONS, Option("peephole", "flag", "The gates also read the previous cell c_t-1 "
                                                "(diagonal weights P)."))
+
+
+class RecurrentStreams:
+    """Streams of a recurrent network for sampling (nplmtk/generate.py): each stream's state
+    carried by the kernel, all stepped with one product per layer; the output layer read in
+    numpy from the top layer's state. A class output layer draws the class from the class
+    softmax, then the word from the softmax over that class's words (Mikolov et al. 2011's
+    factorisation): O((K + |c|) h) a word, not O(|V| h)."""
+    draws_words = True
+
+    def __init__(self, model, count, start):
+        params, vocab, layers = model.params, model.vocab, model.meta["layers"]
+        self.count, self.network = count, model._network(count, 1)
+        self.rows = np.zeros((1, 2, count), dtype=np.int32)
+        self.rows[0, 1] = -1  # no target: the step only advances the state
+        self.scores = np.empty(count)
+        inputs = [vocab.bos] + [vocab.unk if w < 0 else w for w in start]
+        first = model._network(1, len(inputs))
+        rows = np.full((len(inputs), 2, 1), -1, dtype=np.int32)
+        rows[:, 0, 0] = inputs
+        first.logprobs(rows, np.empty(len(inputs)))
+        self.names = [f"{kind}{l}" for l in range(layers) for kind in ("state", "cell")]
+        self.start_state = {name: first.carried[name][0].copy() for name in self.names}
+        for name in self.names:
+            self.network.carried[name][...] = self.start_state[name]
+        self.top = self.network.carried[f"state{layers - 1}"]  # updated in place by each step
+        self.start_input = inputs[-1]  # the input word before the first draw (direct connections read it)
+        self.inputs = np.full(count, self.start_input, dtype=np.int64)
+        self.V, self.d, self.M = params.get("V", params["C"]), params.get("d"), params.get("M")
+        self.C = params["C"]
+        self.classes = model.output == "class"
+        self.uniforms_per_draw = 2 if self.classes else 1
+        if self.classes:
+            members, starts, self.class_of, _ = class_lists(model.meta["class_of"])
+            self.members, self.starts = members.astype(np.int64), starts
+            self.V_by_class = np.ascontiguousarray(self.V[self.members])
+            self.d_by_class = None if self.d is None else self.d[self.members]
+            self.Vc, self.bc = params["Vc"], params.get("bc")
+
+    def advance(self, words, restart):
+        """Each stream takes its word, or (where `restart`) begins a sentence again."""
+        self.rows[0, 0] = words
+        self.network.logprobs(self.rows, self.scores)
+        self.inputs[...] = words
+        for name in self.names:
+            self.network.carried[name][restart] = self.start_state[name]
+        self.inputs[restart] = self.start_input
+
+    def draw(self, rows, u):
+        """A word for each stream of `rows` from u (rows x uniforms_per_draw in [0, 1))."""
+        from ..generate import inverse_cdf
+        top = self.top[rows]
+        if not self.classes:
+            return inverse_cdf(_exp_rows(self._word_scores(rows, top)), u[:, 0])
+        classes = inverse_cdf(_exp_rows(self._class_scores(top)), u[:, 0])
+        words = np.empty(len(rows), dtype=np.int64)
+        for c in np.unique(classes).tolist():
+            sel = np.flatnonzero(classes == c)
+            lo, hi = self.starts[c], self.starts[c + 1]
+            scores = top[sel] @ self.V_by_class[lo:hi].T
+            if self.d_by_class is not None:
+                scores += self.d_by_class[lo:hi]
+            words[sel] = self.members[lo + inverse_cdf(_exp_rows(scores), u[sel, 1])]
+        return words
+
+    def distributions(self, rows):
+        """p(w | each stream's history) for every word (rows x |V|, float64)."""
+        top = self.top[rows]
+        if not self.classes:
+            return _softmax_rows(self._word_scores(rows, top))
+        p = np.empty((len(rows), len(self.members)))
+        classes = _softmax_rows(self._class_scores(top))
+        scores = top @ self.V_by_class.T
+        if self.d_by_class is not None:
+            scores += self.d_by_class
+        for c in range(len(self.starts) - 1):
+            lo, hi = self.starts[c], self.starts[c + 1]
+            p[:, self.members[lo:hi]] = _softmax_rows(scores[:, lo:hi]) * classes[:, c:c + 1]
+        return p
+
+    def log_probabilities(self, streams, words):
+        """Natural-log p(word | the stream's history) for each pair of `streams` and `words`."""
+        top = self.top[streams]
+        scores = np.einsum("ij,ij->i", top, self.V[words], dtype=np.float64)
+        if self.d is not None:
+            scores += self.d[words]
+        if self.M is not None:
+            scores += np.einsum("ij,ij->i", self.C[self.inputs[streams]], self.M[words], dtype=np.float64)
+        distinct, back = np.unique(streams, return_inverse=True)
+        if not self.classes:
+            return scores - _logsumexp_rows(self._word_scores(distinct, self.top[distinct]))[back]
+        class_scores = self._class_scores(self.top[distinct])
+        class_of = np.asarray(self.class_of)[words]
+        scores += np.asarray(class_scores, dtype=np.float64)[back, class_of] - _logsumexp_rows(class_scores)[back]
+        for c in np.unique(class_of).tolist():
+            sel = np.flatnonzero(class_of == c)
+            lo, hi = self.starts[c], self.starts[c + 1]
+            within = top[sel] @ self.V_by_class[lo:hi].T
+            if self.d_by_class is not None:
+                within += self.d_by_class[lo:hi]
+            scores[sel] -= _logsumexp_rows(within)
+        return scores
+
+    def _class_scores(self, top):
+        scores = top @ self.Vc.T
+        return scores if self.bc is None else scores + self.bc
+
+    def _word_scores(self, rows, top):
+        scores = top @ self.V.T
+        if self.d is not None:
+            scores += self.d
+        if self.M is not None:  # direct connections from the input word's features
+            scores += self.C[self.inputs[rows]] @ self.M.T
+        return scores
+
+
+def _exp_rows(scores):
+    """exp(scores - each row's maximum), float64: weights proportional to the softmax."""
+    scores = np.asarray(scores, dtype=np.float64)
+    return np.exp(scores - scores.max(axis=1, keepdims=True))
+
+
+def _logsumexp_rows(scores):
+    scores = np.asarray(scores, dtype=np.float64)
+    top = scores.max(axis=1)
+    return top + np.log(np.exp(scores - top[:, None]).sum(axis=1))
+
+
+def _softmax_rows(scores):
+    weights = _exp_rows(scores)
+    return weights / weights.sum(axis=1, keepdims=True)
 
 
 def _prefix_trie(corpus, vocab):
