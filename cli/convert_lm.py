@@ -51,7 +51,8 @@ from .options import SEED_MAX, ByteSize, Integer, Real, example, flag, option
 @option("prune", type=Real(0), default=0.0,
         help="Entropy pruning (Stolcke 1998, SRILM's -prune) of the final model at this threshold.")
 @option("prune-to-entries", "budget", type=Integer(1), default=None, metavar="N",
-        help="Entropy pruning at the smallest threshold (to about 1%) that leaves at most N n-grams of all orders.")
+        help="Entropy pruning (as -prune) at a threshold found for the model to keep at most N n-grams of all orders "
+        "(and, where the search gets there, at least 99% of N); the threshold is printed on stderr.")
 @option("minprune", type=Integer(2), default=2, help="Prune only n-grams at least this long.")
 @option("write-lm", metavar="FILE", default=None, help="Write the back-off model as ARPA (.gz too).")
 @option("write-bin-lm", metavar="FILE", default=None, help="Write it as a binary nplm model.")
@@ -102,7 +103,8 @@ def command(lm, order, sample_words, seed, batch, write_text, memory, ngrams, re
         model = prune_model(model, prune, minprune)
     if budget is not None:
         model, threshold = prune_to_entries(model, budget, minprune)
-        click.echo(f"nplm convert-lm: -prune {threshold:.4g} leaves {entries(model)} n-grams", err=True)
+        click.echo(f"nplm convert-lm: -prune-to-entries {budget}: -prune {threshold:.6g} keeps {entries(model)} "
+                   "n-grams", err=True)
     if write_lm is not None:
         write_arpa(model, write_lm)
     if write_bin_lm is not None:

@@ -74,14 +74,16 @@ def network_probabilities(backoff, model, min_order=2, progress=None):
     the back-off weights recomputed (SRILM's recomputeBOWs) so that it sums to one."""
     if not isinstance(backoff, BackoffModel):
         raise NplmError(f"the n-grams to rewrite come from a back-off n-gram model, not a {backoff.kind} model")
-    if not hasattr(model, "ngram_logprobs"):
-        raise NplmError(f"a {model.kind} model does not score single n-grams (a network does)")
-    if backoff.vocab.words != model.vocab.words:
-        raise NplmError("the back-off model and the network have different vocabularies: rewrite needs the same words "
-                        "in the same order (estimate the n-gram model with the network's -vocab)")
+    index = model.vocab.index
+    missing = [w for w in backoff.vocab.words if w not in index]
+    if missing:
+        raise NplmError(f"{len(missing)} words of the back-off model are not the network's (e.g. "
+                        f"{' '.join(missing[:3])}): rewrite needs n-grams over the network's words (estimate the "
+                        "n-gram model with the network's vocabulary)")
+    in_network = np.array([index[w] for w in backoff.vocab.words], dtype=np.int64)
     logp = [np.array(v, dtype=np.float32) for v in backoff.logp]
     for k in range(max(min_order, 2) - 1, backoff.order):
-        grams = backoff.grams[k]
+        grams = in_network[backoff.grams[k]]
         logp[k] = (model.ngram_logprobs(grams, progress=progress) / math.log(10)).astype(np.float32)
     rewritten = BackoffModel(backoff.vocab, backoff.grams, logp, [np.array(b) for b in backoff.bow],
                              [n.copy() for n in backoff.node], index=backoff.index)
