@@ -26,7 +26,7 @@ from runs import RUNS, VOCAB_MIN_COUNT, VOCAB_PATH  # noqa: E402
 HEADING = "## A neural model as a back-off n-gram on Brown (issue 37)"
 LSTM = RUNS["lstm-class"]
 GOAL_BELOW = 0.05  # the converted model's test ppl at least 5% below KN5's, at no more entries
-THRESHOLDS = (1e-9, 3e-9, 1e-8, 3e-8, 1e-7)
+THRESHOLDS = (1e-9, 1e-8, 3e-8, 1e-7)
 
 
 def run(args, what):
@@ -59,7 +59,7 @@ def main():
     parser.add_argument("--nplm", default=os.path.join(os.path.dirname(sys.executable), "nplm"))
     parser.add_argument("--lstm", default=LSTM.model_path,
                         help="the LSTM to convert (default: runs/lstm-class.nplm, trained when missing)")
-    parser.add_argument("--words", type=int, default=10_000_000, help="words sampled from the LSTM")
+    parser.add_argument("--words", type=int, default=5_000_000, help="words sampled from the LSTM")
     parser.add_argument("--order", type=int, default=5)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--work", default=os.path.join("bench", "out", "convert"))
@@ -123,28 +123,34 @@ def main():
     score(f"variational: KN{order} of the sampled text", path("va.arpa"), args.words)
     score(f"Arisoy: KN{order}'s n-grams, the LSTM's probabilities", path("arisoy.arpa"))
 
-    merged = {}
-    for name, label in (("va", "variational"), ("arisoy", "Arisoy")):
-        seconds, out, _ = run([nplm, "mix", "-lm", path(f"{name}.arpa"), "-lm", path("kn.arpa"), "-text", valid],
-                              f"EM weights of {label} + KN")
-        weight = float(re.search(r"weights all contexts, \d+ tokens: ([0-9.]+)", out).group(1))
-        merged[name] = path(f"{name}+kn.arpa")
-        seconds, _, _ = run([nplm, "ppl", "-lm", path(f"{name}.arpa"), "-mix-lm", path("kn.arpa"), "-lambda",
-                             f"{weight:.6f}", "-write-lm", merged[name]], f"merging {label} and KN")
-        steps.append((f"{label} + KN{order} merged into one model (`ppl -mix-lm -write-lm`)", seconds))
-        words = args.words if name == "va" else None
-        score(f"{label} + KN{order}, merged (lambda {weight:.3f} by EM on valid)", merged[name], words)
-        seconds, _, err = run([nplm, "ppl", "-lm", merged[name], "-prune-to-entries", str(budget), "-write-lm",
-                               path(f"{name}+kn-budget.arpa")], f"pruning {label} + KN to KN's size")
-        steps.append((f"{label} + KN{order} pruned to {budget:,} entries (`ppl -prune-to-entries`)", seconds))
+    components = {"va": ("variational", path("va.arpa")), "arisoy": ("Arisoy", path("arisoy.arpa"))}
+    for names in (("va",), ("arisoy",), ("va", "arisoy")):
+        label = " + ".join(components[n][0] for n in names) + f" + KN{order}"
+        arpas = [components[n][1] for n in names] + [path("kn.arpa")]
+        seconds, out, _ = run([nplm, "mix", *[a for arpa in arpas for a in ("-lm", arpa)], "-text", valid],
+                              f"EM weights of {label}")
+        weights = [float(w) for w in re.search(r"weights all contexts, \d+ tokens: ([0-9. ]+)", out).group(1).split()]
+        name = "+".join(names) + "+kn"
+        mix = ["-mix-lm", arpas[1], "-lambda", f"{weights[0]:.6f}"] + (
+            ["-mix-lm2", arpas[2], "-mix-lambda2", f"{weights[2]:.6f}"] if len(arpas) == 3 else [])
+        seconds, _, _ = run([nplm, "ppl", "-lm", arpas[0], *mix, "-write-lm", path(f"{name}.arpa")],
+                            f"merging {label}")
+        steps.append((f"{label} merged into one model (`ppl -mix-lm -write-lm`)", seconds))
+        words = args.words if "va" in names else None
+        lambdas = " ".join(f"{w:.3f}" for w in weights)
+        score(f"{label}, merged (weights {lambdas} by EM on valid)", path(f"{name}.arpa"), words)
+        seconds, _, err = run([nplm, "ppl", "-lm", path(f"{name}.arpa"), "-prune-to-entries", str(budget),
+                               "-write-lm", path(f"{name}-budget.arpa")], f"pruning {label} to KN's size")
+        steps.append((f"{label} pruned to {budget:,} entries (`ppl -prune-to-entries`)", seconds))
         threshold = re.search(r"-prune ([0-9.e+-]+)", err).group(1)
-        score(f"{label} + KN{order}, pruned to KN{order}'s size", path(f"{name}+kn-budget.arpa"), words,
-              f"-prune {threshold}")
-        for t in THRESHOLDS:
-            run([nplm, "ppl", "-lm", merged[name], "-prune", str(t), "-write-lm", path(f"{name}+kn-{t}.arpa")],
-                f"pruning {label} + KN at {t}")
-            score(f"{label} + KN{order}, pruned", path(f"{name}+kn-{t}.arpa"), words, f"-prune {t:g}")
-            os.remove(path(f"{name}+kn-{t}.arpa"))
+        score(f"{label}, pruned to KN{order}'s size", path(f"{name}-budget.arpa"), words, f"-prune {threshold}")
+        if len(names) < 2:
+            continue
+        for t in THRESHOLDS:  # size against ppl, for the three together
+            run([nplm, "ppl", "-lm", path(f"{name}.arpa"), "-prune", str(t), "-write-lm", path(f"{name}-{t}.arpa")],
+                f"pruning {label} at {t}")
+            score(f"{label}, pruned", path(f"{name}-{t}.arpa"), words, f"-prune {t:g}")
+            os.remove(path(f"{name}-{t}.arpa"))
 
     load = os.getloadavg()[0]
     body = [HEADING, "", stamp(checkout_commit() or "unknown")[:-2]
@@ -159,15 +165,18 @@ def main():
             f"- **Arisoy** (Arisoy et al. 2014): the n-grams of KN{order} of Brown train, each with the LSTM's own "
             "probability p(w | h) (the LSTM reads `<s>`, then h: an n-gram's context is read as if it began a "
             "sentence), the unigrams KN's, the back-off weights recomputed;", "",
-            f"each then merged with KN{order} of Brown train into one back-off model (SRILM's static "
-            "interpolation; the weight by EM on Brown valid, `nplm mix`), and the merged model entropy-pruned "
-            f"(Stolcke 1998) at fixed thresholds and to KN{order}'s own size ({budget:,} entries) by "
-            "`-prune-to-entries`:", "",
+            f"each, and the two together, then merged with KN{order} of Brown train into one back-off model "
+            "(SRILM's static interpolation, pairwise in the order named; the weights by EM on Brown valid, `nplm "
+            f"mix`), and the merged model entropy-pruned (Stolcke 1998) to KN{order}'s own size ({budget:,} "
+            "entries) by `-prune-to-entries`, and the three together at fixed thresholds too:", "",
             f"    nplm convert-lm -lm lstm.nplm -order {order} -sample-words {args.words} -seed {args.seed} "
             "-write-lm va.arpa",
             f"    nplm convert-lm -lm lstm.nplm -ngrams kn{order}.arpa -rewrite -write-lm arisoy.arpa",
             f"    nplm mix -lm va.arpa -lm kn{order}.arpa -text valid.txt",
             f"    nplm ppl -lm va.arpa -mix-lm kn{order}.arpa -lambda L -write-lm va+kn.arpa",
+            f"    nplm mix -lm va.arpa -lm arisoy.arpa -lm kn{order}.arpa -text valid.txt",
+            f"    nplm ppl -lm va.arpa -mix-lm arisoy.arpa -mix-lm2 kn{order}.arpa -lambda L1 -mix-lambda2 L3 "
+            "-write-lm va+arisoy+kn.arpa",
             f"    nplm ppl -lm va+kn.arpa -prune-to-entries {budget} -write-lm va+kn-budget.arpa",
             "    nplm ppl -lm MODEL.arpa -text test.txt", "",
             f"The goal: test ppl at most {goal:.2f} (5% below KN{order}'s {kn_ppl:.2f}) with at most {budget:,} "
