@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from conftest import assert_one_line_error, run_main
-from nplmtk.convert import MAX_SENTENCE_WORDS, entries, fitted_weight, network_probabilities, prune_to_entries, variational_model
+from nplmtk.convert import (MAX_SENTENCE_WORDS, entries, fitted_weight, network_probabilities, prune_to_entries,
+                            variational_model)
 from nplmtk.corpus import Corpus
 from nplmtk.generate import sample_sentences, sampled_ids, uniforms
 from nplmtk.models import ARCHITECTURES, load
@@ -204,6 +205,13 @@ def test_convert_lm_end_to_end(toy, tmp_path, capsys):
     converted = load(str(tmp_path / "out.arpa"))
     assert entries(converted) <= 1500
     contexts_sum_to_one(converted)
+    status, _, err = run_main(capsys, "ppl", "-lm", tmp_path / "kn2.arpa", "-prune-to-entries", 400,
+                              "-write-lm", tmp_path / "kn2-400.arpa")
+    assert status == 0 and "-prune-to-entries 400: -prune " in err, err
+    assert 396 <= entries(load(str(tmp_path / "kn2-400.arpa"))) <= 400
+    assert_one_line_error(*run_main(capsys, "ppl", "-lm", tmp_path / "kn2.arpa", "-prune", "1e-7",
+                                    "-prune-to-entries", 400, "-write-lm", tmp_path / "x.arpa")[::2],
+                          "choose one of -prune and -prune-to-entries")
     sampled = (tmp_path / "s.txt").read_text().splitlines()
     assert sampled == [" ".join(s) for s in sample_sentences(model, len(sampled), seed=4,
                                                               max_words=MAX_SENTENCE_WORDS)]
@@ -217,13 +225,15 @@ def test_convert_lm_end_to_end(toy, tmp_path, capsys):
     (["-heldout", "{kn2}", "-write-lm", "{out}"], "-lambda and -heldout weight the merge with -mix-lm"),
     (["-mix-lm", "{lstm}", "-write-lm", "{out}"], "-mix-lm takes a back-off n-gram model"),
     (["-rewrite", "-ngrams", "{missing}", "-write-lm", "{out}"], "missing.arpa"),
-    (["-prune", "1e-7", "-prune-to-entries", "10", "-write-lm", "{out}"], "choose one of -prune and -prune-to-entries"),
+    (["-prune", "1e-7", "-prune-to-entries", "10", "-write-lm", "{out}"],
+     "choose one of -prune and -prune-to-entries"),
 ])
 def test_bad_conversions_are_one_line(toy, tmp_path, capsys, args, message):
     vocab, lines, _, counts = toy
     lstm(vocab, counts).save(str(tmp_path / "lstm.nplm"))
     (tmp_path / "train.txt").write_text("\n".join(lines[:50]) + "\n")
-    assert run_main(capsys, "ngram-count", "-text", tmp_path / "train.txt", "-order", 2, "-lm", tmp_path / "kn2.arpa")[0] == 0
+    assert run_main(capsys, "ngram-count", "-text", tmp_path / "train.txt", "-order", 2,
+                    "-lm", tmp_path / "kn2.arpa")[0] == 0
     names = {"out": tmp_path / "out.arpa", "kn2": tmp_path / "kn2.arpa", "lstm": tmp_path / "lstm.nplm",
              "missing": tmp_path / "missing.arpa"}
     extra = ["-sample-words", 0] if message.startswith("-sample-words 0") else []

@@ -13,6 +13,7 @@ and in scoring; with "never" the state runs on through the whole text, and scori
 it as a single stream."""
 import numpy as np
 
+from ..generate import inverse_cdf
 from ..lm import LN10
 
 from ..errors import ParameterError
@@ -383,7 +384,6 @@ class RecurrentStreams:
 
     def draw(self, rows, u):
         """A word for each stream of `rows` from u (rows x uniforms_per_draw in [0, 1))."""
-        from ..generate import inverse_cdf
         top = self.top[rows]
         if not self.classes:
             return inverse_cdf(_exp_rows(self._word_scores(rows, top)), u[:, 0])
