@@ -31,7 +31,8 @@ from .options import SEED_MAX, ByteSize, Integer, Real, example, flag, option
         "model of -order on them. Default 10000000 unless -ngrams is given.")
 @option("seed", type=Integer(0, SEED_MAX), default=1, help="Seed of the sampling.")
 @option("batch", type=Integer(1, 1 << 20), default=DEFAULT_BATCH,
-        help="Sentences sampled side by side by a recurrent network; the text is the same whatever the batch.")
+        help="Sentences sampled side by side by a recurrent network or an MLP; the text is the same whatever the "
+        "batch.")
 @option("write-text", metavar="FILE", default=None, help="Also write the sampled sentences here, one a line.")
 @option("memory", type=ByteSize(), default="2G",
         help="About how much memory counting the sampled text may use (as ngram-count's -memory).")

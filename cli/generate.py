@@ -20,8 +20,8 @@ from .options import SEED_MAX, Integer, Real, example, option
 # SRILM's bound on a generated sentence (its -gen stops at 50,000 words, as srilm_sentences)
 @option("max-words", type=Integer(1, 50_000), default=100, help="Stop a sentence without </s> at this length.")
 @option("batch", type=Integer(1, 1 << 20), default=DEFAULT_BATCH,
-        help="Sentences drawn side by side by a recurrent network (one product per layer for all); the sentences are "
-        "the same whatever the batch.")
+        help="Sentences drawn side by side by a recurrent network or an MLP (one product per layer for all); the "
+        "sentences are the same whatever the batch.")
 @option("write", metavar="FILE", default="-", help="Write the sentences here, one per line ('-': stdout).")
 def command(lm, n, seed, temperature, prefix, max_words, batch, write):
     """Sample sentences from a model: each word from P(w | <s>, the words so far), until </s>."""

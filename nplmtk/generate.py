@@ -4,7 +4,8 @@ a temperature, until `</s>` or a length limit.
 
 Sentences are drawn side by side, `batch` streams at a time (`LanguageModel.sampling_streams`):
 a recurrent network carries each stream's state and steps all of them with one product per
-layer, and a class output layer draws the class, then the word within it. Each random number is
+layer, an MLP computes the hidden layers of all the streams' windows at once, and a class
+output layer draws the class, then the word within it (nplmtk/neural/output_draws.py). Each random number is
 a hash of (seed, sentence, draw) (counter-based, as Salmon et al. 2011's Philox; here SplitMix64's
 finaliser), so sentence i is the same whatever the batch and however many sentences are asked for;
 the sentences come out in their order."""
@@ -13,7 +14,7 @@ import numpy as np
 from .errors import ParameterError
 from .vocab import sentence_tokens
 
-DEFAULT_BATCH = 1024  # streams side by side, for a model that steps them together
+DEFAULT_BATCH = 1024  # streams side by side, for a network that steps them together
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 

@@ -10,6 +10,7 @@ from nplmtk.convert import (MAX_SENTENCE_WORDS, entries, fitted_weight, network_
                             variational_model)
 from nplmtk.corpus import Corpus
 from nplmtk.generate import sample_sentences, sampled_ids, uniforms
+from nplmtk.lm import LanguageModel
 from nplmtk.models import ARCHITECTURES, load
 from nplmtk.ngram.counts import NgramCounts
 from nplmtk.ngram.estimate import estimate, prune
@@ -32,6 +33,13 @@ def lstm(vocab, counts, output="class", seed=3):
                                          classes=4 if output == "class" else None)
 
 
+def network(arch, vocab, counts, output):
+    if arch == "lstm":
+        return lstm(vocab, counts, output)
+    return ARCHITECTURES["mlp"].initial(vocab, order=3, features=4, hidden=5, seed=2, output=output, counts=counts,
+                                        classes=4 if output == "class" else None, direct=output == "full")
+
+
 def assert_frequencies_follow(drawn, p, draws):
     """Pearson's chi-square of the drawn words against p (words expected 5 times or more
     pooled with the rest), below its mean + 6 standard deviations (about p < 1e-6)."""
@@ -46,12 +54,13 @@ def assert_frequencies_follow(drawn, p, draws):
     assert chi2 < freedom + 6 * np.sqrt(2 * freedom), (chi2, freedom)
 
 
-@pytest.mark.parametrize("output", ["class", "full"])
-def test_sampled_words_follow_the_network(toy, output):
-    """Class then word (class output) or word (full softmax), over batched streams: the
-    first word, and the word after a prefix, drawn as often as next_distribution says."""
+@pytest.mark.parametrize("arch, output", [("lstm", "class"), ("lstm", "full"), ("mlp", "class"), ("mlp", "full")])
+def test_sampled_words_follow_the_network(toy, arch, output):
+    """Class then word (class output) or word (full softmax; the MLP's with direct
+    connections), over batched streams: the first word, and the word after a prefix, drawn
+    as often as next_distribution says."""
     vocab, _, _, counts = toy
-    model = lstm(vocab, counts, output)
+    model = network(arch, vocab, counts, output)
     draws = 6000
     for prefix, history in (("", []), ("the cat", [vocab.index["the"], vocab.index["cat"]])):
         words = [s[-1] for s in sampled_ids(model, draws, seed=11, prefix=prefix, max_words=len(history) + 1)
@@ -72,10 +81,11 @@ def test_sampling_at_a_temperature_follows_the_powers(toy):
     assert_frequencies_follow(np.array(first), p ** 2, draws)
 
 
-def test_the_seed_decides_whatever_the_batch(toy):
+@pytest.mark.parametrize("arch", ["lstm", "mlp"])
+def test_the_seed_decides_whatever_the_batch(toy, arch):
     """Sentence i is a function of the seed and i: the same for any batch and any count."""
     vocab, _, _, counts = toy
-    model = lstm(vocab, counts)
+    model = network(arch, vocab, counts, "class")
     sentences = list(sample_sentences(model, 40, seed=7, batch=1))
     assert list(sample_sentences(model, 40, seed=7, batch=9)) == sentences
     assert list(sample_sentences(model, 40, seed=7)) == sentences
@@ -88,13 +98,14 @@ def test_the_seed_decides_whatever_the_batch(toy):
     assert all(len(s) <= 3 for s in capped) and any(len(s) == 3 for s in capped)
 
 
-def test_a_network_samples_as_its_distribution_through_history_streams(toy):
-    """At a temperature the recurrent streams give each stream's whole distribution, the
-    same draws as the one-stream path through next_distribution (the default for any model)."""
+@pytest.mark.parametrize("arch", ["lstm", "mlp"])
+def test_a_network_samples_as_its_distribution_through_history_streams(toy, arch):
+    """At a temperature the streams give each stream's whole distribution, the same draws
+    as the one-stream path through next_distribution (the default for any model)."""
     vocab, _, _, counts = toy
-    model = lstm(vocab, counts)
+    model = network(arch, vocab, counts, "class")
     streams = model.sampling_streams(3, [vocab.index["the"]])
-    generic = super(type(model), model).sampling_streams(3, [vocab.index["the"]])
+    generic = LanguageModel.sampling_streams(model, 3, [vocab.index["the"]])
     np.testing.assert_allclose(streams.distributions(np.arange(3)),
                                np.repeat(generic.distributions(np.arange(1)), 3, axis=0), rtol=1e-5, atol=1e-9)
     assert (list(sample_sentences(model, 8, seed=4, temperature=0.7, batch=4))

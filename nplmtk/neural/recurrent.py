@@ -13,13 +13,13 @@ and in scoring; with "never" the state runs on through the whole text, and scori
 it as a single stream."""
 import numpy as np
 
-from ..generate import inverse_cdf
 from ..lm import LN10
 
 from ..errors import ParameterError
 from .blas import on_workers
 from .declarations import CRITERIA, OPTIMIZERS, OUTPUT_LAYERS, Capabilities, Option, declare
 from .network import ACTIVATION_CODES, NeuralModel, check_fits, check_parameters_fit, uniform_initialiser
+from .output_draws import OutputLayer
 from .word_classes import class_lists
 
 RESET_STATES = ("sentence", "never")
@@ -337,11 +337,9 @@ class LSTMModel(RNNModel):
 
 
 class RecurrentStreams:
-    """Streams of a recurrent network for sampling (nplmtk/generate.py): each stream's state
-    carried by the kernel, all stepped with one product per layer; the output layer read in
-    numpy from the top layer's state. A class output layer draws the class from the class
-    softmax, then the word from the softmax over that class's words (Mikolov et al. 2011's
-    factorisation): O((K + |c|) h) a word, not O(|V| h)."""
+    """Streams of a recurrent network for sampling (nplmtk/generate.py) and for scoring
+    n-grams: each stream's state carried by the kernel, all stepped with one product per
+    layer; the output layer read in numpy from the top layer's state (OutputLayer)."""
     draws_words = True
 
     def __init__(self, model, count, start):
@@ -362,16 +360,11 @@ class RecurrentStreams:
         self.top = self.network.carried[f"state{layers - 1}"]  # updated in place by each step
         self.start_input = inputs[-1]  # the input word before the first draw (direct connections read it)
         self.inputs = np.full(count, self.start_input, dtype=np.int64)
-        self.V, self.d, self.M = params.get("V", params["C"]), params.get("d"), params.get("M")
         self.C = params["C"]
-        self.classes = model.output == "class"
-        self.uniforms_per_draw = 2 if self.classes else 1
-        if self.classes:
-            members, starts, self.class_of, _ = class_lists(model.meta["class_of"])
-            self.members, self.starts = members.astype(np.int64), starts
-            self.V_by_class = np.ascontiguousarray(self.V[self.members])
-            self.d_by_class = None if self.d is None else self.d[self.members]
-            self.Vc, self.bc = params["Vc"], params.get("bc")
+        classes = model.output == "class"
+        self.output = OutputLayer(params.get("V", params["C"]), params.get("d"), params.get("M"),
+                                  model.meta["class_of"] if classes else None, params.get("Vc"), params.get("bc"))
+        self.uniforms_per_draw = self.output.uniforms_per_draw
 
     def advance(self, words, restart):
         """Each stream takes its word, or (where `restart`) begins a sentence again."""
@@ -384,86 +377,18 @@ class RecurrentStreams:
 
     def draw(self, rows, u):
         """A word for each stream of `rows` from u (rows x uniforms_per_draw in [0, 1))."""
-        top = self.top[rows]
-        if not self.classes:
-            return inverse_cdf(_exp_rows(self._word_scores(rows, top)), u[:, 0])
-        classes = inverse_cdf(_exp_rows(self._class_scores(top)), u[:, 0])
-        words = np.empty(len(rows), dtype=np.int64)
-        for c in np.unique(classes).tolist():
-            sel = np.flatnonzero(classes == c)
-            lo, hi = self.starts[c], self.starts[c + 1]
-            scores = top[sel] @ self.V_by_class[lo:hi].T
-            if self.d_by_class is not None:
-                scores += self.d_by_class[lo:hi]
-            words[sel] = self.members[lo + inverse_cdf(_exp_rows(scores), u[sel, 1])]
-        return words
+        return self.output.draw(self.top[rows], self._direct(rows), u)
 
     def distributions(self, rows):
         """p(w | each stream's history) for every word (rows x |V|, float64)."""
-        top = self.top[rows]
-        if not self.classes:
-            return _softmax_rows(self._word_scores(rows, top))
-        p = np.empty((len(rows), len(self.members)))
-        classes = _softmax_rows(self._class_scores(top))
-        scores = top @ self.V_by_class.T
-        if self.d_by_class is not None:
-            scores += self.d_by_class
-        for c in range(len(self.starts) - 1):
-            lo, hi = self.starts[c], self.starts[c + 1]
-            p[:, self.members[lo:hi]] = _softmax_rows(scores[:, lo:hi]) * classes[:, c:c + 1]
-        return p
+        return self.output.distributions(self.top[rows], self._direct(rows))
 
     def log_probabilities(self, streams, words):
         """Natural-log p(word | the stream's history) for each pair of `streams` and `words`."""
-        top = self.top[streams]
-        scores = np.einsum("ij,ij->i", top, self.V[words], dtype=np.float64)
-        if self.d is not None:
-            scores += self.d[words]
-        if self.M is not None:
-            scores += np.einsum("ij,ij->i", self.C[self.inputs[streams]], self.M[words], dtype=np.float64)
-        distinct, back = np.unique(streams, return_inverse=True)
-        if not self.classes:
-            return scores - _logsumexp_rows(self._word_scores(distinct, self.top[distinct]))[back]
-        class_scores = self._class_scores(self.top[distinct])
-        class_of = np.asarray(self.class_of)[words]
-        scores += np.asarray(class_scores, dtype=np.float64)[back, class_of] - _logsumexp_rows(class_scores)[back]
-        for c in np.unique(class_of).tolist():
-            sel = np.flatnonzero(class_of == c)
-            lo, hi = self.starts[c], self.starts[c + 1]
-            within = top[sel] @ self.V_by_class[lo:hi].T
-            if self.d_by_class is not None:
-                within += self.d_by_class[lo:hi]
-            scores[sel] -= _logsumexp_rows(within)
-        return scores
+        return self.output.log_probabilities(self.top, self._direct(np.arange(self.count)), streams, words)
 
-    def _class_scores(self, top):
-        scores = top @ self.Vc.T
-        return scores if self.bc is None else scores + self.bc
-
-    def _word_scores(self, rows, top):
-        scores = top @ self.V.T
-        if self.d is not None:
-            scores += self.d
-        if self.M is not None:  # direct connections from the input word's features
-            scores += self.C[self.inputs[rows]] @ self.M.T
-        return scores
-
-
-def _exp_rows(scores):
-    """exp(scores - each row's maximum), float64: weights proportional to the softmax."""
-    scores = np.asarray(scores, dtype=np.float64)
-    return np.exp(scores - scores.max(axis=1, keepdims=True))
-
-
-def _logsumexp_rows(scores):
-    scores = np.asarray(scores, dtype=np.float64)
-    top = scores.max(axis=1)
-    return top + np.log(np.exp(scores - top[:, None]).sum(axis=1))
-
-
-def _softmax_rows(scores):
-    weights = _exp_rows(scores)
-    return weights / weights.sum(axis=1, keepdims=True)
+    def _direct(self, rows):
+        return None if self.output.M is None else self.C[self.inputs[rows]]
 
 
 def _prefix_trie(corpus, vocab):
