@@ -24,7 +24,8 @@ from .options import SEED_MAX, ByteSize, Integer, Real, example, flag, option
     "nplm convert-lm -lm mlp5.nplm -ngrams kn5.arpa -rewrite -mix-lm kn5.arpa -lambda 0.5 -write-lm mlp-kn5.arpa"))
 @option("lm", metavar="MODEL", required=True, help="The model to convert: a network (or any model with a next-word "
         "distribution).")
-@option("order", type=Integer(1, MAX_ORDER), default=3, help="Order of the back-off model (with -sample-words).")
+@option("order", type=Integer(1, MAX_ORDER), default=None,
+        help="Order of the sampled back-off model (default 3; with -ngrams the model keeps its own).")
 @option("sample-words", type=Integer(0), default=None, metavar="N",
         help="Variational approximation (Deoras et al. 2011): sample sentences from -lm until they hold N words "
         "(as `nplm generate`, the same -seed, the same text), and estimate an interpolated modified Kneser-Ney "
@@ -69,6 +70,8 @@ def command(lm, order, sample_words, seed, batch, write_text, memory, ngrams, re
         raise NplmError("-ngrams names the n-grams that -rewrite rewrites: add -rewrite (or leave out -ngrams)")
     if ngrams is not None and sample_words is not None:
         raise NplmError("choose the n-grams: -sample-words N (sampled) or -ngrams MODEL, not both")
+    if ngrams is not None and order is not None:
+        raise NplmError("-order sets the order of the sampled model: -ngrams MODEL keeps its own")
     if sample_words == 0:
         raise NplmError("-sample-words 0: nothing to estimate (give N above 0, or -ngrams MODEL with -rewrite)")
     if prune and budget is not None:
@@ -88,7 +91,7 @@ def command(lm, order, sample_words, seed, batch, write_text, memory, ngrams, re
     if ngrams is not None:
         model = _backoff(ngrams, "-ngrams")
     else:
-        model = _sampled(network, sample_words or 10_000_000, order, seed, batch, memory, write_text, quiet)
+        model = _sampled(network, sample_words or 10_000_000, order or 3, seed, batch, memory, write_text, quiet)
     if rewrite:
         model = network_probabilities(model, network, progress=_bar("n-grams", quiet))
     if background is not None:

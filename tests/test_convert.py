@@ -236,6 +236,7 @@ def test_convert_lm_end_to_end(toy, tmp_path, capsys):
     (["-heldout", "{kn2}", "-write-lm", "{out}"], "-lambda and -heldout weight the merge with -mix-lm"),
     (["-mix-lm", "{lstm}", "-write-lm", "{out}"], "-mix-lm takes a back-off n-gram model"),
     (["-rewrite", "-ngrams", "{missing}", "-write-lm", "{out}"], "missing.arpa"),
+    (["-rewrite", "-ngrams", "{kn2}", "-order", "3", "-write-lm", "{out}"], "-ngrams MODEL keeps its own"),
     (["-prune", "1e-7", "-prune-to-entries", "10", "-write-lm", "{out}"],
      "choose one of -prune and -prune-to-entries"),
 ])
@@ -251,3 +252,24 @@ def test_bad_conversions_are_one_line(toy, tmp_path, capsys, args, message):
     status, _, err = run_main(capsys, "convert-lm", "-lm", tmp_path / "lstm.nplm",
                               *extra, *[str(a).format(**names) for a in args])
     assert_one_line_error(status, err, message)
+
+
+def test_convert_lm_rewrites_a_models_ngrams(toy, tmp_path, capsys):
+    """-ngrams MODEL -rewrite from the command line: a bigram MLP's own probabilities for a
+    KN2's bigrams (exact: the window is the bigram), whatever order the ARPA file lists the
+    words in."""
+    vocab, lines, _, _ = toy
+    (tmp_path / "train.txt").write_text("\n".join(lines[:300]) + "\n")
+    mlp = ARCHITECTURES["mlp"].initial(vocab, order=2, features=4, hidden=5, seed=2)
+    mlp.save(str(tmp_path / "mlp.nplm"))
+    assert run_main(capsys, "ngram-count", "-text", tmp_path / "train.txt", "-order", 2, "-unk",
+                    "-lm", tmp_path / "kn2.arpa")[0] == 0
+    status, _, err = run_main(capsys, "convert-lm", "-lm", tmp_path / "mlp.nplm", "-ngrams", tmp_path / "kn2.arpa",
+                              "-rewrite", "-write-lm", tmp_path / "out.arpa")
+    assert status == 0, err
+    rewritten = load(str(tmp_path / "out.arpa"))
+    for (h, w), logp in zip(rewritten.grams[1], rewritten.logp[1]):
+        history = [] if h == rewritten.vocab.bos else [vocab.index[rewritten.vocab.words[h]]]
+        expected = np.log10(mlp.next_distribution(history)[vocab.index[rewritten.vocab.words[w]]])
+        assert abs(logp - expected) < 1e-5
+    contexts_sum_to_one(rewritten)
