@@ -10,7 +10,8 @@ import numpy as np
 
 from ..errors import ParameterError
 from .declarations import CRITERIA, MPI_MODES, OUTPUT_LAYERS, Capabilities, Option, declare
-from .network import ACTIVATION_CODES, SCORING_BATCH, NeuralModel, check_parameters_fit, uniform_initialiser
+from .network import (ACTIVATION_CODES, SCORING_BATCH, NeuralModel, check_fits, check_parameters_fit,
+                      uniform_initialiser)
 from .output_draws import OutputLayer
 from .word_classes import class_lists
 
@@ -141,6 +142,7 @@ class FeedForwardStreams:
 
     def __init__(self, model, count, start):
         params, vocab, bias = model.params, model.vocab, model.meta.get("bias", True)
+        check_fits(8 * count * len(vocab), f"{{batch}} {count} ({len(vocab):,} words)")  # whole distributions
         history = [vocab.bos] * model.order + [vocab.unk if w < 0 else w for w in start]
         self.start_context = np.array(history[-(model.order - 1):], dtype=np.int64)
         self.count, self.contexts = count, np.tile(self.start_context, (count, 1))

@@ -344,6 +344,8 @@ class RecurrentStreams:
 
     def __init__(self, model, count, start):
         params, vocab, layers = model.params, model.vocab, model.meta["layers"]
+        # the kernel's scores of a step, and a step's whole distributions at a temperature
+        check_fits(12 * count * len(vocab), f"{{batch}} {count} ({len(vocab):,} words)")
         self.count, self.network = count, model._network(count, 1)
         self.rows = np.zeros((1, 2, count), dtype=np.int32)
         self.rows[0, 1] = -1  # no target: the step only advances the state
