@@ -5,10 +5,10 @@ a temperature, until `</s>` or a length limit.
 Sentences are drawn side by side, `batch` streams at a time (`LanguageModel.sampling_streams`):
 a recurrent network carries each stream's state and steps all of them with one product per
 layer, an MLP computes the hidden layers of all the streams' windows at once, and a class
-output layer draws the class, then the word within it (nplmtk/neural/output_draws.py). Each random number is
-a hash of (seed, sentence, draw) (counter-based, as Salmon et al. 2011's Philox; here SplitMix64's
-finaliser), so sentence i is the same whatever the batch and however many sentences are asked for;
-the sentences come out in their order."""
+output layer draws the class, then the word within it (nplmtk/neural/output_draws.py). Each
+random number is a hash of (seed, sentence, draw) (counter-based, as Salmon et al. 2011's
+Philox; here SplitMix64's finaliser), so sentence i is the same whatever the batch and however
+many sentences are asked for; the sentences come out in their order."""
 import numpy as np
 
 from .errors import ParameterError
@@ -71,13 +71,10 @@ def _sampled(model, count, seed, temperature, prefix, max_words, batch):
             yield finished.pop(next_out)
             next_out += 1
         if next_out < count:
-            streams.advance(np.where(restart, vocab.bos, np.maximum(_scatter(drawn, live, width), 0)), restart)
-
-
-def _scatter(values, rows, width):
-    out = np.full(width, -1, dtype=np.int64)
-    out[rows] = values
-    return out
+            fed = np.full(width, vocab.bos, dtype=np.int64)  # streams done or starting again read <s>
+            fed[live] = drawn
+            fed[restart] = vocab.bos
+            streams.advance(fed, restart)
 
 
 def _draw(streams, rows, sentence, draws, seed, temperature, bos):
