@@ -168,7 +168,9 @@ def test_the_rewrite_gives_a_feed_forward_network_its_own_probabilities(toy):
     assert contexts_sum_to_one(rewritten) > 100
 
 
-def test_the_rewrite_reads_a_recurrent_network_from_sentence_starts(toy):
+def test_the_rewrite_reads_a_recurrent_network_from_sentence_starts(toy, monkeypatch):
+    """Each context read from <s> (a trie of states, level by level, 7 streams at a time)."""
+    monkeypatch.setattr("nplmtk.neural.recurrent.NGRAM_STREAMS", 7)
     vocab, _, corpus, counts = toy
     kn3 = estimate(NgramCounts.from_corpus(corpus, 3), unk_is_word=True)
     model = lstm(vocab, counts)

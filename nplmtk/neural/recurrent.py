@@ -292,7 +292,8 @@ class RNNModel(NeuralModel):
     def ngram_logprobs(self, grams, progress=None):
         """Natural-log p(w | <s> h) of each row (h..., w) of `grams` (an n-gram model's rows,
         all of one length): the network reads <s> (unless h starts with it), then h, from a
-        zero state; each distinct h once, NGRAM_STREAMS side by side. A recurrent network
+        zero state. The contexts' words form a trie read level by level, each distinct prefix
+        one step from its parent's state, NGRAM_STREAMS side by side. A recurrent network
         conditions on the whole sentence, so for h not at a sentence start this is its
         probability as if h began one."""
         if self.output == "hs":
@@ -304,15 +305,18 @@ class RNNModel(NeuralModel):
         order = np.argsort(of_row, kind="stable")
         starts = np.searchsorted(of_row[order], np.arange(len(contexts) + 1))
         at_start = contexts[:, 0] == self.vocab.bos if contexts.shape[1] else np.zeros(len(contexts), dtype=bool)
+        streams = RecurrentStreams(self, min(NGRAM_STREAMS, len(contexts)), [])
         for group in (np.flatnonzero(at_start), np.flatnonzero(~at_start)):
-            for lo in range(0, len(group), NGRAM_STREAMS):
-                chunk = group[lo:lo + NGRAM_STREAMS]
-                streams = RecurrentStreams(self, len(chunk), [])
-                words = contexts[chunk][:, 1:] if at_start[chunk[0]] else contexts[chunk]
-                for step in range(words.shape[1]):
-                    streams.advance(words[:, step], np.zeros(len(chunk), dtype=bool))
-                rows = np.concatenate([order[starts[c]:starts[c + 1]] for c in chunk])
-                stream_of = np.repeat(np.arange(len(chunk)), starts[chunk + 1] - starts[chunk])
+            if not len(group):
+                continue
+            paths = contexts[group][:, 1:] if at_start[group[0]] else contexts[group]
+            states, inputs, node_of_path = _trie_states(streams, paths)
+            for lo in range(0, len(group), streams.count):
+                chunk = np.arange(lo, min(lo + streams.count, len(group)))
+                streams.load(states, inputs, node_of_path[chunk])
+                contexts_here = group[chunk]
+                rows = np.concatenate([order[starts[c]:starts[c + 1]] for c in contexts_here])
+                stream_of = np.repeat(np.arange(len(chunk)), starts[contexts_here + 1] - starts[contexts_here])
                 out[rows] = streams.log_probabilities(stream_of, grams[rows, -1])
                 if progress is not None:
                     progress(len(rows))
@@ -377,6 +381,16 @@ class RecurrentStreams:
             self.network.carried[name][restart] = self.start_state[name]
         self.inputs[restart] = self.start_input
 
+    def load(self, states, inputs, rows):
+        """Streams 0 .. len(rows) - 1 take the states (name -> array) and input words of `rows`."""
+        for name in self.names:
+            self.network.carried[name][:len(rows)] = states[name][rows]
+        self.inputs[:len(rows)] = inputs[rows]
+
+    def snapshot(self, count):
+        """The states (name -> array) of streams 0 .. count - 1."""
+        return {name: self.network.carried[name][:count].copy() for name in self.names}
+
     def draw(self, rows, u):
         """A word for each stream of `rows` from u (rows x uniforms_per_draw in [0, 1))."""
         return self.output.draw(self.top[rows], self._direct(rows), u)
@@ -391,6 +405,32 @@ class RecurrentStreams:
 
     def _direct(self, rows):
         return None if self.output.M is None else self.C[self.inputs[rows]]
+
+
+def _trie_states(streams, paths):
+    """The states after <s> and each distinct row of `paths` (rows x length word ids), read
+    level by level (one step a node, from its parent's state): (states: name -> nodes x width,
+    each node's last input word, each path's node)."""
+    states = {name: value[None] for name, value in streams.start_state.items()}
+    inputs = np.array([streams.start_input], dtype=np.int64)
+    node_of_path = np.zeros(len(paths), dtype=np.int64)
+    no_restart = np.zeros(streams.count, dtype=bool)
+    for depth in range(1, paths.shape[1] + 1):
+        nodes, of_path = np.unique(paths[:, :depth], axis=0, return_inverse=True)
+        of_path = of_path.reshape(-1)
+        parent = np.empty(len(nodes), dtype=np.int64)
+        parent[of_path] = node_of_path  # each node's parent, from any of its paths
+        level = {name: np.empty((len(nodes),) + value.shape[1:], dtype=np.float32) for name, value in states.items()}
+        for lo in range(0, len(nodes), streams.count):
+            rows = np.arange(lo, min(lo + streams.count, len(nodes)))
+            streams.load(states, inputs, parent[rows])
+            words = np.full(streams.count, streams.start_input, dtype=np.int64)
+            words[:len(rows)] = nodes[rows, -1]
+            streams.advance(words, no_restart)
+            for name, value in streams.snapshot(len(rows)).items():
+                level[name][rows] = value
+        states, inputs, node_of_path = level, nodes[:, -1].astype(np.int64), of_path
+    return states, inputs, node_of_path
 
 
 def _prefix_trie(corpus, vocab):
