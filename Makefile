@@ -108,7 +108,7 @@ brown-lattices: install
 # about 15 min) converted by nplm convert-lm, by CONVERT_WORDS words sampled from it and KN5
 # (Deoras et al. 2011) and by KN5's n-grams given its probabilities (Arisoy et al. 2014), merged
 # with KN5 (EM weights on Brown valid), pruned to KN5's size and at fixed thresholds; test ppl
-# against entries; writes its section of BENCHMARKS.md (about 30 min on a busy 2-core machine).
+# against entries; writes its section of BENCHMARKS.md (about 21 min; 30 on a busy 2-core machine).
 CONVERT_WORDS ?= 5000000
 brown-convert: install
 	$(BIN)/python benchmarks/convert.py --brown $(BROWN) --nplm $(BIN)/nplm --words $(CONVERT_WORDS) --out BENCHMARKS.md
