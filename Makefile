@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 BROWN  ?= ../shared/data/brown
 
 .PHONY: install bytecode demo test wheel-check fuzz bench bench-vs outputs-vs clean brown-mlp9 brown-mlp1 brown-is brown-lbl brown-lbl-outputs brown-survey brown-lstm brown-fast \
-	brown-energy brown-energy-exact brown-lattices brown-caches
+	brown-energy brown-energy-exact brown-lattices brown-caches brown-convert
 
 install: $(STAMP)
 
@@ -114,6 +114,16 @@ brown-lattices: install
 # ngram -cache compared when SRILM_BIN is set (about 25 min on 2 cores).
 brown-caches: install
 	$(BIN)/python benchmarks/caches.py --brown $(BROWN) --nplm $(BIN)/nplm --out BENCHMARKS.md
+
+# A neural model as a back-off n-gram for a decoder's first pass (issue 37, benchmarks/convert.py):
+# the lstm-class LSTM of make brown-lstm (runs/lstm-class.nplm, trained first when missing:
+# about 15 min) converted by nplm convert-lm, by CONVERT_WORDS words sampled from it and KN5
+# (Deoras et al. 2011) and by KN5's n-grams given its probabilities (Arisoy et al. 2014), merged
+# with KN5 (EM weights on Brown valid), pruned to KN5's size and at fixed thresholds; test ppl
+# against entries; writes its section of BENCHMARKS.md (about 21 min; 30 on a busy 2-core machine).
+CONVERT_WORDS ?= 5000000
+brown-convert: install
+	$(BIN)/python benchmarks/convert.py --brown $(BROWN) --nplm $(BIN)/nplm --words $(CONVERT_WORDS) --out BENCHMARKS.md
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info demo/out bench/out nplmtk/_ext/*.so cython_ext/*.c

@@ -47,6 +47,7 @@ SUBCOMMANDS = {
     "toy-corpus": "toy_corpus",
     "mix": "mix",
     "generate": "generate",
+    "convert-lm": "convert_lm",
     "embeddings": "embeddings",
     "plot": "plot",
     "rescore": "rescore",

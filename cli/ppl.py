@@ -68,6 +68,9 @@ def _mix_options(function):
 @option("prune", type=Real(0), default=0.0,
         help="Remove the n-grams whose removal raises the model's perplexity by less than this (relatively; "
         "Stolcke's entropy pruning, as SRILM's -prune), then recompute the back-off weights.")
+@option("prune-to-entries", "prune_budget", type=Integer(1), default=None, metavar="N",
+        help="Entropy pruning (as -prune) at a threshold found for the model to keep at most N n-grams of all orders "
+        "(and, where the search gets there, at least 99% of N); the threshold is printed on stderr.")
 @option("minprune", type=Integer(2), default=2, help="Prune only n-grams at least this long.")
 @flag("prune-lowprobs", help="Remove the n-grams whose probability is below their back-off estimate (SRILM's "
                              "-prune-lowprobs).")
@@ -118,9 +121,9 @@ def _mix_options(function):
         "(memory-mapped tables) wherever a model is read; -text is then optional.")
 @_mix_options
 def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, main_weight, bayes, oov_estimate,
-            allow_paths, vocab, limit_vocab, renorm, prune, minprune, prune_lowprobs, classes, simple_classes, map_unk,
-            unk_prob, cache, cache_lambda, neural_cache, neural_cache_theta, neural_cache_lambda,
-            dynamic_eval, dynamic_lr, dynamic_decay, dynamic_rms_text, dynamic_rms_words,
+            allow_paths, vocab, limit_vocab, renorm, prune, prune_budget, minprune, prune_lowprobs, classes,
+            simple_classes, map_unk, unk_prob, cache, cache_lambda, neural_cache, neural_cache_theta,
+            neural_cache_lambda, dynamic_eval, dynamic_lr, dynamic_decay, dynamic_rms_text, dynamic_rms_words,
             dynamic_epsilon, quiet, counts, gen, seed, write_lm, write_bin_lm, **more):
     """Report the perplexity of a model on a text in SRILM's `ngram -ppl` format, and/or
     rewrite an n-gram model (`-write-lm`)."""
@@ -151,7 +154,9 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
     if dynamic_eval:
         model = _dynamic(model, lm, dynamic_eval, dynamic_lr, dynamic_decay, dynamic_rms_text, dynamic_rms_words,
                          dynamic_epsilon, quiet, text or ppl_file)
-    if (renorm or prune or prune_lowprobs or limit_vocab) and not isinstance(model, BackoffModel):
+    if prune and prune_budget is not None:
+        raise NplmError("choose one of -prune and -prune-to-entries")
+    if (renorm or prune or prune_budget or prune_lowprobs or limit_vocab) and not isinstance(model, BackoffModel):
         raise NplmError(f"{lm}: -limit-vocab, -renorm and -prune* apply to back-off n-gram models (ARPA) only")
     if limit_vocab != (vocab is not None):
         raise NplmError("-limit-vocab and -vocab go together (the words to keep)")
@@ -186,6 +191,11 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
         model = renormalise(model)
     if prune:
         model = prune_model(model, prune, minprune)
+    if prune_budget is not None:
+        from nplmtk.convert import entries, prune_to_entries
+        model, threshold = prune_to_entries(model, prune_budget, minprune)
+        click.echo(f"nplm ppl: -prune-to-entries {prune_budget}: -prune {threshold:.6g} keeps {entries(model)} n-grams",
+                   err=True)
     if prune_lowprobs:
         model = prune_low_probs(model, minprune)
     if classes is not None:

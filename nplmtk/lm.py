@@ -46,6 +46,17 @@ class LanguageModel:
         (the sentence so far)."""
         raise NplmError(f"{self.kind} models cannot list a next-word distribution")
 
+    def ngram_logprobs(self, grams, progress=None):
+        """Natural-log p(w | h) of each row (h..., w) of `grams`, for rewriting an n-gram
+        model's probabilities with this model's (nplmtk/convert.py); networks have it."""
+        raise NplmError(f"a {self.kind} model does not score single n-grams (a network does)")
+
+    def sampling_streams(self, count, start):
+        """Up to `count` streams for drawing sentences side by side (nplmtk/generate.py), each
+        after <s> and the word ids `start`: by default one, through next_distribution."""
+        from .generate import HistoryStreams
+        return HistoryStreams(self, start)
+
     def hit_orders(self, corpus):
         """Per token, the order of the n-gram that scored it (0: out of the vocabulary), for
         a back-off model; None for others."""

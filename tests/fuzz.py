@@ -245,7 +245,8 @@ RUN_LIMITS = {("train-nplm", "m"): 64, ("train-nplm", "h"): 64, ("train-nplm", "
               ("train-nplm", "max-samples"): 4000, ("train-nplm", "epochs"): 2, ("train-nplm", "batch"): 512,
               ("train-nplm", "threads"): 2, ("ngram-class", "numclasses"): 64, ("ngram-class", "passes"): 3,
               ("ppl", "gen"): 20, ("mix", "iterations"): 500, ("generate", "n"): 20, ("generate", "max-words"): 1000,
-              ("toy-corpus", "sentences"): 1000, ("plot", "words"): 1000}
+              ("toy-corpus", "sentences"): 1000, ("plot", "words"): 1000, ("convert-lm", "sample-words"): 2000,
+              ("convert-lm", "prune-to-entries"): 10 ** 6}
 
 
 def option_commands(seed, out):
@@ -262,6 +263,7 @@ def option_commands(seed, out):
             "toy-corpus": ["-sentences", "5", "-write", f"{out}/toy.txt"],
             "mix": ["-lm", arpa, "-lm", mlp, "-text", text],
             "generate": ["-lm", arpa, "-n", "2", "-write", f"{out}/g.txt"],
+            "convert-lm": ["-lm", mlp, "-sample-words", "100", "-write-lm", f"{out}/c.arpa", "-quiet"],
             "embeddings": ["-lm", mlp, "-neighbours", "the", "-write", f"{out}/e.txt"],
             "plot": ["-lm", mlp, "-embeddings", "-out", f"{out}/p.png"],
             "rescore": ["-lm", arpa, "-nbest", nbest, "-rescore-output", f"{out}/r.nbest"]}

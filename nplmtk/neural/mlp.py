@@ -10,7 +10,9 @@ import numpy as np
 
 from ..errors import ParameterError
 from .declarations import CRITERIA, MPI_MODES, OUTPUT_LAYERS, Capabilities, Option, declare
-from .network import ACTIVATION_CODES, SCORING_BATCH, NeuralModel, check_parameters_fit, uniform_initialiser
+from .network import (ACTIVATION_CODES, SCORING_BATCH, NeuralModel, check_fits, check_parameters_fit,
+                      uniform_initialiser)
+from .output_draws import OutputLayer
 from .word_classes import class_lists
 
 WINDOW_THREADS = 64  # threads sharing one window's output rows at most (the kernel's MAX_PARTS)
@@ -111,9 +113,62 @@ class MLPModel(NeuralModel):
             return config.threads
         return 1
 
+    def sampling_streams(self, count, start):
+        """`count` streams, each its last order - 1 words, their hidden layers computed
+        together (no hidden layer, or the hierarchical softmax: one stream through
+        next_distribution)."""
+        if self.output == "hs" or not self.meta["hidden"]:
+            return super().sampling_streams(count, start)
+        return FeedForwardStreams(self, count, start)
+
     def output_block(self, rows, capacity):
         """The kernel of one rank's block (output rows lo..hi-1) of -mpi param (MPI_MODES)."""
         from .._ext.output_blocks import OutputBlock
         lo, hi = rows
         return OutputBlock(self.params, self.order - 1, ACTIVATION_CODES[self.activation], capacity,
                            self.meta.get("bias", True), lo, hi)
+
+
+ACTIVATIONS = {"tanh": np.tanh, "sigmoid": lambda x: 0.5 * np.tanh(0.5 * x) + 0.5,
+               "relu": lambda x: np.maximum(x, 0), "linear": lambda x: x}
+
+
+class FeedForwardStreams:
+    """Streams of the MLP for sampling (nplmtk/generate.py): each stream's window of its last
+    order - 1 words, the hidden layers a = act(d + H x) of all of them one product (eq. 1,
+    in numpy), the output layer read from them (OutputLayer: b + U a + W x, or class then
+    word)."""
+    draws_words = True
+
+    def __init__(self, model, count, start):
+        params, vocab, bias = model.params, model.vocab, model.meta.get("bias", True)
+        check_fits(8 * count * len(vocab), f"{{batch}} {count} ({len(vocab):,} words)")  # whole distributions
+        history = [vocab.bos] * model.order + [vocab.unk if w < 0 else w for w in start]
+        self.start_context = np.array(history[-(model.order - 1):], dtype=np.int64)
+        self.count, self.contexts = count, np.tile(self.start_context, (count, 1))
+        self.C, self.H, self.d = params["C"], params["H"], params["d"] if bias else None
+        self.activation = ACTIVATIONS[model.activation]
+        self.output = OutputLayer(params["U"], params["b"] if bias else None, params.get("W"),
+                                  model.meta["class_of"] if model.output == "class" else None, params.get("Vc"),
+                                  params.get("bc") if bias else None)
+        self.uniforms_per_draw = self.output.uniforms_per_draw
+        self._hidden_layers()
+
+    def advance(self, words, restart):
+        """Each stream takes its word, or (where `restart`) begins a sentence again."""
+        self.contexts[:, :-1] = self.contexts[:, 1:]
+        self.contexts[:, -1] = words
+        self.contexts[restart] = self.start_context
+        self._hidden_layers()
+
+    def _hidden_layers(self):
+        self.x = self.C[self.contexts].reshape(self.count, -1)
+        pre = self.x @ self.H.T
+        self.top = self.activation(pre if self.d is None else pre + self.d)
+
+    def draw(self, rows, u):
+        """A word for each stream of `rows` from u (rows x uniforms_per_draw in [0, 1))."""
+        return self.output.draw(self.top[rows], self.x[rows], u)
+
+    def distributions(self, rows):
+        return self.output.distributions(self.top[rows], self.x[rows])

@@ -199,6 +199,23 @@ class NeuralModel(LanguageModel):
         on_workers(score, workers)
         return scores
 
+    def ngram_logprobs(self, grams, progress=None):
+        """Natural-log p(w | h) of each row (h..., w) of `grams` (an n-gram model's rows): the
+        window is the row's last `order` words, a row shorter than the window padded on the
+        left with <s> (exact for rows at least as long as the window, or starting with <s>);
+        `progress(k)`: told of each k rows scored."""
+        grams = np.asarray(grams, dtype=np.int32)
+        width = grams.shape[1]
+        if width >= self.order:
+            windows = grams[:, width - self.order:]
+        else:
+            windows = np.concatenate([np.full((len(grams), self.order - width), self.vocab.bos, dtype=np.int32),
+                                      grams], axis=1)
+        out = self.example_logprobs(np.ascontiguousarray(windows))
+        if progress is not None:
+            progress(len(grams))
+        return out
+
     def scoring_workers(self, jobs, rows):
         """How many workers score `jobs` (batches, streams): one a BLAS thread, at most one
         a job, and no more than SCORING_MEMORY holds of `rows` rows of scores each."""

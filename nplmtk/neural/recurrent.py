@@ -19,12 +19,14 @@ from ..errors import ParameterError
 from .blas import on_workers
 from .declarations import CRITERIA, OPTIMIZERS, OUTPUT_LAYERS, Capabilities, Option, declare
 from .network import ACTIVATION_CODES, NeuralModel, check_fits, check_parameters_fit, uniform_initialiser
+from .output_draws import OutputLayer
 from .word_classes import class_lists
 
 RESET_STATES = ("sentence", "never")
 MAX_LAYERS = 8
 SCORING_STREAMS = 64  # sentences scored side by side when each starts from a zero state
 SCORING_ROWS = 512  # steps x streams per segment when scoring
+NGRAM_STREAMS = 2048  # contexts of n-grams read side by side (ngram_logprobs)
 SHARED_FRACTION = 0.5  # N-best lists: the trie of prefixes when it scores at most this share of the tokens
 
 RECURRENT_OPTIONS = (
@@ -328,6 +330,46 @@ class RNNModel(NeuralModel):
         self._network(1, len(inputs)).next_logprobs(rows, out)
         return np.exp(out)
 
+    def ngram_logprobs(self, grams, progress=None):
+        """Natural-log p(w | <s> h) of each row (h..., w) of `grams` (an n-gram model's rows,
+        all of one length): the network reads <s> (unless h starts with it), then h, from a
+        zero state. The contexts' words form a trie read level by level, each distinct prefix
+        one step from its parent's state, NGRAM_STREAMS side by side. A recurrent network
+        conditions on the whole sentence, so for h not at a sentence start this is its
+        probability as if h began one."""
+        if self.output == "hs":
+            raise ParameterError("{output} hs: scoring single n-grams is built for the full and class output layers")
+        grams = np.asarray(grams, dtype=np.int64)
+        out = np.empty(len(grams))
+        contexts, of_row = np.unique(grams[:, :-1], axis=0, return_inverse=True)
+        of_row = of_row.reshape(-1)
+        order = np.argsort(of_row, kind="stable")
+        starts = np.searchsorted(of_row[order], np.arange(len(contexts) + 1))
+        at_start = contexts[:, 0] == self.vocab.bos if contexts.shape[1] else np.zeros(len(contexts), dtype=bool)
+        streams = RecurrentStreams(self, min(NGRAM_STREAMS, len(contexts)), [])
+        for group in (np.flatnonzero(at_start), np.flatnonzero(~at_start)):
+            if not len(group):
+                continue
+            paths = contexts[group][:, 1:] if at_start[group[0]] else contexts[group]
+            states, inputs, node_of_path = _trie_states(streams, paths)
+            for lo in range(0, len(group), streams.count):
+                chunk = np.arange(lo, min(lo + streams.count, len(group)))
+                streams.load(states, inputs, node_of_path[chunk])
+                contexts_here = group[chunk]
+                rows = np.concatenate([order[starts[c]:starts[c + 1]] for c in contexts_here])
+                stream_of = np.repeat(np.arange(len(chunk)), starts[contexts_here + 1] - starts[contexts_here])
+                out[rows] = streams.log_probabilities(stream_of, grams[rows, -1])
+                if progress is not None:
+                    progress(len(rows))
+        return out
+
+    def sampling_streams(self, count, start):
+        """`count` streams stepped together, each with its state (the hierarchical softmax
+        draws through next_distribution, one stream)."""
+        if self.output == "hs":
+            return super().sampling_streams(count, start)
+        return RecurrentStreams(self, count, start)
+
 
 class LSTMModel(RNNModel):
     kind = "nplm-lstm"
@@ -337,6 +379,99 @@ class LSTMModel(RNNModel):
     LSTM = True
     OPTIONS = declare(RNNModel.OPTIONS, Option("peephole", "flag", "The gates also read the previous cell c_t-1 "
                                                "(diagonal weights P)."))
+
+
+class RecurrentStreams:
+    """Streams of a recurrent network for sampling (nplmtk/generate.py) and for scoring
+    n-grams: each stream's state carried by the kernel, all stepped with one product per
+    layer; the output layer read in numpy from the top layer's state (OutputLayer)."""
+    draws_words = True
+
+    def __init__(self, model, count, start):
+        params, vocab, layers = model.params, model.vocab, model.meta["layers"]
+        # the kernel's scores of a step, and a step's whole distributions at a temperature
+        check_fits(12 * count * len(vocab), f"{{batch}} {count} ({len(vocab):,} words)")
+        self.count, self.network = count, model._network(count, 1)
+        self.rows = np.zeros((1, 2, count), dtype=np.int32)
+        self.rows[0, 1] = -1  # no target: the step only advances the state
+        self.scores = np.empty(count)
+        inputs = [vocab.bos] + [vocab.unk if w < 0 else w for w in start]
+        first = model._network(1, len(inputs))
+        rows = np.full((len(inputs), 2, 1), -1, dtype=np.int32)
+        rows[:, 0, 0] = inputs
+        first.logprobs(rows, np.empty(len(inputs)))
+        self.names = [f"{kind}{l}" for l in range(layers) for kind in ("state", "cell")]
+        self.start_state = {name: first.carried[name][0].copy() for name in self.names}
+        for name in self.names:
+            self.network.carried[name][...] = self.start_state[name]
+        self.top = self.network.carried[f"state{layers - 1}"]  # updated in place by each step
+        self.start_input = inputs[-1]  # the input word before the first draw (direct connections read it)
+        self.inputs = np.full(count, self.start_input, dtype=np.int64)
+        self.C = params["C"]
+        classes = model.output == "class"
+        self.output = OutputLayer(params.get("V", params["C"]), params.get("d"), params.get("M"),
+                                  model.meta["class_of"] if classes else None, params.get("Vc"), params.get("bc"))
+        self.uniforms_per_draw = self.output.uniforms_per_draw
+
+    def advance(self, words, restart):
+        """Each stream takes its word, or (where `restart`) begins a sentence again."""
+        self.rows[0, 0] = words
+        self.network.logprobs(self.rows, self.scores)
+        self.inputs[...] = words
+        for name in self.names:
+            self.network.carried[name][restart] = self.start_state[name]
+        self.inputs[restart] = self.start_input
+
+    def load(self, states, inputs, rows):
+        """Streams 0 .. len(rows) - 1 take the states (name -> array) and input words of `rows`."""
+        for name in self.names:
+            self.network.carried[name][:len(rows)] = states[name][rows]
+        self.inputs[:len(rows)] = inputs[rows]
+
+    def snapshot(self, count):
+        """The states (name -> array) of streams 0 .. count - 1."""
+        return {name: self.network.carried[name][:count].copy() for name in self.names}
+
+    def draw(self, rows, u):
+        """A word for each stream of `rows` from u (rows x uniforms_per_draw in [0, 1))."""
+        return self.output.draw(self.top[rows], self._direct(rows), u)
+
+    def distributions(self, rows):
+        """p(w | each stream's history) for every word (rows x |V|, float64)."""
+        return self.output.distributions(self.top[rows], self._direct(rows))
+
+    def log_probabilities(self, streams, words):
+        """Natural-log p(word | the stream's history) for each pair of `streams` and `words`."""
+        return self.output.log_probabilities(self.top, self._direct(np.arange(self.count)), streams, words)
+
+    def _direct(self, rows):
+        return None if self.output.M is None else self.C[self.inputs[rows]]
+
+
+def _trie_states(streams, paths):
+    """The states after <s> and each distinct row of `paths` (rows x length word ids), read
+    level by level (one step a node, from its parent's state): (states: name -> nodes x width,
+    each node's last input word, each path's node)."""
+    states = {name: value[None] for name, value in streams.start_state.items()}
+    inputs = np.array([streams.start_input], dtype=np.int64)
+    node_of_path = np.zeros(len(paths), dtype=np.int64)
+    no_restart = np.zeros(streams.count, dtype=bool)
+    for depth in range(1, paths.shape[1] + 1):
+        nodes, of_path = np.unique(paths[:, :depth], axis=0, return_inverse=True)
+        of_path = of_path.reshape(-1)
+        parent = np.empty(len(nodes), dtype=np.int64)
+        parent[of_path] = node_of_path  # each node's parent, from any of its paths
+        level = {name: np.empty((len(nodes),) + value.shape[1:], dtype=np.float32) for name, value in states.items()}
+        for lo in range(0, len(nodes), streams.count):
+            rows = np.arange(lo, min(lo + streams.count, len(nodes)))
+            streams.load(states, inputs, parent[rows])
+            words = np.full(streams.count, streams.start_input, dtype=np.int64)
+            words[:len(rows)] = nodes[rows, -1]
+            streams.advance(words, no_restart)
+            for name, value in streams.snapshot(len(rows)).items():
+                level[name][rows] = value
+        states, inputs, node_of_path = level, nodes[:, -1].astype(np.int64), of_path
+    return states, inputs, node_of_path
 
 
 def _prefix_trie(corpus, vocab):
