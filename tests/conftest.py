@@ -157,3 +157,15 @@ def bounded_memory():
         yield
     finally:
         resource.setrlimit(resource.RLIMIT_AS, before)
+
+
+@pytest.fixture(scope="session")
+def toy_lstm(toy_texts, tmp_path_factory):
+    """A small LSTM (m = h = 8) trained for one epoch on the toy train.txt: its file."""
+    folder, _ = toy_texts
+    model = tmp_path_factory.mktemp("lstm") / "lstm.nplm"
+    status, _, err = run_nplm("train-nplm", "-arch", "lstm", "-text", folder / "train.txt", "-m", 8, "-h", 8,
+                              "-epochs", 1, "-lm", model)
+    assert status == 0, err
+    return model
+

@@ -52,12 +52,9 @@ def test_the_states_are_those_that_predicted_each_token(shape):
     np.testing.assert_allclose(cached, np.log(0.7 * np.exp(logp) + 0.3 * p), rtol=1e-6)
 
 
-def test_the_cache_from_the_command_line(toy_texts, tmp_path):
+def test_the_cache_from_the_command_line(toy_texts, toy_lstm, tmp_path):
     folder, _ = toy_texts
-    model = tmp_path / "lstm.nplm"
-    status, _, err = run_nplm("train-nplm", "-arch", "lstm", "-text", folder / "train.txt", "-m", 8, "-h", 8,
-                              "-epochs", 1, "-lm", model)
-    assert status == 0, err
+    model = toy_lstm
     status, plain, _ = run_nplm("ppl", "-lm", model, "-ppl", folder / "valid.txt")
     status, out, err = run_nplm("ppl", "-lm", model, "-ppl", folder / "valid.txt", "-neural-cache", 100)
     assert status == 0 and err == "", err

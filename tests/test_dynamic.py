@@ -90,12 +90,9 @@ def test_the_rms_scale_is_the_root_mean_square_of_segment_gradients():
                                    atol=1e-8)
 
 
-def test_dynamic_evaluation_from_the_command_line(toy_texts, tmp_path):
+def test_dynamic_evaluation_from_the_command_line(toy_texts, toy_lstm, tmp_path):
     folder, _ = toy_texts
-    model = tmp_path / "lstm.nplm"
-    status, _, err = run_nplm("train-nplm", "-arch", "lstm", "-text", folder / "train.txt", "-m", 8, "-h", 8,
-                              "-epochs", 1, "-lm", model)
-    assert status == 0, err
+    model = toy_lstm
     status, plain, err = run_nplm("ppl", "-lm", model, "-ppl", folder / "valid.txt")
     assert status == 0, err
     for extra in ([], ["-dynamic-rms-text", folder / "train.txt", "-dynamic-rms-words", 500]):
