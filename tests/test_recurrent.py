@@ -32,10 +32,12 @@ SHAPES = [
     ("lstm", dict(bias=False, reset_state="never", tie=True, features=5, hidden=5)),
     # the class-factored output layer
     ("rnn", dict(output="class", classes=3)),
-    ("lstm", dict(output="class", classes=4, layers=2, tie=True, features=5, hidden=5, bias=False)),
+    ("lstm", dict(output="class", classes=4, layers=2, tie=True, features=5, hidden=7, bias=False)),
     # the hierarchical softmax
     ("rnn", dict(output="hs")),
     ("lstm", dict(output="hs", layers=2, bias=False, peephole=True)),
+    # layers of different widths, the last -m wide for the tied output layer (AWD-LSTM's stacking)
+    ("lstm", dict(layers=3, tie=True, features=4, hidden=6, peephole=True)),
 ]
 COUNTS = [0, 0, 30, 50, 9, 7, 5, 4, 3, 3, 2, 1]  # of <unk>, <s>, </s> and the nine words
 
@@ -57,8 +59,8 @@ def reference_logprobs(model, rows, sampled=None):
     p = {k: v.astype(np.float64) for k, v in model.params.items()}
     meta, act = model.meta, ACT[model.activation]
     steps, _, streams = rows.shape
-    s = [np.zeros((streams, meta["hidden"])) for _ in range(meta["layers"])]
-    c = [np.zeros((streams, meta["hidden"])) for _ in range(meta["layers"])]
+    s = [np.zeros((streams, p[f"W{layer}"].shape[1])) for layer in range(meta["layers"])]
+    c = [np.zeros((streams, p[f"W{layer}"].shape[1])) for layer in range(meta["layers"])]
     out = np.zeros((steps, streams))
     for t in range(steps):
         inputs, targets = rows[t, 0], rows[t, 1]
@@ -390,7 +392,8 @@ def test_importance_sampling_trains_saves_and_scores_from_the_command_line(toy_t
 @pytest.mark.parametrize("args, fragment", [
     (["-arch", "lstm", "-order", "3"], "-order is an option of -arch mlp, energy, lbl, lbl1, lbl2, lbl3, not of -arch lstm"),
     (["-dropout", "0.5"], "-dropout is an option of -arch rnn, lstm, not of -arch mlp"),
-    (["-arch", "rnn", "-tie"], "-tie makes the output layer the word features: it needs -h equal to -m"),
+    (["-arch", "rnn", "-tie"], "-tie makes the output layer the word features, read from the last layer, which is "
+                               "then -m wide: with one layer -h must equal -m"),
     (["-arch", "rnn", "-peephole"], "-peephole is an option of -arch lstm, not of -arch rnn"),
     (["-arch", "lstm", "-output", "class", "-criterion", "is"],
      "-output class trains with its exact gradient: -criterion is samples the full softmax"),

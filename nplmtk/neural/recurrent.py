@@ -31,7 +31,8 @@ SHARED_FRACTION = 0.5  # N-best lists: the trie of prefixes when it scores at mo
 
 RECURRENT_OPTIONS = (
     Option("layers", "int", "Stacked recurrent layers.", 1, low=1, high=MAX_LAYERS),
-    Option("tie", "flag", "The output layer is the input features C (needs -h equal to -m)."),
+    Option("tie", "flag", "The output layer is the input features C: the last layer is -m wide (-h sets the "
+           "layers below it; with one layer -h must equal -m)."),
     Option("reset-state", "choice", "Each sentence starts from a zero state, or the state runs on through the "
            "text; scoring follows the model's rule.", "sentence", choices=RESET_STATES),
     Option("bptt", "int", "Truncated BPTT: one update per this many steps of every stream.", 35, low=1,
@@ -81,9 +82,11 @@ class RNNModel(NeuralModel):
             raise ParameterError(f"{{arch}} {cls.arch} needs {{hidden}} 1 or more")
         if not 1 <= layers <= MAX_LAYERS:
             raise ParameterError(f"{{layers}} must be from 1 to {MAX_LAYERS}")
-        if tie and hidden != features:
-            raise ParameterError(f"{{tie}} makes the output layer the word features: it needs {{hidden}} equal to "
-                                 f"{{features}} (here {hidden} and {features})")
+        if tie and layers == 1 and hidden != features:
+            raise ParameterError(f"{{tie}} makes the output layer the word features, read from the last layer, which "
+                                 f"is then {{features}} wide: with one layer {{hidden}} must equal {{features}} (here "
+                                 f"{hidden} and {features}; with {{layers}} 2 or more, {{hidden}} sizes the layers "
+                                 "below the last)")
         if peephole and not cls.LSTM:
             raise ParameterError("{peephole} applies to -arch lstm")
         if reset_state not in RESET_STATES:
@@ -111,18 +114,28 @@ class RNNModel(NeuralModel):
             else:
                 params[name] = uniform(shape, shape[-1])
         if cls.LSTM and bias:  # forget gates start open (Gers et al. 2000; Jozefowicz et al. 2015)
-            for layer in range(layers):
-                params[f"b{layer}"][hidden:2 * hidden] = 1
+            for layer, width in enumerate(cls.widths(meta)):
+                params[f"b{layer}"][width:2 * width] = 1
         return cls(vocab, params, None, activation, meta)
+
+    @staticmethod
+    def widths(shape):
+        """Each layer's width: -h, but the last -m wide when the output layer is tied to C
+        (AWD-LSTM's stacking, Merity et al. 2018)."""
+        widths = [shape["hidden"]] * shape["layers"]
+        if shape["tie"] and widths:
+            widths[-1] = shape["features"]
+        return widths
 
     @classmethod
     def array_shapes(cls, vocab_size, order, shape):
-        m, h, layers, gates = shape["features"], shape["hidden"], shape["layers"], 4 if cls.LSTM else 1
-        if not 1 <= layers <= MAX_LAYERS or (shape["tie"] and h != m) or (shape["peephole"] and not cls.LSTM):
+        m, layers, gates = shape["features"], shape["layers"], 4 if cls.LSTM else 1
+        if not 1 <= layers <= MAX_LAYERS or (shape["tie"] and layers == 1 and shape["hidden"] != m) \
+                or (shape["peephole"] and not cls.LSTM):
             return {}  # no such network: any array is unexpected
         arrays = {"C": (vocab_size, m)}
         inputs = m
-        for layer in range(layers):
+        for layer, h in enumerate(cls.widths(shape)):
             arrays.update({f"U{layer}": (gates * h, inputs), f"W{layer}": (gates * h, h)})
             if shape["bias"]:
                 arrays[f"b{layer}"] = (gates * h,)
@@ -179,7 +192,7 @@ class RNNModel(NeuralModel):
         at least the inputs, the output scores and each layer's states and cells of every
         step of a segment."""
         meta = self.meta
-        per_step = meta["features"] + len(self.vocab) + 2 * meta["layers"] * meta["hidden"]
+        per_step = meta["features"] + len(self.vocab) + 2 * sum(self.widths(meta))
         check_fits(4 * workers * config.streams * (config.bptt + 1) * per_step,
                    f"{{streams}} {config.streams} x {{bptt}} {config.bptt} ({workers} worker{'s' if workers > 1 else ''})")
 
@@ -211,7 +224,7 @@ class RNNModel(NeuralModel):
         streams = 1 if self.meta["reset_state"] == "never" else min(SCORING_STREAMS, corpus.num_sentences)
         rows, positions = stream_rows(corpus, streams, self.vocab)
         out = np.full(rows.shape[0] * streams, -np.inf)
-        states = np.zeros((rows.shape[0] * streams, self.meta["hidden"]), dtype=np.float32)
+        states = np.zeros((rows.shape[0] * streams, self.widths(self.meta)[-1]), dtype=np.float32)
         if len(rows):
             self._network(streams, max(1, SCORING_ROWS // streams)).logprobs(rows, out, states)
         return out[positions], states[positions]
