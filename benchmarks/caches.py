@@ -20,7 +20,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from run import checkout_commit, stamp, write_sections  # noqa: E402
+from run import machine_stamp, write_sections  # noqa: E402
 from runs import RUNS, RUNS_DIR, VOCAB_MIN_COUNT, VOCAB_PATH  # noqa: E402
 
 from nplmtk.cache import ContinuousCache, continuous_cache_probabilities, with_cache  # noqa: E402
@@ -44,11 +44,6 @@ TUNE_SENTENCES = 500  # of valid, for dynamic evaluation's grid (each setting a 
 def ppl(log_natural):
     finite = log_natural[np.isfinite(log_natural)]
     return math.exp(-finite.mean())
-
-
-def first_sentences(corpus, count):
-    count = min(count, corpus.num_sentences)
-    return Corpus(corpus.ids[:corpus.offsets[count]], corpus.offsets[:count + 1], corpus.vocab, corpus.name)
 
 
 def mixed(logp_a, logp_b, weight_a):
@@ -121,13 +116,11 @@ def main():
     picked["lstm+kn5"] = min(weights)[1]
 
     # dynamic evaluation of the LSTM on the first sentences of valid
-    tune = first_sentences(valid_lstm, TUNE_SENTENCES)
+    tune = valid_lstm.first_sentences(TUNE_SENTENCES)
     base = ppl(lstm.logprobs(tune))
     sgd = [(ppl(dynamic_logprobs(lstm, tune, DynamicEvaluation(SEGMENT, lr))), lr) for lr in SGD_GRID["lr"]]
     picked["sgd"] = min(sgd)[1]
-    train_lstm = Corpus.read(train, lstm.vocab)  # its first sentences of RMS_WORDS words at most, as ppl takes them
-    scale = gradient_scale(lstm, first_sentences(train_lstm, int(np.searchsorted(train_lstm.offsets, RMS_WORDS,
-                                                                                 side="right")) - 1), SEGMENT)
+    scale = gradient_scale(lstm, Corpus.read(train, lstm.vocab).within_words(RMS_WORDS), SEGMENT)  # as ppl takes it
     rms = [(ppl(dynamic_logprobs(lstm, tune, DynamicEvaluation(SEGMENT, lr, decay), scale=scale)), lr, decay)
            for lr, decay in itertools.product(RMS_GRID["lr"], RMS_GRID["decay"])]
     picked["rms"] = min(rms)[1:]
@@ -173,9 +166,7 @@ def main():
                       + ("identical to ours, byte for byte." if theirs == ours else f"DIFFERS: {theirs!r}"))
 
     kn5_test, lstm_test = results[0][1], results[2][1]
-    load_average = os.getloadavg()[0]
-    body = [HEADING, "", stamp(checkout_commit() or "unknown")[:-2]
-            + f", {os.cpu_count()} cores (load average {load_average:.1f} at the end)._", "",
+    body = [HEADING, "", machine_stamp(), "",
             "`make brown-caches` (benchmarks/caches.py). Models: KN5 of Brown train (`nplm ngram-count -order 5 "
             f"-vocab vocab.txt -unk`, vocabulary `nplm vocab -min-count {VOCAB_MIN_COUNT}`) and our best LSTM "
             f"({LSTM.name} of `make brown-lstm`: `{' '.join(LSTM.options())}`"

@@ -20,7 +20,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from run import checkout_commit, stamp, write_sections  # noqa: E402
+from run import machine_stamp, write_sections  # noqa: E402
 from runs import RUNS, VOCAB_MIN_COUNT, VOCAB_PATH  # noqa: E402
 
 HEADING = "## A neural model as a back-off n-gram on Brown (issue 37)"
@@ -152,9 +152,7 @@ def main():
             score(f"{label}, pruned", path(f"{name}-{t}.arpa"), words, f"-prune {t:g}")
             os.remove(path(f"{name}-{t}.arpa"))
 
-    load = os.getloadavg()[0]
-    body = [HEADING, "", stamp(checkout_commit() or "unknown")[:-2]
-            + f", {os.cpu_count()} cores (load average {load:.1f} at the end)._", "",
+    body = [HEADING, "", machine_stamp(), "",
             f"`make brown-convert` (benchmarks/convert.py): the LSTM of `make brown-lstm` ({LSTM.name} in "
             f"benchmarks/runs.py: {LSTM.architecture}, `{' '.join(LSTM.options())}`, Brown train{trained}; test ppl "
             f"{lstm_ppl:.2f}) as a back-off model of order {order} over its vocabulary (`nplm vocab -min-count "

@@ -28,7 +28,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from run import checkout_commit, stamp, write_sections  # noqa: E402
+from run import machine_stamp, write_sections  # noqa: E402
 from runs import RUNS, VOCAB_MIN_COUNT  # noqa: E402
 
 from nplmtk.lattice.htk import read_htk  # noqa: E402
@@ -259,9 +259,7 @@ def main():
     agree = sum(rescored["KN5"][name] == kn5_best[name] for name in names)
 
     srilm = "SRILM 1.7.3's lattice-tool built from BitSpeech/SRILM" if tool else "SRILM's lattice-tool absent"
-    load = os.getloadavg()[0]
-    body = [HEADING, "", stamp(checkout_commit() or "unknown")[:-2]
-            + f", {srilm}, {os.cpu_count()} cores (load average {load:.1f} at the end)._", "",
+    body = [HEADING, "", machine_stamp(srilm), "",
             f"`make brown-lattices` (benchmarks/lattices.py): lattices for the first {args.first} sentences of Brown "
             f"test ({count} lattices, {sum(len(r) for r in refs):,} words; made in {making:.1f} s) by "
             f"benchmarks/make_lattices.py's noise process with seed {args.seed} (nplmtk/lattice/noise.py): each "

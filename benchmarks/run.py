@@ -86,6 +86,13 @@ def stamp(commit, peak=None):
             + (f", sgemm peak in that run {peak:.1f} GFLOP/s._" if peak is not None else "._"))
 
 
+def machine_stamp(*notes):
+    """stamp() of this checkout with `notes`, the cores and the load average at the end
+    (the other jobs that shared the machine)."""
+    return (stamp(checkout_commit() or "unknown")[:-2] + "".join(f", {note}" for note in notes)
+            + f", {os.cpu_count()} cores (load average {os.getloadavg()[0]:.1f} at the end)._")
+
+
 def write_sections(path, bodies, head=None):
     """Write the markdown file `path` with each of `bodies` (lists of lines, a `## ` heading
     first) in place of the section of the same heading, or after the last section; every

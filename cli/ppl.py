@@ -240,7 +240,6 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
 
 def _dynamic(model, lm, length, lr, decay, rms_text, rms_words, epsilon, quiet, text):
     """The network `model` scored by dynamic evaluation."""
-    import numpy as np
     from nplmtk.corpus import Corpus
     from nplmtk.neural.dynamic import DynamicEvaluation, DynamicModel, gradient_scale
     from nplmtk.neural.network import NeuralModel
@@ -254,10 +253,7 @@ def _dynamic(model, lm, length, lr, decay, rms_text, rms_words, epsilon, quiet, 
     scale = None
     if rms_text is not None:
         check_readable(rms_text)
-        corpus = Corpus.read(rms_text, model.vocab, unk=True)
-        sentences = int(np.searchsorted(corpus.offsets, rms_words, side="right")) - 1 or 1
-        corpus = Corpus(corpus.ids[:corpus.offsets[sentences]], corpus.offsets[:sentences + 1], model.vocab,
-                        corpus.name)
+        corpus = Corpus.read(rms_text, model.vocab, unk=True).within_words(rms_words)
         scale = gradient_scale(model, corpus, length)
 
     def progress(total):

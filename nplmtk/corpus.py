@@ -105,6 +105,15 @@ class Corpus:
     def sentence(self, s):
         return self.ids[self.offsets[s]:self.offsets[s + 1]]
 
+    def first_sentences(self, count):
+        """The corpus of its first `count` sentences."""
+        count = min(count, self.num_sentences)
+        return Corpus(self.ids[:self.offsets[count]], self.offsets[:count + 1], self.vocab, self.name)
+
+    def within_words(self, words):
+        """Its first sentences that hold at most `words` words (at least one sentence)."""
+        return self.first_sentences(max(int(np.searchsorted(self.offsets, words, side="right")) - 1, 1))
+
     def targets(self):
         """The predicted tokens: each sentence's words, then `</s>` (the last column of
         `windows`, without building them)."""

@@ -44,8 +44,9 @@ def _float_blocks(model):
 
 
 def _segment_gradients(model, corpus, length):
-    """(positions, log p, mean gradient) of each segment in order, each gradient computed
-    at the parameters as they are when its segment comes (the caller moves them)."""
+    """(positions, log p, gradient of -sum log p, the predictions it sums) of each segment
+    in order, each gradient computed at the parameters as they are when its segment comes
+    (the caller moves them, dividing by the count: the mean's gradient)."""
     blocks = _float_blocks(model)
     grads = {name: np.zeros_like(array) for name, array in blocks.items()}
     step = model.adaptation(length)
@@ -53,11 +54,7 @@ def _segment_gradients(model, corpus, length):
         for array in grads.values():
             array[...] = 0
         logp = step(rows, grads)
-        scored = np.isfinite(logp).sum()
-        if scored:
-            for array in grads.values():
-                array /= scored
-        yield positions, logp, grads
+        yield positions, logp, grads, max(int(np.isfinite(logp).sum()), 1)
 
 
 def gradient_scale(model, corpus, length):
@@ -66,9 +63,9 @@ def gradient_scale(model, corpus, length):
     squares = {name: np.zeros(array.shape) for name, array in _float_blocks(model).items()}
     count = 0
     with blas_threads(1):
-        for _, _, grads in _segment_gradients(model, corpus, length):
+        for _, _, grads, scored in _segment_gradients(model, corpus, length):
             for name, g in grads.items():
-                squares[name] += np.square(g, dtype=np.float64)
+                squares[name] += np.square(g, dtype=np.float64) / scored ** 2
             count += 1
     if not count:
         raise ParameterError("{rms_text}: no words to take the gradients' scale from")
@@ -104,7 +101,8 @@ def _adapt(model, corpus, settings, scale, rates, blocks, trained, out, bar):
     """Score each segment, then move the parameters by its gradient. Without decay only
     the rows with a gradient move: a segment touches few of the embedding's rows."""
     total, count = 0.0, 0
-    for positions, logp, grads in _segment_gradients(model, corpus, settings.length):
+    for positions, logp, grads, scored in _segment_gradients(model, corpus, settings.length):
+        lr = settings.lr / scored  # the step of the mean's gradient, without dividing every block
         predicted = positions >= 0
         out[positions[predicted]] = logp[predicted]
         if bar is not None:
@@ -119,11 +117,11 @@ def _adapt(model, corpus, settings, scale, rates, blocks, trained, out, bar):
                 rows = np.flatnonzero(g.any(axis=1))
                 g = g[rows]
             if scale is None:
-                step = settings.lr * g
+                step = lr * g
                 if settings.decay:
                     step += settings.decay * (array - trained[name])
             else:
-                step = settings.lr * g / (scale[name][rows] + settings.epsilon)
+                step = lr * g / (scale[name][rows] + settings.epsilon)
                 if settings.decay:
                     step += settings.lr * settings.decay * rates[name] * (array - trained[name])
             array[rows] -= step

@@ -266,13 +266,9 @@ class NeuralModel(LanguageModel):
     def adaptation_segments(self, corpus, length):
         """The text's predictions in order, `length` a segment: (windows, the index of each
         among corpus.windows' rows); a target outside the vocabulary is left out."""
-        self.check_vocab(corpus)
-        windows = corpus.windows(self.order)
-        usable = np.flatnonzero(windows[:, -1] >= 0)
-        rows = np.where(windows < 0, self.vocab.unk, windows).astype(np.int32)
+        usable, rows = self._predicted_windows(corpus)
         for start in range(0, len(usable), length):
-            where = usable[start:start + length]
-            yield np.ascontiguousarray(rows[where]), where
+            yield np.ascontiguousarray(rows[start:start + length]), usable[start:start + length]
 
     def adaptation(self, length):
         """A step of dynamic evaluation on a segment: the log p of its windows' targets, and
@@ -287,13 +283,17 @@ class NeuralModel(LanguageModel):
         return step
 
     # -- scoring --------------------------------------------------------------------------
-    def logprobs(self, corpus):
+    def _predicted_windows(self, corpus):
+        """The indices of corpus.windows' rows whose target is in the vocabulary, and those
+        rows (int32): a target outside it has no probability; as context it reads as <unk>."""
         self.check_vocab(corpus)
         windows = corpus.windows(self.order)
-        out = np.full(len(windows), -np.inf)
-        # A target outside the vocabulary (-1) has no probability; as context it reads as <unk>.
-        usable = windows[:, -1] >= 0
-        rows = np.where(windows[usable] < 0, self.vocab.unk, windows[usable]).astype(np.int32)
+        usable = np.flatnonzero(windows[:, -1] >= 0)
+        return usable, np.where(windows[usable] < 0, self.vocab.unk, windows[usable]).astype(np.int32)
+
+    def logprobs(self, corpus):
+        usable, rows = self._predicted_windows(corpus)
+        out = np.full(corpus.num_words + corpus.num_sentences, -np.inf)
         # each distinct window scored once: N-best hypotheses share most of theirs
         distinct, where = distinct_rows(rows)
         out[usable] = self.example_logprobs(distinct)[where]
