@@ -20,8 +20,20 @@ class OrderSettings:
         self.constant, self.events = constant, events
 
 
+class CountsOfCounts:
+    """n_c for c = 0 .. len(n) - 1, counted beforehand (by a pass over counts on disk):
+    what a discounting method reads of an order's counts."""
+
+    def __init__(self, n):
+        self.n = np.asarray(n, dtype=np.int64)
+
+
 def _counts_of_counts(counts, largest):
     """n_c for c = 0 .. largest (count c of n-grams counted c times)."""
+    if isinstance(counts, CountsOfCounts):
+        if len(counts.n) <= largest:
+            raise NplmError(f"counts-of-counts up to {len(counts.n) - 1} where {largest} are needed")
+        return counts.n[:largest + 1]
     return np.bincount(counts[counts <= largest].astype(np.int64), minlength=largest + 1)[:largest + 1]
 
 

@@ -41,7 +41,7 @@ def _warn(message):
     warnings.warn(message, NplmWarning)
 
 
-class _Events:
+class Events:
     """The words a model predicts (SRILM's events): all but `<s>`, and but `<unk>` in a
     closed vocabulary."""
 
@@ -74,10 +74,6 @@ class _ContextsOfOrder:
             if not events.unk_is_word:
                 self.skipped |= np.any(contexts == events.vocab.unk, axis=1)
         self.eligible = ~self.skipped[self.group] & ~events.non_event(grams[k][:, -1]) & (count > 0)
-
-    def sum(self, values):
-        """Per context, the sum of `values` over its n-grams."""
-        return np.bincount(self.group, weights=values, minlength=self.size)
 
 
 class _Tables:
@@ -139,7 +135,7 @@ def estimate(counts, method="kn", interpolate=True, min_counts=None, unk_is_word
         raise ParameterError(f"{{constant}} goes with the methods {sorted(NEEDS_CONSTANT)} only, and they need it")
     discounting = METHODS[method]
     counts = _full_unigrams(counts)
-    events = _Events(counts.vocab, unk_is_word)
+    events = Events(counts.vocab, unk_is_word)
     suffix = suffix_positions(counts)
     adjusted = adjust_counts(counts, suffix, events) if discounting.adjusts_counts else counts.counts
     settings = _order_settings(counts.order, min_counts, max_counts, constant, events)
@@ -153,7 +149,7 @@ def estimate(counts, method="kn", interpolate=True, min_counts=None, unk_is_word
         # lmplz writes the interpolation weights themselves as back-off weights
         lmplz_gamma = gamma if always_interpolate and interpolate else None
         if k == 0:
-            distribute_unigram_mass(tables, events, lmplz_gamma)
+            distribute_unigram_mass(tables.logp[0], tables.present[0], events, lmplz_gamma)
         else:
             backoff_weights(tables, k, keep, lower, contexts, suffix, lmplz_gamma)
     fixup_missing_contexts(tables)
@@ -251,17 +247,33 @@ def lower_order_probabilities(tables, k, suffix, eligible, events):
 def initial_probabilities(tables, k, count, discount, lower, contexts, interpolate, always_interpolate, events):
     """Stores p(w | h) of the order-(k+1) n-grams kept in the model, and returns which
     those are and each context's interpolation weight gamma(h) (0 where it stopped
-    interpolating). SRILM's retry: a context whose seen words leave no mass for unseen
-    ones stops interpolating, then has one added to its denominator."""
-    eligible = contexts.eligible
-    total = contexts.sum(np.where(eligible, count, 0))
-    observed = contexts.sum(eligible)
-    min2 = contexts.sum(eligible & (count >= 2))
-    min3 = contexts.sum(eligible & (count >= 3))
-    interpolating = np.full(contexts.size, bool(interpolate))
+    interpolating)."""
+    prob, keep, gamma = context_probabilities(count, lower, contexts.group, contexts.size, contexts.eligible,
+                                              contexts.skipped, discount, interpolate, always_interpolate, events)
+    with np.errstate(divide="ignore"):
+        tables.logp[k][keep] = np.log10(prob[keep]).astype(np.float32)
+    tables.present[k][keep] = True
+    return keep, gamma
+
+
+def context_probabilities(count, lower, group, size, eligible, skipped, discount, interpolate, always_interpolate,
+                          events):
+    """p(w | h) of n-grams grouped by context (`group[i]` the context of n-gram i among
+    `size` contexts), which of them the model keeps, and each context's interpolation
+    weight. SRILM's retry: a context whose seen words leave no mass for unseen ones stops
+    interpolating, then has one added to its denominator. Each context's sums run over
+    its n-grams in their order, so any run of whole contexts gives the same values."""
+
+    def per_context(values):
+        return np.bincount(group, weights=values, minlength=size)
+
+    total = per_context(np.where(eligible, count, 0))
+    observed = per_context(eligible)
+    min2 = per_context(eligible & (count >= 2))
+    min3 = per_context(eligible & (count >= 3))
+    interpolating = np.full(size, bool(interpolate))
     denominator = total.copy()
-    active = (total > 0) & ~contexts.skipped
-    group = contexts.group
+    active = (total > 0) & ~skipped
     while True:
         factor = (np.ones(len(count)) if discount.no_discount
                   else discount.factor(count, denominator[group], observed[group]))
@@ -271,7 +283,7 @@ def initial_probabilities(tables, k, count, discount, lower, contexts, interpola
             prob = factor * count / denominator[group]
         prob = np.where(interpolating[group], prob + gamma[group] * lower, prob)
         counted = eligible & (factor != 0)
-        total_prob = contexts.sum(np.where(counted, prob, 0.0))
+        total_prob = per_context(np.where(counted, prob, 0.0))
         stuck = active & (total_prob > 1 - PROB_EPSILON) & (observed < events.count) & (not discount.no_discount)
         if always_interpolate:
             stuck &= ~interpolating
@@ -280,19 +292,15 @@ def initial_probabilities(tables, k, count, discount, lower, contexts, interpola
         denominator[stuck & ~interpolating] += 1
         interpolating[stuck] = False
     keep = eligible & (factor != 0) & active[group]
-    with np.errstate(divide="ignore"):
-        tables.logp[k][keep] = np.log10(prob[keep]).astype(np.float32)
-    tables.present[k][keep] = True
-    return keep, np.where(interpolating, gamma, 0.0)
+    return prob, keep, np.where(interpolating, gamma, 0.0)
 
 
-def distribute_unigram_mass(tables, events, lmplz_gamma=None):
+def distribute_unigram_mass(logp, present, events, lmplz_gamma=None):
     """SRILM's distributeProb: the unigram mass left over goes to words without a
     probability (or to all words when every word has one). `<s>` is a unigram of
     probability zero, kept for its back-off weight. With `lmplz_gamma` (the unigrams'
     interpolation weight) the words without a count get gamma / |V| directly, as lmplz
     gives them, not the float32 sum's left-over."""
-    logp, present = tables.logp[0], tables.present[0]
     present[events.vocab.bos] = True
     real = ~events.non_event(np.arange(len(events.vocab)))
     if lmplz_gamma is not None:
@@ -327,10 +335,18 @@ def backoff_weights(tables, k, keep, lower, contexts, suffix, lmplz_gamma=None):
         with np.errstate(divide="ignore", invalid="ignore"):
             tables.bow[k - 1] = np.where(usable, np.log10(lmplz_gamma.astype(np.float32)), 0.0).astype(np.float32)
         return
+    tables.bow[k - 1] = context_bows(tables.logp[k], keep, lower, contexts.group, node[k - 1])
+
+
+def context_bows(child_logp, keep, lower, group, node):
+    """The back-off weights of contexts (`node` marks those with kept n-grams) from their
+    n-grams' stored probabilities (`child_logp`, rescaled in place where SRILM rescales)
+    and lower-order probabilities, n-grams grouped by context as in
+    `context_probabilities`."""
     # bow(h) = (1 - sum_{w seen after h} p(w | h)) / (1 - sum_{w seen after h} p(w | h'))
-    numerator = 1 - contexts.sum(np.where(keep, log10_to_prob(tables.logp[k]), 0.0))
-    denominator = 1 - contexts.sum(np.where(keep, lower, 0.0))
-    tables.bow[k - 1] = _compute_bow(numerator, denominator, node[k - 1], tables.logp[k], keep, contexts.group)
+    numerator = 1 - np.bincount(group, weights=np.where(keep, log10_to_prob(child_logp), 0.0), minlength=len(node))
+    denominator = 1 - np.bincount(group, weights=np.where(keep, lower, 0.0), minlength=len(node))
+    return _compute_bow(numerator, denominator, node, child_logp, keep, group)
 
 
 def _compute_bow(numerator, denominator, node, child_logp, child_keep, child_group):

@@ -1,0 +1,461 @@
+"""Estimating interpolated modified Kneser-Ney out of core, from counts on disk
+(store.py), in passes over files of each order's rows as KenLM's lmplz does (Heafield
+et al. 2013): each order's rows stay in their lexicographic order on disk, and every
+value that an n-gram needs from another order (its prefix's row, its suffix's row, the
+number of words that precede it, its suffix's probability) is found by a pass that holds
+one window of that order in memory, as many passes as windows. The arithmetic is
+estimate.py's own (`context_probabilities`, `context_bows`), run on whole contexts at a
+time, so the model is the in-memory estimate's to the byte whatever the memory.
+
+The passes cover the configuration lmplz estimates (modified Kneser-Ney, interpolated,
+no cutoffs); `streamable` says whether a configuration is one of them."""
+import math
+import os
+
+import numpy as np
+
+from ..errors import NplmError
+from .arpa import _BackgroundWriter, format_section
+from .counts import byte_ranks
+from .discounts import CountsOfCounts, ModifiedKneserNey
+from .estimate import (Events, _order_settings, context_bows, context_probabilities, distribute_unigram_mass,
+                       log10_to_prob)
+from .store import disk_error
+from ..io import open_output
+
+LARGEST_COUNT_OF_COUNTS = 4  # modified Kneser-Ney reads n1 .. n4
+# Bytes of memory per row of the largest pieces held at once: a context pass's arrays
+# and context_probabilities' float64 temporaries; a sort's records, keys and order.
+CONTEXT_PASS_ROW_BYTES = 160
+NO_ROW = -1
+
+
+def streamable(method, interpolate, always_interpolate, min_counts, classes=False, prune=False):
+    """Whether stream.py estimates this configuration (else the counts go to memory)."""
+    return (method in (None, "kn") and interpolate and not always_interpolate and not classes and not prune
+            and all(m in (None, 1) for m in min_counts))
+
+
+class _Files:
+    """Arrays aligned with an order's rows, one flat file each in `folder`."""
+
+    def __init__(self, folder):
+        self.folder = folder
+
+    def path(self, name, k):
+        return os.path.join(self.folder, f"{name}{k}")
+
+    def read(self, name, k, dtype, start, stop, width=None):
+        """Rows start..stop-1 of `name{k}`: values, or (rows, width) arrays."""
+        count = max(0, stop - start)
+        values = np.fromfile(self.path(name, k), dtype=dtype, count=count * (width or 1),
+                             offset=start * (width or 1) * np.dtype(dtype).itemsize)
+        return values if width is None else values.reshape(-1, width)
+
+    def writer(self, name, k):
+        return _Appender(self.path(name, k), self.folder)
+
+
+class _Appender:
+    def __init__(self, path, folder):
+        self.folder = folder
+        try:
+            self.out = open(path, "wb")
+        except OSError as err:
+            raise disk_error(folder, err) from None
+
+    def append(self, values):
+        try:
+            np.ascontiguousarray(values).tofile(self.out)
+        except OSError as err:
+            raise disk_error(self.folder, err) from None
+
+    def close(self):
+        try:
+            self.out.close()
+        except OSError as err:
+            raise disk_error(self.folder, err) from None
+
+
+def _packed(rows):
+    """Rows of word ids (or ranks) as fixed-width byte strings that compare as the rows
+    do lexicographically (big-endian), for sorting and searching whole rows."""
+    rows = np.ascontiguousarray(rows, dtype=">u4")
+    return rows.view(f"S{4 * rows.shape[1]}").ravel()
+
+
+class DiskModel:
+    """A back-off model on disk: per order k, the model's rows (`grams{k}`), float32
+    log10 probabilities and back-off weights, and which rows are contexts (`node{k}`),
+    rows in lexicographic order."""
+
+    def __init__(self, vocab, folder, sizes):
+        self.vocab, self.files, self.sizes = vocab, _Files(folder), sizes
+
+    @property
+    def order(self):
+        return len(self.sizes)
+
+    def read(self, k, start, stop):
+        f = self.files
+        return (f.read("fgrams", k, np.int32, start, stop, k), f.read("flogp", k, np.float32, start, stop),
+                f.read("fbow", k, np.float32, start, stop), f.read("fnode", k, np.bool_, start, stop))
+
+    def load(self):
+        """The model in memory (a BackoffModel)."""
+        from .backoff import BackoffModel
+        grams, logp, bow, node = zip(*(self.read(k, 0, n) for k, n in enumerate(self.sizes, 1)))
+        return BackoffModel(self.vocab, list(grams), list(logp), list(bow), list(node))
+
+
+class StreamEstimate:
+    """The passes of one estimate, over `store` (a CountStore), working files in
+    `folder`, about `memory` bytes of arrays at a time."""
+
+    def __init__(self, store, folder, memory, unk_is_word=True, log=None, warn=None):
+        self.store, self.vocab, self.order = store, store.vocab, store.order
+        self.files, self.memory = _Files(folder), memory
+        self.events = Events(self.vocab, unk_is_word)
+        self.log, self.warn = log, warn
+        self.sizes = [len(self.vocab)] + store.sizes[1:]  # every word a unigram row (some of count 0)
+
+    def rows(self, bytes_per_row):
+        """How many rows of `bytes_per_row` fit in a share of the memory."""
+        return max(1, self.memory // 4 // bytes_per_row)
+
+    def run(self):
+        order = self.order
+        for k in range(2, order + 1):
+            self._row_lookup("prefix", k, slice(0, k - 1))
+            self._row_lookup("suffix", k, slice(1, k))
+        discounts = []
+        for k in range(1, order + 1):
+            histogram = self._adjusted_counts(k)
+            settings = _order_settings(order, None, None, None, self.events)[k - 1]
+            discount = ModifiedKneserNey(CountsOfCounts(histogram), settings, self.warn or _warn)
+            if self.log is not None:
+                for line in [f"using {discount.name} for {k}-grams"] + discount.debug_lines:
+                    self.log(line)
+            discounts.append(discount)
+        self._unigram_probabilities(discounts[0])
+        for k in range(2, order + 1):
+            self._lower_probabilities(k)
+            self._context_pass(k, discounts[k - 1])
+        return self._final_model()
+
+    # --- the rows of an order, as the store and the full unigrams give them
+
+    def grams(self, k, start, stop):
+        if k == 1:
+            return np.arange(start, min(stop, self.sizes[0]), dtype=np.int32)[:, None]
+        return self.store.read(k, start, stop)[0]
+
+    def raw_counts(self, k, start, stop):
+        if k == 1:
+            return self._unigram_counts()[start:stop]
+        return self.store.read(k, start, stop)[1]
+
+    def _unigram_counts(self):
+        if not hasattr(self, "_unigrams"):
+            grams, counts = self.store.read(1, 0, self.store.sizes[0])
+            self._unigrams = np.zeros(len(self.vocab), dtype=np.int64)
+            self._unigrams[grams[:, 0]] = counts
+        return self._unigrams
+
+    def _chunks(self, k, rows):
+        for start in range(0, self.sizes[k - 1], rows):
+            yield start, min(start + rows, self.sizes[k - 1])
+
+    # --- passes
+
+    def _row_lookup(self, name, k, columns):
+        """`name{k}`: for each order-k row, the row among the order-(k-1) rows of its
+        words `columns` (its prefix or its suffix), found window by window."""
+        width = k - 1
+        if k == 2:  # unigram rows are word ids
+            out = self.files.writer(name, k)
+            for start, stop in self._chunks(k, self.rows(8 * k)):
+                out.append(self.grams(k, start, stop)[:, columns.start].astype(np.int64))
+            out.close()
+            return
+        window_rows = self.rows(4 * width)
+        chunk_rows = self.rows(8 + 8 * k)
+        windows = list(self._chunks(k - 1, window_rows))
+        for number, (low, high) in enumerate(windows):
+            keys = _packed(self.grams(k - 1, low, high))
+            previous = f"{name}.{number - 1}" if number else None
+            target = name if number == len(windows) - 1 else f"{name}.{number}"
+            out = self.files.writer(target, k)
+            for start, stop in self._chunks(k, chunk_rows):
+                found = (np.full(stop - start, NO_ROW, dtype=np.int64) if previous is None
+                         else self.files.read(previous, k, np.int64, start, stop))
+                query = _packed(self.grams(k, start, stop)[:, columns])
+                inside = (query >= keys[0]) & (query <= keys[-1])
+                place = np.searchsorted(keys, query[inside])
+                hit = keys[place] == query[inside]
+                rows = np.flatnonzero(inside)[hit]
+                found[rows] = low + place[hit]
+                if number == len(windows) - 1 and np.any(found < 0):
+                    bad = self.grams(k, start, stop)[np.argmax(found < 0)]
+                    words = " ".join(self.vocab.words[w] for w in bad[columns])
+                    raise NplmError(f"counts are not closed under {name}es: the {k - 1}-gram '{words}' of a {k}-gram "
+                                    "has no count")
+                out.append(found)
+            out.close()
+            if previous is not None:
+                os.remove(self.files.path(previous, k))
+
+    def _adjusted_counts(self, k):
+        """`adjusted{k}`: Kneser-Ney's continuation counts (the number of words seen
+        before the n-gram; n-grams starting with `<s>` keep their counts; the highest
+        order keeps its counts). Returns the counts-of-counts of the n-grams that
+        predict events."""
+        histogram = np.zeros(LARGEST_COUNT_OF_COUNTS + 1, dtype=np.int64)
+        out = self.files.writer("adjusted", k)
+        for low, high in self._chunks(k, self.rows(8 * 3)):
+            counts = self.raw_counts(k, low, high)
+            if k < self.order:
+                continuation = np.zeros(high - low, dtype=np.int64)
+                for start, stop in self._chunks(k + 1, self.rows(8 * 4)):
+                    suffix = self.files.read("suffix", k + 1, np.int64, start, stop)
+                    suffix = suffix[(suffix >= low) & (suffix < high)]
+                    continuation += np.bincount(suffix - low, minlength=high - low)
+                first = self.grams(k, low, high)[:, 0]
+                counts = np.where(self.events.non_event(first), counts, continuation)
+            out.append(counts)
+            predicting = counts[~self.events.non_event(self.grams(k, low, high)[:, -1])]
+            histogram += np.bincount(np.minimum(predicting, LARGEST_COUNT_OF_COUNTS + 1),
+                                     minlength=LARGEST_COUNT_OF_COUNTS + 2)[:LARGEST_COUNT_OF_COUNTS + 1]
+        out.close()
+        return histogram
+
+    def _unigram_probabilities(self, discount):
+        size = self.sizes[0]
+        count = self.files.read("adjusted", 1, np.int64, 0, size)
+        words = np.arange(size)
+        lower = np.full(size, log10_to_prob(np.float32(-math.log10(self.events.count))))
+        eligible = ~self.events.non_event(words) & (count > 0)
+        prob, keep, _ = context_probabilities(count, lower, np.zeros(size, dtype=np.int64), 1, eligible,
+                                              np.zeros(1, dtype=bool), discount, True, False, self.events)
+        logp = np.full(size, -np.inf, dtype=np.float32)
+        with np.errstate(divide="ignore"):
+            logp[keep] = np.log10(prob[keep]).astype(np.float32)
+        present = keep.copy()
+        distribute_unigram_mass(logp, present, self.events)
+        self._write_whole("logp", 1, logp)
+        self._write_whole("present", 1, present)
+
+    def _write_whole(self, name, k, values):
+        out = self.files.writer(name, k)
+        out.append(values)
+        out.close()
+
+    def _lower_probabilities(self, k):
+        """`lower{k}`: the stored log10 probability of each order-k row's suffix, NaN
+        where the suffix is not an n-gram of the model."""
+        windows = list(self._chunks(k - 1, self.rows(5)))
+        for number, (low, high) in enumerate(windows):
+            logp = self.files.read("logp", k - 1, np.float32, low, high)
+            present = self.files.read("present", k - 1, np.bool_, low, high)
+            previous = f"lower.{number - 1}" if number else None
+            target = "lower" if number == len(windows) - 1 else f"lower.{number}"
+            out = self.files.writer(target, k)
+            for start, stop in self._chunks(k, self.rows(8 + 4 * 2)):
+                values = (np.full(stop - start, np.nan, dtype=np.float32) if previous is None
+                          else self.files.read(previous, k, np.float32, start, stop))
+                suffix = self.files.read("suffix", k, np.int64, start, stop)
+                inside = (suffix >= low) & (suffix < high)
+                rows = suffix[inside] - low
+                values[inside] = np.where(present[rows], logp[rows], np.nan)
+                out.append(values)
+            out.close()
+            if previous is not None:
+                os.remove(self.files.path(previous, k))
+
+    def _context_runs(self, k):
+        """(start, stop) of runs of whole contexts of order k, about a chunk's rows each."""
+        rows, size, start = self.rows(CONTEXT_PASS_ROW_BYTES), self.sizes[k - 1], 0
+        while start < size:
+            stop = min(start + rows, size)
+            while stop < size:  # end the run where a context ends
+                prefix = self.files.read("prefix", k, np.int64, start, min(stop + rows, size))
+                ends = np.flatnonzero(prefix[1:] != prefix[:-1]) + 1
+                ends = ends[ends >= stop - start]
+                if len(ends):
+                    stop = start + int(ends[0])
+                    break
+                stop = min(stop + rows, size)
+            yield start, stop
+            start = stop
+
+    def _context_pass(self, k, discount):
+        """Order k's probabilities (`logp{k}`, `present{k}`) and the back-off weights
+        of order k-1's contexts (`bow{k-1}`, `node{k-1}`), context by context."""
+        events, vocab = self.events, self.vocab
+        logp_out, present_out = self.files.writer("logp", k), self.files.writer("present", k)
+        bow_out, node_out = self.files.writer("bow", k - 1), self.files.writer("node", k - 1)
+        contexts_done = 0
+        for start, stop in self._context_runs(k):
+            grams = self.grams(k, start, stop)
+            count = self.files.read("adjusted", k, np.int64, start, stop)
+            prefix = self.files.read("prefix", k, np.int64, start, stop)
+            lower_logp = self.files.read("lower", k, np.float32, start, stop)
+            first_context = int(prefix[0])
+            group, size = prefix - first_context, int(prefix[-1]) - first_context + 1
+            skipped_row = grams[:, -2] == vocab.eos
+            if not events.unk_is_word:
+                skipped_row |= np.any(grams[:, :-1] == vocab.unk, axis=1)
+            skipped = np.zeros(size, dtype=bool)
+            skipped[group] = skipped_row
+            eligible = ~skipped_row & ~events.non_event(grams[:, -1]) & (count > 0)
+            direct = ~np.isnan(lower_logp)
+            if np.any(eligible & ~direct):
+                raise NplmError(f"a {k}-gram's suffix is not in the model: this estimate needs the counts in memory")
+            lower = log10_to_prob(np.where(direct, lower_logp, -np.inf))
+            prob, keep, _ = context_probabilities(count, lower, group, size, eligible, skipped, discount, True,
+                                                  False, events)
+            if np.any(eligible & ~keep):
+                raise NplmError(f"a {k}-gram is left out of the model: this estimate needs the counts in memory")
+            logp = np.full(stop - start, -np.inf, dtype=np.float32)
+            with np.errstate(divide="ignore"):
+                logp[keep] = np.log10(prob[keep]).astype(np.float32)
+            node = np.zeros(size, dtype=bool)
+            node[group[keep]] = True
+            bow = context_bows(logp, keep, lower, group, node)
+            logp_out.append(logp)
+            present_out.append(keep)
+            gap = first_context - contexts_done  # contexts without n-grams after them: no weight
+            bow_out.append(np.zeros(gap, dtype=np.float32))
+            node_out.append(np.zeros(gap, dtype=bool))
+            bow_out.append(bow)
+            node_out.append(node)
+            contexts_done = first_context + size
+        gap = self.sizes[k - 2] - contexts_done
+        bow_out.append(np.zeros(gap, dtype=np.float32))
+        node_out.append(np.zeros(gap, dtype=bool))
+        for out in (logp_out, present_out, bow_out, node_out):
+            out.close()
+
+    def _final_model(self):
+        """The model's rows (the `present` ones) and their values, in `f*` files."""
+        order, sizes = self.order, []
+        self._write_whole("bow", order, np.zeros(self.sizes[-1], dtype=np.float32))
+        self._write_whole("node", order, np.zeros(self.sizes[-1], dtype=bool))
+        for k in range(1, order + 1):
+            writers = {name: self.files.writer(f"f{name}", k) for name in ("grams", "logp", "bow", "node")}
+            kept = 0
+            for start, stop in self._chunks(k, self.rows(4 * k + 16)):
+                present = self.files.read("present", k, np.bool_, start, stop)
+                writers["grams"].append(self.grams(k, start, stop)[present])
+                for name, dtype in (("logp", np.float32), ("bow", np.float32), ("node", np.bool_)):
+                    writers[name].append(self.files.read(name, k, dtype, start, stop)[present])
+                kept += int(present.sum())
+            for out in writers.values():
+                out.close()
+            sizes.append(kept)
+        return DiskModel(self.vocab, self.files.folder, sizes)
+
+
+def _warn(message):
+    import warnings
+    from ..errors import NplmWarning
+    warnings.warn(message, NplmWarning)
+
+
+def write_arpa_streamed(model, path, memory, folder):
+    """A DiskModel as write_arpa writes the same model, each order sorted into SRILM's
+    order (the context read backwards, then the word, words in byte order) by sorted
+    runs on disk merged, within about `memory` bytes."""
+    vocab = model.vocab
+    encoded = [w.encode("utf-8") for w in vocab.words]
+    rank = byte_ranks(vocab.words)
+    word_of_rank = np.argsort(rank).astype(np.int32)
+    word_start = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(w) for w in encoded], out=word_start[1:])
+    words = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+    with open_output(path, binary=True) as stream, _BackgroundWriter(stream) as write:
+        write(b"\n\\data\\\n")
+        for k, size in enumerate(model.sizes, 1):
+            write(f"ngram {k}={size}\n".encode())
+        for k in range(1, model.order + 1):
+            write(f"\n\\{k}-grams:\n".encode())
+            record = np.dtype([("key", f"S{4 * k}"), ("logp", "<f4"), ("bow", "<f4"), ("node", "u1")])
+            rows = max(1, memory // 4 // (3 * record.itemsize + 16))
+
+            def records():
+                for start in range(0, model.sizes[k - 1], rows):
+                    grams, logp, bow, node = model.read(k, start, start + rows)
+                    # SRILM's order: the context's words from the last back, then the word
+                    ranks = rank[np.concatenate([grams[:, -2::-1], grams[:, -1:]], axis=1)]
+                    out = np.empty(len(grams), dtype=record)
+                    out["key"], out["logp"], out["bow"], out["node"] = _packed(ranks), logp, bow, node
+                    yield out
+
+            for piece in sorted_records(records(), rows, folder, f"arpa{k}"):
+                ranks = np.frombuffer(piece["key"].tobytes(), dtype=">u4").reshape(-1, k)
+                grams = word_of_rank[np.concatenate([ranks[:, -2::-1], ranks[:, -1:]], axis=1)]
+                for text in format_section(np.ascontiguousarray(grams), np.ascontiguousarray(piece["logp"]),
+                                           np.ascontiguousarray(piece["bow"]),
+                                           np.ascontiguousarray(piece["node"]),
+                                           np.arange(len(piece), dtype=np.int64), words, word_start):
+                    write(text)
+        write(b"\n\\end\\\n")
+
+
+def sorted_records(pieces, rows, folder, name):
+    """The records of `pieces` (structured arrays with a `key` field) in the order of
+    their keys, in pieces: sorted runs of `rows` records on disk, merged."""
+    runs, pending, held = [], [], 0
+
+    def spill():
+        batch = np.concatenate(pending)
+        batch = batch[np.argsort(batch["key"], kind="stable")]
+        path = os.path.join(folder, f"{name}.run{len(runs)}")
+        try:
+            batch.tofile(path)
+        except OSError as err:
+            raise disk_error(folder, err) from None
+        runs.append((path, len(batch), batch.dtype))
+
+    for piece in pieces:
+        pending.append(piece)
+        held += len(piece)
+        if held >= rows:
+            spill()
+            pending, held = [], 0
+    if not runs:  # everything fits: no file
+        if pending:
+            batch = np.concatenate(pending)
+            yield batch[np.argsort(batch["key"], kind="stable")]
+        return
+    if pending:
+        spill()
+    yield from _merged(runs, max(1, rows // len(runs)))
+    for path, _, _ in runs:
+        os.remove(path)
+
+
+def _merged(runs, block):
+    """Sorted runs on disk merged, `block` records of each read at a time: what every
+    run holds up to the smallest of their last keys in memory goes out, sorted."""
+    places = [0] * len(runs)
+    buffers = [None] * len(runs)
+    while True:
+        for i, (path, size, dtype) in enumerate(runs):
+            if (buffers[i] is None or len(buffers[i]) == 0) and places[i] < size:
+                count = min(block, size - places[i])
+                buffers[i] = np.fromfile(path, dtype=dtype, count=count, offset=places[i] * dtype.itemsize)
+                places[i] += count
+        live = [b for b in buffers if b is not None and len(b)]
+        if not live:
+            return
+        cutoff = min(b["key"][-1] for b in live)
+        taken = []
+        for i, buffer in enumerate(buffers):
+            if buffer is None or not len(buffer):
+                continue
+            end = np.searchsorted(buffer["key"], cutoff, side="right")
+            taken.append(buffer[:end])
+            buffers[i] = buffer[end:]
+        batch = np.concatenate(taken)
+        yield batch[np.argsort(batch["key"], kind="stable")]
