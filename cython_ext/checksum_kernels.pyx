@@ -34,23 +34,56 @@ cdef inline uint64_t merge_lane(uint64_t h, uint64_t lane) noexcept nogil:
     return (h ^ lane_round(0, lane)) * PRIME1 + PRIME4
 
 
-cdef uint64_t xxh64_bytes(const unsigned char *p, Py_ssize_t n, uint64_t seed) noexcept nogil:
+cdef struct State:
+    uint64_t v1, v2, v3, v4, seed, total
+    unsigned char held[STRIPE]  # the bytes of a stripe not yet complete
+    Py_ssize_t held_bytes
+
+
+cdef void state_init(State *s, uint64_t seed) noexcept nogil:
+    s.v1, s.v2, s.v3, s.v4 = seed + PRIME1 + PRIME2, seed + PRIME2, seed, seed - PRIME1
+    s.seed, s.total, s.held_bytes = seed, 0, 0
+
+
+cdef inline void state_stripe(State *s, const unsigned char *p) noexcept nogil:
+    s.v1 = lane_round(s.v1, read64(p))
+    s.v2 = lane_round(s.v2, read64(p + 8))
+    s.v3 = lane_round(s.v3, read64(p + 16))
+    s.v4 = lane_round(s.v4, read64(p + 24))
+
+
+cdef void state_update(State *s, const unsigned char *p, Py_ssize_t n) noexcept nogil:
     cdef const unsigned char *end = p + n
-    cdef uint64_t h, v1, v2, v3, v4
+    cdef Py_ssize_t fill
+    s.total += <uint64_t> n
+    if s.held_bytes:
+        fill = STRIPE - s.held_bytes
+        if n < fill:
+            memcpy(s.held + s.held_bytes, p, n)
+            s.held_bytes += n
+            return
+        memcpy(s.held + s.held_bytes, p, fill)
+        state_stripe(s, s.held)
+        p += fill
+        s.held_bytes = 0
+    while p + STRIPE <= end:
+        state_stripe(s, p)
+        p += STRIPE
+    memcpy(s.held, p, end - p)
+    s.held_bytes = end - p
+
+
+cdef uint64_t state_digest(State *s) noexcept nogil:
+    cdef const unsigned char *p = s.held
+    cdef const unsigned char *end = p + s.held_bytes
+    cdef uint64_t h
     cdef uint32_t word32
-    if n >= STRIPE:
-        v1, v2, v3, v4 = seed + PRIME1 + PRIME2, seed + PRIME2, seed, seed - PRIME1
-        while p + STRIPE <= end:
-            v1 = lane_round(v1, read64(p))
-            v2 = lane_round(v2, read64(p + 8))
-            v3 = lane_round(v3, read64(p + 16))
-            v4 = lane_round(v4, read64(p + 24))
-            p += STRIPE
-        h = rotl(v1, 1) + rotl(v2, 7) + rotl(v3, 12) + rotl(v4, 18)
-        h = merge_lane(merge_lane(merge_lane(merge_lane(h, v1), v2), v3), v4)
+    if s.total >= STRIPE:
+        h = rotl(s.v1, 1) + rotl(s.v2, 7) + rotl(s.v3, 12) + rotl(s.v4, 18)
+        h = merge_lane(merge_lane(merge_lane(merge_lane(h, s.v1), s.v2), s.v3), s.v4)
     else:
-        h = seed + PRIME5
-    h += <uint64_t> n
+        h = s.seed + PRIME5
+    h += s.total
     while p + 8 <= end:
         h = rotl(h ^ lane_round(0, read64(p)), 27) * PRIME1 + PRIME4
         p += 8
@@ -72,8 +105,27 @@ cdef uint64_t xxh64_bytes(const unsigned char *p, Py_ssize_t n, uint64_t seed) n
 def xxh64(const unsigned char[::1] data, uint64_t seed=0):
     """The XXH64 of the bytes `data` (bytes, a memoryview of a memory map, ...)."""
     cdef Py_ssize_t n = data.shape[0]
-    cdef uint64_t h
+    cdef State state
     cdef unsigned char nothing = 0
+    cdef uint64_t h
     with nogil:
-        h = xxh64_bytes(&data[0] if n else &nothing, n, seed)
+        state_init(&state, seed)
+        state_update(&state, &data[0] if n else &nothing, n)
+        h = state_digest(&state)
     return h
+
+
+cdef class Xxh64:
+    """XXH64 of bytes given piece by piece (`update`), the same as `xxh64` of them whole."""
+    cdef State state
+
+    def __cinit__(self, uint64_t seed=0):
+        state_init(&self.state, seed)
+
+    def update(self, const unsigned char[::1] data):
+        cdef unsigned char nothing = 0
+        with nogil:
+            state_update(&self.state, &data[0] if data.shape[0] else &nothing, data.shape[0])
+
+    def digest(self):
+        return state_digest(&self.state)

@@ -15,7 +15,7 @@ import zlib
 
 import numpy as np
 
-from ._ext.checksum_kernels import xxh64
+from ._ext.checksum_kernels import Xxh64, xxh64
 from .errors import InputError, NplmError
 from .io import _os_error, open_output
 from .vocab import Vocabulary
@@ -30,20 +30,44 @@ def _aligned(n):
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
+class PiecedArray:
+    """An array too large to hold, given by `pieces()`: a new iterator of its pieces
+    (C-order numpy arrays of `dtype`) on each call, since `save` reads them twice (the
+    checksums, then the bytes)."""
+
+    def __init__(self, dtype, shape, pieces):
+        self.dtype, self.shape, self.pieces = np.dtype(dtype), tuple(shape), pieces
+
+
 def save(path, kind, arrays, meta=None, vocab=None):
-    """Write a model atomically: `arrays` maps names to numpy arrays."""
+    """Write a model atomically: `arrays` maps names to numpy arrays or PiecedArrays."""
     table = []
-    blobs = []
+    sources = []
     for name, array in arrays.items():
-        array = np.asarray(array, order="C")
+        pieces = array.pieces if isinstance(array, PiecedArray) else None
+        if pieces is None:
+            array = np.asarray(array, order="C")
         if array.dtype.hasobject:
             raise NplmError(f"cannot store object arrays ('{name}')", path=path)
-        if array.dtype.byteorder == ">":
-            array = array.astype(array.dtype.newbyteorder("<"))
-        blob = array.tobytes()
-        blobs.append(blob)
-        table.append({"name": name, "dtype": array.dtype.str, "shape": list(array.shape),
-                      "nbytes": len(blob), "crc32": zlib.crc32(blob), "xxh64": xxh64(blob)})
+        dtype = array.dtype.newbyteorder("<") if array.dtype.byteorder == ">" else array.dtype
+        if pieces is None:
+            blob = array.astype(dtype, copy=False).tobytes()
+            nbytes, crc, xxh, source = len(blob), zlib.crc32(blob), xxh64(blob), (lambda blob=blob: [blob])
+        else:
+            def blobs(pieces=pieces, dtype=dtype):
+                return (np.ascontiguousarray(piece, dtype=dtype).tobytes() for piece in pieces())
+
+            nbytes, crc, hasher = 0, 0, Xxh64()
+            for blob in blobs():
+                nbytes += len(blob)
+                crc = zlib.crc32(blob, crc)
+                hasher.update(blob)
+            if nbytes != int(np.prod(array.shape)) * dtype.itemsize:
+                raise NplmError(f"array '{name}' has {nbytes} bytes in its pieces, not its shape's", path=path)
+            xxh, source = hasher.digest(), blobs
+        sources.append(source)
+        table.append({"name": name, "dtype": dtype.str, "shape": list(array.shape),
+                      "nbytes": nbytes, "crc32": crc, "xxh64": xxh})
     header = {"kind": kind, "meta": meta or {}, "arrays": table,
               "vocab": None if vocab is None else {"words": vocab.words, "unk": vocab.unk_word}}
     # Offsets depend on the header's length, which depends on the offsets: fix the
@@ -64,10 +88,11 @@ def save(path, kind, arrays, meta=None, vocab=None):
         out.write(_PREAMBLE.pack(MAGIC, FORMAT_VERSION, len(body), zlib.crc32(body)))
         out.write(body)
         written = _PREAMBLE.size + len(body)
-        for entry, blob in zip(table, blobs):
+        for entry, source in zip(table, sources):
             out.write(b"\0" * (entry["offset"] - written))
-            out.write(blob)
-            written = entry["offset"] + len(blob)
+            for blob in source():
+                out.write(blob)
+            written = entry["offset"] + entry["nbytes"]
         out.write(b"\0" * (header["file_size"] - written))
 
 

@@ -14,8 +14,12 @@ import os
 
 import numpy as np
 
+from .. import container
+from .._ext.arpa_format import as_printed
 from ..errors import NplmError
 from .arpa import _BackgroundWriter, format_section
+from .backoff import PSEUDO_ZERO
+from .binary import BINARY_KIND, TABLES, check_binary_name
 from .counts import byte_ranks
 from .discounts import CountsOfCounts, ModifiedKneserNey
 from .estimate import (Events, _order_settings, context_bows, context_probabilities, distribute_unigram_mass,
@@ -95,6 +99,10 @@ class DiskModel:
     @property
     def order(self):
         return len(self.sizes)
+
+    def keys(self, k, start, stop):
+        """NgramIndex's keys of rows start..stop-1 of order k."""
+        return self.files.read("fkeys", k, np.int64, start, stop)
 
     def read(self, k, start, stop):
         f = self.files
@@ -341,12 +349,20 @@ class StreamEstimate:
         order, sizes = self.order, []
         self._write_whole("bow", order, np.zeros(self.sizes[-1], dtype=np.float32))
         self._write_whole("node", order, np.zeros(self.sizes[-1], dtype=bool))
+        vocab_size = len(self.vocab)
         for k in range(1, order + 1):
-            writers = {name: self.files.writer(f"f{name}", k) for name in ("grams", "logp", "bow", "node")}
-            kept = 0
-            for start, stop in self._chunks(k, self.rows(4 * k + 16)):
+            writers = {name: self.files.writer(f"f{name}", k) for name in ("grams", "keys", "logp", "bow", "node")}
+            kept, below = 0, _KeptBefore(self.files, k - 1)
+            for start, stop in self._chunks(k, self.rows(4 * k + 40)):
                 present = self.files.read("present", k, np.bool_, start, stop)
-                writers["grams"].append(self.grams(k, start, stop)[present])
+                grams = self.grams(k, start, stop)[present]
+                writers["grams"].append(grams)
+                if k == 1:
+                    keys = grams[:, 0].astype(np.int64)
+                else:  # the prefix's row among the model's rows of the order below, then the word
+                    prefix = self.files.read("prefix", k, np.int64, start, stop)[present]
+                    keys = below.rows(prefix) * vocab_size + grams[:, -1]
+                writers["keys"].append(keys)
                 for name, dtype in (("logp", np.float32), ("bow", np.float32), ("node", np.bool_)):
                     writers[name].append(self.files.read(name, k, dtype, start, stop)[present])
                 kept += int(present.sum())
@@ -354,6 +370,26 @@ class StreamEstimate:
                 out.close()
             sizes.append(kept)
         return DiskModel(self.vocab, self.files.folder, sizes)
+
+
+class _KeptBefore:
+    """For increasing rows of order k (before leaving out the rows not in the model), their
+    rows among the kept ones: the `present{k}` file read forward once."""
+
+    def __init__(self, files, k):
+        self.files, self.k = files, k
+        self.row, self.kept = 0, 0  # rows before self.row hold self.kept present ones
+
+    def rows(self, rows):
+        if not len(rows):
+            return rows
+        first, last = int(rows[0]), int(rows[-1])
+        skipped = self.files.read("present", self.k, np.bool_, self.row, first)
+        self.kept += int(skipped.sum())
+        present = self.files.read("present", self.k, np.bool_, first, last + 1)
+        kept_before = self.kept + np.cumsum(present) - present  # kept rows before each row of the range
+        self.row, self.kept = last, int(kept_before[-1])
+        return kept_before[rows - first]
 
 
 def _warn(message):
@@ -400,6 +436,30 @@ def write_arpa_streamed(model, path, memory, folder):
                                            np.arange(len(piece), dtype=np.int64), words, word_start):
                     write(text)
         write(b"\n\\end\\\n")
+
+
+def write_binary_streamed(model, path, memory):
+    """A DiskModel as write_binary writes the same model, its arrays read in pieces."""
+    rows = max(1, memory // 4 // 16)
+    arrays = {}
+    for k, size in enumerate(model.sizes, 1):
+        def pieces(k=k, size=size, part=None):
+            for start in range(0, size, rows):
+                if part == "keys":
+                    yield model.keys(k, start, start + rows)
+                    continue
+                grams, logp, bow, node = model.read(k, start, start + rows)
+                if part in ("logp", "bow"):
+                    printed = as_printed(np.ascontiguousarray(logp if part == "logp" else bow))
+                    yield np.where(np.isneginf(printed), np.float32(PSEUDO_ZERO), printed)
+                else:
+                    yield node  # has_bow; the contexts of the walk are the same rows here (see stream.py)
+
+        for name, dtype in TABLES.items():
+            arrays[f"{name}.{k}"] = container.PiecedArray(dtype, (size,),
+                                                          lambda pieces=pieces, name=name: pieces(part=name))
+    check_binary_name(path)
+    container.save(path, BINARY_KIND, arrays, meta={"order": model.order}, vocab=model.vocab)
 
 
 def sorted_records(pieces, rows, folder, name):
