@@ -16,6 +16,14 @@ def disk_error(folder, err):
                      "with room", path=folder)
 
 
+def write_array(out, values):
+    """The bytes of `values` to the binary file `out` (file.write, unlike ndarray.tofile,
+    raises an OSError with its errno: a full disk says so)."""
+    values = np.ascontiguousarray(values)
+    if values.size:
+        out.write(values.data.cast("B"))
+
+
 class CountStore:
     """The counts of orders 1..N in `folder`: grams{k} (sizes[k-1], k) int32 and
     counts{k} (sizes[k-1],) int64, each order's rows sorted and distinct."""
@@ -70,7 +78,7 @@ class StoreWriter:
                 out = self.files.get((name, k))
                 if out is None:
                     out = self.files[(name, k)] = open(os.path.join(self.folder, f"{name}{k}"), "wb")
-                np.ascontiguousarray(values).tofile(out)
+                write_array(out, values)
         except OSError as err:
             raise disk_error(self.folder, err) from None
         self.sizes[k - 1] += len(counts)

@@ -24,7 +24,7 @@ from .counts import byte_ranks
 from .discounts import CountsOfCounts, ModifiedKneserNey
 from .estimate import (Events, _order_settings, context_bows, context_probabilities, distribute_unigram_mass,
                        log10_to_prob)
-from .store import disk_error
+from .store import disk_error, write_array
 from ..io import open_output
 
 LARGEST_COUNT_OF_COUNTS = 4  # modified Kneser-Ney reads n1 .. n4
@@ -70,7 +70,7 @@ class _Appender:
 
     def append(self, values):
         try:
-            np.ascontiguousarray(values).tofile(self.out)
+            write_array(self.out, values)
         except OSError as err:
             raise disk_error(self.folder, err) from None
 
@@ -322,13 +322,14 @@ class StreamEstimate:
             lower = log10_to_prob(np.where(direct, lower_logp, -np.inf))
             prob, keep, _ = context_probabilities(count, lower, group, size, eligible, skipped, discount, True,
                                                   False, events)
-            if np.any(eligible & ~keep):
-                raise NplmError(f"a {k}-gram is left out of the model: this estimate needs the counts in memory")
             logp = np.full(stop - start, -np.inf, dtype=np.float32)
             with np.errstate(divide="ignore"):
                 logp[keep] = np.log10(prob[keep]).astype(np.float32)
             node = np.zeros(size, dtype=bool)
             node[group[keep]] = True
+            # SRILM's fixupProbs gives a context without a probability one: not done here
+            if np.any(node & ~self.files.read("present", k - 1, np.bool_, first_context, first_context + size)):
+                raise NplmError(f"a {k - 1}-gram context is not in the model: this estimate needs the counts in memory")
             bow = context_bows(logp, keep, lower, group, node)
             logp_out.append(logp)
             present_out.append(keep)
@@ -472,7 +473,8 @@ def sorted_records(pieces, rows, folder, name):
         batch = batch[np.argsort(batch["key"], kind="stable")]
         path = os.path.join(folder, f"{name}.run{len(runs)}")
         try:
-            batch.tofile(path)
+            with open(path, "wb") as out:
+                write_array(out, batch)
         except OSError as err:
             raise disk_error(folder, err) from None
         runs.append((path, len(batch), batch.dtype))

@@ -1,0 +1,82 @@
+"""The out-of-core estimate (nplmtk/ngram/stream.py): the same ARPA and binary files, byte
+for byte, as the in-memory estimate, whatever the memory (small memories cut every pass
+into many windows, context runs and sorted runs)."""
+import os
+
+import numpy as np
+import pytest
+
+from nplmtk.corpus import Corpus
+from nplmtk.errors import NplmError
+from nplmtk.ngram.arpa import arpa_bytes
+from nplmtk.ngram.binary import write_binary
+from nplmtk.ngram.counts import NgramCounts
+from nplmtk.ngram.estimate import estimate
+from nplmtk.ngram.store import CountStore
+from nplmtk.ngram.stream import StreamEstimate, sorted_records, streamable, write_arpa_streamed, \
+    write_binary_streamed
+from nplmtk.vocab import Vocabulary
+
+WORDS = [f"w{i}" for i in range(40)] + ["Ä", "b", "B", "a"]  # byte order differs from id order
+
+
+def zipf_counts(seed, order, vocab_words=30):
+    """Counts of Zipf-like text over WORDS, the words past `vocab_words` read as <unk>."""
+    rng = np.random.default_rng(seed)
+    p = 1 / np.arange(1, len(WORDS) + 1) ** 1.1
+    lines = [" ".join(rng.choice(WORDS, size=n, p=p / p.sum())) for n in rng.integers(0, 15, 300)]
+    vocab = Vocabulary(WORDS[:vocab_words] + WORDS[-4:])
+    return NgramCounts.from_corpus(Corpus.from_lines(lines, vocab), order)
+
+
+@pytest.mark.parametrize("order, memory, unk_is_word", [(1, 200, True), (2, 1000, False), (3, 2000, True),
+                                                        (3, 10 ** 8, False), (4, 3000, False), (5, 6000, True)])
+@pytest.mark.filterwarnings("ignore::nplmtk.errors.NplmWarning")
+def test_streamed_estimate_writes_the_in_memory_estimates_files(tmp_path, order, memory, unk_is_word):
+    counts = zipf_counts(order, order)
+    model = estimate(counts, unk_is_word=unk_is_word)
+    folder = tmp_path / "work"
+    folder.mkdir()
+    streamed = StreamEstimate(CountStore.save(counts, str(folder)), str(folder), memory, unk_is_word).run()
+    write_arpa_streamed(streamed, str(tmp_path / "got.arpa"), memory, str(folder))
+    assert (tmp_path / "got.arpa").read_bytes() == arpa_bytes(model)
+    write_binary(model, str(tmp_path / "expected.nplm"))
+    write_binary_streamed(streamed, str(tmp_path / "got.nplm"), memory)
+    assert (tmp_path / "got.nplm").read_bytes() == (tmp_path / "expected.nplm").read_bytes()
+    assert not [name for name in os.listdir(folder) if ".run" in name]  # the sorted runs are gone
+
+
+def test_sorted_records_merge_runs_of_any_size(tmp_path):
+    rng = np.random.default_rng(0)
+    record = np.dtype([("key", "S8"), ("value", "<i4")])
+    keys = rng.permutation(5000)
+    pieces = []
+    for part in np.array_split(keys, 37):
+        piece = np.empty(len(part), dtype=record)
+        piece["key"] = np.stack([part // 70, part % 70], axis=1).astype(">u4").view("S8").ravel()
+        piece["value"] = part
+        pieces.append(piece)
+    out = list(sorted_records(iter(pieces), 300, str(tmp_path), "test"))
+    assert len(out) > 1
+    assert np.concatenate(out)["value"].tolist() == list(range(5000))
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_full_disk_is_one_error_naming_the_folder(tmp_path):
+    counts = zipf_counts(0, 3)
+    folder = tmp_path / "work"
+    folder.mkdir()
+    store = CountStore.save(counts, str(folder))
+    os.symlink("/dev/full", folder / "suffix3")  # writes there fail with ENOSPC
+    with pytest.raises(NplmError, match=r"cannot keep temporary files \(No space left on device\): set TMPDIR or "
+                                        r"-temp"):
+        StreamEstimate(store, str(folder), 10 ** 6).run()
+
+
+def test_only_the_configurations_lmplz_estimates_are_streamed():
+    assert streamable(None, True, False, [None, 1, None])
+    assert not streamable("wb", True, False, [None] * 3)
+    assert not streamable("kn", False, False, [None] * 3)
+    assert not streamable("kn", True, True, [None] * 3)
+    assert not streamable("kn", True, False, [1, 1, 2])
+    assert not streamable("kn", True, False, [None] * 3, prune=True)
