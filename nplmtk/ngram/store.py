@@ -70,7 +70,7 @@ class StoreWriter:
                 out = self.files.get((name, k))
                 if out is None:
                     out = self.files[(name, k)] = open(os.path.join(self.folder, f"{name}{k}"), "wb")
-                np.ascontiguousarray(values).tofile(out)
+                out.write(np.ascontiguousarray(values).data)  # not tofile: its errors lose errno (ENOSPC)
         except OSError as err:
             raise disk_error(self.folder, err) from None
         self.sizes[k - 1] += len(counts)
