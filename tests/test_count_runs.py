@@ -158,7 +158,8 @@ def test_a_missing_temp_folder_is_refused_before_counting(tmp_path, nplm):
     assert status == 2 and "no such folder" in err and "Traceback" not in err
 
 
-def test_sigterm_while_counting_removes_the_temporary_files(tmp_path):
+@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 128 + signal.SIGTERM), (signal.SIGINT, 130)])
+def test_sigterm_or_ctrl_c_while_counting_removes_the_temporary_files(tmp_path, signum, status):
     (tmp_path / "v.txt").write_text("a\nb\n")
     fifo, temp = tmp_path / "text", tmp_path / "temp"
     os.mkfifo(fifo)
@@ -170,7 +171,7 @@ def test_sigterm_while_counting_removes_the_temporary_files(tmp_path):
     while not os.listdir(temp) and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.02)
     assert os.listdir(temp), proc.poll()
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(20) == 128 + signal.SIGTERM
+    proc.send_signal(signum)
+    assert proc.wait(20) == status
     assert "Traceback" not in proc.stderr.read()
     assert os.listdir(temp) == []
