@@ -183,7 +183,8 @@ def command(text, read, order, vocab, unk, write, lm, write_bin_lm, kndiscount, 
     with scratch_folder("counts", temp) as folder:
         accumulator = CountAccumulator(tokens if classes is not None else vocabulary, order, memory, folder)
         for path in text:
-            for chunk in Corpus.read_blocks(path, vocabulary, unk=True, normalize=normalize):
+            for chunk in Corpus.read_blocks(path, vocabulary, unk=True, normalize=normalize,
+                                            block_bytes=accumulator.block_bytes):
                 if classes is not None:
                     chunk = Corpus(ids[chunk.ids], chunk.offsets, tokens, name=chunk.name)
                 accumulator.add_text(chunk)

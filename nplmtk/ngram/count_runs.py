@@ -11,6 +11,7 @@ import numpy as np
 from .._ext.count_kernels import NgramHashCounter
 from .._ext.ngram_sorting import merge_sorted_rows, sort_counted
 from ..errors import InputError
+from ..io import BLOCK_BYTES
 from .counts import NgramCounts, check_ids, check_order, check_orders
 from .store import CountStore, StoreWriter, disk_error
 
@@ -20,6 +21,7 @@ TABLE_SHARE = 0.5
 PIECE_MEMORY_SHARE = 1 / 1024  # text handed to the counter at a time: 16 bytes a token in the kernel
 MAX_PIECE_TOKENS = 1 << 20
 MIN_PIECE_TOKENS = 1 << 10
+BLOCK_MEMORY_SHARE = 1 / 16  # a block of text read (its bytes, then its ids: some 2.5 times its size)
 MERGE_SHARE = 0.5  # the merge's blocks of rows, one per run and one of output
 MIN_BLOCK_ROWS = 1 << 10  # below this a run is merged with others first (fewer runs at once)
 
@@ -27,7 +29,7 @@ MIN_BLOCK_ROWS = 1 << 10  # below this a run is merged with others first (fewer 
 class CountAccumulator:
     """The counts of texts (add_text) and of counts files (add_counts) within about
     `memory` bytes, the runs that outgrow it kept in `folder`. `store` leaves them on
-    disk; `result` gives them in memory."""
+    disk; `result` gives them in memory. A text is best read `block_bytes` at a time."""
 
     def __init__(self, vocab, order, memory, folder):
         check_order(order)
@@ -36,6 +38,7 @@ class CountAccumulator:
         self.runs, self.counts_read = [], []  # CountStores: the text's sorted runs, the counts files'
         self.table_memory = int(memory * TABLE_SHARE)
         self.piece_tokens = int(min(MAX_PIECE_TOKENS, max(MIN_PIECE_TOKENS, memory * PIECE_MEMORY_SHARE)))
+        self.block_bytes = int(min(BLOCK_BYTES, max(1 << 16, memory * BLOCK_MEMORY_SHARE)))
         self.folders = 0
 
     def add_text(self, corpus):
