@@ -23,7 +23,7 @@ import nplmtk.cli.ngram_count
 from nplmtk.corpus import Corpus
 from nplmtk.io import scratch_folder
 from nplmtk.ngram.arpa import write_arpa
-from nplmtk.ngram.counts import CountAccumulator
+from nplmtk.ngram.count_runs import CountAccumulator
 from nplmtk.ngram.estimate import estimate
 from nplmtk.vocab import Vocabulary
 imported = time.perf_counter()

@@ -1,4 +1,6 @@
 """nplm ngram-count: count n-grams and estimate smoothed models."""
+import os
+
 import click
 import numpy as np
 
@@ -8,7 +10,8 @@ from nplmtk.io import check_readable, check_writable, open_output, scratch_folde
 from nplmtk.ngram.arpa import write_arpa
 from nplmtk.ngram.binary import check_binary_name, write_binary
 from nplmtk.ngram.classes import ClassNgramModel, WordClasses, token_ids, token_vocabulary
-from nplmtk.ngram.counts import MAX_ORDER, CountAccumulator, NgramCounts, byte_ranks, check_order, counted_words
+from nplmtk.ngram.count_runs import CountAccumulator
+from nplmtk.ngram.counts import MAX_ORDER, NgramCounts, byte_ranks, check_order, counted_words
 from nplmtk.ngram.deleted_interpolation import DeletedInterpolation
 from nplmtk.ngram.estimate import estimate
 from nplmtk.ngram.estimate import prune as prune_model
@@ -95,15 +98,19 @@ def _discounting(kndiscount, ukndiscount, wbdiscount, gtdiscount, cdiscount, add
         help="1 or more: print each order's discounting as SRILM's -debug 1 does (to stderr); 2: also how many "
         "sorted runs of counts went to disk (-memory).")
 @option("memory", type=ByteSize(), default="2G",
-        help="About how much memory counting may use: the text is counted in chunks, and counts beyond this go to "
-        "sorted files in TMPDIR that are merged at the end (SRILM's make-big-lm, lmplz's -S). The distinct n-grams "
-        "are then held for estimation.")
+        help="About how much memory counting may use: the text is counted in pieces, and counts beyond this go to "
+        "sorted files in TMPDIR (or -temp) that are merged at the end (SRILM's make-big-lm, lmplz's -S). The "
+        "distinct n-grams are then held for estimation.")
+@option("temp", metavar="DIR", default=None,
+        help="Keep the temporary files of counting in DIR instead of TMPDIR (they are removed at the end, on an "
+        "error, on Ctrl-C and on SIGTERM).")
 @flag("lower", help="Lower-case the text first.")
 @flag("map-numbers", help="Map numeric tokens to <num>.")
 @_cutoff_options
 def command(text, read, order, vocab, unk, write, lm, write_bin_lm, kndiscount, ukndiscount, wbdiscount, gtdiscount,
             cdiscount, addsmooth, interpolate, always_interpolate, deleted_interpolation, heldout, em_iterations, prune,
-            minprune, write_vocab, limit_vocab, sort, map_unk, classes, debug, memory, lower, map_numbers, **cutoffs):
+            minprune, write_vocab, limit_vocab, sort, map_unk, classes, debug, memory, temp, lower, map_numbers,
+            **cutoffs):
     """Count the n-grams of a text and estimate a smoothed model.
 
     With no discounting option the model is interpolated modified Kneser-Ney
@@ -134,6 +141,8 @@ def command(text, read, order, vocab, unk, write, lm, write_bin_lm, kndiscount, 
         check_readable(path)
     for path in (lm, write_bin_lm, write, write_vocab):
         check_writable(path)
+    if temp is not None and not os.path.isdir(temp):
+        raise NplmError("no such folder (-temp)", path=temp)
     check_binary_name(write_bin_lm)
     normalize = Normalizer(lower=lower, map_numbers=map_numbers)
     unk_word = map_unk or UNK
@@ -171,10 +180,11 @@ def command(text, read, order, vocab, unk, write, lm, write_bin_lm, kndiscount, 
         ids = token_ids(vocabulary, word_classes, tokens)
         # the unknown word's class stands for it: the <unk> token itself never occurs
         unk = unk and vocabulary.unk_word not in word_classes.class_of
-    with scratch_folder("counts") as folder:
+    with scratch_folder("counts", temp) as folder:
         accumulator = CountAccumulator(tokens if classes is not None else vocabulary, order, memory, folder)
         for path in text:
-            for chunk in Corpus.read_blocks(path, vocabulary, unk=True, normalize=normalize):
+            for chunk in Corpus.read_blocks(path, vocabulary, unk=True, normalize=normalize,
+                                            block_bytes=accumulator.block_bytes):
                 if classes is not None:
                     chunk = Corpus(ids[chunk.ids], chunk.offsets, tokens, name=chunk.name)
                 accumulator.add_text(chunk)

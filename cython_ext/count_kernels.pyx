@@ -63,7 +63,7 @@ cdef void table_free(Table *t) noexcept nogil:
     free(t.counts)
     free(t.suffixes)
     t.slot_keys, t.slot_ids, t.keys, t.counts, t.suffixes = NULL, NULL, NULL, NULL, NULL
-    t.size = 0
+    t.size, t.capacity, t.room = 0, 0, 0
 
 
 cdef int table_grow(Table *t) noexcept nogil:
@@ -133,6 +133,7 @@ cdef class NgramHashCounter:
     cdef Table orders[MAX_ORDER]
     cdef readonly int order
     cdef readonly int64_t vocab_size
+    cdef bint spent  # an order taken (take): its table is freed
 
     def __cinit__(self, int order, int64_t vocab_size):
         if not 1 <= order <= MAX_ORDER or vocab_size < 1:
@@ -154,6 +155,8 @@ cdef class NgramHashCounter:
         below vocab_size. Order by order over the padded text, each position's id of the
         order below turned into its id of this order in place, so the key AHEAD positions
         on is known and its slot fetched early (the loop waits on memory, not arithmetic)."""
+        if self.spent:
+            raise ValueError("the counter's tables were taken")
         cdef Py_ssize_t sentences = offsets.shape[0] - 1, n = ids.shape[0] + 2 * sentences
         cdef Py_ssize_t s, i, j, k, position, length
         cdef int *seq = <int *> malloc(max(n, 1) * sizeof(int))
@@ -215,6 +218,36 @@ cdef class NgramHashCounter:
         """Memory held by the tables."""
         return sum(self.orders[k].capacity * (sizeof(int64_t) + sizeof(int))
                    + self.orders[k].room * (2 * sizeof(int64_t) + sizeof(int)) for k in range(self.order))
+
+    def bytes_after(self, Py_ssize_t new_entries):
+        """The most memory the tables hold while each order takes up to `new_entries` more
+        entries: their slots and entries grown as table_grow grows them, and the old slots
+        of the largest growth beside its new ones (before they are freed)."""
+        cdef Py_ssize_t k, capacity, total = 0, old_slots = 0
+        cdef Py_ssize_t slot_bytes = sizeof(int64_t) + sizeof(int), entry_bytes = 2 * sizeof(int64_t) + sizeof(int)
+        for k in range(self.order):
+            capacity = self.orders[k].capacity
+            while capacity // 2 < self.orders[k].size + new_entries:
+                capacity *= 2
+            total += capacity * slot_bytes + capacity // 2 * entry_bytes
+            if capacity > self.orders[k].capacity:
+                old_slots = max(old_slots, capacity // 2 * slot_bytes)
+        return total + old_slots
+
+    def take(self, int k):
+        """Order k's (keys, counts) as tables() gives them, its table then freed: the
+        spill of a full counter holds one order's copy at a time. The counter is spent."""
+        if not 1 <= k <= self.order:
+            raise ValueError("order out of range")
+        cdef Table *t = &self.orders[k - 1]
+        cdef Py_ssize_t size = t.size
+        self.spent = True
+        keys, counts = np.empty(size, np.int64), np.empty(size, np.int64)
+        if size:
+            keys[:] = np.asarray(<int64_t[:size]> t.keys)
+            counts[:] = np.asarray(<int64_t[:size]> t.counts)
+        table_free(t)
+        return keys, counts
 
     def tables(self):
         """[(keys, counts, suffixes)] per order, copies (int64, int64, int32), entries in

@@ -3,9 +3,11 @@
 table into the order SRILM writes an ARPA section in. Each n-gram's sort key is packed in
 one int64 by a loop here (the place of its prefix or context among the order below's
 n-grams, then its last word), numpy's argsort sorts the keys (SIMD: faster than counting
-sorts here), and one more loop gathers the sorted tables."""
+sorts here), and one more loop gathers the sorted tables. Sorted runs of one order (counted
+in pieces of a text) are merged on a heap of the runs' next rows."""
 import numpy as np
-from libc.stdint cimport int64_t
+from libc.stdint cimport INT64_MAX, int64_t
+from libc.stdlib cimport free, malloc
 
 
 def sort_counted(const int64_t[::1] entry_keys, const int64_t[::1] entry_counts, const int[::1] entry_suffixes,
@@ -80,3 +82,98 @@ def srilm_order(const int64_t[::1] keys, int64_t vocab_size, const int[::1] word
         for i in range(n):
             backward[backward_order[i]] = i
     return order, backward_array
+
+
+cdef inline int compare_rows(const int *a, const int *b, Py_ssize_t width) noexcept nogil:
+    cdef Py_ssize_t j
+    for j in range(width):
+        if a[j] != b[j]:
+            return -1 if a[j] < b[j] else 1
+    return 0
+
+
+cdef inline const int *head(const int **rows, const Py_ssize_t *at, int run, Py_ssize_t width) noexcept nogil:
+    return rows[run] + at[run] * width
+
+
+cdef void sift_down(int *heap, Py_ssize_t size, Py_ssize_t i, const int **rows, const Py_ssize_t *at,
+                    Py_ssize_t width) noexcept nogil:
+    cdef Py_ssize_t child
+    cdef int run = heap[i]
+    while 2 * i + 1 < size:
+        child = 2 * i + 1
+        if child + 1 < size and compare_rows(head(rows, at, heap[child + 1], width),
+                                             head(rows, at, heap[child], width), width) < 0:
+            child += 1
+        if compare_rows(head(rows, at, heap[child], width), head(rows, at, run, width), width) >= 0:
+            break
+        heap[i] = heap[child]
+        i = child
+    heap[i] = run
+
+
+def merge_sorted_rows(list run_rows, list run_counts, Py_ssize_t[::1] positions, const unsigned char[::1] more,
+                      int[:, ::1] out_rows, int64_t[::1] out_counts):
+    """One step of a k-way merge of sorted runs of n-gram rows of one order (each run's
+    rows distinct): the rows of run_rows[r][positions[r]:] (counts run_counts[r]) merged
+    into out_rows / out_counts, equal rows' counts summed, `positions` moved past what was
+    taken. Every run with `more` rows to come (on disk) must have rows here; the merge stops
+    when the output is full or when such a run's rows here are all taken (its next rows
+    may come first). Returns how many rows were written, or -1 when a sum passes 2^63 - 1."""
+    cdef Py_ssize_t runs = len(run_rows), width = out_rows.shape[1], capacity = out_rows.shape[0]
+    cdef Py_ssize_t r, size = 0, written = 0, j
+    cdef const int[:, ::1] rows_view
+    cdef const int64_t[::1] counts_view
+    cdef const int **rows = <const int **> malloc(max(runs, 1) * sizeof(int *))
+    cdef const int64_t **counts = <const int64_t **> malloc(max(runs, 1) * sizeof(int64_t *))
+    cdef Py_ssize_t *lengths = <Py_ssize_t *> malloc(max(runs, 1) * sizeof(Py_ssize_t))
+    cdef int *heap = <int *> malloc(max(runs, 1) * sizeof(int))
+    cdef Py_ssize_t *at = &positions[0]
+    cdef int run, overflow = 0, refill = 0
+    cdef int64_t total
+    cdef const int *row
+    if not (rows and counts and lengths and heap):
+        free(rows)
+        free(counts)
+        free(lengths)
+        free(heap)
+        raise MemoryError()
+    for r in range(runs):
+        rows_view, counts_view = run_rows[r], run_counts[r]
+        lengths[r] = counts_view.shape[0]
+        rows[r] = &rows_view[0, 0] if lengths[r] else NULL
+        counts[r] = &counts_view[0] if lengths[r] else NULL
+        if at[r] < lengths[r]:
+            heap[size] = <int> r
+            size += 1
+    with nogil:
+        for j in range(size // 2 - 1, -1, -1):
+            sift_down(heap, size, j, rows, at, width)
+        while size and written < capacity and not refill:
+            row = head(rows, at, heap[0], width)
+            for j in range(width):
+                out_rows[written, j] = row[j]
+            total = 0
+            # every run whose head is this row: its count added, the run moved on
+            while size and compare_rows(head(rows, at, heap[0], width), &out_rows[written, 0], width) == 0:
+                run = heap[0]
+                if counts[run][at[run]] > INT64_MAX - total:
+                    overflow = 1
+                    break
+                total += counts[run][at[run]]
+                at[run] += 1
+                if at[run] == lengths[run]:
+                    refill = refill or more[run]
+                    size -= 1
+                    heap[0] = heap[size]
+                if size:
+                    sift_down(heap, size, 0, rows, at, width)
+            if overflow:
+                break
+            out_counts[written] = total
+            written += 1
+    free(rows)
+    free(counts)
+    free(lengths)
+    free(heap)
+    return -1 if overflow else written

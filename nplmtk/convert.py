@@ -23,7 +23,8 @@ from .corpus import Corpus
 from .errors import NplmError, ParameterError
 from .generate import DEFAULT_BATCH, sampled_ids
 from .ngram.backoff import BackoffModel
-from .ngram.counts import CountAccumulator, check_order
+from .ngram.count_runs import CountAccumulator
+from .ngram.counts import check_order
 from .ngram.estimate import estimate, prune, renormalise
 
 CHUNK_TOKENS = 1 << 20  # sampled words counted a chunk at a time

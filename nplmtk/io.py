@@ -426,12 +426,14 @@ def process_alive(pid):
 
 
 @contextlib.contextmanager
-def scratch_folder(kind):
-    """A new folder in TMPDIR for temporary files of `kind` (say "counts"), removed with
-    its files at the end; those of processes that were killed are removed first."""
+def scratch_folder(kind, root=None):
+    """A new folder in `root` (default TMPDIR) for temporary files of `kind` (say
+    "counts"), removed with its files at the end, on an error, on Ctrl-C and on SIGTERM
+    (which within the block ends the process as SystemExit, status 128 + 15, so that the
+    removal runs); those of processes that were killed otherwise are removed first."""
     import shutil
     import tempfile
-    root, prefix = tempfile.gettempdir(), f"nplm-{kind}."
+    root, prefix = root or tempfile.gettempdir(), f"nplm-{kind}."
     with contextlib.suppress(OSError):
         for name in os.listdir(root):
             owner = name[len(prefix):].split("-", 1)[0]
@@ -440,11 +442,33 @@ def scratch_folder(kind):
     try:
         folder = tempfile.mkdtemp(dir=root, prefix=f"{prefix}{os.getpid()}-")
     except OSError as err:
-        raise _os_error(root, err) from None
+        raise (NplmError("no such folder", path=root) if isinstance(err, FileNotFoundError)
+               else _os_error(root, err)) from None
     try:
-        yield folder
+        with _terminate_as_exit():
+            yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _terminate_as_exit():
+    """Within the block SIGTERM raises SystemExit(128 + SIGTERM) (Python's default ends the
+    process at once, with no `finally`); outside the main thread signals cannot be set."""
+    import signal
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum, frame):
+        raise SystemExit(128 + signum)
+
+    before = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if before is None else before)  # None: not set from Python
 
 
 def check_writable(path):

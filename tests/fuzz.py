@@ -155,7 +155,8 @@ def read_and_use(reader, path, seed):
     from nplmtk.corpus import Corpus
     from nplmtk.io import scratch_folder
     from nplmtk.models import load
-    from nplmtk.ngram.counts import CountAccumulator, NgramCounts
+    from nplmtk.ngram.count_runs import CountAccumulator
+    from nplmtk.ngram.counts import NgramCounts
     from nplmtk.ngram.estimate import estimate
     from nplmtk.vocab import Vocabulary
     vocab = Vocabulary.read(seed["vocab"])

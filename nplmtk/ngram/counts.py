@@ -1,12 +1,10 @@
 """Counting n-grams (SRILM's convention: one `<s>` before and one `</s>` after each
 sentence, every n-gram of orders 1..N inside it), and SRILM counts files."""
-import os
-
 import numpy as np
 
 from .._ext.count_kernels import NgramHashCounter
 from .._ext.ngram_sorting import sort_counted
-from ..errors import InputError, NplmError, ParameterError
+from ..errors import InputError, ParameterError
 from ..io import check_words, max_token_bytes, open_output, read_lines
 from ..text import split_words
 from .index import NgramIndex
@@ -63,9 +61,7 @@ class NgramCounts:
         return cls(vocab, grams, counts, keys, suffix)
 
     def check_orders(self, source):
-        for k, grams in enumerate(self.grams, 1):
-            if len(grams) == 0:
-                raise InputError(f"no sentence is long enough for {k}-grams", path=source)
+        check_orders([len(grams) for grams in self.grams], source)
 
     @classmethod
     def merge(cls, parts):
@@ -134,89 +130,23 @@ class NgramCounts:
             out.writelines(lines[row] for row in rows.tolist())
 
 
-class CountAccumulator:
-    """The counts of a text larger than memory (and of counts files) within about
-    `memory` bytes, as SRILM's make-big-lm and KenLM's lmplz do: the text's chunks go
-    through one hash counter; when its tables outgrow their share of `memory` they go to
-    `folder` as a sorted run, and `result` merges the runs bucket by bucket of first
-    words. The distinct n-grams of the result are held in memory."""
-
-    BYTES_PER_ROW = 80  # sorting or merging n-gram rows: the rows, keys, order, ranks
-
-    def __init__(self, vocab, order, memory, folder):
-        check_order(order)
-        self.vocab, self.order, self.memory, self.folder = vocab, order, memory, folder
-        self.counter = NgramHashCounter(order, len(vocab))
-        self.parts, self.runs = [], []
-
-    def add_text(self, corpus):
-        _count(self.counter, corpus)
-        if self.counter.bytes() > self.memory // 3:  # the tables, then about as much again to sort them
-            self._spill(NgramCounts.from_tables(self.vocab, self.counter.tables()))
-            self.counter = NgramHashCounter(self.order, len(self.vocab))
-
-    def add_counts(self, counts):
-        """Counts read from a file (in memory already)."""
-        self.parts.append(counts)
-
-    def result(self, source="counts"):
-        if self.counter.entries():
-            self.parts.insert(0, NgramCounts.from_tables(self.vocab, self.counter.tables()))
-        self.counter = None
-        if self.runs:
-            self.parts.insert(0, self._merge_runs())
-        if not self.parts:
-            raise InputError("no counts", path=source)
-        total = self.parts[0] if len(self.parts) == 1 else NgramCounts.merge(self.parts)
-        total.check_orders(source)
-        return total
-
-    def _spill(self, counts):
-        run = os.path.join(self.folder, f"run{len(self.runs)}")
-        try:
-            os.mkdir(run)
-            for k, (grams, values) in enumerate(zip(counts.grams, counts.counts), 1):
-                np.save(os.path.join(run, f"grams{k}.npy"), grams)
-                np.save(os.path.join(run, f"counts{k}.npy"), values)
-        except OSError as err:
-            raise NplmError(f"cannot keep counts on disk ({err.strerror or err}): set TMPDIR to a folder with room",
-                            path=self.folder) from None
-        self.runs.append(run)
-
-    def _merge_runs(self):
-        """Each order's runs, merged in buckets of first words that fit in memory."""
-        vocab = self.vocab
-        bucket_rows = max(1, self.memory // 4 // self.BYTES_PER_ROW)
-        grams, counts, index = [], [], None
-        for k in range(1, self.order + 1):
-            runs = [(np.load(os.path.join(run, f"grams{k}.npy"), mmap_mode="r"),
-                     np.load(os.path.join(run, f"counts{k}.npy"), mmap_mode="r")) for run in self.runs]
-            per_word = sum(np.bincount(g[:, 0], minlength=len(vocab)) for g, _ in runs)
-            ends = np.searchsorted(np.cumsum(per_word), np.arange(bucket_rows, per_word.sum() + bucket_rows,
-                                                                   bucket_rows), side="right")
-            ends = np.unique(np.clip(ends, 1, len(vocab)))  # a word with more rows than a bucket: a bucket alone
-            merged, summed, first_word = [], [], 0
-            for end in ends.tolist():
-                slices = [np.searchsorted(g[:, 0], [first_word, end]) for g, _ in runs]
-                rows = np.concatenate([g[a:b] for (g, _), (a, b) in zip(runs, slices)])
-                values = np.concatenate([c[a:b] for (_, c), (a, b) in zip(runs, slices)])
-                bucket = _sum_duplicates(rows, values, vocab, index, source=self.folder)
-                merged.append(bucket[0])
-                summed.append(bucket[1])
-                first_word = end
-            # an order without n-grams has no bucket (check_orders then says so)
-            grams.append(np.concatenate(merged) if merged else np.empty((0, k), dtype=np.int32))
-            counts.append(np.concatenate(summed) if summed else np.empty(0, dtype=np.int64))
-            index = NgramIndex(len(vocab), grams)
-        return NgramCounts(vocab, grams, counts, index.keys)
-
-
 def _count(counter, corpus):
-    """Adds the n-grams of `corpus` to `counter` (its ids checked: the kernel does not)."""
-    vocab = corpus.vocab
-    if len(corpus.ids) and corpus.ids.max() >= len(vocab):
-        raise ParameterError(f"{{ids}} reach {corpus.ids.max()}, beyond the vocabulary of {len(vocab)}")
-    counter.add(corpus.ids, corpus.offsets, vocab.bos, vocab.eos, vocab.unk)
+    """Adds the n-grams of `corpus` to `counter`."""
+    check_ids(corpus)
+    counter.add(corpus.ids, corpus.offsets, corpus.vocab.bos, corpus.vocab.eos, corpus.vocab.unk)
+
+
+def check_ids(corpus):
+    """Refuses ids beyond the vocabulary: the counting kernel does not check them."""
+    if len(corpus.ids) and corpus.ids.max() >= len(corpus.vocab):
+        raise ParameterError(f"{{ids}} reach {corpus.ids.max()}, beyond the vocabulary of {len(corpus.vocab)}")
+
+
+def check_orders(sizes, source):
+    """Refuses counts with no n-grams of some order (`sizes`: how many of each)."""
+    for k, size in enumerate(sizes, 1):
+        if size == 0:
+            raise InputError(f"no sentence is long enough for {k}-grams", path=source)
 
 
 def counted_words(path):

@@ -1,0 +1,161 @@
+"""Counting a text larger than memory, as SRILM's make-big-lm and KenLM's lmplz do: the
+text goes through one hash counter a piece at a time; before its tables would outgrow
+their share of `memory` they go to disk, order by order, as a sorted run (a CountStore),
+and the runs (and counts read from files) are merged a block of rows at a time into one
+CountStore, in memory bounded by `memory` whatever the number of runs and their size."""
+import os
+import shutil
+
+import numpy as np
+
+from .._ext.count_kernels import NgramHashCounter
+from .._ext.ngram_sorting import merge_sorted_rows, sort_counted
+from ..errors import InputError
+from ..io import BLOCK_BYTES
+from .counts import NgramCounts, check_ids, check_order, check_orders
+from .store import CountStore, StoreWriter, disk_error
+
+# The tables may take half of `memory`: spilling them takes about as much again for one
+# order's sorted copy (its table freed once copied), and the text's block lies beside them.
+TABLE_SHARE = 0.5
+PIECE_MEMORY_SHARE = 1 / 1024  # text handed to the counter at a time: 16 bytes a token in the kernel
+MAX_PIECE_TOKENS = 1 << 20
+MIN_PIECE_TOKENS = 1 << 10
+BLOCK_MEMORY_SHARE = 1 / 16  # a block of text read (its bytes, then its ids: some 2.5 times its size)
+MERGE_SHARE = 0.5  # the merge's blocks of rows, one per run and one of output
+MIN_BLOCK_ROWS = 1 << 10  # below this a run is merged with others first (fewer runs at once)
+
+
+class CountAccumulator:
+    """The counts of texts (add_text) and of counts files (add_counts) within about
+    `memory` bytes, the runs that outgrow it kept in `folder`. `store` leaves them on
+    disk; `result` gives them in memory. A text is best read `block_bytes` at a time."""
+
+    def __init__(self, vocab, order, memory, folder):
+        check_order(order)
+        self.vocab, self.order, self.memory, self.folder = vocab, order, memory, folder
+        self.counter = NgramHashCounter(order, len(vocab))
+        self.runs, self.counts_read = [], []  # CountStores: the text's sorted runs, the counts files'
+        self.table_memory = int(memory * TABLE_SHARE)
+        self.piece_tokens = int(min(MAX_PIECE_TOKENS, max(MIN_PIECE_TOKENS, memory * PIECE_MEMORY_SHARE)))
+        self.block_bytes = int(min(BLOCK_BYTES, max(1 << 16, memory * BLOCK_MEMORY_SHARE)))
+        self.folders = 0
+
+    def add_text(self, corpus):
+        """The n-grams of `corpus`, its sentences given to the counter a piece at a time so
+        that the tables are measured before each piece could grow them past their share."""
+        check_ids(corpus)
+        vocab, offsets = self.vocab, corpus.offsets
+        cuts = np.searchsorted(offsets, np.arange(self.piece_tokens, offsets[-1], self.piece_tokens))
+        cuts = np.unique(np.concatenate([[0], cuts, [len(offsets) - 1]]))  # sentences of no words count too
+        for first, last in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+            start, end = int(offsets[first]), int(offsets[last])
+            padded = end - start + 2 * (last - first)  # at most this many new n-grams of each order
+            if self.counter.entries() and self.counter.bytes_after(padded) > self.table_memory:
+                self.runs.append(self._spill(self._new_folder("run")))
+            self.counter.add(corpus.ids[start:end], offsets[first:last + 1] - start, vocab.bos, vocab.eos, vocab.unk)
+
+    def add_counts(self, counts):
+        """Counts read from a file (NgramCounts): kept on disk until the merge."""
+        self.counts_read.append(CountStore.save(counts, self._new_folder("read")))
+
+    def store(self, folder, source="counts"):
+        """All the counts as a CountStore in `folder` (made if missing): the tables sorted
+        straight into it when nothing went to disk, else every run merged into it. The
+        accumulator is spent. `source` names the input in errors."""
+        try:
+            os.makedirs(folder, exist_ok=True)
+        except OSError as err:
+            raise disk_error(folder, err) from None
+        if not self.runs and not self.counts_read:
+            if not self.counter.entries():
+                raise InputError("no counts", path=source)
+            store = self._spill(folder)
+        else:
+            if self.counter.entries():
+                self.runs.append(self._spill(self._new_folder("run")))
+            self.counter = None
+            store = self._merge(self.runs + self.counts_read, folder, source)
+        check_orders(store.sizes, source)
+        return store
+
+    def result(self, source="counts"):
+        """All the counts in memory (NgramCounts), merged on disk first if any went there."""
+        if self.runs or self.counts_read:
+            return self.store(self._new_folder("merged"), source).load()
+        if not self.counter.entries():
+            raise InputError("no counts", path=source)
+        counts = NgramCounts.from_tables(self.vocab, self.counter.tables())
+        self.counter = None
+        counts.check_orders(source)
+        return counts
+
+    def _new_folder(self, kind):
+        self.folders += 1
+        folder = os.path.join(self.folder, f"{kind}{self.folders}")
+        try:
+            os.mkdir(folder)
+        except OSError as err:
+            raise disk_error(self.folder, err) from None
+        return folder
+
+    def _spill(self, folder):
+        """The counter's tables as a sorted CountStore in `folder`, one order at a time
+        (each order's table freed once copied out); a new counter takes its place."""
+        writer = StoreWriter(self.vocab, folder, self.order)
+        rank = rows = None
+        for k in range(1, self.order + 1):
+            keys, counts = self.counter.take(k)
+            rows, _, counts, rank, _ = sort_counted(keys, counts, None, rank, rows, len(self.vocab))
+            del keys
+            writer.append(k, rows, counts)
+        self.counter = NgramHashCounter(self.order, len(self.vocab))
+        return writer.close()
+
+    def _merge(self, stores, folder, source):
+        """The stores summed into one in `folder`, at most as many at a time as blocks of
+        MIN_BLOCK_ROWS rows fit in the merge's memory (a merge of the first ones goes to a
+        store of its own and joins the end of the line), each removed once merged."""
+        merge_memory = int(self.memory * MERGE_SHARE)
+        fan_in = max(2, merge_memory // (MIN_BLOCK_ROWS * (4 * self.order + 8)) - 1)
+        stores = list(stores)
+        while len(stores) > fan_in:
+            merged = merge_stores(stores[:fan_in], self._new_folder("merged"), merge_memory, source)
+            for done in stores[:fan_in]:
+                shutil.rmtree(done.folder, ignore_errors=True)
+            stores = stores[fan_in:] + [merged]
+        merged = merge_stores(stores, folder, merge_memory, source)
+        for done in stores:
+            shutil.rmtree(done.folder, ignore_errors=True)
+        return merged
+
+
+def merge_stores(stores, folder, memory, source="counts"):
+    """The counts of several CountStores over one vocabulary summed into one in `folder`
+    (orders up to the largest): each order's runs read a block of rows at a time, about
+    `memory` bytes of blocks in all, through merge_sorted_rows."""
+    order = max(store.order for store in stores)
+    writer = StoreWriter(stores[0].vocab, folder, order)
+    for k in range(1, order + 1):
+        runs = [store for store in stores if store.order >= k and store.sizes[k - 1]]
+        if not runs:
+            continue
+        rows = max(1, memory // ((len(runs) + 1) * (4 * k + 8)))
+        blocks, read = [None] * len(runs), [0] * len(runs)
+        positions = np.zeros(len(runs), dtype=np.intp)
+        out_rows, out_counts = np.empty((rows, k), dtype=np.int32), np.empty(rows, dtype=np.int64)
+        while True:
+            for r, run in enumerate(runs):
+                if blocks[r] is None or positions[r] == len(blocks[r][1]) and read[r] < run.sizes[k - 1]:
+                    blocks[r] = run.read(k, read[r], read[r] + rows)
+                    read[r] += len(blocks[r][1])
+                    positions[r] = 0
+            more = np.array([read[r] < run.sizes[k - 1] for r, run in enumerate(runs)], dtype=np.uint8)
+            written = merge_sorted_rows([b[0] for b in blocks], [b[1] for b in blocks], positions, more,
+                                        out_rows, out_counts)
+            if written < 0:
+                raise InputError(f"{k}-gram counts that sum above 2^63 - 1", path=source)
+            if written == 0:  # every run's rows taken
+                break
+            writer.append(k, out_rows[:written], out_counts[:written])
+    return writer.close()

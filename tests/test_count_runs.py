@@ -1,0 +1,177 @@
+"""Counting within -memory (count_runs.py): the hash counter measured a piece of text at a
+time and spilled as sorted runs, the runs merged a block of rows at a time into a
+CountStore; ngram-count's temporary files (-temp) gone after an error or SIGTERM."""
+import os
+import resource
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from nplmtk.corpus import Corpus
+from nplmtk.errors import InputError
+from nplmtk.ngram.count_runs import CountAccumulator, merge_stores
+from nplmtk.ngram.counts import NgramCounts
+from nplmtk.ngram.store import CountStore
+from nplmtk.vocab import Vocabulary
+
+from conftest import NPLM
+
+
+def zipf_text(seed, sentences, words=400):
+    rng = np.random.default_rng(seed)
+    p = 1 / np.arange(1, words + 1) ** 1.1
+    tokens = np.array([f"w{i}" for i in range(words)])[rng.choice(words, size=sentences * 20, p=p / p.sum())]
+    ends = np.cumsum(rng.integers(1, 20, sentences))
+    return "".join(" ".join(tokens[end - n:end]) + "\n" for n, end in zip(np.diff(ends, prepend=0), ends))
+
+
+@pytest.fixture
+def zipf(tmp_path):
+    path = tmp_path / "z.txt"
+    path.write_text(zipf_text(1, 3_000))
+    return str(path), Vocabulary([f"w{i}" for i in range(400)])
+
+
+def accumulated(path, vocab, order, memory, folder, block_bytes=1 << 20):
+    accumulator = CountAccumulator(vocab, order, memory, str(folder))
+    for chunk in Corpus.read_blocks(path, vocab, block_bytes=block_bytes):
+        accumulator.add_text(chunk)
+    return accumulator
+
+
+def assert_same_counts(store, counts):
+    assert store.order == counts.order
+    for k in range(1, counts.order + 1):
+        grams, values = store.read(k, 0, store.sizes[k - 1])
+        np.testing.assert_array_equal(grams, counts.grams[k - 1])
+        np.testing.assert_array_equal(values, counts.counts[k - 1])
+
+
+@pytest.mark.parametrize("memory", [40_000, 1 << 30])
+def test_the_store_of_runs_merged_is_the_counts_of_the_whole_text(zipf, tmp_path, memory):
+    path, vocab = zipf
+    work = tmp_path / "work"
+    work.mkdir()
+    accumulator = accumulated(path, vocab, 4, memory, work)
+    # 40 kB: dozens of runs, merged two at a time (a block of 1024 rows each does not fit)
+    assert (len(accumulator.runs) > 20) == (memory == 40_000), len(accumulator.runs)
+    store = accumulator.store(str(tmp_path / "store"), path)
+    assert_same_counts(store, NgramCounts.from_corpus(Corpus.read(path, vocab), 4))
+    assert os.listdir(work) == []  # the runs removed once merged
+
+
+def test_result_in_memory_is_the_store_loaded(zipf, tmp_path):
+    path, vocab = zipf
+    counts = accumulated(path, vocab, 3, 40_000, tmp_path).result(path)
+    whole = NgramCounts.from_corpus(Corpus.read(path, vocab), 3)
+    for k in range(3):
+        np.testing.assert_array_equal(counts.grams[k], whole.grams[k])
+        np.testing.assert_array_equal(counts.counts[k], whole.counts[k])
+        np.testing.assert_array_equal(counts.index.keys[k], whole.index.keys[k])
+
+
+def test_the_tables_stay_within_their_share_of_memory_whatever_the_block(zipf, tmp_path):
+    path, vocab = zipf
+    accumulator = CountAccumulator(vocab, 4, 2_000_000, str(tmp_path))
+    for chunk in Corpus.read_blocks(path, vocab, block_bytes=1 << 30):  # the whole text in one block
+        accumulator.add_text(chunk)
+        assert 0 < accumulator.counter.bytes() <= accumulator.table_memory
+    assert accumulator.runs
+
+
+def test_counts_files_are_merged_with_the_text(zipf, tmp_path):
+    path, vocab = zipf
+    whole = NgramCounts.from_corpus(Corpus.read(path, vocab), 3)
+    whole.write(str(tmp_path / "c.txt"))
+    accumulator = accumulated(path, vocab, 2, 40_000, tmp_path)  # orders up to the counts file's
+    accumulator.add_counts(NgramCounts.read(str(tmp_path / "c.txt"), vocab))
+    store = accumulator.store(str(tmp_path / "store"))
+    bigrams = NgramCounts.from_corpus(Corpus.read(path, vocab), 2)
+    doubled = NgramCounts(vocab, whole.grams, [c * 2 for c in bigrams.counts] + [whole.counts[2]])
+    assert_same_counts(store, doubled)
+
+
+def runs_of(tmp_path, vocab, rows_and_counts):
+    stores = []
+    for i, (grams, counts) in enumerate(rows_and_counts):
+        folder = tmp_path / f"r{i}"
+        folder.mkdir()
+        unigrams = np.unique(grams[:, :1], axis=0)
+        stores.append(CountStore.save(NgramCounts(vocab, [unigrams, grams], [np.ones(len(unigrams), np.int64),
+                                                                          counts]), str(folder)))
+    return stores
+
+
+@pytest.mark.parametrize("memory", [1, 10_000])
+def test_merge_sums_equal_rows_of_any_runs_whatever_the_blocks(tmp_path, memory):
+    vocab = Vocabulary([f"w{i}" for i in range(20)])
+    rng = np.random.default_rng(5)
+    parts = []
+    for n in (0, 1, 50, 300, 7):
+        grams = np.unique(rng.integers(0, len(vocab), (n, 2)).astype(np.int32), axis=0)
+        parts.append((grams, rng.integers(1, 1 << 40, len(grams))))
+    out = tmp_path / "out"
+    out.mkdir()
+    merged = merge_stores(runs_of(tmp_path, vocab, parts), str(out), memory)  # 1 byte: blocks of one row
+    everything = np.concatenate([g for g, _ in parts])
+    expected, where = np.unique(everything, axis=0, return_inverse=True)
+    sums = np.zeros(len(expected), np.int64)
+    np.add.at(sums, where.ravel(), np.concatenate([c for _, c in parts]))
+    grams, counts = merged.read(2, 0, merged.sizes[1])
+    np.testing.assert_array_equal(grams, expected)
+    np.testing.assert_array_equal(counts, sums)
+
+
+def test_merge_refuses_counts_that_sum_past_int64(tmp_path):
+    vocab = Vocabulary(["a", "b"])
+    row = np.array([[3, 4]], np.int32)
+    stores = runs_of(tmp_path, vocab, [(row, np.array([2 ** 62])), (row, np.array([2 ** 62]))])
+    with pytest.raises(InputError, match="2-gram counts that sum above 2"):
+        merge_stores(stores, str(tmp_path), 1 << 20, "c.txt")
+
+
+def test_a_full_disk_while_counting_is_one_line_and_leaves_no_file(tmp_path):
+    (tmp_path / "t.txt").write_text(zipf_text(2, 20_000))
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    limit = 200_000  # bytes a file may have: the runs' files pass it
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))  # Python ignores SIGXFSZ: writes fail (EFBIG)
+
+    proc = subprocess.run([NPLM, "ngram-count", "-text", tmp_path / "t.txt", "-order", "3", "-memory", "1M",
+                           "-temp", temp, "-lm", tmp_path / "lm.arpa"], capture_output=True, text=True,
+                          preexec_fn=small_files)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "cannot keep temporary files" in proc.stderr, proc.stderr
+    assert str(temp) in proc.stderr
+    assert os.listdir(temp) == [] and not (tmp_path / "lm.arpa").exists()
+
+
+def test_a_missing_temp_folder_is_refused_before_counting(tmp_path, nplm):
+    (tmp_path / "t.txt").write_text("a b\n")
+    status, _, err = nplm("ngram-count", "-text", tmp_path / "t.txt", "-temp", tmp_path / "none",
+                          "-write", tmp_path / "c")
+    assert status == 2 and "no such folder" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 128 + signal.SIGTERM), (signal.SIGINT, 130)])
+def test_sigterm_or_ctrl_c_while_counting_removes_the_temporary_files(tmp_path, signum, status):
+    (tmp_path / "v.txt").write_text("a\nb\n")
+    fifo, temp = tmp_path / "text", tmp_path / "temp"
+    os.mkfifo(fifo)
+    temp.mkdir()
+    # the text, a FIFO with no writer, holds the command in its open with the folder made
+    proc = subprocess.Popen([NPLM, "ngram-count", "-text", fifo, "-vocab", tmp_path / "v.txt", "-temp", temp,
+                             "-write", tmp_path / "c"], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 20
+    while not os.listdir(temp) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.02)
+    assert os.listdir(temp), proc.poll()
+    proc.send_signal(signum)
+    assert proc.wait(20) == status
+    assert "Traceback" not in proc.stderr.read()
+    assert os.listdir(temp) == []
