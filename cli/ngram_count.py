@@ -14,6 +14,7 @@ from nplmtk.ngram.count_runs import CountAccumulator
 from nplmtk.ngram.counts import MAX_ORDER, NgramCounts, byte_ranks, check_order, counted_words
 from nplmtk.ngram.deleted_interpolation import DeletedInterpolation
 from nplmtk.ngram.estimate import estimate
+from nplmtk.ngram.stream import StreamEstimate, fits_in_memory, streamable, write_arpa_streamed, write_binary_streamed
 from nplmtk.ngram.estimate import prune as prune_model
 from nplmtk.text import Normalizer
 from nplmtk.vocab import UNK, Vocabulary, count_words
@@ -180,6 +181,11 @@ def command(text, read, order, vocab, unk, write, lm, write_bin_lm, kndiscount, 
         ids = token_ids(vocabulary, word_classes, tokens)
         # the unknown word's class stands for it: the <unk> token itself never occurs
         unk = unk and vocabulary.unk_word not in word_classes.class_of
+    min_counts = [cutoffs[f"gt{k}min"] or 1 for k in range(1, order + 1)]
+    interpolated = interpolate or method is None
+    out_of_core = (write is None and (lm is not None or write_bin_lm is not None)
+                   and streamable(method, interpolated, always_interpolate, min_counts, classes is not None, prune))
+    source = ", ".join(text + read)
     with scratch_folder("counts", temp) as folder:
         accumulator = CountAccumulator(tokens if classes is not None else vocabulary, order, memory, folder)
         for path in text:
@@ -190,10 +196,18 @@ def command(text, read, order, vocab, unk, write, lm, write_bin_lm, kndiscount, 
                 accumulator.add_text(chunk)
         for path in read:
             accumulator.add_counts(NgramCounts.read(path, vocabulary, limit_vocab))
-        counts = accumulator.result(source=", ".join(text + read))
-        if debug >= 2 and accumulator.runs:
-            click.echo(f"nplm ngram-count: the counts outgrew -memory: {len(accumulator.runs)} sorted runs on disk, "
-                       "merged", err=True)
+        spilled = len(accumulator.runs)
+        if out_of_core and (accumulator.runs or accumulator.counts_read
+                            or not fits_in_memory(accumulator.counter.entries(), memory)):
+            store = accumulator.store(os.path.join(folder, "counts"), source=source)
+            if store.order == order and not fits_in_memory(sum(store.sizes), memory):
+                _log_runs(debug, spilled)
+                _estimate_out_of_core(store, folder, memory, unk, debug, lm, write_bin_lm)
+                return
+            counts = store.load()
+        else:
+            counts = accumulator.result(source=source)
+        _log_runs(debug, spilled)
     if write is not None:
         counts.write(write)
     if lm is None and write_bin_lm is None:
@@ -202,8 +216,7 @@ def command(text, read, order, vocab, unk, write, lm, write_bin_lm, kndiscount, 
         raise NplmError(f"the counts go up to order {counts.order}, below -order {order}")
     if counts.order > order:
         counts = NgramCounts(counts.vocab, counts.grams[:order], counts.counts[:order])
-    model = estimate(counts, method=method or "kn", interpolate=interpolate or method is None,
-                     min_counts=[cutoffs[f"gt{k}min"] or 1 for k in range(1, order + 1)], unk_is_word=unk,
+    model = estimate(counts, method=method or "kn", interpolate=interpolated, min_counts=min_counts, unk_is_word=unk,
                      always_interpolate=always_interpolate, max_counts=max_counts[:order], constant=constant,
                      log=(lambda line: click.echo(line, err=True)) if debug else None)
     if prune:
@@ -214,3 +227,24 @@ def command(text, read, order, vocab, unk, write, lm, write_bin_lm, kndiscount, 
         write_arpa(model, lm)
     if write_bin_lm is not None:
         write_binary(model, write_bin_lm)
+
+
+def _log_runs(debug, runs):
+    if debug >= 2 and runs:
+        click.echo(f"nplm ngram-count: the counts outgrew -memory: {runs} sorted runs on disk, merged", err=True)
+
+
+def _estimate_out_of_core(store, folder, memory, unk, debug, lm, write_bin_lm):
+    """The estimate of counts larger than memory, in passes over files (stream.py): the
+    same files as the in-memory estimate writes."""
+    if debug >= 2:
+        click.echo(f"nplm ngram-count: {sum(store.sizes)} distinct n-grams outgrow -memory: estimated out of core, "
+                   "in passes over files", err=True)
+    work = os.path.join(folder, "estimate")
+    os.mkdir(work)
+    model = StreamEstimate(store, work, memory, unk_is_word=unk,
+                           log=(lambda line: click.echo(line, err=True)) if debug else None).run()
+    if lm is not None:
+        write_arpa_streamed(model, lm, memory, work)
+    if write_bin_lm is not None:
+        write_binary_streamed(model, write_bin_lm, memory)

@@ -32,6 +32,13 @@ LARGEST_COUNT_OF_COUNTS = 4  # modified Kneser-Ney reads n1 .. n4
 # and context_probabilities' float64 temporaries; a sort's records, keys and order.
 CONTEXT_PASS_ROW_BYTES = 160
 NO_ROW = -1
+IN_MEMORY_BYTES_PER_NGRAM = 112  # estimate.py's peak over the distinct n-grams (20M words of Zipf text)
+
+
+def fits_in_memory(ngrams, memory):
+    """Whether the in-memory estimate of so many distinct n-grams fits in `memory` bytes
+    (it holds about IN_MEMORY_BYTES_PER_NGRAM each)."""
+    return ngrams * IN_MEMORY_BYTES_PER_NGRAM <= memory
 
 
 def streamable(method, interpolate, always_interpolate, min_counts, classes=False, prune=False):
