@@ -177,3 +177,24 @@ def merge_sorted_rows(list run_rows, list run_counts, Py_ssize_t[::1] positions,
     free(lengths)
     free(heap)
     return -1 if overflow else written
+
+
+def find_sorted_rows(const int[:, ::1] queries, const int[:, ::1] table, int64_t[::1] out):
+    """Where each of the sorted `queries` rows is among the sorted `table` rows (compared
+    on the queries' width, the table's first columns), found by one merge of the two;
+    -1 where absent. Returns how many queries lie at or before the table's last row (the
+    rest need the table's next rows)."""
+    cdef Py_ssize_t n = queries.shape[0], m = table.shape[0], width = queries.shape[1], i, j = 0, done = n
+    cdef int order = 1
+    with nogil:
+        for i in range(n):
+            while j < m:
+                order = compare_rows(&table[j, 0], &queries[i, 0], width)
+                if order >= 0:
+                    break
+                j += 1
+            if j == m:
+                done = i
+                break
+            out[i] = j if order == 0 else -1
+    return done

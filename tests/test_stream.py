@@ -2,6 +2,7 @@
 for byte, as the in-memory estimate, whatever the memory (small memories cut every pass
 into many windows, context runs and sorted runs)."""
 import os
+import subprocess
 
 import numpy as np
 import pytest
@@ -17,20 +18,25 @@ from nplmtk.ngram.stream import StreamEstimate, sorted_records, streamable, writ
     write_binary_streamed
 from nplmtk.vocab import Vocabulary
 
+from conftest import NPLM
+
 WORDS = [f"w{i}" for i in range(40)] + ["Ä", "b", "B", "a"]  # byte order differs from id order
+
+
+def zipf_lines(seed, sentences, words=WORDS):
+    rng = np.random.default_rng(seed)
+    p = 1 / np.arange(1, len(words) + 1) ** 1.1
+    return [" ".join(rng.choice(words, size=n, p=p / p.sum())) for n in rng.integers(0, 15, sentences)]
 
 
 def zipf_counts(seed, order, vocab_words=30):
     """Counts of Zipf-like text over WORDS, the words past `vocab_words` read as <unk>."""
-    rng = np.random.default_rng(seed)
-    p = 1 / np.arange(1, len(WORDS) + 1) ** 1.1
-    lines = [" ".join(rng.choice(WORDS, size=n, p=p / p.sum())) for n in rng.integers(0, 15, 300)]
     vocab = Vocabulary(WORDS[:vocab_words] + WORDS[-4:])
-    return NgramCounts.from_corpus(Corpus.from_lines(lines, vocab), order)
+    return NgramCounts.from_corpus(Corpus.from_lines(zipf_lines(seed, 300), vocab), order)
 
 
-@pytest.mark.parametrize("order, memory, unk_is_word", [(1, 200, True), (2, 1000, False), (3, 2000, True),
-                                                        (3, 10 ** 8, False), (4, 3000, False), (5, 6000, True)])
+@pytest.mark.parametrize("order, memory, unk_is_word", [(1, 2000, True), (2, 20000, False), (3, 30000, True),
+                                                        (3, 10 ** 8, False), (4, 40000, False), (5, 60000, True)])
 @pytest.mark.filterwarnings("ignore::nplmtk.errors.NplmWarning")
 def test_streamed_estimate_writes_the_in_memory_estimates_files(tmp_path, order, memory, unk_is_word):
     counts = zipf_counts(order, order)
@@ -80,3 +86,22 @@ def test_only_the_configurations_lmplz_estimates_are_streamed():
     assert not streamable("kn", True, True, [None] * 3)
     assert not streamable("kn", True, False, [1, 1, 2])
     assert not streamable("kn", True, False, [None] * 3, prune=True)
+
+
+@pytest.mark.parametrize("vocab_options", [[], ["-unk"]])
+def test_ngram_count_estimates_out_of_core_what_outgrows_memory(tmp_path, vocab_options):
+    (tmp_path / "t.txt").write_text("\n".join(zipf_lines(7, 4000, [f"w{i}" for i in range(300)])) + "\n")
+    (tmp_path / "v.txt").write_text("\n".join(f"w{i}" for i in range(250)) + "\n")
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    outputs = {}
+    for memory in ("1M", "2G"):
+        proc = subprocess.run([NPLM, "ngram-count", "-text", tmp_path / "t.txt", "-order", "4", "-vocab",
+                               tmp_path / "v.txt", *vocab_options, "-memory", memory, "-temp", temp, "-debug", "2",
+                               "-lm", tmp_path / f"{memory}.arpa", "-write-bin-lm", tmp_path / f"{memory}.nplm"],
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        assert ("estimated out of core" in proc.stderr) == (memory == "1M"), proc.stderr
+        outputs[memory] = [(tmp_path / f"{memory}.{kind}").read_bytes() for kind in ("arpa", "nplm")]
+    assert outputs["1M"] == outputs["2G"]
+    assert os.listdir(temp) == []

@@ -78,7 +78,8 @@ def _srilm_orders(model, rank):
 def _computed_ahead(items):
     """The items of the iterator `items`, each computed in a thread of its own while the
     caller works on the one before (one at a time: their memory); an error raised in the
-    caller's thread."""
+    caller's thread. Closed early (the caller failed), it waits for the item under way, so
+    that nothing is still writing when the caller cleans up."""
     done = object()
 
     def start():
@@ -95,15 +96,18 @@ def _computed_ahead(items):
         return thread, box
 
     pending = start()
-    while True:
-        thread, box = pending
-        thread.join()
-        if "failure" in box:
-            raise box["failure"]
-        if box["item"] is done:
-            return
-        pending = start()
-        yield box["item"]
+    try:
+        while True:
+            thread, box = pending
+            thread.join()
+            if "failure" in box:
+                raise box["failure"]
+            if box["item"] is done:
+                return
+            pending = start()
+            yield box["item"]
+    finally:
+        pending[0].join()
 
 
 class _BackgroundWriter:

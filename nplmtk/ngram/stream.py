@@ -9,6 +9,7 @@ time, so the model is the in-memory estimate's to the byte whatever the memory.
 
 The passes cover the configuration lmplz estimates (modified Kneser-Ney, interpolated,
 no cutoffs); `streamable` says whether a configuration is one of them."""
+import contextlib
 import math
 import os
 
@@ -17,9 +18,10 @@ import numpy as np
 from .. import container
 from .._ext.arpa_format import as_printed
 from ..errors import NplmError
-from .arpa import _BackgroundWriter, format_section
+from .arpa import _BackgroundWriter, _computed_ahead, format_section
 from .backoff import PSEUDO_ZERO
 from .binary import BINARY_KIND, TABLES, check_binary_name
+from .._ext.ngram_sorting import find_sorted_rows
 from .counts import byte_ranks
 from .discounts import CountsOfCounts, ModifiedKneserNey
 from .estimate import (Events, _order_settings, context_bows, context_probabilities, distribute_unigram_mass,
@@ -141,8 +143,8 @@ class StreamEstimate:
     def run(self):
         order = self.order
         for k in range(2, order + 1):
-            self._row_lookup("prefix", k, slice(0, k - 1))
-            self._row_lookup("suffix", k, slice(1, k))
+            self._prefix_rows(k)
+            self._suffix_rows(k)
         discounts = []
         for k in range(1, order + 1):
             histogram = self._adjusted_counts(k)
@@ -183,42 +185,83 @@ class StreamEstimate:
 
     # --- passes
 
-    def _row_lookup(self, name, k, columns):
-        """`name{k}`: for each order-k row, the row among the order-(k-1) rows of its
-        words `columns` (its prefix or its suffix), found window by window."""
-        width = k - 1
+    def _prefix_rows(self, k):
+        """`prefix{k}`: the row of each order-k row's first k-1 words among the order-(k-1)
+        rows, both read forward once and merged."""
+        out = self.files.writer("prefix", k)
         if k == 2:  # unigram rows are word ids
-            out = self.files.writer(name, k)
-            for start, stop in self._chunks(k, self.rows(8 * k)):
-                out.append(self.grams(k, start, stop)[:, columns.start].astype(np.int64))
+            for start, stop in self._chunks(k, self.rows(16)):
+                out.append(self.grams(k, start, stop)[:, 0].astype(np.int64))
             out.close()
             return
-        window_rows = self.rows(4 * width)
-        chunk_rows = self.rows(8 + 8 * k)
-        windows = list(self._chunks(k - 1, window_rows))
+        table, table_start, block = np.empty((0, k - 1), dtype=np.int32), 0, self.rows(4 * (k - 1))
+        for start, stop in self._chunks(k, self.rows(12 + 4 * k)):
+            queries = np.ascontiguousarray(self.grams(k, start, stop)[:, :-1])
+            found, done = np.full(len(queries), NO_ROW, dtype=np.int64), 0
+            while True:
+                resolved = find_sorted_rows(queries[done:], table, found[done:])
+                placed = found[done:done + resolved]
+                placed[placed >= 0] += table_start
+                done += resolved
+                if done == len(queries):
+                    break
+                table_start += len(table)  # the queries left lie past every row held
+                table = self.grams(k - 1, table_start, table_start + block)
+                if not len(table):
+                    break
+            if np.any(found < 0):
+                self._not_closed(k, self.grams(k, start, stop)[np.argmax(found < 0)][:-1], "prefix")
+            drop = int(found[-1]) - table_start  # the next queries come at or after the last one
+            table, table_start = table[drop:], table_start + drop
+            out.append(found)
+        out.close()
+
+    def _suffix_rows(self, k):
+        """`suffix{k}`: the row of each order-k row's last k-1 words among the order-(k-1)
+        rows. Its key there is (the row of the prefix's suffix) * V + the last word: the
+        prefix's suffix row comes from `suffix{k-1}` in order, the key is searched
+        among the order-(k-1) keys a window at a time."""
+        vocab_size = len(self.vocab)
+        if k == 2:
+            out = self.files.writer("suffix", k)
+            for start, stop in self._chunks(k, self.rows(16)):
+                out.append(self.grams(k, start, stop)[:, 1].astype(np.int64))
+            out.close()
+            return
+        windows = list(self._chunks(k - 1, self.rows(8 * 2)))
         for number, (low, high) in enumerate(windows):
-            keys = _packed(self.grams(k - 1, low, high))
-            previous = f"{name}.{number - 1}" if number else None
-            target = name if number == len(windows) - 1 else f"{name}.{number}"
+            keys = self._keys(k - 1, low, high)
+            previous = f"suffix.{number - 1}" if number else None
+            target = "suffix" if number == len(windows) - 1 else f"suffix.{number}"
             out = self.files.writer(target, k)
-            for start, stop in self._chunks(k, chunk_rows):
+            for start, stop in self._chunks(k, self.rows(8 * 6)):
                 found = (np.full(stop - start, NO_ROW, dtype=np.int64) if previous is None
                          else self.files.read(previous, k, np.int64, start, stop))
-                query = _packed(self.grams(k, start, stop)[:, columns])
-                inside = (query >= keys[0]) & (query <= keys[-1])
-                place = np.searchsorted(keys, query[inside])
-                hit = keys[place] == query[inside]
-                rows = np.flatnonzero(inside)[hit]
-                found[rows] = low + place[hit]
+                prefix = self.files.read("prefix", k, np.int64, start, stop)
+                inner = self.files.read("suffix", k - 1, np.int64, int(prefix[0]), int(prefix[-1]) + 1)
+                query = inner[prefix - prefix[0]] * vocab_size + self.grams(k, start, stop)[:, -1]
+                inside = np.flatnonzero((query >= keys[0]) & (query <= keys[-1]))
+                by_key = inside[np.argsort(query[inside])]  # sorted queries: a search that runs forward
+                place = np.minimum(np.searchsorted(keys, query[by_key]), len(keys) - 1)
+                hit = keys[place] == query[by_key]
+                found[by_key[hit]] = low + place[hit]
                 if number == len(windows) - 1 and np.any(found < 0):
-                    bad = self.grams(k, start, stop)[np.argmax(found < 0)]
-                    words = " ".join(self.vocab.words[w] for w in bad[columns])
-                    raise NplmError(f"counts are not closed under {name}es: the {k - 1}-gram '{words}' of a {k}-gram "
-                                    "has no count")
+                    self._not_closed(k, self.grams(k, start, stop)[np.argmax(found < 0)][1:], "suffix")
                 out.append(found)
             out.close()
             if previous is not None:
                 os.remove(self.files.path(previous, k))
+
+    def _keys(self, k, start, stop):
+        """NgramIndex's keys of order-k rows start..stop-1 (their prefix row * V + word)."""
+        words = self.grams(k, start, stop)[:, -1].astype(np.int64)
+        if k == 1:
+            return words
+        return self.files.read("prefix", k, np.int64, start, stop) * len(self.vocab) + words
+
+    def _not_closed(self, k, words, part):
+        text = " ".join(self.vocab.words[w] for w in words)
+        raise NplmError(f"counts are not closed under {part}es: the {k - 1}-gram '{text}' of a {k}-gram has no count")
 
     def _adjusted_counts(self, k):
         """`adjusted{k}`: Kneser-Ney's continuation counts (the number of words seen
@@ -409,7 +452,8 @@ def _warn(message):
 def write_arpa_streamed(model, path, memory, folder):
     """A DiskModel as write_arpa writes the same model, each order sorted into SRILM's
     order (the context read backwards, then the word, words in byte order) by sorted
-    runs on disk merged, within about `memory` bytes."""
+    runs on disk merged, within about `memory` bytes; the next order's runs are sorted in
+    a thread while this order's are merged and written."""
     vocab = model.vocab
     encoded = [w.encode("utf-8") for w in vocab.words]
     rank = byte_ranks(vocab.words)
@@ -417,32 +461,37 @@ def write_arpa_streamed(model, path, memory, folder):
     word_start = np.zeros(len(encoded) + 1, dtype=np.int64)
     np.cumsum([len(w) for w in encoded], out=word_start[1:])
     words = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+
+    def sorted_order(k):
+        record = np.dtype([("key", f"S{4 * k}"), ("logp", "<f4"), ("bow", "<f4"), ("node", "u1")])
+        rows = max(1, memory // 8 // (3 * record.itemsize + 16))  # two orders at once: this one and the next
+
+        def records():
+            for start in range(0, model.sizes[k - 1], rows):
+                grams, logp, bow, node = model.read(k, start, start + rows)
+                # SRILM's order: the context's words from the last back, then the word
+                ranks = rank[np.concatenate([grams[:, -2::-1], grams[:, -1:]], axis=1)]
+                out = np.empty(len(grams), dtype=record)
+                out["key"], out["logp"], out["bow"], out["node"] = _packed(ranks), logp, bow, node
+                yield out
+
+        return SortedRuns(records(), rows, folder, f"arpa{k}")
+
     with open_output(path, binary=True) as stream, _BackgroundWriter(stream) as write:
         write(b"\n\\data\\\n")
         for k, size in enumerate(model.sizes, 1):
             write(f"ngram {k}={size}\n".encode())
-        for k in range(1, model.order + 1):
-            write(f"\n\\{k}-grams:\n".encode())
-            record = np.dtype([("key", f"S{4 * k}"), ("logp", "<f4"), ("bow", "<f4"), ("node", "u1")])
-            rows = max(1, memory // 4 // (3 * record.itemsize + 16))
-
-            def records():
-                for start in range(0, model.sizes[k - 1], rows):
-                    grams, logp, bow, node = model.read(k, start, start + rows)
-                    # SRILM's order: the context's words from the last back, then the word
-                    ranks = rank[np.concatenate([grams[:, -2::-1], grams[:, -1:]], axis=1)]
-                    out = np.empty(len(grams), dtype=record)
-                    out["key"], out["logp"], out["bow"], out["node"] = _packed(ranks), logp, bow, node
-                    yield out
-
-            for piece in sorted_records(records(), rows, folder, f"arpa{k}"):
-                ranks = np.frombuffer(piece["key"].tobytes(), dtype=">u4").reshape(-1, k)
-                grams = word_of_rank[np.concatenate([ranks[:, -2::-1], ranks[:, -1:]], axis=1)]
-                for text in format_section(np.ascontiguousarray(grams), np.ascontiguousarray(piece["logp"]),
-                                           np.ascontiguousarray(piece["bow"]),
-                                           np.ascontiguousarray(piece["node"]),
-                                           np.arange(len(piece), dtype=np.int64), words, word_start):
-                    write(text)
+        with contextlib.closing(_computed_ahead(sorted_order(k) for k in range(1, model.order + 1))) as orders:
+            for k, runs in enumerate(orders, 1):
+                write(f"\n\\{k}-grams:\n".encode())
+                for piece in runs.pieces():
+                    ranks = np.frombuffer(piece["key"].tobytes(), dtype=">u4").reshape(-1, k)
+                    grams = word_of_rank[np.concatenate([ranks[:, -2::-1], ranks[:, -1:]], axis=1)]
+                    for text in format_section(np.ascontiguousarray(grams), np.ascontiguousarray(piece["logp"]),
+                                               np.ascontiguousarray(piece["bow"]),
+                                               np.ascontiguousarray(piece["node"]),
+                                               np.arange(len(piece), dtype=np.int64), words, word_start):
+                        write(text)
         write(b"\n\\end\\\n")
 
 
@@ -472,36 +521,51 @@ def write_binary_streamed(model, path, memory):
 
 def sorted_records(pieces, rows, folder, name):
     """The records of `pieces` (structured arrays with a `key` field) in the order of
-    their keys, in pieces: sorted runs of `rows` records on disk, merged."""
-    runs, pending, held = [], [], 0
+    their keys, in pieces (see SortedRuns)."""
+    return SortedRuns(pieces, rows, folder, name).pieces()
 
-    def spill():
-        batch = np.concatenate(pending)
-        batch = batch[np.argsort(batch["key"], kind="stable")]
-        path = os.path.join(folder, f"{name}.run{len(runs)}")
+
+class SortedRuns:
+    """Records sorted by their `key` field: made into sorted runs of `rows` records on
+    disk (named from `name` in `folder`) when made, merged by `pieces()`; no file when they
+    fit in one run."""
+
+    def __init__(self, pieces, rows, folder, name):
+        self.runs, self.batch, self.folder = [], None, folder
+        pending, held = [], 0
+        for piece in pieces:
+            pending.append(piece)
+            held += len(piece)
+            if held >= rows:
+                self._spill(pending, name)
+                pending, held = [], 0
+        if pending and not self.runs:
+            self.batch = _sorted(np.concatenate(pending))
+        elif pending:
+            self._spill(pending, name)
+        self.block = max(1, rows // max(1, len(self.runs)))
+
+    def _spill(self, pending, name):
+        batch = _sorted(np.concatenate(pending))
+        path = os.path.join(self.folder, f"{name}.run{len(self.runs)}")
         try:
             with open(path, "wb") as out:
                 write_array(out, batch)
         except OSError as err:
-            raise disk_error(folder, err) from None
-        runs.append((path, len(batch), batch.dtype))
+            raise disk_error(self.folder, err) from None
+        self.runs.append((path, len(batch), batch.dtype))
 
-    for piece in pieces:
-        pending.append(piece)
-        held += len(piece)
-        if held >= rows:
-            spill()
-            pending, held = [], 0
-    if not runs:  # everything fits: no file
-        if pending:
-            batch = np.concatenate(pending)
-            yield batch[np.argsort(batch["key"], kind="stable")]
-        return
-    if pending:
-        spill()
-    yield from _merged(runs, max(1, rows // len(runs)))
-    for path, _, _ in runs:
-        os.remove(path)
+    def pieces(self):
+        if self.batch is not None:
+            yield self.batch
+            return
+        yield from _merged(self.runs, self.block)
+        for path, _, _ in self.runs:
+            os.remove(path)
+
+
+def _sorted(records):
+    return records[np.argsort(records["key"])]
 
 
 def _merged(runs, block):
@@ -526,5 +590,4 @@ def _merged(runs, block):
             end = np.searchsorted(buffer["key"], cutoff, side="right")
             taken.append(buffer[:end])
             buffers[i] = buffer[end:]
-        batch = np.concatenate(taken)
-        yield batch[np.argsort(batch["key"], kind="stable")]
+        yield _sorted(np.concatenate(taken))
