@@ -100,8 +100,9 @@ def _discounting(kndiscount, ukndiscount, wbdiscount, gtdiscount, cdiscount, add
         "sorted runs of counts went to disk (-memory).")
 @option("memory", type=ByteSize(), default="2G",
         help="About how much memory counting may use: the text is counted in pieces, and counts beyond this go to "
-        "sorted files in TMPDIR (or -temp) that are merged at the end (SRILM's make-big-lm, lmplz's -S). The "
-        "distinct n-grams are then held for estimation.")
+        "sorted files in TMPDIR (or -temp) that are merged at the end (SRILM's make-big-lm, lmplz's -S). An "
+        "estimate that would not fit (interpolated modified Kneser-Ney, no cutoffs) runs out of core, in passes "
+        "over files, and writes the same model.")
 @option("temp", metavar="DIR", default=None,
         help="Keep the temporary files of counting in DIR instead of TMPDIR (they are removed at the end, on an "
         "error, on Ctrl-C and on SIGTERM).")
