@@ -144,7 +144,7 @@ def command(text, read, order, vocab, unk, write, lm, write_bin_lm, kndiscount, 
     for path in (lm, write_bin_lm, write, write_vocab):
         check_writable(path)
     if temp is not None and not os.path.isdir(temp):
-        raise NplmError("no such folder (-temp)", path=temp)
+        raise NplmError(f"{'not a folder' if os.path.exists(temp) else 'no such folder'} (-temp)", path=temp)
     check_binary_name(write_bin_lm)
     normalize = Normalizer(lower=lower, map_numbers=map_numbers)
     unk_word = map_unk or UNK

@@ -9,6 +9,7 @@ import pytest
 
 from nplmtk.corpus import Corpus
 from nplmtk.ngram.arpa import read_arpa, write_arpa
+from nplmtk.ngram.count_runs import CountAccumulator
 from nplmtk.ngram.counts import NgramCounts
 from nplmtk.ngram.estimate import estimate
 from nplmtk.toy import ToyGrammar
@@ -113,7 +114,10 @@ def test_counts_of_parts_merge_to_the_counts_of_the_whole(sentences, tmp_path):
     halves = [NgramCounts.from_corpus(Corpus.from_lines([" ".join(s) for s in part], vocab), 4)
               for part in (sentences[:100], sentences[100:])]
     halves[1].write(str(tmp_path / "half.counts.gz"))
-    merged = NgramCounts.merge([halves[0], NgramCounts.read(str(tmp_path / "half.counts.gz"), vocab)])
+    accumulator = CountAccumulator(vocab, 4, 1 << 20, str(tmp_path))
+    accumulator.add_counts(halves[0])
+    accumulator.add_counts(NgramCounts.read(str(tmp_path / "half.counts.gz"), vocab))
+    merged = accumulator.result()
     for k in range(4):
         np.testing.assert_array_equal(merged.grams[k], whole.grams[k])
         np.testing.assert_array_equal(merged.counts[k], whole.counts[k])

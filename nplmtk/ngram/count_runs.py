@@ -74,8 +74,8 @@ class CountAccumulator:
         else:
             if self.counter.entries():
                 self.runs.append(self._spill(self._new_folder("run")))
-            self.counter = None
             store = self._merge(self.runs + self.counts_read, folder, source)
+        self.counter = None
         check_orders(store.sizes, source)
         return store
 

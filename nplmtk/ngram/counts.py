@@ -64,21 +64,6 @@ class NgramCounts:
         check_orders([len(grams) for grams in self.grams], source)
 
     @classmethod
-    def merge(cls, parts):
-        """Sum several count sets over one vocabulary (orders up to the largest)."""
-        vocab = parts[0].vocab
-        order = max(p.order for p in parts)
-        grams, counts, index = [], [], None
-        for k in range(1, order + 1):
-            rows = np.concatenate([p.grams[k - 1] for p in parts if p.order >= k])
-            values = np.concatenate([p.counts[k - 1] for p in parts if p.order >= k])
-            merged, summed = _sum_duplicates(rows, values, vocab, index)
-            grams.append(merged)
-            counts.append(summed)
-            index = NgramIndex(len(vocab), grams)
-        return cls(vocab, grams, counts)
-
-    @classmethod
     def read(cls, path, vocab, limit_vocab=False):
         """An SRILM counts file: `w1 ... wk<TAB>count` per line, any order of lines.
         Words outside `vocab` are counted as `<unk>`, or with `limit_vocab` their n-grams
