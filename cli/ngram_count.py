@@ -1,5 +1,6 @@
 """nplm ngram-count: count n-grams and estimate smoothed models."""
 import os
+import time
 
 import click
 import numpy as np
@@ -187,6 +188,7 @@ def command(text, read, order, vocab, unk, write, lm, write_bin_lm, kndiscount, 
     out_of_core = (write is None and (lm is not None or write_bin_lm is not None)
                    and streamable(method, interpolated, always_interpolate, min_counts, classes is not None, prune))
     source = ", ".join(text + read)
+    started = time.perf_counter()
     with scratch_folder("counts", temp) as folder:
         accumulator = CountAccumulator(tokens if classes is not None else vocabulary, order, memory, folder)
         for path in text:
@@ -200,9 +202,13 @@ def command(text, read, order, vocab, unk, write, lm, write_bin_lm, kndiscount, 
         spilled = len(accumulator.runs)
         if out_of_core and (accumulator.runs or accumulator.counts_read
                             or not fits_in_memory(accumulator.counter.entries(), memory)):
+            counted = time.perf_counter()
             store = accumulator.store(os.path.join(folder, "counts"), source=source)
             if store.order == order and not fits_in_memory(sum(store.sizes), memory):
                 _log_runs(debug, spilled)
+                if debug >= 2:
+                    click.echo(f"nplm ngram-count: counting: {counted - started:.1f} s; merging the sorted runs: "
+                               f"{time.perf_counter() - counted:.1f} s", err=True)
                 _estimate_out_of_core(store, folder, memory, unk, debug, lm, write_bin_lm)
                 return
             counts = store.load()
@@ -243,9 +249,13 @@ def _estimate_out_of_core(store, folder, memory, unk, debug, lm, write_bin_lm):
                    "in passes over files", err=True)
     work = os.path.join(folder, "estimate")
     os.mkdir(work)
-    model = StreamEstimate(store, work, memory, unk_is_word=unk,
-                           log=(lambda line: click.echo(line, err=True)) if debug else None).run()
+    timing = (lambda line: click.echo(f"nplm ngram-count: {line}", err=True)) if debug >= 2 else None
+    estimate_on_disk = StreamEstimate(store, work, memory, unk_is_word=unk, timing=timing,
+                                      log=(lambda line: click.echo(line, err=True)) if debug else None)
+    model = estimate_on_disk.run()
     if lm is not None:
-        write_arpa_streamed(model, lm, memory, work)
+        with estimate_on_disk.stage("writing the ARPA file"):
+            write_arpa_streamed(model, lm, memory, work)
     if write_bin_lm is not None:
-        write_binary_streamed(model, write_bin_lm, memory)
+        with estimate_on_disk.stage("writing the binary model"):
+            write_binary_streamed(model, write_bin_lm, memory)

@@ -12,6 +12,7 @@ no cutoffs); `streamable` says whether a configuration is one of them."""
 import contextlib
 import math
 import os
+import time
 
 import numpy as np
 
@@ -129,11 +130,11 @@ class StreamEstimate:
     """The passes of one estimate, over `store` (a CountStore), working files in
     `folder`, about `memory` bytes of arrays at a time."""
 
-    def __init__(self, store, folder, memory, unk_is_word=True, log=None, warn=None):
+    def __init__(self, store, folder, memory, unk_is_word=True, log=None, warn=None, timing=None):
         self.store, self.vocab, self.order = store, store.vocab, store.order
         self.files, self.memory = _Files(folder), memory
         self.events = Events(self.vocab, unk_is_word)
-        self.log, self.warn = log, warn
+        self.log, self.warn, self.timing = log, warn, timing
         self.sizes = [len(self.vocab)] + store.sizes[1:]  # every word a unigram row (some of count 0)
 
     def rows(self, bytes_per_row):
@@ -142,23 +143,35 @@ class StreamEstimate:
 
     def run(self):
         order = self.order
-        for k in range(2, order + 1):
-            self._prefix_rows(k)
-            self._suffix_rows(k)
+        with self.stage("prefix and suffix rows"):
+            for k in range(2, order + 1):
+                self._prefix_rows(k)
+                self._suffix_rows(k)
         discounts = []
-        for k in range(1, order + 1):
-            histogram = self._adjusted_counts(k)
-            settings = _order_settings(order, None, None, None, self.events)[k - 1]
-            discount = ModifiedKneserNey(CountsOfCounts(histogram), settings, self.warn or _warn)
-            if self.log is not None:
-                for line in [f"using {discount.name} for {k}-grams"] + discount.debug_lines:
-                    self.log(line)
-            discounts.append(discount)
-        self._unigram_probabilities(discounts[0])
-        for k in range(2, order + 1):
-            self._lower_probabilities(k)
-            self._context_pass(k, discounts[k - 1])
-        return self._final_model()
+        with self.stage("continuation counts and discounts"):
+            for k in range(1, order + 1):
+                histogram = self._adjusted_counts(k)
+                settings = _order_settings(order, None, None, None, self.events)[k - 1]
+                discount = ModifiedKneserNey(CountsOfCounts(histogram), settings, self.warn or _warn)
+                if self.log is not None:
+                    for line in [f"using {discount.name} for {k}-grams"] + discount.debug_lines:
+                        self.log(line)
+                discounts.append(discount)
+        with self.stage("probabilities and back-off weights"):
+            self._unigram_probabilities(discounts[0])
+            for k in range(2, order + 1):
+                self._lower_probabilities(k)
+                self._context_pass(k, discounts[k - 1])
+        with self.stage("the model's rows and keys"):
+            return self._final_model()
+
+    @contextlib.contextmanager
+    def stage(self, name):
+        """Times a stage for `timing(line)` (ngram-count -debug 2)."""
+        started = time.perf_counter()
+        yield
+        if self.timing is not None:
+            self.timing(f"{name}: {time.perf_counter() - started:.1f} s")
 
     # --- the rows of an order, as the store and the full unigrams give them
 
