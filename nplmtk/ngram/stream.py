@@ -317,9 +317,7 @@ class StreamEstimate:
         self._write_whole("present", 1, present)
 
     def _write_whole(self, name, k, values):
-        out = self.files.writer(name, k)
-        out.append(values)
-        out.close()
+        _write_file(self.files, name, k, values)
 
     def _lower_probabilities(self, k):
         """`lower{k}`: the stored log10 probability of each order-k row's suffix, NaN
@@ -456,6 +454,12 @@ class _KeptBefore:
         return kept_before[rows - first]
 
 
+def _write_file(files, name, k, values):
+    out = files.writer(name, k)
+    out.append(values)
+    out.close()
+
+
 def _warn(message):
     import warnings
     from ..errors import NplmWarning
@@ -470,25 +474,76 @@ def write_arpa_streamed(model, path, memory, folder):
     vocab = model.vocab
     encoded = [w.encode("utf-8") for w in vocab.words]
     rank = byte_ranks(vocab.words)
-    word_of_rank = np.argsort(rank).astype(np.int32)
     word_start = np.zeros(len(encoded) + 1, dtype=np.int64)
     np.cumsum([len(w) for w in encoded], out=word_start[1:])
     words = np.frombuffer(b"".join(encoded), dtype=np.uint8)
 
+    files, vocab_size = model.files, len(vocab)
+
+    def rows_for(record):
+        return max(1, memory // 8 // (3 * record.itemsize + 16))  # two orders at once: this one and the next
+
+    def context_places(k, start, stop):
+        """The places of rows start..stop-1's contexts among the order below read
+        backwards (srilm_order's `lower_reversed`), from `backward{k-1}`."""
+        prefix = model.keys(k, start, stop) // vocab_size
+        places = files.read("backward", k - 1, np.int64, int(prefix[0]), int(prefix[-1]) + 1)
+        return places[prefix - prefix[0]]
+
+    def backward_places(k):
+        """`backward{k}`: each row's place among the order's rows read backwards (its last
+        word, then its prefix read backwards); for 1-grams the word's byte rank."""
+        size = model.sizes[k - 1]
+        if k == 1:
+            _write_file(files, "backward", 1, rank[model.read(1, 0, size)[0][:, 0]].astype(np.int64))
+            return
+        record = np.dtype([("key", "<i8"), ("row", "<i8")])
+        rows = rows_for(record)
+        below = len(vocab) if k == 2 else model.sizes[k - 2]
+
+        def records():
+            for start in range(0, size, rows):
+                grams = model.read(k, start, start + rows)[0]
+                out = np.empty(len(grams), dtype=record)
+                out["key"] = rank[grams[:, -1]].astype(np.int64) * below + context_places(k, start, start + rows)
+                out["row"] = np.arange(start, start + len(grams))
+                yield out
+
+        sequence = files.writer("backward-rows", k)
+        for piece in SortedRuns(records(), rows, folder, f"backward{k}").pieces():
+            sequence.append(piece["row"])
+        sequence.close()
+        out = files.writer("backward", k)
+        for low, high in ((a, min(a + rows * 2, size)) for a in range(0, size, rows * 2)):
+            places = np.empty(high - low, dtype=np.int64)  # each row of the window: its place
+            for start in range(0, size, rows):
+                row = files.read("backward-rows", k, np.int64, start, start + rows)
+                inside = (row >= low) & (row < high)
+                places[row[inside] - low] = start + np.flatnonzero(inside)
+            out.append(places)
+        out.close()
+        os.remove(files.path("backward-rows", k))
+
     def sorted_order(k):
-        record = np.dtype([("key", f"S{4 * k}"), ("logp", "<f4"), ("bow", "<f4"), ("node", "u1")])
-        rows = max(1, memory // 8 // (3 * record.itemsize + 16))  # two orders at once: this one and the next
+        """Order k's rows in SRILM's order: the context's place read backwards, then the
+        word's byte rank (srilm_order's keys), by sorted runs."""
+        record = np.dtype([("key", "<i8"), ("logp", "<f4"), ("bow", "<f4"), ("node", "u1"), ("grams", "<i4", (k,))])
+        rows = rows_for(record)
 
         def records():
             for start in range(0, model.sizes[k - 1], rows):
                 grams, logp, bow, node = model.read(k, start, start + rows)
-                # SRILM's order: the context's words from the last back, then the word
-                ranks = rank[np.concatenate([grams[:, -2::-1], grams[:, -1:]], axis=1)]
                 out = np.empty(len(grams), dtype=record)
-                out["key"], out["logp"], out["bow"], out["node"] = _packed(ranks), logp, bow, node
+                out["key"] = rank[grams[:, -1]].astype(np.int64)
+                if k > 1:
+                    out["key"] += context_places(k, start, start + rows) * len(vocab)
+                out["logp"], out["bow"], out["node"], out["grams"] = logp, bow, node, grams
                 yield out
 
-        return SortedRuns(records(), rows, folder, f"arpa{k}")
+        runs = SortedRuns(records(), rows, folder, f"arpa{k}")
+        if k < model.order:
+            backward_places(k)
+        return runs
 
     with open_output(path, binary=True) as stream, _BackgroundWriter(stream) as write:
         write(b"\n\\data\\\n")
@@ -498,9 +553,8 @@ def write_arpa_streamed(model, path, memory, folder):
             for k, runs in enumerate(orders, 1):
                 write(f"\n\\{k}-grams:\n".encode())
                 for piece in runs.pieces():
-                    ranks = np.frombuffer(piece["key"].tobytes(), dtype=">u4").reshape(-1, k)
-                    grams = word_of_rank[np.concatenate([ranks[:, -2::-1], ranks[:, -1:]], axis=1)]
-                    for text in format_section(np.ascontiguousarray(grams), np.ascontiguousarray(piece["logp"]),
+                    grams = np.ascontiguousarray(piece["grams"]).reshape(-1, k)
+                    for text in format_section(grams, np.ascontiguousarray(piece["logp"]),
                                                np.ascontiguousarray(piece["bow"]),
                                                np.ascontiguousarray(piece["node"]),
                                                np.arange(len(piece), dtype=np.int64), words, word_start):
