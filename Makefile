@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 BROWN  ?= ../shared/data/brown
 
-.PHONY: install bytecode demo test wheel-check fuzz bench bench-vs outputs-vs clean brown-mlp9 brown-mlp1 brown-is brown-lbl brown-lbl-outputs brown-survey brown-lstm brown-fast \
+.PHONY: install bytecode demo test wheel-check fuzz bench bench-vs outputs-vs clean sharded-lm brown-shards brown-mlp9 brown-mlp1 brown-is brown-lbl brown-lbl-outputs brown-survey brown-lstm brown-fast \
 	brown-energy brown-energy-exact brown-lattices brown-caches brown-convert
 
 install: $(STAMP)
@@ -124,6 +124,33 @@ brown-caches: install
 CONVERT_WORDS ?= 5000000
 brown-convert: install
 	$(BIN)/python benchmarks/convert.py --brown $(BROWN) --nplm $(BIN)/nplm --words $(CONVERT_WORDS) --out BENCHMARKS.md
+
+# A corpus counted in parts apart (on a cluster, each part's `ngram-count -write-binary` runs
+# on the machine that holds it; here one after the other), then one merge of the binary
+# counts, a block of rows at a time, into the model:
+#   make sharded-lm TEXT=big.txt PARTS=4 VOCAB=vocab.txt ORDER=5 MEMORY=2G OUT=big.arpa
+# Every part needs the same -vocab. `make brown-shards` checks on Brown that the merged model
+# is the one-machine model byte for byte.
+PARTS ?= 4
+ORDER ?= 5
+MEMORY ?= 2G
+sharded-lm: install
+	@test -n "$(TEXT)" -a -n "$(VOCAB)" -a -n "$(OUT)" || { echo "give TEXT=, VOCAB= and OUT="; exit 2; }
+	set -e; parts=$$(mktemp -d); trap 'rm -rf "$$parts"' EXIT; \
+	split -n l/$(PARTS) -d "$(TEXT)" "$$parts/part."; \
+	for part in "$$parts"/part.*; do \
+	  $(BIN)/nplm ngram-count -text "$$part" -order $(ORDER) -vocab "$(VOCAB)" -unk -memory $(MEMORY) \
+	    -write-binary "$$part.counts"; \
+	done; \
+	$(BIN)/nplm ngram-count $$(for c in "$$parts"/*.counts; do printf -- '-read %s ' "$$c"; done) \
+	  -order $(ORDER) -vocab "$(VOCAB)" -unk -memory $(MEMORY) -lm "$(OUT)"
+
+brown-shards: install
+	set -e; out=$$(mktemp -d); trap 'rm -rf "$$out"' EXIT; \
+	$(BIN)/nplm vocab -text $(BROWN)/train.txt -min-count 4 -write-vocab "$$out/vocab.txt"; \
+	$(MAKE) --no-print-directory sharded-lm TEXT=$(BROWN)/train.txt VOCAB="$$out/vocab.txt" OUT="$$out/merged.arpa"; \
+	$(BIN)/nplm ngram-count -text $(BROWN)/train.txt -order $(ORDER) -vocab "$$out/vocab.txt" -unk -lm "$$out/one.arpa"; \
+	cmp "$$out/merged.arpa" "$$out/one.arpa" && echo "brown-shards: the $(PARTS) parts merged give the one-machine model, byte for byte"
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info demo/out bench/out nplmtk/_ext/*.so cython_ext/*.c

@@ -5,18 +5,21 @@ import time
 import click
 import numpy as np
 
+from nplmtk.container import is_container
 from nplmtk.corpus import Corpus
 from nplmtk.errors import NplmError
 from nplmtk.io import check_readable, check_writable, open_output, scratch_folder
 from nplmtk.ngram.arpa import write_arpa
-from nplmtk.ngram.binary import check_binary_name, write_binary
+from nplmtk.ngram.binary import check_binary_name
+from nplmtk.ngram.binary import write_binary as write_binary_model  # -write-binary names the counts file
 from nplmtk.ngram.classes import ClassNgramModel, WordClasses, token_ids, token_vocabulary
 from nplmtk.ngram.count_runs import CountAccumulator
 from nplmtk.ngram.counts import MAX_ORDER, NgramCounts, byte_ranks, check_order, counted_words
 from nplmtk.ngram.deleted_interpolation import DeletedInterpolation
 from nplmtk.ngram.estimate import estimate
-from nplmtk.ngram.stream import StreamEstimate, fits_in_memory, streamable, write_arpa_streamed, write_binary_streamed
 from nplmtk.ngram.estimate import prune as prune_model
+from nplmtk.ngram.store import CountsFile, counts_file_vocabulary, write_counts_file
+from nplmtk.ngram.stream import StreamEstimate, fits_in_memory, streamable, write_arpa_streamed, write_binary_streamed
 from nplmtk.text import Normalizer
 from nplmtk.vocab import UNK, Vocabulary, count_words
 
@@ -58,12 +61,17 @@ def _discounting(kndiscount, ukndiscount, wbdiscount, gtdiscount, cdiscount, add
     "nplm ngram-count -text train.txt -order 5 -vocab vocab.txt -unk -lm kn5.arpa",
     "nplm ngram-count -text train.txt -order 3 -deleted-interpolation -heldout valid.txt -lm di3.nplm"))
 @option("text", multiple=True, metavar="FILE", help="Training text, one sentence per line (repeatable).")
-@option("read", multiple=True, metavar="FILE", help="Counts file to add (repeatable; merged with -text).")
+@option("read", multiple=True, metavar="FILE",
+        help="Counts file to add (repeatable; merged with -text): SRILM's text counts or -write-binary's file.")
 @option("order", type=Integer(1, MAX_ORDER), default=3, help="Maximum n-gram order.")
 @option("vocab", metavar="FILE", default=None,
         help="Vocabulary; other words become <unk>. Default: every word of the training data.")
 @flag("unk", help="Keep <unk> as a word of the model (open vocabulary); else OOVs are left out.")
 @option("write", metavar="FILE", default=None, help="Write the counts of all orders.")
+@option("write-binary", metavar="FILE", default=None,
+        help="Write the counts of all orders as one binary file (sorted rows, the vocabulary, checksums) that "
+        "-read merges a block at a time: counts of parts of a corpus made apart (say on other machines, with one "
+        "-vocab), summed later.")
 @option("lm", metavar="FILE", default=None,
         help="Write the model: ARPA for back-off models, an nplm container for -deleted-interpolation.")
 @option("write-bin-lm", metavar="FILE", default=None,
@@ -110,7 +118,7 @@ def _discounting(kndiscount, ukndiscount, wbdiscount, gtdiscount, cdiscount, add
 @flag("lower", help="Lower-case the text first.")
 @flag("map-numbers", help="Map numeric tokens to <num>.")
 @_cutoff_options
-def command(text, read, order, vocab, unk, write, lm, write_bin_lm, kndiscount, ukndiscount, wbdiscount, gtdiscount,
+def command(text, read, order, vocab, unk, write, write_binary, lm, write_bin_lm, kndiscount, ukndiscount, wbdiscount, gtdiscount,
             cdiscount, addsmooth, interpolate, always_interpolate, deleted_interpolation, heldout, em_iterations, prune,
             minprune, write_vocab, limit_vocab, sort, map_unk, classes, debug, memory, temp, lower, map_numbers,
             **cutoffs):
@@ -129,8 +137,9 @@ def command(text, read, order, vocab, unk, write, lm, write_bin_lm, kndiscount, 
     max_counts = [cutoffs[f"gt{k}max"] for k in range(1, MAX_ORDER + 1)]
     if method != "gt" and any(m is not None for m in max_counts):
         raise NplmError("-gtNmax sets Good-Turing's discounting: it needs -gtdiscount")
-    if lm is None and write_bin_lm is None and write is None and write_vocab is None:
-        raise NplmError("nothing to do: give -lm MODEL, -write-bin-lm MODEL, -write COUNTS and/or -write-vocab FILE")
+    if lm is None and write_bin_lm is None and write is None and write_binary is None and write_vocab is None:
+        raise NplmError("nothing to do: give -lm MODEL, -write-bin-lm MODEL, -write COUNTS, -write-binary COUNTS "
+                        "and/or -write-vocab FILE")
     if write_bin_lm is not None and (deleted_interpolation or classes is not None):
         raise NplmError("-write-bin-lm writes back-off models of words: a deleted-interpolation or class n-gram "
                         "model goes to -lm MODEL.nplm")
@@ -142,7 +151,7 @@ def command(text, read, order, vocab, unk, write, lm, write_bin_lm, kndiscount, 
         raise NplmError("-: stdin can be read only once")
     for path in list(text) + list(read) + [p for p in (vocab, heldout, classes) if p]:
         check_readable(path)
-    for path in (lm, write_bin_lm, write, write_vocab):
+    for path in (lm, write_bin_lm, write, write_binary, write_vocab):
         check_writable(path)
     if temp is not None and not os.path.isdir(temp):
         raise NplmError(f"{'not a folder' if os.path.exists(temp) else 'no such folder'} (-temp)", path=temp)
@@ -150,16 +159,21 @@ def command(text, read, order, vocab, unk, write, lm, write_bin_lm, kndiscount, 
     normalize = Normalizer(lower=lower, map_numbers=map_numbers)
     unk_word = map_unk or UNK
 
+    binary_reads = [path for path in read if is_container(path)]
     if vocab is not None:
         vocabulary = Vocabulary.read(vocab, unk=unk_word)
     elif text:
         vocabulary = Vocabulary.from_counts(count_words(text, normalize), unk=unk_word)
+    elif binary_reads and len(binary_reads) == len(read):
+        vocabulary = counts_file_vocabulary(binary_reads[0])
+    elif binary_reads:
+        raise NplmError("binary counts (-write-binary's) merge with text counts under one -vocab: give it")
     else:
         vocabulary = Vocabulary(list(dict.fromkeys(w for path in read for w in counted_words(path))), unk=unk_word)
     if write_vocab is not None:
         with open_output(write_vocab) as out:
             out.writelines(f"{vocabulary.words[w]}\n" for w in np.argsort(byte_ranks(vocabulary.words)))
-        if lm is None and write_bin_lm is None and write is None:
+        if lm is None and write_bin_lm is None and write is None and write_binary is None:
             return
 
     if deleted_interpolation:
@@ -198,13 +212,21 @@ def command(text, read, order, vocab, unk, write, lm, write_bin_lm, kndiscount, 
                     chunk = Corpus(ids[chunk.ids], chunk.offsets, tokens, name=chunk.name)
                 accumulator.add_text(chunk)
         for path in read:
-            accumulator.add_counts(NgramCounts.read(path, vocabulary, limit_vocab))
+            if path in binary_reads:
+                accumulator.add_store(CountsFile(path, vocabulary))
+            else:
+                accumulator.add_counts(NgramCounts.read(path, vocabulary, limit_vocab))
         spilled = len(accumulator.runs)
-        if out_of_core and (accumulator.runs or accumulator.counts_read
-                            or not fits_in_memory(accumulator.counter.entries(), memory)):
+        if write_binary is not None or out_of_core and (
+                accumulator.runs or accumulator.counts_read or not fits_in_memory(accumulator.counter.entries(),
+                                                                                  memory)):
             counted = time.perf_counter()
             store = accumulator.store(os.path.join(folder, "counts"), source=source)
-            if store.order == order and not fits_in_memory(sum(store.sizes), memory):
+            if write_binary is not None:
+                write_counts_file(store, write_binary)
+                if lm is None and write_bin_lm is None and write is None:
+                    return
+            if out_of_core and store.order == order and not fits_in_memory(sum(store.sizes), memory):
                 _log_runs(debug, spilled)
                 if debug >= 2:
                     click.echo(f"nplm ngram-count: counting: {counted - started:.1f} s; merging the sorted runs: "
@@ -233,7 +255,7 @@ def command(text, read, order, vocab, unk, write, lm, write_bin_lm, kndiscount, 
     elif lm is not None:
         write_arpa(model, lm)
     if write_bin_lm is not None:
-        write_binary(model, write_bin_lm)
+        write_binary_model(model, write_bin_lm)
 
 
 def _log_runs(debug, runs):

@@ -174,6 +174,37 @@ def is_container(path):
 
 def load(path, verify=True):
     """Open a container; refuse a truncated, corrupt, empty, foreign or newer file."""
+    header, buffer = _opened(path, mapped=True)
+    arrays = {}
+    for entry in header["arrays"]:
+        view = memoryview(buffer)[entry["offset"]:entry["offset"] + entry["nbytes"]]
+        if verify and not _intact(view, entry):
+            raise InputError(f"corrupt nplm model file (array '{entry['name']}' checksum mismatch)",
+                             path=path)
+        arrays[entry["name"]] = np.frombuffer(view, dtype=np.dtype(entry["dtype"])).reshape(entry["shape"])
+    return ModelFile(path, header["kind"], header["meta"], _header_vocab(header, path), arrays)
+
+
+def read_header(path):
+    """The checked header of a container (kind, meta, the table of arrays with their
+    offsets and checksums) and its vocabulary, for a reader that reads the arrays
+    itself a piece at a time (a memory map would count in its memory)."""
+    header, _ = _opened(path, mapped=False)
+    return header, _header_vocab(header, path)
+
+
+def _header_vocab(header, path):
+    vocab = None
+    if header.get("vocab") is not None:
+        try:
+            vocab = Vocabulary(header["vocab"]["words"], unk=header["vocab"]["unk"])
+        except NplmError as error:
+            raise InputError(f"vocabulary: {error.render()}", path=path) from None
+        _check_words(vocab, path)
+    return vocab
+
+
+def _opened(path, mapped):
     try:
         with open(path, "rb") as f:
             if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # a pipe or a device: no size, no memory map
@@ -199,24 +230,10 @@ def load(path, verify=True):
             header = _checked_header(body, size, path)
             if size < header["file_size"]:
                 raise InputError(f"truncated nplm model file ({size} of {header['file_size']} bytes)", path=path)
-            buffer = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            buffer = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if mapped else None
     except OSError as err:
         raise _os_error(path, err) from None
-    arrays = {}
-    for entry in header["arrays"]:
-        view = memoryview(buffer)[entry["offset"]:entry["offset"] + entry["nbytes"]]
-        if verify and not _intact(view, entry):
-            raise InputError(f"corrupt nplm model file (array '{entry['name']}' checksum mismatch)",
-                             path=path)
-        arrays[entry["name"]] = np.frombuffer(view, dtype=np.dtype(entry["dtype"])).reshape(entry["shape"])
-    vocab = None
-    if header.get("vocab") is not None:
-        try:
-            vocab = Vocabulary(header["vocab"]["words"], unk=header["vocab"]["unk"])
-        except NplmError as error:
-            raise InputError(f"vocabulary: {error.render()}", path=path) from None
-        _check_words(vocab, path)
-    return ModelFile(path, header["kind"], header["meta"], vocab, arrays)
+    return header, buffer
 
 
 # What splits a line into words (nplmtk.text.split_words, the byte kernels): no word holds it

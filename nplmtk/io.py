@@ -439,16 +439,18 @@ def scratch_folder(kind, root=None):
             owner = name[len(prefix):].split("-", 1)[0]
             if name.startswith(prefix) and owner.isdigit() and not process_alive(int(owner)):
                 shutil.rmtree(os.path.join(root, name), ignore_errors=True)
-    try:
-        folder = tempfile.mkdtemp(dir=root, prefix=f"{prefix}{os.getpid()}-")
-    except OSError as err:
-        raise (NplmError("no such folder", path=root) if isinstance(err, FileNotFoundError)
-               else _os_error(root, err)) from None
-    try:
-        with _terminate_as_exit():
+    # named before it is made, with SIGTERM's handler set: a signal at any moment leaves no folder
+    folder = os.path.join(root, f"{prefix}{os.getpid()}-{os.urandom(6).hex()}")
+    with _terminate_as_exit():
+        try:
+            try:
+                os.mkdir(folder, 0o700)
+            except OSError as err:
+                raise (NplmError("no such folder", path=root) if isinstance(err, FileNotFoundError)
+                       else _os_error(root, err)) from None
             yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 @contextlib.contextmanager

@@ -59,6 +59,10 @@ class CountAccumulator:
         """Counts read from a file (NgramCounts): kept on disk until the merge."""
         self.counts_read.append(CountStore.save(counts, self._new_folder("read")))
 
+    def add_store(self, store):
+        """Counts on disk already (a CountStore over the same vocabulary), merged with the rest."""
+        self.counts_read.append(store)
+
     def store(self, folder, source="counts"):
         """All the counts as a CountStore in `folder` (made if missing): the tables sorted
         straight into it when nothing went to disk, else every run merged into it. The
@@ -121,13 +125,17 @@ class CountAccumulator:
         stores = list(stores)
         while len(stores) > fan_in:
             merged = merge_stores(stores[:fan_in], self._new_folder("merged"), merge_memory, source)
-            for done in stores[:fan_in]:
-                shutil.rmtree(done.folder, ignore_errors=True)
+            self._remove(stores[:fan_in])
             stores = stores[fan_in:] + [merged]
         merged = merge_stores(stores, folder, merge_memory, source)
-        for done in stores:
-            shutil.rmtree(done.folder, ignore_errors=True)
+        self._remove(stores)
         return merged
+
+    def _remove(self, stores):
+        """The merged stores that are this accumulator's own (not a user's counts file)."""
+        for done in stores:
+            if done.folder is not None and done.folder.startswith(self.folder + os.sep):
+                shutil.rmtree(done.folder, ignore_errors=True)
 
 
 def merge_stores(stores, folder, memory, source="counts"):

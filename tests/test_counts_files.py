@@ -1,0 +1,121 @@
+"""Binary counts files (`ngram-count -write-binary`, read back by `-read`): the counts of
+parts of a corpus made apart and merged give the model of the whole, byte for byte; a
+hostile counts file (valid checksums, wrong content) is one line and exit status 2."""
+import subprocess
+
+import numpy as np
+import pytest
+
+from nplmtk import container
+from nplmtk.ngram.store import COUNTS_KIND
+from nplmtk.vocab import Vocabulary
+
+from conftest import NPLM, assert_one_line_error
+
+WORDS = [f"w{i}" for i in range(60)]
+
+
+def nplm(*args):
+    proc = subprocess.run([NPLM, *map(str, args)], capture_output=True, text=True)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def parts(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("parts")
+    rng = np.random.default_rng(3)
+    p = 1 / np.arange(1, len(WORDS) + 1) ** 1.1
+    lines = [" ".join(rng.choice(WORDS, size=n, p=p / p.sum())) for n in rng.integers(1, 15, 1500)]
+    (folder / "all.txt").write_text("\n".join(lines) + "\n")
+    (folder / "vocab.txt").write_text("\n".join(WORDS[:50]) + "\n")
+    for i in range(3):
+        (folder / f"part{i}.txt").write_text("\n".join(lines[i::3]) + "\n")
+        status, _, err = nplm("ngram-count", "-text", folder / f"part{i}.txt", "-order", "4", "-vocab",
+                              folder / "vocab.txt", "-unk", "-write-binary", folder / f"part{i}.counts")
+        assert status == 0, err
+    return folder
+
+
+@pytest.mark.parametrize("memory", ["1M", "2G"])
+def test_parts_counted_apart_merge_into_the_model_of_the_whole(parts, tmp_path, memory):
+    status, _, err = nplm("ngram-count", "-text", parts / "all.txt", "-order", "4", "-vocab", parts / "vocab.txt",
+                          "-unk", "-lm", tmp_path / "whole.arpa")
+    assert status == 0, err
+    reads = [arg for i in range(3) for arg in ("-read", parts / f"part{i}.counts")]
+    status, _, err = nplm("ngram-count", *reads, "-order", "4", "-unk", "-memory", memory, "-lm",
+                          tmp_path / "merged.arpa", "-write-binary", tmp_path / "merged.counts")
+    assert status == 0, err
+    assert (tmp_path / "merged.arpa").read_bytes() == (tmp_path / "whole.arpa").read_bytes()
+    assert all((parts / f"part{i}.counts").exists() for i in range(3))  # read, merged, left as they were
+    status, _, err = nplm("ngram-count", "-text", parts / "all.txt", "-order", "4", "-vocab", parts / "vocab.txt",
+                          "-unk", "-write-binary", tmp_path / "whole.counts")
+    assert status == 0, err
+    assert (tmp_path / "merged.counts").read_bytes() == (tmp_path / "whole.counts").read_bytes()
+
+
+def test_counts_of_another_vocabulary_are_refused(parts, tmp_path):
+    (tmp_path / "v.txt").write_text("\n".join(WORDS[:40]) + "\n")
+    status, _, err = nplm("ngram-count", "-read", parts / "part0.counts", "-vocab", tmp_path / "v.txt", "-order", "4",
+                          "-lm", tmp_path / "m.arpa")
+    assert_one_line_error(status, err, "part0.counts", "counted over another vocabulary")
+
+
+def test_binary_and_text_counts_need_one_vocab(parts, tmp_path):
+    (tmp_path / "c.txt").write_text("w1 w2\t3\n")
+    status, _, err = nplm("ngram-count", "-read", parts / "part0.counts", "-read", tmp_path / "c.txt", "-order", "2",
+                          "-lm", tmp_path / "m.arpa")
+    assert_one_line_error(status, err, "give it")
+
+
+def hostile(path, vocab, grams, counts, kind=COUNTS_KIND, order=None):
+    arrays = {}
+    for k, (g, c) in enumerate(zip(grams, counts), 1):
+        arrays[f"grams.{k}"], arrays[f"counts.{k}"] = g, c
+    container.save(str(path), kind, arrays, meta={"order": order or len(grams)}, vocab=vocab)
+
+
+@pytest.mark.parametrize("case, message", [
+    ("unsorted", "not sorted and distinct"),
+    ("repeated", "not sorted and distinct"),
+    ("outside", "word ids outside the vocabulary"),
+    ("zero count", "counted 0 times"),
+    ("wrong dtype", "expected <i4 (n, 2) and <i8 (n,)"),
+    ("missing order", "expected"),
+    ("another kind", "not n-gram counts"),
+    ("order", "of order 11"),
+])
+def test_hostile_counts_files_are_one_line(tmp_path, case, message):
+    vocab = Vocabulary(WORDS[:5])
+    n = len(vocab)
+    unigrams = np.arange(n, dtype=np.int32)[:, None]
+    bigrams = np.array([[3, 4], [4, 5], [5, 6]], dtype=np.int32)
+    ones = [np.ones(n, dtype=np.int64), np.ones(3, dtype=np.int64)]
+    grams, counts, kind, order = [unigrams, bigrams], ones, COUNTS_KIND, None
+    if case == "unsorted":
+        grams = [unigrams, bigrams[::-1].copy()]
+    elif case == "repeated":
+        grams = [unigrams, bigrams[[0, 0, 1]]]
+    elif case == "outside":
+        grams = [unigrams, bigrams + n]
+    elif case == "zero count":
+        counts = [ones[0], np.array([1, 0, 1], dtype=np.int64)]
+    elif case == "wrong dtype":
+        grams = [unigrams, bigrams.astype(np.int64)]
+    elif case == "missing order":
+        order = 3
+    elif case == "another kind":
+        kind = "backoff-ngram"
+    elif case == "order":
+        order = 11
+    hostile(tmp_path / "h.counts", vocab, grams, counts, kind, order)
+    status, _, err = nplm("ngram-count", "-read", tmp_path / "h.counts", "-order", "2", "-lm", tmp_path / "m.arpa")
+    assert_one_line_error(status, err, "h.counts", message)
+    assert not (tmp_path / "m.arpa").exists()
+
+
+def test_a_corrupt_counts_file_is_refused(parts, tmp_path):
+    data = bytearray((parts / "part1.counts").read_bytes())
+    data[-100] ^= 0xFF  # inside the last array: its checksum no longer holds
+    (tmp_path / "c.counts").write_bytes(bytes(data))
+    status, _, err = nplm("ngram-count", "-read", tmp_path / "c.counts", "-order", "4", "-lm", tmp_path / "m.arpa")
+    assert_one_line_error(status, err, "c.counts", "checksum mismatch")
