@@ -9,7 +9,9 @@ parallel word streams and segments of T steps (truncated BPTT), without the GIL:
 
 x_t the features C(w_t) of the input word (the output layer reads C itself when tied), L
 stacked layers, dropout on the non-recurrent connections (features, between layers,
-before the output). The state s (and c) of every stream is carried from one segment to
+before the output; a mask per step, or locked: one per segment), and AWD-LSTM's other
+regularisers (nplmtk/neural/regularisation.py): embedding dropout, weight drop on W, AR
+and TAR. The state s (and c) of every stream is carried from one segment to
 the next; a step whose input is <s> starts from a zero state when the model resets at
 sentences. A segment's gradient is summed over its words, clipped to a norm of
 `clip` per word (PyTorch's clip_grad_norm_ of the mean loss), then stepped with the
@@ -23,7 +25,7 @@ from libc.string cimport memcpy, memset
 from class_output cimport class_attach, class_backward, class_distribution, class_forward
 from hs_output cimport tree_attach, tree_backward, tree_distribution, tree_forward
 from batch_driver cimport Schedule, Update, drive, schedule_of
-from elementwise cimport adam_corrections, column_sums, dropout, squares, update
+from elementwise cimport adam_corrections, column_sums, dropout, squares, uniform, update
 from kernel_common cimport gemm, scale, softmax_row
 from nplmtk._ext.sampling_kernels cimport Sampling, draw_samples, merge_duplicates, sampling_free, sampling_start
 from recurrent_layers cimport MAX_LAYERS, Layer, Rnn, Slot, layer_backward, layer_forward
@@ -32,26 +34,61 @@ from sampled_output cimport sampled_backward, sampled_rows_gradient, sampled_sco
 cnp.import_array()
 
 
+cdef void drop(float *values, float *mask, int T, Py_ssize_t size, float p, bint locked,
+               unsigned long long *rng) noexcept nogil:
+    """Dropout on T steps of `size` values each: a mask per value, or (locked) one per
+    stream's value for the whole segment, the same at every step (variational dropout,
+    Gal & Ghahramani 2016; Merity et al. 2018, sec. 4.1)."""
+    cdef int t
+    cdef Py_ssize_t i
+    if not locked:
+        dropout(values, mask, T * size, p, rng)
+        return
+    dropout(values, mask, size, p, rng)
+    for t in range(1, T):
+        memcpy(mask + t * size, mask, size * sizeof(float))
+        for i in range(t * size, (t + 1) * size):
+            values[i] *= mask[i]
+
+
+cdef void drop_weights(Rnn *net, Layer *L) noexcept nogil:
+    """Weight drop (DropConnect on W, Merity et al. 2018, sec. 2): the segment's W is
+    Wd = W * mask, a mask drawn per segment."""
+    cdef Py_ssize_t size = <Py_ssize_t> L.gates * L.hidden * L.hidden
+    memcpy(L.Wd, L.W, size * sizeof(float))
+    dropout(L.Wd, L.Wmask, size, net.drop_weight, net.rng)
+    L.Wf = L.Wd
+
+
 cdef float *layers_forward(Rnn *net, int T, bint train) noexcept nogil:
     """The input features and the layers of a segment of T steps (net.inputs), with
     dropout when training; returns the top layer's output (T x B x its width)."""
-    cdef int B = net.streams, m = net.m, l
+    cdef int B = net.streams, m = net.m, l, w
     cdef Py_ssize_t N = <Py_ssize_t> T * B, r
     cdef float *top
     cdef Layer *L
+    cdef bint words = train and net.drop_words > 0
+    if words:  # embedding dropout: a scale per word of the vocabulary, this segment's
+        for w in range(net.vocab):
+            net.word_scale[w] = 0 if uniform(net.rng) < net.drop_words else 1 / (1 - net.drop_words)
     for r in range(N):
         memcpy(net.X + r * m, net.C + <Py_ssize_t> net.inputs[r] * m, m * sizeof(float))
+        if words:
+            scale(m, net.word_scale[net.inputs[r]], net.X + r * m)
         net.keep[r] = 0 if net.reset and net.inputs[r] == net.bos else 1
-    if train and net.dropout > 0:
-        dropout(net.X, net.Xmask, N * m, net.dropout, net.rng)
+    if train and net.drop_input > 0:
+        drop(net.X, net.Xmask, T, <Py_ssize_t> B * m, net.drop_input, net.locked, net.rng)
     top = net.X
     for l in range(net.layers):
         L = &net.layer[l]
+        L.Wf = L.W
+        if train and net.drop_weight > 0:
+            drop_weights(net, L)
         layer_forward(net, L, top, T)
         if L.out != L.S + B * L.hidden:  # without dropout the output is the states themselves
             memcpy(L.out, L.S + B * L.hidden, N * L.hidden * sizeof(float))
-        if train and net.dropout > 0:
-            dropout(L.out, L.mask, N * L.hidden, net.dropout, net.rng)
+        if train and L.drop > 0:
+            drop(L.out, L.mask, T, <Py_ssize_t> B * L.hidden, L.drop, net.locked, net.rng)
         top = L.out
     return top
 
@@ -158,21 +195,51 @@ cdef double sampled_forward_backward(Rnn *net, Sampling *sp, int T, int *touched
     return estimate
 
 
+cdef void temporal_gradient(Rnn *net, Layer *L, int T) noexcept nogil:
+    """TAR's gradient, tar / h ||s_t - s_t-1||^2 over the steps t >= 1 of the segment within
+    a sentence (s the top layer's states before dropout), added to dL/ds in dOut."""
+    cdef int B = net.streams, h = L.hidden, t, b, j
+    cdef float a = 2 * net.tar / h, d
+    cdef const float *s
+    cdef float *ds
+    for t in range(1, T):
+        s = L.S + <Py_ssize_t> (t + 1) * B * h
+        ds = net.dOut + <Py_ssize_t> t * B * h
+        for b in range(B):
+            if net.keep[t * B + b] == 0:  # a new sentence: no previous state to stay near
+                continue
+            for j in range(b * h, (b + 1) * h):
+                d = a * (s[j] - s[j - B * h])
+                ds[j] += d
+                ds[j - B * h] -= d
+
+
 cdef int inputs_backward(Rnn *net, int T) noexcept nogil:
-    """From dL/d(top) in dOut and the direct connections' dL/dx in dX: back through the
-    layers and time, and into gC's rows of the words that occur (as backward says)."""
-    cdef int m = net.m, l, w, j, count = 0
+    """From dL/d(top) in dOut and the direct connections' dL/dx in dX: AR's and TAR's
+    gradients added, back through the layers and time, and into gC's rows of the words
+    that occur (as backward says)."""
+    cdef int m = net.m, l, w, j, count = 0, top = net.layers - 1
     cdef Py_ssize_t N = <Py_ssize_t> T * net.streams, r
-    cdef Layer *L
-    for l in range(net.layers - 1, -1, -1):
+    cdef float a, factor = 1
+    cdef Layer *L = &net.layer[top]
+    if net.ar > 0:  # ar / h ||dropped output||^2 per step (Merity et al. 2018, sec. 4.3)
+        a = 2 * net.ar / L.hidden
+        for r in range(N * L.hidden):
+            net.dOut[r] += a * L.out[r]
+    for l in range(top, -1, -1):
         L = &net.layer[l]
-        if net.dropout > 0:
+        if L.drop > 0:
             for r in range(N * L.hidden):
                 net.dOut[r] *= L.mask[r]
+        if l == top and net.tar > 0:
+            temporal_gradient(net, L, T)
         layer_backward(net, L, net.layer[l - 1].out if l > 0 else net.X, T)
+        if L.Wf != L.W:  # gW holds dL/dWd: through weight drop's mask
+            for r in range(<Py_ssize_t> L.gates * L.hidden * L.hidden):
+                L.gW[r] *= L.Wmask[r]
     for r in range(N * m):
         net.dX[r] += net.dOut[r]
-        if net.dropout > 0:
+        if net.drop_input > 0:
             net.dX[r] *= net.Xmask[r]
     for r in range(N):
         w = net.inputs[r]
@@ -182,8 +249,10 @@ cdef int inputs_backward(Rnn *net, int T) noexcept nogil:
             count += 1
             if not net.tied:
                 memset(net.gC + <Py_ssize_t> w * m, 0, m * sizeof(float))
+        if net.drop_words > 0:
+            factor = net.word_scale[w]
         for j in range(m):
-            net.gC[<Py_ssize_t> w * m + j] += net.dX[r * m + j]
+            net.gC[<Py_ssize_t> w * m + j] += factor * net.dX[r * m + j]
     for r in range(count):
         net.seen[net.touched[r]] = 0
     return 0 if net.tied else count
@@ -289,29 +358,42 @@ cdef class RecurrentNetwork:
     """Views of a recurrent model's arrays (float32, C-contiguous, owned by Python: C, per
     layer l U{l}, W{l} and optionally b{l}, P{l}; V unless tied, d, M) and one worker's
     buffers for segments of up to `capacity` steps of `streams` streams. `carried`: the
-    state each stream carries into the next segment, and the dropout generator's state."""
+    state each stream carries into the next segment, and the dropout generator's state.
+    `regularisation` (nplmtk.neural.regularisation.Regularisation, or None): the dropouts'
+    probabilities (input, hidden, output; locked or not), embedding dropout, weight drop,
+    AR and TAR, applied when training."""
     cdef Rnn net
     cdef object keep_alive
+    cdef tuple settings
     cdef list buffers
+    cdef dict named
     cdef public dict carried
     cdef public dict grads
 
     def __init__(self, params, int layers, bint lstm, int activation, int streams, int capacity, bint reset,
-                 int bos, float dropout=0.0, unsigned long long seed=1, bint trainable=True, bint adam=False,
+                 int bos, regularisation=None, unsigned long long seed=1, bint trainable=True, bint adam=False,
                  classes=None, tree=None):
         cdef int V = params["C"].shape[0], m = params["C"].shape[1], G = 4 if lstm else 1, l, h, inputs = m
         cdef Py_ssize_t N = <Py_ssize_t> capacity * streams
-        if not 1 <= layers <= MAX_LAYERS or streams < 1 or capacity < 1 or not 0 <= dropout < 1 or not 0 <= bos < V:
+        cdef float p_input = 0, p_hidden = 0, p_output = 0, p_words = 0, p_weights = 0, ar = 0, tar = 0
+        cdef bint locked = False
+        if regularisation is not None:
+            r = regularisation
+            p_input, p_hidden, p_output, locked = r.input_dropout, r.hidden_dropout, r.output_dropout, r.locked
+            p_words, p_weights, ar, tar = r.dropout_embedding, r.weight_drop, r.ar, r.tar
+        if not 1 <= layers <= MAX_LAYERS or streams < 1 or capacity < 1 or not 0 <= bos < V \
+                or not all(0 <= p < 1 for p in (p_input, p_hidden, p_output, p_words, p_weights)) or ar < 0 or tar < 0:
             raise ValueError("recurrent network settings out of range")
+        self.settings = (p_input, p_hidden, p_output, p_words, p_weights, ar, tar)
         self.keep_alive = params
-        self.buffers = []
+        self.buffers, self.named = [], {}
         self.carried = {"rng": np.array([(int(seed) * 0x9E3779B97F4A7C15 | 1) % 2 ** 64], dtype=np.uint64)}
         self.grads = {}
         cdef Rnn *net = &self.net
         cdef Layer *L
         net.vocab, net.m, net.layers, net.streams, net.capacity = V, m, layers, streams, capacity
         net.lstm, net.activation, net.reset, net.bos = lstm, activation, reset, bos
-        net.dropout, net.clip = dropout, 0
+        net.clip, net.locked = 0, locked
         net.bias, net.direct, net.tied = "d" in params, "M" in params, "V" not in params and "Vn" not in params
         net.C, net.d, net.M = pointer(params["C"]), self._param(params, "d"), self._param(params, "M")
         net.V = net.C if net.tied else self._param(params, "V")
@@ -331,15 +413,21 @@ cdef class RecurrentNetwork:
             L.cell = self._buffer(f"cell{l}", (capacity + 1) * streams * h)
             L.Sp, L.Cp = self._buffer(f"Sp{l}", N * h), self._buffer(f"Cp{l}", N * h)
             L.Z = self._buffer(f"Z{l}", N * G * h if lstm else 1)
-            L.out = self._buffer(f"out{l}", N * h) if dropout else L.S + streams * h
-            L.mask = self._buffer(f"mask{l}", N * h if dropout else 1)
+            L.drop = p_hidden if l < layers - 1 else p_output
+            L.out = self._buffer(f"out{l}", N * h) if L.drop else L.S + streams * h
+            L.mask = self._buffer(f"mask{l}", N * h if L.drop else 1)
+            L.Wf = L.W
+            L.Wd = self._buffer(f"Wd{l}", G * h * h if p_weights else 1)
+            L.Wmask = self._buffer(f"Wmask{l}", G * h * h if p_weights else 1)
             L.gU, L.gW = self._grad(f"U{l}", params, trainable), self._grad(f"W{l}", params, trainable)
             L.gb, L.gP = self._grad(f"b{l}", params, trainable), self._grad(f"P{l}", params, trainable)
             inputs = h
         if net.tied and inputs != m:
             raise ValueError("a tied output layer needs as many hidden units as features")
         widest = max(m, max(params[f"W{l}"].shape[1] for l in range(layers)))
-        net.X, net.Xmask = self._buffer("X", N * m), self._buffer("Xmask", N * m if dropout else 1)
+        net.X, net.Xmask = self._buffer("X", N * m), self._buffer("Xmask", N * m if p_input else 1)
+        net.word_scale = self._buffer("word_scale", V if p_words else 1)
+        self._regularise(True)
         net.Y, net.keep = self._buffer("Y", N * V), self._buffer("keep", N)
         net.dOut = self._buffer("dOut", N * widest if trainable else 1)
         net.dX = self._buffer("dX", N * m if trainable else 1)
@@ -409,12 +497,22 @@ cdef class RecurrentNetwork:
         self.carried[f"adam_{kind}.{name}"] = np.zeros(self.keep_alive[name].shape, dtype=np.float32)
         return pointer(self.carried[f"adam_{kind}.{name}"])
 
+    cdef _regularise(self, bint on):
+        """The regularisers' settings in the network, or (off) none: the exact gradient."""
+        cdef int l
+        p_input, p_hidden, p_output, p_words, p_weights, ar, tar = self.settings if on else (0,) * 7
+        self.net.drop_input, self.net.drop_words, self.net.drop_weight = p_input, p_words, p_weights
+        self.net.ar, self.net.tar = ar, tar
+        for l in range(self.net.layers):
+            self.net.layer[l].drop = p_hidden if l < self.net.layers - 1 else p_output
+
     cdef float *_param(self, params, name) except? NULL:
         return pointer(params[name]) if name in params else NULL
 
     cdef float *_buffer(self, name, Py_ssize_t size) except? NULL:
         array = np.zeros(max(size, 1), dtype=np.float32)
         self.buffers.append(array)
+        self.named[name] = array
         return pointer(array)
 
     cdef float *_grad(self, name, params, bint trainable) except? NULL:
@@ -535,6 +633,24 @@ cdef class RecurrentNetwork:
                 start += T
         self._save_state()
 
+    def masks(self):
+        """Copies of the last training segment's masks, as the steps applied them (for
+        tests): Xmask (steps x streams x m), mask{l} (steps x streams x h), Wmask{l} (as
+        W{l}), word_scale (|V|); those of the regularisers in use."""
+        cdef int l, T = self.net.capacity, B = self.net.streams
+        found = {}
+        if self.net.drop_input > 0:
+            found["Xmask"] = self.named["Xmask"].reshape(T, B, self.net.m).copy()
+        if self.net.drop_words > 0:
+            found["word_scale"] = self.named["word_scale"].copy()
+        for l in range(self.net.layers):
+            h, G = self.net.layer[l].hidden, self.net.layer[l].gates
+            if self.net.layer[l].drop > 0:
+                found[f"mask{l}"] = self.named[f"mask{l}"].reshape(T, B, h).copy()
+            if self.net.drop_weight > 0:
+                found[f"Wmask{l}"] = self.named[f"Wmask{l}"].reshape(G * h, h).copy()
+        return found
+
     def next_logprobs(self, const int[:, :, ::1] rows, double[::1] out):
         """log p of every word after the steps of `rows` (one stream; targets ignored)."""
         cdef int T = rows.shape[0], j, width
@@ -557,10 +673,13 @@ cdef class RecurrentNetwork:
         for j in range(self.net.vocab):
             out[j] = log(self.net.Y[<Py_ssize_t> (T - 1) * self.net.vocab + j])
 
-    def gradients(self, const int[:, :, ::1] rows, grads, int samples=0, proposal=None, unsigned long long seed=0):
+    def gradients(self, const int[:, :, ::1] rows, grads, int samples=0, proposal=None, unsigned long long seed=0,
+                  bint regularised=False):
         """The gradients of -sum log p over one segment from the carried state, without
         dropout, clipping or a step, written into `grads` (arrays shaped like the
-        parameters); returns the sum of log p. With `samples`: of the sampled objective,
+        parameters); returns the sum of log p. `regularised`: of the training objective,
+        with the dropouts' masks drawn from the carried generator (`masks` reads them) and
+        AR's and TAR's terms added to -sum log p. With `samples`: of the sampled objective,
         -sum (y_target - log Z^), for the draws that train makes from `seed` (steps.sampling) (its
         estimate of sum log p returned). For tests."""
         cdef int T = rows.shape[0], touched
@@ -573,7 +692,7 @@ cdef class RecurrentNetwork:
         if samples:
             self._start_sampling(&sp, samples, proposal, seed)
         self._restore_state()
-        saved_dropout, self.net.dropout = self.net.dropout, 0
+        self._regularise(regularised)
         load_segment(&self.net, &rows[0, 0, 0], T)
         if samples:
             total = sampled_forward_backward(&self.net, &sp, T, &touched, &ess)
@@ -581,7 +700,7 @@ cdef class RecurrentNetwork:
         else:
             total = forward(&self.net, T, True, NULL)
             touched = backward(&self.net, T)
-        self.net.dropout = saved_dropout
+        self._regularise(True)
         for name, array in self.grads.items():
             grads[name][...] = array
         if not self.net.tied:  # gC holds only the rows that occur
