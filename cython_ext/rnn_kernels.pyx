@@ -25,52 +25,27 @@ from libc.string cimport memcpy, memset
 from class_output cimport class_attach, class_backward, class_distribution, class_forward
 from hs_output cimport tree_attach, tree_backward, tree_distribution, tree_forward
 from batch_driver cimport Schedule, Update, drive, schedule_of
-from elementwise cimport adam_corrections, column_sums, dropout, squares, uniform, update
+from elementwise cimport adam_corrections, column_sums, squares, update
 from kernel_common cimport gemm, scale, softmax_row
 from nplmtk._ext.sampling_kernels cimport Sampling, draw_samples, merge_duplicates, sampling_free, sampling_start
 from recurrent_layers cimport MAX_LAYERS, Layer, Rnn, Slot, layer_backward, layer_forward
+from recurrent_regularisers cimport (activation_gradient, drop, drop_weights, drop_words, temporal_gradient,
+                                     weight_drop_gradient)
 from sampled_output cimport sampled_backward, sampled_rows_gradient, sampled_scores
 
 cnp.import_array()
 
 
-cdef void drop(float *values, float *mask, int T, Py_ssize_t size, float p, bint locked,
-               unsigned long long *rng) noexcept nogil:
-    """Dropout on T steps of `size` values each: a mask per value, or (locked) one per
-    stream's value for the whole segment, the same at every step (variational dropout,
-    Gal & Ghahramani 2016; Merity et al. 2018, sec. 4.1)."""
-    cdef int t
-    cdef Py_ssize_t i
-    if not locked:
-        dropout(values, mask, T * size, p, rng)
-        return
-    dropout(values, mask, size, p, rng)
-    for t in range(1, T):
-        memcpy(mask + t * size, mask, size * sizeof(float))
-        for i in range(t * size, (t + 1) * size):
-            values[i] *= mask[i]
-
-
-cdef void drop_weights(Rnn *net, Layer *L) noexcept nogil:
-    """Weight drop (DropConnect on W, Merity et al. 2018, sec. 2): the segment's W is
-    Wd = W * mask, a mask drawn per segment."""
-    cdef Py_ssize_t size = <Py_ssize_t> L.gates * L.hidden * L.hidden
-    memcpy(L.Wd, L.W, size * sizeof(float))
-    dropout(L.Wd, L.Wmask, size, net.drop_weight, net.rng)
-    L.Wf = L.Wd
-
-
 cdef float *layers_forward(Rnn *net, int T, bint train) noexcept nogil:
     """The input features and the layers of a segment of T steps (net.inputs), with
     dropout when training; returns the top layer's output (T x B x its width)."""
-    cdef int B = net.streams, m = net.m, l, w
+    cdef int B = net.streams, m = net.m, l
     cdef Py_ssize_t N = <Py_ssize_t> T * B, r
     cdef float *top
     cdef Layer *L
     cdef bint words = train and net.drop_words > 0
-    if words:  # embedding dropout: a scale per word of the vocabulary, this segment's
-        for w in range(net.vocab):
-            net.word_scale[w] = 0 if uniform(net.rng) < net.drop_words else 1 / (1 - net.drop_words)
+    if words:
+        drop_words(net)
     for r in range(N):
         memcpy(net.X + r * m, net.C + <Py_ssize_t> net.inputs[r] * m, m * sizeof(float))
         if words:
@@ -195,37 +170,16 @@ cdef double sampled_forward_backward(Rnn *net, Sampling *sp, int T, int *touched
     return estimate
 
 
-cdef void temporal_gradient(Rnn *net, Layer *L, int T) noexcept nogil:
-    """TAR's gradient, tar / h ||s_t - s_t-1||^2 over the steps t >= 1 of the segment within
-    a sentence (s the top layer's states before dropout), added to dL/ds in dOut."""
-    cdef int B = net.streams, h = L.hidden, t, b, j
-    cdef float a = 2 * net.tar / h, d
-    cdef const float *s
-    cdef float *ds
-    for t in range(1, T):
-        s = L.S + <Py_ssize_t> (t + 1) * B * h
-        ds = net.dOut + <Py_ssize_t> t * B * h
-        for b in range(B):
-            if net.keep[t * B + b] == 0:  # a new sentence: no previous state to stay near
-                continue
-            for j in range(b * h, (b + 1) * h):
-                d = a * (s[j] - s[j - B * h])
-                ds[j] += d
-                ds[j - B * h] -= d
-
-
 cdef int inputs_backward(Rnn *net, int T) noexcept nogil:
     """From dL/d(top) in dOut and the direct connections' dL/dx in dX: AR's and TAR's
     gradients added, back through the layers and time, and into gC's rows of the words
     that occur (as backward says)."""
     cdef int m = net.m, l, w, j, count = 0, top = net.layers - 1
     cdef Py_ssize_t N = <Py_ssize_t> T * net.streams, r
-    cdef float a, factor = 1
+    cdef float factor = 1
     cdef Layer *L = &net.layer[top]
-    if net.ar > 0:  # ar / h ||dropped output||^2 per step (Merity et al. 2018, sec. 4.3)
-        a = 2 * net.ar / L.hidden
-        for r in range(N * L.hidden):
-            net.dOut[r] += a * L.out[r]
+    if net.ar > 0:
+        activation_gradient(net, L, N)
     for l in range(top, -1, -1):
         L = &net.layer[l]
         if L.drop > 0:
@@ -234,9 +188,8 @@ cdef int inputs_backward(Rnn *net, int T) noexcept nogil:
         if l == top and net.tar > 0:
             temporal_gradient(net, L, T)
         layer_backward(net, L, net.layer[l - 1].out if l > 0 else net.X, T)
-        if L.Wf != L.W:  # gW holds dL/dWd: through weight drop's mask
-            for r in range(<Py_ssize_t> L.gates * L.hidden * L.hidden):
-                L.gW[r] *= L.Wmask[r]
+        if L.Wf != L.W:
+            weight_drop_gradient(L)
     for r in range(N * m):
         net.dX[r] += net.dOut[r]
         if net.drop_input > 0:
@@ -375,16 +328,11 @@ cdef class RecurrentNetwork:
                  classes=None, tree=None):
         cdef int V = params["C"].shape[0], m = params["C"].shape[1], G = 4 if lstm else 1, l, h, inputs = m
         cdef Py_ssize_t N = <Py_ssize_t> capacity * streams
-        cdef float p_input = 0, p_hidden = 0, p_output = 0, p_words = 0, p_weights = 0, ar = 0, tar = 0
-        cdef bint locked = False
-        if regularisation is not None:
-            r = regularisation
-            p_input, p_hidden, p_output, locked = r.input_dropout, r.hidden_dropout, r.output_dropout, r.locked
-            p_words, p_weights, ar, tar = r.dropout_embedding, r.weight_drop, r.ar, r.tar
+        self.settings = regularisation.kernel_settings if regularisation is not None else (0.0,) * 7
+        p_input, p_hidden, p_output, p_words, p_weights, ar, tar = self.settings
         if not 1 <= layers <= MAX_LAYERS or streams < 1 or capacity < 1 or not 0 <= bos < V \
-                or not all(0 <= p < 1 for p in (p_input, p_hidden, p_output, p_words, p_weights)) or ar < 0 or tar < 0:
+                or not all(0 <= p < 1 for p in self.settings[:5]) or ar < 0 or tar < 0:
             raise ValueError("recurrent network settings out of range")
-        self.settings = (p_input, p_hidden, p_output, p_words, p_weights, ar, tar)
         self.keep_alive = params
         self.buffers, self.named = [], {}
         self.carried = {"rng": np.array([(int(seed) * 0x9E3779B97F4A7C15 | 1) % 2 ** 64], dtype=np.uint64)}
@@ -393,7 +341,7 @@ cdef class RecurrentNetwork:
         cdef Layer *L
         net.vocab, net.m, net.layers, net.streams, net.capacity = V, m, layers, streams, capacity
         net.lstm, net.activation, net.reset, net.bos = lstm, activation, reset, bos
-        net.clip, net.locked = 0, locked
+        net.clip, net.locked = 0, regularisation is None or regularisation.locked
         net.bias, net.direct, net.tied = "d" in params, "M" in params, "V" not in params and "Vn" not in params
         net.C, net.d, net.M = pointer(params["C"]), self._param(params, "d"), self._param(params, "M")
         net.V = net.C if net.tied else self._param(params, "V")
@@ -634,22 +582,13 @@ cdef class RecurrentNetwork:
         self._save_state()
 
     def masks(self):
-        """Copies of the last training segment's masks, as the steps applied them (for
-        tests): Xmask (steps x streams x m), mask{l} (steps x streams x h), Wmask{l} (as
-        W{l}), word_scale (|V|); those of the regularisers in use."""
-        cdef int l, T = self.net.capacity, B = self.net.streams
-        found = {}
-        if self.net.drop_input > 0:
-            found["Xmask"] = self.named["Xmask"].reshape(T, B, self.net.m).copy()
-        if self.net.drop_words > 0:
-            found["word_scale"] = self.named["word_scale"].copy()
-        for l in range(self.net.layers):
-            h, G = self.net.layer[l].hidden, self.net.layer[l].gates
-            if self.net.layer[l].drop > 0:
-                found[f"mask{l}"] = self.named[f"mask{l}"].reshape(T, B, h).copy()
-            if self.net.drop_weight > 0:
-                found[f"Wmask{l}"] = self.named[f"Wmask{l}"].reshape(G * h, h).copy()
-        return found
+        """Flat copies of the last training segment's masks of the regularisers in use (for
+        tests): Xmask (capacity x streams x m), mask{l} (capacity x streams x h), Wmask{l}
+        (as W{l}), word_scale (|V|)."""
+        used = [("Xmask", self.net.drop_input), ("word_scale", self.net.drop_words)] + \
+            [(f"{kind}{l}", self.net.layer[l].drop if kind == "mask" else self.net.drop_weight)
+             for l in range(self.net.layers) for kind in ("mask", "Wmask")]
+        return {name: self.named[name].copy() for name, p in used if p > 0}
 
     def next_logprobs(self, const int[:, :, ::1] rows, double[::1] out):
         """log p of every word after the steps of `rows` (one stream; targets ignored)."""

@@ -160,6 +160,13 @@ def regularised_objective(model, rows, masks, regularisation):
     return total
 
 
+def shaped_masks(masks, rows_shape, params):
+    """RecurrentNetwork.masks as reference_logprobs takes them: per step, or as W."""
+    steps, _, streams = rows_shape
+    return {name: mask.reshape(params[f"W{name[-1]}"].shape) if name.startswith("Wmask") else
+            mask if name == "word_scale" else mask.reshape(steps, streams, -1) for name, mask in masks.items()}
+
+
 @pytest.mark.parametrize("arch, shape", REGULARISED_SHAPES)
 @pytest.mark.parametrize("regulariser", REGULARISERS)
 def test_each_regulariser_matches_finite_differences_under_fixed_masks(arch, shape, regulariser):
@@ -172,7 +179,7 @@ def test_each_regulariser_matches_finite_differences_under_fixed_masks(arch, sha
     network = model._network(2, len(rows), trainable=True, regularisation=regularisation, seed=4)
     grads = {k: np.zeros_like(v) for k, v in model.params.items()}
     total = network.gradients(rows, grads, regularised=True)
-    masks = network.masks()
+    masks = shaped_masks(network.masks(), rows.shape, model.params)
     expected = {"locked dropouts": {"Xmask", "mask0"} | ({"mask1"} if shape.get("layers") else set()),
                 "dropout per step": {"Xmask", "mask0"} | ({"mask1"} if shape.get("layers") else set()),
                 "embedding dropout": {"word_scale"}, "weight drop": {"Wmask0"} | ({"Wmask1"} if shape.get("layers")

@@ -10,7 +10,9 @@ protocol").
 - for a model with parameter blocks (the log-bilinear family, Zhang et al. sec. 3): each
   block's rate, weight decay and momentum, a frozen block at rate 0;
 - Adam (Kingma & Ba 2015) for the recurrent models, and the cap on the gradient's norm
-  per word (-clip), which their kernel applies with these numbers.
+  per word (-clip), which their kernel applies with these numbers;
+- with -random-bptt, a recurrent chunk's segment lengths (regularisation.py), drawn from
+  the seed and the chunk's first update.
 """
 import math
 from dataclasses import dataclass

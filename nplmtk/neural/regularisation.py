@@ -43,6 +43,13 @@ class Regularisation:
         return cls(**{name: getattr(config, name) for name in cls.__dataclass_fields__})
 
     @property
+    def kernel_settings(self):
+        """What the kernel reads: the dropouts on the input, between layers and on the output,
+        embedding dropout, weight drop, AR, TAR."""
+        return (self.input_dropout, self.hidden_dropout, self.output_dropout, self.dropout_embedding,
+                self.weight_drop, self.ar, self.tar)
+
+    @property
     def locked(self):
         return self.dropout == 0
 
