@@ -22,23 +22,31 @@ def test_random_segment_lengths_are_awd_lstms():
     """bptt, or bptt / 2 one time in twenty, plus N(0, 5) rounded down, at least 5 and at
     most bptt + 20 steps; together they cover the chunk, the last one possibly cut."""
     lengths = random_segment_lengths(400_000, 70, np.random.default_rng(1))
-    assert lengths.sum() >= 400_000 > lengths[:-1].sum()
+    assert lengths.sum() == 400_000
     assert lengths.min() >= 5 and lengths.max() <= 90
     halved = lengths < 52  # 35 + noise, the others 70 + noise: 3.5 standard deviations apart
     assert abs(np.mean(halved) - 0.05) < 0.01
     assert abs(lengths[~halved].mean() - 69.5) < 0.2 and abs(lengths[~halved].std() - 5) < 0.3  # floor(N(70, 5))
     assert abs(lengths[halved].mean() - 34.5) < 1
-    first = random_segment_lengths(1000, 70, np.random.default_rng(1))
-    np.testing.assert_array_equal(first, lengths[:len(first)])
+    np.testing.assert_array_equal(random_segment_lengths(400_000, 70, np.random.default_rng(1)), lengths)
     assert random_segment_lengths(10_000, 8, np.random.default_rng(1)).min() == 5  # max(5, ...)
     assert random_segment_lengths(7, 3, np.random.default_rng(2)).min() >= 3  # no floor of 5 above bptt
+    assert len(random_segment_lengths(0, 35, np.random.default_rng(2))) == 0
+
+
+def test_a_chunk_ends_in_a_short_segment_only_when_the_draws_leave_half_of_one():
+    """A round of 4 x 35 steps: about 140 / 33.6 segments, not one more for the steps left."""
+    chunks = [random_segment_lengths(140, 35, np.random.default_rng(seed)) for seed in range(2000)]
+    assert all(chunk.sum() == 140 and chunk.max() <= 55 for chunk in chunks)
+    assert abs(np.mean([len(chunk) for chunk in chunks]) - 140 / 33.6) < 0.15
+    assert np.mean([chunk.min() >= 15 for chunk in chunks]) > 0.9
 
 
 def test_the_optimizer_draws_a_chunks_lengths_again_on_resuming():
     model = random_model("lstm", {})
     optimizer = Optimizer(model, TrainingConfig(bptt=10, random_bptt=True, weight_decay=0.01, seed=3))
     steps = optimizer.steps(500, first_update=7)
-    assert steps.lengths.sum() >= 500 > steps.lengths[:-1].sum() and steps.rates.shape == (1, len(steps.lengths))
+    assert steps.lengths.sum() == 500 and steps.rates.shape == (1, len(steps.lengths))
     np.testing.assert_array_equal(optimizer.steps(500, first_update=7).lengths, steps.lengths)
     assert not np.array_equal(optimizer.steps(500, first_update=8).lengths[:5], steps.lengths[:5])
     assert Optimizer(model, TrainingConfig(bptt=10)).steps(500).lengths is None
@@ -131,6 +139,27 @@ def test_nt_asgd_validates_and_keeps_the_mean_of_the_parameters_after_each_round
     shifted = ARCHITECTURES["lstm"](vocab, trainer.average, None, model.activation, model.meta)
     logp = shifted.logprobs(valid)
     assert np.isclose(record["valid_ppl"], np.exp(-logp[np.isfinite(logp)].mean()), rtol=1e-9)
+
+
+def test_a_resumed_nt_asgd_run_finishes_like_an_uninterrupted_one(toy_texts, tmp_path, monkeypatch):
+    """Checkpoints keep the average and its count (and the random lengths are drawn again)."""
+    folder, vocab = toy_texts
+    train, valid = (Corpus.read(str(folder / f"{name}.txt"), vocab) for name in ("train", "valid"))
+    monkeypatch.setattr(train_module, "nonmonotone_trigger", lambda ppls, interval: True)
+    settings = dict(epochs=3, lr=0.05, streams=4, bptt=5, optimizer="nt-asgd", random_bptt=True, dropout_input=0.2,
+                    weight_drop=0.2, progress=False, checkpoint_dir=str(tmp_path), checkpoint_every=7)
+
+    def fresh():
+        return ARCHITECTURES["lstm"].initial(vocab, features=6, hidden=6, layers=2, seed=1)
+    straight = Trainer(fresh(), TrainingConfig(**settings))
+    straight.run(train, valid)
+    Trainer(fresh(), TrainingConfig(**{**settings, "epochs": 2})).run(train, valid)
+    resumed = Trainer.resume(str(tmp_path / "checkpoint.nplm"), TrainingConfig(**settings))
+    assert resumed.average is not None
+    resumed.run(train, valid)
+    for name in straight.model.params:
+        assert np.array_equal(straight.model.params[name], resumed.model.params[name]), name
+        assert np.array_equal(straight.average[name], resumed.average[name]), name
 
 
 def test_nt_asgd_trains_saves_and_scores_from_the_command_line(toy_texts, tmp_path):

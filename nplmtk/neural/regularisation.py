@@ -72,11 +72,16 @@ def longest_segment(bptt, random):
 
 
 def random_segment_lengths(steps, bptt, rng):
-    """AWD-LSTM's segment lengths (sec. 4.1) covering `steps` steps: each bptt, or bptt / 2
-    with probability RANDOM_BPTT_HALF, then drawn from N(that, RANDOM_BPTT_SD), rounded
-    down, kept within [min(5, bptt), longest_segment]. The paper scales the rate by
-    length / bptt because its loss is a mean; ours is summed over the segment's words,
-    so each word already weighs the same."""
+    """AWD-LSTM's segment lengths (sec. 4.1) covering a chunk of `steps` steps: each bptt, or
+    bptt / 2 with probability RANDOM_BPTT_HALF, then drawn from N(that, RANDOM_BPTT_SD),
+    rounded down, kept within [min(5, bptt), longest_segment]. A chunk ends a segment (the
+    trainer's rounds are a few segments long): when the draws overshoot it by more than half
+    the last one, the steps left after the others are spread over them a step at a time
+    (within the cap) rather than trained as a short segment of their own. The paper scales
+    the rate by length / bptt because its loss is a mean; ours is summed over the segment's
+    words, so each word already weighs the same."""
+    if steps < 1:
+        return np.zeros(0, dtype=np.int32)
     lengths = []
     total = 0
     shortest, longest = min(RANDOM_BPTT_SHORTEST, bptt), longest_segment(bptt, True)
@@ -85,6 +90,15 @@ def random_segment_lengths(steps, bptt, rng):
         length = int(min(max(int(rng.normal(centre, RANDOM_BPTT_SD)), shortest), longest))
         lengths.append(length)
         total += length
+    left = steps - (total - lengths[-1])
+    if len(lengths) > 1 and 2 * left < lengths[-1] and left <= (len(lengths) - 1) * longest - (total - lengths[-1]):
+        lengths.pop()
+        for i in range(left):
+            while lengths[i % len(lengths)] == longest:
+                i += 1
+            lengths[i % len(lengths)] += 1
+    else:
+        lengths[-1] = left
     return np.array(lengths, dtype=np.int32)
 
 
