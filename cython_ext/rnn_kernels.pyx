@@ -312,9 +312,9 @@ cdef class RecurrentNetwork:
     layer l U{l}, W{l} and optionally b{l}, P{l}; V unless tied, d, M) and one worker's
     buffers for segments of up to `capacity` steps of `streams` streams. `carried`: the
     state each stream carries into the next segment, and the dropout generator's state.
-    `regularisation` (nplmtk.neural.regularisation.Regularisation, or None): the dropouts'
-    probabilities (input, hidden, output; locked or not), embedding dropout, weight drop,
-    AR and TAR, applied when training."""
+    `regularisation` (nplmtk.neural.regularisation.kernel_settings, or None): the dropouts'
+    probabilities (input, hidden, output), embedding dropout, weight drop, AR, TAR and
+    whether the masks are locked, applied when training."""
     cdef Rnn net
     cdef object keep_alive
     cdef tuple settings
@@ -328,7 +328,7 @@ cdef class RecurrentNetwork:
                  classes=None, tree=None):
         cdef int V = params["C"].shape[0], m = params["C"].shape[1], G = 4 if lstm else 1, l, h, inputs = m
         cdef Py_ssize_t N = <Py_ssize_t> capacity * streams
-        self.settings = regularisation.kernel_settings if regularisation is not None else (0.0,) * 7
+        self.settings = tuple(regularisation[:7]) if regularisation is not None else (0.0,) * 7
         p_input, p_hidden, p_output, p_words, p_weights, ar, tar = self.settings
         if not 1 <= layers <= MAX_LAYERS or streams < 1 or capacity < 1 or not 0 <= bos < V \
                 or not all(0 <= p < 1 for p in self.settings[:5]) or ar < 0 or tar < 0:
@@ -341,7 +341,7 @@ cdef class RecurrentNetwork:
         cdef Layer *L
         net.vocab, net.m, net.layers, net.streams, net.capacity = V, m, layers, streams, capacity
         net.lstm, net.activation, net.reset, net.bos = lstm, activation, reset, bos
-        net.clip, net.locked = 0, regularisation is None or regularisation.locked
+        net.clip, net.locked = 0, regularisation is None or regularisation[7]
         net.bias, net.direct, net.tied = "d" in params, "M" in params, "V" not in params and "Vn" not in params
         net.C, net.d, net.M = pointer(params["C"]), self._param(params, "d"), self._param(params, "M")
         net.V = net.C if net.tied else self._param(params, "V")

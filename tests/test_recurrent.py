@@ -15,7 +15,6 @@ from nplmtk.corpus import Corpus
 from nplmtk.models import ARCHITECTURES
 from nplmtk.neural.optimizer import Adam, Draws, sgd_steps
 from nplmtk.neural.recurrent import stream_rows
-from nplmtk.neural.regularisation import Regularisation
 from nplmtk.neural.sampling import proposal
 from nplmtk.neural.train import Trainer, TrainingConfig
 from nplmtk.ngram.counts import NgramCounts
@@ -136,13 +135,13 @@ REGULARISED_SHAPES = [  # 1 and 2 layers of each, direct connections, a tied out
     ("lstm", dict(layers=2, tie=True, features=4, hidden=6, peephole=True)),
 ]
 REGULARISERS = {
-    "locked dropouts": Regularisation(dropout_input=0.3, dropout_hidden=0.4, dropout_output=0.5),
-    "dropout per step": Regularisation(dropout=0.3),
-    "embedding dropout": Regularisation(dropout_embedding=0.4),
-    "weight drop": Regularisation(weight_drop=0.5),
-    "AR": Regularisation(ar=2.0),
-    "TAR": Regularisation(tar=3.0),
-    "all": Regularisation(dropout_input=0.2, dropout_hidden=0.3, dropout_output=0.4, dropout_embedding=0.3,
+    "locked dropouts": TrainingConfig(dropout_input=0.3, dropout_hidden=0.4, dropout_output=0.5),
+    "dropout per step": TrainingConfig(dropout=0.3),
+    "embedding dropout": TrainingConfig(dropout_embedding=0.4),
+    "weight drop": TrainingConfig(weight_drop=0.5),
+    "AR": TrainingConfig(ar=2.0),
+    "TAR": TrainingConfig(tar=3.0),
+    "all": TrainingConfig(dropout_input=0.2, dropout_hidden=0.3, dropout_output=0.4, dropout_embedding=0.3,
                           weight_drop=0.4, ar=1.5, tar=2.5),
 }
 
@@ -189,7 +188,7 @@ def test_each_regulariser_matches_finite_differences_under_fixed_masks(arch, sha
     for name, mask in masks.items():
         assert 0 < np.count_nonzero(mask) < mask.size, name  # some dropped, some kept
         if name in ("Xmask", "mask0", "mask1"):
-            assert np.all(mask[1:] == mask[0]) == regularisation.locked, name
+            assert np.all(mask[1:] == mask[0]) == (regularisation.dropout == 0), name
     assert math.isclose(total, reference_logprobs(model, rows, masks=masks).sum(), rel_tol=1e-5)
     assert_gradients_match_finite_differences(model.params, grads,
                                               lambda: regularised_objective(model, rows, masks, regularisation),

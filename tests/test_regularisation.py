@@ -13,7 +13,7 @@ from nplmtk.corpus import Corpus
 from nplmtk.models import ARCHITECTURES
 from nplmtk.neural.optimizer import Optimizer, sgd_steps, update_schedule
 from nplmtk.neural.recurrent import stream_rows
-from nplmtk.neural.regularisation import Regularisation, nonmonotone_trigger, random_segment_lengths
+from nplmtk.neural.regularisation import nonmonotone_trigger, random_segment_lengths
 from nplmtk.neural.train import Trainer, TrainingConfig
 from test_recurrent import TEXT, VOCAB, random_model
 
@@ -67,7 +67,7 @@ def test_segments_of_given_lengths_train_as_one_update_each():
     rows, _ = stream_rows(Corpus.from_lines(TEXT * 3, VOCAB), 2, VOCAB)
     lengths = np.array([3, 6, 1, 5, 4, 6, 2, 6, 6, 4], dtype=np.int32)
     assert lengths[:-1].sum() < len(rows) <= lengths.sum()
-    regularisation = Regularisation(dropout_input=0.2, dropout_output=0.3, weight_drop=0.3, ar=1, tar=1)
+    regularisation = TrainingConfig(dropout_input=0.2, dropout_output=0.3, weight_drop=0.3, ar=1, tar=1)
     results = []
     for together in (True, False):
         model = random_model("lstm", {"layers": 2})

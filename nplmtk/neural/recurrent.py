@@ -20,7 +20,7 @@ from .blas import on_workers
 from .declarations import CRITERIA, OPTIMIZERS, OUTPUT_LAYERS, Capabilities, Option, declare
 from .network import ACTIVATION_CODES, NeuralModel, check_fits, check_parameters_fit, uniform_initialiser
 from .output_draws import OutputLayer
-from .regularisation import Regularisation, longest_segment
+from .regularisation import kernel_settings, longest_segment
 from .word_classes import class_lists
 
 RESET_STATES = ("sentence", "never")
@@ -231,15 +231,16 @@ class RNNModel(NeuralModel):
 
     def training_network(self, config, worker):
         return self._network(config.streams, longest_segment(config.bptt, config.random_bptt), True,
-                             Regularisation.of(config), config.seed * 1000 + worker, config.optimizer == "adam")
+                             config, config.seed * 1000 + worker, config.optimizer == "adam")
 
     def _network(self, streams, capacity, trainable=False, regularisation=None, seed=1, adam=False):
-        """A kernel network (rnn_kernels.RecurrentNetwork); `regularisation` (a Regularisation)
-        for training only: scoring and the gradients of tests run without."""
+        """A kernel network (rnn_kernels.RecurrentNetwork); `regularisation`, a TrainingConfig
+        whose dropouts and penalties the network applies when training (None: none)."""
         from .._ext.rnn_kernels import RecurrentNetwork
         meta = self.meta
         return RecurrentNetwork(self.params, meta["layers"], self.LSTM, ACTIVATION_CODES[self.activation], streams,
-                                capacity, meta["reset_state"] == "sentence", self.vocab.bos, regularisation, seed,
+                                capacity, meta["reset_state"] == "sentence", self.vocab.bos,
+                                None if regularisation is None else kernel_settings(regularisation), seed,
                                 trainable, adam, class_lists(meta["class_of"]) if meta.get("classes") else None,
                                 self.hs_paths() if meta.get("hs") else None)
 

@@ -13,8 +13,6 @@ loops in cython_ext/rnn_kernels.pyx.
 - the random BPTT length, sec. 4.1 (`random_segment_lengths`);
 - NT-ASGD, sec. 3 (`nonmonotone_trigger`; the trainer averages).
 """
-from dataclasses import dataclass
-
 import numpy as np
 
 RANDOM_BPTT_HALF = 0.05  # a segment is bptt / 2 long (before the noise) with this probability
@@ -23,47 +21,14 @@ RANDOM_BPTT_SHORTEST = 5  # no segment shorter (AWD-LSTM's max(5, ...)), unless 
 RANDOM_BPTT_SPREAD = 4  # no segment longer than bptt + this many standard deviations (the buffers')
 
 
-@dataclass(frozen=True)
-class Regularisation:
-    """A training network's dropouts and penalties (the kernel reads these fields).
-    `dropout` (the toolkit's first dropout) draws a mask per value and step on the input
-    features, between layers and on the output; the locked probabilities replace it."""
-    dropout: float = 0.0
-    dropout_input: float = 0.0
-    dropout_hidden: float = 0.0
-    dropout_output: float = 0.0
-    dropout_embedding: float = 0.0
-    weight_drop: float = 0.0
-    ar: float = 0.0
-    tar: float = 0.0
-
-    @classmethod
-    def of(cls, config):
-        """From a TrainingConfig's fields of the same names."""
-        return cls(**{name: getattr(config, name) for name in cls.__dataclass_fields__})
-
-    @property
-    def kernel_settings(self):
-        """What the kernel reads: the dropouts on the input, between layers and on the output,
-        embedding dropout, weight drop, AR, TAR."""
-        return (self.input_dropout, self.hidden_dropout, self.output_dropout, self.dropout_embedding,
-                self.weight_drop, self.ar, self.tar)
-
-    @property
-    def locked(self):
-        return self.dropout == 0
-
-    @property
-    def input_dropout(self):
-        return self.dropout or self.dropout_input
-
-    @property
-    def hidden_dropout(self):
-        return self.dropout or self.dropout_hidden
-
-    @property
-    def output_dropout(self):
-        return self.dropout or self.dropout_output
+def kernel_settings(config):
+    """What the recurrent kernel takes of a TrainingConfig (rnn_kernels.RecurrentNetwork):
+    the dropouts on the input features, between layers and on the output (-dropout's, a
+    mask per value and step, or the locked ones that replace it), embedding dropout, weight
+    drop, AR, TAR, and whether the masks are locked."""
+    per_step = config.dropout
+    return (per_step or config.dropout_input, per_step or config.dropout_hidden, per_step or config.dropout_output,
+            config.dropout_embedding, config.weight_drop, config.ar, config.tar, per_step == 0)
 
 
 def longest_segment(bptt, random):
