@@ -185,6 +185,7 @@ def test_nt_asgd_trains_saves_and_scores_from_the_command_line(toy_texts, tmp_pa
     (["-optimizer", "nt-asgd", "-lr-halve"], "-optimizer nt-asgd averages the parameters once the valid ppl stalls"),
     (["-optimizer", "nt-asgd"], "-optimizer nt-asgd starts averaging when the valid ppl stops improving: give a "
                                 "-valid text"),
+    (["-dropout-hidden", 0.3], "-dropout-hidden applies between stacked layers: with one layer give -dropout-output"),
     (["-weight-drop", 1], "-weight-drop"),
     (["-dropout-embedding", -0.1], "-dropout-embedding"),
     (["-tar", -1], "-tar"),

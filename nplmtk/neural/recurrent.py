@@ -200,6 +200,9 @@ class RNNModel(NeuralModel):
                 raise ParameterError(f"{{{name}}} must be in [0, 1)")
         if config.ar < 0 or config.tar < 0:
             raise ParameterError("{ar} and {tar} must be at least 0")
+        if config.dropout_hidden and self.meta["layers"] == 1:
+            raise ParameterError("{dropout_hidden} applies between stacked layers: with one layer give "
+                                 "{dropout_output}")
         if config.dropout > 0 and (config.dropout_input or config.dropout_hidden or config.dropout_output):
             raise ParameterError("{dropout} draws a mask per step on every non-recurrent connection, "
                                  "{dropout_input}, {dropout_hidden} and {dropout_output} one per segment: give one "
