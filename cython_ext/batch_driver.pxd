@@ -1,5 +1,6 @@
 # The one loop over a chunk's updates, shared by every network kernel's train: update u
-# takes K = min(batch, remaining) examples, the trainer's numbers for u (nplmtk/neural/
+# takes K = min(batch, remaining) examples (or min(lengths[u], remaining): a recurrent
+# model's segments of random lengths), the trainer's numbers for u (nplmtk/neural/
 # optimizer.py's Steps: a rate and a bulk decay per block, the decay of the rows an update
 # touches), and after it, when any block's bulk decay is not 1, the network's decay. The
 # kernels differ in their `step` and `decay` only, reached through two function pointers
@@ -28,6 +29,7 @@ cdef struct Schedule:
     const float *row_keep     # updates
     const float *dense_keep   # blocks x updates
     const float *momentum     # blocks
+    const int *lengths        # updates: each update's examples, or NULL: batch each
 
 
 cdef inline int schedule_of(Schedule *s, steps, Py_ssize_t count, int capacity, int blocks) except -1:
@@ -37,10 +39,20 @@ cdef inline int schedule_of(Schedule *s, steps, Py_ssize_t count, int capacity, 
     cdef const float[::1] row_keep = steps.row_keep
     cdef const float[:, ::1] dense_keep = steps.dense_keep
     cdef const float[::1] momentum = steps.momentum
+    cdef const int[::1] lengths
     cdef int batch = steps.batch
     cdef Py_ssize_t updates = (count + batch - 1) // batch if batch > 0 else -1
     if batch < 1 or batch > capacity:
         raise ValueError("batch below 1 or larger than the work buffers")
+    s.lengths = NULL
+    if steps.lengths is not None:
+        lengths = steps.lengths
+        updates = lengths.shape[0]
+        given = steps.lengths.tolist()
+        if updates and (min(given) < 1 or max(given) > capacity or not sum(given[:-1]) < count <= sum(given)):
+            raise ValueError("segment lengths below 1, longer than the work buffers, or not the chunk's")
+        if updates:
+            s.lengths = &lengths[0]
     if rates.shape[1] != updates or row_keep.shape[0] != updates or dense_keep.shape[1] != updates:
         raise ValueError(f"the schedule covers {rates.shape[1]} updates, the chunk takes {updates}")
     if rates.shape[0] != blocks or dense_keep.shape[0] != blocks or momentum.shape[0] != blocks:
@@ -65,7 +77,7 @@ cdef inline double drive(void *net, step_fn step, decay_fn decay, const Schedule
     up.u = 0
     up.stride = s.updates
     while start < count:
-        up.K = <int> min(<Py_ssize_t> s.batch, count - start)
+        up.K = <int> min(<Py_ssize_t> (s.lengths[up.u] if s.lengths != NULL else s.batch), count - start)
         up.rows = examples + start * width
         up.last = start + up.K >= count
         up.rates = s.rates + up.u

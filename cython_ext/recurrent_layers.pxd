@@ -41,11 +41,21 @@ cdef struct Layer:
     float *Z          # T x B x gates h: the LSTM's gate values
     float *out        # T x B x h: the output after dropout, the next layer's input
     float *mask       # T x B x h: dropout's scale (0 or 1 / (1 - p))
+    float drop        # the dropout probability of the output (between layers, or the last one's)
+    float *Wf         # the W of this segment's steps: W, or Wd under weight drop
+    float *Wd         # gates h x h: W times Wmask (weight drop, Merity et al. 2018, sec. 2)
+    float *Wmask      # gates h x h: weight drop's scale (0 or 1 / (1 - p)), one per segment
 
 
 cdef struct Rnn:
     int vocab, m, layers, streams, capacity, lstm, activation, bias, direct, tied, reset, bos
-    float dropout
+    float drop_input  # dropout on the input features (the layers' on their outputs: Layer.drop)
+    bint locked       # one mask per stream and segment, the same at every step (variational dropout)
+    float drop_words  # embedding dropout: whole rows of C, per segment (Merity et al. 2018, sec. 4.2)
+    float drop_weight # weight drop on each layer's W (DropConnect)
+    float ar          # activation regularisation: ar / h ||dropped output||^2 per step (sec. 4.3)
+    float tar         # temporal activation regularisation: tar / h ||s_t - s_t-1||^2
+    float *word_scale # |V|: embedding dropout's scale of each word's row (0 or 1 / (1 - p))
     float clip        # this chunk's cap on the gradient's norm per word (0: none), from the trainer
     float *C
     float *V          # the output weights (C when tied)
@@ -116,7 +126,7 @@ cdef inline void layer_forward(Rnn *net, Layer *L, const float *input, int T) no
                 if net.lstm:
                     L.Cp[(t * B + r) * h + j] = k * L.cell[(t * B + r) * h + j]
         z = pre + t * B * G
-        gemm(b'N', b'T', B, G, h, 1.0, Sp, h, L.W, h, 1.0, z, G)
+        gemm(b'N', b'T', B, G, h, 1.0, Sp, h, L.Wf, h, 1.0, z, G)
         if not net.lstm:
             activate(z, B * h, net.activation)
             continue
@@ -177,7 +187,7 @@ cdef inline void layer_backward(Rnn *net, Layer *L, const float *input, int T) n
                         L.gP[h + j] += df * cp
                         L.gP[2 * h + j] += do * cp
                     net.dC[r * h + j] = net.keep[t * B + r] * dcp
-        gemm(b'N', b'N', B, h, G, 1.0, dz, G, L.W, h, 0.0, net.dS, h)
+        gemm(b'N', b'N', B, h, G, 1.0, dz, G, L.Wf, h, 0.0, net.dS, h)
         for r in range(B):
             if net.keep[t * B + r] == 0:
                 memset(net.dS + r * h, 0, h * sizeof(float))

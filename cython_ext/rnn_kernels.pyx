@@ -9,7 +9,9 @@ parallel word streams and segments of T steps (truncated BPTT), without the GIL:
 
 x_t the features C(w_t) of the input word (the output layer reads C itself when tied), L
 stacked layers, dropout on the non-recurrent connections (features, between layers,
-before the output). The state s (and c) of every stream is carried from one segment to
+before the output; a mask per step, or locked: one per segment), and AWD-LSTM's other
+regularisers (nplmtk/neural/regularisation.py): embedding dropout, weight drop on W, AR
+and TAR. The state s (and c) of every stream is carried from one segment to
 the next; a step whose input is <s> starts from a zero state when the model resets at
 sentences. A segment's gradient is summed over its words, clipped to a norm of
 `clip` per word (PyTorch's clip_grad_norm_ of the mean loss), then stepped with the
@@ -23,10 +25,12 @@ from libc.string cimport memcpy, memset
 from class_output cimport class_attach, class_backward, class_distribution, class_forward
 from hs_output cimport tree_attach, tree_backward, tree_distribution, tree_forward
 from batch_driver cimport Schedule, Update, drive, schedule_of
-from elementwise cimport adam_corrections, column_sums, dropout, squares, update
+from elementwise cimport adam_corrections, column_sums, squares, update
 from kernel_common cimport gemm, scale, softmax_row
 from nplmtk._ext.sampling_kernels cimport Sampling, draw_samples, merge_duplicates, sampling_free, sampling_start
 from recurrent_layers cimport MAX_LAYERS, Layer, Rnn, Slot, layer_backward, layer_forward
+from recurrent_regularisers cimport (activation_gradient, drop, drop_weights, drop_words, temporal_gradient,
+                                     weight_drop_gradient)
 from sampled_output cimport sampled_backward, sampled_rows_gradient, sampled_scores
 
 cnp.import_array()
@@ -39,19 +43,27 @@ cdef float *layers_forward(Rnn *net, int T, bint train) noexcept nogil:
     cdef Py_ssize_t N = <Py_ssize_t> T * B, r
     cdef float *top
     cdef Layer *L
+    cdef bint words = train and net.drop_words > 0
+    if words:
+        drop_words(net)
     for r in range(N):
         memcpy(net.X + r * m, net.C + <Py_ssize_t> net.inputs[r] * m, m * sizeof(float))
+        if words:
+            scale(m, net.word_scale[net.inputs[r]], net.X + r * m)
         net.keep[r] = 0 if net.reset and net.inputs[r] == net.bos else 1
-    if train and net.dropout > 0:
-        dropout(net.X, net.Xmask, N * m, net.dropout, net.rng)
+    if train and net.drop_input > 0:
+        drop(net.X, net.Xmask, T, <Py_ssize_t> B * m, net.drop_input, net.locked, net.rng)
     top = net.X
     for l in range(net.layers):
         L = &net.layer[l]
+        L.Wf = L.W
+        if train and net.drop_weight > 0:
+            drop_weights(net, L)
         layer_forward(net, L, top, T)
         if L.out != L.S + B * L.hidden:  # without dropout the output is the states themselves
             memcpy(L.out, L.S + B * L.hidden, N * L.hidden * sizeof(float))
-        if train and net.dropout > 0:
-            dropout(L.out, L.mask, N * L.hidden, net.dropout, net.rng)
+        if train and L.drop > 0:
+            drop(L.out, L.mask, T, <Py_ssize_t> B * L.hidden, L.drop, net.locked, net.rng)
         top = L.out
     return top
 
@@ -159,20 +171,28 @@ cdef double sampled_forward_backward(Rnn *net, Sampling *sp, int T, int *touched
 
 
 cdef int inputs_backward(Rnn *net, int T) noexcept nogil:
-    """From dL/d(top) in dOut and the direct connections' dL/dx in dX: back through the
-    layers and time, and into gC's rows of the words that occur (as backward says)."""
-    cdef int m = net.m, l, w, j, count = 0
+    """From dL/d(top) in dOut and the direct connections' dL/dx in dX: AR's and TAR's
+    gradients added, back through the layers and time, and into gC's rows of the words
+    that occur (as backward says)."""
+    cdef int m = net.m, l, w, j, count = 0, top = net.layers - 1
     cdef Py_ssize_t N = <Py_ssize_t> T * net.streams, r
-    cdef Layer *L
-    for l in range(net.layers - 1, -1, -1):
+    cdef float factor = 1
+    cdef Layer *L = &net.layer[top]
+    if net.ar > 0:
+        activation_gradient(net, L, N)
+    for l in range(top, -1, -1):
         L = &net.layer[l]
-        if net.dropout > 0:
+        if L.drop > 0:
             for r in range(N * L.hidden):
                 net.dOut[r] *= L.mask[r]
+        if l == top and net.tar > 0:
+            temporal_gradient(net, L, T)
         layer_backward(net, L, net.layer[l - 1].out if l > 0 else net.X, T)
+        if L.Wf != L.W:
+            weight_drop_gradient(L)
     for r in range(N * m):
         net.dX[r] += net.dOut[r]
-        if net.dropout > 0:
+        if net.drop_input > 0:
             net.dX[r] *= net.Xmask[r]
     for r in range(N):
         w = net.inputs[r]
@@ -182,8 +202,10 @@ cdef int inputs_backward(Rnn *net, int T) noexcept nogil:
             count += 1
             if not net.tied:
                 memset(net.gC + <Py_ssize_t> w * m, 0, m * sizeof(float))
+        if net.drop_words > 0:
+            factor = net.word_scale[w]
         for j in range(m):
-            net.gC[<Py_ssize_t> w * m + j] += net.dX[r * m + j]
+            net.gC[<Py_ssize_t> w * m + j] += factor * net.dX[r * m + j]
     for r in range(count):
         net.seen[net.touched[r]] = 0
     return 0 if net.tied else count
@@ -289,29 +311,37 @@ cdef class RecurrentNetwork:
     """Views of a recurrent model's arrays (float32, C-contiguous, owned by Python: C, per
     layer l U{l}, W{l} and optionally b{l}, P{l}; V unless tied, d, M) and one worker's
     buffers for segments of up to `capacity` steps of `streams` streams. `carried`: the
-    state each stream carries into the next segment, and the dropout generator's state."""
+    state each stream carries into the next segment, and the dropout generator's state.
+    `regularisation` (nplmtk.neural.regularisation.kernel_settings, or None): the dropouts'
+    probabilities (input, hidden, output), embedding dropout, weight drop, AR, TAR and
+    whether the masks are locked, applied when training."""
     cdef Rnn net
     cdef object keep_alive
+    cdef tuple settings
     cdef list buffers
+    cdef dict named
     cdef public dict carried
     cdef public dict grads
 
     def __init__(self, params, int layers, bint lstm, int activation, int streams, int capacity, bint reset,
-                 int bos, float dropout=0.0, unsigned long long seed=1, bint trainable=True, bint adam=False,
+                 int bos, regularisation=None, unsigned long long seed=1, bint trainable=True, bint adam=False,
                  classes=None, tree=None):
         cdef int V = params["C"].shape[0], m = params["C"].shape[1], G = 4 if lstm else 1, l, h, inputs = m
         cdef Py_ssize_t N = <Py_ssize_t> capacity * streams
-        if not 1 <= layers <= MAX_LAYERS or streams < 1 or capacity < 1 or not 0 <= dropout < 1 or not 0 <= bos < V:
+        self.settings = tuple(regularisation[:7]) if regularisation is not None else (0.0,) * 7
+        p_input, p_hidden, p_output, p_words, p_weights, ar, tar = self.settings
+        if not 1 <= layers <= MAX_LAYERS or streams < 1 or capacity < 1 or not 0 <= bos < V \
+                or not all(0 <= p < 1 for p in self.settings[:5]) or ar < 0 or tar < 0:
             raise ValueError("recurrent network settings out of range")
         self.keep_alive = params
-        self.buffers = []
+        self.buffers, self.named = [], {}
         self.carried = {"rng": np.array([(int(seed) * 0x9E3779B97F4A7C15 | 1) % 2 ** 64], dtype=np.uint64)}
         self.grads = {}
         cdef Rnn *net = &self.net
         cdef Layer *L
         net.vocab, net.m, net.layers, net.streams, net.capacity = V, m, layers, streams, capacity
         net.lstm, net.activation, net.reset, net.bos = lstm, activation, reset, bos
-        net.dropout, net.clip = dropout, 0
+        net.clip, net.locked = 0, regularisation is None or regularisation[7]
         net.bias, net.direct, net.tied = "d" in params, "M" in params, "V" not in params and "Vn" not in params
         net.C, net.d, net.M = pointer(params["C"]), self._param(params, "d"), self._param(params, "M")
         net.V = net.C if net.tied else self._param(params, "V")
@@ -331,15 +361,21 @@ cdef class RecurrentNetwork:
             L.cell = self._buffer(f"cell{l}", (capacity + 1) * streams * h)
             L.Sp, L.Cp = self._buffer(f"Sp{l}", N * h), self._buffer(f"Cp{l}", N * h)
             L.Z = self._buffer(f"Z{l}", N * G * h if lstm else 1)
-            L.out = self._buffer(f"out{l}", N * h) if dropout else L.S + streams * h
-            L.mask = self._buffer(f"mask{l}", N * h if dropout else 1)
+            L.drop = p_hidden if l < layers - 1 else p_output
+            L.out = self._buffer(f"out{l}", N * h) if L.drop else L.S + streams * h
+            L.mask = self._buffer(f"mask{l}", N * h if L.drop else 1)
+            L.Wf = L.W
+            L.Wd = self._buffer(f"Wd{l}", G * h * h if p_weights else 1)
+            L.Wmask = self._buffer(f"Wmask{l}", G * h * h if p_weights else 1)
             L.gU, L.gW = self._grad(f"U{l}", params, trainable), self._grad(f"W{l}", params, trainable)
             L.gb, L.gP = self._grad(f"b{l}", params, trainable), self._grad(f"P{l}", params, trainable)
             inputs = h
         if net.tied and inputs != m:
             raise ValueError("a tied output layer needs as many hidden units as features")
         widest = max(m, max(params[f"W{l}"].shape[1] for l in range(layers)))
-        net.X, net.Xmask = self._buffer("X", N * m), self._buffer("Xmask", N * m if dropout else 1)
+        net.X, net.Xmask = self._buffer("X", N * m), self._buffer("Xmask", N * m if p_input else 1)
+        net.word_scale = self._buffer("word_scale", V if p_words else 1)
+        self._regularise(True)
         net.Y, net.keep = self._buffer("Y", N * V), self._buffer("keep", N)
         net.dOut = self._buffer("dOut", N * widest if trainable else 1)
         net.dX = self._buffer("dX", N * m if trainable else 1)
@@ -409,12 +445,22 @@ cdef class RecurrentNetwork:
         self.carried[f"adam_{kind}.{name}"] = np.zeros(self.keep_alive[name].shape, dtype=np.float32)
         return pointer(self.carried[f"adam_{kind}.{name}"])
 
+    cdef _regularise(self, bint on):
+        """The regularisers' settings in the network, or (off) none: the exact gradient."""
+        cdef int l
+        p_input, p_hidden, p_output, p_words, p_weights, ar, tar = self.settings if on else (0,) * 7
+        self.net.drop_input, self.net.drop_words, self.net.drop_weight = p_input, p_words, p_weights
+        self.net.ar, self.net.tar = ar, tar
+        for l in range(self.net.layers):
+            self.net.layer[l].drop = p_hidden if l < self.net.layers - 1 else p_output
+
     cdef float *_param(self, params, name) except? NULL:
         return pointer(params[name]) if name in params else NULL
 
     cdef float *_buffer(self, name, Py_ssize_t size) except? NULL:
         array = np.zeros(max(size, 1), dtype=np.float32)
         self.buffers.append(array)
+        self.named[name] = array
         return pointer(array)
 
     cdef float *_grad(self, name, params, bint trainable) except? NULL:
@@ -535,6 +581,15 @@ cdef class RecurrentNetwork:
                 start += T
         self._save_state()
 
+    def masks(self):
+        """Flat copies of the last training segment's masks of the regularisers in use (for
+        tests): Xmask (capacity x streams x m), mask{l} (capacity x streams x h), Wmask{l}
+        (as W{l}), word_scale (|V|)."""
+        used = [("Xmask", self.net.drop_input), ("word_scale", self.net.drop_words)] + \
+            [(f"{kind}{l}", self.net.layer[l].drop if kind == "mask" else self.net.drop_weight)
+             for l in range(self.net.layers) for kind in ("mask", "Wmask")]
+        return {name: self.named[name].copy() for name, p in used if p > 0}
+
     def next_logprobs(self, const int[:, :, ::1] rows, double[::1] out):
         """log p of every word after the steps of `rows` (one stream; targets ignored)."""
         cdef int T = rows.shape[0], j, width
@@ -557,10 +612,13 @@ cdef class RecurrentNetwork:
         for j in range(self.net.vocab):
             out[j] = log(self.net.Y[<Py_ssize_t> (T - 1) * self.net.vocab + j])
 
-    def gradients(self, const int[:, :, ::1] rows, grads, int samples=0, proposal=None, unsigned long long seed=0):
+    def gradients(self, const int[:, :, ::1] rows, grads, int samples=0, proposal=None, unsigned long long seed=0,
+                  bint regularised=False):
         """The gradients of -sum log p over one segment from the carried state, without
         dropout, clipping or a step, written into `grads` (arrays shaped like the
-        parameters); returns the sum of log p. With `samples`: of the sampled objective,
+        parameters); returns the sum of log p. `regularised`: of the training objective,
+        with the dropouts' masks drawn from the carried generator (`masks` reads them) and
+        AR's and TAR's terms added to -sum log p. With `samples`: of the sampled objective,
         -sum (y_target - log Z^), for the draws that train makes from `seed` (steps.sampling) (its
         estimate of sum log p returned). For tests."""
         cdef int T = rows.shape[0], touched
@@ -573,7 +631,7 @@ cdef class RecurrentNetwork:
         if samples:
             self._start_sampling(&sp, samples, proposal, seed)
         self._restore_state()
-        saved_dropout, self.net.dropout = self.net.dropout, 0
+        self._regularise(regularised)
         load_segment(&self.net, &rows[0, 0, 0], T)
         if samples:
             total = sampled_forward_backward(&self.net, &sp, T, &touched, &ess)
@@ -581,7 +639,7 @@ cdef class RecurrentNetwork:
         else:
             total = forward(&self.net, T, True, NULL)
             touched = backward(&self.net, T)
-        self.net.dropout = saved_dropout
+        self._regularise(True)
         for name, array in self.grads.items():
             grads[name][...] = array
         if not self.net.tied:  # gC holds only the rows that occur

@@ -95,11 +95,12 @@ CHECKPOINT_KIND = "nplm-checkpoint"
 
 def checkpoint_model(model_file, best=True):
     """The network a training checkpoint holds: the best so far (`best.*` arrays, or the
-    current ones before any validation), or the current parameters. Its meta names the
+    current ones before any validation), or the current parameters (not NT-ASGD's
+    `average.*`). Its meta names the
     architecture (checkpoints older than the energy network are MLPs)."""
     arrays = model_file.arrays
     saved_best = {k[len("best."):]: v for k, v in arrays.items() if k.startswith("best.")}
-    current = {k: v for k, v in arrays.items() if not k.startswith(("best.", "worker."))}
+    current = {k: v for k, v in arrays.items() if not k.startswith(("best.", "worker.", "average."))}
     arch = model_file.meta.get("arch", "mlp")
     if not isinstance(arch, str) or arch not in ARCHITECTURES:
         raise InputError(f"architecture {arch!r} is not supported by this version", path=model_file.path)

@@ -51,12 +51,17 @@ def logistic(z):
 ACT = {"tanh": np.tanh, "sigmoid": logistic, "relu": lambda z: np.maximum(z, 0), "linear": lambda z: z}
 
 
-def reference_logprobs(model, rows, sampled=None):
+def reference_logprobs(model, rows, sampled=None, masks=None, tops=None):
     """log p of every target of rows (steps, 2, streams) in float64, the survey's equations
     written out step by step (padding targets: 0). With `sampled` = (words, log Q of each
     word), the importance-sampling estimate y_t - log Z^, Z^ = mean_j exp(y_w_j - log Q(w_j))
-    over the draws `words` (repeats included), of the full softmax's log p."""
+    over the draws `words` (repeats included), of the full softmax's log p. With `masks`
+    (RecurrentNetwork.masks), under those dropouts and weight drop; `tops`, a list: each
+    step's (top layer's dropped output, its states, 1 where the state runs on) appended."""
+    masks = masks or {}
     p = {k: v.astype(np.float64) for k, v in model.params.items()}
+    for layer in range(model.meta["layers"]):
+        p[f"W{layer}"] = p[f"W{layer}"] * masks.get(f"Wmask{layer}", 1)
     meta, act = model.meta, ACT[model.activation]
     steps, _, streams = rows.shape
     s = [np.zeros((streams, p[f"W{layer}"].shape[1])) for layer in range(meta["layers"])]
@@ -64,8 +69,13 @@ def reference_logprobs(model, rows, sampled=None):
     out = np.zeros((steps, streams))
     for t in range(steps):
         inputs, targets = rows[t, 0], rows[t, 1]
-        keep = (inputs != model.vocab.bos)[:, None] if meta["reset_state"] == "sentence" else 1
-        x = below = p["C"][inputs]
+        keep = (inputs != model.vocab.bos)[:, None] if meta["reset_state"] == "sentence" else np.ones((streams, 1))
+        x = p["C"][inputs]
+        if "word_scale" in masks:
+            x = x * masks["word_scale"][inputs][:, None]
+        if "Xmask" in masks:
+            x = x * masks["Xmask"][t]
+        below = x
         for layer in range(meta["layers"]):
             previous, cell = keep * s[layer], keep * c[layer]
             z = below @ p[f"U{layer}"].T + previous @ p[f"W{layer}"].T + p.get(f"b{layer}", 0)
@@ -78,7 +88,9 @@ def reference_logprobs(model, rows, sampled=None):
                 s[layer] = logistic(zo) * act(c[layer])
             else:
                 s[layer] = act(z)
-            below = s[layer]
+            below = s[layer] * masks[f"mask{layer}"][t] if f"mask{layer}" in masks else s[layer]
+        if tops is not None:
+            tops.append((below, s[-1], keep))
         if "Vn" in p:
             logp = hs_logprobs(below, p["Vn"], p.get("bn", 0), model.meta["tree"], len(model.vocab))
         elif "Vc" in p:
@@ -114,6 +126,95 @@ def test_every_parameter_matches_finite_differences_through_time(arch, shape):
     assert math.isclose(total, reference_logprobs(model, rows).sum(), rel_tol=1e-5)
     assert_gradients_match_finite_differences(model.params, grads, lambda: -reference_logprobs(model, rows).sum(),
                                               np.random.default_rng(1), epsilon=1e-4)  # relu: off its kink
+
+
+REGULARISED_SHAPES = [  # 1 and 2 layers of each, direct connections, a tied output, peepholes
+    ("rnn", {}),
+    ("rnn", dict(layers=2, direct=True)),
+    ("lstm", {}),
+    ("lstm", dict(layers=2, tie=True, features=4, hidden=6, peephole=True)),
+]
+REGULARISERS = {
+    "locked dropouts": TrainingConfig(dropout_input=0.3, dropout_hidden=0.4, dropout_output=0.5),
+    "dropout per step": TrainingConfig(dropout=0.3),
+    "embedding dropout": TrainingConfig(dropout_embedding=0.4),
+    "weight drop": TrainingConfig(weight_drop=0.5),
+    "AR": TrainingConfig(ar=2.0),
+    "TAR": TrainingConfig(tar=3.0),
+    "all": TrainingConfig(dropout_input=0.2, dropout_hidden=0.3, dropout_output=0.4, dropout_embedding=0.3,
+                          weight_drop=0.4, ar=1.5, tar=2.5),
+}
+
+
+def regularised_objective(model, rows, masks, regularisation):
+    """-sum log p plus AR's and TAR's penalties (Merity et al. 2018, sec. 4.3), per step:
+    ar / h ||dropped top output||^2, and tar / h ||s_t - s_t-1||^2 between steps of a
+    segment within a sentence, in float64."""
+    tops = []
+    total = -reference_logprobs(model, rows, masks=masks, tops=tops).sum()
+    width = tops[0][1].shape[1]
+    total += regularisation.ar / width * sum((dropped ** 2).sum() for dropped, _, _ in tops)
+    total += regularisation.tar / width * sum((keep * (state - before) ** 2).sum()
+                                              for (_, before, _), (_, state, keep) in zip(tops, tops[1:]))
+    return total
+
+
+def shaped_masks(masks, rows_shape, params):
+    """RecurrentNetwork.masks as reference_logprobs takes them: per step, or as W."""
+    steps, _, streams = rows_shape
+    return {name: mask.reshape(params[f"W{name[-1]}"].shape) if name.startswith("Wmask") else
+            mask if name == "word_scale" else mask.reshape(steps, streams, -1) for name, mask in masks.items()}
+
+
+@pytest.mark.parametrize("arch, shape", REGULARISED_SHAPES)
+@pytest.mark.parametrize("regulariser", REGULARISERS)
+def test_each_regulariser_matches_finite_differences_under_fixed_masks(arch, shape, regulariser):
+    """AWD-LSTM's regularisers: with the masks of a seeded segment read back from the
+    kernel, its gradient is that of the regularised objective, for every parameter; the
+    masks are those of each regulariser (locked: the same at every step)."""
+    model = random_model(arch, shape)
+    regularisation = REGULARISERS[regulariser]
+    rows, _ = stream_rows(Corpus.from_lines(TEXT, VOCAB), 2, VOCAB)
+    network = model._network(2, len(rows), trainable=True, regularisation=regularisation, seed=4)
+    grads = {k: np.zeros_like(v) for k, v in model.params.items()}
+    total = network.gradients(rows, grads, regularised=True)
+    masks = shaped_masks(network.masks(), rows.shape, model.params)
+    expected = {"locked dropouts": {"Xmask", "mask0"} | ({"mask1"} if shape.get("layers") else set()),
+                "dropout per step": {"Xmask", "mask0"} | ({"mask1"} if shape.get("layers") else set()),
+                "embedding dropout": {"word_scale"}, "weight drop": {"Wmask0"} | ({"Wmask1"} if shape.get("layers")
+                                                                                 else set()),
+                "AR": set(), "TAR": set()}.get(regulariser)
+    assert expected is None or set(masks) == expected
+    for name, mask in masks.items():
+        assert 0 < np.count_nonzero(mask) < mask.size, name  # some dropped, some kept
+        if name in ("Xmask", "mask0", "mask1"):
+            assert np.all(mask[1:] == mask[0]) == (regularisation.dropout == 0), name
+    assert math.isclose(total, reference_logprobs(model, rows, masks=masks).sum(), rel_tol=1e-5)
+    assert_gradients_match_finite_differences(model.params, grads,
+                                              lambda: regularised_objective(model, rows, masks, regularisation),
+                                              np.random.default_rng(1), epsilon=1e-4)
+
+
+def test_regularisers_are_off_when_scoring_and_their_masks_new_each_segment():
+    """A training network scores as a plain one (no dropout, no weight drop); two segments
+    draw different masks; the exact gradient (regularised False) is the plain network's."""
+    model = random_model("lstm", dict(layers=2))
+    rows, _ = stream_rows(Corpus.from_lines(TEXT, VOCAB), 2, VOCAB)
+    network = model._network(2, len(rows), trainable=True, regularisation=REGULARISERS["all"], seed=5)
+    out, plain = np.full(rows.shape[0] * 2, -np.inf), np.full(rows.shape[0] * 2, -np.inf)
+    network.logprobs(rows, out)
+    model._network(2, len(rows)).logprobs(rows, plain)
+    np.testing.assert_array_equal(out, plain)
+    grads = {k: np.zeros_like(v) for k, v in model.params.items()}
+    network.gradients(rows, grads, regularised=True)
+    first = network.masks()
+    network.gradients(rows, grads, regularised=True)
+    assert all(not np.array_equal(first[name], mask) for name, mask in network.masks().items())
+    exact = {k: np.zeros_like(v) for k, v in model.params.items()}
+    model._network(2, len(rows), trainable=True).gradients(rows, exact)
+    network.gradients(rows, grads)
+    for name in exact:
+        np.testing.assert_array_equal(grads[name], exact[name])
 
 
 SAMPLED_SHAPES = [  # importance sampling of the full softmax (tied, direct, stacked, peepholes, no biases)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 CRITERIA = ("full", "is", "is-adaptive")  # the trainer's: exact softmax gradient, importance sampling
 MPI_MODES = ("param", "data")  # the output layer split across the ranks, or parameter averaging
 OUTPUT_LAYERS = ("full", "class", "hs")
-OPTIMIZERS = ("sgd", "adam")
+OPTIMIZERS = ("sgd", "adam", "nt-asgd")  # NT-ASGD: SGD, then averaged (the trainer)
 
 
 @dataclass(frozen=True)

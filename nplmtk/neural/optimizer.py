@@ -10,7 +10,9 @@ protocol").
 - for a model with parameter blocks (the log-bilinear family, Zhang et al. sec. 3): each
   block's rate, weight decay and momentum, a frozen block at rate 0;
 - Adam (Kingma & Ba 2015) for the recurrent models, and the cap on the gradient's norm
-  per word (-clip), which their kernel applies with these numbers.
+  per word (-clip), which their kernel applies with these numbers;
+- with -random-bptt, a recurrent chunk's segment lengths (regularisation.py), drawn from
+  the seed and the chunk's first update.
 """
 import math
 from dataclasses import dataclass
@@ -19,6 +21,7 @@ from decimal import Decimal
 import numpy as np
 
 from ..errors import ParameterError
+from .regularisation import random_segment_lengths
 
 # Examples between bulk decays of the dense weights (U, H, W): the full softmax touches
 # them at every update anyway; the sampled steps, and those of the factored output layers
@@ -64,13 +67,14 @@ class Steps:
     adam: Adam = None       # None: SGD
     clip: float = 0.0       # the gradient's norm capped at this per word (0: no cap)
     sampling: Draws = None  # None: the exact gradient; else importance sampling's draws
+    lengths: np.ndarray = None  # int32 (updates,): each update's examples (segments of random lengths); None: batch
 
     @property
     def updates(self):
         return self.rates.shape[1]
 
 
-def sgd_steps(batch, rates, row_keep, dense_keep, momentum=None, sampling=None, adam=None, clip=0.0):
+def sgd_steps(batch, rates, row_keep, dense_keep, momentum=None, sampling=None, adam=None, clip=0.0, lengths=None):
     """Steps from update_schedule's numbers (1-D) or block_schedule's (2-D)."""
     rates = np.ascontiguousarray(np.atleast_2d(rates), dtype=np.float64)
     dense_keep = np.ascontiguousarray(np.atleast_2d(dense_keep), dtype=np.float32)
@@ -79,14 +83,17 @@ def sgd_steps(batch, rates, row_keep, dense_keep, momentum=None, sampling=None, 
     if momentum is None:
         momentum = np.zeros(rates.shape[0], dtype=np.float32)
     return Steps(batch, rates, np.ascontiguousarray(row_keep, dtype=np.float32), dense_keep,
-                 np.ascontiguousarray(momentum, dtype=np.float32), adam, clip, sampling)
+                 np.ascontiguousarray(momentum, dtype=np.float32), adam, clip, sampling, lengths)
 
 
 def walk(steps, count):
     """(u, start, K) of each update of a chunk of `count` examples: batch_driver.pxd's loop,
     for a network whose updates are sequenced in Python (parallel.ParamParallelNetwork)."""
-    for u, start in enumerate(range(0, count, steps.batch)):
-        yield u, start, min(steps.batch, count - start)
+    sizes = steps.lengths.tolist() if steps.lengths is not None else [steps.batch] * -(-count // steps.batch)
+    start = 0
+    for u, size in enumerate(sizes):
+        yield u, start, min(size, count - start)
+        start += size
 
 
 class Optimizer:
@@ -161,9 +168,13 @@ class Optimizer:
             rates, dense_keep, momentum = block_schedule(model, cfg, examples, self.lr_scale, period, first_update,
                                                          stride)
             return sgd_steps(per_update, rates, None, dense_keep, momentum, sampling)
+        lengths = None
+        if getattr(cfg, "random_bptt", False):  # the same lengths for a chunk when a run resumes
+            lengths = random_segment_lengths(examples, per_update, np.random.default_rng([cfg.seed, first_update]))
         rates, row_keep, dense_keep = update_schedule(examples, per_update, self.initial_rate(), cfg.lr_decay,
-                                                      cfg.weight_decay, period, first_update, stride=stride)
-        return sgd_steps(per_update, rates, row_keep, dense_keep, None, sampling, self.adam, self.clip)
+                                                      cfg.weight_decay, period, first_update, stride=stride,
+                                                      sizes=lengths)
+        return sgd_steps(per_update, rates, row_keep, dense_keep, None, sampling, self.adam, self.clip, lengths)
 
 
 def learning_rates(lr0, lr_decay, updates):
@@ -196,23 +207,27 @@ def block_schedule(model, config, examples, lr_scale, dense_decay_period, first_
     return rates, dense_keep, momentum
 
 
-def update_schedule(examples, batch, lr0, lr_decay, weight_decay, dense_decay_period, first_update=0, stride=1):
-    """The numbers a kernel takes for a chunk of `examples` in batches of `batch`, one per
-    update u of the chunk, t = first_update + stride * u:
+def update_schedule(examples, batch, lr0, lr_decay, weight_decay, dense_decay_period, first_update=0, stride=1,
+                    sizes=None):
+    """The numbers a kernel takes for a chunk of `examples` in batches of `batch` (or of
+    the `sizes` given, covering them), one per update u of the chunk, t = first_update + stride * u:
     - rates[u] = eps0 / (1 + r t) (float64);
     - row_keep[u] = 1 - eps_t lambda, the weight decay of the rows of C the update touches;
     - dense_keep[u]: the bulk weight decay of the dense weights (U, H, W) applied after
       update u: the product of (1 - eps_t lambda)^K over the updates since the last one,
       every `dense_decay_period` examples (and after the chunk's last update); 1: none."""
-    updates = -(-examples // batch)
+    updates = -(-examples // batch) if sizes is None else len(sizes)
     rates = learning_rates(lr0, lr_decay, first_update + stride * np.arange(updates, dtype=np.int64))
     keep = 1 - rates * weight_decay
     row_keep = keep.astype(np.float32)
     dense_keep = np.ones(updates, dtype=np.float32)
     if weight_decay > 0 and updates:
         factors = keep.tolist()  # (1 - eps_t lambda)^K for a batch of K examples
-        last = examples - batch * (updates - 1)
-        if batch > 1:
+        if sizes is not None:
+            last = examples - int(np.sum(sizes[:-1]))
+            factors = [factor ** int(size) for factor, size in zip(factors[:-1], sizes[:-1])] + [factors[-1] ** last]
+        elif batch > 1:
+            last = examples - batch * (updates - 1)
             factors = [factor ** batch for factor in factors[:-1]] + [factors[-1] ** last]
         every = max(1, dense_decay_period // batch)
         ends = list(range(every - 1, updates - 1, every)) + [updates - 1]

@@ -20,6 +20,7 @@ from .blas import on_workers
 from .declarations import CRITERIA, OPTIMIZERS, OUTPUT_LAYERS, Capabilities, Option, declare
 from .network import ACTIVATION_CODES, NeuralModel, check_fits, check_parameters_fit, uniform_initialiser
 from .output_draws import OutputLayer
+from .regularisation import kernel_settings, longest_segment
 from .word_classes import class_lists
 
 RESET_STATES = ("sentence", "never")
@@ -40,12 +41,33 @@ RECURRENT_OPTIONS = (
     Option("streams", "int", "The training text as this many parallel streams (the state carried along each).",
            32, low=1, target="training"),
     # the kernels keep a unit with probability 1 - p in float32: 0.99999999 rounds to 1 there
-    Option("dropout", "real", "Dropout probability on the non-recurrent connections.", 0.0, low=0, high=0.99,
+    Option("dropout", "real", "Dropout probability on the non-recurrent connections (input features, between "
+           "layers, output), a mask per unit and step; the -dropout-input/-hidden/-output options replace it.", 0.0,
+           low=0, high=0.99, target="training"),
+    # AWD-LSTM's regularisers (Merity et al. 2018; nplmtk/neural/regularisation.py)
+    Option("dropout-input", "real", "Locked dropout on the input features: a mask per stream and segment, the same "
+           "at every step (AWD-LSTM's dropouti).", 0.0, low=0, high=0.99, target="training"),
+    Option("dropout-hidden", "real", "Locked dropout between stacked layers (dropouth).", 0.0, low=0, high=0.99,
            target="training"),
+    Option("dropout-output", "real", "Locked dropout on the last layer's output (dropout).", 0.0, low=0,
+           high=0.99, target="training"),
+    Option("dropout-embedding", "real", "Embedding dropout: whole words of the input features dropped for a "
+           "segment, the others scaled by 1 / (1 - p) (dropoute).", 0.0, low=0, high=0.99, target="training"),
+    Option("weight-drop", "real", "DropConnect on the hidden-to-hidden weights W, a mask per segment (wdrop).", 0.0,
+           low=0, high=0.99, target="training"),
+    Option("ar", "real", "Activation regularisation: this times the mean square of the last layer's dropped "
+           "output, per step (alpha).", 0.0, low=0, target="training"),
+    Option("tar", "real", "Temporal activation regularisation: this times the mean square of s_t - s_t-1 of the "
+           "last layer, per step within a sentence (beta).", 0.0, low=0, target="training"),
+    Option("random-bptt", "flag", "Segments of random lengths: -bptt, or half of it 5% of the time, plus normal "
+           "noise of 5 steps (AWD-LSTM's).", target="training"),
+    Option("nonmono", "int", "-optimizer nt-asgd: start averaging when the valid ppl is worse than the best of "
+           "the epochs more than this many before it.", 5, low=1, target="training"),
     Option("clip", "real", "Cap on the gradient's norm per word of a segment (PyTorch's clip_grad_norm_ of the "
            "mean loss; 0: none).", 0.25, low=0, target="training"),
-    Option("optimizer", "choice", "Plain SGD (the papers') or Adam (Kingma & Ba; -lr is then its step size, e.g. "
-           "1e-3).", "sgd", choices=OPTIMIZERS, target="training"),
+    Option("optimizer", "choice", "Plain SGD (the papers'), Adam (Kingma & Ba; -lr is then its step size, e.g. "
+           "1e-3) or NT-ASGD (SGD, then the parameters averaged over the updates once the valid ppl stops "
+           "improving, -nonmono; Merity et al. 2018).", "sgd", choices=OPTIMIZERS, target="training"),
 )
 
 
@@ -170,8 +192,21 @@ class RNNModel(NeuralModel):
                                  f"{config.criterion} samples the full softmax")
         if config.batch != 1:
             raise ParameterError("{batch}: a recurrent model updates once per {bptt} steps of its {streams} streams")
-        if config.bptt < 1 or config.streams < 1 or not 0 <= config.dropout < 1 or config.clip < 0:
-            raise ParameterError("{bptt} and {streams} must be at least 1, {dropout} in [0, 1), {clip} at least 0")
+        if config.bptt < 1 or config.streams < 1 or config.clip < 0 or config.nonmono < 1:
+            raise ParameterError("{bptt}, {streams} and {nonmono} must be at least 1, {clip} at least 0")
+        for name in ("dropout", "dropout_input", "dropout_hidden", "dropout_output", "dropout_embedding",
+                     "weight_drop"):
+            if not 0 <= getattr(config, name) < 1:
+                raise ParameterError(f"{{{name}}} must be in [0, 1)")
+        if config.ar < 0 or config.tar < 0:
+            raise ParameterError("{ar} and {tar} must be at least 0")
+        if config.dropout_hidden and self.meta["layers"] == 1:
+            raise ParameterError("{dropout_hidden} applies between stacked layers: with one layer give "
+                                 "{dropout_output}")
+        if config.dropout > 0 and (config.dropout_input or config.dropout_hidden or config.dropout_output):
+            raise ParameterError("{dropout} draws a mask per step on every non-recurrent connection, "
+                                 "{dropout_input}, {dropout_hidden} and {dropout_output} one per segment: give one "
+                                 "kind")
 
     def training_examples(self, corpus, config):
         """The steps of `streams` parallel streams, gathered chunk by chunk from the corpus."""
@@ -193,18 +228,22 @@ class RNNModel(NeuralModel):
         step of a segment."""
         meta = self.meta
         per_step = meta["features"] + len(self.vocab) + 2 * sum(self.widths(meta))
-        check_fits(4 * workers * config.streams * (config.bptt + 1) * per_step,
+        steps = longest_segment(config.bptt, config.random_bptt)
+        check_fits(4 * workers * config.streams * (steps + 1) * per_step,
                    f"{{streams}} {config.streams} x {{bptt}} {config.bptt} ({workers} worker{'s' if workers > 1 else ''})")
 
     def training_network(self, config, worker):
-        return self._network(config.streams, config.bptt, True, config.dropout, config.seed * 1000 + worker,
-                             config.optimizer == "adam")
+        return self._network(config.streams, longest_segment(config.bptt, config.random_bptt), True,
+                             config, config.seed * 1000 + worker, config.optimizer == "adam")
 
-    def _network(self, streams, capacity, trainable=False, dropout=0.0, seed=1, adam=False):
+    def _network(self, streams, capacity, trainable=False, regularisation=None, seed=1, adam=False):
+        """A kernel network (rnn_kernels.RecurrentNetwork); `regularisation`, a TrainingConfig
+        whose dropouts and penalties the network applies when training (None: none)."""
         from .._ext.rnn_kernels import RecurrentNetwork
         meta = self.meta
         return RecurrentNetwork(self.params, meta["layers"], self.LSTM, ACTIVATION_CODES[self.activation], streams,
-                                capacity, meta["reset_state"] == "sentence", self.vocab.bos, dropout, seed,
+                                capacity, meta["reset_state"] == "sentence", self.vocab.bos,
+                                None if regularisation is None else kernel_settings(regularisation), seed,
                                 trainable, adam, class_lists(meta["class_of"]) if meta.get("classes") else None,
                                 self.hs_paths() if meta.get("hs") else None)
 

@@ -31,6 +31,7 @@ from .blas import blas_threads
 from .declarations import CRITERIA, MPI_MODES, OPTIMIZERS
 from .optimizer import Draws, Optimizer
 from .parallel import ParameterAverager, ParamParallelNetwork
+from .regularisation import nonmonotone_trigger
 from .sampling import ImportanceSampling
 ROUND = 4096  # examples per thread between progress reports and checkpoint checks
 EpochPlan = namedtuple("EpochPlan", "shards per_round words rounds rounds_per_sync")
@@ -88,7 +89,18 @@ class TrainingConfig:
     streams: int = 32
     dropout: float = 0.0
     clip: float = 0.25
-    optimizer: str = "sgd"  # or "adam" (recurrent models; -lr is then Adam's step size)
+    optimizer: str = "sgd"  # or "adam", "nt-asgd" (recurrent models; -lr is then Adam's step size)
+    # AWD-LSTM's regularisers (regularisation.py): locked dropouts, embedding dropout, weight
+    # drop, AR, TAR, segments of random lengths; NT-ASGD's non-monotone interval
+    dropout_input: float = 0.0
+    dropout_hidden: float = 0.0
+    dropout_output: float = 0.0
+    dropout_embedding: float = 0.0
+    weight_drop: float = 0.0
+    ar: float = 0.0
+    tar: float = 0.0
+    random_bptt: bool = False
+    nonmono: int = 5
 
     def block_settings(self):
         """The settings that need a model with parameter blocks."""
@@ -110,8 +122,9 @@ class Trainer:
         self.writer = comm is None or comm.rank == 0
         self.state = {"epoch": 0, "round": 0, "updates": 0, "best_valid": None, "bad_epochs": 0,
                       "rng": np.random.default_rng(config.seed).bit_generator.state, "history": [],
-                      "samples": config.samples, "tiny_ppl": None, "lr_scale": 1.0}
+                      "samples": config.samples, "tiny_ppl": None, "lr_scale": 1.0, "averaged_rounds": None}
         self.best = None
+        self.average = None  # NT-ASGD, once triggered: the mean of the parameters after each round since
         self.resumed_from = None  # the checkpoint's path, when resumed
         self.networks = []
         self.saved_carried = {}
@@ -133,6 +146,9 @@ class Trainer:
                 raise ParameterError(f"{{{setting}}}: unknown value '{value}' (choose from {', '.join(known)})")
             if value not in allowed:
                 raise ParameterError(f"{{{setting}}} {value}: {{arch}} {self.model.arch} has {' or '.join(allowed)}")
+        if cfg.optimizer == "nt-asgd" and cfg.lr_halve:
+            raise ParameterError("{optimizer} nt-asgd averages the parameters once the valid ppl stalls, {lr_halve} "
+                                 "goes back to the best ones at half the rate: give one of them")
         if cfg.max_samples < cfg.samples:
             raise ParameterError(f"{{max_samples}} {cfg.max_samples} is below {{samples}} {cfg.samples}")
         self.optimizer.check()
@@ -162,6 +178,8 @@ class Trainer:
             arrays.update({f"worker.{worker}.{k}": v for k, v in self._carried(network).items()})
         if self.best is not None:
             arrays.update({f"best.{k}": v for k, v in self.best.items()})
+        if self.average is not None:
+            arrays.update({f"average.{k}": v for k, v in self.average.items()})
         meta = {**self.model.file_meta(), "trainer": self.state, "config": asdict(self.config)}
         container.save(self.checkpoint_path(), CHECKPOINT_KIND, arrays, meta=meta, vocab=self.model.vocab)
 
@@ -175,6 +193,8 @@ class Trainer:
         trainer.state.update(saved.meta["trainer"])  # keys newer than the checkpoint keep their defaults
         best = {k[5:]: np.array(v) for k, v in saved.arrays.items() if k.startswith("best.")}
         trainer.best = best or None
+        average = {k[8:]: np.array(v) for k, v in saved.arrays.items() if k.startswith("average.")}
+        trainer.average = average or None
         trainer.saved_carried = {k[len("worker."):]: v for k, v in saved.arrays.items() if k.startswith("worker.")}
         return trainer
 
@@ -198,6 +218,9 @@ class Trainer:
     # -- training --------------------------------------------------------------------
     def run(self, train, valid=None):
         cfg = self.config
+        if cfg.optimizer == "nt-asgd" and valid is None:
+            raise ParameterError("{optimizer} nt-asgd starts averaging when the valid ppl stops improving: give a "
+                                 "{valid} text")
         self.check_training_text(train)
         examples = self.model.training_examples(train, cfg)
         self.averager = None
@@ -309,6 +332,8 @@ class Trainer:
                     state["round"] = retry[2]
             if self.averager and state["round"] % plan.rounds_per_sync == 0:
                 self.averager.average()
+            if state["averaged_rounds"] is not None:
+                self._average_parameters()
             if bar:
                 bar.update(done * (self.comm.size if self.averager else 1))
                 bar.set_postfix(ppl=f"{perplexity_of(logp_sum / max(seen, 1)):.1f}",
@@ -348,19 +373,50 @@ class Trainer:
             exchanger.communication_seconds = 0.0
         return record
 
+    def _average_parameters(self):
+        """NT-ASGD's average (Merity et al. 2018, sec. 3): the running mean of the parameters
+        after each round (a few updates) since the trigger."""
+        state = self.state
+        state["averaged_rounds"] += 1
+        if self.average is None or state["averaged_rounds"] == 1:
+            self.average = {k: v.copy() for k, v in self.model.params.items()}
+            return
+        weight = np.float32(1 / state["averaged_rounds"])
+        for name, mean in self.average.items():
+            mean += weight * (self.model.params[name] - mean)
+
     def _validate(self, record, valid):
         """Early stopping on the validation ppl (added to `record`): keep the best parameters;
         after an epoch without progress, -lr-halve goes back to them at half the rate. True:
-        -patience epochs without progress, stop."""
+        -patience epochs without progress, stop. Under NT-ASGD the averaged parameters are
+        validated and kept once averaging has begun, it begins by `nonmonotone_trigger`, and
+        only epochs since count towards -patience."""
         cfg, state = self.config, self.state
         if valid is None:
             return False
+        averaged = self.average is not None
+        if averaged:  # the averaged parameters in place while they are scored (and copied if best)
+            raw = {k: v.copy() for k, v in self.model.params.items()}
+            for name, mean in self.average.items():
+                self.model.params[name][...] = mean
         logp = self.model.logprobs(valid)
         record["valid_ppl"] = perplexity_of(logp[np.isfinite(logp)].mean())
-        if state["best_valid"] is None or record["valid_ppl"] < state["best_valid"]:
+        better = state["best_valid"] is None or record["valid_ppl"] < state["best_valid"]
+        if better:
             state["best_valid"] = record["valid_ppl"]
             state["bad_epochs"] = 0
             self.best = {k: v.copy() for k, v in self.model.params.items()}
+        if averaged:
+            record["averaged"] = True
+            for name, array in raw.items():
+                self.model.params[name][...] = array
+        elif cfg.optimizer == "nt-asgd":
+            ppls = [r["valid_ppl"] for r in state["history"] if "valid_ppl" in r] + [record["valid_ppl"]]
+            if nonmonotone_trigger(ppls, cfg.nonmono):
+                state["averaged_rounds"] = 0
+                record["averaging_from"] = state["updates"]
+            return False
+        if better:
             return False
         state["bad_epochs"] += 1
         stop = state["bad_epochs"] >= cfg.patience
