@@ -272,7 +272,7 @@ def _estimate_out_of_core(store, folder, memory, unk, debug, lm, write_bin_lm):
     work = os.path.join(folder, "estimate")
     os.mkdir(work)
     timing = (lambda line: click.echo(f"nplm ngram-count: {line}", err=True)) if debug >= 2 else None
-    estimate_on_disk = StreamEstimate(store, work, memory, unk_is_word=unk, timing=timing,
+    estimate_on_disk = StreamEstimate(store, work, memory, unk_is_word=unk, timing=timing, consume_store=True,
                                       log=(lambda line: click.echo(line, err=True)) if debug else None)
     model = estimate_on_disk.run()
     if lm is not None:

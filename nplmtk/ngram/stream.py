@@ -130,11 +130,13 @@ class StreamEstimate:
     """The passes of one estimate, over `store` (a CountStore), working files in
     `folder`, about `memory` bytes of arrays at a time."""
 
-    def __init__(self, store, folder, memory, unk_is_word=True, log=None, warn=None, timing=None):
+    def __init__(self, store, folder, memory, unk_is_word=True, log=None, warn=None, timing=None,
+                 consume_store=False):
+        """With `consume_store` each order's counts are removed from the store once used."""
         self.store, self.vocab, self.order = store, store.vocab, store.order
         self.files, self.memory = _Files(folder), memory
         self.events = Events(self.vocab, unk_is_word)
-        self.log, self.warn, self.timing = log, warn, timing
+        self.log, self.warn, self.timing, self.consume_store = log, warn, timing, consume_store
         self.sizes = [len(self.vocab)] + store.sizes[1:]  # every word a unigram row (some of count 0)
 
     def rows(self, bytes_per_row):
@@ -162,6 +164,7 @@ class StreamEstimate:
             for k in range(2, order + 1):
                 self._lower_probabilities(k)
                 self._context_pass(k, discounts[k - 1])
+                self._remove(("suffix", k), ("lower", k), ("adjusted", k))
         with self.stage("the model's rows and keys"):
             return self._final_model()
 
@@ -431,7 +434,17 @@ class StreamEstimate:
             for out in writers.values():
                 out.close()
             sizes.append(kept)
+            self._remove(("present", k - 1), ("prefix", k), ("logp", k), ("bow", k), ("node", k))
+            if self.consume_store:
+                self._remove(*((name, k) for name in ("grams", "counts")), files=self.store)
+        self._remove(("present", order))
         return DiskModel(self.vocab, self.files.folder, sizes)
+
+    def _remove(self, *names, files=None):
+        """Working files done with (the disk they take is the estimate's peak)."""
+        for name, k in names:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove((files or self.files).path(name, k))
 
 
 class _KeptBefore:
