@@ -65,18 +65,24 @@ def folder_bytes(path):
 
 def tree_rss(pid):
     """Resident bytes of `pid` and all its descendants, now (0 once it has gone)."""
-    total, pending = 0, [pid]
-    while pending:
-        current = pending.pop()
+    parents, resident = {}, {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
         try:
-            with open(f"/proc/{current}/statm") as f:
-                total += int(f.read().split()[1]) * resource.getpagesize()
-            for task in os.listdir(f"/proc/{current}/task"):
-                with open(f"/proc/{current}/task/{task}/children") as f:
-                    pending += [int(child) for child in f.read().split()]
-        except (FileNotFoundError, ProcessLookupError, ValueError):
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()  # after the command's name, which may hold spaces
+            parents[int(entry)], resident[int(entry)] = int(fields[1]), int(fields[21]) * resource.getpagesize()
+        except (FileNotFoundError, ProcessLookupError, IndexError):
             pass
-    return total
+    tree, grown = {pid}, True
+    while grown:
+        grown = False
+        for child, parent in parents.items():
+            if parent in tree and child not in tree:
+                tree.add(child)
+                grown = True
+    return sum(resident.get(member, 0) for member in tree)
 
 
 class Measured:
