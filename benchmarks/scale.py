@@ -50,31 +50,17 @@ def spelt(words):
     return f"{words / 1e9:g}B" if words >= 10 ** 9 else f"{words / 1e6:g}M" if words >= 10 ** 6 else f"{words:,}"
 
 
-def folder_bytes(path):
-    """Disk blocks used under `path` (as `du -s` counts them), files that vanish meanwhile
-    skipped."""
-    total = 0
-    for root, _, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_blocks * 512
-            except FileNotFoundError:
-                pass
-    return total
-
-
-def tree_rss(pid):
-    """Resident bytes of `pid` and all its descendants, now (0 once it has gone)."""
-    parents, resident = {}, {}
+def process_tree(pid):
+    """`pid` and all its descendants, now."""
+    parents = {}
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()  # after the command's name, which may hold spaces
-            parents[int(entry)], resident[int(entry)] = int(fields[1]), int(fields[21]) * resource.getpagesize()
-        except (FileNotFoundError, ProcessLookupError, IndexError):
-            pass
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    # the fields after the command's name, which may hold spaces; the parent's id is the second
+                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (FileNotFoundError, ProcessLookupError, IndexError):
+                pass
     tree, grown = {pid}, True
     while grown:
         grown = False
@@ -82,7 +68,49 @@ def tree_rss(pid):
             if parent in tree and child not in tree:
                 tree.add(child)
                 grown = True
-    return sum(resident.get(member, 0) for member in tree)
+    return tree
+
+
+def tree_rss(tree):
+    """Resident bytes of the processes `tree`, now."""
+    total = 0
+    for pid in tree:
+        try:
+            with open(f"/proc/{pid}/statm") as f:
+                total += int(f.read().split()[1]) * resource.getpagesize()
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            pass
+    return total
+
+
+def temporary_bytes(folder, tree):
+    """Disk blocks used under `folder` (as `du -s` counts them), and by the files under it
+    that the processes `tree` hold open after removing them (lmplz's temporary files are
+    removed as soon as they are made)."""
+    total, prefix = 0, os.path.abspath(folder) + os.sep
+    for root, _, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+            except FileNotFoundError:
+                pass
+    seen = set()
+    for pid in tree:
+        try:
+            descriptors = os.listdir(f"/proc/{pid}/fd")
+        except (FileNotFoundError, PermissionError):
+            continue
+        for fd in descriptors:
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith(prefix) and target.endswith(" (deleted)"):
+                    info = os.stat(f"/proc/{pid}/fd/{fd}")
+                    if (info.st_dev, info.st_ino) not in seen:
+                        seen.add((info.st_dev, info.st_ino))
+                        total += info.st_blocks * 512
+            except (FileNotFoundError, PermissionError):
+                pass
+    return total
 
 
 class Measured:
@@ -105,9 +133,10 @@ class Measured:
 
             def poll():
                 while not done.wait(POLL_SECONDS):
-                    peaks["rss"] = max(peaks["rss"], tree_rss(proc.pid))
+                    tree = process_tree(proc.pid)
+                    peaks["rss"] = max(peaks["rss"], tree_rss(tree))
                     if temporary:
-                        peaks["disk"] = max(peaks["disk"], folder_bytes(temporary))
+                        peaks["disk"] = max(peaks["disk"], temporary_bytes(temporary, tree))
 
             watcher = threading.Thread(target=poll, daemon=True)
             watcher.start()
@@ -124,9 +153,9 @@ class Measured:
         if proc.returncode != 0:
             last = next((line for line in reversed(message.splitlines()) if line.strip()), "")
             if any(sign in message for sign in MEMORY_FAILURES) or proc.returncode == -signal.SIGKILL:
-                self.failure = f"exceeded the {cap_bytes / 2 ** 30:g} GB cap"
+                self.failure = f"EXCEEDED the {cap_bytes / 2 ** 30:g} GB cap"
             else:
-                self.failure = f"failed (status {proc.returncode}: {last.strip()[:120]})"
+                self.failure = f"FAILED (status {proc.returncode}: {last.strip()[:120]})"
 
 
 def data_counts(arpa):
@@ -210,7 +239,7 @@ def scoring(nplm, kenlm, arpa, heldout, work, cap):
 
 def cell(run, field):
     if run.failure:
-        return run.failure.upper() if field == "wall" else ""
+        return run.failure if field == "wall" else ""
     return {"wall": f"{run.seconds:,.1f} s", "rss": f"{run.peak_mb:,.0f} MB",
             "disk": f"{run.disk_mb:,.0f} MB" if run.disk_mb else "0"}[field]
 
@@ -219,7 +248,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nplm", default=os.path.join(os.path.dirname(sys.executable), "nplm"))
     parser.add_argument("--kenlm", default=os.environ.get("KENLM_BIN"),
-                        help="the folder of KenLM's lmplz, query, build_binary (default $KENLM_BIN; skipped when absent)")
+                        help="the folder of KenLM's lmplz, query and build_binary (default $KENLM_BIN; "
+                             "not run when absent)")
     parser.add_argument("--sizes", default=os.environ.get("SCALE_WORDS", "20M,200M,1B"),
                         help="words of text, comma-separated (20M, 1B, ...)")
     parser.add_argument("--repeats", type=int, default=int(os.environ.get("SCALE_REPEATS", 1)))
@@ -292,8 +322,8 @@ def measure_size(words, args, cap, lmplz, ours_max, score_max):
                 os.remove(ours_arpa)  # the disk for lmplz's turn
         if lmplz:
             os.makedirs(lmplz_temp, exist_ok=True)
-            run = Measured([lmplz, "-o", str(ORDER), "-S", memory, "-T", lmplz_temp], cap, temporary=lmplz_temp,
-                           stdin=text, stdout=lmplz_arpa)
+            run = Measured([lmplz, "-o", str(ORDER), "-S", memory, "-T", lmplz_temp, "--discount_fallback"], cap,
+                           temporary=lmplz_temp, stdin=text, stdout=lmplz_arpa)
             result["lmplz"].append(run)
             print(f"{spelt(words)} lmplz: {cell(run, 'wall')} {cell(run, 'rss')}", flush=True)
             if not run.failure:
@@ -330,13 +360,18 @@ def section(results, skipped, args, lmplz, ours_max, score_max):
              f"drawn on its own, p(rank r) proportional to r^-{args.exponent:g} over |V| = {args.vocab_size:,} words "
              "spelt w0, w1, ...; sentences of 1 + Poisson(19) words (mean 20). Held-out text: "
              f"{HELDOUT_WORDS:,} words, `--seed {HELDOUT_SEED}`. Each size's text is written once to a scratch file, "
-             f"then the tools run one after the other, ours first, {args.repeats} time{'s' if args.repeats > 1 else ''} "
+             f"then the tools run one after the other, ours first, {args.repeats} "
+             f"time{'s' if args.repeats > 1 else ''} "
              "each (the median wall time; the largest peaks):", "",
              f"    nplm ngram-count -text text.txt -order {ORDER} -memory M -lm ours.arpa      (TMPDIR=DIR)",
-             f"    lmplz -o {ORDER} -S M -T DIR < text.txt > lmplz.arpa", "",
-             "M = 1G at 20M words, 2G above. Wall time from start to exit; peak RSS the larger of the kernel's peak of "
+             f"    lmplz -o {ORDER} -S M -T DIR --discount_fallback < text.txt > lmplz.arpa", "",
+             "M = 1G at 20M words, 2G above. lmplz needs `--discount_fallback` at 200M words (a Kneser-Ney discount "
+             "out of range: it stops, where ours falls back to 0.5, 1, 1.5 with a warning); where the discounts are "
+             "in range it changes nothing. Wall time from start to exit; peak RSS the larger of the kernel's peak of "
              "the largest process (wait4's ru_maxrss) and the sum over the process tree polled every "
-             f"{POLL_SECONDS:g} s; temporary disk the peak of DIR's blocks (as `du -s` counts them), polled every "
+             f"{POLL_SECONDS:g} s; temporary disk the peak of DIR's blocks (as `du -s` counts them) plus those of "
+             "the files in it "
+             "that the process holds open after removing them (as lmplz does with all of its own), polled every "
              f"{POLL_SECONDS:g} s (the ARPA file itself not counted). Every command ran under an address-space cap "
              f"of {args.cap_gb:g} GB (RLIMIT_AS), so that a run that would exhaust the machine fails instead. "
              f"MB = 2^20 bytes, GB = 2^30."]
@@ -359,7 +394,7 @@ def section(results, skipped, args, lmplz, ours_max, score_max):
                     cells = f"{wall:,.1f} s | {rss:,.0f} MB | {disk:,.0f} MB"
                 else:
                     failed = next(x for x in r[tool] if x.failure)
-                    cells = (f"{failed.failure.upper()} after {failed.seconds:,.0f} s | {failed.peak_mb:,.0f} MB | "
+                    cells = (f"{failed.failure} after {failed.seconds:,.0f} s | {failed.peak_mb:,.0f} MB | "
                              f"{failed.disk_mb:,.0f} MB")
                 arpa = f"{r['arpa_mb'][tool]:,.0f} MB" if tool in r["arpa_mb"] else ""
                 lines.append(f"| {data} | {command} | {cells} | {arpa} |")
