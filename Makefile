@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 BROWN  ?= ../shared/data/brown
 
 .PHONY: install bytecode demo test wheel-check fuzz bench bench-vs outputs-vs clean sharded-lm brown-shards brown-mlp9 brown-mlp1 brown-is brown-lbl brown-lbl-outputs brown-survey brown-lstm brown-fast \
-	brown-energy brown-energy-exact brown-lattices brown-caches brown-convert
+	brown-energy brown-energy-exact brown-lattices brown-caches brown-convert bench-scale
 
 install: $(STAMP)
 
@@ -151,6 +151,20 @@ brown-shards: install
 	$(MAKE) --no-print-directory sharded-lm TEXT=$(BROWN)/train.txt VOCAB="$$out/vocab.txt" OUT="$$out/merged.arpa"; \
 	$(BIN)/nplm ngram-count -text $(BROWN)/train.txt -order $(ORDER) -vocab "$$out/vocab.txt" -unk -lm "$$out/one.arpa"; \
 	cmp "$$out/merged.arpa" "$$out/one.arpa" && echo "brown-shards: the $(PARTS) parts merged give the one-machine model, byte for byte"
+
+# KN5 of large random Zipf texts against KenLM's lmplz (issue 35, benchmarks/scale.py): the text by
+# benchmarks/zipf_text.py (seeded; |V| = 200k, exponent 1.1) at SCALE_WORDS words (comma-separated;
+# each size run only when the disk has 60 times its text free), `nplm ngram-count -order 5 -memory 1G`
+# (2G above 20M words) then `lmplz -o 5 -S` the same when KENLM_BIN holds it, SCALE_REPEATS times;
+# wall, peak RSS and peak temporary disk of each, every command under an address-space cap of
+# SCALE_CAP_GB; at sizes up to SCALE_SCORE_MAX, 200k held-out words scored by nplm ppl and KenLM's
+# query (ARPA and binary). SCALE_OURS_MAX runs ngram-count only up to that size. Writes its section
+# of BENCHMARKS.md (20M words: about 10 min; 200M: lmplz alone about 20 min).
+SCALE_WORDS ?= 20M,200M,1B
+SCALE_REPEATS ?= 1
+bench-scale: install
+	SCALE_WORDS=$(SCALE_WORDS) SCALE_REPEATS=$(SCALE_REPEATS) $(BIN)/python benchmarks/scale.py --nplm $(BIN)/nplm \
+	    --out BENCHMARKS.md
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info demo/out bench/out nplmtk/_ext/*.so cython_ext/*.c
