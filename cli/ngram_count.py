@@ -8,7 +8,7 @@ import numpy as np
 from nplmtk.container import is_container
 from nplmtk.corpus import Corpus
 from nplmtk.errors import NplmError
-from nplmtk.io import check_readable, check_writable, open_output, scratch_folder
+from nplmtk.io import check_readable, check_writable, open_output, scratch_error, scratch_folder
 from nplmtk.ngram.arpa import write_arpa
 from nplmtk.ngram.binary import check_binary_name
 from nplmtk.ngram.binary import write_binary as write_binary_model  # -write-binary names the counts file
@@ -270,7 +270,10 @@ def _estimate_out_of_core(store, folder, memory, unk, debug, lm, write_bin_lm):
         click.echo(f"nplm ngram-count: {sum(store.sizes)} distinct n-grams outgrow -memory: estimated out of core, "
                    "in passes over files", err=True)
     work = os.path.join(folder, "estimate")
-    os.mkdir(work)
+    try:
+        os.mkdir(work)
+    except OSError as err:
+        raise scratch_error(folder, err) from None
     timing = (lambda line: click.echo(f"nplm ngram-count: {line}", err=True)) if debug >= 2 else None
     estimate_on_disk = StreamEstimate(store, work, memory, unk_is_word=unk, timing=timing, consume_store=True,
                                       log=(lambda line: click.echo(line, err=True)) if debug else None)

@@ -453,6 +453,48 @@ def scratch_folder(kind, root=None):
             shutil.rmtree(folder, ignore_errors=True)
 
 
+def scratch_error(folder, err):
+    """The error of a failed write of temporary files in `folder` (say, a full disk)."""
+    return NplmError(f"cannot keep temporary files ({err.strerror or err}): set TMPDIR or -temp to a folder "
+                     "with room", path=folder)
+
+
+class ScratchFile:
+    """A binary file of temporary data in a scratch folder, written a piece at a time
+    (numpy arrays or bytes): not an output (no atomic rename, no stdout), and every
+    failure, say a full disk, one scratch_error naming the folder."""
+
+    def __init__(self, path):
+        self.folder = os.path.dirname(path)
+        try:
+            self.out = open(path, "wb")
+        except OSError as err:
+            raise scratch_error(self.folder, err) from None
+
+    def append(self, values):
+        """The bytes of `values` (file.write, unlike ndarray.tofile, keeps the errno)."""
+        view = memoryview(values)
+        if not view.c_contiguous:
+            view = memoryview(bytes(view))
+        try:
+            if view.nbytes:
+                self.out.write(view.cast("B"))
+        except OSError as err:
+            raise scratch_error(self.folder, err) from None
+
+    def close(self):
+        try:
+            self.out.close()
+        except OSError as err:
+            raise scratch_error(self.folder, err) from None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 @contextlib.contextmanager
 def _terminate_as_exit():
     """Within the block SIGTERM raises SystemExit(128 + SIGTERM) (Python's default ends the

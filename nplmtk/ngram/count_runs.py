@@ -11,9 +11,9 @@ import numpy as np
 from .._ext.count_kernels import NgramHashCounter
 from .._ext.ngram_sorting import merge_sorted_rows, sort_counted
 from ..errors import InputError
-from ..io import BLOCK_BYTES
+from ..io import BLOCK_BYTES, scratch_error
 from .counts import NgramCounts, check_ids, check_order, check_orders
-from .store import CountStore, StoreWriter, disk_error
+from .store import CountStore, StoreWriter
 
 # The tables may take half of `memory`: spilling them takes about as much again for one
 # order's sorted copy (its table freed once copied), and the text's block lies beside them.
@@ -70,7 +70,7 @@ class CountAccumulator:
         try:
             os.makedirs(folder, exist_ok=True)
         except OSError as err:
-            raise disk_error(folder, err) from None
+            raise scratch_error(folder, err) from None
         if not self.runs and not self.counts_read:
             if not self.counter.entries():
                 raise InputError("no counts", path=source)
@@ -100,7 +100,7 @@ class CountAccumulator:
         try:
             os.mkdir(folder)
         except OSError as err:
-            raise disk_error(self.folder, err) from None
+            raise scratch_error(self.folder, err) from None
         return folder
 
     def _spill(self, folder):

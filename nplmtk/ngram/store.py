@@ -9,25 +9,12 @@ import numpy as np
 
 from .. import container
 from .._ext.checksum_kernels import Xxh64
-from ..errors import InputError, NplmError
+from ..errors import InputError
+from ..io import ScratchFile
 from .counts import MAX_ORDER, NgramCounts
 
 COUNTS_KIND = "ngram-counts"
 BLOCK_ROWS = 1 << 20  # rows read or written at a time
-
-
-def disk_error(folder, err):
-    """The error of a failed write of temporary files in `folder` (say, a full disk)."""
-    return NplmError(f"cannot keep temporary files ({err.strerror or err}): set TMPDIR or -temp to a folder "
-                     "with room", path=folder)
-
-
-def write_array(out, values):
-    """The bytes of `values` to the binary file `out` (file.write, unlike ndarray.tofile,
-    raises an OSError with its errno: a full disk says so)."""
-    values = np.ascontiguousarray(values)
-    if values.size:
-        out.write(values.data.cast("B"))
 
 
 class CountStore:
@@ -79,26 +66,20 @@ class StoreWriter:
         self.files = {}
 
     def append(self, k, grams, counts):
-        try:
-            for name, values in (("grams", grams), ("counts", counts)):
-                out = self.files.get((name, k))
-                if out is None:
-                    out = self.files[(name, k)] = open(os.path.join(self.folder, f"{name}{k}"), "wb")
-                write_array(out, values)
-        except OSError as err:
-            raise disk_error(self.folder, err) from None
+        for name, values in (("grams", grams), ("counts", counts)):
+            out = self.files.get((name, k))
+            if out is None:
+                out = self.files[(name, k)] = ScratchFile(os.path.join(self.folder, f"{name}{k}"))
+            out.append(np.ascontiguousarray(values))
         self.sizes[k - 1] += len(counts)
 
     def close(self):
-        try:
-            for out in self.files.values():
-                out.close()
-            for k in range(1, len(self.sizes) + 1):  # an order without rows still has its (empty) files
-                for name in ("grams", "counts"):
-                    if (name, k) not in self.files:
-                        open(os.path.join(self.folder, f"{name}{k}"), "wb").close()
-        except OSError as err:
-            raise disk_error(self.folder, err) from None
+        for k in range(1, len(self.sizes) + 1):  # an order without rows still has its (empty) files
+            for name in ("grams", "counts"):
+                if (name, k) not in self.files:
+                    self.files[(name, k)] = ScratchFile(os.path.join(self.folder, f"{name}{k}"))
+        for out in self.files.values():
+            out.close()
         self.files = {}
         return CountStore(self.vocab, self.folder, self.sizes)
 

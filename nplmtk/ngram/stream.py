@@ -25,10 +25,9 @@ from .binary import BINARY_KIND, TABLES, check_binary_name
 from .._ext.ngram_sorting import find_sorted_rows
 from .counts import byte_ranks
 from .discounts import CountsOfCounts, ModifiedKneserNey
-from .estimate import (Events, _order_settings, context_bows, context_probabilities, distribute_unigram_mass,
+from .estimate import (Events, _order_settings, _warn, context_bows, context_probabilities, distribute_unigram_mass,
                        log10_to_prob)
-from .store import disk_error, write_array
-from ..io import open_output
+from ..io import ScratchFile, open_output
 
 LARGEST_COUNT_OF_COUNTS = 4  # modified Kneser-Ney reads n1 .. n4
 # Bytes of memory per row of the largest pieces held at once: a context pass's arrays
@@ -67,40 +66,17 @@ class _Files:
         return values if width is None else values.reshape(-1, width)
 
     def writer(self, name, k):
-        return _Appender(self.path(name, k), self.folder)
+        return ScratchFile(self.path(name, k))
 
-
-class _Appender:
-    def __init__(self, path, folder):
-        self.folder = folder
-        try:
-            self.out = open(path, "wb")
-        except OSError as err:
-            raise disk_error(folder, err) from None
-
-    def append(self, values):
-        try:
-            write_array(self.out, values)
-        except OSError as err:
-            raise disk_error(self.folder, err) from None
-
-    def close(self):
-        try:
-            self.out.close()
-        except OSError as err:
-            raise disk_error(self.folder, err) from None
-
-
-def _packed(rows):
-    """Rows of word ids (or ranks) as fixed-width byte strings that compare as the rows
-    do lexicographically (big-endian), for sorting and searching whole rows."""
-    rows = np.ascontiguousarray(rows, dtype=">u4")
-    return rows.view(f"S{4 * rows.shape[1]}").ravel()
+    def write(self, name, k, values):
+        """`name{k}` holding `values`."""
+        with self.writer(name, k) as out:
+            out.append(values)
 
 
 class DiskModel:
-    """A back-off model on disk: per order k, the model's rows (`grams{k}`), float32
-    log10 probabilities and back-off weights, and which rows are contexts (`node{k}`),
+    """A back-off model on disk: per order k, the model's rows (`fgrams{k}`), float32
+    log10 probabilities and back-off weights, and which rows are contexts (`fnode{k}`),
     rows in lexicographic order."""
 
     def __init__(self, vocab, folder, sizes):
@@ -119,12 +95,6 @@ class DiskModel:
         return (f.read("fgrams", k, np.int32, start, stop, k), f.read("flogp", k, np.float32, start, stop),
                 f.read("fbow", k, np.float32, start, stop), f.read("fnode", k, np.bool_, start, stop))
 
-    def load(self):
-        """The model in memory (a BackoffModel)."""
-        from .backoff import BackoffModel
-        grams, logp, bow, node = zip(*(self.read(k, 0, n) for k, n in enumerate(self.sizes, 1)))
-        return BackoffModel(self.vocab, list(grams), list(logp), list(bow), list(node))
-
 
 class StreamEstimate:
     """The passes of one estimate, over `store` (a CountStore), working files in
@@ -138,6 +108,9 @@ class StreamEstimate:
         self.events = Events(self.vocab, unk_is_word)
         self.log, self.warn, self.timing, self.consume_store = log, warn, timing, consume_store
         self.sizes = [len(self.vocab)] + store.sizes[1:]  # every word a unigram row (some of count 0)
+        grams, counts = store.read(1, 0, store.sizes[0])
+        self.unigram_counts = np.zeros(len(self.vocab), dtype=np.int64)
+        self.unigram_counts[grams[:, 0]] = counts
 
     def rows(self, bytes_per_row):
         """How many rows of `bytes_per_row` fit in a share of the memory."""
@@ -185,15 +158,8 @@ class StreamEstimate:
 
     def raw_counts(self, k, start, stop):
         if k == 1:
-            return self._unigram_counts()[start:stop]
+            return self.unigram_counts[start:stop]
         return self.store.read(k, start, stop)[1]
-
-    def _unigram_counts(self):
-        if not hasattr(self, "_unigrams"):
-            grams, counts = self.store.read(1, 0, self.store.sizes[0])
-            self._unigrams = np.zeros(len(self.vocab), dtype=np.int64)
-            self._unigrams[grams[:, 0]] = counts
-        return self._unigrams
 
     def _chunks(self, k, rows):
         for start in range(0, self.sizes[k - 1], rows):
@@ -204,12 +170,9 @@ class StreamEstimate:
     def _prefix_rows(self, k):
         """`prefix{k}`: the row of each order-k row's first k-1 words among the order-(k-1)
         rows, both read forward once and merged."""
+        if k == 2:
+            return self._bigram_words("prefix", 0)
         out = self.files.writer("prefix", k)
-        if k == 2:  # unigram rows are word ids
-            for start, stop in self._chunks(k, self.rows(16)):
-                out.append(self.grams(k, start, stop)[:, 0].astype(np.int64))
-            out.close()
-            return
         table, table_start, block = np.empty((0, k - 1), dtype=np.int32), 0, self.rows(4 * (k - 1))
         for start, stop in self._chunks(k, self.rows(12 + 4 * k)):
             queries = np.ascontiguousarray(self.grams(k, start, stop)[:, :-1])
@@ -239,20 +202,12 @@ class StreamEstimate:
         among the order-(k-1) keys a window at a time."""
         vocab_size = len(self.vocab)
         if k == 2:
-            out = self.files.writer("suffix", k)
-            for start, stop in self._chunks(k, self.rows(16)):
-                out.append(self.grams(k, start, stop)[:, 1].astype(np.int64))
-            out.close()
-            return
-        windows = list(self._chunks(k - 1, self.rows(8 * 2)))
-        for number, (low, high) in enumerate(windows):
+            return self._bigram_words("suffix", 1)
+
+        def window(low, high, last):
             keys = self._keys(k - 1, low, high)
-            previous = f"suffix.{number - 1}" if number else None
-            target = "suffix" if number == len(windows) - 1 else f"suffix.{number}"
-            out = self.files.writer(target, k)
-            for start, stop in self._chunks(k, self.rows(8 * 6)):
-                found = (np.full(stop - start, NO_ROW, dtype=np.int64) if previous is None
-                         else self.files.read(previous, k, np.int64, start, stop))
+
+            def fill(start, stop, found):
                 prefix = self.files.read("prefix", k, np.int64, start, stop)
                 inner = self.files.read("suffix", k - 1, np.int64, int(prefix[0]), int(prefix[-1]) + 1)
                 query = inner[prefix - prefix[0]] * vocab_size + self.grams(k, start, stop)[:, -1]
@@ -261,10 +216,34 @@ class StreamEstimate:
                 place = np.minimum(np.searchsorted(keys, query[by_key]), len(keys) - 1)
                 hit = keys[place] == query[by_key]
                 found[by_key[hit]] = low + place[hit]
-                if number == len(windows) - 1 and np.any(found < 0):
+                if last and np.any(found < 0):
                     self._not_closed(k, self.grams(k, start, stop)[np.argmax(found < 0)][1:], "suffix")
-                out.append(found)
-            out.close()
+            return fill
+
+        self._filled_by_windows("suffix", k, np.int64, NO_ROW, self.rows(8 * 2), self.rows(8 * 6), window)
+
+    def _bigram_words(self, name, column):
+        """`name2`: a bigram's word `column`, which is its row among the unigrams (word ids)."""
+        with self.files.writer(name, 2) as out:
+            for start, stop in self._chunks(2, self.rows(16)):
+                out.append(self.grams(2, start, stop)[:, column].astype(np.int64))
+
+    def _filled_by_windows(self, name, k, dtype, unset, window_rows, chunk_rows, window):
+        """`name{k}`, aligned with order k's rows, from values of order k-1 held a window
+        of `window_rows` rows at a time: `window(low, high, last)` loads rows low..high-1
+        and gives fill(start, stop, values), which sets the values of order-k rows
+        start..stop-1 whose source lies in the window. Each window's pass starts from the
+        previous pass's file (the first from `unset`)."""
+        windows = list(self._chunks(k - 1, window_rows))
+        for number, (low, high) in enumerate(windows):
+            fill = window(low, high, number == len(windows) - 1)
+            previous = f"{name}.{number - 1}" if number else None
+            with self.files.writer(name if number == len(windows) - 1 else f"{name}.{number}", k) as out:
+                for start, stop in self._chunks(k, chunk_rows):
+                    values = (np.full(stop - start, unset, dtype=dtype) if previous is None
+                              else self.files.read(previous, k, dtype, start, stop))
+                    fill(start, stop, values)
+                    out.append(values)
             if previous is not None:
                 os.remove(self.files.path(previous, k))
 
@@ -316,33 +295,25 @@ class StreamEstimate:
             logp[keep] = np.log10(prob[keep]).astype(np.float32)
         present = keep.copy()
         distribute_unigram_mass(logp, present, self.events)
-        self._write_whole("logp", 1, logp)
-        self._write_whole("present", 1, present)
-
-    def _write_whole(self, name, k, values):
-        _write_file(self.files, name, k, values)
+        self.files.write("logp", 1, logp)
+        self.files.write("present", 1, present)
 
     def _lower_probabilities(self, k):
         """`lower{k}`: the stored log10 probability of each order-k row's suffix, NaN
         where the suffix is not an n-gram of the model."""
-        windows = list(self._chunks(k - 1, self.rows(5)))
-        for number, (low, high) in enumerate(windows):
+
+        def window(low, high, last):
             logp = self.files.read("logp", k - 1, np.float32, low, high)
             present = self.files.read("present", k - 1, np.bool_, low, high)
-            previous = f"lower.{number - 1}" if number else None
-            target = "lower" if number == len(windows) - 1 else f"lower.{number}"
-            out = self.files.writer(target, k)
-            for start, stop in self._chunks(k, self.rows(8 + 4 * 2)):
-                values = (np.full(stop - start, np.nan, dtype=np.float32) if previous is None
-                          else self.files.read(previous, k, np.float32, start, stop))
+
+            def fill(start, stop, values):
                 suffix = self.files.read("suffix", k, np.int64, start, stop)
                 inside = (suffix >= low) & (suffix < high)
                 rows = suffix[inside] - low
                 values[inside] = np.where(present[rows], logp[rows], np.nan)
-                out.append(values)
-            out.close()
-            if previous is not None:
-                os.remove(self.files.path(previous, k))
+            return fill
+
+        self._filled_by_windows("lower", k, np.float32, np.nan, self.rows(5), self.rows(8 + 4 * 2), window)
 
     def _context_runs(self, k):
         """(start, stop) of runs of whole contexts of order k, about a chunk's rows each."""
@@ -412,8 +383,8 @@ class StreamEstimate:
     def _final_model(self):
         """The model's rows (the `present` ones) and their values, in `f*` files."""
         order, sizes = self.order, []
-        self._write_whole("bow", order, np.zeros(self.sizes[-1], dtype=np.float32))
-        self._write_whole("node", order, np.zeros(self.sizes[-1], dtype=bool))
+        self.files.write("bow", order, np.zeros(self.sizes[-1], dtype=np.float32))
+        self.files.write("node", order, np.zeros(self.sizes[-1], dtype=bool))
         vocab_size = len(self.vocab)
         for k in range(1, order + 1):
             writers = {name: self.files.writer(f"f{name}", k) for name in ("grams", "keys", "logp", "bow", "node")}
@@ -467,18 +438,6 @@ class _KeptBefore:
         return kept_before[rows - first]
 
 
-def _write_file(files, name, k, values):
-    out = files.writer(name, k)
-    out.append(values)
-    out.close()
-
-
-def _warn(message):
-    import warnings
-    from ..errors import NplmWarning
-    warnings.warn(message, NplmWarning)
-
-
 def write_arpa_streamed(model, path, memory, folder):
     """A DiskModel as write_arpa writes the same model, each order sorted into SRILM's
     order (the context read backwards, then the word, words in byte order) by sorted
@@ -508,7 +467,7 @@ def write_arpa_streamed(model, path, memory, folder):
         word, then its prefix read backwards); for 1-grams the word's byte rank."""
         size = model.sizes[k - 1]
         if k == 1:
-            _write_file(files, "backward", 1, rank[model.read(1, 0, size)[0][:, 0]].astype(np.int64))
+            files.write("backward", 1, rank[model.read(1, 0, size)[0][:, 0]].astype(np.int64))
             return
         record = np.dtype([("key", "<i8"), ("row", "<i8")])
         rows = rows_for(record)
@@ -628,11 +587,8 @@ class SortedRuns:
     def _spill(self, pending, name):
         batch = _sorted(np.concatenate(pending))
         path = os.path.join(self.folder, f"{name}.run{len(self.runs)}")
-        try:
-            with open(path, "wb") as out:
-                write_array(out, batch)
-        except OSError as err:
-            raise disk_error(self.folder, err) from None
+        with ScratchFile(path) as out:
+            out.append(batch)
         self.runs.append((path, len(batch), batch.dtype))
 
     def pieces(self):
