@@ -71,6 +71,7 @@ DOMAINS = {
     ("train-nplm", "lr-decay"): "[0, inf)",
     ("train-nplm", "weight-decay"): "[0, inf)",
     ("train-nplm", "patience"): f"[1, {C_INT}]",
+    ("train-nplm", "max-time"): "[0, inf)",
     ("train-nplm", "seed"): SEEDS,
     ("train-nplm", "threads"): f"[1, {C_INT}]",
     ("train-nplm", "checkpoint-every"): f"[0, {C_INT}]",

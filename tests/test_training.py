@@ -136,6 +136,21 @@ def test_early_stopping_keeps_the_best_epoch(toy):
     assert math.isclose(ppl(model, valid), best, rel_tol=1e-6)
 
 
+def test_time_budget_starts_no_epoch_that_would_overrun_it(toy):
+    vocab, train, valid, _ = toy
+    trainer = Trainer(small_model(vocab), TrainingConfig(**{**CONFIG, "epochs": 5, "max_time": 1e-6}))
+    trainer.run(train, valid)
+    assert [r["epoch"] for r in trainer.state["history"]] == [1]  # the first epoch shows how long one takes
+    unbounded = Trainer(small_model(vocab), TrainingConfig(**{**CONFIG, "epochs": 3, "max_time": 0}))
+    unbounded.run(train, valid)
+    history = unbounded.state["history"]
+    assert len(history) == 3 and history[-1]["elapsed"] > history[0]["elapsed"] > 0
+    roomy = Trainer(small_model(vocab), TrainingConfig(**{**CONFIG, "epochs": 3,
+                                                          "max_time": 3 * history[-1]["elapsed"] + 10}))
+    roomy.run(train, valid)
+    assert len(roomy.state["history"]) == 3
+
+
 def test_cli_trains_saves_logs_and_scores(tmp_path):
     grammar = ToyGrammar()
     for name, n, seed in (("train", 1500, 1), ("valid", 200, 2)):

@@ -82,6 +82,8 @@ TRAINING_OPTIONS = tuple(replace(option, target="training") for option in (
            "parameters and halve eps0 (stopping still follows -patience)."),
     Option("patience", "int", "Stop after this many epochs without a better valid ppl (keeps the best model).", 2,
            low=1),
+    Option("max-time", "real", "Wall-time budget in seconds (0: none): no epoch starts that would end after it "
+           "at the length of the last one, its validation included (the best model is kept).", 0.0, low=0),
     Option("seed", "int", "Seed of initialisation and shuffling.", 1, low=0, high=2 ** 32 - 1),
     Option("threads", "int", "Lock-free asynchronous worker threads, each with a single-threaded BLAS: the cores "
            "used (a network that trains one window an update may share each update among them instead).", 1, low=1),

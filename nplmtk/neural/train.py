@@ -60,6 +60,7 @@ class TrainingConfig:
     threads: int = 1
     seed: int = 1
     patience: int = 2
+    max_time: float = 0.0  # seconds of training and validation (0: no budget), kept by out_of_time
     checkpoint_dir: str = None
     checkpoint_every: int = 0
     log: str = None
@@ -248,7 +249,7 @@ class Trainer:
         # and burned 3x the CPU, and two lock-free workers beat one with a 2-thread BLAS.
         with blas_threads(1):
             try:
-                while self.state["epoch"] < cfg.epochs:
+                while self.state["epoch"] < cfg.epochs and not out_of_time(self.state, cfg.max_time):
                     if self._epoch(examples, networks, pool, valid):
                         break
             finally:
@@ -272,6 +273,9 @@ class Trainer:
         logp_sum, seen = self._rounds(examples, networks, pool, plan)
         record = self._record(logp_sum, seen, time.perf_counter() - start, networks)
         stop = self._validate(record, valid)
+        state["last_epoch_seconds"] = time.perf_counter() - start
+        state["elapsed"] = state.get("elapsed", 0.0) + state["last_epoch_seconds"]
+        record["elapsed"] = state["elapsed"]
         state["history"].append(record)
         state["epoch"] += 1
         state["round"] = 0
@@ -456,6 +460,14 @@ class Trainer:
             history = "".join(json.dumps(r) + "\n" for r in self.state["history"])
             with open_output(self.config.log) as out:
                 out.write(history)
+
+
+def out_of_time(state, budget):
+    """True when the next epoch, as long as the last one (its validation included), would end
+    after `budget` seconds of training (0: no budget). Resumed runs count the time before."""
+    if not budget or "last_epoch_seconds" not in state:
+        return False
+    return state["elapsed"] + state["last_epoch_seconds"] > budget
 
 
 def _progress(total, epoch, enabled):
