@@ -41,6 +41,13 @@ MIX_GRID = (0.6, 0.7, 0.8, 0.9)
 TUNE_SENTENCES = 500  # of valid, for dynamic evaluation's grid (each setting a pass of backpropagation)
 
 
+METHODS = ("The unigram cache is SRILM's (`ngram -cache N -cache-lambda L`); the continuous cache is Grave, Joulin "
+           "& Usunier 2017 (the words that followed the last W top-layer states, weighted by exp(theta h_t . h_i), "
+           "mixed in with weight L); dynamic evaluation is Krause et al. 2018 (segments of 20 predictions, each "
+           "scored before a gradient step on it: SGD, and the RMS-normalised step whose scale comes from segments "
+           f"of the first {RMS_WORDS:,} words of Brown train, with a decay toward the trained weights).")
+
+
 def ppl(log_natural):
     finite = log_natural[np.isfinite(log_natural)]
     return math.exp(-finite.mean())
@@ -59,12 +66,11 @@ def timed_report(args):
     return seconds, float(out.split("ppl= ")[1].split()[0]), out
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--brown", default="../shared/data/brown")
-    parser.add_argument("--nplm", default="nplm")
-    parser.add_argument("--out", default="BENCHMARKS.md")
-    args = parser.parse_args()
+def evaluate(network, args):
+    """KN5 and the network of the run `network` (trained first when missing) with caches,
+    dynamic evaluation and KN5, each setting picked on Brown valid, then scored on test by
+    its command: (notes on the picks, picks, rows (label, test ppl, seconds, command),
+    SRILM's line, whether the network was trained now)."""
     train, valid, test = (os.path.join(args.brown, f"{name}.txt") for name in ("train", "valid", "test"))
     os.makedirs(RUNS_DIR, exist_ok=True)
     if not os.path.exists(VOCAB_PATH):
@@ -74,10 +80,10 @@ def main():
     if not os.path.exists(kn5_path):
         subprocess.run([args.nplm, "ngram-count", "-text", train, "-order", "5", "-vocab", VOCAB_PATH, "-unk",
                         "-lm", kn5_path], check=True)
-    trained_now = not os.path.exists(LSTM.model_path)
+    trained_now = not os.path.exists(network.model_path)
     if trained_now:
-        subprocess.run(LSTM.command(args.nplm, args.brown), check=True)
-    kn5, lstm = load(kn5_path), load(LSTM.model_path)
+        subprocess.run(network.command(args.nplm, args.brown), check=True)
+    kn5, lstm = load(kn5_path), load(network.model_path)
     valid_kn5, valid_lstm = Corpus.read(valid, kn5.vocab), Corpus.read(valid, lstm.vocab)
     picked, notes = {}, []
 
@@ -137,15 +143,15 @@ def main():
         ("KN5", [n, "ppl", "-lm", kn5_path, "-ppl", test]),
         ("KN5 + unigram cache", [n, "ppl", "-lm", kn5_path, "-unk", "-cache", str(u[0]), "-cache-lambda", str(u[1]),
                                  "-ppl", test]),
-        ("LSTM", [n, "ppl", "-lm", LSTM.model_path, "-ppl", test]),
-        ("LSTM + KN5", [n, "ppl", "-lm", LSTM.model_path, "-mix-lm", kn5_path, "-bayes", "0", "-lambda",
+        ("LSTM", [n, "ppl", "-lm", network.model_path, "-ppl", test]),
+        ("LSTM + KN5", [n, "ppl", "-lm", network.model_path, "-mix-lm", kn5_path, "-bayes", "0", "-lambda",
                         str(picked["lstm+kn5"]), "-ppl", test]),
-        ("LSTM + continuous cache", [n, "ppl", "-lm", LSTM.model_path, *cache_flags, "-ppl", test]),
-        ("(LSTM + continuous cache) + KN5", [n, "ppl", "-lm", LSTM.model_path, *cache_flags, "-mix-lm", kn5_path,
+        ("LSTM + continuous cache", [n, "ppl", "-lm", network.model_path, *cache_flags, "-ppl", test]),
+        ("(LSTM + continuous cache) + KN5", [n, "ppl", "-lm", network.model_path, *cache_flags, "-mix-lm", kn5_path,
                                              "-bayes", "0", "-lambda", str(picked["neural+kn5"]), "-ppl", test]),
-        ("LSTM, dynamic evaluation (SGD)", [n, "ppl", "-lm", LSTM.model_path, "-dynamic-eval", str(SEGMENT),
+        ("LSTM, dynamic evaluation (SGD)", [n, "ppl", "-lm", network.model_path, "-dynamic-eval", str(SEGMENT),
                                             "-dynamic-lr", str(picked["sgd"]), "-ppl", test]),
-        ("LSTM, dynamic evaluation (RMS)", [n, "ppl", "-lm", LSTM.model_path, "-dynamic-eval", str(SEGMENT),
+        ("LSTM, dynamic evaluation (RMS)", [n, "ppl", "-lm", network.model_path, "-dynamic-eval", str(SEGMENT),
                                             "-dynamic-lr", str(picked["rms"][0]), "-dynamic-decay",
                                             str(picked["rms"][1]), "-dynamic-rms-text", train, "-dynamic-rms-words",
                                             str(RMS_WORDS), "-ppl", test]),
@@ -165,28 +171,38 @@ def main():
         srilm_line = ("SRILM 1.7.3's `ngram -order 5 -unk -cache ... -ppl` on the same files: its report "
                       + ("identical to ours, byte for byte." if theirs == ours else f"DIFFERS: {theirs!r}"))
 
+    return notes, picked, results, srilm_line, trained_now
+
+
+def results_table(results):
+    """The test rows as a markdown table, against KN5 (the first row) and the network alone (the third)."""
     kn5_test, lstm_test = results[0][1], results[2][1]
+    lines = ["| model | test ppl | vs KN5 | vs the LSTM | wall time | command |", "| --- | --- | --- | --- | --- | --- |"]
+    for label, value, seconds, command in results:
+        shown = " ".join(os.path.basename(a) if os.path.sep in a else a for a in command[1:])
+        lines.append(f"| {label} | {value:.2f} | {value / kn5_test:.3f} | {value / lstm_test:.3f} | {seconds:.1f} s "
+                     f"| `nplm {shown}` |")
+    return lines
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--brown", default="../shared/data/brown")
+    parser.add_argument("--nplm", default="nplm")
+    parser.add_argument("--out", default="BENCHMARKS.md")
+    args = parser.parse_args()
+    notes, picked, results, srilm_line, trained_now = evaluate(LSTM, args)
     body = [HEADING, "", machine_stamp(), "",
             "`make brown-caches` (benchmarks/caches.py). Models: KN5 of Brown train (`nplm ngram-count -order 5 "
             f"-vocab vocab.txt -unk`, vocabulary `nplm vocab -min-count {VOCAB_MIN_COUNT}`) and our best LSTM "
             f"({LSTM.name} of `make brown-lstm`: `{' '.join(LSTM.options())}`"
-            + (", trained in this run" if trained_now else "") + "). The unigram cache is SRILM's (`ngram -cache "
-            "N -cache-lambda L`); the continuous cache is Grave, Joulin & Usunier 2017 (the words that followed "
-            "the last W top-layer states, weighted by exp(theta h_t . h_i), mixed in with weight L); dynamic "
-            "evaluation is Krause et al. 2018 (segments of 20 predictions, each scored before a gradient step on "
-            "it: SGD, and the RMS-normalised step whose scale comes from segments of the first "
-            f"{RMS_WORDS:,} words of Brown train, with a decay toward the trained weights). Every setting was "
-            "picked on Brown valid:", ""]
+            + (", trained in this run" if trained_now else "") + f"). {METHODS} Every setting was picked on Brown "
+            "valid:", ""]
     body += [f"- {note}" for note in notes]
     body += [f"- mixtures with KN5: the network's weight from {', '.join(map(str, MIX_GRID))}, on valid: "
              f"{picked['lstm+kn5']} for the LSTM, {picked['neural+kn5']} for the LSTM with its cache.", "",
              "On Brown test (161,059 words, 10,121 sentences), each row the whole command, timed once:", "",
-             "| model | test ppl | vs KN5 | vs the LSTM | wall time | command |", "| --- | --- | --- | --- | --- | --- |"]
-    for label, value, seconds, command in results:
-        shown = " ".join(os.path.basename(a) if os.path.sep in a else a for a in command[1:])
-        body.append(f"| {label} | {value:.2f} | {value / kn5_test:.3f} | {value / lstm_test:.3f} | {seconds:.1f} s "
-                    f"| `nplm {shown}` |")
-    body += ["", srilm_line]
+             *results_table(results), "", srilm_line]
     write_sections(args.out, [body])
     print("\n".join(body))
 

@@ -210,6 +210,155 @@ def word_table(list words, ids):
     return table
 
 
+cdef Py_ssize_t filled_lines(const unsigned char *data, Py_ssize_t start, Py_ssize_t end) noexcept nogil:
+    """The lines of data[start:end] with a character other than white space (the lines
+    parse_section reads)."""
+    cdef Py_ssize_t n = 0, pos
+    cdef bint filled = False
+    for pos in range(start, end):
+        if data[pos] == b'\n':
+            n += filled
+            filled = False
+        elif not filled and not is_space(data[pos]):
+            filled = True
+    return n + filled
+
+
+cdef Py_ssize_t parse_rows(const unsigned char *data, Py_ssize_t start, Py_ssize_t end, int k, WordTable words,
+                           const long long **lower, const long long **runs, const long long *lower_size,
+                           long long vocab_size, long long *key, float *logp, float *bow, unsigned char *has_bow,
+                           long long *line_starts) noexcept nogil:
+    """parse_section's loop for k >= 2 without the GIL: the rows of data[start:end] into
+    the arrays; -1 at the first line that is not plainly right (a field count, a value
+    the fast path does not read, a word or context not found), which the serial parser
+    then reads again to say what is wrong."""
+    cdef Py_ssize_t pos = start, line_start, line_end, field_start, n = 0, j, fields
+    cdef Py_ssize_t starts[64]
+    cdef Py_ssize_t stops[64]
+    cdef Py_ssize_t previous_starts[64]
+    cdef Py_ssize_t previous_stops[64]
+    cdef long long ids[64]
+    cdef long long previous_ids[64]
+    cdef long long row = -1, previous_row = -1
+    cdef bint have_previous = False, same_context
+    cdef double value
+    cdef Entry *entry
+    while pos < end:
+        line_start = pos
+        while pos < end and data[pos] != b'\n':
+            pos += 1
+        line_end = pos
+        pos += 1
+        fields = 0
+        j = line_start
+        while j < line_end:
+            while j < line_end and is_space(data[j]):
+                j += 1
+            if j >= line_end:
+                break
+            field_start = j
+            while j < line_end and not is_space(data[j]):
+                j += 1
+            if fields >= k + 2:
+                return -1
+            starts[fields] = field_start
+            stops[fields] = j
+            fields += 1
+        if fields == 0:
+            continue
+        if fields != k + 1 and fields != k + 2:
+            return -1
+        if not fast_number(&data[starts[0]], stops[0] - starts[0], &value) or value > 0:
+            return -1
+        logp[n] = -INFINITY if value == -99.0 else value
+        if fields == k + 2:
+            if not fast_number(&data[starts[k + 1]], stops[k + 1] - starts[k + 1], &value):
+                return -1
+            bow[n] = -INFINITY if value == -99.0 else value
+            has_bow[n] = 1
+        same_context = have_previous
+        for j in range(k):
+            if (have_previous and stops[j + 1] - starts[j + 1] == previous_stops[j] - previous_starts[j]
+                    and memcmp(&data[starts[j + 1]], &data[previous_starts[j]], stops[j + 1] - starts[j + 1]) == 0):
+                ids[j] = previous_ids[j]
+                continue
+            if j < k - 1:
+                same_context = False
+            entry = words.slot(&data[starts[j + 1]], stops[j + 1] - starts[j + 1],
+                               fnv1a(&data[starts[j + 1]], stops[j + 1] - starts[j + 1]))
+            if entry.text == NULL:
+                return -1
+            ids[j] = entry.value
+        if not same_context:
+            row = find_key(lower[0], 0, lower_size[0], ids[0])
+            for j in range(1, k - 1):
+                if row >= 0:
+                    row = find_key(lower[j], runs[j - 1][row], runs[j - 1][row + 1], row * vocab_size + ids[j])
+            if row < 0:
+                return -1
+            previous_row = row
+        key[n] = previous_row * vocab_size + ids[k - 1]
+        for j in range(k):
+            previous_starts[j] = starts[j + 1]
+            previous_stops[j] = stops[j + 1]
+            previous_ids[j] = ids[j]
+        have_previous = True
+        line_starts[n] = line_start
+        n += 1
+    return n
+
+
+PARALLEL_BYTES = 1 << 20  # sections of fewer bytes are parsed by one thread
+
+
+def _parse_in_parts(const unsigned char[::1] data, Py_ssize_t start, Py_ssize_t end, int k, Py_ssize_t room,
+                    WordTable words, list lower_keys, list lower_children, long long vocab_size):
+    """parse_section's result for a section of `room` lines parsed by two threads (each
+    half from a line start, the rows of the first half counted first), or None when a line
+    needs the serial parser's attention (or the section does not hold `room` lines)."""
+    cdef Py_ssize_t parts = 2, p, j
+    cdef Py_ssize_t bounds[3]
+    cdef Py_ssize_t counts[2]
+    cdef Py_ssize_t parsed[2]
+    cdef const long long *lower[16]
+    cdef const long long *runs[16]
+    cdef long long lower_size[16]
+    cdef const long long[::1] lower_view
+    cdef const unsigned char *text = &data[0]
+    bounds[0], bounds[2] = start, end
+    bounds[1] = start + (end - start) // 2
+    while bounds[1] < end and data[bounds[1] - 1] != b'\n':
+        bounds[1] += 1
+    for p in prange(parts, nogil=True, num_threads=parts, schedule="static", chunksize=1):
+        counts[p] = filled_lines(text, bounds[p], bounds[p + 1])
+    if counts[0] + counts[1] != room:
+        return None
+    for j in range(k - 1):
+        lower_view = lower_keys[j]
+        lower[j] = &lower_view[0] if lower_view.shape[0] else NULL
+        lower_size[j] = lower_view.shape[0]
+        if j + 1 < k - 1:
+            lower_view = lower_children[j]
+            runs[j] = &lower_view[0]
+    keys = np.empty(room, dtype=np.int64)
+    logp = np.empty(room, dtype=np.float32)
+    bow = np.zeros(room, dtype=np.float32)
+    has_bow = np.zeros(room, dtype=np.uint8)
+    line_starts = np.empty(room, dtype=np.int64)
+    cdef long long[::1] key_view = keys, line_view = line_starts
+    cdef float[::1] logp_view = logp, bow_view = bow
+    cdef unsigned char[::1] has_bow_view = has_bow
+    cdef Py_ssize_t offset
+    for p in prange(parts, nogil=True, num_threads=parts, schedule="static", chunksize=1):
+        offset = 0 if p == 0 else counts[0]
+        parsed[p] = parse_rows(text, bounds[p], bounds[p + 1], k, words, lower, runs, lower_size, vocab_size,
+                               &key_view[offset], &logp_view[offset], &bow_view[offset], &has_bow_view[offset],
+                               &line_view[offset])
+    if parsed[0] != counts[0] or parsed[1] != counts[1]:
+        return None
+    return room, keys, logp, bow, has_bow.view(bool), line_starts, None
+
+
 def parse_section(const unsigned char[::1] data, Py_ssize_t start, Py_ssize_t end, int k, Py_ssize_t room,
                   WordTable words=None, list lower_keys=None, list lower_children=None, long long vocab_size=0):
     """Parse the lines data[start:end] of a k-gram section: `logp w1 .. wk [bow]`.
@@ -236,6 +385,10 @@ def parse_section(const unsigned char[::1] data, Py_ssize_t start, Py_ssize_t en
     cdef long long row = -1, previous_row = -1
     cdef bint have_previous = False, same_context
     cdef Entry *entry
+    if words is not None and k > 1 and end - start >= PARALLEL_BYTES and room > 0:
+        result = _parse_in_parts(data, start, end, k, room, words, lower_keys, lower_children, vocab_size)
+        if result is not None:
+            return result
     keys = np.empty(room, dtype=np.int64)
     logp = np.empty(room, dtype=np.float32)
     bow = np.zeros(room, dtype=np.float32)

@@ -2,6 +2,7 @@
 import gzip
 import os
 
+import numpy as np
 import pytest
 
 from conftest import assert_one_line_error, run_nplm
@@ -131,3 +132,56 @@ def test_bad_ngram_input_is_one_line_and_exit_2(tmp_path, make_args, fragment):
     assert_one_line_error(status, err, fragment)
     assert out == ""
     assert sorted(os.listdir(tmp_path)) == before
+
+
+def _faults(lines, k):
+    """Copies of an ARPA file's lines, each with one fault in the middle of its k-gram section."""
+    first = lines.index(f"\\{k}-grams:") + 1
+    last = lines.index("", first)
+    at = (first + last) // 2
+    logp, words, *rest = lines[at].split("\t")
+    other = lines[at + 1].split("\t")[1]
+
+    def changed(line, position=at):
+        copy = list(lines)
+        copy[position] = line
+        return copy
+
+    return [changed(f"{logp}x\t{words}"), changed(f"5\t{words}"), changed(f"-1e39\t{words}"),
+            changed(f"{logp}\t{words} {words}"), changed(f"{logp}\t{words}\tx"), changed(f"{logp}\t{words}\t30"),
+            changed(f"{logp}\tzebra {words}"), changed(f"{logp}\t{other}"),  # zebra: an unknown word
+            changed(f"{logp}\t{words.split()[-1]} {words}" if k > 2 else f"{logp}\t</s> {words.split()[-1]}"),
+            lines[:at] + lines[at + 1:], lines[:at] + [lines[at]] + lines[at:]]
+
+
+def test_sections_read_in_two_parts_read_as_one(tmp_path, monkeypatch):
+    """A large section is parsed by two threads; any line the fast path doubts is read again
+    by the serial parser: the same model, or the same error, as one thread gives."""
+    from nplmtk._ext import arpa_format
+    from nplmtk.errors import InputError
+    from nplmtk.ngram.arpa import read_arpa
+    status, _, err = run_nplm("ngram-count", "-text", TRAIN, "-order", 3, "-lm", tmp_path / "m.arpa")
+    assert status == 0, err
+    lines = (tmp_path / "m.arpa").read_text().split("\n")
+    parsed_in_parts = []
+    in_parts = arpa_format._parse_in_parts
+    monkeypatch.setattr(arpa_format, "_parse_in_parts",
+                        lambda *args: parsed_in_parts.append(in_parts(*args)) or parsed_in_parts[-1])
+
+    def read(text, parallel_bytes):
+        monkeypatch.setattr(arpa_format, "PARALLEL_BYTES", parallel_bytes)
+        (tmp_path / "x.arpa").write_text(text)
+        try:
+            model = read_arpa(str(tmp_path / "x.arpa"))
+        except InputError as err:
+            return str(err)
+        return [table.copy() for table in (*model.logp, *model.bow, *model.index.keys)]
+
+    whole, parts = read("\n".join(lines), 1 << 60), read("\n".join(lines), 0)
+    assert len(parsed_in_parts) == 2 and all(result is not None for result in parsed_in_parts)
+    assert all(np.array_equal(a, b) for a, b in zip(whole, parts, strict=True))
+    for k in (2, 3):
+        for faulty in _faults(lines, k):
+            one = read("\n".join(faulty), 1 << 60)
+            assert isinstance(one, str), faulty
+            assert read("\n".join(faulty), 0) == one

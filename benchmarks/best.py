@@ -1,0 +1,84 @@
+"""`make brown-best`: the best network this machine trains within 2 hours on Brown (issue 36,
+item 4), scored alone, with dynamic evaluation, with the caches and mixed with KN5, written
+to BENCHMARKS.md with its valid ppl by epoch.
+
+The network is lstm-awd of benchmarks/runs.py: an LSTM of two layers with AWD-LSTM's
+regularisers (Merity et al. 2018), trained with a wall-time budget (`-max-time`, BEST_BUDGET
+seconds of training and validation); it is trained first when runs/lstm-awd.nplm is missing
+(delete it to train again). The caches, dynamic evaluation and mixtures are those of
+`make brown-caches` (benchmarks/caches.py), each setting picked on Brown valid."""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from caches import METHODS, evaluate, results_table  # noqa: E402
+from run import machine_stamp, write_sections  # noqa: E402
+from runs import BEST_BUDGET, RUNS, RUNS_DIR, VOCAB_MIN_COUNT, VOCAB_PATH  # noqa: E402
+
+HEADING = "## The best network in 2 hours on Brown (issue 36)"
+BEST = RUNS["lstm-awd"]
+
+
+def epochs_table(log_path):
+    """The training log (one JSON record an epoch) as a markdown table, the best valid ppl in bold."""
+    records = [json.loads(line) for line in open(log_path) if line.strip()]
+    best = min(r["valid_ppl"] for r in records)
+    lines = ["| epoch | train ppl | valid ppl | words/s | seconds | elapsed | |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in records:
+        valid = f"**{r['valid_ppl']:.2f}**" if r["valid_ppl"] == best else f"{r['valid_ppl']:.2f}"
+        notes = (["averaged parameters"] if r.get("averaged") else []) + (
+            [f"rate halved to {r['lr_halved_to']:g}, back to the best"] if "lr_halved_to" in r else [])
+        lines.append(f"| {r['epoch']} | {r['train_ppl']:.2f} | {valid} | {r['words_per_s']:,.0f} | {r['seconds']:.0f} "
+                     f"| {r['elapsed'] / 60:.1f} min | {'; '.join(notes)} |" if "elapsed" in r else "| |")
+    return lines, records
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--brown", default="../shared/data/brown")
+    parser.add_argument("--nplm", default="nplm")
+    parser.add_argument("--out", default="BENCHMARKS.md")
+    args = parser.parse_args()
+    os.makedirs(RUNS_DIR, exist_ok=True)
+    if not os.path.exists(VOCAB_PATH):
+        subprocess.run([args.nplm, "vocab", "-text", os.path.join(args.brown, "train.txt"), "-min-count",
+                        str(VOCAB_MIN_COUNT), "-write-vocab", VOCAB_PATH], check=True)
+    trained = ""
+    if not os.path.exists(BEST.model_path):
+        command = BEST.command(args.nplm, args.brown)
+        print(" ".join(command), flush=True)
+        start = time.perf_counter()
+        subprocess.run(command, check=True)
+        trained = f", trained in this run in {(time.perf_counter() - start) / 60:.1f} min of wall time"
+    epochs, records = epochs_table(BEST.log_path)
+    notes, picked, results, srilm_line, _ = evaluate(BEST, args)
+    words = sum(r["words_per_s"] * r["seconds"] for r in records)
+    training = sum(r["seconds"] for r in records)
+    body = [HEADING, "", machine_stamp(), "",
+            f"`make brown-best` (benchmarks/best.py): {BEST.name} of benchmarks/runs.py, `nplm train-nplm -text "
+            f"train.txt -valid valid.txt -vocab vocab.txt {' '.join(BEST.options())}`{trained}: a budget of "
+            f"{BEST_BUDGET} s of training and validation on 2 cores (`-max-time`: no epoch starts that would end "
+            "after it), the parameters of the best valid epoch kept. The regularisers are AWD-LSTM's (Merity et al. "
+            "2018): locked dropout on the input features, between the layers and on the output, embedding dropout "
+            "(whole words), DropConnect on the hidden-to-hidden weights, AR and TAR, segments of random length; "
+            f"Adam with the rate halved after an epoch without progress. {METHODS}", "",
+            f"Training: {len(records)} epochs, {training / 60:.1f} min in the training loop "
+            f"({words / training:,.0f} words/s), {records[-1].get('elapsed', training) / 60:.1f} min with "
+            "validation:", "", *epochs, "", "Every scoring setting was picked on Brown valid:", ""]
+    body += [f"- {note}" for note in notes]
+    body += [f"- mixtures with KN5: the network's weight on valid: {picked['lstm+kn5']} alone, "
+             f"{picked['neural+kn5']} with its cache.", "",
+             "On Brown test (161,059 words, 10,121 sentences), each row the whole command, timed once:", "",
+             *results_table(results), "", srilm_line]
+    write_sections(args.out, [body])
+    print("\n".join(body))
+
+
+if __name__ == "__main__":
+    main()
