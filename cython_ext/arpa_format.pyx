@@ -226,8 +226,8 @@ cdef Py_ssize_t filled_lines(const unsigned char *data, Py_ssize_t start, Py_ssi
 
 cdef Py_ssize_t parse_rows(const unsigned char *data, Py_ssize_t start, Py_ssize_t end, int k, WordTable words,
                            const long long **lower, const long long **runs, const long long *lower_size,
-                           long long vocab_size, long long *key, float *logp, float *bow, unsigned char *has_bow,
-                           long long *line_starts) noexcept nogil:
+                           long long vocab_size, long long *key, float *logp, float *bow,
+                           unsigned char *has_bow) noexcept nogil:
     """parse_section's loop for k >= 2 without the GIL: the rows of data[start:end] into
     the arrays; -1 at the first line that is not plainly right (a field count, a value
     the fast path does not read, a word or context not found), which the serial parser
@@ -303,7 +303,6 @@ cdef Py_ssize_t parse_rows(const unsigned char *data, Py_ssize_t start, Py_ssize
             previous_stops[j] = stops[j + 1]
             previous_ids[j] = ids[j]
         have_previous = True
-        line_starts[n] = line_start
         n += 1
     return n
 
@@ -311,28 +310,26 @@ cdef Py_ssize_t parse_rows(const unsigned char *data, Py_ssize_t start, Py_ssize
 PARALLEL_BYTES = 1 << 20  # sections of fewer bytes are parsed by one thread
 
 
+PARSED_BLOCK = 32 << 20  # bytes of a section parsed (by two threads) before their memory is handed back
+
+
 def _parse_in_parts(const unsigned char[::1] data, Py_ssize_t start, Py_ssize_t end, int k, Py_ssize_t room,
-                    WordTable words, list lower_keys, list lower_children, long long vocab_size):
-    """parse_section's result for a section of `room` lines parsed by two threads (each
-    half from a line start, the rows of the first half counted first), or None when a line
-    needs the serial parser's attention (or the section does not hold `room` lines)."""
-    cdef Py_ssize_t parts = 2, p, j
+                    WordTable words, list lower_keys, list lower_children, long long vocab_size, release):
+    """parse_section's result for a section of `room` lines, read a block of about
+    PARSED_BLOCK bytes at a time, each block by two threads (each half from a line start,
+    the rows of the first half counted first), `release(offset)` called after each; None
+    when a line needs the serial parser's attention or the section holds more or fewer
+    than `room` lines."""
+    cdef Py_ssize_t parts = 2, p, j, block_start, block_end, done = 0
     cdef Py_ssize_t bounds[3]
     cdef Py_ssize_t counts[2]
     cdef Py_ssize_t parsed[2]
+    cdef Py_ssize_t offsets[2]
     cdef const long long *lower[16]
     cdef const long long *runs[16]
     cdef long long lower_size[16]
     cdef const long long[::1] lower_view
     cdef const unsigned char *text = &data[0]
-    bounds[0], bounds[2] = start, end
-    bounds[1] = start + (end - start) // 2
-    while bounds[1] < end and data[bounds[1] - 1] != b'\n':
-        bounds[1] += 1
-    for p in prange(parts, nogil=True, num_threads=parts, schedule="static", chunksize=1):
-        counts[p] = filled_lines(text, bounds[p], bounds[p + 1])
-    if counts[0] + counts[1] != room:
-        return None
     for j in range(k - 1):
         lower_view = lower_keys[j]
         lower[j] = &lower_view[0] if lower_view.shape[0] else NULL
@@ -344,27 +341,65 @@ def _parse_in_parts(const unsigned char[::1] data, Py_ssize_t start, Py_ssize_t 
     logp = np.empty(room, dtype=np.float32)
     bow = np.zeros(room, dtype=np.float32)
     has_bow = np.zeros(room, dtype=np.uint8)
-    line_starts = np.empty(room, dtype=np.int64)
-    cdef long long[::1] key_view = keys, line_view = line_starts
+    cdef long long[::1] key_view = keys
     cdef float[::1] logp_view = logp, bow_view = bow
     cdef unsigned char[::1] has_bow_view = has_bow
-    cdef Py_ssize_t offset
-    for p in prange(parts, nogil=True, num_threads=parts, schedule="static", chunksize=1):
-        offset = 0 if p == 0 else counts[0]
-        parsed[p] = parse_rows(text, bounds[p], bounds[p + 1], k, words, lower, runs, lower_size, vocab_size,
-                               &key_view[offset], &logp_view[offset], &bow_view[offset], &has_bow_view[offset],
-                               &line_view[offset])
-    if parsed[0] != counts[0] or parsed[1] != counts[1]:
+    cdef long long *key_out = &key_view[0]
+    cdef float *logp_out = &logp_view[0]
+    cdef float *bow_out = &bow_view[0]
+    cdef unsigned char *has_bow_out = &has_bow_view[0]
+    block_start = start
+    while block_start < end:
+        block_end = min(end, block_start + PARSED_BLOCK)
+        while block_end < end and data[block_end - 1] != b'\n':
+            block_end += 1
+        bounds[0], bounds[2] = block_start, block_end
+        bounds[1] = block_start + (block_end - block_start) // 2
+        while bounds[1] < block_end and data[bounds[1] - 1] != b'\n':
+            bounds[1] += 1
+        for p in prange(parts, nogil=True, num_threads=parts, schedule="static", chunksize=1):
+            counts[p] = filled_lines(text, bounds[p], bounds[p + 1])
+        if done + counts[0] + counts[1] > room:
+            return None
+        offsets[0], offsets[1] = done, done + counts[0]
+        for p in prange(parts, nogil=True, num_threads=parts, schedule="static", chunksize=1):
+            parsed[p] = parse_rows(text, bounds[p], bounds[p + 1], k, words, lower, runs, lower_size, vocab_size,
+                                   key_out + offsets[p], logp_out + offsets[p], bow_out + offsets[p],
+                                   has_bow_out + offsets[p])
+        if parsed[0] != counts[0] or parsed[1] != counts[1]:
+            return None
+        done += counts[0] + counts[1]
+        block_start = block_end
+        release(block_end)
+    if done != room:
         return None
-    return room, keys, logp, bow, has_bow.view(bool), line_starts, None
+    return room, keys, logp, bow, has_bow.view(bool), None
+
+
+def row_offset(const unsigned char[::1] data, Py_ssize_t start, Py_ssize_t end, Py_ssize_t row):
+    """The offset of the line of row `row` of a section data[start:end] (its row-th line
+    that is not blank, from 0), for error messages."""
+    cdef Py_ssize_t pos = start, line_start
+    cdef bint filled
+    while pos < end:
+        line_start, filled = pos, False
+        while pos < end and data[pos] != b'\n':
+            filled = filled or not is_space(data[pos])
+            pos += 1
+        pos += 1
+        if filled:
+            if row == 0:
+                return line_start
+            row -= 1
+    return end
 
 
 def parse_section(const unsigned char[::1] data, Py_ssize_t start, Py_ssize_t end, int k, Py_ssize_t room,
-                  WordTable words=None, list lower_keys=None, list lower_children=None, long long vocab_size=0):
+                  WordTable words=None, list lower_keys=None, list lower_children=None, long long vocab_size=0,
+                  release=None):
     """Parse the lines data[start:end] of a k-gram section: `logp w1 .. wk [bow]`.
 
-    Returns (count, keys int64, logp float32, bow float32, has_bow bool, line_starts
-    int64, new_words) for the first `room` lines (`count`: how many there are), -99
+    Returns (count, keys int64, logp float32, bow float32, has_bow bool, new_words) for the first `room` lines (`count`: how many there are), -99
     read as -inf. The 1-grams (`words` None) are numbered in order of appearance, their
     bytes returned in `new_words`. Above, `words` gives each word's id, `lower_keys` the
     sorted keys of orders 1 .. k-1 (nplmtk/ngram/index.py) and `lower_children` their
@@ -386,16 +421,16 @@ def parse_section(const unsigned char[::1] data, Py_ssize_t start, Py_ssize_t en
     cdef bint have_previous = False, same_context
     cdef Entry *entry
     if words is not None and k > 1 and end - start >= PARALLEL_BYTES and room > 0:
-        result = _parse_in_parts(data, start, end, k, room, words, lower_keys, lower_children, vocab_size)
+        result = _parse_in_parts(data, start, end, k, room, words, lower_keys, lower_children, vocab_size,
+                                 release or (lambda offset: None))
         if result is not None:
             return result
     keys = np.empty(room, dtype=np.int64)
     logp = np.empty(room, dtype=np.float32)
     bow = np.zeros(room, dtype=np.float32)
     has_bow = np.zeros(room, dtype=np.uint8)
-    line_starts = np.empty(room, dtype=np.int64)
     new_words = [] if words is None else None
-    cdef long long[::1] key_view = keys, line_view = line_starts
+    cdef long long[::1] key_view = keys
     cdef float[::1] logp_view = logp, bow_view = bow
     cdef unsigned char[::1] has_bow_view = has_bow
     for j in range(k - 1):
@@ -475,6 +510,27 @@ def parse_section(const unsigned char[::1] data, Py_ssize_t start, Py_ssize_t en
             previous_stops[j] = stops[j + 1]
             previous_ids[j] = ids[j]
         have_previous = True
-        line_view[n] = line_start
         n += 1
-    return n, keys, logp, bow, has_bow.view(bool), line_starts, new_words
+    return n, keys, logp, bow, has_bow.view(bool), new_words
+
+
+def permute_rows(long long[::1] order, float[::1] logp, float[::1] bow, unsigned char[::1] has_bow):
+    """Row i of each table becomes its row order[i] (a permutation), in place: each cycle
+    followed once, so no table is copied. `order` is spent (entries marked as followed)."""
+    cdef Py_ssize_t start, j, k, n = order.shape[0]
+    cdef float first_logp, first_bow
+    cdef unsigned char first_has_bow
+    with nogil:
+        for start in range(n):
+            if order[start] < 0:
+                continue
+            first_logp, first_bow, first_has_bow = logp[start], bow[start], has_bow[start]
+            j = start
+            while True:
+                k = order[j]
+                order[j] = -1 - k
+                if k == start:
+                    logp[j], bow[j], has_bow[j] = first_logp, first_bow, first_has_bow
+                    break
+                logp[j], bow[j], has_bow[j] = logp[k], bow[k], has_bow[k]
+                j = k

@@ -76,46 +76,48 @@ def unigram_rows(keys, long long vocab_size):
     return rows
 
 
+ctypedef fused row_t:
+    int
+    long long
+
+
+def _suffix_rows(const long long[::1] level_keys, const row_t[::1] parent_suffix, const long long[::1] lower_keys,
+                 const long long[::1] runs, long long vocab_size, row_t[::1] out):
+    """Each n-gram's suffix row among the order below (-1: none), from its prefix's suffix."""
+    cdef Py_ssize_t e
+    cdef long long key, parent
+    with nogil:
+        for e in range(level_keys.shape[0]):
+            key = level_keys[e]
+            parent = parent_suffix[key // vocab_size]
+            out[e] = -1
+            if parent >= 0:
+                out[e] = <row_t> find_key(&lower_keys[0], runs[parent], runs[parent + 1],
+                                          parent * vocab_size + key % vocab_size)
+
+
 def context_nodes(list keys, list has_bow, list children, long long vocab_size):
     """The contexts the back-off walk may pass, as SRILM's context trie holds them:
     n-grams with a back-off weight, prefixes of longer n-grams, and every suffix of
     those. Each n-gram's suffix (without its first word) is found from its prefix's
-    suffix, one child search per n-gram."""
+    suffix, one child search per n-gram; the suffix rows are int32 where the tables
+    allow (they are all held at once)."""
     cdef int order = len(keys), j
-    cdef Py_ssize_t e, count
-    cdef long long key, parent
-    cdef const long long[::1] level_keys, lower_keys, runs, parent_suffix
-    cdef long long[::1] out, unigram_view
     node = [np.array(h, dtype=bool) for h in has_bow]
     for j in range(order - 1):
         node[j] |= np.diff(children[j]) > 0
+    rows = np.int32 if max(len(k) for k in keys) < 2 ** 31 else np.int64
     suffixes = [None]
     unigram = unigram_rows(keys[0], vocab_size)
-    unigram_view = unigram
     for j in range(1, order - 1):
-        level_keys = keys[j]
-        count = level_keys.shape[0]
-        suffix = np.empty(count, dtype=np.int64)
-        out = suffix
         if j == 1:
-            for e in range(count):
-                out[e] = unigram_view[level_keys[e] % vocab_size]
+            suffix = unigram[keys[1] % vocab_size].astype(rows)
         else:
-            parent_suffix = suffixes[j - 1]
-            lower_keys = keys[j - 1]
-            runs = children[j - 2]
-            with nogil:
-                for e in range(count):
-                    key = level_keys[e]
-                    parent = parent_suffix[key // vocab_size]
-                    out[e] = -1
-                    if parent < 0:
-                        continue
-                    out[e] = find_key(&lower_keys[0], runs[parent], runs[parent + 1],
-                                      parent * vocab_size + key % vocab_size)
+            suffix = np.empty(len(keys[j]), dtype=rows)
+            _suffix_rows(keys[j], suffixes[j - 1], keys[j - 1], children[j - 2], vocab_size, suffix)
         suffixes.append(suffix)
     for j in range(order - 2, 0, -1):  # from the longest contexts down: a suffix's suffix is one too
-        found = suffixes[j][node[j]]
+        found = suffixes.pop()[node[j]]
         node[j - 1][found[found >= 0]] = True
     return node
 

@@ -155,8 +155,9 @@ def _faults(lines, k):
 
 
 def test_sections_read_in_two_parts_read_as_one(tmp_path, monkeypatch):
-    """A large section is parsed by two threads; any line the fast path doubts is read again
-    by the serial parser: the same model, or the same error, as one thread gives."""
+    """A large section is parsed by two threads, a block at a time; any line the fast path
+    doubts is read again by the serial parser: the same model, or the same error, as one
+    thread gives."""
     from nplmtk._ext import arpa_format
     from nplmtk.errors import InputError
     from nplmtk.ngram.arpa import read_arpa
@@ -170,6 +171,7 @@ def test_sections_read_in_two_parts_read_as_one(tmp_path, monkeypatch):
 
     def read(text, parallel_bytes):
         monkeypatch.setattr(arpa_format, "PARALLEL_BYTES", parallel_bytes)
+        monkeypatch.setattr(arpa_format, "PARSED_BLOCK", 4096)  # a section in several blocks
         (tmp_path / "x.arpa").write_text(text)
         try:
             model = read_arpa(str(tmp_path / "x.arpa"))

@@ -8,7 +8,7 @@ import threading
 
 import numpy as np
 
-from .._ext.arpa_format import SectionError, format_section, parse_section, word_table
+from .._ext.arpa_format import SectionError, format_section, parse_section, permute_rows, row_offset, word_table
 from .._ext.backoff_kernels import children_runs
 from .._ext.ngram_sorting import srilm_order
 from ..container import MAGIC as CONTAINER_MAGIC
@@ -142,14 +142,15 @@ class _BackgroundWriter:
             raise self.failure
 
 
-def _check_log10s(data, k, logp, bow, line_starts, path, line_of):
+def _check_log10s(data, k, logp, bow, line_start, path, line_of):
     """Refuse the first line of a k-gram section whose probability or back-off weight no
-    estimator writes (the parser has refused what is not a number)."""
+    estimator writes (the parser has refused what is not a number); `line_start(row)`:
+    the offset of a row's line."""
     for values, weight in ((logp, False), (bow, True)):
         outside = np.flatnonzero(outside_log10_domain(values, weight))
         if len(outside):
             row = outside[0]
-            start = line_starts[row]
+            start = line_start(row)
             end = data.find(b"\n", start)
             words = " ".join(split_words(data[start:len(data) if end < 0 else end].decode("utf-8"))[1:k + 1])
             what = "back-off weight" if weight else "probability"
@@ -175,6 +176,18 @@ def _lines_promised(start, at):
         elif text:  # the first section's title (or a line the parser will refuse): the header ends
             return start.count(b"\n", 0, at) + seen + grams + orders + BLANK_LINES * (orders + 2), grams
     return None, 0
+
+
+def _section_end(data, start):
+    """The end of the section whose lines start at `start`: after the last newline before
+    a line that starts with a backslash (or the end of `data`). Searched a piece at a
+    time, each handed back once searched: a section of a large model is some 100 MB."""
+    for piece in range(start - 1, len(data), _UTF8_PIECE):
+        found = data.find(b"\n\\", piece, piece + _UTF8_PIECE + 1)
+        release_mapped(data, min(piece + _UTF8_PIECE, len(data)))
+        if found >= 0:
+            return found + 1
+    return len(data)
 
 
 def read_arpa(path, unk=UNK, data=None):
@@ -265,19 +278,23 @@ def read_arpa(path, unk=UNK, data=None):
             raise InputError(f"expected the \\{k}-grams: section, got '{header[:60]}'", path=path,
                              line=line_of(min(pos, len(data))))
         start = next_line(pos)
-        end = data.find(b"\n\\", start - 1)
-        end = len(data) if end < 0 else end + 1
+        end = _section_end(data, start)
         try:
             # a k-gram line takes at least 2k + 1 bytes: no more room than that for a header's count
             room = min(declared[k], (end - start) // (2 * k + 1) + 1)
-            count, key, logp, bow, has_bow, line_starts, new_words = parse_section(
-                buffer, start, end, k, room, words, keys, children, len(vocab) if vocab else 0)
+            count, key, logp, bow, has_bow, new_words = parse_section(
+                buffer, start, end, k, room, words, keys, children, len(vocab) if vocab else 0,
+                lambda offset: release_mapped(data, offset))
         except SectionError as err:
             raise InputError(err.args[1], path=path, line=line_of(err.args[0])) from None
         if count != declared[k]:
             raise InputError(f"\\{k}-grams: section has {count} entries, the header says {declared[k]}",
                              path=path, line=line_of(pos))
-        _check_log10s(data, k, logp, bow, line_starts, path, line_of)
+
+        def line_start(row, start=start, end=end):  # kept by no array: found again for an error
+            return row_offset(buffer, start, end, row)
+
+        _check_log10s(data, k, logp, bow, line_start, path, line_of)
         if k == 1:
             one_grams = new_words  # the table below points into these bytes
             check_tokens(one_grams, path, data)
@@ -289,17 +306,21 @@ def read_arpa(path, unk=UNK, data=None):
             words = word_table(one_grams, key.tolist())  # the higher orders' words are 1-grams
         # the keys sorted, then the same n-gram twice is two equal keys side by side
         order_rows = np.argsort(key)
-        sorted_key = key[order_rows]
+        key.sort()  # in place: no third copy of the largest table at the peak
+        sorted_key = key
+        del key
         repeated = np.flatnonzero(sorted_key[1:] == sorted_key[:-1])
         if len(repeated):
-            second = max(line_starts[order_rows[repeated[0]]], line_starts[order_rows[repeated[0] + 1]])
+            second = line_start(max(order_rows[repeated[0]], order_rows[repeated[0] + 1]))
             raise InputError(f"this {k}-gram appears twice", path=path, line=line_of(second))
         if k > 1:
             children.append(children_runs(len(keys[-1]), sorted_key, len(vocab)))
         keys.append(sorted_key)
-        logps.append(logp[order_rows])
-        bows.append(bow[order_rows])
-        has_bows.append(has_bow[order_rows])
+        permute_rows(order_rows, logp, bow, has_bow.view(np.uint8))  # in place: no copies at the peak
+        logps.append(logp)
+        bows.append(bow)
+        has_bows.append(has_bow)
+        del logp, bow, has_bow, order_rows  # before the next section is parsed
         release_mapped(data, end)
         pos = end
     while pos < len(data) and not line_text(pos):
