@@ -513,24 +513,3 @@ def parse_section(const unsigned char[::1] data, Py_ssize_t start, Py_ssize_t en
         n += 1
     return n, keys, logp, bow, has_bow.view(bool), new_words
 
-
-def permute_rows(long long[::1] order, float[::1] logp, float[::1] bow, unsigned char[::1] has_bow):
-    """Row i of each table becomes its row order[i] (a permutation), in place: each cycle
-    followed once, so no table is copied. `order` is spent (entries marked as followed)."""
-    cdef Py_ssize_t start, j, k, n = order.shape[0]
-    cdef float first_logp, first_bow
-    cdef unsigned char first_has_bow
-    with nogil:
-        for start in range(n):
-            if order[start] < 0:
-                continue
-            first_logp, first_bow, first_has_bow = logp[start], bow[start], has_bow[start]
-            j = start
-            while True:
-                k = order[j]
-                order[j] = -1 - k
-                if k == start:
-                    logp[j], bow[j], has_bow[j] = first_logp, first_bow, first_has_bow
-                    break
-                logp[j], bow[j], has_bow[j] = logp[k], bow[k], has_bow[k]
-                j = k

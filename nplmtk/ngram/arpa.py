@@ -8,7 +8,7 @@ import threading
 
 import numpy as np
 
-from .._ext.arpa_format import SectionError, format_section, parse_section, permute_rows, row_offset, word_table
+from .._ext.arpa_format import SectionError, format_section, parse_section, row_offset, word_table
 from .._ext.backoff_kernels import children_runs
 from .._ext.ngram_sorting import srilm_order
 from ..container import MAGIC as CONTAINER_MAGIC
@@ -316,11 +316,13 @@ def read_arpa(path, unk=UNK, data=None):
         if k > 1:
             children.append(children_runs(len(keys[-1]), sorted_key, len(vocab)))
         keys.append(sorted_key)
-        permute_rows(order_rows, logp, bow, has_bow.view(np.uint8))  # in place: no copies at the peak
-        logps.append(logp)
-        bows.append(bow)
-        has_bows.append(has_bow)
-        del logp, bow, has_bow, order_rows  # before the next section is parsed
+        # one table gathered at a time, its unsorted copy freed before the next is made
+        logps.append(logp[order_rows])
+        del logp
+        bows.append(bow[order_rows])
+        del bow
+        has_bows.append(has_bow[order_rows])
+        del has_bow, order_rows  # before the next section is parsed
         release_mapped(data, end)
         pos = end
     while pos < len(data) and not line_text(pos):
