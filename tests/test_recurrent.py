@@ -14,6 +14,7 @@ from conftest import (assert_gradients_match_finite_differences, assert_one_line
 from nplmtk.corpus import Corpus
 from nplmtk.models import ARCHITECTURES
 from nplmtk.neural.optimizer import Adam, Draws, sgd_steps
+from nplmtk.neural import recurrent
 from nplmtk.neural.recurrent import stream_rows
 from nplmtk.neural.sampling import proposal
 from nplmtk.neural.train import Trainer, TrainingConfig
@@ -340,6 +341,11 @@ def test_scoring_carries_the_state_and_equals_the_reference(arch, shape):
     np.testing.assert_allclose(model.logprobs(corpus), expected if shape.get("reset_state") != "never" else
                                reference_logprobs(model, stream_rows(corpus, 1, VOCAB)[0]).reshape(-1),
                                rtol=1e-5, atol=1e-6)
+    # validation during training: a text whose state runs on as contiguous parts side by side
+    parts = min(recurrent.VALIDATION_STREAMS, corpus.num_sentences)
+    np.testing.assert_allclose(model.validation_logprobs(corpus), expected if shape.get("reset_state") != "never"
+                               else reference_logprobs(model, stream_rows(corpus, parts, VOCAB)[0]).reshape(-1)[
+                                   stream_rows(corpus, parts, VOCAB)[1]], rtol=1e-5, atol=1e-6)
     history = list(corpus.sentence(1)[:3])
     distribution = model.next_distribution(history)
     assert abs(distribution.sum() - 1) < 1e-5

@@ -299,6 +299,11 @@ class NeuralModel(LanguageModel):
         out[usable] = self.example_logprobs(distinct)[where]
         return out
 
+    def validation_logprobs(self, corpus):
+        """logprobs of the validation text during training (a model may score it faster
+        than `logprobs`, as its peers do)."""
+        return self.logprobs(corpus)
+
     def next_distribution(self, history):
         history = ([self.vocab.bos] * self.order + list(history))[-(self.order - 1):]
         rows = np.array([history + [w] for w in range(len(self.vocab))], dtype=np.int32)

@@ -403,7 +403,7 @@ class Trainer:
             raw = {k: v.copy() for k, v in self.model.params.items()}
             for name, mean in self.average.items():
                 self.model.params[name][...] = mean
-        logp = self.model.logprobs(valid)
+        logp = self.model.validation_logprobs(valid)
         record["valid_ppl"] = perplexity_of(logp[np.isfinite(logp)].mean())
         better = state["best_valid"] is None or record["valid_ppl"] < state["best_valid"]
         if better:
