@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 BROWN  ?= ../shared/data/brown
 
 .PHONY: install bytecode demo test wheel-check fuzz bench bench-vs outputs-vs clean sharded-lm brown-shards brown-mlp9 brown-mlp1 brown-is brown-lbl brown-lbl-outputs brown-survey brown-lstm brown-fast \
-	brown-energy brown-energy-exact brown-lattices brown-caches brown-best brown-convert bench-scale
+	brown-energy brown-energy-exact brown-lattices brown-caches brown-best brown-ablation brown-convert bench-scale
 
 install: $(STAMP)
 
@@ -123,6 +123,12 @@ brown-caches: install
 # training and 45 min of scoring, most of it dynamic evaluation).
 brown-best: install
 	$(BIN)/python benchmarks/best.py --brown $(BROWN) --nplm $(BIN)/nplm --out BENCHMARKS.md
+
+# What each of brown-best's additions gives on its own (issue 36, benchmarks/best.py --ablation):
+# lstm-class's network for 600 s on 2 cores, alone and with one addition each, then all (9 runs,
+# about 95 min); each scored on Brown test, a table in BENCHMARKS.md.
+brown-ablation: install
+	$(BIN)/python benchmarks/best.py --ablation --brown $(BROWN) --nplm $(BIN)/nplm --out BENCHMARKS.md
 
 # A neural model as a back-off n-gram for a decoder's first pass (issue 37, benchmarks/convert.py):
 # the lstm-class LSTM of make brown-lstm (runs/lstm-class.nplm, trained first when missing:

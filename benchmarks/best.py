@@ -19,9 +19,10 @@ sys.path.insert(0, HERE)
 
 from caches import METHODS, evaluate, results_table  # noqa: E402
 from run import machine_stamp, write_sections  # noqa: E402
-from runs import BEST_BUDGET, RUNS, RUNS_DIR, VOCAB_MIN_COUNT, VOCAB_PATH  # noqa: E402
+from runs import ABLATION_BUDGET, ABLATIONS, BEST_BUDGET, RUNS, RUNS_DIR, VOCAB_MIN_COUNT, VOCAB_PATH  # noqa: E402
 
 HEADING = "## The best network in 2 hours on Brown (issue 36)"
+ABLATION_HEADING = "## What each of brown-best's additions gives on its own (issue 36)"
 BEST = RUNS["lstm-awd"]
 
 
@@ -39,16 +40,51 @@ def epochs_table(log_path):
     return lines, records
 
 
+def ablation(args):
+    """Each ablation run of runs.py (lstm-class's network for ABLATION_BUDGET seconds, alone
+    and with one of brown-best's additions each, then all), trained when missing and scored
+    on Brown test by nplm ppl: its section of BENCHMARKS.md."""
+    test = os.path.join(args.brown, "test.txt")
+    rows = []
+    for name, added in ABLATIONS.items():
+        run = RUNS[f"ablation-{name}"]
+        if not os.path.exists(run.model_path):
+            print(" ".join(run.command(args.nplm, args.brown)), flush=True)
+            subprocess.run(run.command(args.nplm, args.brown), check=True)
+        report = subprocess.run([args.nplm, "ppl", "-lm", run.model_path, "-ppl", test], check=True,
+                                capture_output=True, text=True).stdout
+        records = [json.loads(line) for line in open(run.log_path) if line.strip()]
+        rows.append((name, " ".join(added), len(records), min(r["valid_ppl"] for r in records),
+                     float(report.split("ppl= ")[1].split()[0])))
+        print(rows[-1], flush=True)
+    alone = rows[0][4]
+    body = [ABLATION_HEADING, "", machine_stamp(), "",
+            "`make brown-ablation` (benchmarks/best.py --ablation): lstm-class's network (`-arch lstm -m 256 -h 256 "
+            f"-tie -output class`, Adam at 2e-3 with `-lr-halve`) trained for {ABLATION_BUDGET} s on 2 cores "
+            "(`-threads 2 -max-time " f"{ABLATION_BUDGET}`, early stopping on Brown valid), with lstm-class's "
+            "dropout 0.3 and with one of brown-best's additions each (the layers: 512 units, then 256 tied to the "
+            "features), then with all of them; test ppl by `nplm ppl -lm MODEL -ppl test.txt`:", "",
+            "| run | options | epochs | best valid ppl | test ppl | vs none |", "| --- | --- | --- | --- | --- | --- |"]
+    body += [f"| {name} | `{options}` | {epochs} | {valid:.2f} | {test_ppl:.2f} | {test_ppl / alone:.3f} |"
+             for name, options, epochs, valid, test_ppl in rows]
+    write_sections(args.out, [body])
+    print("\n".join(body))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--brown", default="../shared/data/brown")
     parser.add_argument("--nplm", default="nplm")
     parser.add_argument("--out", default="BENCHMARKS.md")
+    parser.add_argument("--ablation", action="store_true", help="the ablation runs instead (make brown-ablation)")
     args = parser.parse_args()
     os.makedirs(RUNS_DIR, exist_ok=True)
     if not os.path.exists(VOCAB_PATH):
         subprocess.run([args.nplm, "vocab", "-text", os.path.join(args.brown, "train.txt"), "-min-count",
                         str(VOCAB_MIN_COUNT), "-write-vocab", VOCAB_PATH], check=True)
+    if args.ablation:
+        ablation(args)
+        return
     trained = ""
     if not os.path.exists(BEST.model_path):
         command = BEST.command(args.nplm, args.brown)

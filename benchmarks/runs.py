@@ -143,6 +143,27 @@ BEST_BUDGET = 7000  # seconds of training and validation (-max-time): the issue'
 _AWD = ("-layers", "2", "-tie", "-output", "class", "-reset-state", "never", "-max-time", str(BEST_BUDGET),
         "-dropout-input", "0.4", "-dropout-hidden", "0.3", "-dropout-output", "0.4", "-dropout-embedding", "0.1",
         "-weight-drop", "0.3", "-ar", "2", "-tar", "1", "-random-bptt") + _RECURRENT
+ABLATION_BUDGET = 600  # seconds of each ablation run (about 14 epochs of the one-layer network)
+_DROPOUT = ("-dropout", "0.3")  # lstm-class's: a mask per unit and step on every non-recurrent connection
+ABLATIONS = {  # brown-best's additions, each alone on lstm-class's network (none: lstm-class's -dropout)
+    "none": _DROPOUT,
+    "state": _DROPOUT + ("-reset-state", "never"),
+    "locked": ("-dropout-input", "0.4", "-dropout-output", "0.4"),
+    "embedding": _DROPOUT + ("-dropout-embedding", "0.1"),
+    "weight-drop": _DROPOUT + ("-weight-drop", "0.3"),
+    "ar-tar": _DROPOUT + ("-ar", "2", "-tar", "1"),
+    "random-bptt": _DROPOUT + ("-random-bptt",),
+    "layers": _DROPOUT + ("-layers", "2"),  # 512 units, then 256 tied to the features
+    "all": ("-layers", "2", "-reset-state", "never", "-dropout-input", "0.4", "-dropout-hidden", "0.3",
+            "-dropout-output", "0.4", "-dropout-embedding", "0.1", "-weight-drop", "0.3", "-ar", "2", "-tar", "1",
+            "-random-bptt"),
+}
+
+
+def _ablation(added):
+    return ("-tie", "-output", "class", "-max-time", str(ABLATION_BUDGET)) + added + _RECURRENT
+
+
 _IS = dict(make_target="brown-is", order=4, features=30, hidden=80, epochs=5, batch=1, lr=0.001)
 # Bengio & Senecal (2003) sec. 4.2 as the paper ran it: the energy network (its eq. 1-2: the
 # next word's features enter the hidden layer), 3 words of context, m = 30, h = 80, no direct
@@ -186,6 +207,11 @@ RUNS = {run.name: run for run in (
     # AWD-LSTM's regularisers (Merity et al. 2018) at about their published strengths
     Run("lstm-awd", "brown-best", arch="lstm", order=None, features=400, hidden=800, epochs=100, patience=3,
         threads=2, lr=0.002, early_stopping=True, extra=_AWD),
+    # what each of brown-best's additions gives on its own (issue 36): lstm-class's network
+    # trained for ABLATION_BUDGET seconds on 2 cores, alone and with one addition each, then all
+    *(Run(f"ablation-{name}", "brown-ablation", arch="lstm", order=None, features=256,
+          hidden=512 if "-layers" in added else 256, epochs=100, patience=3, threads=2, lr=0.002,
+          early_stopping=True, extra=_ablation(added)) for name, added in ABLATIONS.items()),
     # Bengio & Senecal (2003) sec. 4.2: the exact gradient against importance sampling.
     Run("is-full", criterion="full", **_IS),
     Run("is-adaptive", criterion="is-adaptive", samples=100, **_IS),
