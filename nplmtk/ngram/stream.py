@@ -481,20 +481,20 @@ def write_arpa_streamed(model, path, memory, folder):
                 out["row"] = np.arange(start, start + len(grams))
                 yield out
 
-        sequence = files.writer("backward-rows", k)
-        for piece in SortedRuns(records(), rows, folder, f"backward{k}").pieces():
-            sequence.append(piece["row"])
-        sequence.close()
+        def places():
+            """(row, its place) in the order of places: sorted by row again below, which
+            inverts the permutation in n log n (a window at a time took n^2 / memory)."""
+            place = 0
+            for piece in SortedRuns(records(), rows, folder, f"backward{k}").pieces():
+                out = np.empty(len(piece), dtype=record)
+                out["key"], out["row"] = piece["row"], np.arange(place, place + len(piece))
+                place += len(piece)
+                yield out
+
         out = files.writer("backward", k)
-        for low, high in ((a, min(a + rows * 2, size)) for a in range(0, size, rows * 2)):
-            places = np.empty(high - low, dtype=np.int64)  # each row of the window: its place
-            for start in range(0, size, rows):
-                row = files.read("backward-rows", k, np.int64, start, start + rows)
-                inside = (row >= low) & (row < high)
-                places[row[inside] - low] = start + np.flatnonzero(inside)
-            out.append(places)
+        for piece in SortedRuns(places(), rows, folder, f"backward-places{k}").pieces():
+            out.append(np.ascontiguousarray(piece["row"]))
         out.close()
-        os.remove(files.path("backward-rows", k))
 
     def sorted_order(k):
         """Order k's rows in SRILM's order: the context's place read backwards, then the
