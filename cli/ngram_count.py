@@ -1,4 +1,5 @@
 """nplm ngram-count: count n-grams and estimate smoothed models."""
+import contextlib
 import os
 import time
 
@@ -14,7 +15,7 @@ from nplmtk.ngram.binary import check_binary_name
 from nplmtk.ngram.binary import write_binary as write_binary_model  # -write-binary names the counts file
 from nplmtk.ngram.classes import ClassNgramModel, WordClasses, token_ids, token_vocabulary
 from nplmtk.ngram.count_runs import CountAccumulator
-from nplmtk.ngram.counts import MAX_ORDER, NgramCounts, byte_ranks, check_order, counted_words
+from nplmtk.ngram.counts import MAX_ORDER, NgramCounts, byte_ranks, check_order, check_orders, counted_words
 from nplmtk.ngram.deleted_interpolation import DeletedInterpolation
 from nplmtk.ngram.estimate import estimate
 from nplmtk.ngram.estimate import prune as prune_model
@@ -115,12 +116,14 @@ def _discounting(kndiscount, ukndiscount, wbdiscount, gtdiscount, cdiscount, add
 @option("temp", metavar="DIR", default=None,
         help="Keep the temporary files of counting in DIR instead of TMPDIR (they are removed at the end, on an "
         "error, on Ctrl-C and on SIGTERM).")
+@flag("mpi", help="Under mpiexec: each rank counts its share of the -text files' lines, the counts are exchanged "
+      "by first word and rank 0 estimates and writes the model (the same files as one machine's).")
 @flag("lower", help="Lower-case the text first.")
 @flag("map-numbers", help="Map numeric tokens to <num>.")
 @_cutoff_options
 def command(text, read, order, vocab, unk, write, write_binary, lm, write_bin_lm, kndiscount, ukndiscount, wbdiscount, gtdiscount,
             cdiscount, addsmooth, interpolate, always_interpolate, deleted_interpolation, heldout, em_iterations, prune,
-            minprune, write_vocab, limit_vocab, sort, map_unk, classes, debug, memory, temp, lower, map_numbers,
+            minprune, write_vocab, limit_vocab, sort, map_unk, classes, debug, memory, temp, mpi, lower, map_numbers,
             **cutoffs):
     """Count the n-grams of a text and estimate a smoothed model.
 
@@ -128,48 +131,64 @@ def command(text, read, order, vocab, unk, write, write_binary, lm, write_bin_lm
     (-kndiscount -interpolate); -kndiscount alone gives the back-off version.
     Cutoffs -gt1min .. -gt9min are as in SRILM, default 1 (keep every n-gram).
     """
-    check_order(order)
-    if not text and not read:
-        raise NplmError("give training text with -text or counts with -read")
-    method, constant = _discounting(kndiscount, ukndiscount, wbdiscount, gtdiscount, cdiscount, addsmooth)
-    if deleted_interpolation and (method or interpolate):
-        raise NplmError("-deleted-interpolation is a model of its own: drop the discounting options")
-    max_counts = [cutoffs[f"gt{k}max"] for k in range(1, MAX_ORDER + 1)]
-    if method != "gt" and any(m is not None for m in max_counts):
-        raise NplmError("-gtNmax sets Good-Turing's discounting: it needs -gtdiscount")
-    if lm is None and write_bin_lm is None and write is None and write_binary is None and write_vocab is None:
-        raise NplmError("nothing to do: give -lm MODEL, -write-bin-lm MODEL, -write COUNTS, -write-binary COUNTS "
-                        "and/or -write-vocab FILE")
-    if write_bin_lm is not None and (deleted_interpolation or classes is not None):
-        raise NplmError("-write-bin-lm writes back-off models of words: a deleted-interpolation or class n-gram "
-                        "model goes to -lm MODEL.nplm")
-    if limit_vocab and vocab is None:
-        raise NplmError("-limit-vocab needs -vocab (the words to keep)")
-    if prune and lm is None and write_bin_lm is None:
-        raise NplmError("-prune prunes the model: give -lm MODEL")
-    if sum(path == "-" for path in text + read + ((heldout,) if heldout else ())) > 1:
-        raise NplmError("-: stdin can be read only once")
-    for path in list(text) + list(read) + [p for p in (vocab, heldout, classes) if p]:
-        check_readable(path)
-    for path in (lm, write_bin_lm, write, write_binary, write_vocab):
-        check_writable(path)
-    if temp is not None and not os.path.isdir(temp):
-        raise NplmError(f"{'not a folder' if os.path.exists(temp) else 'no such folder'} (-temp)", path=temp)
-    check_binary_name(write_bin_lm)
-    normalize = Normalizer(lower=lower, map_numbers=map_numbers)
-    unk_word = map_unk or UNK
+    agreed = contextlib.nullcontext  # under -mpi, bad input is one line from rank 0
+    if mpi:
+        from nplmtk.neural.parallel import world  # mpi4py only for -mpi: a command starts in 70 ms
 
-    binary_reads = [path for path in read if is_container(path)]
-    if vocab is not None:
-        vocabulary = Vocabulary.read(vocab, unk=unk_word)
-    elif text:
-        vocabulary = Vocabulary.from_counts(count_words(text, normalize), unk=unk_word)
-    elif binary_reads and len(binary_reads) == len(read):
-        vocabulary = counts_file_vocabulary(binary_reads[0])
-    elif binary_reads:
-        raise NplmError("binary counts (-write-binary's) merge with text counts under one -vocab: give it")
-    else:
-        vocabulary = Vocabulary(list(dict.fromkeys(w for path in read for w in counted_words(path))), unk=unk_word)
+        from .ranks import input_agreed_on
+        comm = world()
+
+        def agreed():
+            return input_agreed_on(comm)
+    with agreed():
+        check_order(order)
+        if not text and not read:
+            raise NplmError("give training text with -text or counts with -read")
+        method, constant = _discounting(kndiscount, ukndiscount, wbdiscount, gtdiscount, cdiscount, addsmooth)
+        if deleted_interpolation and (method or interpolate):
+            raise NplmError("-deleted-interpolation is a model of its own: drop the discounting options")
+        max_counts = [cutoffs[f"gt{k}max"] for k in range(1, MAX_ORDER + 1)]
+        if method != "gt" and any(m is not None for m in max_counts):
+            raise NplmError("-gtNmax sets Good-Turing's discounting: it needs -gtdiscount")
+        if lm is None and write_bin_lm is None and write is None and write_binary is None and write_vocab is None:
+            raise NplmError("nothing to do: give -lm MODEL, -write-bin-lm MODEL, -write COUNTS, -write-binary COUNTS "
+                            "and/or -write-vocab FILE")
+        if write_bin_lm is not None and (deleted_interpolation or classes is not None):
+            raise NplmError("-write-bin-lm writes back-off models of words: a deleted-interpolation or class n-gram "
+                            "model goes to -lm MODEL.nplm")
+        if limit_vocab and vocab is None:
+            raise NplmError("-limit-vocab needs -vocab (the words to keep)")
+        if prune and lm is None and write_bin_lm is None:
+            raise NplmError("-prune prunes the model: give -lm MODEL")
+        if sum(path == "-" for path in text + read + ((heldout,) if heldout else ())) > 1:
+            raise NplmError("-: stdin can be read only once")
+        for path in list(text) + list(read) + [p for p in (vocab, heldout, classes) if p]:
+            check_readable(path)
+        for path in (lm, write_bin_lm, write, write_binary, write_vocab):
+            check_writable(path)
+        if temp is not None and not os.path.isdir(temp):
+            raise NplmError(f"{'not a folder' if os.path.exists(temp) else 'no such folder'} (-temp)", path=temp)
+        check_binary_name(write_bin_lm)
+        if mpi:
+            if deleted_interpolation or classes is not None or not text:
+                raise NplmError("-mpi counts the words of -text: not with -deleted-interpolation or -classes")
+            for path in text:
+                if path == "-" or not os.path.isfile(path):
+                    raise NplmError("-mpi shares a text out by byte ranges: give a regular file", path=path)
+        normalize = Normalizer(lower=lower, map_numbers=map_numbers)
+        unk_word = map_unk or UNK
+
+        binary_reads = [path for path in read if is_container(path)]
+        if vocab is not None:
+            vocabulary = Vocabulary.read(vocab, unk=unk_word)
+        elif text:
+            vocabulary = Vocabulary.from_counts(count_words(text, normalize), unk=unk_word)
+        elif binary_reads and len(binary_reads) == len(read):
+            vocabulary = counts_file_vocabulary(binary_reads[0])
+        elif binary_reads:
+            raise NplmError("binary counts (-write-binary's) merge with text counts under one -vocab: give it")
+        else:
+            vocabulary = Vocabulary(list(dict.fromkeys(w for path in read for w in counted_words(path))), unk=unk_word)
     if write_vocab is not None:
         with open_output(write_vocab) as out:
             out.writelines(f"{vocabulary.words[w]}\n" for w in np.argsort(byte_ranks(vocabulary.words)))
@@ -203,25 +222,35 @@ def command(text, read, order, vocab, unk, write, write_binary, lm, write_bin_lm
                    and streamable(method, interpolated, always_interpolate, min_counts, classes is not None, prune))
     source = ", ".join(text + read)
     started = time.perf_counter()
-    with scratch_folder("counts", temp) as folder:
-        accumulator = CountAccumulator(tokens if classes is not None else vocabulary, order, memory, folder)
-        for path in text:
-            for chunk in Corpus.read_blocks(path, vocabulary, unk=True, normalize=normalize,
-                                            block_bytes=accumulator.block_bytes):
-                if classes is not None:
-                    chunk = Corpus(ids[chunk.ids], chunk.offsets, tokens, name=chunk.name)
-                accumulator.add_text(chunk)
+    def add_reads(accumulator):
         for path in read:
             if path in binary_reads:
                 accumulator.add_store(CountsFile(path, vocabulary))
             else:
                 accumulator.add_counts(NgramCounts.read(path, vocabulary, limit_vocab))
-        spilled = len(accumulator.runs)
-        if write_binary is not None or out_of_core and (
-                accumulator.runs or accumulator.counts_read or not fits_in_memory(accumulator.counter.entries(),
-                                                                                  memory)):
-            counted = time.perf_counter()
-            store = accumulator.store(os.path.join(folder, "counts"), source=source)
+
+    with scratch_folder("counts", temp) as folder:
+        if mpi:
+            store = _counted_across_ranks(text, add_reads, vocabulary, order, memory, folder, normalize, source)
+            if store is None:  # rank 0 writes
+                return
+            spilled, counted = 0, time.perf_counter()
+        else:
+            accumulator = CountAccumulator(tokens if classes is not None else vocabulary, order, memory, folder)
+            for path in text:
+                for chunk in Corpus.read_blocks(path, vocabulary, unk=True, normalize=normalize,
+                                                block_bytes=accumulator.block_bytes):
+                    if classes is not None:
+                        chunk = Corpus(ids[chunk.ids], chunk.offsets, tokens, name=chunk.name)
+                    accumulator.add_text(chunk)
+            add_reads(accumulator)
+            spilled, store = len(accumulator.runs), None
+            if write_binary is not None or out_of_core and (
+                    accumulator.runs or accumulator.counts_read or not fits_in_memory(accumulator.counter.entries(),
+                                                                                      memory)):
+                counted = time.perf_counter()
+                store = accumulator.store(os.path.join(folder, "counts"), source=source)
+        if store is not None:
             if write_binary is not None:
                 write_counts_file(store, write_binary)
                 if lm is None and write_bin_lm is None and write is None:
@@ -256,6 +285,30 @@ def command(text, read, order, vocab, unk, write, write_binary, lm, write_bin_lm
         write_arpa(model, lm)
     if write_bin_lm is not None:
         write_binary_model(model, write_bin_lm)
+
+
+def _counted_across_ranks(texts, add_reads, vocab, order, memory, folder, normalize, source):
+    """-mpi: this rank's shares of the texts counted (rank 0 adds the -read counts), the
+    ranks agreeing on bad input before any exchange; then the counts exchanged by first
+    word and gathered at rank 0: its CountStore of all the counts, None at the others."""
+    from nplmtk.neural.parallel import world
+    from nplmtk.ngram.mpi_counts import count_share, exchange_by_first_word, gather_parts
+
+    from .ranks import abort_on_error, input_agreed_on
+    comm = world()
+    with input_agreed_on(comm):
+        local = count_share(comm, texts, vocab, order, memory, folder, normalize,
+                            add_reads if comm.rank == 0 else None)
+    try:
+        store = gather_parts(comm, exchange_by_first_word(comm, local, memory, folder), memory,
+                             os.path.join(folder, "counts"))
+    except BaseException as error:  # noqa: B902 - a rank stopping here would leave the others waiting
+        abort_on_error(comm, error)
+    if store is not None:
+        if not sum(store.sizes):
+            raise NplmError("empty corpus (no words)", path=source)
+        check_orders(store.sizes, source)
+    return store
 
 
 def _log_runs(debug, runs):

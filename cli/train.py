@@ -10,14 +10,15 @@ import sys
 import click
 
 from nplmtk.corpus import Corpus
-from nplmtk.errors import NplmError, RankLostError
+from nplmtk.errors import NplmError
 from nplmtk.io import check_readable, check_writable
 from nplmtk.models import ARCHITECTURES, load
-from nplmtk.neural.parallel import allgather, world
+from nplmtk.neural.parallel import world
 from nplmtk.neural.train import Trainer, TrainingConfig
 from nplmtk.text import Normalizer
 from nplmtk.vocab import Vocabulary, count_words
 
+from .ranks import abort_on_error, input_agreed_on
 from .options import INT_MAX, BlockValues, DomainOption, Integer, OptionValueError, Real, example, flag, option, spell
 
 DEFAULT_ARCH = "mlp"
@@ -220,32 +221,6 @@ def command(text, valid, vocab, lm, arch, init_from, checkpoint, checkpoint_ever
         abort_on_error(comm, error)
 
 
-@contextlib.contextmanager
-def input_agreed_on(comm):
-    """Under MPI every rank checks and reads the same input, then the ranks compare notes:
-    bad input is one line from rank 0 (naming a rank when not all of them failed) and exit
-    status 2 everywhere, not one line per rank. Anything else stops every rank at once."""
-    failure = None
-    try:
-        yield
-    except NplmError as error:
-        failure = error.render(spell)
-    except BaseException as error:  # noqa: B902
-        abort_on_error(comm, error)
-    try:
-        failures = allgather(comm, failure)
-    except RankLostError as error:
-        abort_on_error(comm, error)
-    failed = [rank for rank, message in enumerate(failures) if message]
-    if not failed:
-        return
-    if comm.rank != 0:
-        sys.exit(2)
-    if len(failed) == comm.size and len(set(failures)) == 1:
-        raise NplmError(failures[0])
-    raise NplmError(f"rank {failed[0]} of {comm.size}: {failures[failed[0]]}")
-
-
 def _prepare(text, valid, vocab, network, config, resume, checkpoint, min_count, normalize, comm, init_from):
     """The trainer and the (train, valid) corpora: every input read and checked."""
     if resume:
@@ -325,11 +300,3 @@ def block_values(given):
     """-block-lr C=1e-3,A=0.1 (the option repeated or comma-separated; each occurrence a list
     of pairs by BlockValues) as {"C": 0.001, "A": 0.1}, a later value of a block winning."""
     return {block: value for pairs in given for block, value in pairs}
-
-
-def abort_on_error(comm, error):
-    """One rank failed: say why on stderr and end every rank now (no rank left waiting
-    in a collective). Exit status 2 for bad input, 1 otherwise."""
-    message = error.render(spell) if isinstance(error, NplmError) else f"{type(error).__name__}: {error}"
-    print(f"nplm: rank {comm.rank} of {comm.size}: {message}", file=sys.stderr, flush=True)
-    comm.Abort(2 if isinstance(error, NplmError) else 1)

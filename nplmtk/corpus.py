@@ -4,7 +4,7 @@ import numpy as np
 from ._ext.corpus_kernels import gather_stream_steps, gather_windows, ngram_windows
 from ._ext.text_kernels import encode_words
 from .errors import InputError, NplmError, ParameterError
-from .io import BLOCK_BYTES, read_text_blocks
+from .io import BLOCK_BYTES, read_text_blocks, read_text_range
 from .vocab import sentence_tokens
 
 OOV = -1  # id of a word outside the vocabulary when it is not mapped to <unk>
@@ -42,11 +42,15 @@ class Corpus:
         return cls(ids, offsets, vocab, name=path)
 
     @classmethod
-    def read_blocks(cls, path, vocab, unk=True, normalize=None, block_bytes=BLOCK_BYTES, allow_empty=False):
+    def read_blocks(cls, path, vocab, unk=True, normalize=None, block_bytes=BLOCK_BYTES, allow_empty=False,
+                    byte_range=None):
         """The text of `path` as corpora of whole sentences, one per block of about
-        `block_bytes` of text (for counting a text larger than memory)."""
+        `block_bytes` of text (for counting a text larger than memory); with `byte_range`
+        (start, stop), only the lines of those bytes of a regular file (read_text_range)."""
         missing, any_words = vocab.unk if unk else OOV, False
-        for data in read_text_blocks(path, normalize or None, block_bytes):
+        blocks = (read_text_blocks(path, normalize or None, block_bytes) if byte_range is None
+                  else read_text_range(path, *byte_range, normalize or None, block_bytes))
+        for data in blocks:
             ids, lengths = encode_words(data, vocab.encoded_words, missing, vocab.bos, vocab.eos)
             if len(ids):
                 any_words = True

@@ -280,11 +280,72 @@ def release_mapped(data, end):
 BLOCK_BYTES = 64 << 20  # read_text_blocks' default: a block of text, cut after its last newline
 
 
-def read_text_blocks(path, normalize=None, block_bytes=BLOCK_BYTES):
+def line_starts_near(path, offsets):
+    """For each byte offset of the regular file `path`, the first line start at or after
+    it (the file's size past its last line): where the lines of a share of it begin."""
+    size = os.path.getsize(path)
+    starts = []
+    with _open(path) as source:
+        for offset in offsets:
+            if offset <= 0 or offset >= size:
+                starts.append(min(max(offset, 0), size))
+                continue
+            source.seek(offset - 1)
+            while True:
+                piece = source.read(1 << 16)
+                newline = piece.find(b"\n")
+                if newline >= 0 or not piece:
+                    starts.append(min(source.tell() - len(piece) + newline + 1, size) if piece else size)
+                    break
+    return starts
+
+
+def read_text_range(path, start, stop, normalize=None, block_bytes=BLOCK_BYTES):
+    """read_text_blocks of the lines of the regular, uncompressed file `path` from byte
+    `start` to `stop` (both line starts: line_starts_near); an error names the line in
+    the whole file."""
+    with _open(path) as source:
+        if source.read(2) == GZIP_MAGIC:
+            raise InputError("a share of a text is a byte range: give it uncompressed", path=path)
+        source.seek(start)
+        blocks = read_text_blocks(path, normalize, block_bytes, source=_Limited(source, stop - start))
+        try:
+            yield from blocks
+        except InputError as err:
+            if err.line is None:
+                raise
+            before = 0  # the lines before the range, counted only for the message
+            source.seek(0)
+            for _ in range(0, start, 1 << 20):
+                before += source.read(min(1 << 20, start - source.tell())).count(b"\n")
+            raise InputError(err.message, path=path, line=err.line + before) from None
+
+
+class _Limited(io.RawIOBase):
+    """The next `remaining` bytes of `source`."""
+
+    def __init__(self, source, remaining):
+        self.source, self.remaining = source, remaining
+
+    def readable(self):
+        return True
+
+    def read(self, size=-1):
+        size = self.remaining if size is None or size < 0 else min(size, self.remaining)
+        data = self.source.read(size)
+        self.remaining -= len(data)
+        return data
+
+
+def read_text_blocks(path, normalize=None, block_bytes=BLOCK_BYTES, source=None):
     """The bytes of `path` (gunzipped, checked to be UTF-8, after `normalize`, a str -> str
     function) in blocks of about `block_bytes` that end after a newline (the last block
     where the file does), so a corpus larger than memory streams through. Stdin already
-    read by read_bytes comes from its copy; otherwise it streams and cannot be read again."""
+    read by read_bytes comes from its copy; otherwise it streams and cannot be read again.
+    `source`: a file object to read instead (read_text_range's share of `path`)."""
+    if source is not None:
+        yield from _text_blocks(source, path, normalize, block_bytes)
+        return
     key = _stream_key(path)
     if key in _kept and _kept[key] is None:
         raise _read_once(path)
@@ -296,30 +357,35 @@ def read_text_blocks(path, normalize=None, block_bytes=BLOCK_BYTES):
             _kept[key] = None  # streamed: gone once read
     with contextlib.ExitStack() as stack:
         stack.callback(source.close if source is not sys.stdin.buffer else lambda: None)
-        head = source.read(2)
-        raw = source
-        if head == GZIP_MAGIC:
-            import gzip
-            raw = gzip.GzipFile(fileobj=_Prefixed(head, source))
-            head = b""
-        carry, lines, limit = head, 0, max_line_bytes()
-        while True:
-            try:
-                chunk = raw.read(block_bytes)
-            except (OSError, EOFError, zlib.error) as err:
-                raise InputError(f"corrupt gzip data ({err})", path=path) from None
-            data = _checked_lines(carry + chunk, path, limit, lines)
-            if not chunk:
-                if data:
-                    yield _checked_block(data, path, lines, normalize)
-                return
-            cut = data.rfind(b"\n") + 1
-            if cut == 0:  # no newline yet: a longer line
-                carry = data
-                continue
-            block, carry = data[:cut], data[cut:]
-            yield _checked_block(block, path, lines, normalize)
-            lines += block.count(b"\n")
+        yield from _text_blocks(source, path, normalize, block_bytes)
+
+
+def _text_blocks(source, path, normalize, block_bytes):
+    """read_text_blocks' blocks of the open file `source`."""
+    head = source.read(2)
+    raw = source
+    if head == GZIP_MAGIC:
+        import gzip
+        raw = gzip.GzipFile(fileobj=_Prefixed(head, source))
+        head = b""
+    carry, lines, limit = head, 0, max_line_bytes()
+    while True:
+        try:
+            chunk = raw.read(block_bytes)
+        except (OSError, EOFError, zlib.error) as err:
+            raise InputError(f"corrupt gzip data ({err})", path=path) from None
+        data = _checked_lines(carry + chunk, path, limit, lines)
+        if not chunk:
+            if data:
+                yield _checked_block(data, path, lines, normalize)
+            return
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:  # no newline yet: a longer line
+            carry = data
+            continue
+        block, carry = data[:cut], data[cut:]
+        yield _checked_block(block, path, lines, normalize)
+        lines += block.count(b"\n")
 
 
 class _Prefixed(io.RawIOBase):

@@ -63,16 +63,17 @@ class CountAccumulator:
         """Counts on disk already (a CountStore over the same vocabulary), merged with the rest."""
         self.counts_read.append(store)
 
-    def store(self, folder, source="counts"):
+    def store(self, folder, source="counts", complete=True):
         """All the counts as a CountStore in `folder` (made if missing): the tables sorted
         straight into it when nothing went to disk, else every run merged into it. The
-        accumulator is spent. `source` names the input in errors."""
+        accumulator is spent. `source` names the input in errors. With `complete` False
+        the counts may lack an order, or be none (a share of a text: mpi_counts.py)."""
         try:
             os.makedirs(folder, exist_ok=True)
         except OSError as err:
             raise scratch_error(folder, err) from None
         if not self.runs and not self.counts_read:
-            if not self.counter.entries():
+            if not self.counter.entries() and complete:
                 raise InputError("no counts", path=source)
             store = self._spill(folder)
         else:
@@ -80,7 +81,8 @@ class CountAccumulator:
                 self.runs.append(self._spill(self._new_folder("run")))
             store = self._merge(self.runs + self.counts_read, folder, source)
         self.counter = None
-        check_orders(store.sizes, source)
+        if complete:
+            check_orders(store.sizes, source)
         return store
 
     def result(self, source="counts"):
