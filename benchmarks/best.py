@@ -17,7 +17,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from caches import METHODS, evaluate, results_table  # noqa: E402
+from caches import METHODS, evaluate, evaluation_lines  # noqa: E402
 from run import machine_stamp, write_sections  # noqa: E402
 from runs import ABLATION_BUDGET, ABLATIONS, BEST_BUDGET, RUNS, RUNS_DIR, VOCAB_MIN_COUNT, VOCAB_PATH  # noqa: E402
 
@@ -107,11 +107,7 @@ def main():
             f"Training: {len(records)} epochs, {training / 60:.1f} min in the training loop "
             f"({words / training:,.0f} words/s), {records[-1].get('elapsed', training) / 60:.1f} min with "
             "validation:", "", *epochs, "", "Every scoring setting was picked on Brown valid:", ""]
-    body += [f"- {note}" for note in notes]
-    body += [f"- mixtures with KN5: the network's weight on valid: {picked['lstm+kn5']} alone, "
-             f"{picked['neural+kn5']} with its cache.", "",
-             "On Brown test (161,059 words, 10,121 sentences), each row the whole command, timed once:", "",
-             *results_table(results), "", srilm_line]
+    body += evaluation_lines(notes, picked, results, srilm_line)
     write_sections(args.out, [body])
     print("\n".join(body))
 

@@ -174,6 +174,15 @@ def evaluate(network, args):
     return notes, picked, results, srilm_line, trained_now
 
 
+def evaluation_lines(notes, picked, results, srilm_line):
+    """evaluate's picks and test rows as BENCHMARKS.md lines."""
+    return ([f"- {note}" for note in notes]
+            + [f"- mixtures with KN5: the network's weight from {', '.join(map(str, MIX_GRID))}, on valid: "
+               f"{picked['lstm+kn5']} for the network, {picked['neural+kn5']} for the network with its cache.", "",
+               "On Brown test (161,059 words, 10,121 sentences), each row the whole command, timed once:", "",
+               *results_table(results), "", srilm_line])
+
+
 def results_table(results):
     """The test rows as a markdown table, against KN5 (the first row) and the network alone (the third)."""
     kn5_test, lstm_test = results[0][1], results[2][1]
@@ -198,11 +207,7 @@ def main():
             f"({LSTM.name} of `make brown-lstm`: `{' '.join(LSTM.options())}`"
             + (", trained in this run" if trained_now else "") + f"). {METHODS} Every setting was picked on Brown "
             "valid:", ""]
-    body += [f"- {note}" for note in notes]
-    body += [f"- mixtures with KN5: the network's weight from {', '.join(map(str, MIX_GRID))}, on valid: "
-             f"{picked['lstm+kn5']} for the LSTM, {picked['neural+kn5']} for the LSTM with its cache.", "",
-             "On Brown test (161,059 words, 10,121 sentences), each row the whole command, timed once:", "",
-             *results_table(results), "", srilm_line]
+    body += evaluation_lines(notes, picked, results, srilm_line)
     write_sections(args.out, [body])
     print("\n".join(body))
 

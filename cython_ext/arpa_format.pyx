@@ -210,6 +210,52 @@ def word_table(list words, ids):
     return table
 
 
+cdef inline Py_ssize_t line_fields(const unsigned char *data, Py_ssize_t line_start, Py_ssize_t line_end,
+                                   Py_ssize_t *starts, Py_ssize_t *stops) noexcept nogil:
+    """The fields of a line split at white space: how many, the first 64 placed."""
+    cdef Py_ssize_t j = line_start, field_start, fields = 0
+    while j < line_end:
+        while j < line_end and is_space(data[j]):
+            j += 1
+        if j >= line_end:
+            break
+        field_start = j
+        while j < line_end and not is_space(data[j]):
+            j += 1
+        if fields < 64:
+            starts[fields] = field_start
+            stops[fields] = j
+        fields += 1
+    return fields
+
+
+cdef inline long long context_row(const long long **lower, const long long **runs, const long long *lower_size,
+                                  const long long *ids, int k, long long vocab_size) noexcept nogil:
+    """The row of the context w1 .. wk-1 (word ids `ids`) among the (k-1)-grams, one order
+    after the other, each among the children of the row found; -1 if it is not there."""
+    cdef long long row = find_key(lower[0], 0, lower_size[0], ids[0])
+    cdef int j
+    for j in range(1, k - 1):
+        if row >= 0:
+            row = find_key(lower[j], runs[j - 1][row], runs[j - 1][row + 1], row * vocab_size + ids[j])
+    return row
+
+
+cdef lower_tables(list lower_keys, list lower_children, int k, const long long **lower, const long long **runs,
+                  long long *lower_size):
+    """Pointers to the sorted keys of orders 1 .. k-1 and their children runs (the lists
+    hold the arrays)."""
+    cdef const long long[::1] view
+    cdef int j
+    for j in range(k - 1):
+        view = lower_keys[j]
+        lower[j] = &view[0] if view.shape[0] else NULL
+        lower_size[j] = view.shape[0]
+        if j + 1 < k - 1:
+            view = lower_children[j]
+            runs[j] = &view[0]
+
+
 cdef Py_ssize_t filled_lines(const unsigned char *data, Py_ssize_t start, Py_ssize_t end) noexcept nogil:
     """The lines of data[start:end] with a character other than white space (the lines
     parse_section reads)."""
@@ -232,14 +278,14 @@ cdef Py_ssize_t parse_rows(const unsigned char *data, Py_ssize_t start, Py_ssize
     the arrays; -1 at the first line that is not plainly right (a field count, a value
     the fast path does not read, a word or context not found), which the serial parser
     then reads again to say what is wrong."""
-    cdef Py_ssize_t pos = start, line_start, line_end, field_start, n = 0, j, fields
+    cdef Py_ssize_t pos = start, line_start, line_end, n = 0, j, fields
     cdef Py_ssize_t starts[64]
     cdef Py_ssize_t stops[64]
     cdef Py_ssize_t previous_starts[64]
     cdef Py_ssize_t previous_stops[64]
     cdef long long ids[64]
     cdef long long previous_ids[64]
-    cdef long long row = -1, previous_row = -1
+    cdef long long previous_row = -1
     cdef bint have_previous = False, same_context
     cdef double value
     cdef Entry *entry
@@ -249,21 +295,7 @@ cdef Py_ssize_t parse_rows(const unsigned char *data, Py_ssize_t start, Py_ssize
             pos += 1
         line_end = pos
         pos += 1
-        fields = 0
-        j = line_start
-        while j < line_end:
-            while j < line_end and is_space(data[j]):
-                j += 1
-            if j >= line_end:
-                break
-            field_start = j
-            while j < line_end and not is_space(data[j]):
-                j += 1
-            if fields >= k + 2:
-                return -1
-            starts[fields] = field_start
-            stops[fields] = j
-            fields += 1
+        fields = line_fields(data, line_start, line_end, starts, stops)
         if fields == 0:
             continue
         if fields != k + 1 and fields != k + 2:
@@ -290,13 +322,9 @@ cdef Py_ssize_t parse_rows(const unsigned char *data, Py_ssize_t start, Py_ssize
                 return -1
             ids[j] = entry.value
         if not same_context:
-            row = find_key(lower[0], 0, lower_size[0], ids[0])
-            for j in range(1, k - 1):
-                if row >= 0:
-                    row = find_key(lower[j], runs[j - 1][row], runs[j - 1][row + 1], row * vocab_size + ids[j])
-            if row < 0:
+            previous_row = context_row(lower, runs, lower_size, ids, k, vocab_size)
+            if previous_row < 0:
                 return -1
-            previous_row = row
         key[n] = previous_row * vocab_size + ids[k - 1]
         for j in range(k):
             previous_starts[j] = starts[j + 1]
@@ -328,15 +356,8 @@ def _parse_in_parts(const unsigned char[::1] data, Py_ssize_t start, Py_ssize_t 
     cdef const long long *lower[16]
     cdef const long long *runs[16]
     cdef long long lower_size[16]
-    cdef const long long[::1] lower_view
     cdef const unsigned char *text = &data[0]
-    for j in range(k - 1):
-        lower_view = lower_keys[j]
-        lower[j] = &lower_view[0] if lower_view.shape[0] else NULL
-        lower_size[j] = lower_view.shape[0]
-        if j + 1 < k - 1:
-            lower_view = lower_children[j]
-            runs[j] = &lower_view[0]
+    lower_tables(lower_keys, lower_children, k, lower, runs, lower_size)
     keys = np.empty(room, dtype=np.int64)
     logp = np.empty(room, dtype=np.float32)
     bow = np.zeros(room, dtype=np.float32)
@@ -406,7 +427,7 @@ def parse_section(const unsigned char[::1] data, Py_ssize_t start, Py_ssize_t en
     children runs (nplmtk._ext.backoff_kernels.children_runs), and the key of w1 .. wk is
     `row of w1 .. wk-1 * vocab_size + wk`.
     """
-    cdef Py_ssize_t pos = start, line_start, line_end, field_start, n = 0, j, fields
+    cdef Py_ssize_t pos = start, line_start, line_end, n = 0, j, fields
     cdef Py_ssize_t starts[64]
     cdef Py_ssize_t stops[64]
     cdef Py_ssize_t previous_starts[64]
@@ -416,8 +437,7 @@ def parse_section(const unsigned char[::1] data, Py_ssize_t start, Py_ssize_t en
     cdef const long long *lower[16]
     cdef const long long *runs[16]
     cdef long long lower_size[16]
-    cdef const long long[::1] lower_view
-    cdef long long row = -1, previous_row = -1
+    cdef long long previous_row = -1
     cdef bint have_previous = False, same_context
     cdef Entry *entry
     if words is not None and k > 1 and end - start >= PARALLEL_BYTES and room > 0:
@@ -433,33 +453,14 @@ def parse_section(const unsigned char[::1] data, Py_ssize_t start, Py_ssize_t en
     cdef long long[::1] key_view = keys
     cdef float[::1] logp_view = logp, bow_view = bow
     cdef unsigned char[::1] has_bow_view = has_bow
-    for j in range(k - 1):
-        lower_view = lower_keys[j]
-        lower[j] = &lower_view[0] if lower_view.shape[0] else NULL
-        lower_size[j] = lower_view.shape[0]
-        if j + 1 < k - 1:
-            lower_view = lower_children[j]
-            runs[j] = &lower_view[0]
+    lower_tables(lower_keys, lower_children, k, lower, runs, lower_size)
     while pos < end:
         line_start = pos
         while pos < end and data[pos] != b'\n':
             pos += 1
         line_end = pos
         pos += 1
-        fields = 0
-        j = line_start
-        while j < line_end:
-            while j < line_end and is_space(data[j]):
-                j += 1
-            if j >= line_end:
-                break
-            field_start = j
-            while j < line_end and not is_space(data[j]):
-                j += 1
-            if fields < 64:
-                starts[fields] = field_start
-                stops[fields] = j
-            fields += 1
+        fields = line_fields(&data[0], line_start, line_end, starts, stops)
         if fields == 0:
             continue
         if fields != k + 1 and fields != k + 2:
@@ -496,14 +497,10 @@ def parse_section(const unsigned char[::1] data, Py_ssize_t start, Py_ssize_t en
         if k == 1:
             key_view[n] = ids[0]
         else:
-            if not same_context:  # the row of w1 .. wk-1, one order after the other
-                row = find_key(lower[0], 0, lower_size[0], ids[0])
-                for j in range(1, k - 1):  # among the children of the row found
-                    if row >= 0:
-                        row = find_key(lower[j], runs[j - 1][row], runs[j - 1][row + 1], row * vocab_size + ids[j])
-                if row < 0:
+            if not same_context:
+                previous_row = context_row(lower, runs, lower_size, ids, k, vocab_size)
+                if previous_row < 0:
                     raise SectionError(line_start, f"the context of this {k}-gram is not among the {k - 1}-grams")
-                previous_row = row
             key_view[n] = previous_row * vocab_size + ids[k - 1]
         for j in range(k):
             previous_starts[j] = starts[j + 1]
