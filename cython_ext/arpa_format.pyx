@@ -270,22 +270,95 @@ cdef Py_ssize_t filled_lines(const unsigned char *data, Py_ssize_t start, Py_ssi
     return n + filled
 
 
+cdef extern from *:
+    void prefetch "__builtin_prefetch" (const void *address) noexcept nogil
+
+
+cdef enum:
+    LOOKUP_BATCH = 32  # contexts searched side by side, their cache misses overlapping
+    MAX_WORDS = 16  # of an n-gram in a batch (MAX_ORDER is 10)
+
+
+cdef bint context_rows(const long long **lower, const long long **runs, const long long *unigram_row,
+                       const long long *ids, Py_ssize_t count, int k, long long vocab_size,
+                       long long *rows) noexcept nogil:
+    """rows[b]: the row among the (k-1)-grams of the context of n-gram b (its words
+    ids[b * MAX_WORDS ..]), for `count` of them at once: level by level, the binary
+    searches in lockstep, each step's probes prefetched together (one search at a time
+    waited for each cache miss in turn). False if a context is missing."""
+    cdef long long low[LOOKUP_BATCH]
+    cdef long long high[LOOKUP_BATCH]
+    cdef long long stop[LOOKUP_BATCH]
+    cdef long long middle[LOOKUP_BATCH]
+    cdef long long query[LOOKUP_BATCH]
+    cdef Py_ssize_t b
+    cdef int j
+    cdef bint searching = True
+    for b in range(count):
+        rows[b] = unigram_row[ids[b * MAX_WORDS]]
+        if rows[b] < 0:
+            return False
+    for j in range(1, k - 1):
+        for b in range(count):
+            prefetch(&runs[j - 1][rows[b]])
+        for b in range(count):
+            low[b], high[b] = runs[j - 1][rows[b]], runs[j - 1][rows[b] + 1]
+            stop[b] = high[b]
+            query[b] = rows[b] * vocab_size + ids[b * MAX_WORDS + j]
+        searching = True
+        while searching:
+            searching = False
+            for b in range(count):
+                if low[b] < high[b]:
+                    middle[b] = (low[b] + high[b]) >> 1
+                    prefetch(&lower[j][middle[b]])
+                    searching = True
+            for b in range(count):
+                if low[b] < high[b]:
+                    if lower[j][middle[b]] < query[b]:
+                        low[b] = middle[b] + 1
+                    else:
+                        high[b] = middle[b]
+        for b in range(count):
+            if low[b] >= stop[b] or lower[j][low[b]] != query[b]:
+                return False
+            rows[b] = low[b]
+    return True
+
+
+cdef bint keyed(const long long **lower, const long long **runs, const long long *unigram_row,
+                const long long *ids, const Py_ssize_t *first, Py_ssize_t count, Py_ssize_t stop, int k,
+                long long vocab_size, long long *key) noexcept nogil:
+    """The keys of the rows first[0] .. stop-1, which hold their last word: the rows from
+    first[b] to first[b + 1] share context b, found by context_rows."""
+    cdef long long rows[LOOKUP_BATCH]
+    cdef Py_ssize_t b, i
+    if not context_rows(lower, runs, unigram_row, ids, count, k, vocab_size, rows):
+        return False
+    for b in range(count):
+        for i in range(first[b], first[b + 1] if b + 1 < count else stop):
+            key[i] += rows[b] * vocab_size
+    return True
+
+
 cdef Py_ssize_t parse_rows(const unsigned char *data, Py_ssize_t start, Py_ssize_t end, int k, WordTable words,
-                           const long long **lower, const long long **runs, const long long *lower_size,
+                           const long long **lower, const long long **runs, const long long *unigram_row,
                            long long vocab_size, long long *key, float *logp, float *bow,
                            unsigned char *has_bow) noexcept nogil:
     """parse_section's loop for k >= 2 without the GIL: the rows of data[start:end] into
-    the arrays; -1 at the first line that is not plainly right (a field count, a value
-    the fast path does not read, a word or context not found), which the serial parser
-    then reads again to say what is wrong."""
-    cdef Py_ssize_t pos = start, line_start, line_end, n = 0, j, fields
+    the arrays, their contexts looked up LOOKUP_BATCH at a time (keyed); -1 at the first
+    line that is not plainly right (a field count, a value the fast path does not read, a
+    word or context not found), which the serial parser then reads again to say what is
+    wrong."""
+    cdef Py_ssize_t pos = start, line_start, line_end, n = 0, j, fields, pending = 0
     cdef Py_ssize_t starts[64]
     cdef Py_ssize_t stops[64]
     cdef Py_ssize_t previous_starts[64]
     cdef Py_ssize_t previous_stops[64]
     cdef long long ids[64]
     cdef long long previous_ids[64]
-    cdef long long previous_row = -1
+    cdef long long contexts[LOOKUP_BATCH * MAX_WORDS]
+    cdef Py_ssize_t first[LOOKUP_BATCH]
     cdef bint have_previous = False, same_context
     cdef double value
     cdef Entry *entry
@@ -321,17 +394,24 @@ cdef Py_ssize_t parse_rows(const unsigned char *data, Py_ssize_t start, Py_ssize
             if entry.text == NULL:
                 return -1
             ids[j] = entry.value
-        if not same_context:
-            previous_row = context_row(lower, runs, lower_size, ids, k, vocab_size)
-            if previous_row < 0:
-                return -1
-        key[n] = previous_row * vocab_size + ids[k - 1]
+        if not same_context:  # a new context: batched (the full batch's keys done first)
+            if pending == LOOKUP_BATCH:
+                if not keyed(lower, runs, unigram_row, contexts, first, pending, n, k, vocab_size, key):
+                    return -1
+                pending = 0
+            for j in range(k - 1):
+                contexts[pending * MAX_WORDS + j] = ids[j]
+            first[pending] = n
+            pending += 1
+        key[n] = ids[k - 1]  # its context's row * |V| added by keyed
         for j in range(k):
             previous_starts[j] = starts[j + 1]
             previous_stops[j] = stops[j + 1]
             previous_ids[j] = ids[j]
         have_previous = True
         n += 1
+    if pending and not keyed(lower, runs, unigram_row, contexts, first, pending, n, k, vocab_size, key):
+        return -1
     return n
 
 
@@ -358,6 +438,10 @@ def _parse_in_parts(const unsigned char[::1] data, Py_ssize_t start, Py_ssize_t 
     cdef long long lower_size[16]
     cdef const unsigned char *text = &data[0]
     lower_tables(lower_keys, lower_children, k, lower, runs, lower_size)
+    rows_of_words = np.full(vocab_size + 1, -1, dtype=np.int64)  # word id -> its 1-gram's row
+    rows_of_words[lower_keys[0]] = np.arange(len(lower_keys[0]))
+    cdef const long long[::1] unigram_view = rows_of_words
+    cdef const long long *unigram_row = &unigram_view[0]
     keys = np.empty(room, dtype=np.int64)
     logp = np.empty(room, dtype=np.float32)
     bow = np.zeros(room, dtype=np.float32)
@@ -384,7 +468,7 @@ def _parse_in_parts(const unsigned char[::1] data, Py_ssize_t start, Py_ssize_t 
             return None
         offsets[0], offsets[1] = done, done + counts[0]
         for p in prange(parts, nogil=True, num_threads=parts, schedule="static", chunksize=1):
-            parsed[p] = parse_rows(text, bounds[p], bounds[p + 1], k, words, lower, runs, lower_size, vocab_size,
+            parsed[p] = parse_rows(text, bounds[p], bounds[p + 1], k, words, lower, runs, unigram_row, vocab_size,
                                    key_out + offsets[p], logp_out + offsets[p], bow_out + offsets[p],
                                    has_bow_out + offsets[p])
         if parsed[0] != counts[0] or parsed[1] != counts[1]:
