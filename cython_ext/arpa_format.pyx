@@ -3,7 +3,7 @@
 import numpy as np
 from libc.string cimport memcmp, memcpy
 from libc.math cimport isinf
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint64_t
 from cython.parallel cimport prange
 from cpython.bytearray cimport PyByteArray_FromStringAndSize
 
@@ -359,6 +359,8 @@ cdef Py_ssize_t parse_rows(const unsigned char *data, Py_ssize_t start, Py_ssize
     cdef long long previous_ids[64]
     cdef long long contexts[LOOKUP_BATCH * MAX_WORDS]
     cdef Py_ssize_t first[LOOKUP_BATCH]
+    cdef uint64_t hashes[64]
+    cdef bint reused[64]
     cdef bint have_previous = False, same_context
     cdef double value
     cdef Entry *entry
@@ -382,18 +384,23 @@ cdef Py_ssize_t parse_rows(const unsigned char *data, Py_ssize_t start, Py_ssize
             bow[n] = -INFINITY if value == -99.0 else value
             has_bow[n] = 1
         same_context = have_previous
-        for j in range(k):
-            if (have_previous and stops[j + 1] - starts[j + 1] == previous_stops[j] - previous_starts[j]
-                    and memcmp(&data[starts[j + 1]], &data[previous_starts[j]], stops[j + 1] - starts[j + 1]) == 0):
+        for j in range(k):  # the words not on the line before: hashed, their slots prefetched together
+            reused[j] = (have_previous and stops[j + 1] - starts[j + 1] == previous_stops[j] - previous_starts[j]
+                         and memcmp(&data[starts[j + 1]], &data[previous_starts[j]],
+                                    stops[j + 1] - starts[j + 1]) == 0)
+            if reused[j]:
                 ids[j] = previous_ids[j]
                 continue
             if j < k - 1:
                 same_context = False
-            entry = words.slot(&data[starts[j + 1]], stops[j + 1] - starts[j + 1],
-                               fnv1a(&data[starts[j + 1]], stops[j + 1] - starts[j + 1]))
-            if entry.text == NULL:
-                return -1
-            ids[j] = entry.value
+            hashes[j] = fnv1a(&data[starts[j + 1]], stops[j + 1] - starts[j + 1])
+            prefetch(&words.entries[hashes[j] & (words.capacity - 1)])
+        for j in range(k):
+            if not reused[j]:
+                entry = words.slot(&data[starts[j + 1]], stops[j + 1] - starts[j + 1], hashes[j])
+                if entry.text == NULL:
+                    return -1
+                ids[j] = entry.value
         if not same_context:  # a new context: batched (the full batch's keys done first)
             if pending == LOOKUP_BATCH:
                 if not keyed(lower, runs, unigram_row, contexts, first, pending, n, k, vocab_size, key):
