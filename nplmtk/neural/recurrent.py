@@ -261,7 +261,8 @@ class RNNModel(NeuralModel):
         """As logprobs, but a text whose state runs on is scored as VALIDATION_STREAMS
         contiguous parts side by side (each from a zero state), as PyTorch's
         word_language_model and AWD-LSTM evaluate during training: products of that many
-        columns, not one (a tenth of the time for two layers of 800 units)."""
+        columns, not one (4.7 s of CPU instead of 7.8 s for 500 sentences of Brown valid
+        with two layers of 800 and 400 units)."""
         return self._logprobs(corpus, VALIDATION_STREAMS if self.meta["reset_state"] == "never" else SCORING_STREAMS)
 
     def _logprobs(self, corpus, streams):
