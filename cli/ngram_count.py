@@ -117,7 +117,8 @@ def _discounting(kndiscount, ukndiscount, wbdiscount, gtdiscount, cdiscount, add
         help="Keep the temporary files of counting in DIR instead of TMPDIR (they are removed at the end, on an "
         "error, on Ctrl-C and on SIGTERM).")
 @flag("mpi", help="Under mpiexec: each rank counts its share of the -text files' lines, the counts are exchanged "
-      "by first word and rank 0 estimates and writes the model (the same files as one machine's).")
+      "by first word and each rank estimates the n-grams of its first words (interpolated modified Kneser-Ney; "
+      "other estimates at rank 0); rank 0 writes the model (the same files as one machine's).")
 @flag("lower", help="Lower-case the text first.")
 @flag("map-numbers", help="Map numeric tokens to <num>.")
 @_cutoff_options
@@ -231,7 +232,12 @@ def command(text, read, order, vocab, unk, write, write_binary, lm, write_bin_lm
 
     with scratch_folder("counts", temp) as folder:
         if mpi:
-            store = _counted_across_ranks(text, add_reads, vocabulary, order, memory, folder, normalize, source)
+            comm, part, words = _counted_across_ranks(text, add_reads, vocabulary, order, memory, folder, normalize,
+                                                      source)
+            if out_of_core and not read:  # every rank estimates its part
+                _estimated_across_ranks(comm, part, words, folder, memory, unk, debug, lm, write_bin_lm, write_binary)
+                return
+            store = _gathered(comm, part, memory, os.path.join(folder, "counts"))
             if store is None:  # rank 0 writes
                 return
             spilled, counted = 0, time.perf_counter()
@@ -290,9 +296,12 @@ def command(text, read, order, vocab, unk, write, write_binary, lm, write_bin_lm
 def _counted_across_ranks(texts, add_reads, vocab, order, memory, folder, normalize, source):
     """-mpi: this rank's shares of the texts counted (rank 0 adds the -read counts), the
     ranks agreeing on bad input before any exchange; then the counts exchanged by first
-    word and gathered at rank 0: its CountStore of all the counts, None at the others."""
+    word. Returns the communicator, this rank's part (a CountStore) and the ranks' ranges
+    of first words (exchange_by_first_word's)."""
+    from mpi4py import MPI
+
     from nplmtk.neural.parallel import world
-    from nplmtk.ngram.mpi_counts import count_share, exchange_by_first_word, gather_parts
+    from nplmtk.ngram.mpi_counts import count_share, exchange_by_first_word
 
     from .ranks import abort_on_error, input_agreed_on
     comm = world()
@@ -300,15 +309,57 @@ def _counted_across_ranks(texts, add_reads, vocab, order, memory, folder, normal
         local = count_share(comm, texts, vocab, order, memory, folder, normalize,
                             add_reads if comm.rank == 0 else None)
     try:
-        store = gather_parts(comm, exchange_by_first_word(comm, local, memory, folder), memory,
-                             os.path.join(folder, "counts"))
+        part, words = exchange_by_first_word(comm, local, memory, folder)
+        sizes = np.array([part.sizes[k] if k < part.order else 0 for k in range(order)], dtype=np.int64)
+        comm.Allreduce(MPI.IN_PLACE, sizes)
     except BaseException as error:  # noqa: B902 - a rank stopping here would leave the others waiting
         abort_on_error(comm, error)
-    if store is not None:
-        if not sum(store.sizes):
+    with input_agreed_on(comm):
+        if not sizes.sum():
             raise NplmError("empty corpus (no words)", path=source)
-        check_orders(store.sizes, source)
-    return store
+        check_orders(sizes, source)
+    return comm, part, words
+
+
+def _gathered(comm, part, memory, folder, keep=False):
+    """The ranks' counts gathered at rank 0 (gather_parts): its CountStore of all the
+    counts, None at the others."""
+    from nplmtk.ngram.mpi_counts import gather_parts
+
+    from .ranks import abort_on_error
+    try:
+        return gather_parts(comm, part, memory, folder, keep)
+    except BaseException as error:  # noqa: B902
+        abort_on_error(comm, error)
+
+
+def _estimated_across_ranks(comm, part, words, folder, memory, unk, debug, lm, write_bin_lm, write_binary):
+    """-mpi with interpolated modified Kneser-Ney: each rank estimates the n-grams of its
+    first words (mpi_estimate.py); rank 0 gathers the model and writes it (and the counts
+    first, with -write-binary)."""
+    from nplmtk.ngram.mpi_estimate import RankEstimate, gather_model
+
+    from .ranks import abort_on_error
+    root = comm.rank == 0
+    if write_binary is not None:
+        store = _gathered(comm, part, memory, os.path.join(folder, "counts"), keep=True)
+        if root:
+            write_counts_file(store, write_binary)
+    try:
+        work = os.path.join(folder, "estimate")
+        os.mkdir(work)
+        estimate = RankEstimate(comm, part, words, work, memory, unk_is_word=unk,
+                                log=(lambda line: click.echo(line, err=True)) if debug and root else None,
+                                warn=None if root else (lambda message: None))
+        model = gather_model(comm, estimate.run(), max(1, memory // 4 // 64))
+    except BaseException as error:  # noqa: B902
+        abort_on_error(comm, error)
+    if model is None:
+        return
+    if lm is not None:
+        write_arpa_streamed(model, lm, memory, work)
+    if write_bin_lm is not None:
+        write_binary_streamed(model, write_bin_lm, memory)
 
 
 def _log_runs(debug, runs):

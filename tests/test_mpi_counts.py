@@ -10,6 +10,7 @@ import pytest
 from conftest import NPLM, assert_one_line_error, run_nplm
 from nplmtk.errors import InputError
 from nplmtk.io import line_starts_near, read_text_range
+from test_stream import WORDS, zipf_lines
 
 MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
 TRAIN = os.path.join(os.path.dirname(__file__), "data", "srilm", "train.txt")
@@ -31,6 +32,24 @@ def test_ranks_counting_their_shares_write_the_one_machine_model(tmp_path, ranks
     assert status == 0, err
     assert (tmp_path / "mpi.arpa").read_bytes() == (tmp_path / "one.arpa").read_bytes()
     assert (tmp_path / "mpi.counts").read_bytes() == (tmp_path / "one.counts").read_bytes()
+
+
+@pytest.mark.parametrize("vocab_options", [(), ("-unk",), ("-closed",)])
+def test_ranks_estimating_their_parts_write_the_one_machine_model(tmp_path, vocab_options):
+    """KN5 of Zipf text (words whose byte order is not their id order) on 2 and 3 ranks
+    at -memory 1M: several rounds of suffix questions and windows of answers a rank."""
+    (tmp_path / "t.txt").write_text("\n".join(zipf_lines(7, 4000, [f"w{i}" for i in range(300)] + WORDS[-4:])) + "\n")
+    (tmp_path / "v.txt").write_text("\n".join([f"w{i}" for i in range(250)] + ["Ä", "B"]) + "\n")
+    common = ["-text", tmp_path / "t.txt", "-order", 5] + (["-vocab", tmp_path / "v.txt"] if vocab_options else [])
+    common += [option for option in vocab_options if option != "-closed"]
+    assert run_nplm("ngram-count", *common, "-lm", tmp_path / "one.arpa", "-write-bin-lm", tmp_path / "one.nplm")[0] == 0
+    for ranks in (2, 3):
+        status, _, err = mpi_nplm(ranks, "ngram-count", *common, "-mpi", "-memory", "1M", "-debug", 1,
+                                  "-lm", tmp_path / "mpi.arpa", "-write-bin-lm", tmp_path / "mpi.nplm")
+        assert status == 0, err
+        assert (tmp_path / "mpi.arpa").read_bytes() == (tmp_path / "one.arpa").read_bytes()
+        assert (tmp_path / "mpi.nplm").read_bytes() == (tmp_path / "one.nplm").read_bytes()
+        assert err.count("Kneser-Ney smoothing 5-grams") == 1  # the discounts told once, by rank 0
 
 
 def test_ranks_without_lines_count_nothing(tmp_path):

@@ -3,9 +3,9 @@ the text's lines (a byte range from a line start) within `memory`; the counts ar
 exchanged by first word, a block of rows at a time, so that each rank holds every n-gram
 whose first word lies in its range of word ids (the ranges balanced by the words'
 counts), merged into one sorted store. Since the ranges follow each other, the ranks'
-stores in rank order are the sorted counts of the whole text: rank 0 gathers them, a
-block at a time, into the store it estimates the model from, the store the text counted
-on one machine gives."""
+stores in rank order are the sorted counts of the whole text: each rank estimates its
+part (mpi_estimate.py), or rank 0 gathers them, a block at a time, into the store the
+text counted on one machine gives."""
 import os
 import shutil
 
@@ -59,7 +59,8 @@ def first_word_ranges(comm, local):
 def exchange_by_first_word(comm, local, memory, folder):
     """Each order's rows of `local` sent to the rank whose range holds their first word,
     round by round (each rank sends at most a block of rows a round); the rows received
-    from each rank, sorted already, merged into this rank's part."""
+    from each rank, sorted already, merged into this rank's part. Returns the part and
+    the ranges (first_word_ranges)."""
     from mpi4py import MPI
     ranges = first_word_ranges(comm, local)
     order = comm.allreduce(local.order, op=MPI.MAX)
@@ -93,12 +94,12 @@ def exchange_by_first_word(comm, local, memory, folder):
     for store in stores:
         shutil.rmtree(store.folder, ignore_errors=True)
     shutil.rmtree(local.folder, ignore_errors=True)
-    return part
+    return part, ranges
 
 
-def gather_parts(comm, part, memory, folder):
+def gather_parts(comm, part, memory, folder, keep=False):
     """The ranks' parts in rank order, a block of rows at a time, into one store at rank 0
-    (None at the others)."""
+    (None at the others); each part removed unless `keep`."""
     from mpi4py import MPI
     order = comm.allreduce(part.order, op=MPI.MAX)
     writer = None
@@ -120,5 +121,6 @@ def gather_parts(comm, part, memory, folder):
                 elif comm.rank == 0:
                     grams, counts = comm.recv(source=sender, tag=k)
                     writer.append(k, grams, counts)
-    shutil.rmtree(part.folder, ignore_errors=True)
+    if not keep:
+        shutil.rmtree(part.folder, ignore_errors=True)
     return writer.close() if writer is not None else None

@@ -108,6 +108,7 @@ class StreamEstimate:
         self.events = Events(self.vocab, unk_is_word)
         self.log, self.warn, self.timing, self.consume_store = log, warn, timing, consume_store
         self.sizes = [len(self.vocab)] + store.sizes[1:]  # every word a unigram row (some of count 0)
+        self.first_rows = [0] * self.order  # each order's first row here among all the rows (mpi_estimate.py)
         grams, counts = store.read(1, 0, store.sizes[0])
         self.unigram_counts = np.zeros(len(self.vocab), dtype=np.int64)
         self.unigram_counts[grams[:, 0]] = counts
@@ -125,7 +126,7 @@ class StreamEstimate:
         discounts = []
         with self.stage("continuation counts and discounts"):
             for k in range(1, order + 1):
-                histogram = self._adjusted_counts(k)
+                histogram = self._summed(self._adjusted_counts(k))
                 settings = _order_settings(order, None, None, None, self.events)[k - 1]
                 discount = ModifiedKneserNey(CountsOfCounts(histogram), settings, self.warn or _warn)
                 if self.log is not None:
@@ -153,7 +154,8 @@ class StreamEstimate:
 
     def grams(self, k, start, stop):
         if k == 1:
-            return np.arange(start, min(stop, self.sizes[0]), dtype=np.int32)[:, None]
+            first = self.first_rows[0]
+            return np.arange(first + start, first + min(stop, self.sizes[0]), dtype=np.int32)[:, None]
         return self.store.read(k, start, stop)[0]
 
     def raw_counts(self, k, start, stop):
@@ -192,7 +194,7 @@ class StreamEstimate:
                 self._not_closed(k, self.grams(k, start, stop)[np.argmax(found < 0)][:-1], "prefix")
             drop = int(found[-1]) - table_start  # the next queries come at or after the last one
             table, table_start = table[drop:], table_start + drop
-            out.append(found)
+            out.append(found + self.first_rows[k - 2])
         out.close()
 
     def _suffix_rows(self, k):
@@ -268,13 +270,8 @@ class StreamEstimate:
         for low, high in self._chunks(k, self.rows(8 * 3)):
             counts = self.raw_counts(k, low, high)
             if k < self.order:
-                continuation = np.zeros(high - low, dtype=np.int64)
-                for start, stop in self._chunks(k + 1, self.rows(8 * 4)):
-                    suffix = self.files.read("suffix", k + 1, np.int64, start, stop)
-                    suffix = suffix[(suffix >= low) & (suffix < high)]
-                    continuation += np.bincount(suffix - low, minlength=high - low)
                 first = self.grams(k, low, high)[:, 0]
-                counts = np.where(self.events.non_event(first), counts, continuation)
+                counts = np.where(self.events.non_event(first), counts, self._continuation(k, low, high))
             out.append(counts)
             predicting = counts[~self.events.non_event(self.grams(k, low, high)[:, -1])]
             histogram += np.bincount(np.minimum(predicting, LARGEST_COUNT_OF_COUNTS + 1),
@@ -282,9 +279,30 @@ class StreamEstimate:
         out.close()
         return histogram
 
+    def _continuation(self, k, low, high):
+        """How many order-(k+1) rows have rows low..high-1 of order k as suffix."""
+        continuation = np.zeros(high - low, dtype=np.int64)
+        for start, stop in self._chunks(k + 1, self.rows(8 * 4)):
+            suffix = self.files.read("suffix", k + 1, np.int64, start, stop)
+            suffix = suffix[(suffix >= low) & (suffix < high)]
+            continuation += np.bincount(suffix - low, minlength=high - low)
+        return continuation
+
+    def _summed(self, histogram):
+        """The counts-of-counts of all the rows (here: all of them are this estimate's)."""
+        return histogram
+
+    def _all_words(self, values):
+        """Values of every word's unigram row from those of this estimate's."""
+        return values
+
+    def _kept_before(self, k, kept):
+        """How many model rows of order k come before this estimate's `kept` ones."""
+        return 0
+
     def _unigram_probabilities(self, discount):
-        size = self.sizes[0]
-        count = self.files.read("adjusted", 1, np.int64, 0, size)
+        count = self._all_words(self.files.read("adjusted", 1, np.int64, 0, self.sizes[0]))
+        size = len(count)
         words = np.arange(size)
         lower = np.full(size, log10_to_prob(np.float32(-math.log10(self.events.count))))
         eligible = ~self.events.non_event(words) & (count > 0)
@@ -295,8 +313,9 @@ class StreamEstimate:
             logp[keep] = np.log10(prob[keep]).astype(np.float32)
         present = keep.copy()
         distribute_unigram_mass(logp, present, self.events)
-        self.files.write("logp", 1, logp)
-        self.files.write("present", 1, present)
+        mine = slice(self.first_rows[0], self.first_rows[0] + self.sizes[0])
+        self.files.write("logp", 1, logp[mine])
+        self.files.write("present", 1, present[mine])
 
     def _lower_probabilities(self, k):
         """`lower{k}`: the stored log10 probability of each order-k row's suffix, NaN
@@ -337,7 +356,8 @@ class StreamEstimate:
         events, vocab = self.events, self.vocab
         logp_out, present_out = self.files.writer("logp", k), self.files.writer("present", k)
         bow_out, node_out = self.files.writer("bow", k - 1), self.files.writer("node", k - 1)
-        contexts_done = 0
+        first_row = self.first_rows[k - 2]  # contexts are counted among all the rows, files hold this estimate's
+        contexts_done = first_row
         for start, stop in self._context_runs(k):
             grams = self.grams(k, start, stop)
             count = self.files.read("adjusted", k, np.int64, start, stop)
@@ -363,7 +383,8 @@ class StreamEstimate:
             node = np.zeros(size, dtype=bool)
             node[group[keep]] = True
             # SRILM's fixupProbs gives a context without a probability one: not done here
-            if np.any(node & ~self.files.read("present", k - 1, np.bool_, first_context, first_context + size)):
+            here = first_context - first_row
+            if np.any(node & ~self.files.read("present", k - 1, np.bool_, here, here + size)):
                 raise NplmError(f"a {k - 1}-gram context is not in the model: this estimate needs the counts in memory")
             bow = context_bows(logp, keep, lower, group, node)
             logp_out.append(logp)
@@ -374,7 +395,7 @@ class StreamEstimate:
             bow_out.append(bow)
             node_out.append(node)
             contexts_done = first_context + size
-        gap = self.sizes[k - 2] - contexts_done
+        gap = first_row + self.sizes[k - 2] - contexts_done
         bow_out.append(np.zeros(gap, dtype=np.float32))
         node_out.append(np.zeros(gap, dtype=bool))
         for out in (logp_out, present_out, bow_out, node_out):
@@ -386,6 +407,7 @@ class StreamEstimate:
         self.files.write("bow", order, np.zeros(self.sizes[-1], dtype=np.float32))
         self.files.write("node", order, np.zeros(self.sizes[-1], dtype=bool))
         vocab_size = len(self.vocab)
+        kept_first = []  # per order, the model's rows before this estimate's
         for k in range(1, order + 1):
             writers = {name: self.files.writer(f"f{name}", k) for name in ("grams", "keys", "logp", "bow", "node")}
             kept, below = 0, _KeptBefore(self.files, k - 1)
@@ -397,7 +419,7 @@ class StreamEstimate:
                     keys = grams[:, 0].astype(np.int64)
                 else:  # the prefix's row among the model's rows of the order below, then the word
                     prefix = self.files.read("prefix", k, np.int64, start, stop)[present]
-                    keys = below.rows(prefix) * vocab_size + grams[:, -1]
+                    keys = (kept_first[k - 2] + below.rows(prefix - self.first_rows[k - 2])) * vocab_size + grams[:, -1]
                 writers["keys"].append(keys)
                 for name, dtype in (("logp", np.float32), ("bow", np.float32), ("node", np.bool_)):
                     writers[name].append(self.files.read(name, k, dtype, start, stop)[present])
@@ -405,6 +427,7 @@ class StreamEstimate:
             for out in writers.values():
                 out.close()
             sizes.append(kept)
+            kept_first.append(self._kept_before(k, kept))
             self._remove(("present", k - 1), ("prefix", k), ("logp", k), ("bow", k), ("node", k))
             if self.consume_store:
                 self._remove(*((name, k) for name in ("grams", "counts")), files=self.store)

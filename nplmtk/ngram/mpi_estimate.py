@@ -1,0 +1,212 @@
+"""Estimating across MPI ranks (issue 35, item 3): after exchange_by_first_word each rank
+holds the n-grams whose first word lies in its range of word ids, and estimates them.
+
+An n-gram, its prefix and its context share the first word, so the prefix rows and the
+context passes (probabilities, back-off weights) stay on the rank, as in stream.py. What
+crosses ranks is the suffix (the n-gram without its first word): its row is asked of the
+rank holding the suffix's first word, which counts the askers (Kneser-Ney's continuation
+counts: each n-gram is one distinct word before its suffix), and later answers with the
+suffix's probability. The counts-of-counts are summed over the ranks, so every rank
+discounts alike, and the unigrams' arithmetic runs on every word at every rank. Rows are
+numbered among all the ranks' rows (the ranks' rows in rank order are the rows of the
+whole model, in order), so the parts gathered at rank 0 are stream.py's model of the whole
+text, and its files are one machine's byte for byte.
+
+Every exchange goes in rounds, each rank asking about at most a chunk of rows a round."""
+import os
+
+import numpy as np
+
+from .stream import NO_ROW, DiskModel, StreamEstimate
+
+_MPI_TYPES = {np.dtype(np.int64): "INT64_T", np.dtype(np.float32): "FLOAT"}
+
+
+def ask_owners(comm, queries, starts, answer, reply_dtype):
+    """Replies to `queries` (int64, any order), each sent to the rank r whose range
+    starts[r] <= query < starts[r + 1] holds it; that rank replies to the queries it
+    receives, sorted, with `answer(sorted_queries)`. Every rank calls it (a collective)."""
+    from mpi4py import MPI
+    reply_type = getattr(MPI, _MPI_TYPES[np.dtype(reply_dtype)])
+    by_query = np.argsort(queries, kind="stable")
+    ordered = np.ascontiguousarray(queries[by_query], dtype=np.int64)
+    cuts = np.concatenate([[0], np.searchsorted(ordered, starts[1:-1]), [len(ordered)]]).astype(np.int64)
+    sent = np.diff(cuts)
+    got = np.zeros(comm.size, dtype=np.int64)
+    comm.Alltoall(sent, got)
+    into = np.concatenate([[0], np.cumsum(got)]).astype(np.int64)
+    received = np.empty(int(into[-1]), dtype=np.int64)
+    comm.Alltoallv([ordered, (sent, cuts[:-1]), MPI.INT64_T], [received, (got, into[:-1]), MPI.INT64_T])
+    by_received = np.argsort(received, kind="stable")
+    replies = np.empty(len(received), dtype=reply_dtype)
+    replies[by_received] = answer(received[by_received])
+    back = np.empty(len(ordered), dtype=reply_dtype)
+    comm.Alltoallv([replies, (got, into[:-1]), reply_type], [back, (sent, cuts[:-1]), reply_type])
+    out = np.empty_like(back)
+    out[by_query] = back
+    return out
+
+
+class RankEstimate(StreamEstimate):
+    """This rank's part of the estimate: `part` (a CountStore) holds the n-grams whose
+    first word lies in words[rank] .. words[rank + 1] - 1 (`words`: exchange_by_first_word's
+    ranges of word ids); collectives throughout."""
+
+    def __init__(self, comm, part, words, folder, memory, unk_is_word=True, log=None, warn=None):
+        super().__init__(part, folder, memory, unk_is_word, log, warn, consume_store=True)
+        from mpi4py import MPI
+        self.comm, self.mpi = comm, MPI
+        self.order = comm.allreduce(part.order, op=MPI.MAX)
+        low, high = int(words[comm.rank]), int(words[comm.rank + 1])
+        self.sizes = [high - low] + [part.sizes[k - 1] if k <= part.order else 0 for k in range(2, self.order + 1)]
+        self.unigram_counts = self.unigram_counts[low:high]
+        # starts[k - 1][r]: the first row of order k at rank r among all of them; the total last
+        every = np.array(comm.allgather(self.sizes), dtype=np.int64).T
+        self.starts = [np.concatenate([[0], np.cumsum(sizes)]) for sizes in every]
+        self.starts[0] = np.asarray(words, dtype=np.int64)
+        self.first_rows = [int(starts[comm.rank]) for starts in self.starts]
+
+    def _rounds(self, k, rows):
+        """(start, stop) of this rank's rows of order k, a chunk a round, as many rounds at
+        every rank (empty ones once the rows run out)."""
+        size = self.sizes[k - 1]
+        rounds = self.comm.allreduce(-(-size // rows), op=self.mpi.MAX)
+        for number in range(rounds):
+            yield min(number * rows, size), min((number + 1) * rows, size)
+
+    def _suffix_rows(self, k):
+        """`suffix{k}`, rows among all of order k-1, asked of the ranks that hold them by
+        their keys, which count the askers into `continuation{k-1}`."""
+        if k == 2:
+            return self._bigram_words("suffix", 1)
+        vocab_size, below = len(self.vocab), self.first_rows[k - 2]
+        self.files.write("continuation", k - 1, np.zeros(self.sizes[k - 2], dtype=np.int64))
+        key_starts = self.starts[k - 3] * vocab_size  # an order-(k-1) key: its prefix's row * V + word
+
+        def answer(keys):
+            return self._rows_of_keys(k - 1, keys)
+
+        with self.files.writer("suffix", k) as out:
+            for start, stop in self._rounds(k, self.rows(8 * 6)):
+                query = np.zeros(0, dtype=np.int64)
+                if stop > start:
+                    prefix = self.files.read("prefix", k, np.int64, start, stop) - below
+                    inner = self.files.read("suffix", k - 1, np.int64, int(prefix[0]), int(prefix[-1]) + 1)
+                    query = inner[prefix - prefix[0]] * vocab_size + self.grams(k, start, stop)[:, -1]
+                found = ask_owners(self.comm, query, key_starts, answer, np.int64)
+                if np.any(found < 0):
+                    self._not_closed(k, self.grams(k, start, stop)[np.argmax(found < 0)][1:], "suffix")
+                out.append(found)
+
+    def _rows_of_keys(self, k, keys):
+        """The rows of order k among all of them with these sorted keys (NO_ROW where none
+        is), a window of this rank's rows at a time; each row found counted in
+        `continuation{k}`."""
+        found = np.full(len(keys), NO_ROW, dtype=np.int64)
+        if not len(keys):
+            return found
+        for low, high in self._chunks(k, self.rows(8 * 2)):
+            mine = self._keys(k, low, high)
+            first, last = int(np.searchsorted(keys, mine[0])), int(np.searchsorted(keys, mine[-1], side="right"))
+            if first == last:
+                continue
+            place = np.searchsorted(mine, keys[first:last])
+            hit = mine[place] == keys[first:last]
+            found[first:last][hit] = self.first_rows[k - 1] + low + place[hit]
+            path = self.files.path("continuation", k)
+            counted = np.memmap(path, dtype=np.int64, mode="r+", offset=low * 8, shape=(high - low,))
+            counted += np.bincount(place[hit], minlength=high - low)
+            counted.flush()
+            del counted
+        return found
+
+    def _adjusted_counts(self, k):
+        if k == 1:  # the bigrams' second words, counted at every rank for every word
+            counted = np.zeros(len(self.vocab), dtype=np.int64)
+            for start, stop in self._chunks(2, self.rows(8 * 4)):
+                counted += np.bincount(self.files.read("suffix", 2, np.int64, start, stop), minlength=len(counted))
+            self.word_continuation = np.zeros_like(counted)
+            self.comm.Allreduce(counted, self.word_continuation)
+        return super()._adjusted_counts(k)
+
+    def _continuation(self, k, low, high):
+        if k == 1:
+            return self.word_continuation[self.first_rows[0] + low:self.first_rows[0] + high]
+        return self.files.read("continuation", k, np.int64, low, high)
+
+    def _summed(self, histogram):
+        total = np.zeros_like(histogram)
+        self.comm.Allreduce(histogram, total)
+        return total
+
+    def _all_words(self, values):
+        counts = np.diff(self.starts[0])
+        every = np.empty(int(self.starts[0][-1]), dtype=values.dtype)
+        self.comm.Allgatherv(np.ascontiguousarray(values), [every, (counts, self.starts[0][:-1])])
+        return every
+
+    def _kept_before(self, k, kept):
+        return int(sum(self.comm.allgather(kept)[:self.comm.rank]))
+
+    def _lower_probabilities(self, k):
+        """`lower{k}`: the stored log10 probability of each row's suffix (NaN where the
+        suffix is not an n-gram of the model), asked of the ranks that hold the suffixes."""
+
+        def answer(rows):
+            return self._lower_values(k - 1, rows)
+
+        with self.files.writer("lower", k) as out:
+            for start, stop in self._rounds(k, self.rows(8 + 4 * 2)):
+                suffix = self.files.read("suffix", k, np.int64, start, stop)
+                out.append(ask_owners(self.comm, suffix, self.starts[k - 2], answer, np.float32))
+
+    def _lower_values(self, k, rows):
+        """log10 p of these sorted rows of order k (rows among all of them; NaN where not
+        in the model), read a window of this rank's rows at a time."""
+        values = np.empty(len(rows), dtype=np.float32)
+        local = rows - self.first_rows[k - 1]
+        window = self.rows(5)
+        bounds = np.searchsorted(local, np.arange(0, self.sizes[k - 1] + window, window))
+        for number in np.flatnonzero(np.diff(bounds)):
+            low = int(number) * window
+            high = min(low + window, self.sizes[k - 1])
+            logp = self.files.read("logp", k, np.float32, low, high)
+            present = self.files.read("present", k, np.bool_, low, high)
+            at = local[bounds[number]:bounds[number + 1]] - low
+            values[bounds[number]:bounds[number + 1]] = np.where(present[at], logp[at], np.nan)
+        return values
+
+    def run(self):
+        model = super().run()
+        for k in range(1, self.order):
+            self._remove(("continuation", k))
+        return model
+
+
+def gather_model(comm, model, block_rows):
+    """The ranks' DiskModels, in rank order, appended to rank 0's files: the model of all
+    the rows at rank 0 (None at the others)."""
+    sizes = comm.allgather(model.sizes)
+    names = [("fgrams", np.int32, True), ("fkeys", np.int64, False), ("flogp", np.float32, False),
+             ("fbow", np.float32, False), ("fnode", np.bool_, False)]
+    for k in range(1, model.order + 1):
+        for name, dtype, by_row in names:
+            width = k if by_row else 1
+            for sender in range(1, comm.size):
+                size = sizes[sender][k - 1]
+                for start in range(0, size, block_rows):
+                    if comm.rank == sender:
+                        comm.send(model.files.read(name, k, dtype, start, start + block_rows, width), dest=0, tag=k)
+                    elif comm.rank == 0:
+                        with open(model.files.path(name, k), "ab") as out:
+                            comm.recv(source=sender, tag=k).tofile(out)
+    if comm.rank != 0:
+        return None
+    return DiskModel(model.vocab, model.files.folder, [sum(rank_sizes[k]
+                                                           for rank_sizes in sizes) for k in range(model.order)])
+
+
+def rank_folder(folder, comm):
+    path = os.path.join(folder, f"estimate{comm.rank}")
+    os.makedirs(path, exist_ok=True)
+    return path
