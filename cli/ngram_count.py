@@ -19,6 +19,7 @@ from nplmtk.ngram.counts import MAX_ORDER, NgramCounts, byte_ranks, check_order,
 from nplmtk.ngram.deleted_interpolation import DeletedInterpolation
 from nplmtk.ngram.estimate import estimate
 from nplmtk.ngram.estimate import prune as prune_model
+from nplmtk.ngram.sorted_counts import IN_MEMORY_WRITE_BYTES_PER_NGRAM, write_counts_streamed
 from nplmtk.ngram.store import CountsFile, counts_file_vocabulary, write_counts_file
 from nplmtk.ngram.stream import StreamEstimate, fits_in_memory, streamable, write_arpa_streamed, write_binary_streamed
 from nplmtk.text import Normalizer
@@ -68,7 +69,8 @@ def _discounting(kndiscount, ukndiscount, wbdiscount, gtdiscount, cdiscount, add
 @option("vocab", metavar="FILE", default=None,
         help="Vocabulary; other words become <unk>. Default: every word of the training data.")
 @flag("unk", help="Keep <unk> as a word of the model (open vocabulary); else OOVs are left out.")
-@option("write", metavar="FILE", default=None, help="Write the counts of all orders.")
+@option("write", metavar="FILE", default=None, help="Write the counts of all orders, each n-gram followed by its "
+        "extensions (SRILM's -write -sort order); counts that outgrow -memory are sorted on disk.")
 @option("write-binary", metavar="FILE", default=None,
         help="Write the counts of all orders as one binary file (sorted rows, the vocabulary, checksums) that "
         "-read merges a block at a time: counts of parts of a corpus made apart (say on other machines, with one "
@@ -219,7 +221,7 @@ def command(text, read, order, vocab, unk, write, write_binary, lm, write_bin_lm
         unk = unk and vocabulary.unk_word not in word_classes.class_of
     min_counts = [cutoffs[f"gt{k}min"] or 1 for k in range(1, order + 1)]
     interpolated = interpolate or method is None
-    out_of_core = (write is None and (lm is not None or write_bin_lm is not None)
+    out_of_core = ((lm is not None or write_bin_lm is not None)
                    and streamable(method, interpolated, always_interpolate, min_counts, classes is not None, prune))
     source = ", ".join(text + read)
     started = time.perf_counter()
@@ -234,7 +236,7 @@ def command(text, read, order, vocab, unk, write, write_binary, lm, write_bin_lm
         if mpi:
             comm, part, words = _counted_across_ranks(text, add_reads, vocabulary, order, memory, folder, normalize,
                                                       source)
-            if out_of_core and not read:  # every rank estimates its part
+            if out_of_core and not read and write is None:  # every rank estimates its part
                 _estimated_across_ranks(comm, part, words, folder, memory, unk, debug, lm, write_bin_lm, write_binary)
                 return
             store = _gathered(comm, part, memory, os.path.join(folder, "counts"))
@@ -251,16 +253,23 @@ def command(text, read, order, vocab, unk, write, write_binary, lm, write_bin_lm
                     accumulator.add_text(chunk)
             add_reads(accumulator)
             spilled, store = len(accumulator.runs), None
-            if write_binary is not None or out_of_core and (
-                    accumulator.runs or accumulator.counts_read or not fits_in_memory(accumulator.counter.entries(),
-                                                                                      memory)):
+            entries = accumulator.counter.entries()
+            if write_binary is not None or (out_of_core or write is not None) and (
+                    accumulator.runs or accumulator.counts_read or not fits_in_memory(entries, memory)
+                    or write is not None and not fits_in_memory(entries, memory, IN_MEMORY_WRITE_BYTES_PER_NGRAM)):
                 counted = time.perf_counter()
                 store = accumulator.store(os.path.join(folder, "counts"), source=source)
         if store is not None:
             if write_binary is not None:
                 write_counts_file(store, write_binary)
-                if lm is None and write_bin_lm is None and write is None:
-                    return
+            if write is not None and not fits_in_memory(sum(store.sizes), memory, IN_MEMORY_WRITE_BYTES_PER_NGRAM):
+                if debug >= 2:
+                    click.echo("nplm ngram-count: the counts outgrow -memory: counts written out of core, "
+                               "in sorted runs", err=True)
+                write_counts_streamed(store, write, memory, folder)
+                write = None
+            if lm is None and write_bin_lm is None and write is None:
+                return
             if out_of_core and store.order == order and not fits_in_memory(sum(store.sizes), memory):
                 _log_runs(debug, spilled)
                 if debug >= 2:

@@ -42,7 +42,8 @@ def test_ranks_estimating_their_parts_write_the_one_machine_model(tmp_path, voca
     (tmp_path / "v.txt").write_text("\n".join([f"w{i}" for i in range(250)] + ["Ä", "B"]) + "\n")
     common = ["-text", tmp_path / "t.txt", "-order", 5] + (["-vocab", tmp_path / "v.txt"] if vocab_options else [])
     common += [option for option in vocab_options if option != "-closed"]
-    assert run_nplm("ngram-count", *common, "-lm", tmp_path / "one.arpa", "-write-bin-lm", tmp_path / "one.nplm")[0] == 0
+    one = run_nplm("ngram-count", *common, "-lm", tmp_path / "one.arpa", "-write-bin-lm", tmp_path / "one.nplm")
+    assert one[0] == 0
     for ranks in (2, 3):
         status, _, err = mpi_nplm(ranks, "ngram-count", *common, "-mpi", "-memory", "1M", "-debug", 1,
                                   "-lm", tmp_path / "mpi.arpa", "-write-bin-lm", tmp_path / "mpi.nplm")

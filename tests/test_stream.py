@@ -11,7 +11,9 @@ from nplmtk.corpus import Corpus
 from nplmtk.errors import NplmError
 from nplmtk.ngram.arpa import arpa_bytes
 from nplmtk.ngram.binary import write_binary
+from nplmtk.ngram.count_runs import CountAccumulator
 from nplmtk.ngram.counts import NgramCounts
+from nplmtk.ngram.sorted_counts import ROW_BYTES, write_counts_streamed
 from nplmtk.ngram.estimate import estimate
 from nplmtk.ngram.store import CountStore
 from nplmtk.ngram.stream import StreamEstimate, sorted_records, streamable, write_arpa_streamed, \
@@ -105,3 +107,36 @@ def test_ngram_count_estimates_out_of_core_what_outgrows_memory(tmp_path, vocab_
         outputs[memory] = [(tmp_path / f"{memory}.{kind}").read_bytes() for kind in ("arpa", "nplm")]
     assert outputs["1M"] == outputs["2G"]
     assert os.listdir(temp) == []
+
+
+@pytest.mark.parametrize("order", [3, 5])
+def test_counts_that_outgrow_memory_are_written_as_in_memory(tmp_path, order):
+    """-write in SRILM's sorted order (each n-gram followed by its extensions, words as
+    bytes: Ä after B) by sorted runs, line numbers and windows, with -lm beside it."""
+    words = [f"w{i}" for i in range(300)] + ["Ä", "b", "B", "a"]
+    (tmp_path / "t.txt").write_text("\n".join(zipf_lines(7, 4000, words)) + "\n")
+    outputs = {}
+    for memory in ("1M", "2G"):
+        proc = subprocess.run([NPLM, "ngram-count", "-text", tmp_path / "t.txt", "-order", str(order), "-memory",
+                               memory, "-temp", tmp_path, "-write", tmp_path / f"{memory}.counts", "-debug", "2",
+                               "-lm", tmp_path / f"{memory}.arpa"], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        assert ("counts written out of core" in proc.stderr) == (memory == "1M"), proc.stderr
+        outputs[memory] = [(tmp_path / f"{memory}.{kind}").read_bytes() for kind in ("counts", "arpa")]
+    assert outputs["1M"] == outputs["2G"]
+    assert sorted(os.listdir(tmp_path)) == ["1M.arpa", "1M.counts", "2G.arpa", "2G.counts", "t.txt"]
+
+
+def test_streamed_counts_order_nests_extensions_after_each_ngram(tmp_path):
+    """The streamed writer at a memory of a few rows: SortedRuns, the sparse reads of
+    line numbers and many windows; -write's own reader reads the file back."""
+    counts = zipf_counts(3, 4)
+    folder = tmp_path / "store"
+    folder.mkdir()
+    accumulator = CountAccumulator(counts.vocab, 4, 2 ** 30, str(folder))
+    accumulator.add_counts(counts)
+    store = accumulator.store(str(folder / "counts"))
+    counts.write(str(tmp_path / "memory.counts"))
+    write_counts_streamed(store, str(tmp_path / "streamed.counts"), 4 * ROW_BYTES * 50, str(folder))
+    assert (tmp_path / "streamed.counts").read_bytes() == (tmp_path / "memory.counts").read_bytes()
+    assert os.listdir(folder) == ["counts"]

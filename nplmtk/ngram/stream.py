@@ -37,10 +37,10 @@ NO_ROW = -1
 IN_MEMORY_BYTES_PER_NGRAM = 112  # estimate.py's peak over the distinct n-grams (20M words of Zipf text)
 
 
-def fits_in_memory(ngrams, memory):
-    """Whether the in-memory estimate of so many distinct n-grams fits in `memory` bytes
-    (it holds about IN_MEMORY_BYTES_PER_NGRAM each)."""
-    return ngrams * IN_MEMORY_BYTES_PER_NGRAM <= memory
+def fits_in_memory(ngrams, memory, bytes_per_ngram=IN_MEMORY_BYTES_PER_NGRAM):
+    """Whether the in-memory estimate (or another job of `bytes_per_ngram`) of so many
+    distinct n-grams fits in `memory` bytes."""
+    return ngrams * bytes_per_ngram <= memory
 
 
 def streamable(method, interpolate, always_interpolate, min_counts, classes=False, prune=False):
@@ -94,6 +94,32 @@ class DiskModel:
         f = self.files
         return (f.read("fgrams", k, np.int32, start, stop, k), f.read("flogp", k, np.float32, start, stop),
                 f.read("fbow", k, np.float32, start, stop), f.read("fnode", k, np.bool_, start, stop))
+
+
+def prefix_rows(grams, k, size, chunk_rows, block_rows):
+    """(start, stop, rows) for chunks of the `size` order-k rows: the row of each one's
+    first k-1 words among the order-(k-1) rows (NO_ROW where none is), both orders'
+    sorted rows (`grams(order, start, stop)`) read forward once and merged."""
+    table, table_start = np.empty((0, k - 1), dtype=np.int32), 0
+    for start in range(0, size, chunk_rows):
+        stop = min(start + chunk_rows, size)
+        queries = np.ascontiguousarray(grams(k, start, stop)[:, :-1])
+        found, done = np.full(len(queries), NO_ROW, dtype=np.int64), 0
+        while True:
+            resolved = find_sorted_rows(queries[done:], table, found[done:])
+            placed = found[done:done + resolved]
+            placed[placed >= 0] += table_start
+            done += resolved
+            if done == len(queries):
+                break
+            table_start += len(table)  # the queries left lie past every row held
+            table = grams(k - 1, table_start, table_start + block_rows)
+            if not len(table):
+                break
+        yield start, stop, found
+        if found[-1] >= 0:
+            drop = int(found[-1]) - table_start  # the next queries come at or after the last one
+            table, table_start = table[drop:], table_start + drop
 
 
 class StreamEstimate:
@@ -174,28 +200,12 @@ class StreamEstimate:
         rows, both read forward once and merged."""
         if k == 2:
             return self._bigram_words("prefix", 0)
-        out = self.files.writer("prefix", k)
-        table, table_start, block = np.empty((0, k - 1), dtype=np.int32), 0, self.rows(4 * (k - 1))
-        for start, stop in self._chunks(k, self.rows(12 + 4 * k)):
-            queries = np.ascontiguousarray(self.grams(k, start, stop)[:, :-1])
-            found, done = np.full(len(queries), NO_ROW, dtype=np.int64), 0
-            while True:
-                resolved = find_sorted_rows(queries[done:], table, found[done:])
-                placed = found[done:done + resolved]
-                placed[placed >= 0] += table_start
-                done += resolved
-                if done == len(queries):
-                    break
-                table_start += len(table)  # the queries left lie past every row held
-                table = self.grams(k - 1, table_start, table_start + block)
-                if not len(table):
-                    break
-            if np.any(found < 0):
-                self._not_closed(k, self.grams(k, start, stop)[np.argmax(found < 0)][:-1], "prefix")
-            drop = int(found[-1]) - table_start  # the next queries come at or after the last one
-            table, table_start = table[drop:], table_start + drop
-            out.append(found + self.first_rows[k - 2])
-        out.close()
+        with self.files.writer("prefix", k) as out:
+            for start, stop, found in prefix_rows(self.grams, k, self.sizes[k - 1], self.rows(12 + 4 * k),
+                                                  self.rows(4 * (k - 1))):
+                if np.any(found < 0):
+                    self._not_closed(k, self.grams(k, start, stop)[np.argmax(found < 0)][:-1], "prefix")
+                out.append(found + self.first_rows[k - 2])
 
     def _suffix_rows(self, k):
         """`suffix{k}`: the row of each order-k row's last k-1 words among the order-(k-1)
