@@ -13,6 +13,7 @@ to --score-max-words the model is scored on the held-out text by `nplm ppl` and 
 `build_binary`). The scratch folder is removed at the end.
 """
 import argparse
+import filecmp
 import os
 import resource
 import shutil
@@ -31,6 +32,7 @@ from run import machine_stamp, write_sections  # noqa: E402
 
 HEADING = "## KN5 of large Zipf texts against lmplz (issue 35)"
 ORDER = 5
+RANKS = 2  # -mpi's row: ranks on this machine, each with half of -memory
 SEED, HELDOUT_SEED, HELDOUT_WORDS = 1, 2, 200_000
 GNU_TIME = "/usr/bin/time"
 BYTES_PER_WORD = 4.6  # zipf_text.py's text at |V| = 200k, exponent 1.1 (4.52 measured at 20M)
@@ -313,7 +315,7 @@ def measure_size(words, args, cap, lmplz, ours_max, score_max):
     memory = "1G" if words <= 20_000_000 else "2G"
     scored = words <= score_max
     result = {"words": words, "memory": memory, "text_mb": os.path.getsize(text) / 2 ** 20, "generated": generated,
-              "ours": [], "lmplz": [], "counts": {}, "arpa_mb": {}, "scoring": [], "ppl": {}}
+              "ours": [], "lmplz": [], "mpi": [], "counts": {}, "arpa_mb": {}, "scoring": [], "ppl": {}}
     ours_arpa, lmplz_arpa = os.path.join(work, "ours.arpa"), os.path.join(work, "lmplz.arpa")
     ours_temp, lmplz_temp = os.path.join(work, "tmp-ours"), os.path.join(work, "tmp-lmplz")
     ours_has_unk = False
@@ -329,6 +331,22 @@ def measure_size(words, args, cap, lmplz, ours_max, score_max):
                 result["arpa_mb"]["ours"] = os.path.getsize(ours_arpa) / 2 ** 20
                 ours_has_unk = has_unigram(ours_arpa, "<unk>")
             shutil.rmtree(ours_temp, ignore_errors=True)
+            mpiexec = os.path.join(os.path.dirname(args.nplm), "mpiexec")
+            if os.access(mpiexec, os.X_OK) and not run.failure:
+                os.makedirs(ours_temp, exist_ok=True)
+                mpi_arpa = os.path.join(work, "mpi.arpa")
+                half = f"{int(memory[:-1]) * 1024 // RANKS}M"
+                run = Measured([mpiexec, "-n", str(RANKS), args.nplm, "ngram-count", "-text", text, "-order",
+                                str(ORDER), "-memory", half, "-mpi", "-lm", mpi_arpa], cap, temporary=ours_temp,
+                               env=dict(os.environ, TMPDIR=ours_temp))
+                result["mpi"].append(run)
+                result["mpi_memory"] = half
+                print(f"{spelt(words)} nplm ngram-count -mpi: {cell(run, 'wall')} {cell(run, 'rss')}", flush=True)
+                if not run.failure:
+                    result["mpi_same"] = filecmp.cmp(mpi_arpa, ours_arpa, shallow=False)
+                shutil.rmtree(ours_temp, ignore_errors=True)
+                if os.path.exists(mpi_arpa):
+                    os.remove(mpi_arpa)
             if os.path.exists(ours_arpa) and not scored:
                 os.remove(ours_arpa)  # the disk for lmplz's turn
         if lmplz:
@@ -375,7 +393,11 @@ def section(results, skipped, args, lmplz, ours_max, score_max):
              f"time{'s' if args.repeats > 1 else ''} "
              "each (the median wall time; the largest peaks):", "",
              f"    nplm ngram-count -text text.txt -order {ORDER} -memory M -lm ours.arpa      (TMPDIR=DIR)",
+             f"    mpiexec -n {RANKS} nplm ngram-count -text text.txt -order {ORDER} -memory M/{RANKS} -mpi -lm mpi.arpa",
              f"    lmplz -o {ORDER} -S M -T DIR --discount_fallback < text.txt > lmplz.arpa", "",
+             f"(`-mpi`: {RANKS} ranks on this machine, each counting a share of the text and estimating the n-grams of "
+             "its first words within half the memory; run after ours when mpi4py's mpiexec is installed, its ARPA "
+             "file compared with ours.)", "",
              "M = 1G at 20M words, 2G above. lmplz needs `--discount_fallback` at 200M words (a Kneser-Ney discount "
              "out of range: it stops, where ours falls back to 0.5, 1, 1.5 with a warning); where the discounts are "
              "in range it changes nothing. Wall time from start to exit; peak RSS the larger of the kernel's peak of "
@@ -399,6 +421,7 @@ def section(results, skipped, args, lmplz, ours_max, score_max):
     for r in results:
         data = f"{spelt(r['words'])} | {r['text_mb']:,.0f} MB (generated in {r['generated']:.1f} s)"
         for tool, command in (("ours", f"`nplm ngram-count ... -memory {r['memory']}`"),
+                              ("mpi", f"`mpiexec -n {RANKS} nplm ngram-count ... -memory {r.get('mpi_memory')} -mpi`"),
                               ("lmplz", f"KenLM `lmplz -o {ORDER} -S {r['memory']}`")):
             if r[tool]:
                 summary = median_run(r[tool])
@@ -418,6 +441,10 @@ def section(results, skipped, args, lmplz, ours_max, score_max):
             if tool in counts:
                 lines.append(f"- {spelt(r['words'])} words, {name} `\\data\\`: "
                              + ", ".join(f"{n}-grams {c:,}" for n, c in sorted(counts[tool].items())) + ".")
+        if "mpi_same" in r:
+            lines.append(f"- {spelt(r['words'])} words: `-mpi` on {RANKS} ranks (each estimating the n-grams of its "
+                         "first words) wrote " + ("the one-process ARPA file byte for byte" if r["mpi_same"] else
+                                                  "A DIFFERENT ARPA FILE from the one process's") + ".")
         if r["same_counts"] is not None:
             lines.append(f"- {spelt(r['words'])} words: the two ARPA files hold "
                          + ("the same numbers of n-grams of every order" if r["same_counts"] else
