@@ -54,19 +54,25 @@ def ablation(args):
         report = subprocess.run([args.nplm, "ppl", "-lm", run.model_path, "-ppl", test], check=True,
                                 capture_output=True, text=True).stdout
         records = [json.loads(line) for line in open(run.log_path) if line.strip()]
-        rows.append((name, " ".join(added), len(records), min(r["valid_ppl"] for r in records),
-                     float(report.split("ppl= ")[1].split()[0])))
-        print(rows[-1], flush=True)
-    alone = rows[0][4]
+        rows.append((name, " ".join(added), records, float(report.split("ppl= ")[1].split()[0])))
+        print(rows[-1][:2], len(records), rows[-1][3], flush=True)
+    alone = rows[0][3]
+    common = min(len(records) for _, _, records, _ in rows)  # valid ppl at an epoch every run reached
     body = [ABLATION_HEADING, "", machine_stamp(), "",
             "`make brown-ablation` (benchmarks/best.py --ablation): lstm-class's network (`-arch lstm -m 256 -h 256 "
             f"-tie -output class`, Adam at 2e-3 with `-lr-halve`) trained for {ABLATION_BUDGET} s on 2 cores "
             "(`-threads 2 -max-time " f"{ABLATION_BUDGET}`, early stopping on Brown valid), with lstm-class's "
             "dropout 0.3 and with one of brown-best's additions each (the layers: 512 units, then 256 tied to the "
-            "features), then with all of them; test ppl by `nplm ppl -lm MODEL -ppl test.txt`:", "",
-            "| run | options | epochs | best valid ppl | test ppl | vs none |", "| --- | --- | --- | --- | --- | --- |"]
-    body += [f"| {name} | `{options}` | {epochs} | {valid:.2f} | {test_ppl:.2f} | {test_ppl / alone:.3f} |"
-             for name, options, epochs, valid, test_ppl in rows]
+            "features), then with all of them; test ppl by `nplm ppl -lm MODEL -ppl test.txt`. The budget "
+            "counts wall time, so a run that shared the machine trained fewer epochs: words/s (the median epoch's) "
+            f"says how fast each ran, and the valid ppl after epoch {common} (the most that every run reached) "
+            "compares the additions at equal training:", "",
+            f"| run | options | epochs | words/s | valid ppl after epoch {common} | best valid ppl | test ppl | "
+            "vs none |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for name, options, records, test_ppl in rows:
+        speed = sorted(r["words_per_s"] for r in records)[len(records) // 2]
+        body.append(f"| {name} | `{options}` | {len(records)} | {speed:,.0f} | {records[common - 1]['valid_ppl']:.2f} "
+                    f"| {min(r['valid_ppl'] for r in records):.2f} | {test_ppl:.2f} | {test_ppl / alone:.3f} |")
     write_sections(args.out, [body])
     print("\n".join(body))
 

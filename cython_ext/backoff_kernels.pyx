@@ -105,7 +105,7 @@ def context_nodes(list keys, list has_bow, list children, long long vocab_size):
     cdef int order = len(keys), j
     node = [np.array(h, dtype=bool) for h in has_bow]
     for j in range(order - 1):
-        node[j] |= np.diff(children[j]) > 0
+        node[j] |= children[j][1:] > children[j][:-1]  # a prefix of longer n-grams (no int64 diff held)
     rows = np.int32 if max(len(k) for k in keys) < 2 ** 31 else np.int64
     suffixes = [None]
     unigram = unigram_rows(keys[0], vocab_size)
