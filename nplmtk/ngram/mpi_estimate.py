@@ -78,7 +78,7 @@ class RankEstimate(StreamEstimate):
         """`suffix{k}`, rows among all of order k-1, asked of the ranks that hold them by
         their keys, which count the askers into `continuation{k-1}`."""
         if k == 2:
-            return self._bigram_words("suffix", 1)
+            return super()._suffix_rows(k)
         vocab_size, below = len(self.vocab), self.first_rows[k - 2]
         self.files.write("continuation", k - 1, np.zeros(self.sizes[k - 2], dtype=np.int64))
         key_starts = self.starts[k - 3] * vocab_size  # an order-(k-1) key: its prefix's row * V + word
@@ -120,19 +120,9 @@ class RankEstimate(StreamEstimate):
             del counted
         return found
 
-    def _adjusted_counts(self, k):
-        if k == 1:  # the bigrams' second words, counted at every rank for every word
-            counted = np.zeros(len(self.vocab), dtype=np.int64)
-            for start, stop in self._chunks(2, self.rows(8 * 4)):
-                counted += np.bincount(self.files.read("suffix", 2, np.int64, start, stop), minlength=len(counted))
-            self.word_continuation = np.zeros_like(counted)
-            self.comm.Allreduce(counted, self.word_continuation)
-        return super()._adjusted_counts(k)
-
-    def _continuation(self, k, low, high):
-        if k == 1:
-            return self.word_continuation[self.first_rows[0] + low:self.first_rows[0] + high]
-        return self.files.read("continuation", k, np.int64, low, high)
+    def _counted_words(self, counted):
+        self.word_continuation = np.zeros_like(counted)  # the bigrams' second words at every rank
+        self.comm.Allreduce(counted, self.word_continuation)
 
     def _summed(self, histogram):
         total = np.zeros_like(histogram)
@@ -175,12 +165,6 @@ class RankEstimate(StreamEstimate):
             at = local[bounds[number]:bounds[number + 1]] - low
             values[bounds[number]:bounds[number + 1]] = np.where(present[at], logp[at], np.nan)
         return values
-
-    def run(self):
-        model = super().run()
-        for k in range(1, self.order):
-            self._remove(("continuation", k))
-        return model
 
 
 def gather_model(comm, model, block_rows):

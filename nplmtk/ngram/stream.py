@@ -159,6 +159,7 @@ class StreamEstimate:
                     for line in [f"using {discount.name} for {k}-grams"] + discount.debug_lines:
                         self.log(line)
                 discounts.append(discount)
+            self._remove(*(("continuation", k) for k in range(2, order)))
         with self.stage("probabilities and back-off weights"):
             self._unigram_probabilities(discounts[0])
             for k in range(2, order + 1):
@@ -211,13 +212,24 @@ class StreamEstimate:
         """`suffix{k}`: the row of each order-k row's last k-1 words among the order-(k-1)
         rows. Its key there is (the row of the prefix's suffix) * V + the last word: the
         prefix's suffix row comes from `suffix{k-1}` in order, the key is searched
-        among the order-(k-1) keys a window at a time."""
+        among the order-(k-1) keys a window at a time. The rows found are counted into
+        `continuation{k-1}` (Kneser-Ney's continuation counts: each order-k row is one
+        distinct word before its suffix)."""
         vocab_size = len(self.vocab)
         if k == 2:
-            return self._bigram_words("suffix", 1)
+            counted = np.zeros(len(self.vocab), dtype=np.int64)
+            with self.files.writer("suffix", 2) as out:
+                for start, stop in self._chunks(2, self.rows(16)):
+                    words = self.grams(2, start, stop)[:, 1].astype(np.int64)
+                    counted += np.bincount(words, minlength=len(counted))
+                    out.append(words)
+            return self._counted_words(counted)
+        continuation = self.files.writer("continuation", k - 1)
+        counted = []
 
         def window(low, high, last):
             keys = self._keys(k - 1, low, high)
+            counted[:] = [np.zeros(high - low, dtype=np.int64)]
 
             def fill(start, stop, found):
                 prefix = self.files.read("prefix", k, np.int64, start, stop)
@@ -227,12 +239,20 @@ class StreamEstimate:
                 by_key = inside[np.argsort(query[inside])]  # sorted queries: a search that runs forward
                 place = np.minimum(np.searchsorted(keys, query[by_key]), len(keys) - 1)
                 hit = keys[place] == query[by_key]
-                found[by_key[hit]] = low + place[hit]
+                found[by_key[hit]] = self.first_rows[k - 2] + low + place[hit]
+                counted[0] += np.bincount(place[hit], minlength=high - low)
                 if last and np.any(found < 0):
                     self._not_closed(k, self.grams(k, start, stop)[np.argmax(found < 0)][1:], "suffix")
             return fill
 
-        self._filled_by_windows("suffix", k, np.int64, NO_ROW, self.rows(8 * 2), self.rows(8 * 6), window)
+        self._filled_by_windows("suffix", k, np.int64, NO_ROW, self.rows(8 * 3), self.rows(8 * 6), window,
+                                finished=lambda: continuation.append(counted[0]))
+        continuation.close()
+
+    def _counted_words(self, counted):
+        """The unigrams' continuation counts from every bigram's second word (`counted`:
+        this estimate's bigrams, one count per word)."""
+        self.word_continuation = counted
 
     def _bigram_words(self, name, column):
         """`name2`: a bigram's word `column`, which is its row among the unigrams (word ids)."""
@@ -240,12 +260,13 @@ class StreamEstimate:
             for start, stop in self._chunks(2, self.rows(16)):
                 out.append(self.grams(2, start, stop)[:, column].astype(np.int64))
 
-    def _filled_by_windows(self, name, k, dtype, unset, window_rows, chunk_rows, window):
+    def _filled_by_windows(self, name, k, dtype, unset, window_rows, chunk_rows, window, finished=None):
         """`name{k}`, aligned with order k's rows, from values of order k-1 held a window
         of `window_rows` rows at a time: `window(low, high, last)` loads rows low..high-1
         and gives fill(start, stop, values), which sets the values of order-k rows
-        start..stop-1 whose source lies in the window. Each window's pass starts from the
-        previous pass's file (the first from `unset`)."""
+        start..stop-1 whose source lies in the window; `finished()` is called after each
+        window's pass. Each window's pass starts from the previous pass's file (the first
+        from `unset`)."""
         windows = list(self._chunks(k - 1, window_rows))
         for number, (low, high) in enumerate(windows):
             fill = window(low, high, number == len(windows) - 1)
@@ -258,6 +279,8 @@ class StreamEstimate:
                     out.append(values)
             if previous is not None:
                 os.remove(self.files.path(previous, k))
+            if finished is not None:
+                finished()
 
     def _keys(self, k, start, stop):
         """NgramIndex's keys of order-k rows start..stop-1 (their prefix row * V + word)."""
@@ -290,13 +313,12 @@ class StreamEstimate:
         return histogram
 
     def _continuation(self, k, low, high):
-        """How many order-(k+1) rows have rows low..high-1 of order k as suffix."""
-        continuation = np.zeros(high - low, dtype=np.int64)
-        for start, stop in self._chunks(k + 1, self.rows(8 * 4)):
-            suffix = self.files.read("suffix", k + 1, np.int64, start, stop)
-            suffix = suffix[(suffix >= low) & (suffix < high)]
-            continuation += np.bincount(suffix - low, minlength=high - low)
-        return continuation
+        """How many order-(k+1) rows have rows low..high-1 of order k as suffix (counted
+        when the suffix rows were found)."""
+        if k == 1:
+            first = self.first_rows[0]
+            return self.word_continuation[first + low:first + high]
+        return self.files.read("continuation", k, np.int64, low, high)
 
     def _summed(self, histogram):
         """The counts-of-counts of all the rows (here: all of them are this estimate's)."""
