@@ -433,7 +433,8 @@ def test_an_lstm_matches_a_bracket_twenty_words_back_where_a_5gram_cannot():
     vocab = Vocabulary(["(", "[", ")", "]"] + [f"x{i}" for i in range(8)])
     train = Corpus.from_lines(bracket_sentences(4000, 1), vocab)
     test = Corpus.from_lines(bracket_sentences(60, 2), vocab)
-    lstm = ARCHITECTURES["lstm"].initial(vocab, features=8, hidden=16, seed=1)
+    # 32 units learn it from every seed tried (16 from some: the test hung on rounding)
+    lstm = ARCHITECTURES["lstm"].initial(vocab, features=8, hidden=32, seed=1)
     config = TrainingConfig(epochs=30, lr=0.01, optimizer="adam", streams=16, bptt=50, clip=1, weight_decay=0,
                             progress=False)
     Trainer(lstm, config).run(train)
