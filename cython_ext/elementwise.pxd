@@ -57,6 +57,47 @@ cdef extern from *:
         }
     }
 
+    /* Back through one LSTM step's cells (tanh; the gates in z, the cells before in cp and
+       tanh of the cells after in tanh_c): from dL/ds (ds) and dL/dc carried back (dc,
+       replaced by dL/d(cell before), times keep[r], the stream's reset mask), dL/d(gate
+       pre-activations) into dz and the peepholes' gradient added to gP (when P is not
+       NULL). Vectorised as nplm_lstm_cells is. */
+    __attribute__((target_clones("avx512f", "avx2", "default"), unused))
+    static void nplm_lstm_cells_backward(const float *restrict z, const float *restrict cp,
+                                         const float *restrict tanh_c, const float *restrict ds,
+                                         float *restrict dc, const float *restrict keep, const float *restrict P,
+                                         float *restrict gP, float *restrict dz, int rows, int h) {
+        for (int r = 0; r < rows; r++) {
+            const float *restrict zi = z + (long) r * 4 * h;
+            const float *restrict zf = zi + h, *restrict zo = zi + 2 * h, *restrict zg = zi + 3 * h;
+            float *restrict di = dz + (long) r * 4 * h;
+            float *restrict df = di + h, *restrict dout = di + 2 * h, *restrict dg = di + 3 * h;
+            const float *restrict cr = cp + (long) r * h, *restrict ac = tanh_c + (long) r * h;
+            const float *restrict dsr = ds + (long) r * h;
+            float *restrict dcr = dc + (long) r * h;
+            float kept = keep[r];
+            for (int j = 0; j < h; j++) {
+                float gi = zi[j], gf = zf[j], go = zo[j], gg = zg[j];
+                float dcell = dcr[j] + dsr[j] * go * (1 - ac[j] * ac[j]);
+                di[j] = dcell * gg * gi * (1 - gi);
+                df[j] = dcell * cr[j] * gf * (1 - gf);
+                dout[j] = dsr[j] * ac[j] * go * (1 - go);
+                dg[j] = dcell * gi * (1 - gg * gg);
+                dcr[j] = dcell * gf;
+            }
+            if (P) {
+                for (int j = 0; j < h; j++) {
+                    dcr[j] += P[j] * di[j] + P[h + j] * df[j] + P[2 * h + j] * dout[j];
+                    gP[j] += di[j] * cr[j];
+                    gP[h + j] += df[j] * cr[j];
+                    gP[2 * h + j] += dout[j] * cr[j];
+                }
+            }
+            for (int j = 0; j < h; j++)
+                dcr[j] *= kept;
+        }
+    }
+
     /* out = tanh(in), vectorised as nplm_lstm_cells is. */
     __attribute__((target_clones("avx512f", "avx2", "default"), unused))
     static void nplm_tanh_into(float *restrict out, const float *restrict in, long size) {
@@ -66,6 +107,9 @@ cdef extern from *:
     """
     void lstm_cells "nplm_lstm_cells"(float *z, const float *cp, const float *P, float *c, float *s, int rows,
                                       int h) noexcept nogil
+    void lstm_cells_backward "nplm_lstm_cells_backward"(const float *z, const float *cp, const float *tanh_c,
+                                                        const float *ds, float *dc, const float *keep, const float *P,
+                                                        float *gP, float *dz, int rows, int h) noexcept nogil
     void tanh_into "nplm_tanh_into"(float *out, const float *values, long size) noexcept nogil
 
 

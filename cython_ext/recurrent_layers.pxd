@@ -7,7 +7,7 @@ from libc.string cimport memcpy, memset
 
 from class_output cimport Classes
 from hs_output cimport Tree
-from elementwise cimport Adam, act, column_sums, logistic, lstm_cells, slope, tanh_into
+from elementwise cimport Adam, act, column_sums, logistic, lstm_cells, lstm_cells_backward, slope, tanh_into
 from feedforward cimport activate, activation_slope
 from kernel_common cimport gemm
 
@@ -177,26 +177,29 @@ cdef inline void layer_backward(Rnn *net, Layer *L, const float *input, int T) n
             activation_slope(dz, L.S + (t + 1) * B * h, B * h, net.activation)
         else:
             z = L.Z + t * B * G
-            if tanh_cell != NULL:
+            if tanh_cell != NULL:  # tanh: the vectorised cells
                 tanh_into(tanh_cell, L.cell + (t + 1) * B * h, B * h)
-            for r in range(B):
-                for j in range(h):
-                    gi, gf, go, gg = z[r * G + j], z[r * G + h + j], z[r * G + 2 * h + j], z[r * G + 3 * h + j]
-                    cp = L.Cp[(t * B + r) * h + j]
-                    ac = (tanh_cell[r * h + j] if tanh_cell != NULL
-                          else act(L.cell[((t + 1) * B + r) * h + j], net.activation))
-                    dc = net.dC[r * h + j] + ds[r * h + j] * go * slope(ac, net.activation)
-                    do = ds[r * h + j] * ac
-                    di, df, dg = dc * gg * gi * (1 - gi), dc * cp * gf * (1 - gf), dc * gi * slope(gg, net.activation)
-                    do = do * go * (1 - go)
-                    dz[r * G + j], dz[r * G + h + j], dz[r * G + 2 * h + j], dz[r * G + 3 * h + j] = di, df, do, dg
-                    dcp = dc * gf
-                    if L.P != NULL:
-                        dcp += L.P[j] * di + L.P[h + j] * df + L.P[2 * h + j] * do
-                        L.gP[j] += di * cp
-                        L.gP[h + j] += df * cp
-                        L.gP[2 * h + j] += do * cp
-                    net.dC[r * h + j] = net.keep[t * B + r] * dcp
+                lstm_cells_backward(z, L.Cp + t * B * h, tanh_cell, ds, net.dC, net.keep + t * B, L.P, L.gP, dz, B,
+                                    h)
+            else:  # another activation: the scalar loop
+                for r in range(B):
+                    for j in range(h):
+                        gi, gf, go, gg = z[r * G + j], z[r * G + h + j], z[r * G + 2 * h + j], z[r * G + 3 * h + j]
+                        cp = L.Cp[(t * B + r) * h + j]
+                        ac = act(L.cell[((t + 1) * B + r) * h + j], net.activation)
+                        dc = net.dC[r * h + j] + ds[r * h + j] * go * slope(ac, net.activation)
+                        do = ds[r * h + j] * ac
+                        di, df = dc * gg * gi * (1 - gi), dc * cp * gf * (1 - gf)
+                        dg = dc * gi * slope(gg, net.activation)
+                        do = do * go * (1 - go)
+                        dz[r * G + j], dz[r * G + h + j], dz[r * G + 2 * h + j], dz[r * G + 3 * h + j] = di, df, do, dg
+                        dcp = dc * gf
+                        if L.P != NULL:
+                            dcp += L.P[j] * di + L.P[h + j] * df + L.P[2 * h + j] * do
+                            L.gP[j] += di * cp
+                            L.gP[h + j] += df * cp
+                            L.gP[2 * h + j] += do * cp
+                        net.dC[r * h + j] = net.keep[t * B + r] * dcp
         gemm(b'N', b'N', B, h, G, 1.0, dz, G, L.Wf, h, 0.0, net.dS, h)
         for r in range(B):
             if net.keep[t * B + r] == 0:

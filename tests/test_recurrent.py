@@ -31,6 +31,7 @@ SHAPES = [
     ("lstm", {}),
     ("lstm", dict(layers=2, direct=True, peephole=True)),
     ("lstm", dict(bias=False, reset_state="never", tie=True, features=5, hidden=5)),
+    ("lstm", dict(activation="sigmoid", peephole=True)),  # the cells' scalar loop (tanh's is vectorised)
     # the class-factored output layer
     ("rnn", dict(output="class", classes=3)),
     ("lstm", dict(output="class", classes=4, layers=2, tie=True, features=5, hidden=7, bias=False)),
