@@ -98,6 +98,21 @@ cdef extern from *:
         }
     }
 
+    /* Adam's step of one parameter array (Kingma & Ba 2015, Algorithm 1) in float, from
+       the gradient times `clipped`; c1, c2 the bias corrections. Vectorised as
+       nplm_lstm_cells is (it was a double-precision loop of two lanes). */
+    __attribute__((target_clones("avx512f", "avx2", "default"), unused))
+    static void nplm_adam_step(float *restrict param, const float *restrict grad, float *restrict m,
+                               float *restrict v, long size, float rate, float clipped, float beta1, float rest1,
+                               float beta2, float rest2, float c1, float c2, float epsilon) {
+        for (long i = 0; i < size; i++) {
+            float g = clipped * grad[i];
+            m[i] = beta1 * m[i] + rest1 * g;
+            v[i] = beta2 * v[i] + rest2 * g * g;
+            param[i] -= rate * (m[i] / c1) / (sqrtf(v[i] / c2) + epsilon);
+        }
+    }
+
     /* out = tanh(in), vectorised as nplm_lstm_cells is. */
     __attribute__((target_clones("avx512f", "avx2", "default"), unused))
     static void nplm_tanh_into(float *restrict out, const float *restrict in, long size) {
@@ -110,6 +125,9 @@ cdef extern from *:
     void lstm_cells_backward "nplm_lstm_cells_backward"(const float *z, const float *cp, const float *tanh_c,
                                                         const float *ds, float *dc, const float *keep, const float *P,
                                                         float *gP, float *dz, int rows, int h) noexcept nogil
+    void adam_step "nplm_adam_step"(float *param, const float *grad, float *m, float *v, long size, float rate,
+                                    float clipped, float beta1, float rest1, float beta2, float rest2, float c1,
+                                    float c2, float epsilon) noexcept nogil
     void tanh_into "nplm_tanh_into"(float *out, const float *values, long size) noexcept nogil
 
 
@@ -166,16 +184,12 @@ cdef inline void update(float *param, const float *grad, float *m, float *v, Py_
     """param -= rate g for g = clipped grad, or with Adam's moments m and v (given) and
     their bias corrections c1, c2: param -= rate m / c1 / (sqrt(v / c2) + epsilon)."""
     cdef Py_ssize_t i
-    cdef float g
     if m == NULL:
         for i in range(size):
             param[i] -= rate * clipped * grad[i]
         return
-    for i in range(size):
-        g = clipped * grad[i]
-        m[i] = adam.beta1 * m[i] + adam.rest1 * g
-        v[i] = adam.beta2 * v[i] + adam.rest2 * g * g
-        param[i] -= rate * (m[i] / adam.c1) / (sqrtf(v[i] / adam.c2) + adam.epsilon)
+    adam_step(param, grad, m, v, size, rate, clipped, adam.beta1, adam.rest1, adam.beta2, adam.rest2, adam.c1,
+              adam.c2, adam.epsilon)
 
 
 cdef inline void adam_corrections(Adam *adam, double steps) noexcept nogil:
