@@ -2,11 +2,12 @@
 # recurrent kernel (rnn_kernels.pyx): the network's arrays and buffers (Rnn, Layer, Slot)
 # and one RNN or LSTM layer's forward pass over a segment of T steps of B streams and its
 # back-propagation through time. The output layers and the training step are the kernel's.
+from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
 from class_output cimport Classes
 from hs_output cimport Tree
-from elementwise cimport Adam, act, column_sums, logistic, slope
+from elementwise cimport Adam, act, column_sums, logistic, lstm_cells, lstm_cells_backward, slope, tanh_into
 from feedforward cimport activate, activation_slope
 from kernel_common cimport gemm
 
@@ -133,6 +134,9 @@ cdef inline void layer_forward(Rnn *net, Layer *L, const float *input, int T) no
         Cp = L.Cp + t * B * h
         s = L.S + (t + 1) * B * h
         c = L.cell + (t + 1) * B * h
+        if net.activation == 0:  # tanh: the vectorised cells
+            lstm_cells(z, Cp, L.P, c, s, B, h)
+            continue
         for r in range(B):
             for j in range(h):
                 cp = Cp[r * h + j]
@@ -156,6 +160,9 @@ cdef inline void layer_backward(Rnn *net, Layer *L, const float *input, int T) n
     cdef float *dz
     cdef float *z
     cdef float gi, gf, go, gg, cp, ac, dc, dcp, di, df, do, dg
+    cdef float *tanh_cell = NULL  # tanh of the step's cells, computed at once
+    if net.lstm and net.activation == 0:
+        tanh_cell = <float *> malloc(B * h * sizeof(float))
     memset(net.dS, 0, B * h * sizeof(float))
     memset(net.dC, 0, B * h * sizeof(float))
     if L.gP != NULL:
@@ -170,27 +177,34 @@ cdef inline void layer_backward(Rnn *net, Layer *L, const float *input, int T) n
             activation_slope(dz, L.S + (t + 1) * B * h, B * h, net.activation)
         else:
             z = L.Z + t * B * G
-            for r in range(B):
-                for j in range(h):
-                    gi, gf, go, gg = z[r * G + j], z[r * G + h + j], z[r * G + 2 * h + j], z[r * G + 3 * h + j]
-                    cp = L.Cp[(t * B + r) * h + j]
-                    ac = act(L.cell[((t + 1) * B + r) * h + j], net.activation)
-                    dc = net.dC[r * h + j] + ds[r * h + j] * go * slope(ac, net.activation)
-                    do = ds[r * h + j] * ac
-                    di, df, dg = dc * gg * gi * (1 - gi), dc * cp * gf * (1 - gf), dc * gi * slope(gg, net.activation)
-                    do = do * go * (1 - go)
-                    dz[r * G + j], dz[r * G + h + j], dz[r * G + 2 * h + j], dz[r * G + 3 * h + j] = di, df, do, dg
-                    dcp = dc * gf
-                    if L.P != NULL:
-                        dcp += L.P[j] * di + L.P[h + j] * df + L.P[2 * h + j] * do
-                        L.gP[j] += di * cp
-                        L.gP[h + j] += df * cp
-                        L.gP[2 * h + j] += do * cp
-                    net.dC[r * h + j] = net.keep[t * B + r] * dcp
+            if tanh_cell != NULL:  # tanh: the vectorised cells
+                tanh_into(tanh_cell, L.cell + (t + 1) * B * h, B * h)
+                lstm_cells_backward(z, L.Cp + t * B * h, tanh_cell, ds, net.dC, net.keep + t * B, L.P, L.gP, dz, B,
+                                    h)
+            else:  # another activation: the scalar loop
+                for r in range(B):
+                    for j in range(h):
+                        gi, gf, go, gg = z[r * G + j], z[r * G + h + j], z[r * G + 2 * h + j], z[r * G + 3 * h + j]
+                        cp = L.Cp[(t * B + r) * h + j]
+                        ac = act(L.cell[((t + 1) * B + r) * h + j], net.activation)
+                        dc = net.dC[r * h + j] + ds[r * h + j] * go * slope(ac, net.activation)
+                        do = ds[r * h + j] * ac
+                        di, df = dc * gg * gi * (1 - gi), dc * cp * gf * (1 - gf)
+                        dg = dc * gi * slope(gg, net.activation)
+                        do = do * go * (1 - go)
+                        dz[r * G + j], dz[r * G + h + j], dz[r * G + 2 * h + j], dz[r * G + 3 * h + j] = di, df, do, dg
+                        dcp = dc * gf
+                        if L.P != NULL:
+                            dcp += L.P[j] * di + L.P[h + j] * df + L.P[2 * h + j] * do
+                            L.gP[j] += di * cp
+                            L.gP[h + j] += df * cp
+                            L.gP[2 * h + j] += do * cp
+                        net.dC[r * h + j] = net.keep[t * B + r] * dcp
         gemm(b'N', b'N', B, h, G, 1.0, dz, G, L.Wf, h, 0.0, net.dS, h)
         for r in range(B):
             if net.keep[t * B + r] == 0:
                 memset(net.dS + r * h, 0, h * sizeof(float))
+    free(tanh_cell)
     gemm(b'T', b'N', G, h, <int> N, 1.0, net.dZ, G, L.Sp, h, 0.0, L.gW, h)
     gemm(b'T', b'N', G, L.inputs, <int> N, 1.0, net.dZ, G, input, L.inputs, 0.0, L.gU, L.inputs)
     if L.gb != NULL:
