@@ -76,58 +76,6 @@ def format_section(const int[:, ::1] grams, const float[::1] logp, const float[:
     return [memoryview(buffers[p])[:lengths[p]] for p in range(parts)]
 
 
-def format_count_lines(const int[:, ::1] grams, const int64_t[::1] counts, const unsigned char[::1] words,
-                       const long long[::1] word_start):
-    """Counts lines `w1 ... wk<TAB>count\\n` as UTF-8 bytes: row i's words are grams[i]
-    up to its first -1 (word w is words[word_start[w]:word_start[w+1]])."""
-    cdef Py_ssize_t rows = grams.shape[0], width = grams.shape[1]
-    cdef Py_ssize_t i, j, w, length, digits, pos = 0, size = 0
-    cdef int64_t value
-    cdef char number[24]
-    for i in range(rows):
-        size += width + 21
-        for j in range(width):
-            w = grams[i, j]
-            if w < 0:
-                break
-            size += word_start[w + 1] - word_start[w]
-    out = PyByteArray_FromStringAndSize(NULL, size)
-    cdef unsigned char[::1] view = out
-    cdef char *base = <char *> &view[0] if size else NULL
-    with nogil:
-        for i in range(rows):
-            for j in range(width):
-                w = grams[i, j]
-                if w < 0:
-                    break
-                if j:
-                    base[pos] = b' '
-                    pos += 1
-                length = word_start[w + 1] - word_start[w]
-                memcpy(base + pos, &words[word_start[w]], length)
-                pos += length
-            base[pos] = b'\t'
-            pos += 1
-            value, digits = counts[i], 0
-            if value < 0:
-                base[pos] = b'-'
-                pos += 1
-                value = -value
-            while True:
-                number[digits] = <char> (48 + value % 10)
-                digits += 1
-                value //= 10
-                if value == 0:
-                    break
-            while digits:
-                digits -= 1
-                base[pos] = number[digits]
-                pos += 1
-            base[pos] = b'\n'
-            pos += 1
-    return memoryview(out)[:pos]
-
-
 def format_values(const float[::1] values):
     """Each value as printf("%.7g") would print it, -99 for -inf (for tests and reports)."""
     cdef char buffer[40]

@@ -2,10 +2,13 @@
 """Counting n-grams in one pass over the text with a hash table per order that lives
 across chunks (as SRILM's and lmplz's counters do): an n-gram is the id of its prefix in
 the table below and its last word, so each position of a sentence walks up the orders
-with one lookup each, and no temporary array of keys is ever made."""
+with one lookup each, and no temporary array of keys is ever made. Also the lines of a
+counts file (format_count_lines)."""
 import numpy as np
 cimport numpy as cnp
 from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcpy
+from cpython.bytearray cimport PyByteArray_FromStringAndSize
 from libc.stdint cimport int64_t, uint64_t
 
 cnp.import_array()
@@ -264,3 +267,55 @@ cdef class NgramHashCounter:
                             np.asarray(<int64_t[:size]> self.orders[k].counts).copy(),
                             np.asarray(<int[:size]> self.orders[k].suffixes).copy()))
         return out
+
+
+def format_count_lines(const int[:, ::1] grams, const int64_t[::1] counts, const unsigned char[::1] words,
+                       const long long[::1] word_start):
+    """Counts lines `w1 ... wk<TAB>count\\n` as UTF-8 bytes: row i's words are grams[i]
+    up to its first -1 (word w is words[word_start[w]:word_start[w+1]])."""
+    cdef Py_ssize_t rows = grams.shape[0], width = grams.shape[1]
+    cdef Py_ssize_t i, j, w, length, digits, pos = 0, size = 0
+    cdef int64_t value
+    cdef char number[24]
+    for i in range(rows):
+        size += width + 21
+        for j in range(width):
+            w = grams[i, j]
+            if w < 0:
+                break
+            size += word_start[w + 1] - word_start[w]
+    out = PyByteArray_FromStringAndSize(NULL, size)
+    cdef unsigned char[::1] view = out
+    cdef char *base = <char *> &view[0] if size else NULL
+    with nogil:
+        for i in range(rows):
+            for j in range(width):
+                w = grams[i, j]
+                if w < 0:
+                    break
+                if j:
+                    base[pos] = b' '
+                    pos += 1
+                length = word_start[w + 1] - word_start[w]
+                memcpy(base + pos, &words[word_start[w]], length)
+                pos += length
+            base[pos] = b'\t'
+            pos += 1
+            value, digits = counts[i], 0
+            if value < 0:
+                base[pos] = b'-'
+                pos += 1
+                value = -value
+            while True:
+                number[digits] = <char> (48 + value % 10)
+                digits += 1
+                value //= 10
+                if value == 0:
+                    break
+            while digits:
+                digits -= 1
+                base[pos] = number[digits]
+                pos += 1
+            base[pos] = b'\n'
+            pos += 1
+    return memoryview(out)[:pos]

@@ -12,7 +12,7 @@ import shutil
 
 import numpy as np
 
-from .._ext.arpa_format import format_count_lines
+from .._ext.count_kernels import format_count_lines
 from ..errors import NplmError
 from ..io import open_output
 from .counts import byte_ranks
