@@ -352,9 +352,9 @@ def _estimated_across_ranks(comm, part, words, folder, memory, unk, debug, lm, w
     root = comm.rank == 0
     if write_binary is not None:
         store = _gathered(comm, part, memory, os.path.join(folder, "counts"), keep=True)
-        if root:
-            write_counts_file(store, write_binary)
     try:
+        if write_binary is not None and root:  # a failure here stops every rank, not rank 0 alone
+            write_counts_file(store, write_binary)
         work = os.path.join(folder, "estimate")
         os.mkdir(work)
         estimate = RankEstimate(comm, part, words, work, memory, unk_is_word=unk,
