@@ -79,7 +79,7 @@ class RankEstimate(StreamEstimate):
         their keys, which count the askers into `continuation{k-1}`."""
         if k == 2:
             return super()._suffix_rows(k)
-        vocab_size, below = len(self.vocab), self.first_rows[k - 2]
+        vocab_size = len(self.vocab)
         self.files.write("continuation", k - 1, np.zeros(self.sizes[k - 2], dtype=np.int64))
         key_starts = self.starts[k - 3] * vocab_size  # an order-(k-1) key: its prefix's row * V + word
 
@@ -88,11 +88,7 @@ class RankEstimate(StreamEstimate):
 
         with self.files.writer("suffix", k) as out:
             for start, stop in self._rounds(k, self.rows(8 * 6)):
-                query = np.zeros(0, dtype=np.int64)
-                if stop > start:
-                    prefix = self.files.read("prefix", k, np.int64, start, stop) - below
-                    inner = self.files.read("suffix", k - 1, np.int64, int(prefix[0]), int(prefix[-1]) + 1)
-                    query = inner[prefix - prefix[0]] * vocab_size + self.grams(k, start, stop)[:, -1]
+                query = self._suffix_keys(k, start, stop) if stop > start else np.zeros(0, dtype=np.int64)
                 found = ask_owners(self.comm, query, key_starts, answer, np.int64)
                 if np.any(found < 0):
                     self._not_closed(k, self.grams(k, start, stop)[np.argmax(found < 0)][1:], "suffix")

@@ -232,9 +232,7 @@ class StreamEstimate:
             counted[:] = [np.zeros(high - low, dtype=np.int64)]
 
             def fill(start, stop, found):
-                prefix = self.files.read("prefix", k, np.int64, start, stop)
-                inner = self.files.read("suffix", k - 1, np.int64, int(prefix[0]), int(prefix[-1]) + 1)
-                query = inner[prefix - prefix[0]] * vocab_size + self.grams(k, start, stop)[:, -1]
+                query = self._suffix_keys(k, start, stop)
                 inside = np.flatnonzero((query >= keys[0]) & (query <= keys[-1]))
                 by_key = inside[np.argsort(query[inside])]  # sorted queries: a search that runs forward
                 place = np.minimum(np.searchsorted(keys, query[by_key]), len(keys) - 1)
@@ -248,6 +246,13 @@ class StreamEstimate:
         self._filled_by_windows("suffix", k, np.int64, NO_ROW, self.rows(8 * 3), self.rows(8 * 6), window,
                                 finished=lambda: continuation.append(counted[0]))
         continuation.close()
+
+    def _suffix_keys(self, k, start, stop):
+        """The keys of rows start..stop-1 of order k's suffixes among order k-1 (the row of
+        the prefix's suffix * V + the last word)."""
+        prefix = self.files.read("prefix", k, np.int64, start, stop) - self.first_rows[k - 2]
+        inner = self.files.read("suffix", k - 1, np.int64, int(prefix[0]), int(prefix[-1]) + 1)
+        return inner[prefix - prefix[0]] * len(self.vocab) + self.grams(k, start, stop)[:, -1]
 
     def _counted_words(self, counted):
         """The unigrams' continuation counts from every bigram's second word (`counted`:
