@@ -215,7 +215,6 @@ class StreamEstimate:
         among the order-(k-1) keys a window at a time. The rows found are counted into
         `continuation{k-1}` (Kneser-Ney's continuation counts: each order-k row is one
         distinct word before its suffix)."""
-        vocab_size = len(self.vocab)
         if k == 2:
             counted = np.zeros(len(self.vocab), dtype=np.int64)
             with self.files.writer("suffix", 2) as out:
