@@ -34,9 +34,13 @@ class CountStore:
     def read(self, k, start, stop):
         """Rows start..stop-1 of order k: (grams, counts)."""
         count = max(0, min(stop, self.sizes[k - 1]) - start)
-        grams = np.fromfile(self.path("grams", k), dtype=np.int32, count=count * k, offset=start * k * 4)
         counts = np.fromfile(self.path("counts", k), dtype=np.int64, count=count, offset=start * 8)
-        return grams.reshape(-1, k), counts
+        return self.read_grams(k, start, stop), counts
+
+    def read_grams(self, k, start, stop):
+        """The n-grams of rows start..stop-1 of order k, without their counts."""
+        count = max(0, min(stop, self.sizes[k - 1]) - start)
+        return np.fromfile(self.path("grams", k), dtype=np.int32, count=count * k, offset=start * k * 4).reshape(-1, k)
 
     def chunks(self, k, rows):
         """(start, grams, counts) of order k, `rows` rows at a time, in order."""
@@ -153,6 +157,9 @@ class CountsFile(CountStore):
         if len(counts) != count or len(grams) != count * k:
             raise InputError("truncated n-gram counts", path=self.file)
         return grams.reshape(-1, k), counts
+
+    def read_grams(self, k, start, stop):
+        return self.read(k, start, stop)[0]
 
     def _check(self, k):
         hashes = {name: (Xxh64() if "xxh64" in self.entries[f"{name}.{k}"] else None, 0) for name in ("grams", "counts")}

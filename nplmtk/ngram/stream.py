@@ -183,7 +183,7 @@ class StreamEstimate:
         if k == 1:
             first = self.first_rows[0]
             return np.arange(first + start, first + min(stop, self.sizes[0]), dtype=np.int32)[:, None]
-        return self.store.read(k, start, stop)[0]
+        return self.store.read_grams(k, start, stop)
 
     def raw_counts(self, k, start, stop):
         if k == 1:
@@ -445,12 +445,17 @@ class StreamEstimate:
         vocab_size = len(self.vocab)
         kept_first = []  # per order, the model's rows before this estimate's
         for k in range(1, order + 1):
-            writers = {name: self.files.writer(f"f{name}", k) for name in ("grams", "keys", "logp", "bow", "node")}
+            # every row kept (as in KN without cutoffs): whole files are renamed, not copied
+            moved = self._moved_whole(k) if k > 1 and self._all_present(k) else ()
+            writers = {name: self.files.writer(f"f{name}", k)
+                       for name in ("grams", "keys", "logp", "bow", "node") if name not in moved}
             kept, below = 0, _KeptBefore(self.files, k - 1)
             for start, stop in self._chunks(k, self.rows(4 * k + 40)):
                 present = self.files.read("present", k, np.bool_, start, stop)
-                grams = self.grams(k, start, stop)[present]
-                writers["grams"].append(grams)
+                grams = (self.files.read("fgrams", k, np.int32, start, stop, k) if "grams" in moved
+                         else self.grams(k, start, stop)[present])
+                if "grams" in writers:
+                    writers["grams"].append(grams)
                 if k == 1:
                     keys = grams[:, 0].astype(np.int64)
                 else:  # the prefix's row among the model's rows of the order below, then the word
@@ -458,7 +463,8 @@ class StreamEstimate:
                     keys = (kept_first[k - 2] + below.rows(prefix - self.first_rows[k - 2])) * vocab_size + grams[:, -1]
                 writers["keys"].append(keys)
                 for name, dtype in (("logp", np.float32), ("bow", np.float32), ("node", np.bool_)):
-                    writers[name].append(self.files.read(name, k, dtype, start, stop)[present])
+                    if name in writers:
+                        writers[name].append(self.files.read(name, k, dtype, start, stop)[present])
                 kept += int(present.sum())
             for out in writers.values():
                 out.close()
@@ -469,6 +475,25 @@ class StreamEstimate:
                 self._remove(*((name, k) for name in ("grams", "counts")), files=self.store)
         self._remove(("present", order))
         return DiskModel(self.vocab, self.files.folder, sizes)
+
+    def _all_present(self, k):
+        return all(self.files.read("present", k, np.bool_, start, stop).all()
+                   for start, stop in self._chunks(k, self.rows(1)))
+
+    def _moved_whole(self, k):
+        """The model's files of order k made by renaming this estimate's (and, when the
+        store is this estimate's to consume, its n-grams): the names moved."""
+        moved = []
+        sources = [(self.files.path(name, k), name) for name in ("logp", "bow", "node")]
+        if self.consume_store:
+            sources.append((self.store.path("grams", k), "grams"))
+        for path, name in sources:
+            try:
+                os.replace(path, self.files.path(f"f{name}", k))
+            except OSError:  # say, another file system: copied instead
+                continue
+            moved.append(name)
+        return moved
 
     def _remove(self, *names, files=None):
         """Working files done with (the disk they take is the estimate's peak)."""
