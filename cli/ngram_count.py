@@ -14,7 +14,7 @@ from nplmtk.ngram.arpa import write_arpa
 from nplmtk.ngram.binary import check_binary_name
 from nplmtk.ngram.binary import write_binary as write_binary_model  # -write-binary names the counts file
 from nplmtk.ngram.classes import ClassNgramModel, WordClasses, token_ids, token_vocabulary
-from nplmtk.ngram.count_runs import CountAccumulator
+from nplmtk.ngram.count_runs import CountAccumulator, share_one_malloc_arena
 from nplmtk.ngram.counts import MAX_ORDER, NgramCounts, byte_ranks, check_order, check_orders, counted_words
 from nplmtk.ngram.deleted_interpolation import DeletedInterpolation
 from nplmtk.ngram.estimate import estimate
@@ -134,6 +134,7 @@ def command(text, read, order, vocab, unk, write, write_binary, lm, write_bin_lm
     (-kndiscount -interpolate); -kndiscount alone gives the back-off version.
     Cutoffs -gt1min .. -gt9min are as in SRILM, default 1 (keep every n-gram).
     """
+    share_one_malloc_arena()  # the merge's and the writers' threads within -memory
     agreed = contextlib.nullcontext  # under -mpi, bad input is one line from rank 0
     if mpi:
         from nplmtk.neural.parallel import world  # mpi4py only for -mpi: a command starts in 70 ms
