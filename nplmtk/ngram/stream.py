@@ -9,10 +9,13 @@ time, so the model is the in-memory estimate's to the byte whatever the memory.
 
 The passes cover the configuration lmplz estimates (modified Kneser-Ney, interpolated,
 no cutoffs); `streamable` says whether a configuration is one of them."""
+import collections
 import contextlib
 import math
 import os
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -34,6 +37,7 @@ LARGEST_COUNT_OF_COUNTS = 4  # modified Kneser-Ney reads n1 .. n4
 # and context_probabilities' float64 temporaries; a sort's records, keys and order.
 CONTEXT_PASS_ROW_BYTES = 160
 NO_ROW = -1
+PASS_THREADS = min(2, len(os.sched_getaffinity(0)))  # chunks of a pass computed side by side
 IN_MEMORY_BYTES_PER_NGRAM = 112  # estimate.py's peak over the distinct n-grams (20M words of Zipf text)
 
 
@@ -120,6 +124,25 @@ def prefix_rows(grams, k, size, chunk_rows, block_rows):
         if found[-1] >= 0:
             drop = int(found[-1]) - table_start  # the next queries come at or after the last one
             table, table_start = table[drop:], table_start + drop
+
+
+def in_order(function, items, threads=None):
+    """function(item) of each of `items`, computed by `threads` threads at once (numpy lets
+    go of the GIL in its loops), given back in the items' order: at most threads + 1
+    results are held at a time (the one given back and those under way)."""
+    threads = threads or PASS_THREADS
+    with ThreadPoolExecutor(threads) as pool:
+        pending = collections.deque()
+        try:
+            for item in items:
+                if len(pending) == threads:
+                    yield pending.popleft().result()
+                pending.append(pool.submit(function, item))
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for future in pending:
+                future.cancel()
 
 
 class StreamEstimate:
@@ -224,7 +247,7 @@ class StreamEstimate:
                     out.append(words)
             return self._counted_words(counted)
         continuation = self.files.writer("continuation", k - 1)
-        counted = []
+        counted, counting = [], threading.Lock()
 
         def window(low, high, last):
             keys = self._keys(k - 1, low, high)
@@ -237,7 +260,9 @@ class StreamEstimate:
                 place = np.minimum(np.searchsorted(keys, query[by_key]), len(keys) - 1)
                 hit = keys[place] == query[by_key]
                 found[by_key[hit]] = self.first_rows[k - 2] + low + place[hit]
-                counted[0] += np.bincount(place[hit], minlength=high - low)
+                hits = np.bincount(place[hit], minlength=high - low)
+                with counting:  # chunks are filled side by side
+                    counted[0] += hits
                 if last and np.any(found < 0):
                     self._not_closed(k, self.grams(k, start, stop)[np.argmax(found < 0)][1:], "suffix")
             return fill
@@ -270,16 +295,22 @@ class StreamEstimate:
         and gives fill(start, stop, values), which sets the values of order-k rows
         start..stop-1 whose source lies in the window; `finished()` is called after each
         window's pass. Each window's pass starts from the previous pass's file (the first
-        from `unset`)."""
+        from `unset`). Chunks are filled side by side (`in_order`), each in a share of
+        `chunk_rows`."""
         windows = list(self._chunks(k - 1, window_rows))
         for number, (low, high) in enumerate(windows):
             fill = window(low, high, number == len(windows) - 1)
             previous = f"{name}.{number - 1}" if number else None
+
+            def filled(chunk, fill=fill, previous=previous):
+                start, stop = chunk
+                values = (np.full(stop - start, unset, dtype=dtype) if previous is None
+                          else self.files.read(previous, k, dtype, start, stop))
+                fill(start, stop, values)
+                return values
+
             with self.files.writer(name if number == len(windows) - 1 else f"{name}.{number}", k) as out:
-                for start, stop in self._chunks(k, chunk_rows):
-                    values = (np.full(stop - start, unset, dtype=dtype) if previous is None
-                              else self.files.read(previous, k, dtype, start, stop))
-                    fill(start, stop, values)
+                for values in in_order(filled, self._chunks(k, max(1, chunk_rows // (PASS_THREADS + 1)))):
                     out.append(values)
             if previous is not None:
                 os.remove(self.files.path(previous, k))
@@ -371,8 +402,10 @@ class StreamEstimate:
         self._filled_by_windows("lower", k, np.float32, np.nan, self.rows(5), self.rows(8 + 4 * 2), window)
 
     def _context_runs(self, k):
-        """(start, stop) of runs of whole contexts of order k, about a chunk's rows each."""
-        rows, size, start = self.rows(CONTEXT_PASS_ROW_BYTES), self.sizes[k - 1], 0
+        """(start, stop) of runs of whole contexts of order k, about a chunk's rows each
+        (a share of the memory for each of the runs computed side by side)."""
+        rows = max(1, self.rows(CONTEXT_PASS_ROW_BYTES) // (PASS_THREADS + 1))
+        size, start = self.sizes[k - 1], 0
         while start < size:
             stop = min(start + rows, size)
             while stop < size:  # end the run where a context ends
@@ -388,41 +421,14 @@ class StreamEstimate:
 
     def _context_pass(self, k, discount):
         """Order k's probabilities (`logp{k}`, `present{k}`) and the back-off weights
-        of order k-1's contexts (`bow{k-1}`, `node{k-1}`), context by context."""
-        events, vocab = self.events, self.vocab
+        of order k-1's contexts (`bow{k-1}`, `node{k-1}`), context by context, runs of
+        contexts computed side by side."""
         logp_out, present_out = self.files.writer("logp", k), self.files.writer("present", k)
         bow_out, node_out = self.files.writer("bow", k - 1), self.files.writer("node", k - 1)
         first_row = self.first_rows[k - 2]  # contexts are counted among all the rows, files hold this estimate's
         contexts_done = first_row
-        for start, stop in self._context_runs(k):
-            grams = self.grams(k, start, stop)
-            count = self.files.read("adjusted", k, np.int64, start, stop)
-            prefix = self.files.read("prefix", k, np.int64, start, stop)
-            lower_logp = self.files.read("lower", k, np.float32, start, stop)
-            first_context = int(prefix[0])
-            group, size = prefix - first_context, int(prefix[-1]) - first_context + 1
-            skipped_row = grams[:, -2] == vocab.eos
-            if not events.unk_is_word:
-                skipped_row |= np.any(grams[:, :-1] == vocab.unk, axis=1)
-            skipped = np.zeros(size, dtype=bool)
-            skipped[group] = skipped_row
-            eligible = ~skipped_row & ~events.non_event(grams[:, -1]) & (count > 0)
-            direct = ~np.isnan(lower_logp)
-            if np.any(eligible & ~direct):
-                raise NplmError(f"a {k}-gram's suffix is not in the model: this estimate needs the counts in memory")
-            lower = log10_to_prob(np.where(direct, lower_logp, -np.inf))
-            prob, keep, _ = context_probabilities(count, lower, group, size, eligible, skipped, discount, True,
-                                                  False, events)
-            logp = np.full(stop - start, -np.inf, dtype=np.float32)
-            with np.errstate(divide="ignore"):
-                logp[keep] = np.log10(prob[keep]).astype(np.float32)
-            node = np.zeros(size, dtype=bool)
-            node[group[keep]] = True
-            # SRILM's fixupProbs gives a context without a probability one: not done here
-            here = first_context - first_row
-            if np.any(node & ~self.files.read("present", k - 1, np.bool_, here, here + size)):
-                raise NplmError(f"a {k - 1}-gram context is not in the model: this estimate needs the counts in memory")
-            bow = context_bows(logp, keep, lower, group, node)
+        for first_context, logp, keep, bow, node in in_order(lambda run: self._contexts(k, discount, *run),
+                                                             self._context_runs(k)):
             logp_out.append(logp)
             present_out.append(keep)
             gap = first_context - contexts_done  # contexts without n-grams after them: no weight
@@ -430,12 +436,45 @@ class StreamEstimate:
             node_out.append(np.zeros(gap, dtype=bool))
             bow_out.append(bow)
             node_out.append(node)
-            contexts_done = first_context + size
+            contexts_done = first_context + len(node)
         gap = first_row + self.sizes[k - 2] - contexts_done
         bow_out.append(np.zeros(gap, dtype=np.float32))
         node_out.append(np.zeros(gap, dtype=bool))
         for out in (logp_out, present_out, bow_out, node_out):
             out.close()
+
+    def _contexts(self, k, discount, start, stop):
+        """The values of order-k rows start..stop-1 (whole contexts): (the first context's
+        row, the rows' logp and presence, the contexts' back-off weights and node flags)."""
+        events, vocab = self.events, self.vocab
+        grams = self.grams(k, start, stop)
+        count = self.files.read("adjusted", k, np.int64, start, stop)
+        prefix = self.files.read("prefix", k, np.int64, start, stop)
+        lower_logp = self.files.read("lower", k, np.float32, start, stop)
+        first_context = int(prefix[0])
+        group, size = prefix - first_context, int(prefix[-1]) - first_context + 1
+        skipped_row = grams[:, -2] == vocab.eos
+        if not events.unk_is_word:
+            skipped_row |= np.any(grams[:, :-1] == vocab.unk, axis=1)
+        skipped = np.zeros(size, dtype=bool)
+        skipped[group] = skipped_row
+        eligible = ~skipped_row & ~events.non_event(grams[:, -1]) & (count > 0)
+        direct = ~np.isnan(lower_logp)
+        if np.any(eligible & ~direct):
+            raise NplmError(f"a {k}-gram's suffix is not in the model: this estimate needs the counts in memory")
+        lower = log10_to_prob(np.where(direct, lower_logp, -np.inf))
+        prob, keep, _ = context_probabilities(count, lower, group, size, eligible, skipped, discount, True,
+                                              False, events)
+        logp = np.full(stop - start, -np.inf, dtype=np.float32)
+        with np.errstate(divide="ignore"):
+            logp[keep] = np.log10(prob[keep]).astype(np.float32)
+        node = np.zeros(size, dtype=bool)
+        node[group[keep]] = True
+        # SRILM's fixupProbs gives a context without a probability one: not done here
+        here = first_context - self.first_rows[k - 2]
+        if np.any(node & ~self.files.read("present", k - 1, np.bool_, here, here + size)):
+            raise NplmError(f"a {k - 1}-gram context is not in the model: this estimate needs the counts in memory")
+        return first_context, logp, keep, context_bows(logp, keep, lower, group, node), node
 
     def _final_model(self):
         """The model's rows (the `present` ones) and their values, in `f*` files."""
