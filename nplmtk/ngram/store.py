@@ -33,9 +33,12 @@ class CountStore:
 
     def read(self, k, start, stop):
         """Rows start..stop-1 of order k: (grams, counts)."""
+        return self.read_grams(k, start, stop), self.read_counts(k, start, stop)
+
+    def read_counts(self, k, start, stop):
+        """The counts of rows start..stop-1 of order k."""
         count = max(0, min(stop, self.sizes[k - 1]) - start)
-        counts = np.fromfile(self.path("counts", k), dtype=np.int64, count=count, offset=start * 8)
-        return self.read_grams(k, start, stop), counts
+        return np.fromfile(self.path("counts", k), dtype=np.int64, count=count, offset=start * 8)
 
     def read_grams(self, k, start, stop):
         """The n-grams of rows start..stop-1 of order k, without their counts."""
@@ -160,6 +163,9 @@ class CountsFile(CountStore):
 
     def read_grams(self, k, start, stop):
         return self.read(k, start, stop)[0]
+
+    def read_counts(self, k, start, stop):
+        return self.read(k, start, stop)[1]
 
     def _check(self, k):
         hashes = {name: (Xxh64() if "xxh64" in self.entries[f"{name}.{k}"] else None, 0) for name in ("grams", "counts")}

@@ -166,6 +166,10 @@ class StreamEstimate:
         """How many rows of `bytes_per_row` fit in a share of the memory."""
         return max(1, self.memory // 4 // bytes_per_row)
 
+    def pass_rows(self, bytes_per_row):
+        """How many rows of `bytes_per_row` fit in a chunk computed beside others (in_order)."""
+        return max(1, self.rows(bytes_per_row) // (PASS_THREADS + 1))
+
     def run(self):
         order = self.order
         with self.stage("prefix and suffix rows"):
@@ -211,7 +215,7 @@ class StreamEstimate:
     def raw_counts(self, k, start, stop):
         if k == 1:
             return self.unigram_counts[start:stop]
-        return self.store.read(k, start, stop)[1]
+        return self.store.read_counts(k, start, stop)
 
     def _chunks(self, k, rows):
         for start in range(0, self.sizes[k - 1], rows):
@@ -333,18 +337,20 @@ class StreamEstimate:
         before the n-gram; n-grams starting with `<s>` keep their counts; the highest
         order keeps its counts). Returns the counts-of-counts of the n-grams that
         predict events."""
-        histogram = np.zeros(LARGEST_COUNT_OF_COUNTS + 1, dtype=np.int64)
-        out = self.files.writer("adjusted", k)
-        for low, high in self._chunks(k, self.rows(8 * 3)):
-            counts = self.raw_counts(k, low, high)
+        def adjusted(chunk):
+            low, high = chunk
+            grams, counts = self.grams(k, low, high), self.raw_counts(k, low, high)
             if k < self.order:
-                first = self.grams(k, low, high)[:, 0]
-                counts = np.where(self.events.non_event(first), counts, self._continuation(k, low, high))
-            out.append(counts)
-            predicting = counts[~self.events.non_event(self.grams(k, low, high)[:, -1])]
-            histogram += np.bincount(np.minimum(predicting, LARGEST_COUNT_OF_COUNTS + 1),
-                                     minlength=LARGEST_COUNT_OF_COUNTS + 2)[:LARGEST_COUNT_OF_COUNTS + 1]
-        out.close()
+                counts = np.where(self.events.non_event(grams[:, 0]), counts, self._continuation(k, low, high))
+            predicting = counts[~self.events.non_event(grams[:, -1])]
+            return counts, np.bincount(np.minimum(predicting, LARGEST_COUNT_OF_COUNTS + 1),
+                                       minlength=LARGEST_COUNT_OF_COUNTS + 2)[:LARGEST_COUNT_OF_COUNTS + 1]
+
+        histogram = np.zeros(LARGEST_COUNT_OF_COUNTS + 1, dtype=np.int64)
+        with self.files.writer("adjusted", k) as out:
+            for counts, counted in in_order(adjusted, self._chunks(k, self.pass_rows(8 * 3))):
+                out.append(counts)
+                histogram += counted
         return histogram
 
     def _continuation(self, k, low, high):
@@ -404,7 +410,7 @@ class StreamEstimate:
     def _context_runs(self, k):
         """(start, stop) of runs of whole contexts of order k, about a chunk's rows each
         (a share of the memory for each of the runs computed side by side)."""
-        rows = max(1, self.rows(CONTEXT_PASS_ROW_BYTES) // (PASS_THREADS + 1))
+        rows = self.pass_rows(CONTEXT_PASS_ROW_BYTES)
         size, start = self.sizes[k - 1], 0
         while start < size:
             stop = min(start + rows, size)
