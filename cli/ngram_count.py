@@ -246,12 +246,11 @@ def command(text, read, order, vocab, unk, write, write_binary, lm, write_bin_lm
             spilled, counted = 0, time.perf_counter()
         else:
             accumulator = CountAccumulator(tokens if classes is not None else vocabulary, order, memory, folder)
-            for path in text:
-                for chunk in Corpus.read_blocks(path, vocabulary, unk=True, normalize=normalize,
-                                                block_bytes=accumulator.block_bytes):
-                    if classes is not None:
-                        chunk = Corpus(ids[chunk.ids], chunk.offsets, tokens, name=chunk.name)
-                    accumulator.add_text(chunk)
+            blocks = (chunk for path in text for chunk in Corpus.read_blocks(
+                path, vocabulary, unk=True, normalize=normalize, block_bytes=accumulator.block_bytes))
+            if classes is not None:
+                blocks = (Corpus(ids[chunk.ids], chunk.offsets, tokens, name=chunk.name) for chunk in blocks)
+            accumulator.add_texts(blocks)
             add_reads(accumulator)
             spilled, store = len(accumulator.runs), None
             entries = accumulator.counter.entries()

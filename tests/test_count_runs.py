@@ -63,6 +63,35 @@ def test_the_store_of_runs_merged_is_the_counts_of_the_whole_text(zipf, tmp_path
     assert os.listdir(work) == []  # the runs removed once merged
 
 
+@pytest.mark.parametrize("memory", [40_000, 1 << 30])
+def test_once_counts_outgrow_memory_two_counters_count_the_blocks_left(zipf, tmp_path, memory):
+    path, vocab = zipf
+    (tmp_path / "work").mkdir()
+    accumulator = CountAccumulator(vocab, 4, memory, str(tmp_path / "work"))
+    blocks = list(Corpus.read_blocks(path, vocab, block_bytes=20_000))
+    assert len(blocks) > 4
+    accumulator.add_texts(blocks)
+    helped = [run for run in accumulator.runs if os.sep + "helper" in run.folder]
+    assert bool(helped) == (memory == 40_000), accumulator.runs  # counts in memory: one counter, no run
+    assert bool(accumulator.runs) == (memory == 40_000)
+    assert_same_counts(accumulator.store(str(tmp_path / "store"), path),
+                       NgramCounts.from_corpus(Corpus.read(path, vocab), 4))
+
+
+def test_bad_text_in_a_later_block_while_two_counters_count_is_one_line_and_leaves_no_file(tmp_path):
+    text = zipf_text(3, 20_000).encode()
+    (tmp_path / "t.txt").write_bytes(text[:300_000] + b"\xff" + text[300_000:])  # blocks of 32 kB at 1M
+    line = text[:300_000].count(b"\n") + 1
+    (tmp_path / "v.txt").write_text("".join(f"w{i}\n" for i in range(400)))
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    proc = subprocess.run([NPLM, "ngram-count", "-text", tmp_path / "t.txt", "-vocab", tmp_path / "v.txt",
+                           "-order", "3", "-memory", "1M", "-temp", temp, "-lm", tmp_path / "lm.arpa"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr == f"nplm: {tmp_path / 't.txt'}:{line}: invalid UTF-8\n", proc.stderr
+    assert os.listdir(temp) == [] and not (tmp_path / "lm.arpa").exists()
+
+
 def test_result_in_memory_is_the_store_loaded(zipf, tmp_path):
     path, vocab = zipf
     counts = accumulated(path, vocab, 3, 40_000, tmp_path).result(path)

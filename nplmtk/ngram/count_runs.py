@@ -4,8 +4,10 @@ their share of `memory` they go to disk, order by order, as a sorted run (a Coun
 and the runs (and counts read from files) are merged a block of rows at a time into one
 CountStore, in memory bounded by `memory` whatever the number of runs and their size."""
 import ctypes
+import itertools
 import os
 import shutil
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -27,6 +29,7 @@ BLOCK_MEMORY_SHARE = 1 / 16  # a block of text read (its bytes, then its ids: so
 MERGE_SHARE = 0.5  # the merge's blocks of rows, one per run and one of output
 MIN_BLOCK_ROWS = 1 << 10  # below this a run is merged with others first (fewer runs at once)
 MERGE_THREADS = 2  # orders merged side by side
+COUNT_THREADS = 2  # blocks of text counted side by side
 M_ARENA_MAX = -8  # glibc's mallopt parameter
 
 
@@ -53,8 +56,53 @@ class CountAccumulator:
         self.runs, self.counts_read = [], []  # CountStores: the text's sorted runs, the counts files'
         self.table_memory = int(memory * TABLE_SHARE)
         self.piece_tokens = int(min(MAX_PIECE_TOKENS, max(MIN_PIECE_TOKENS, memory * PIECE_MEMORY_SHARE)))
-        self.block_bytes = int(min(BLOCK_BYTES, max(1 << 16, memory * BLOCK_MEMORY_SHARE)))
+        # a block for each counter of add_texts
+        self.block_bytes = int(min(BLOCK_BYTES, max(1 << 16, memory * BLOCK_MEMORY_SHARE / COUNT_THREADS)))
         self.folders = 0
+
+    def add_texts(self, corpora):
+        """The n-grams of each corpus of the iterable `corpora` (blocks of text, as
+        Corpus.read_blocks gives them). Once the counts outgrow the memory (a run on disk),
+        and with more than one core, the blocks left are counted by two counters side by
+        side, each in half of the memory (a block read and encoded beside the other's
+        counting); the second one's counts join this one's runs."""
+        corpora = iter(corpora)
+        for corpus in corpora:
+            self.add_text(corpus)
+            if self.runs and min(COUNT_THREADS, len(os.sched_getaffinity(0))) > 1:
+                self._add_side_by_side(corpora)
+                return
+
+    def _add_side_by_side(self, corpora):
+        lock, failed = threading.Lock(), []
+
+        def count(accumulator):
+            try:
+                while True:
+                    with lock:
+                        corpus = None if failed else next(corpora, None)
+                    if corpus is None:
+                        return
+                    accumulator.add_text(corpus)
+            except BaseException:
+                failed.append(True)  # the other counter stops at its next block
+                raise
+
+        helper = CountAccumulator(self.vocab, self.order, self.memory // 2, self._new_folder("helper"))
+        full_table = self.table_memory
+        self.table_memory = helper.table_memory
+        try:
+            with ThreadPoolExecutor(1) as pool:
+                helping = pool.submit(count, helper)
+                try:
+                    count(self)
+                finally:
+                    helping.result()
+        finally:
+            self.table_memory = full_table
+        if helper.counter.entries():
+            helper.runs.append(helper._spill(helper._new_folder("run")))
+        self.runs += helper.runs
 
     def add_text(self, corpus):
         """The n-grams of `corpus`, its sentences given to the counter a piece at a time so

@@ -32,11 +32,9 @@ def count_share(comm, texts, vocab, order, memory, folder, normalize=None, add_m
     files read by one rank only) into a store in `folder`/local, which may lack orders.
     Next: exchange_by_first_word, then gather_parts (collectives: every rank calls them)."""
     accumulator = CountAccumulator(vocab, order, memory, folder)
-    for path in texts:
-        start, stop = shard(path, comm)
-        for chunk in Corpus.read_blocks(path, vocab, unk=True, normalize=normalize, block_bytes=accumulator.block_bytes,
-                                        allow_empty=True, byte_range=(start, stop)):
-            accumulator.add_text(chunk)
+    accumulator.add_texts(chunk for path in texts for chunk in Corpus.read_blocks(
+        path, vocab, unk=True, normalize=normalize, block_bytes=accumulator.block_bytes, allow_empty=True,
+        byte_range=shard(path, comm)))
     if add_more is not None:
         add_more(accumulator)
     return accumulator.store(os.path.join(folder, "local"), complete=False)  # a share may lack an order
