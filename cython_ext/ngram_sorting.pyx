@@ -8,6 +8,7 @@ in pieces of a text) are merged on a heap of the runs' next rows."""
 import numpy as np
 from libc.stdint cimport INT64_MAX, int64_t
 from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy
 
 
 def sort_counted(const int64_t[::1] entry_keys, const int64_t[::1] entry_counts, const int[::1] entry_suffixes,
@@ -198,3 +199,73 @@ def find_sorted_rows(const int[:, ::1] queries, const int[:, ::1] table, int64_t
                 break
             out[i] = j if order == 0 else -1
     return done
+
+
+cdef inline int64_t record_key(const unsigned char *record) noexcept nogil:
+    cdef int64_t key
+    memcpy(&key, record, sizeof(int64_t))  # records of any size: keys may be unaligned
+    return key
+
+
+cdef void sift_keys(int64_t *keys, int *runs, Py_ssize_t size, Py_ssize_t i) noexcept nogil:
+    """The heap of (keys[i], runs[i]) pairs restored below i (ties: the earlier run first)."""
+    cdef Py_ssize_t child
+    cdef int64_t key = keys[i]
+    cdef int run = runs[i]
+    while 2 * i + 1 < size:
+        child = 2 * i + 1
+        if child + 1 < size and (keys[child + 1] < keys[child]
+                                 or keys[child + 1] == keys[child] and runs[child + 1] < runs[child]):
+            child += 1
+        if keys[child] > key or keys[child] == key and runs[child] > run:
+            break
+        keys[i], runs[i] = keys[child], runs[child]
+        i = child
+    keys[i], runs[i] = key, run
+
+
+def merge_records(list pieces, unsigned char[::1] out, Py_ssize_t itemsize):
+    """Pieces of records (`itemsize` bytes each, an int64 key in the first 8 bytes), each
+    piece sorted by key, merged into `out` in the order of their keys (equal keys in the
+    order of the pieces): sorted runs merged without sorting them again."""
+    cdef Py_ssize_t count = len(pieces), r, size = 0, written = 0
+    cdef const unsigned char **bases = <const unsigned char **> malloc(max(count, 1) * sizeof(char *))
+    cdef Py_ssize_t *at = <Py_ssize_t *> malloc(max(count, 1) * sizeof(Py_ssize_t))
+    cdef Py_ssize_t *ends = <Py_ssize_t *> malloc(max(count, 1) * sizeof(Py_ssize_t))
+    cdef int64_t *keys = <int64_t *> malloc(max(count, 1) * sizeof(int64_t))
+    cdef int *runs = <int *> malloc(max(count, 1) * sizeof(int))
+    cdef const unsigned char[::1] view
+    cdef int run
+    if not (bases and at and ends and keys and runs):
+        free(bases); free(at); free(ends); free(keys); free(runs)
+        raise MemoryError()
+    try:
+        for r in range(count):
+            view = pieces[r]
+            ends[r] = view.shape[0] // itemsize
+            written += ends[r]
+            bases[r] = &view[0] if ends[r] else NULL
+            at[r] = 0
+            if ends[r]:
+                keys[size], runs[size] = record_key(bases[r]), <int> r
+                size += 1
+        if written * itemsize != out.shape[0]:
+            raise ValueError("out holds another number of records")
+        written = 0
+        with nogil:
+            for r in range(size // 2 - 1, -1, -1):
+                sift_keys(keys, runs, size, r)
+            while size:
+                run = runs[0]
+                memcpy(&out[written * itemsize], bases[run] + at[run] * itemsize, itemsize)
+                written += 1
+                at[run] += 1
+                if at[run] == ends[run]:
+                    size -= 1
+                    keys[0], runs[0] = keys[size], runs[size]
+                else:
+                    keys[0] = record_key(bases[run] + at[run] * itemsize)
+                if size:
+                    sift_keys(keys, runs, size, 0)
+    finally:
+        free(bases); free(at); free(ends); free(keys); free(runs)

@@ -7,6 +7,7 @@ import subprocess
 import numpy as np
 import pytest
 
+from nplmtk._ext.ngram_sorting import merge_records
 from nplmtk.corpus import Corpus
 from nplmtk.errors import NplmError
 from nplmtk.ngram.arpa import arpa_bytes
@@ -54,20 +55,30 @@ def test_streamed_estimate_writes_the_in_memory_estimates_files(tmp_path, order,
     assert not [name for name in os.listdir(folder) if ".run" in name]  # the sorted runs are gone
 
 
-def test_sorted_records_merge_runs_of_any_size(tmp_path):
+@pytest.mark.parametrize("key", ["S8", "<i8"])  # sorted again, or merged by merge_records
+def test_sorted_records_merge_runs_of_any_size(tmp_path, key):
     rng = np.random.default_rng(0)
-    record = np.dtype([("key", "S8"), ("value", "<i4")])
+    record = np.dtype([("key", key), ("value", "<i4"), ("flag", "u1")])  # 13 bytes: unaligned keys
     keys = rng.permutation(5000)
     pieces = []
     for part in np.array_split(keys, 37):
         piece = np.empty(len(part), dtype=record)
-        piece["key"] = np.stack([part // 70, part % 70], axis=1).astype(">u4").view("S8").ravel()
+        piece["key"] = part if key == "<i8" else np.stack([part // 70, part % 70], axis=1).astype(">u4").view("S8").ravel()
         piece["value"] = part
         pieces.append(piece)
     out = list(sorted_records(iter(pieces), 300, str(tmp_path), "test"))
     assert len(out) > 1
     assert np.concatenate(out)["value"].tolist() == list(range(5000))
     assert os.listdir(tmp_path) == []
+
+
+def test_merge_records_keeps_equal_keys_in_the_order_of_their_pieces():
+    record = np.dtype([("key", "<i8"), ("piece", "u1")])
+    pieces = [np.array([(k, p) for k in keys], dtype=record)
+              for p, keys in enumerate([[1, 5, 5, 9], [], [0, 5, 9, 12], [5]])]
+    out = np.empty(sum(map(len, pieces)), dtype=record)
+    merge_records([piece.view(np.uint8) for piece in pieces], out.view(np.uint8), record.itemsize)
+    assert out.tolist() == [(0, 2), (1, 0), (5, 0), (5, 0), (5, 2), (5, 3), (9, 0), (9, 2), (12, 2)]
 
 
 def test_a_full_disk_is_one_error_naming_the_folder(tmp_path):

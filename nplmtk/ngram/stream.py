@@ -25,7 +25,7 @@ from ..errors import NplmError
 from .arpa import _BackgroundWriter, _computed_ahead, format_section
 from .backoff import PSEUDO_ZERO
 from .binary import BINARY_KIND, TABLES, check_binary_name
-from .._ext.ngram_sorting import find_sorted_rows
+from .._ext.ngram_sorting import find_sorted_rows, merge_records
 from .counts import byte_ranks
 from .discounts import CountsOfCounts, ModifiedKneserNey
 from .estimate import (Events, _order_settings, _warn, context_bows, context_probabilities, distribute_unigram_mass,
@@ -763,4 +763,16 @@ def _merged(runs, block):
             end = np.searchsorted(buffer["key"], cutoff, side="right")
             taken.append(buffer[:end])
             buffers[i] = buffer[end:]
-        yield _sorted(np.concatenate(taken))
+        yield _merged_pieces(taken)
+
+
+def _merged_pieces(pieces):
+    """Sorted pieces of records merged into one sorted array (merge_records, when the key
+    comes first as an int64; else sorted again)."""
+    dtype = pieces[0].dtype
+    if dtype.fields["key"] != (np.dtype("<i8"), 0):
+        return _sorted(np.concatenate(pieces))
+    out = np.empty(sum(len(piece) for piece in pieces), dtype=dtype)
+    merge_records([np.ascontiguousarray(piece).view(np.uint8) for piece in pieces], out.view(np.uint8),
+                  dtype.itemsize)
+    return out
