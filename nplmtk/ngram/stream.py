@@ -582,7 +582,7 @@ def write_arpa_streamed(model, path, memory, folder):
     files, vocab_size = model.files, len(vocab)
 
     def rows_for(record):
-        return max(1, memory // 8 // (3 * record.itemsize + 16))  # two orders at once: this one and the next
+        return max(1, memory // 12 // (3 * record.itemsize + 16))  # three sorts at once (see below)
 
     def context_places(k, start, stop):
         """The places of rows start..stop-1's contexts among the order below read
@@ -635,8 +635,13 @@ def write_arpa_streamed(model, path, memory, folder):
 
     def sorted_order(k):
         """Order k's rows in SRILM's order: the context's place read backwards, then the
-        word's byte rank (srilm_order's keys), by sorted runs."""
-        record = np.dtype([("key", "<i8"), ("logp", "<f4"), ("bow", "<f4"), ("node", "u1"), ("grams", "<i4", (k,))])
+        word's byte rank (srilm_order's keys), by sorted runs, once the places of order
+        k-1 read backwards (which these keys need) are known. The highest order's records
+        carry no back-off weights (it has none)."""
+        if k > 1:
+            next(backward)  # order k-1's places, computed beside order k-1's sort; order k's begun
+        weights = [("bow", "<f4"), ("node", "u1")] if k < model.order else []
+        record = np.dtype([("key", "<i8"), ("logp", "<f4")] + weights + [("grams", "<i4", (k,))])
         rows = rows_for(record)
 
         def records():
@@ -646,26 +651,30 @@ def write_arpa_streamed(model, path, memory, folder):
                 out["key"] = rank[grams[:, -1]].astype(np.int64)
                 if k > 1:
                     out["key"] += context_places(k, start, start + rows) * len(vocab)
-                out["logp"], out["bow"], out["node"], out["grams"] = logp, bow, node, grams
+                out["logp"], out["grams"] = logp, grams
+                if weights:
+                    out["bow"], out["node"] = bow, node
                 yield out
 
-        runs = SortedRuns(records(), rows, folder, f"arpa{k}")
-        if k < model.order:
-            backward_places(k)
-        return runs
+        return SortedRuns(records(), rows, folder, f"arpa{k}")
 
     with open_output(path, binary=True) as stream, _BackgroundWriter(stream) as write:
         write(b"\n\\data\\\n")
         for k, size in enumerate(model.sizes, 1):
             write(f"ngram {k}={size}\n".encode())
-        with contextlib.closing(_computed_ahead(sorted_order(k) for k in range(1, model.order + 1))) as orders:
+        # three threads: order k merged and written, order k+1 sorted, order k+1's places found
+        with contextlib.closing(_computed_ahead(backward_places(k) for k in range(1, model.order))) as backward, \
+                contextlib.closing(_computed_ahead(sorted_order(k) for k in range(1, model.order + 1))) as orders:
             for k, runs in enumerate(orders, 1):
                 write(f"\n\\{k}-grams:\n".encode())
                 for piece in runs.pieces():
                     grams = np.ascontiguousarray(piece["grams"]).reshape(-1, k)
+                    weighted = "bow" in piece.dtype.names
                     for text in format_section(grams, np.ascontiguousarray(piece["logp"]),
-                                               np.ascontiguousarray(piece["bow"]),
-                                               np.ascontiguousarray(piece["node"]),
+                                               np.ascontiguousarray(piece["bow"]) if weighted
+                                               else np.zeros(len(piece), dtype=np.float32),
+                                               np.ascontiguousarray(piece["node"]) if weighted
+                                               else np.zeros(len(piece), dtype=np.uint8),
                                                np.arange(len(piece), dtype=np.int64), words, word_start):
                         write(text)
         write(b"\n\\end\\\n")
