@@ -126,6 +126,14 @@ def prefix_rows(grams, k, size, chunk_rows, block_rows):
             table, table_start = table[drop:], table_start + drop
 
 
+def _runs_of_sorted(values):
+    """(the distinct values, how many times each comes) of sorted `values`."""
+    if not len(values):
+        return values, values
+    starts = np.flatnonzero(np.concatenate([[True], values[1:] != values[:-1]]))
+    return values[starts], np.diff(np.append(starts, len(values)))
+
+
 def in_order(function, items, threads=None):
     """function(item) of each of `items`, computed by `threads` threads at once (numpy lets
     go of the GIL in its loops), given back in the items' order: at most threads + 1
@@ -264,14 +272,15 @@ class StreamEstimate:
                 place = np.minimum(np.searchsorted(keys, query[by_key]), len(keys) - 1)
                 hit = keys[place] == query[by_key]
                 found[by_key[hit]] = self.first_rows[k - 2] + low + place[hit]
-                hits = np.bincount(place[hit], minlength=high - low)
+                rows, hits = _runs_of_sorted(place[hit])  # not a window-long bincount per chunk
                 with counting:  # chunks are filled side by side
-                    counted[0] += hits
+                    counted[0][rows] += hits
                 if last and np.any(found < 0):
                     self._not_closed(k, self.grams(k, start, stop)[np.argmax(found < 0)][1:], "suffix")
             return fill
 
-        self._filled_by_windows("suffix", k, np.int64, NO_ROW, self.rows(8 * 3), self.rows(8 * 6), window,
+        # the window (keys and counts, 16 bytes a row) in half the memory: one pass at 20M words, -memory 1G
+        self._filled_by_windows("suffix", k, np.int64, NO_ROW, max(1, self.memory // 2 // 16), self.rows(8 * 6), window,
                                 finished=lambda: continuation.append(counted[0]))
         continuation.close()
 
