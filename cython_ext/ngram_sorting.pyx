@@ -269,3 +269,33 @@ def merge_records(list pieces, unsigned char[::1] out, Py_ssize_t itemsize):
                     sift_keys(keys, runs, size, 0)
     finally:
         free(bases); free(at); free(ends); free(keys); free(runs)
+
+
+def search_sorted_forward(const int64_t[::1] keys, const int64_t[::1] queries, int64_t[::1] out):
+    """np.searchsorted(keys, queries) (side 'left') for sorted `queries`, into `out`: each
+    search gallops forward from the previous one's place, so that a chunk of queries spread
+    over many keys reads them mostly in order (a binary search from scratch each time
+    waits on memory at every step)."""
+    cdef Py_ssize_t n = keys.shape[0], i, lo = 0, hi, mid, step
+    cdef int64_t query
+    if out.shape[0] != queries.shape[0]:
+        raise ValueError("out and queries differ in length")
+    with nogil:
+        for i in range(queries.shape[0]):
+            query = queries[i]
+            if i and query < queries[i - 1]:
+                lo = 0  # not sorted here: from the start (still correct)
+            if lo < n and keys[lo] < query:  # every key before lo is below the query
+                step = 1
+                while lo + step < n and keys[lo + step] < query:
+                    lo += step
+                    step *= 2
+                hi = min(lo + step, n)
+                lo += 1
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    if keys[mid] < query:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+            out[i] = lo

@@ -7,7 +7,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from nplmtk._ext.ngram_sorting import merge_records
+from nplmtk._ext.ngram_sorting import merge_records, search_sorted_forward
 from nplmtk.corpus import Corpus
 from nplmtk.errors import NplmError
 from nplmtk.ngram.arpa import arpa_bytes
@@ -79,6 +79,16 @@ def test_merge_records_keeps_equal_keys_in_the_order_of_their_pieces():
     out = np.empty(sum(map(len, pieces)), dtype=record)
     merge_records([piece.view(np.uint8) for piece in pieces], out.view(np.uint8), record.itemsize)
     assert out.tolist() == [(0, 2), (1, 0), (5, 0), (5, 0), (5, 2), (5, 3), (9, 0), (9, 2), (12, 2)]
+
+
+@pytest.mark.parametrize("keys, queries", [(0, 5), (5, 0), (1, 3), (1000, 10), (10, 1000), (3000, 100_000)])
+def test_search_sorted_forward_is_numpys_searchsorted(keys, queries):
+    rng = np.random.default_rng(keys + queries)
+    table = np.sort(rng.integers(0, 5000, keys))
+    for wanted in (np.sort(rng.integers(-10, 5100, queries)), rng.integers(-10, 5100, queries)):  # sorted or not
+        out = np.empty(queries, dtype=np.int64)
+        search_sorted_forward(table, wanted, out)
+        np.testing.assert_array_equal(out, np.searchsorted(table, wanted))
 
 
 def test_a_full_disk_is_one_error_naming_the_folder(tmp_path):

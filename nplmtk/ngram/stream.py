@@ -25,7 +25,7 @@ from ..errors import NplmError
 from .arpa import _BackgroundWriter, _computed_ahead, format_section
 from .backoff import PSEUDO_ZERO
 from .binary import BINARY_KIND, TABLES, check_binary_name
-from .._ext.ngram_sorting import find_sorted_rows, merge_records
+from .._ext.ngram_sorting import find_sorted_rows, merge_records, search_sorted_forward
 from .counts import byte_ranks
 from .discounts import CountsOfCounts, ModifiedKneserNey
 from .estimate import (Events, _order_settings, _warn, context_bows, context_probabilities, distribute_unigram_mass,
@@ -269,7 +269,9 @@ class StreamEstimate:
                 query = self._suffix_keys(k, start, stop)
                 inside = np.flatnonzero((query >= keys[0]) & (query <= keys[-1]))
                 by_key = inside[np.argsort(query[inside])]  # sorted queries: a search that runs forward
-                place = np.minimum(np.searchsorted(keys, query[by_key]), len(keys) - 1)
+                place = np.empty(len(by_key), dtype=np.int64)
+                search_sorted_forward(keys, query[by_key], place)
+                np.minimum(place, len(keys) - 1, out=place)
                 hit = keys[place] == query[by_key]
                 found[by_key[hit]] = self.first_rows[k - 2] + low + place[hit]
                 rows, hits = _runs_of_sorted(place[hit])  # not a window-long bincount per chunk
@@ -470,7 +472,8 @@ class StreamEstimate:
         group, size = prefix - first_context, int(prefix[-1]) - first_context + 1
         skipped_row = grams[:, -2] == vocab.eos
         if not events.unk_is_word:
-            skipped_row |= np.any(grams[:, :-1] == vocab.unk, axis=1)
+            for column in range(k - 1):  # column by column: np.any(axis=1) over k-1 columns is slow
+                skipped_row |= grams[:, column] == vocab.unk
         skipped = np.zeros(size, dtype=bool)
         skipped[group] = skipped_row
         eligible = ~skipped_row & ~events.non_event(grams[:, -1]) & (count > 0)
