@@ -19,7 +19,9 @@ static inline int format_g7(char *out, float value) {
         return snprintf(out, 32, "%.7g", (double)value);
     uint64_t mant = (bits & 0x7fffff) | 0x800000;
     int shift = 150 - biased;                    /* |value| = mant / 2^shift */
-    int e = (int)floor(log10(fabs((double)value)));
+    /* the decimal exponent from the binary one (floor(b * log10(2)), b the unbiased
+       exponent): at most one below the true one, which the loop below corrects */
+    int e = ((biased - 127) * 78913) >> 18;
     uint64_t q;
     for (;;) {
         if (6 - e < 0 || 6 - e > 18 || shift >= 120)

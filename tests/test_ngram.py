@@ -252,3 +252,13 @@ def test_an_arpa_write_that_fails_raises_in_the_caller(sentences):
 
     with pytest.raises(OSError, match="No space left"):
         _write_arpa_to(model, Full())
+
+
+def test_arpa_values_are_printed_as_printf_prints_them_at_every_exponent():
+    """format_g7 (ARPA values as %.7g) against printf on floats of every exponent."""
+    from nplmtk._ext.arpa_format import format_values
+    rng = np.random.default_rng(7)
+    bits = (rng.integers(0, 1 << 23, 200_000) | (rng.integers(0, 255, 200_000) << 23)
+            | (rng.integers(0, 2, 200_000) << 31)).astype(np.uint32)
+    values = bits.view(np.float32)
+    assert format_values(values) == ["-99" if np.isneginf(v) else "%.7g" % float(v) for v in values]
