@@ -15,6 +15,7 @@ to --score-max-words the model is scored on the held-out text by `nplm ppl` and 
 import argparse
 import filecmp
 import os
+import re
 import resource
 import shutil
 import signal
@@ -323,8 +324,10 @@ def measure_size(words, args, cap, lmplz, ours_max, score_max):
         if words <= ours_max:
             os.makedirs(ours_temp, exist_ok=True)
             run = Measured([args.nplm, "ngram-count", "-text", text, "-order", str(ORDER), "-memory", memory,
-                            "-lm", ours_arpa], cap, temporary=ours_temp, env=dict(os.environ, TMPDIR=ours_temp))
+                            "-lm", ours_arpa, "-debug", "2"], cap, temporary=ours_temp,
+                           env=dict(os.environ, TMPDIR=ours_temp))
             result["ours"].append(run)
+            result["stages"] = stages(run.stderr)
             print(f"{spelt(words)} nplm ngram-count: {cell(run, 'wall')} {cell(run, 'rss')}", flush=True)
             if not run.failure:
                 result["counts"]["ours"] = data_counts(ours_arpa)
@@ -374,6 +377,19 @@ def measure_size(words, args, cap, lmplz, ours_max, score_max):
                 print(f"{spelt(words)} {row}: {cell(run, 'wall')} {cell(run, 'rss')}", flush=True)
     shutil.rmtree(work, ignore_errors=True)
     return result
+
+
+def stages(stderr):
+    """[(stage, seconds)] from ngram-count -debug 2's timing lines ("nplm ngram-count:
+    NAME: S s", several to a line joined by "; ")."""
+    found = []
+    for line in stderr.splitlines():
+        if line.startswith("nplm ngram-count: "):
+            for part in line[len("nplm ngram-count: "):].split("; "):
+                match = re.fullmatch(r"(.+): ([0-9.]+) s", part)
+                if match:
+                    found.append((match.group(1), float(match.group(2))))
+    return found
 
 
 def median_run(runs):
@@ -451,6 +467,15 @@ def section(results, skipped, args, lmplz, ours_max, score_max):
                             "DIFFERENT NUMBERS OF N-GRAMS")
                          + ("" if r["ours_has_unk"] else " (lmplz's unigrams counted without its `<unk>`, which it "
                             "always writes and ours writes only with `-unk`)") + ".")
+    for r in results:
+        if r.get("stages"):
+            total = median_run(r["ours"])
+            lines += ["", f"Where `nplm ngram-count`'s time goes at {spelt(r['words'])} words (its `-debug 2` lines, "
+                      "last run; the rest of the wall time is reading the vocabulary's words, start-up and "
+                      "removing the temporary files):", "", "| stage | seconds |", "| --- | --- |"]
+            lines += [f"| {name} | {seconds:.1f} |" for name, seconds in r["stages"]]
+            if total:
+                lines.append(f"| (whole command) | {total[0]:.1f} |")
     scored = [r for r in results if r["scoring"]]
     for r in scored:
         ppl = r["ppl"]
