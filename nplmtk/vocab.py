@@ -6,6 +6,9 @@ from .errors import InputError, NplmError, ParameterError
 from .io import (check_tokens, check_words, comes_once, max_token_bytes, open_output, read_bytes, read_lines,
                  read_text_blocks)
 from .text import Normalizer, split_words
+from .threads import in_order
+
+COUNT_BLOCK_BYTES = 16 << 20  # count_words' blocks, counted two at a time (three held at once)
 
 UNK, BOS, EOS = "<unk>", "<s>", "</s>"
 
@@ -126,8 +129,9 @@ def count_words(paths, normalize=None):
         if comes_once(path):
             read_bytes(path)  # stdin or a pipe kept for the pass that encodes it
         lines = 0
-        for block in read_text_blocks(path, normalize or None):
-            block_counts, block_sentences = text_kernels.count_words(block)
+        blocks = read_text_blocks(path, normalize or None, COUNT_BLOCK_BYTES)
+        for block, (block_counts, block_sentences) in in_order(lambda block: (block, text_kernels.count_words(block)),
+                                                               blocks):
             check_tokens(block_counts, path, block, lines)
             lines += block.count(b"\n")
             counts.update({w.decode("utf-8"): c for w, c in block_counts.items()})

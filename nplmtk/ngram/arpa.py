@@ -15,6 +15,7 @@ from ..container import MAGIC as CONTAINER_MAGIC
 from ..errors import InputError
 from ..io import GZIP_MAGIC, READ_BYTES, check_tokens, open_output, read_mapped, release_mapped
 from ..text import split_words
+from ..threads import computed_ahead
 from ..vocab import UNK, Vocabulary
 from .backoff import BackoffModel, log10_fault, outside_log10_domain
 from .counts import MAX_ORDER, byte_ranks
@@ -53,7 +54,7 @@ def _write_sections(model, write):
     write(b"\n\\data\\\n")
     for k, grams in enumerate(model.grams, 1):
         write(f"ngram {k}={len(grams)}\n".encode())
-    orders = _computed_ahead(_srilm_orders(model, rank))  # sorting the next section while this one is formatted
+    orders = computed_ahead(_srilm_orders(model, rank))  # sorting the next section while this one is formatted
     for k, (grams, logp, bow, has_bow, order) in enumerate(zip(model.grams, model.logp, model.bow, model.has_bow,
                                                               orders), 1):
         write(f"\n\\{k}-grams:\n".encode())
@@ -73,41 +74,6 @@ def _srilm_orders(model, rank):
     for k, keys in enumerate(model.index.keys, 1):
         order, reversed_places = srilm_order(keys, len(rank), rank, reversed_places, k < model.order)
         yield order
-
-
-def _computed_ahead(items):
-    """The items of the iterator `items`, each computed in a thread of its own while the
-    caller works on the one before (one at a time: their memory); an error raised in the
-    caller's thread. Closed early (the caller failed), it waits for the item under way, so
-    that nothing is still writing when the caller cleans up."""
-    done = object()
-
-    def start():
-        box = {}
-
-        def compute():
-            try:
-                box["item"] = next(items, done)
-            except BaseException as err:
-                box["failure"] = err
-
-        thread = threading.Thread(target=compute, daemon=True)
-        thread.start()
-        return thread, box
-
-    pending = start()
-    try:
-        while True:
-            thread, box = pending
-            thread.join()
-            if "failure" in box:
-                raise box["failure"]
-            if box["item"] is done:
-                return
-            pending = start()
-            yield box["item"]
-    finally:
-        pending[0].join()
 
 
 class _BackgroundWriter:

@@ -16,6 +16,7 @@ from .._ext.count_kernels import NgramHashCounter
 from .._ext.ngram_sorting import merge_sorted_rows, sort_counted
 from ..errors import InputError
 from ..io import BLOCK_BYTES, scratch_error
+from ..threads import usable_cores
 from .counts import NgramCounts, check_ids, check_order, check_orders
 from .store import CountStore, StoreWriter
 
@@ -69,7 +70,7 @@ class CountAccumulator:
         corpora = iter(corpora)
         for corpus in corpora:
             self.add_text(corpus)
-            if self.runs and min(COUNT_THREADS, len(os.sched_getaffinity(0))) > 1:
+            if self.runs and usable_cores(COUNT_THREADS) > 1:
                 self._add_side_by_side(corpora)
                 return
 
@@ -210,7 +211,7 @@ def merge_stores(stores, folder, memory, source="counts"):
     by side, one per core (up to MERGE_THREADS), each in its share of the memory."""
     order = max(store.order for store in stores)
     writer = StoreWriter(stores[0].vocab, folder, order)
-    threads = min(MERGE_THREADS, order, len(os.sched_getaffinity(0)))
+    threads = usable_cores(min(MERGE_THREADS, order))
     with ThreadPoolExecutor(threads) as pool:  # the largest orders first: they take longest
         merges = [pool.submit(_merge_order, stores, k, writer, memory // threads, source)
                   for k in range(order, 0, -1)]

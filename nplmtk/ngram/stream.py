@@ -9,20 +9,18 @@ time, so the model is the in-memory estimate's to the byte whatever the memory.
 
 The passes cover the configuration lmplz estimates (modified Kneser-Ney, interpolated,
 no cutoffs); `streamable` says whether a configuration is one of them."""
-import collections
 import contextlib
 import math
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from .. import container
 from .._ext.arpa_format import as_printed
 from ..errors import NplmError
-from .arpa import _BackgroundWriter, _computed_ahead, format_section
+from .arpa import _BackgroundWriter, format_section
 from .backoff import PSEUDO_ZERO
 from .binary import BINARY_KIND, TABLES, check_binary_name
 from .._ext.ngram_sorting import find_sorted_rows, merge_records, search_sorted_forward
@@ -31,13 +29,14 @@ from .discounts import CountsOfCounts, ModifiedKneserNey
 from .estimate import (Events, _order_settings, _warn, context_bows, context_probabilities, distribute_unigram_mass,
                        log10_to_prob)
 from ..io import ScratchFile, open_output
+from ..threads import computed_ahead, in_order, usable_cores
 
 LARGEST_COUNT_OF_COUNTS = 4  # modified Kneser-Ney reads n1 .. n4
 # Bytes of memory per row of the largest pieces held at once: a context pass's arrays
 # and context_probabilities' float64 temporaries; a sort's records, keys and order.
 CONTEXT_PASS_ROW_BYTES = 160
 NO_ROW = -1
-PASS_THREADS = min(2, len(os.sched_getaffinity(0)))  # chunks of a pass computed side by side
+PASS_THREADS = usable_cores(2)  # chunks of a pass computed side by side
 IN_MEMORY_BYTES_PER_NGRAM = 112  # estimate.py's peak over the distinct n-grams (20M words of Zipf text)
 
 
@@ -134,25 +133,6 @@ def _runs_of_sorted(values):
     return values[starts], np.diff(np.append(starts, len(values)))
 
 
-def in_order(function, items, threads=None):
-    """function(item) of each of `items`, computed by `threads` threads at once (numpy lets
-    go of the GIL in its loops), given back in the items' order: at most threads + 1
-    results are held at a time (the one given back and those under way)."""
-    threads = threads or PASS_THREADS
-    with ThreadPoolExecutor(threads) as pool:
-        pending = collections.deque()
-        try:
-            for item in items:
-                if len(pending) == threads:
-                    yield pending.popleft().result()
-                pending.append(pool.submit(function, item))
-            while pending:
-                yield pending.popleft().result()
-        finally:
-            for future in pending:
-                future.cancel()
-
-
 class StreamEstimate:
     """The passes of one estimate, over `store` (a CountStore), working files in
     `folder`, about `memory` bytes of arrays at a time."""
@@ -181,8 +161,9 @@ class StreamEstimate:
     def run(self):
         order = self.order
         with self.stage("prefix and suffix rows"):
+            for _ in in_order(self._prefix_rows, range(2, order + 1)):  # orders side by side
+                pass
             for k in range(2, order + 1):
-                self._prefix_rows(k)
                 self._suffix_rows(k)
         discounts = []
         with self.stage("continuation counts and discounts"):
@@ -237,8 +218,8 @@ class StreamEstimate:
         if k == 2:
             return self._bigram_words("prefix", 0)
         with self.files.writer("prefix", k) as out:
-            for start, stop, found in prefix_rows(self.grams, k, self.sizes[k - 1], self.rows(12 + 4 * k),
-                                                  self.rows(4 * (k - 1))):
+            for start, stop, found in prefix_rows(self.grams, k, self.sizes[k - 1], self.pass_rows(12 + 4 * k),
+                                                  self.pass_rows(4 * (k - 1))):
                 if np.any(found < 0):
                     self._not_closed(k, self.grams(k, start, stop)[np.argmax(found < 0)][:-1], "prefix")
                 out.append(found + self.first_rows[k - 2])
@@ -501,28 +482,38 @@ class StreamEstimate:
         self.files.write("node", order, np.zeros(self.sizes[-1], dtype=bool))
         vocab_size = len(self.vocab)
         kept_first = []  # per order, the model's rows before this estimate's
+        every_row_below = False  # whether order k-1 keeps every row (its rows are its model rows)
         for k in range(1, order + 1):
             # every row kept (as in KN without cutoffs): whole files are renamed, not copied
-            moved = self._moved_whole(k) if k > 1 and self._all_present(k) else ()
+            every_row = k > 1 and self._all_present(k)
+            moved = self._moved_whole(k) if every_row else ()
             writers = {name: self.files.writer(f"f{name}", k)
                        for name in ("grams", "keys", "logp", "bow", "node") if name not in moved}
-            kept, below = 0, _KeptBefore(self.files, k - 1)
-            for start, stop in self._chunks(k, self.rows(4 * k + 40)):
+            below = None if every_row_below else _KeptBefore(self.files, k - 1)  # read forward: one chunk at a time
+
+            def model_rows(chunk, k=k, moved=moved, below=below):
+                start, stop = chunk
                 present = self.files.read("present", k, np.bool_, start, stop)
                 grams = (self.files.read("fgrams", k, np.int32, start, stop, k) if "grams" in moved
                          else self.grams(k, start, stop)[present])
-                if "grams" in writers:
-                    writers["grams"].append(grams)
                 if k == 1:
                     keys = grams[:, 0].astype(np.int64)
                 else:  # the prefix's row among the model's rows of the order below, then the word
-                    prefix = self.files.read("prefix", k, np.int64, start, stop)[present]
-                    keys = (kept_first[k - 2] + below.rows(prefix - self.first_rows[k - 2])) * vocab_size + grams[:, -1]
-                writers["keys"].append(keys)
-                for name, dtype in (("logp", np.float32), ("bow", np.float32), ("node", np.bool_)):
-                    if name in writers:
-                        writers[name].append(self.files.read(name, k, dtype, start, stop)[present])
-                kept += int(present.sum())
+                    prefix = self.files.read("prefix", k, np.int64, start, stop)[present] - self.first_rows[k - 2]
+                    keys = (kept_first[k - 2] + (prefix if below is None else below.rows(prefix))) * vocab_size \
+                        + grams[:, -1]
+                values = {name: self.files.read(name, k, dtype, start, stop)[present]
+                          for name, dtype in (("logp", np.float32), ("bow", np.float32), ("node", np.bool_))
+                          if name not in moved}
+                return dict(values, grams=grams, keys=keys), int(present.sum())
+
+            kept = 0
+            for values, present in in_order(model_rows, self._chunks(k, self.pass_rows(4 * k + 40)),
+                                            threads=1 if below is not None else PASS_THREADS):
+                for name, out in writers.items():
+                    out.append(values[name])
+                kept += present
+            every_row_below = every_row
             for out in writers.values():
                 out.close()
             sizes.append(kept)
@@ -675,8 +666,8 @@ def write_arpa_streamed(model, path, memory, folder):
         for k, size in enumerate(model.sizes, 1):
             write(f"ngram {k}={size}\n".encode())
         # three threads: order k merged and written, order k+1 sorted, order k+1's places found
-        with contextlib.closing(_computed_ahead(backward_places(k) for k in range(1, model.order))) as backward, \
-                contextlib.closing(_computed_ahead(sorted_order(k) for k in range(1, model.order + 1))) as orders:
+        with contextlib.closing(computed_ahead(backward_places(k) for k in range(1, model.order))) as backward, \
+                contextlib.closing(computed_ahead(sorted_order(k) for k in range(1, model.order + 1))) as orders:
             for k, runs in enumerate(orders, 1):
                 write(f"\n\\{k}-grams:\n".encode())
                 for piece in runs.pieces():

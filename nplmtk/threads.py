@@ -1,0 +1,66 @@
+"""Work split over threads, for work that lets go of the GIL (numpy's loops, the kernels'
+nogil loops): items computed ahead of their use, one at a time or several side by side,
+given back in order."""
+import collections
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+
+def usable_cores(most):
+    """`most`, or fewer: the processors this process may run on."""
+    return max(1, min(most, len(os.sched_getaffinity(0))))
+
+
+def computed_ahead(items):
+    """The items of the iterator `items`, each computed in a thread of its own while the
+    caller works on the one before (one at a time: their memory); an error raised in the
+    caller's thread. Closed early (the caller failed), it waits for the item under way, so
+    that nothing is still writing when the caller cleans up."""
+    done = object()
+
+    def start():
+        box = {}
+
+        def compute():
+            try:
+                box["item"] = next(items, done)
+            except BaseException as err:
+                box["failure"] = err
+
+        thread = threading.Thread(target=compute, daemon=True)
+        thread.start()
+        return thread, box
+
+    pending = start()
+    try:
+        while True:
+            thread, box = pending
+            thread.join()
+            if "failure" in box:
+                raise box["failure"]
+            if box["item"] is done:
+                return
+            pending = start()
+            yield box["item"]
+    finally:
+        pending[0].join()
+
+
+def in_order(function, items, threads=2):
+    """function(item) of each of `items`, computed by `threads` threads at once (numpy lets
+    go of the GIL in its loops), given back in the items' order: at most threads + 1
+    results are held at a time (the one given back and those under way)."""
+    threads = usable_cores(threads)
+    with ThreadPoolExecutor(threads) as pool:
+        pending = collections.deque()
+        try:
+            for item in items:
+                if len(pending) == threads:
+                    yield pending.popleft().result()
+                pending.append(pool.submit(function, item))
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for future in pending:
+                future.cancel()

@@ -1,0 +1,55 @@
+"""threads.py: work computed side by side, given back in order."""
+import threading
+import time
+
+import pytest
+
+from nplmtk.threads import computed_ahead, in_order
+
+
+def test_in_order_gives_results_in_the_items_order_whatever_finishes_first():
+    def slow_first(item):
+        time.sleep(0.02 if item % 3 == 0 else 0)
+        return item * item
+
+    assert list(in_order(slow_first, range(20))) == [i * i for i in range(20)]
+
+
+def test_in_order_holds_at_most_threads_plus_one_results():
+    running, most, lock = [0], [0], threading.Lock()
+
+    def tracked(item):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.01)
+        return item
+
+    for _ in in_order(tracked, range(12), threads=2):
+        with lock:
+            running[0] -= 1
+    assert most[0] <= 3
+
+
+def test_in_order_raises_the_first_failure_in_the_callers_thread():
+    def failing(item):
+        if item == 5:
+            raise ValueError("five")
+        return item
+
+    seen = []
+    with pytest.raises(ValueError, match="five"):
+        for result in in_order(failing, range(10)):
+            seen.append(result)
+    assert seen == [0, 1, 2, 3, 4]
+
+
+def test_computed_ahead_gives_every_item_and_its_failure():
+    assert list(computed_ahead(iter(range(5)))) == list(range(5))
+
+    def items():
+        yield 1
+        raise OSError("disk")
+
+    with pytest.raises(OSError, match="disk"):
+        list(computed_ahead(items()))
