@@ -339,11 +339,20 @@ class StreamEstimate:
                                        minlength=LARGEST_COUNT_OF_COUNTS + 2)[:LARGEST_COUNT_OF_COUNTS + 1]
 
         histogram = np.zeros(LARGEST_COUNT_OF_COUNTS + 1, dtype=np.int64)
-        with self.files.writer("adjusted", k) as out:
-            for counts, counted in in_order(adjusted, self._chunks(k, self.pass_rows(8 * 3))):
+        out = self.files.writer("adjusted", k) if k < self.order else None  # the highest order's: its counts
+        for counts, counted in in_order(adjusted, self._chunks(k, self.pass_rows(8 * 3))):
+            if out is not None:
                 out.append(counts)
-                histogram += counted
+            histogram += counted
+        if out is not None:
+            out.close()
         return histogram
+
+    def _adjusted(self, k, start, stop):
+        """Rows start..stop-1 of `adjusted{k}` (the highest order's are its counts)."""
+        if k == self.order:
+            return self.raw_counts(k, start, stop)
+        return self.files.read("adjusted", k, np.int64, start, stop)
 
     def _continuation(self, k, low, high):
         """How many order-(k+1) rows have rows low..high-1 of order k as suffix (counted
@@ -366,7 +375,7 @@ class StreamEstimate:
         return 0
 
     def _unigram_probabilities(self, discount):
-        count = self._all_words(self.files.read("adjusted", 1, np.int64, 0, self.sizes[0]))
+        count = self._all_words(self._adjusted(1, 0, self.sizes[0]))
         size = len(count)
         words = np.arange(size)
         lower = np.full(size, log10_to_prob(np.float32(-math.log10(self.events.count))))
@@ -446,7 +455,7 @@ class StreamEstimate:
         row, the rows' logp and presence, the contexts' back-off weights and node flags)."""
         events, vocab = self.events, self.vocab
         grams = self.grams(k, start, stop)
-        count = self.files.read("adjusted", k, np.int64, start, stop)
+        count = self._adjusted(k, start, stop)
         prefix = self.files.read("prefix", k, np.int64, start, stop)
         lower_logp = self.files.read("lower", k, np.float32, start, stop)
         first_context = int(prefix[0])
