@@ -45,17 +45,6 @@ cdef Py_ssize_t format_rows(char *base, const int[:, ::1] grams, const float[::1
     return pos
 
 
-cdef Py_ssize_t words_length(const int[:, ::1] grams, const int64_t[::1] order, const long long[::1] word_start,
-                             Py_ssize_t start, Py_ssize_t end) noexcept nogil:
-    """The bytes of the words of rows order[start..end-1]."""
-    cdef Py_ssize_t i, j, w, total = 0
-    for i in range(start, end):
-        for j in range(grams.shape[1]):
-            w = grams[order[i], j]
-            total += word_start[w + 1] - word_start[w]
-    return total
-
-
 def format_section(const int[:, ::1] grams, const float[::1] logp, const float[::1] bow,
                    const unsigned char[::1] has_bow, const int64_t[::1] order, const unsigned char[::1] words,
                    const long long[::1] word_start):
@@ -63,16 +52,19 @@ def format_section(const int[:, ::1] grams, const float[::1] logp, const float[:
     as UTF-8 bytes in consecutive pieces (formatted by two threads when there are many);
     word w is words[word_start[w]:word_start[w+1]]."""
     cdef Py_ssize_t rows = order.shape[0], k = grams.shape[1]
-    cdef Py_ssize_t p, parts = 2 if rows >= 100000 else 1
+    cdef Py_ssize_t i, j, w, p, parts = 2 if rows >= 100000 else 1
     cdef Py_ssize_t bounds[3]
     cdef Py_ssize_t sizes[2]
     cdef Py_ssize_t lengths[2]
     cdef char *bases[2]
     cdef unsigned char[::1] view
     bounds[0], bounds[1], bounds[parts] = 0, rows // parts, rows
-    for p in prange(parts, nogil=True, num_threads=parts, schedule="static", chunksize=1):
+    for p in range(parts):
         sizes[p] = (bounds[p + 1] - bounds[p]) * (66 + k) + 1  # two values, separators, newline at most
-        sizes[p] += words_length(grams, order, word_start, bounds[p], bounds[p + 1])
+        for i in range(bounds[p], bounds[p + 1]):
+            for j in range(k):
+                w = grams[order[i], j]
+                sizes[p] += word_start[w + 1] - word_start[w]
     # not zero-filled: the room never written is never touched (nor resident)
     buffers = [PyByteArray_FromStringAndSize(NULL, sizes[p]) for p in range(parts)]
     for p in range(parts):
