@@ -63,7 +63,8 @@ def test_sorted_records_merge_runs_of_any_size(tmp_path, key):
     pieces = []
     for part in np.array_split(keys, 37):
         piece = np.empty(len(part), dtype=record)
-        piece["key"] = part if key == "<i8" else np.stack([part // 70, part % 70], axis=1).astype(">u4").view("S8").ravel()
+        spelt = np.stack([part // 70, part % 70], axis=1).astype(">u4").view("S8").ravel()  # byte order: same order
+        piece["key"] = part if key == "<i8" else spelt
         piece["value"] = part
         pieces.append(piece)
     out = list(sorted_records(iter(pieces), 300, str(tmp_path), "test"))
