@@ -243,7 +243,10 @@ class StreamEstimate:
         counted, counting = [], threading.Lock()
 
         def window(low, high, last):
-            keys = self._keys(k - 1, low, high)
+            keys = np.empty(high - low, dtype=np.int64)  # made a chunk at a time: 8 bytes a row at the peak
+            step = self.pass_rows(8 * 6)
+            for start in range(low, high, step):
+                keys[start - low:start - low + step] = self._keys(k - 1, start, min(start + step, high))
             counted[:] = [np.zeros(high - low, dtype=np.int64)]
 
             def fill(start, stop, found):
@@ -262,8 +265,8 @@ class StreamEstimate:
                     self._not_closed(k, self.grams(k, start, stop)[np.argmax(found < 0)][1:], "suffix")
             return fill
 
-        # the window (keys and counts, 16 bytes a row) in half the memory: one pass at 20M words, -memory 1G
-        self._filled_by_windows("suffix", k, np.int64, NO_ROW, max(1, self.memory // 2 // 16), self.rows(8 * 6), window,
+        # the window (keys and counts, 16 bytes a row) in a third of the memory: one pass at 20M words, -memory 1G
+        self._filled_by_windows("suffix", k, np.int64, NO_ROW, max(1, self.memory // 3 // 16), self.rows(8 * 6), window,
                                 finished=lambda: continuation.append(counted[0]))
         continuation.close()
 
