@@ -14,15 +14,17 @@ from nplmtk.ngram.arpa import write_arpa
 from nplmtk.ngram.binary import check_binary_name
 from nplmtk.ngram.binary import write_binary as write_binary_model  # -write-binary names the counts file
 from nplmtk.ngram.classes import ClassNgramModel, WordClasses, token_ids, token_vocabulary
-from nplmtk.ngram.count_runs import CountAccumulator, share_one_malloc_arena
+from nplmtk.ngram.count_runs import CountAccumulator
 from nplmtk.ngram.counts import MAX_ORDER, NgramCounts, byte_ranks, check_order, check_orders, counted_words
 from nplmtk.ngram.deleted_interpolation import DeletedInterpolation
 from nplmtk.ngram.estimate import estimate
 from nplmtk.ngram.estimate import prune as prune_model
 from nplmtk.ngram.sorted_counts import IN_MEMORY_WRITE_BYTES_PER_NGRAM, write_counts_streamed
 from nplmtk.ngram.store import CountsFile, counts_file_vocabulary, write_counts_file
-from nplmtk.ngram.stream import StreamEstimate, fits_in_memory, streamable, write_arpa_streamed, write_binary_streamed
+from nplmtk.ngram.stream import StreamEstimate, fits_in_memory, streamable
+from nplmtk.ngram.stream_writers import write_arpa_streamed, write_binary_streamed
 from nplmtk.text import Normalizer
+from nplmtk.threads import share_one_malloc_arena
 from nplmtk.vocab import UNK, Vocabulary, count_words
 
 from .options import ByteSize, Integer, Real, example, flag, option

@@ -561,6 +561,17 @@ class ScratchFile:
         self.close()
 
 
+def rename_scratch(path, new_path):
+    """A scratch file renamed within its scratch folder (not an output: no atomic-replace
+    rules apply); False when the file system cannot (say, another one), for the caller
+    to copy it instead."""
+    try:
+        os.replace(path, new_path)
+    except OSError:
+        return False
+    return True
+
+
 @contextlib.contextmanager
 def _terminate_as_exit():
     """Within the block SIGTERM raises SystemExit(128 + SIGTERM) (Python's default ends the

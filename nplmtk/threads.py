@@ -1,10 +1,24 @@
 """Work split over threads, for work that lets go of the GIL (numpy's loops, the kernels'
 nogil loops): items computed ahead of their use, one at a time or several side by side,
-given back in order."""
+given back in order; and the one malloc arena that such threads share."""
 import collections
+import ctypes
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+
+M_ARENA_MAX = -8  # glibc's mallopt parameter
+
+
+def share_one_malloc_arena():
+    """Makes threads started from now on allocate from glibc's one main arena. By default
+    each thread gets an arena of its own, whose freed blocks no other thread reuses: at 20M
+    words, -memory 1G, the side-by-side merge then raised ngram-count's peak from 0.95 to
+    1.39 GB. Elsewhere than glibc, nothing is done."""
+    try:
+        ctypes.CDLL(None).mallopt(M_ARENA_MAX, 1)
+    except (OSError, AttributeError):
+        pass
 
 
 def usable_cores(most):

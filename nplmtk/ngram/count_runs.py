@@ -3,8 +3,6 @@ text goes through one hash counter a piece at a time; before its tables would ou
 their share of `memory` they go to disk, order by order, as a sorted run (a CountStore),
 and the runs (and counts read from files) are merged a block of rows at a time into one
 CountStore, in memory bounded by `memory` whatever the number of runs and their size."""
-import ctypes
-import itertools
 import os
 import shutil
 import threading
@@ -31,18 +29,6 @@ MERGE_SHARE = 0.5  # the merge's blocks of rows, one per run and one of output
 MIN_BLOCK_ROWS = 1 << 10  # below this a run is merged with others first (fewer runs at once)
 MERGE_THREADS = 2  # orders merged side by side
 COUNT_THREADS = 2  # blocks of text counted side by side
-M_ARENA_MAX = -8  # glibc's mallopt parameter
-
-
-def share_one_malloc_arena():
-    """Makes threads started from now on allocate from glibc's one main arena. By default
-    each thread gets an arena of its own, whose freed blocks no other thread reuses: at 20M
-    words, -memory 1G, the side-by-side merge then raised ngram-count's peak from 0.95 to
-    1.39 GB. Elsewhere than glibc, nothing is done."""
-    try:
-        ctypes.CDLL(None).mallopt(M_ARENA_MAX, 1)
-    except (OSError, AttributeError):
-        pass
 
 
 class CountAccumulator:

@@ -16,7 +16,8 @@ from .._ext.count_kernels import format_count_lines
 from ..errors import NplmError
 from ..io import open_output
 from .counts import byte_ranks
-from .stream import NO_ROW, SortedRuns, _Files, prefix_rows
+from .sorted_runs import SortedRuns
+from .stream import NO_ROW, _Files, prefix_rows
 
 # NgramCounts.write's peak beyond the counts (KN5 of Zipf text: 165 bytes), with them
 IN_MEMORY_WRITE_BYTES_PER_NGRAM = 200

@@ -17,19 +17,13 @@ import time
 
 import numpy as np
 
-from .. import container
-from .._ext.arpa_format import as_printed
+from .._ext.ngram_sorting import find_sorted_rows, search_sorted_forward
 from ..errors import NplmError
-from .arpa import _BackgroundWriter, format_section
-from .backoff import PSEUDO_ZERO
-from .binary import BINARY_KIND, TABLES, check_binary_name
-from .._ext.ngram_sorting import find_sorted_rows, merge_records, search_sorted_forward
-from .counts import byte_ranks
+from ..io import ScratchFile, rename_scratch
+from ..threads import in_order, usable_cores
 from .discounts import CountsOfCounts, ModifiedKneserNey
 from .estimate import (Events, _order_settings, _warn, context_bows, context_probabilities, distribute_unigram_mass,
                        log10_to_prob)
-from ..io import ScratchFile, open_output
-from ..threads import computed_ahead, in_order, usable_cores
 
 LARGEST_COUNT_OF_COUNTS = 4  # modified Kneser-Ney reads n1 .. n4
 # Bytes of memory per row of the largest pieces held at once: a context pass's arrays
@@ -266,8 +260,8 @@ class StreamEstimate:
             return fill
 
         # the window (keys and counts, 16 bytes a row) in a third of the memory: one pass at 20M words, -memory 1G
-        self._filled_by_windows("suffix", k, np.int64, NO_ROW, max(1, self.memory // 3 // 16), self.rows(8 * 6), window,
-                                finished=lambda: continuation.append(counted[0]))
+        self._filled_by_windows("suffix", k, np.int64, NO_ROW, max(1, self.memory // 3 // 16), self.pass_rows(8 * 6),
+                                window, finished=lambda: continuation.append(counted[0]))
         continuation.close()
 
     def _suffix_keys(self, k, start, stop):
@@ -294,8 +288,8 @@ class StreamEstimate:
         and gives fill(start, stop, values), which sets the values of order-k rows
         start..stop-1 whose source lies in the window; `finished()` is called after each
         window's pass. Each window's pass starts from the previous pass's file (the first
-        from `unset`). Chunks are filled side by side (`in_order`), each in a share of
-        `chunk_rows`."""
+        from `unset`). Chunks of `chunk_rows` rows are filled side by side (`in_order`:
+        give a pass_rows share)."""
         windows = list(self._chunks(k - 1, window_rows))
         for number, (low, high) in enumerate(windows):
             fill = window(low, high, number == len(windows) - 1)
@@ -309,7 +303,7 @@ class StreamEstimate:
                 return values
 
             with self.files.writer(name if number == len(windows) - 1 else f"{name}.{number}", k) as out:
-                for values in in_order(filled, self._chunks(k, max(1, chunk_rows // (PASS_THREADS + 1)))):
+                for values in in_order(filled, self._chunks(k, chunk_rows)):
                     out.append(values)
             if previous is not None:
                 os.remove(self.files.path(previous, k))
@@ -342,13 +336,12 @@ class StreamEstimate:
                                        minlength=LARGEST_COUNT_OF_COUNTS + 2)[:LARGEST_COUNT_OF_COUNTS + 1]
 
         histogram = np.zeros(LARGEST_COUNT_OF_COUNTS + 1, dtype=np.int64)
-        out = self.files.writer("adjusted", k) if k < self.order else None  # the highest order's: its counts
-        for counts, counted in in_order(adjusted, self._chunks(k, self.pass_rows(8 * 3))):
-            if out is not None:
-                out.append(counts)
-            histogram += counted
-        if out is not None:
-            out.close()
+        # the highest order's adjusted counts are its counts (_adjusted): no file
+        with self.files.writer("adjusted", k) if k < self.order else contextlib.nullcontext() as out:
+            for counts, counted in in_order(adjusted, self._chunks(k, self.pass_rows(8 * 3))):
+                if out is not None:
+                    out.append(counts)
+                histogram += counted
         return histogram
 
     def _adjusted(self, k, start, stop):
@@ -409,7 +402,7 @@ class StreamEstimate:
                 values[inside] = np.where(present[rows], logp[rows], np.nan)
             return fill
 
-        self._filled_by_windows("lower", k, np.float32, np.nan, self.rows(5), self.rows(8 + 4 * 2), window)
+        self._filled_by_windows("lower", k, np.float32, np.nan, self.rows(5), self.pass_rows(8 + 4 * 2), window)
 
     def _context_runs(self, k):
         """(start, stop) of runs of whole contexts of order k, about a chunk's rows each
@@ -543,17 +536,10 @@ class StreamEstimate:
     def _moved_whole(self, k):
         """The model's files of order k made by renaming this estimate's (and, when the
         store is this estimate's to consume, its n-grams): the names moved."""
-        moved = []
         sources = [(self.files.path(name, k), name) for name in ("logp", "bow", "node")]
         if self.consume_store:
             sources.append((self.store.path("grams", k), "grams"))
-        for path, name in sources:
-            try:
-                os.replace(path, self.files.path(f"f{name}", k))
-            except OSError:  # say, another file system: copied instead
-                continue
-            moved.append(name)
-        return moved
+        return [name for path, name in sources if rename_scratch(path, self.files.path(f"f{name}", k))]
 
     def _remove(self, *names, files=None):
         """Working files done with (the disk they take is the estimate's peak)."""
@@ -580,223 +566,3 @@ class _KeptBefore:
         kept_before = self.kept + np.cumsum(present) - present  # kept rows before each row of the range
         self.row, self.kept = last, int(kept_before[-1])
         return kept_before[rows - first]
-
-
-def write_arpa_streamed(model, path, memory, folder):
-    """A DiskModel as write_arpa writes the same model, each order sorted into SRILM's
-    order (the context read backwards, then the word, words in byte order) by sorted
-    runs on disk merged, within about `memory` bytes; the next order's runs are sorted in
-    a thread while this order's are merged and written."""
-    vocab = model.vocab
-    encoded = [w.encode("utf-8") for w in vocab.words]
-    rank = byte_ranks(vocab.words)
-    word_start = np.zeros(len(encoded) + 1, dtype=np.int64)
-    np.cumsum([len(w) for w in encoded], out=word_start[1:])
-    words = np.frombuffer(b"".join(encoded), dtype=np.uint8)
-
-    files, vocab_size = model.files, len(vocab)
-
-    def rows_for(record):
-        return max(1, memory // 12 // (3 * record.itemsize + 16))  # three sorts at once (see below)
-
-    def context_places(k, start, stop):
-        """The places of rows start..stop-1's contexts among the order below read
-        backwards (srilm_order's `lower_reversed`), from `backward{k-1}`."""
-        prefix = model.keys(k, start, stop) // vocab_size
-        places = files.read("backward", k - 1, np.int64, int(prefix[0]), int(prefix[-1]) + 1)
-        return places[prefix - prefix[0]]
-
-    def backward_places(k):
-        """`backward{k}`: each row's place among the order's rows read backwards (its last
-        word, then its prefix read backwards); for 1-grams the word's byte rank."""
-        size = model.sizes[k - 1]
-        if k == 1:
-            files.write("backward", 1, rank[model.read(1, 0, size)[0][:, 0]].astype(np.int64))
-            return
-        record = np.dtype([("key", "<i8"), ("row", "<i8")])
-        rows = rows_for(record)
-        below = len(vocab) if k == 2 else model.sizes[k - 2]
-
-        def records():
-            for start in range(0, size, rows):
-                grams = model.read(k, start, start + rows)[0]
-                out = np.empty(len(grams), dtype=record)
-                out["key"] = rank[grams[:, -1]].astype(np.int64) * below + context_places(k, start, start + rows)
-                out["row"] = np.arange(start, start + len(grams))
-                yield out
-
-        if size * 8 <= memory // 4:  # the places fit in memory: the permutation inverted in place
-            place, at = np.empty(size, dtype=np.int64), 0
-            for piece in SortedRuns(records(), rows, folder, f"backward{k}").pieces():
-                place[piece["row"]] = np.arange(at, at + len(piece))
-                at += len(piece)
-            files.write("backward", k, place)
-            return
-
-        def places():
-            """(row, its place) in the order of places: sorted by row again below, which
-            inverts the permutation in n log n (a window at a time took n^2 / memory)."""
-            place = 0
-            for piece in SortedRuns(records(), rows, folder, f"backward{k}").pieces():
-                out = np.empty(len(piece), dtype=record)
-                out["key"], out["row"] = piece["row"], np.arange(place, place + len(piece))
-                place += len(piece)
-                yield out
-
-        out = files.writer("backward", k)
-        for piece in SortedRuns(places(), rows, folder, f"backward-places{k}").pieces():
-            out.append(np.ascontiguousarray(piece["row"]))
-        out.close()
-
-    def sorted_order(k):
-        """Order k's rows in SRILM's order: the context's place read backwards, then the
-        word's byte rank (srilm_order's keys), by sorted runs, once the places of order
-        k-1 read backwards (which these keys need) are known. The highest order's records
-        carry no back-off weights (it has none)."""
-        if k > 1:
-            next(backward)  # order k-1's places, computed beside order k-1's sort; order k's begun
-        weights = [("bow", "<f4"), ("node", "u1")] if k < model.order else []
-        record = np.dtype([("key", "<i8"), ("logp", "<f4")] + weights + [("grams", "<i4", (k,))])
-        rows = rows_for(record)
-
-        def records():
-            for start in range(0, model.sizes[k - 1], rows):
-                grams, logp, bow, node = model.read(k, start, start + rows)
-                out = np.empty(len(grams), dtype=record)
-                out["key"] = rank[grams[:, -1]].astype(np.int64)
-                if k > 1:
-                    out["key"] += context_places(k, start, start + rows) * len(vocab)
-                out["logp"], out["grams"] = logp, grams
-                if weights:
-                    out["bow"], out["node"] = bow, node
-                yield out
-
-        return SortedRuns(records(), rows, folder, f"arpa{k}")
-
-    with open_output(path, binary=True) as stream, _BackgroundWriter(stream) as write:
-        write(b"\n\\data\\\n")
-        for k, size in enumerate(model.sizes, 1):
-            write(f"ngram {k}={size}\n".encode())
-        # three threads: order k merged and written, order k+1 sorted, order k+1's places found
-        with contextlib.closing(computed_ahead(backward_places(k) for k in range(1, model.order))) as backward, \
-                contextlib.closing(computed_ahead(sorted_order(k) for k in range(1, model.order + 1))) as orders:
-            for k, runs in enumerate(orders, 1):
-                write(f"\n\\{k}-grams:\n".encode())
-                for piece in runs.pieces():
-                    grams = np.ascontiguousarray(piece["grams"]).reshape(-1, k)
-                    weighted = "bow" in piece.dtype.names
-                    for text in format_section(grams, np.ascontiguousarray(piece["logp"]),
-                                               np.ascontiguousarray(piece["bow"]) if weighted
-                                               else np.zeros(len(piece), dtype=np.float32),
-                                               np.ascontiguousarray(piece["node"]) if weighted
-                                               else np.zeros(len(piece), dtype=np.uint8),
-                                               np.arange(len(piece), dtype=np.int64), words, word_start):
-                        write(text)
-        write(b"\n\\end\\\n")
-
-
-def write_binary_streamed(model, path, memory):
-    """A DiskModel as write_binary writes the same model, its arrays read in pieces."""
-    rows = max(1, memory // 4 // 16)
-    arrays = {}
-    for k, size in enumerate(model.sizes, 1):
-        def pieces(k=k, size=size, part=None):
-            for start in range(0, size, rows):
-                if part == "keys":
-                    yield model.keys(k, start, start + rows)
-                    continue
-                grams, logp, bow, node = model.read(k, start, start + rows)
-                if part in ("logp", "bow"):
-                    printed = as_printed(np.ascontiguousarray(logp if part == "logp" else bow))
-                    yield np.where(np.isneginf(printed), np.float32(PSEUDO_ZERO), printed)
-                else:
-                    yield node  # has_bow; the contexts of the walk are the same rows here (see stream.py)
-
-        for name, dtype in TABLES.items():
-            arrays[f"{name}.{k}"] = container.PiecedArray(dtype, (size,),
-                                                          lambda pieces=pieces, name=name: pieces(part=name))
-    check_binary_name(path)
-    container.save(path, BINARY_KIND, arrays, meta={"order": model.order}, vocab=model.vocab)
-
-
-def sorted_records(pieces, rows, folder, name):
-    """The records of `pieces` (structured arrays with a `key` field) in the order of
-    their keys, in pieces (see SortedRuns)."""
-    return SortedRuns(pieces, rows, folder, name).pieces()
-
-
-class SortedRuns:
-    """Records sorted by their `key` field: made into sorted runs of `rows` records on
-    disk (named from `name` in `folder`) when made, merged by `pieces()`; no file when they
-    fit in one run."""
-
-    def __init__(self, pieces, rows, folder, name):
-        self.runs, self.batch, self.folder = [], None, folder
-        pending, held = [], 0
-        for piece in pieces:
-            pending.append(piece)
-            held += len(piece)
-            if held >= rows:
-                self._spill(pending, name)
-                pending, held = [], 0
-        if pending and not self.runs:
-            self.batch = _sorted(np.concatenate(pending))
-        elif pending:
-            self._spill(pending, name)
-        self.block = max(1, rows // max(1, len(self.runs)))
-
-    def _spill(self, pending, name):
-        batch = _sorted(np.concatenate(pending))
-        path = os.path.join(self.folder, f"{name}.run{len(self.runs)}")
-        with ScratchFile(path) as out:
-            out.append(batch)
-        self.runs.append((path, len(batch), batch.dtype))
-
-    def pieces(self):
-        if self.batch is not None:
-            yield self.batch
-            return
-        yield from _merged(self.runs, self.block)
-        for path, _, _ in self.runs:
-            os.remove(path)
-
-
-def _sorted(records):
-    return np.take(records, np.argsort(records["key"]))  # 7x faster than records[order] for structured records
-
-
-def _merged(runs, block):
-    """Sorted runs on disk merged, `block` records of each read at a time: what every
-    run holds up to the smallest of their last keys in memory goes out, sorted."""
-    places = [0] * len(runs)
-    buffers = [None] * len(runs)
-    while True:
-        for i, (path, size, dtype) in enumerate(runs):
-            if (buffers[i] is None or len(buffers[i]) == 0) and places[i] < size:
-                count = min(block, size - places[i])
-                buffers[i] = np.fromfile(path, dtype=dtype, count=count, offset=places[i] * dtype.itemsize)
-                places[i] += count
-        live = [b for b in buffers if b is not None and len(b)]
-        if not live:
-            return
-        cutoff = min(b["key"][-1] for b in live)
-        taken = []
-        for i, buffer in enumerate(buffers):
-            if buffer is None or not len(buffer):
-                continue
-            end = np.searchsorted(buffer["key"], cutoff, side="right")
-            taken.append(buffer[:end])
-            buffers[i] = buffer[end:]
-        yield _merged_pieces(taken)
-
-
-def _merged_pieces(pieces):
-    """Sorted pieces of records merged into one sorted array (merge_records, when the key
-    comes first as an int64; else sorted again)."""
-    dtype = pieces[0].dtype
-    if dtype.fields["key"] != (np.dtype("<i8"), 0):
-        return _sorted(np.concatenate(pieces))
-    out = np.empty(sum(len(piece) for piece in pieces), dtype=dtype)
-    merge_records([np.ascontiguousarray(piece).view(np.uint8) for piece in pieces], out.view(np.uint8),
-                  dtype.itemsize)
-    return out
