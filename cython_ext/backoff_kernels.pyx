@@ -11,6 +11,7 @@ here checks them again.
 import numpy as np
 from cython.parallel cimport prange, threadid
 from libc.math cimport INFINITY
+from libc.stdlib cimport free, malloc
 from openmp cimport omp_get_max_threads
 from ngram_tables cimport find_key
 
@@ -76,49 +77,130 @@ def unigram_rows(keys, long long vocab_size):
     return rows
 
 
-ctypedef fused row_t:
-    int
-    long long
+cdef struct Levels:
+    long long vocab_size
+    const long long *keys[MAX_LEVELS]
+    const long long *children[MAX_LEVELS]  # children[j]: the runs of table j's rows in table j + 1
+    const long long *unigram_row
 
 
-def _suffix_rows(const long long[::1] level_keys, const row_t[::1] parent_suffix, const long long[::1] lower_keys,
-                 const long long[::1] runs, long long vocab_size, row_t[::1] out):
-    """Each n-gram's suffix row among the order below (-1: none), from its prefix's suffix."""
-    cdef Py_ssize_t e
-    cdef long long key, parent
-    with nogil:
-        for e in range(level_keys.shape[0]):
-            key = level_keys[e]
-            parent = parent_suffix[key // vocab_size]
-            out[e] = -1
-            if parent >= 0:
-                out[e] = <row_t> find_key(&lower_keys[0], runs[parent], runs[parent + 1],
-                                          parent * vocab_size + key % vocab_size)
+cdef int suffixes_of(const Levels *t, int level, const long long *rows, Py_ssize_t count,
+                     long long *out) noexcept nogil:
+    """out[i]: the row in table level - 1 of row rows[i] of table `level` (>= 1) without its
+    first word, -1 if there is none; `rows` increasing. Found from the suffixes of their
+    prefixes, themselves found so, down to the 1-grams: no table of suffixes is held.
+    -1 when memory runs out."""
+    cdef Py_ssize_t i, distinct = 0
+    cdef long long key, parent, prefix, vocab_size = t.vocab_size
+    cdef long long *prefixes
+    cdef long long *prefix_suffixes
+    if level == 1:
+        for i in range(count):
+            out[i] = t.unigram_row[t.keys[1][rows[i]] % vocab_size]
+        return 0
+    prefixes = <long long *> malloc(2 * max(count, 1) * sizeof(long long))
+    if prefixes == NULL:
+        return -1
+    prefix_suffixes = prefixes + count
+    for i in range(count):  # the rows' prefixes, increasing with them: each kept once
+        prefix = t.keys[level][rows[i]] // vocab_size
+        if distinct == 0 or prefixes[distinct - 1] != prefix:
+            prefixes[distinct] = prefix
+            distinct += 1
+    if suffixes_of(t, level - 1, prefixes, distinct, prefix_suffixes) < 0:
+        free(prefixes)
+        return -1
+    distinct = 0
+    for i in range(count):
+        key = t.keys[level][rows[i]]
+        while prefixes[distinct] != key // vocab_size:
+            distinct += 1
+        parent = prefix_suffixes[distinct]
+        out[i] = -1 if parent < 0 else find_key(t.keys[level - 1], t.children[level - 2][parent],
+                                                t.children[level - 2][parent + 1], parent * vocab_size + key % vocab_size)
+    free(prefixes)
+    return 0
+
+
+cdef enum:
+    NODE_CHUNK = 1 << 16  # rows of one table searched at a time by one thread
 
 
 def context_nodes(list keys, list has_bow, list children, long long vocab_size):
     """The contexts the back-off walk may pass, as SRILM's context trie holds them:
     n-grams with a back-off weight, prefixes of longer n-grams, and every suffix of
-    those. Each n-gram's suffix (without its first word) is found from its prefix's
-    suffix, one child search per n-gram; the suffix rows are int32 where the tables
-    allow (they are all held at once)."""
-    cdef int order = len(keys), j
-    node = [np.array(h, dtype=bool) for h in has_bow]
-    for j in range(order - 1):
-        node[j] |= children[j][1:] > children[j][:-1]  # a prefix of longer n-grams (no int64 diff held)
-    rows = np.int32 if max(len(k) for k in keys) < 2 ** 31 else np.int64
-    suffixes = [None]
+    those, marked from the longest contexts down, a chunk of rows at a time side by side.
+    Each chunk's suffixes are found afresh (suffixes_of), not kept for the whole table: a
+    large model read from an ARPA file needs no more memory than its marks. A table with no
+    back-off weight and no longer n-grams (the highest) gets untouched zeros."""
+    cdef int order = len(keys), j, level
+    cdef Levels t
+    cdef Py_ssize_t chunk, chunks, first, end, r, count
+    cdef long long *rows
+    cdef long long *found
+    cdef unsigned char *marks
+    cdef const unsigned char *nodes
+    cdef Py_ssize_t failures = 0
+    cdef const long long[::1] key_view
+    cdef const long long[::1] run_view
+    cdef const unsigned char[::1] flag_view
+    cdef unsigned char[::1] node_view
+    if not 1 <= order <= MAX_LEVELS:
+        raise ValueError(f"order {order} outside 1..{MAX_LEVELS}")
+    node = []
+    for j in range(order):
+        flags = np.asarray(has_bow[j], dtype=bool)
+        if j == order - 1:
+            node.append(flags.copy() if flags.any() else np.zeros(len(flags), dtype=bool))
+            break
+        marked = np.empty(len(flags), dtype=bool)
+        node_view, flag_view, run_view = marked.view(np.uint8), flags.view(np.uint8), children[j]
+        with nogil:
+            for r in range(node_view.shape[0]):  # a weight, or a prefix of longer n-grams
+                node_view[r] = flag_view[r] | (run_view[r + 1] > run_view[r])
+        node.append(marked)
+    if order < 3:  # no context is shorter than a 2-gram's prefix: nothing more to mark
+        return node
     unigram = unigram_rows(keys[0], vocab_size)
-    for j in range(1, order - 1):
-        if j == 1:
-            suffix = unigram[keys[1] % vocab_size].astype(rows)
-        else:
-            suffix = np.empty(len(keys[j]), dtype=rows)
-            _suffix_rows(keys[j], suffixes[j - 1], keys[j - 1], children[j - 2], vocab_size, suffix)
-        suffixes.append(suffix)
-    for j in range(order - 2, 0, -1):  # from the longest contexts down: a suffix's suffix is one too
-        found = suffixes.pop()[node[j]]
-        node[j - 1][found[found >= 0]] = True
+    owners = [unigram]
+    run_view = unigram
+    t.vocab_size, t.unigram_row = vocab_size, &run_view[0]
+    for j in range(order):
+        table = np.ascontiguousarray(keys[j], dtype=np.int64) if len(keys[j]) else np.zeros(1, dtype=np.int64)
+        owners.append(table)
+        key_view = table
+        t.keys[j] = &key_view[0]
+        if j < order - 1:
+            table = np.ascontiguousarray(children[j], dtype=np.int64)
+            owners.append(table)
+            run_view = table
+            t.children[j] = &run_view[0]
+    for level in range(order - 2, 0, -1):  # a suffix's suffix is marked when its own table's turn comes
+        node_view, flag_view = node[level - 1].view(np.uint8), node[level].view(np.uint8)
+        marks, nodes = &node_view[0] if node_view.shape[0] else NULL, &flag_view[0] if flag_view.shape[0] else NULL
+        chunks = (flag_view.shape[0] + NODE_CHUNK - 1) // NODE_CHUNK
+        for chunk in prange(chunks, nogil=True, schedule="dynamic", chunksize=1):
+            first = chunk * NODE_CHUNK
+            end = min(first + NODE_CHUNK, flag_view.shape[0])
+            rows = <long long *> malloc(2 * NODE_CHUNK * sizeof(long long))
+            if rows == NULL:
+                failures += 1
+            else:
+                found = rows + NODE_CHUNK
+                count = 0
+                for r in range(first, end):
+                    if nodes[r]:
+                        rows[count] = r
+                        count = count + 1
+                if suffixes_of(&t, level, rows, count, found) < 0:
+                    failures += 1
+                else:
+                    for r in range(count):
+                        if found[r] >= 0:
+                            marks[found[r]] = 1  # only ever set: threads may mark the same row
+                free(rows)
+        if failures:
+            raise MemoryError()
     return node
 
 

@@ -8,6 +8,7 @@ in pieces of a text) are merged on a heap of the runs' next rows."""
 import numpy as np
 from libc.stdint cimport INT64_MAX, int64_t
 from libc.stdlib cimport free, malloc
+from cython.parallel cimport prange
 from libc.string cimport memcpy
 
 
@@ -299,3 +300,122 @@ def search_sorted_forward(const int64_t[::1] keys, const int64_t[::1] queries, i
                     else:
                         hi = mid
             out[i] = lo
+
+
+cdef struct Carried:
+    int64_t *keys
+    float *first     # always carried
+    float *second    # NULL: not carried
+    unsigned char *flags  # NULL: not carried
+
+cdef enum:
+    INSERTION_SORT_BELOW = 24
+
+
+cdef inline void swap_rows(Carried *c, Py_ssize_t i, Py_ssize_t j) noexcept nogil:
+    c.keys[i], c.keys[j] = c.keys[j], c.keys[i]
+    c.first[i], c.first[j] = c.first[j], c.first[i]
+    if c.second != NULL:
+        c.second[i], c.second[j] = c.second[j], c.second[i]
+    if c.flags != NULL:
+        c.flags[i], c.flags[j] = c.flags[j], c.flags[i]
+
+
+cdef Py_ssize_t partition(Carried *c, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
+    """Hoare's partition of rows lo..hi-1 (at least 3) around the median of three keys:
+    returns p with every key of lo..p-1 <= every key of p..hi-1, lo < p < hi."""
+    cdef Py_ssize_t mid = lo + (hi - lo) // 2, i = lo - 1, j = hi
+    cdef int64_t pivot
+    if c.keys[mid] < c.keys[lo]:
+        swap_rows(c, mid, lo)
+    if c.keys[hi - 1] < c.keys[lo]:
+        swap_rows(c, hi - 1, lo)
+    if c.keys[hi - 1] < c.keys[mid]:
+        swap_rows(c, hi - 1, mid)
+    pivot = c.keys[mid]
+    while True:
+        i += 1
+        while c.keys[i] < pivot:
+            i += 1
+        j -= 1
+        while c.keys[j] > pivot:
+            j -= 1
+        if i >= j:
+            return j + 1
+        swap_rows(c, i, j)
+
+
+cdef void sift_carried(Carried *c, Py_ssize_t lo, Py_ssize_t size, Py_ssize_t i) noexcept nogil:
+    cdef Py_ssize_t child
+    while 2 * i + 1 < size:
+        child = 2 * i + 1
+        if child + 1 < size and c.keys[lo + child + 1] > c.keys[lo + child]:
+            child += 1
+        if c.keys[lo + child] <= c.keys[lo + i]:
+            return
+        swap_rows(c, lo + i, lo + child)
+        i = child
+
+
+cdef void introsort(Carried *c, Py_ssize_t lo, Py_ssize_t hi, int depth) noexcept nogil:
+    """Rows lo..hi-1 sorted by key: quicksort on the larger part's loop, heapsort past
+    `depth` partitions (no quadratic case), insertion sort for short runs."""
+    cdef Py_ssize_t p, i, j, size
+    while hi - lo >= INSERTION_SORT_BELOW:
+        if depth == 0:
+            size = hi - lo
+            for i in range(size // 2 - 1, -1, -1):
+                sift_carried(c, lo, size, i)
+            for i in range(size - 1, 0, -1):
+                swap_rows(c, lo, lo + i)
+                sift_carried(c, lo, i, 0)
+            return
+        depth -= 1
+        p = partition(c, lo, hi)
+        if p - lo < hi - p:
+            introsort(c, lo, p, depth)
+            lo = p
+        else:
+            introsort(c, p, hi, depth)
+            hi = p
+    for i in range(lo + 1, hi):
+        j = i
+        while j > lo and c.keys[j - 1] > c.keys[j]:
+            swap_rows(c, j - 1, j)
+            j -= 1
+
+
+def sort_keys_carrying(int64_t[::1] keys, float[::1] first, float[::1] second=None, unsigned char[::1] flags=None,
+                       int threads=1):
+    """`keys` sorted in place, the rows of `first` (and of `second` and `flags` when given)
+    moved with them: a table sorted without the int64 permutation and gathered copies that
+    argsort would take. Parts made by partitions are sorted side by side in `threads`."""
+    cdef Py_ssize_t n = keys.shape[0], r, largest, count = 1, most
+    cdef Carried c
+    cdef Py_ssize_t bounds[2 * 64]
+    cdef Py_ssize_t p, lo, hi
+    cdef int depth = 2 * (<object> n).bit_length()
+    if first.shape[0] != n or (second is not None and second.shape[0] != n) or (flags is not None and flags.shape[0] != n):
+        raise ValueError("the arrays carried differ in length from the keys")
+    if n < 2:
+        return
+    c.keys, c.first = &keys[0], &first[0]
+    c.second = &second[0] if second is not None else NULL
+    c.flags = &flags[0] if flags is not None else NULL
+    most = min(8 * threads, 64) if threads > 1 else 1
+    bounds[0], bounds[1] = 0, n
+    with nogil:
+        while count < most:  # the largest part split until there are enough to share out
+            largest = 0
+            for r in range(1, count):
+                if bounds[2 * r + 1] - bounds[2 * r] > bounds[2 * largest + 1] - bounds[2 * largest]:
+                    largest = r
+            lo, hi = bounds[2 * largest], bounds[2 * largest + 1]
+            if hi - lo < 65536:
+                break
+            p = partition(&c, lo, hi)
+            bounds[2 * largest + 1] = p
+            bounds[2 * count], bounds[2 * count + 1] = p, hi
+            count += 1
+        for r in prange(count, num_threads=threads, schedule="dynamic", chunksize=1):
+            introsort(&c, bounds[2 * r], bounds[2 * r + 1], depth)

@@ -189,6 +189,46 @@ def test_children_runs_at_the_edges_of_rows():
         assert np.array_equal(children_runs(parents, keys.astype(np.int64), vocab_size), expected), vocab_size
 
 
+def _nodes_by_definition(grams, has_bow):
+    """SRILM's context trie from the n-grams' words: every n-gram with a weight or with longer
+    n-grams, then, from the longest contexts down, each one's suffix (the highest order's
+    n-grams pass no context on)."""
+    order, present = len(grams), [{tuple(row): i for i, row in enumerate(g.tolist())} for g in grams]
+    node = [np.array(h, dtype=bool) for h in has_bow]
+    for j in range(order - 1):
+        for row in grams[j + 1].tolist():
+            node[j][present[j][tuple(row[:-1])]] = True
+    for j in range(order - 2, 0, -1):
+        for i in np.flatnonzero(node[j]):
+            suffix = present[j - 1].get(tuple(grams[j][i].tolist()[1:]))
+            if suffix is not None:
+                node[j - 1][suffix] = True
+    return node
+
+
+@pytest.mark.parametrize("order, seed", [(2, 0), (3, 1), (4, 2), (5, 3), (5, 4)])
+def test_context_nodes_are_the_context_trie(order, seed):
+    """Sparse random tables (suffixes often missing, as in pruned models), more rows than
+    one chunk of the kernel: its marks are the trie's, whatever the threads' turns."""
+    from nplmtk._ext.backoff_kernels import children_runs, context_nodes
+    from nplmtk.ngram.index import NgramIndex
+    rng = np.random.default_rng(seed)
+    vocab_size = 60
+    grams = [np.arange(vocab_size, dtype=np.int32)[:, None]]
+    for k in range(2, order + 1):  # each k-gram extends a (k-1)-gram: its prefix is there
+        parents = grams[-1][rng.integers(0, len(grams[-1]), 90000)]
+        rows = np.hstack([parents, rng.integers(0, vocab_size, (len(parents), 1)).astype(np.int32)])
+        grams.append(np.unique(rows, axis=0))
+    has_bow = [rng.random(len(g)) < 0.2 for g in grams[:-1]] + [np.zeros(len(grams[-1]), dtype=bool)]
+    keys = NgramIndex(vocab_size, grams).keys
+    children = [children_runs(len(keys[j]), keys[j + 1], vocab_size) for j in range(order - 1)]
+    found = context_nodes(keys, has_bow, children, vocab_size)
+    expected = _nodes_by_definition(grams, has_bow)
+    assert order < 4 or len(grams[-2]) > 1 << 16
+    for j in range(order):
+        np.testing.assert_array_equal(found[j], expected[j], err_msg=f"order {j + 1}")
+
+
 @pytest.mark.parametrize("table", ["keys.3", "logp.2", "node.3"])
 def test_a_damaged_table_is_refused_in_one_line(tmp_path, table):
     """One flipped bit in a table's bytes, its values still plausible: the checksum finds it."""

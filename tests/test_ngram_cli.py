@@ -76,6 +76,8 @@ def write(tmp_path, name, text):
     (GOOD_ARPA.replace("-0.2\ta b", "-0.2\ta zebra"), ":14: word 'zebra' is not among the 1-grams"),
     (GOOD_ARPA.replace("ngram 2=2", "ngram 2=2\nngram 3=1").replace("\\end", "\\3-grams:\n-0.3\tb a b\n\n\\end"),
      ":18: the context of this 3-gram is not among the 2-grams"),
+    (GOOD_ARPA.replace("ngram 2=2", "ngram 2=3").replace("-0.2\ta b\n", "-0.2\ta b\n-0.3\t<s> a\n"),
+     ":15: this 2-gram appears twice"),
     (GOOD_ARPA.replace("\\end\\\n", ""), "expected \\end\\"),
     (GOOD_ARPA.replace("ngram 1=4", "ngram 1 four"), ":3: expected 'ngram N=count'"),
     ("just some text\n", "not an ARPA file"),

@@ -7,7 +7,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from nplmtk._ext.ngram_sorting import merge_records, search_sorted_forward
+from nplmtk._ext.ngram_sorting import merge_records, search_sorted_forward, sort_keys_carrying
 from nplmtk.corpus import Corpus
 from nplmtk.errors import NplmError
 from nplmtk.ngram.arpa import arpa_bytes
@@ -89,6 +89,35 @@ def test_search_sorted_forward_is_numpys_searchsorted(keys, queries):
         out = np.empty(queries, dtype=np.int64)
         search_sorted_forward(table, wanted, out)
         np.testing.assert_array_equal(out, np.searchsorted(table, wanted))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("make_keys", [
+    lambda rng, n: rng.permutation(n) * 7 + 3,  # distinct, shuffled
+    lambda rng, n: rng.integers(0, 40, n),      # many equal keys
+    lambda rng, n: np.arange(n),                # sorted already
+    lambda rng, n: np.arange(n)[::-1],          # reversed
+    lambda rng, n: np.zeros(n),                 # all equal
+])
+@pytest.mark.parametrize("size", [0, 1, 2, 3, 23, 24, 25, 1000, 200_000])
+def test_sort_keys_carrying_moves_the_values_with_their_keys(threads, make_keys, size):
+    rng = np.random.default_rng(size)
+    keys = np.ascontiguousarray(make_keys(rng, size), dtype=np.int64)
+    # each value names its key's original row: any permutation of equal keys is right
+    first = np.arange(size, dtype=np.float32)
+    second, flags = -first, (np.arange(size) % 3 == 0).astype(np.uint8)
+    sorted_keys, moved, moved_second, moved_flags = keys.copy(), first.copy(), second.copy(), flags.copy()
+    sort_keys_carrying(sorted_keys, moved, moved_second, moved_flags, threads=threads)
+    np.testing.assert_array_equal(sorted_keys, np.sort(keys))
+    rows = moved.astype(np.int64)
+    np.testing.assert_array_equal(np.sort(rows), np.arange(size))  # a permutation
+    np.testing.assert_array_equal(keys[rows], sorted_keys)
+    np.testing.assert_array_equal(moved_second, -moved)
+    np.testing.assert_array_equal(moved_flags, flags[rows])
+    alone_keys, alone = keys.copy(), first.copy()  # the first values only
+    sort_keys_carrying(alone_keys, alone, threads=threads)
+    np.testing.assert_array_equal(alone_keys, sorted_keys)
+    np.testing.assert_array_equal(keys[alone.astype(np.int64)], alone_keys)
 
 
 def test_a_full_disk_is_one_error_naming_the_folder(tmp_path):

@@ -10,12 +10,12 @@ import numpy as np
 
 from .._ext.arpa_format import SectionError, format_section, parse_section, row_offset, word_table
 from .._ext.backoff_kernels import children_runs
-from .._ext.ngram_sorting import srilm_order
+from .._ext.ngram_sorting import sort_keys_carrying, srilm_order
 from ..container import MAGIC as CONTAINER_MAGIC
 from ..errors import InputError
 from ..io import GZIP_MAGIC, READ_BYTES, check_tokens, open_output, read_mapped, release_mapped
 from ..text import split_words
-from ..threads import computed_ahead
+from ..threads import computed_ahead, usable_cores
 from ..vocab import UNK, Vocabulary
 from .backoff import BackoffModel, log10_fault, outside_log10_domain
 from .counts import MAX_ORDER, byte_ranks
@@ -156,6 +156,13 @@ def _section_end(data, start):
     return len(data)
 
 
+def _second_line(buffer, start, end, k, room, words, keys, children, vocab, repeated_key):
+    """The offset of the second line of the section buffer[start:end] whose n-gram has the
+    key `repeated_key`: the section parsed again (its sorted keys kept no line numbers)."""
+    key = parse_section(buffer, start, end, k, room, words, keys, children, len(vocab) if vocab else 0)[1]
+    return row_offset(buffer, start, end, int(np.flatnonzero(key == repeated_key)[1]))
+
+
 def read_arpa(path, unk=UNK, data=None):
     """A BackoffModel from an ARPA file (or its bytes `data`, `path` naming them); its
     vocabulary is the words of the 1-grams."""
@@ -270,25 +277,23 @@ def read_arpa(path, unk=UNK, data=None):
                 raise InputError("a 1-gram appears twice", path=path, line=line_of(pos))
             key = np.array([vocab.index[name] for name in names], dtype=np.int64)
             words = word_table(one_grams, key.tolist())  # the higher orders' words are 1-grams
-        # the keys sorted, then the same n-gram twice is two equal keys side by side
-        order_rows = np.argsort(key)
-        key.sort()  # in place: no third copy of the largest table at the peak
-        sorted_key = key
-        del key
-        repeated = np.flatnonzero(sorted_key[1:] == sorted_key[:-1])
+        # sorted in place, the values carried along (no permutation, no gathered copies);
+        # a section without back-off weights (the highest) keeps its zeros untouched: no memory
+        weighted = has_bow.any()
+        sort_keys_carrying(key, logp, bow if weighted else None, has_bow.view(np.uint8) if weighted else None,
+                           threads=usable_cores(2))
+        repeated = np.flatnonzero(key[1:] == key[:-1])
         if len(repeated):
-            second = line_start(max(order_rows[repeated[0]], order_rows[repeated[0] + 1]))
-            raise InputError(f"this {k}-gram appears twice", path=path, line=line_of(second))
+            raise InputError(f"this {k}-gram appears twice", path=path,
+                             line=line_of(_second_line(buffer, start, end, k, room, words, keys, children, vocab,
+                                                       key[repeated[0]])))
         if k > 1:
-            children.append(children_runs(len(keys[-1]), sorted_key, len(vocab)))
-        keys.append(sorted_key)
-        # one table gathered at a time, its unsorted copy freed before the next is made
-        logps.append(logp[order_rows])
-        del logp
-        bows.append(bow[order_rows])
-        del bow
-        has_bows.append(has_bow[order_rows])
-        del has_bow, order_rows  # before the next section is parsed
+            children.append(children_runs(len(keys[-1]), key, len(vocab)))
+        keys.append(key)
+        logps.append(logp)
+        bows.append(bow)
+        has_bows.append(has_bow)
+        del key, logp, bow, has_bow  # before the next section is parsed
         release_mapped(data, end)
         pos = end
     while pos < len(data) and not line_text(pos):
