@@ -50,8 +50,8 @@ def save(path, kind, arrays, meta=None, vocab=None):
         if array.dtype.hasobject:
             raise NplmError(f"cannot store object arrays ('{name}')", path=path)
         dtype = array.dtype.newbyteorder("<") if array.dtype.byteorder == ">" else array.dtype
-        if pieces is None:
-            blob = array.astype(dtype, copy=False).tobytes()
+        if pieces is None:  # the array's own bytes when it is little-endian and contiguous: no copy of a table
+            blob = memoryview(np.ascontiguousarray(array.astype(dtype, copy=False)).reshape(-1).view(np.uint8))
             nbytes, crc, xxh, source = len(blob), zlib.crc32(blob), xxh64(blob), (lambda blob=blob: [blob])
         else:
             def blobs(pieces=pieces, dtype=dtype):

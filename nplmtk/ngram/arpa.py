@@ -301,4 +301,5 @@ def read_arpa(path, unk=UNK, data=None):
     if pos >= len(data) or line_text(pos) != "\\end\\":
         found = line_text(pos)[:60] if pos < len(data) else "end of file"
         raise InputError(f"expected \\end\\, got '{found}'", path=path, line=line_of(min(pos, len(data))))
-    return BackoffModel(vocab, None, logps, bows, has_bows, NgramIndex(len(vocab), [], keys), children=children)
+    return BackoffModel(vocab, None, logps, bows, has_bows, NgramIndex(len(vocab), [], keys), children=children,
+                        as_read=True)

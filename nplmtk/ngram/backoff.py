@@ -80,12 +80,14 @@ class BackoffModel(LanguageModel):
     `grams` may be None when `index` is given (a binary model): the rows are then rebuilt
     from the index's keys when first asked for; scoring needs only the keys. `node`, when
     given, are the contexts of the back-off walk (else computed from the tables when first
-    needed), and `children` the runs of `children` below when the caller has them."""
+    needed), and `children` the runs of `children` below when the caller has them.
+    `as_read` marks values read from a file (ARPA or binary): they are what that file
+    gives, where an estimate's are rounded as its ARPA file would print them."""
 
     kind = "arpa"
 
-    def __init__(self, vocab, grams, logp, bow, has_bow, index=None, node=None, children=None):
-        self.vocab = vocab
+    def __init__(self, vocab, grams, logp, bow, has_bow, index=None, node=None, children=None, as_read=False):
+        self.vocab, self.as_read = vocab, as_read
         self._grams, self.logp, self.bow, self.has_bow = grams, logp, bow, has_bow
         self.index = index or NgramIndex(len(vocab), grams)
         self._children, self._tables, self._node = children, None, node

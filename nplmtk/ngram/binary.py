@@ -28,18 +28,33 @@ def check_binary_name(path):
 
 def write_binary(model, path):
     """`model` (a BackoffModel) as a container that `nplmtk.load` opens, its values those
-    of its ARPA file (an estimated model's are rounded as that file rounds them), so that
-    the two score alike."""
+    of its ARPA file (an estimated model's are rounded as that file rounds them, a model
+    read from a file keeps the values read), so that the two score alike. The tables are
+    written from the model's arrays, the values a piece at a time: no copy of a table."""
     check_binary_name(path)
     arrays = {}
     for k in range(1, model.order + 1):
         arrays[f"keys.{k}"] = model.index.keys[k - 1]
         for name, values in (("logp", model.logp), ("bow", model.bow)):
-            printed = as_printed(np.ascontiguousarray(values[k - 1], dtype=np.float32))
-            arrays[f"{name}.{k}"] = np.where(np.isneginf(printed), np.float32(PSEUDO_ZERO), printed)
+            arrays[f"{name}.{k}"] = container.PiecedArray(
+                "<f4", (len(values[k - 1]),),
+                lambda values=values[k - 1]: _stored_log10s(values, printed=not model.as_read))
         arrays[f"has_bow.{k}"] = np.asarray(model.has_bow[k - 1], dtype=bool)
         arrays[f"node.{k}"] = np.asarray(model.node[k - 1], dtype=bool)
     container.save(path, BINARY_KIND, arrays, meta={"order": model.order}, vocab=model.vocab)
+
+
+STORED_PIECE = 1 << 20  # values converted at a time
+
+
+def _stored_log10s(values, printed):
+    """Pieces of the float32 log10 `values` as a binary model stores them: log 0 as -99, each
+    value rounded as an ARPA file prints it when `printed`."""
+    for start in range(0, len(values), STORED_PIECE):
+        piece = np.ascontiguousarray(values[start:start + STORED_PIECE], dtype=np.float32)
+        if printed:
+            piece = as_printed(piece)
+        yield np.where(np.isneginf(piece), np.float32(PSEUDO_ZERO), piece)
 
 
 def load_binary(model_file):
@@ -98,7 +113,7 @@ def load_binary(model_file):
         values["node"].append(arrays[f"node.{k}"])
         parents = count
     return BackoffModel(vocab, None, values["logp"], values["bow"], values["has_bow"],
-                        NgramIndex(vocab_size, [], keys), node=values["node"], children=children)
+                        NgramIndex(vocab_size, [], keys), node=values["node"], children=children, as_read=True)
 
 
 def _ngram_words(keys, vocab, row):
