@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """Formatting ARPA n-gram lines: `logp<TAB>w1 ... wk[<TAB>bow]\\n`, values as %.7g."""
 import numpy as np
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memchr, memcmp, memcpy
 from libc.math cimport isinf
 from libc.stdint cimport int64_t, uint64_t
 from cython.parallel cimport prange
@@ -504,6 +504,24 @@ def row_offset(const unsigned char[::1] data, Py_ssize_t start, Py_ssize_t end, 
                 return line_start
             row -= 1
     return end
+
+
+def next_header(const unsigned char[::1] data, Py_ssize_t start, Py_ssize_t stop):
+    """The offset of the first backslash in data[start:stop] that starts a line (the next
+    section's header, or \\end\\), -1 if none: memchr's speed, backslashes being rare."""
+    cdef const unsigned char *found
+    cdef Py_ssize_t at = start, header = -1
+    with nogil:
+        while at < stop:
+            found = <const unsigned char *> memchr(&data[at], 92, stop - at)
+            if found == NULL:
+                break
+            at = found - &data[0]
+            if at > 0 and data[at - 1] == 10:
+                header = at
+                break
+            at += 1
+    return header
 
 
 def parse_section(const unsigned char[::1] data, Py_ssize_t start, Py_ssize_t end, int k, Py_ssize_t room,

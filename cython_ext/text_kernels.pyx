@@ -7,7 +7,7 @@ import numpy as np
 cimport numpy as cnp
 from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport memcmp
+from libc.string cimport memcmp, memcpy
 
 cnp.import_array()
 
@@ -182,3 +182,63 @@ def encode_words(const unsigned char[::1] data, list words, int missing, int bos
     free(ids)
     free(lengths)
     return ids_array, lengths_array
+
+
+def checked_utf8(const unsigned char[::1] data, Py_ssize_t start, Py_ssize_t stop, bint final):
+    """(offset of the first sequence of data[start:stop] that is not UTF-8, or -1; where
+    the next piece's check starts). As strict as Python's decoder (no overlong forms,
+    surrogates or code points past U+10FFFF). Unless `final`, a sequence cut at `stop` is
+    left to the next piece: its start is returned as the next start."""
+    cdef Py_ssize_t i = start, need, j, bad = -1, resume = stop
+    cdef unsigned char c, low, high
+    cdef uint64_t word
+    with nogil:
+        while i < stop and bad < 0:
+            while i + 8 <= stop:  # ASCII eight bytes at a time
+                memcpy(&word, &data[i], 8)
+                if word & 0x8080808080808080ULL:
+                    break
+                i += 8
+            if i >= stop:
+                break
+            c = data[i]
+            if c < 0x80:
+                i += 1
+                continue
+            low, high, need = 0x80, 0xBF, 0
+            if 0xC2 <= c <= 0xDF:
+                need = 1
+            elif 0xE0 <= c <= 0xEF:
+                need = 2
+                if c == 0xE0:
+                    low = 0xA0  # shorter forms are overlong
+                elif c == 0xED:
+                    high = 0x9F  # surrogates
+            elif 0xF0 <= c <= 0xF4:
+                need = 3
+                if c == 0xF0:
+                    low = 0x90
+                elif c == 0xF4:
+                    high = 0x8F  # past U+10FFFF
+            else:
+                bad = i
+                break
+            if i + need >= stop and not final:
+                for j in range(1, stop - i):  # what is there must fit; the rest comes with the next piece
+                    c = data[i + j]
+                    if c < (low if j == 1 else 0x80) or c > (high if j == 1 else 0xBF):
+                        bad = i
+                resume = i
+                break
+            for j in range(1, need + 1):
+                if i + j >= stop:
+                    bad = i
+                    break
+                c = data[i + j]
+                if c < (low if j == 1 else 0x80) or c > (high if j == 1 else 0xBF):
+                    bad = i
+                    break
+            i += need + 1
+    if bad >= 0:
+        return bad, bad
+    return -1, resume

@@ -90,6 +90,15 @@ def test_malformed_arpa_files_are_refused(tmp_path, text, fragment):
     assert out == ""
 
 
+@pytest.mark.parametrize("bad, line", [(b"\xe9", 14), (b"\xed\xa0\x80", 14), (b"\xe6\x97", 14)])
+def test_an_arpa_file_that_is_not_utf8_is_refused_at_its_line(tmp_path, bad, line):
+    """Latin-1, a surrogate, a cut sequence: Python's decoder refuses them, and so does ours."""
+    path = tmp_path / "bad.arpa"
+    path.write_bytes(GOOD_ARPA.encode().replace(b"-0.2\ta b", b"-0.2\ta b" + bad))
+    status, out, err = run_nplm("ppl", "-lm", path, "-text", "-", stdin="a b\n")
+    assert_one_line_error(status, err, f"bad.arpa:{line}: invalid UTF-8")
+
+
 def test_a_well_formed_arpa_scores(tmp_path):
     path = write(tmp_path, "good.arpa", GOOD_ARPA)
     status, out, err = run_nplm("ppl", "-lm", path, "-text", "-", "-debug", 2, stdin="a b\n")

@@ -1,6 +1,5 @@
 """ARPA back-off files, read and written as SRILM and KenLM do: log10 values with 7
 significant digits, -99 for log 0, gzip-aware, every defect reported with its line."""
-import codecs
 import io
 import queue
 import re
@@ -8,9 +7,10 @@ import threading
 
 import numpy as np
 
-from .._ext.arpa_format import SectionError, format_section, parse_section, row_offset, word_table
+from .._ext.arpa_format import SectionError, format_section, next_header, parse_section, row_offset, word_table
 from .._ext.backoff_kernels import children_runs
 from .._ext.ngram_sorting import sort_keys_carrying, srilm_order
+from .._ext.text_kernels import checked_utf8
 from ..container import MAGIC as CONTAINER_MAGIC
 from ..errors import InputError
 from ..io import GZIP_MAGIC, READ_BYTES, check_tokens, open_output, read_mapped, release_mapped
@@ -24,7 +24,7 @@ from .index import NgramIndex
 KENLM_BINARY_MAGIC = b"mmap lm http://kheafield.com/code"  # KenLM's lm/binary_format.cc
 _COUNT_LINE = re.compile(r"ngram\s+(\d+)\s*=\s*(\d+)\s*$")
 _SECTION = re.compile(r"\\(\d+)-grams:\s*$")
-_UTF8_PIECE = 1 << 20
+_PIECE = 1 << 20
 
 
 def write_arpa(model, path):
@@ -144,15 +144,16 @@ def _lines_promised(start, at):
     return None, 0
 
 
-def _section_end(data, start):
+def _section_end(data, buffer, start):
     """The end of the section whose lines start at `start`: after the last newline before
-    a line that starts with a backslash (or the end of `data`). Searched a piece at a
-    time, each handed back once searched: a section of a large model is some 100 MB."""
-    for piece in range(start - 1, len(data), _UTF8_PIECE):
-        found = data.find(b"\n\\", piece, piece + _UTF8_PIECE + 1)
-        release_mapped(data, min(piece + _UTF8_PIECE, len(data)))
+    a line that starts with a backslash (or the end of `data`; `buffer` its bytes). Searched
+    a piece at a time, each handed back once searched: a section of a large model is some
+    100 MB."""
+    for piece in range(start, len(data), _PIECE):
+        found = next_header(buffer, piece, min(piece + _PIECE, len(data)))
+        release_mapped(data, min(piece + _PIECE, len(data)))
         if found >= 0:
-            return found + 1
+            return found
     return len(data)
 
 
@@ -198,15 +199,14 @@ def read_arpa(path, unk=UNK, data=None):
     def line_of(offset):
         return data[:offset].count(b"\n") + 1
 
-    # checked in pieces: the whole file as one str would double the memory it takes
-    decoder, view = codecs.getincrementaldecoder("utf-8")(), memoryview(data)
-    for piece in range(0, len(data), _UTF8_PIECE):
-        try:
-            decoder.decode(view[piece:piece + _UTF8_PIECE], final=piece + _UTF8_PIECE >= len(data))
-        except UnicodeDecodeError as err:
-            raise InputError("invalid UTF-8", path=path, line=line_of(piece + err.start)) from None
-        release_mapped(data, piece)
-    view.release()
+    buffer = np.frombuffer(data, dtype=np.uint8)
+    checked = 0  # checked a piece at a time, each handed back once checked
+    while checked < len(data):
+        stop = min(checked + _PIECE, len(data))
+        invalid, checked = checked_utf8(buffer, checked, stop, stop == len(data))
+        if invalid >= 0:
+            raise InputError("invalid UTF-8", path=path, line=line_of(invalid))
+        release_mapped(data, checked)
 
     def next_line(offset):
         end = data.find(b"\n", offset)
@@ -239,7 +239,6 @@ def read_arpa(path, unk=UNK, data=None):
     if not declared:
         raise InputError("the \\data\\ header declares no n-grams", path=path)
 
-    buffer = np.frombuffer(data, dtype=np.uint8)
     vocab, words, one_grams = None, None, None
     keys, logps, bows, has_bows, children = [], [], [], [], []
     for k in range(1, len(declared) + 1):
@@ -251,7 +250,7 @@ def read_arpa(path, unk=UNK, data=None):
             raise InputError(f"expected the \\{k}-grams: section, got '{header[:60]}'", path=path,
                              line=line_of(min(pos, len(data))))
         start = next_line(pos)
-        end = _section_end(data, start)
+        end = _section_end(data, buffer, start)
         try:
             # a k-gram line takes at least 2k + 1 bytes: no more room than that for a header's count
             room = min(declared[k], (end - start) // (2 * k + 1) + 1)
