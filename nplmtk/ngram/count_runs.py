@@ -24,7 +24,9 @@ TABLE_SHARE = 0.5
 PIECE_MEMORY_SHARE = 1 / 1024  # text handed to the counter at a time: 16 bytes a token in the kernel
 MAX_PIECE_TOKENS = 1 << 20
 MIN_PIECE_TOKENS = 1 << 10
-BLOCK_MEMORY_SHARE = 1 / 16  # a block of text read (its bytes, then its ids: some 2.5 times its size)
+# a block of text read (its bytes, then its ids: some 2.5 times its size); small, since the
+# block in which the counts first outgrow the memory is counted by one counter to its end
+BLOCK_MEMORY_SHARE = 1 / 64
 MERGE_SHARE = 0.5  # the merge's blocks of rows, one per run and one of output
 MIN_BLOCK_ROWS = 1 << 10  # below this a run is merged with others first (fewer runs at once)
 MERGE_THREADS = 2  # orders merged side by side
