@@ -7,16 +7,26 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-M_ARENA_MAX = -8  # glibc's mallopt parameter
+# glibc's mallopt parameters
+M_ARENA_MAX, M_MMAP_THRESHOLD, M_TRIM_THRESHOLD = -8, -3, -1
+HEAP_BLOCKS_UP_TO = 32 << 20  # glibc's largest mmap threshold: larger blocks are always mapped afresh
+FREED_HEAP_KEPT = 256 << 20
 
 
-def share_one_malloc_arena():
-    """Makes threads started from now on allocate from glibc's one main arena. By default
-    each thread gets an arena of its own, whose freed blocks no other thread reuses: at 20M
-    words, -memory 1G, the side-by-side merge then raised ngram-count's peak from 0.95 to
-    1.39 GB. Elsewhere than glibc, nothing is done."""
+def reuse_freed_memory():
+    """Makes glibc's malloc hand freed memory back out, for chunked passes in threads:
+    - every thread allocates from the one main arena (by default each gets an arena of its
+      own, whose freed blocks no other thread reuses: at 20M words, -memory 1G, the
+      side-by-side merge then raised ngram-count's peak from 0.95 to 1.39 GB);
+    - blocks up to 32 MiB come from the heap, and up to 256 MiB of it freed is kept, where
+      a fresh memory map each time costs a page fault and a zeroed page for every 4 KiB
+      (at 20M words: 887k page faults became 290k, 0.96x the time, the same peak).
+    Elsewhere than glibc, nothing is done."""
     try:
-        ctypes.CDLL(None).mallopt(M_ARENA_MAX, 1)
+        libc = ctypes.CDLL(None)
+        libc.mallopt(M_ARENA_MAX, 1)
+        libc.mallopt(M_MMAP_THRESHOLD, HEAP_BLOCKS_UP_TO)
+        libc.mallopt(M_TRIM_THRESHOLD, FREED_HEAP_KEPT)
     except (OSError, AttributeError):
         pass
 
