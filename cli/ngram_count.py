@@ -395,7 +395,7 @@ def _estimate_out_of_core(store, folder, memory, unk, debug, lm, write_bin_lm):
     model = estimate_on_disk.run()
     if lm is not None:
         with estimate_on_disk.stage("writing the ARPA file"):
-            write_arpa_streamed(model, lm, memory, work)
+            write_arpa_streamed(model, lm, memory, work, consume=write_bin_lm is None)
     if write_bin_lm is not None:
         with estimate_on_disk.stage("writing the binary model"):
             write_binary_streamed(model, write_bin_lm, memory)

@@ -54,6 +54,10 @@ def test_streamed_estimate_writes_the_in_memory_estimates_files(tmp_path, order,
     write_binary_streamed(streamed, str(tmp_path / "got.nplm"), memory)
     assert (tmp_path / "got.nplm").read_bytes() == (tmp_path / "expected.nplm").read_bytes()
     assert not [name for name in os.listdir(folder) if ".run" in name]  # the sorted runs are gone
+    # consumed: the same file, each order's files removed once sorted
+    write_arpa_streamed(streamed, str(tmp_path / "consumed.arpa"), memory, str(folder), consume=True)
+    assert (tmp_path / "consumed.arpa").read_bytes() == arpa_bytes(model)
+    assert not [name for name in os.listdir(folder) if name.startswith(("fgrams", "fkeys", "flogp", "fbow", "fnode"))]
 
 
 def test_sorted_records_merge_runs_of_any_size(tmp_path):

@@ -92,6 +92,14 @@ class DiskModel:
         return (f.read("fgrams", k, np.int32, start, stop, k), f.read("flogp", k, np.float32, start, stop),
                 f.read("fbow", k, np.float32, start, stop), f.read("fnode", k, np.bool_, start, stop))
 
+    def remove(self, k):
+        """Order k's files, once their last reader is done with them: the disk and the page
+        cache they take are handed back while the rest is written (and none of them is
+        still being written back to disk when the folder goes)."""
+        for name in ("fgrams", "fkeys", "flogp", "fbow", "fnode"):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(self.files.path(name, k))
+
 
 def prefix_rows(grams, k, size, chunk_rows, block_rows):
     """(start, stop, rows) for chunks of the `size` order-k rows: the row of each one's

@@ -15,11 +15,12 @@ from .counts import byte_ranks
 from .sorted_runs import SortedRuns
 
 
-def write_arpa_streamed(model, path, memory, folder):
+def write_arpa_streamed(model, path, memory, folder, consume=False):
     """A DiskModel as write_arpa writes the same model, each order sorted into SRILM's
     order (the context read backwards, then the word, words in byte order) by sorted
     runs on disk merged, within about `memory` bytes; the next order's runs are sorted in
-    a thread while this order's are merged and written."""
+    a thread while this order's are merged and written. With `consume`, each order's files
+    are removed once sorted (the model is written nowhere else)."""
     vocab = model.vocab
     encoded = [w.encode("utf-8") for w in vocab.words]
     rank = byte_ranks(vocab.words)
@@ -88,6 +89,8 @@ def write_arpa_streamed(model, path, memory, folder):
         carry no back-off weights (it has none)."""
         if k > 1:
             next(backward)  # order k-1's places, computed beside order k-1's sort; order k's begun
+            if consume:
+                model.remove(k - 1)  # order k-1 sorted, its places known: its records are in its runs
         weights = [("bow", "<f4"), ("node", "u1")] if k < model.order else []
         record = np.dtype([("key", "<i8"), ("logp", "<f4")] + weights + [("grams", "<i4", (k,))])
         rows = rows_for(record)
@@ -104,7 +107,10 @@ def write_arpa_streamed(model, path, memory, folder):
                     out["bow"], out["node"] = bow, node
                 yield out
 
-        return SortedRuns(records(), rows, folder, f"arpa{k}")
+        runs = SortedRuns(records(), rows, folder, f"arpa{k}")
+        if consume and k == model.order:
+            model.remove(k)
+        return runs
 
     with open_output(path, binary=True) as stream, _BackgroundWriter(stream) as write:
         write(b"\n\\data\\\n")
