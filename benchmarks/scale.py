@@ -512,6 +512,20 @@ def section(results, skipped, args, lmplz, ours_max, score_max):
                         if ours else f"UNMET ({large['ours'][0].failure})") + ".")
     else:
         lines.append("- 200M words, `-memory 2G`: not measured in this run.")
+    for r in scored:
+        runs = dict(r["scoring"])
+        arpa, binary = runs.get("`nplm ppl -lm MODEL.arpa -text heldout.txt`"), \
+            runs.get("`nplm ppl -lm MODEL.nplm -text heldout.txt`")
+        query = runs.get("KenLM `query -v summary MODEL.arpa < heldout.txt`")
+        if arpa and not arpa.failure:
+            lines.append(f"- {spelt(r['words'])} words, reading the ARPA file (`nplm ppl`): no slower than KenLM's "
+                         "`query`: "
+                         + (f"{'met' if arpa.seconds <= query.seconds else 'UNMET'} ({arpa.seconds:,.1f} s against "
+                            f"{query.seconds:,.1f} s, {arpa.seconds / query.seconds:.2f}x)"
+                            if query and not query.failure else "not compared (query not run)")
+                         + "; in no more memory than the binary model takes: "
+                         + (f"{'met' if arpa.peak_mb <= binary.peak_mb else 'UNMET'} ({arpa.peak_mb:,.0f} MB against "
+                            f"{binary.peak_mb:,.0f} MB)" if binary and not binary.failure else "not compared") + ".")
     lines += [f"- {line}." for line in skipped]
     return lines
 
