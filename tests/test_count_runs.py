@@ -193,9 +193,12 @@ def test_sigterm_or_ctrl_c_while_counting_removes_the_temporary_files(tmp_path, 
     fifo, temp = tmp_path / "text", tmp_path / "temp"
     os.mkfifo(fifo)
     temp.mkdir()
-    # the text, a FIFO with no writer, holds the command in its open with the folder made
+    # the text, a FIFO with no writer, holds the command in its open with the folder made;
+    # Ctrl-C as a terminal sends it: a test run in the background of a shell (`make test &`)
+    # would hand its children SIGINT ignored, which Python keeps ignored
     proc = subprocess.Popen([NPLM, "ngram-count", "-text", fifo, "-vocab", tmp_path / "v.txt", "-temp", temp,
-                             "-write", tmp_path / "c"], stderr=subprocess.PIPE, text=True)
+                             "-write", tmp_path / "c"], stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 20
     while not os.listdir(temp) and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.02)
