@@ -21,7 +21,7 @@ start = time.perf_counter()
 import nplmtk.cli.main  # what `nplm ngram-count` imports, in its order (numpy first, cli/main.py)
 import nplmtk.cli.ngram_count
 from nplmtk.corpus import Corpus
-from nplmtk.io import scratch_folder
+from nplmtk.scratch import scratch_folder
 from nplmtk.ngram.arpa import write_arpa
 from nplmtk.ngram.count_runs import CountAccumulator
 from nplmtk.ngram.estimate import estimate

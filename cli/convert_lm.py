@@ -7,7 +7,8 @@ import click
 from nplmtk.convert import entries, fitted_weight, network_probabilities, prune_to_entries, variational_model
 from nplmtk.errors import NplmError
 from nplmtk.generate import DEFAULT_BATCH
-from nplmtk.io import check_readable, check_writable, open_output, scratch_folder
+from nplmtk.io import check_readable, check_writable, open_output
+from nplmtk.scratch import scratch_folder
 from nplmtk.models import load
 from nplmtk.ngram.arpa import write_arpa
 from nplmtk.ngram.backoff import BackoffModel

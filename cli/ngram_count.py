@@ -9,7 +9,8 @@ import numpy as np
 from nplmtk.container import is_container
 from nplmtk.corpus import Corpus
 from nplmtk.errors import NplmError
-from nplmtk.io import check_readable, check_writable, open_output, scratch_error, scratch_folder
+from nplmtk.io import check_readable, check_writable, open_output
+from nplmtk.scratch import scratch_error, scratch_folder
 from nplmtk.ngram.arpa import write_arpa
 from nplmtk.ngram.binary import check_binary_name
 from nplmtk.ngram.binary import write_binary as write_binary_model  # -write-binary names the counts file

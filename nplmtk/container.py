@@ -16,8 +16,8 @@ import zlib
 import numpy as np
 
 from ._ext.checksum_kernels import Xxh64, xxh64
-from .errors import InputError, NplmError
-from .io import _os_error, open_output
+from .errors import InputError, NplmError, os_error
+from .io import open_output
 from .vocab import Vocabulary
 
 MAGIC = b"\x89NPLM\r\n\x1a"
@@ -232,7 +232,7 @@ def _opened(path, mapped):
                 raise InputError(f"truncated nplm model file ({size} of {header['file_size']} bytes)", path=path)
             buffer = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if mapped else None
     except OSError as err:
-        raise _os_error(path, err) from None
+        raise os_error(path, err) from None
     return header, buffer
 
 

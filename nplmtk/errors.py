@@ -57,3 +57,16 @@ class RankLostError(NplmError):
 
 class NplmWarning(UserWarning):
     """Something a user should know that does not stop the work (the CLI prints it)."""
+
+
+def os_error(path, err):
+    """The NplmError naming `path` for an OSError (or open()'s ValueError) met on it."""
+    if isinstance(err, ValueError):  # open()'s "embedded null byte": no such name can exist
+        return NplmError("a file name cannot hold a NUL byte", path=path.replace("\0", "\\x00"))
+    if isinstance(err, FileNotFoundError):
+        return NplmError("no such file", path=path)
+    if isinstance(err, IsADirectoryError):
+        return NplmError("is a directory, not a file", path=path)
+    if isinstance(err, PermissionError):
+        return NplmError("permission denied", path=path)
+    return NplmError(f"{err.strerror or err}", path=path)

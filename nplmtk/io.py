@@ -10,23 +10,12 @@ import sys
 import time
 import zlib
 
-from .errors import InputError, NplmError
+from .errors import InputError, NplmError, os_error
+from .scratch import process_alive
 
 GZIP_MAGIC = b"\x1f\x8b"
-# gzip, shutil and tempfile are imported where they are used: a command that reads a plain
+# gzip and tempfile are imported where they are used: a command that reads a plain
 # text and writes no file (scoring) starts some 3 ms sooner without them
-
-
-def _os_error(path, err):
-    if isinstance(err, ValueError):  # open()'s "embedded null byte": no such name can exist
-        return NplmError("a file name cannot hold a NUL byte", path=path.replace("\0", "\\x00"))
-    if isinstance(err, FileNotFoundError):
-        return NplmError("no such file", path=path)
-    if isinstance(err, IsADirectoryError):
-        return NplmError("is a directory, not a file", path=path)
-    if isinstance(err, PermissionError):
-        return NplmError("permission denied", path=path)
-    return NplmError(f"{err.strerror or err}", path=path)
 
 
 # The longest line and word any reader takes, in bytes; NPLM_MAX_LINE_BYTES and
@@ -215,7 +204,7 @@ def _open(path):
     try:
         return sys.stdin.buffer if path == "-" else open(path, "rb")
     except (OSError, ValueError) as err:
-        raise _os_error(path, err) from None
+        raise os_error(path, err) from None
 
 
 def read_bytes(path, keep=True, check_piece=None):
@@ -233,7 +222,7 @@ def read_bytes(path, keep=True, check_piece=None):
         try:
             data = _read_checked(source, path, limit, check_piece)
         except OSError as err:
-            raise _os_error(path, err) from None
+            raise os_error(path, err) from None
         finally:
             if source is not sys.stdin.buffer:
                 source.close()
@@ -244,7 +233,7 @@ def read_bytes(path, keep=True, check_piece=None):
             try:
                 data = f.read()
             except OSError as err:
-                raise _os_error(path, err) from None
+                raise os_error(path, err) from None
         if data[:2] != GZIP_MAGIC:
             _checked_lines(data, path, limit)
     if data[:2] == GZIP_MAGIC:
@@ -267,7 +256,7 @@ def read_mapped(path, check_piece=None):
                 if f.read(2) not in (GZIP_MAGIC, b""):
                     return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         except (OSError, ValueError) as err:
-            raise _os_error(path, err) from None
+            raise os_error(path, err) from None
     return read_bytes(path, keep=False, check_piece=check_piece)
 
 
@@ -449,7 +438,7 @@ def check_readable(path):
         with open(path, "rb"):
             pass
     except (OSError, ValueError) as err:
-        raise _os_error(path, err) from None
+        raise os_error(path, err) from None
 
 
 def _temporary_prefix(path, pid=None):
@@ -474,122 +463,6 @@ def _remove_stale_temporaries(path):
             if stale:
                 with contextlib.suppress(OSError):
                     os.unlink(full)
-
-
-def process_alive(pid):
-    """Whether process `pid` runs (one that ended but is not yet reaped, a zombie, does not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rpartition(b")")[2].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return True  # no /proc (not Linux): it exists
-
-
-@contextlib.contextmanager
-def scratch_folder(kind, root=None):
-    """A new folder in `root` (default TMPDIR) for temporary files of `kind` (say
-    "counts"), removed with its files at the end, on an error, on Ctrl-C and on SIGTERM
-    (which within the block ends the process as SystemExit, status 128 + 15, so that the
-    removal runs); those of processes that were killed otherwise are removed first."""
-    import shutil
-    import tempfile
-    root, prefix = root or tempfile.gettempdir(), f"nplm-{kind}."
-    with contextlib.suppress(OSError):
-        for name in os.listdir(root):
-            owner = name[len(prefix):].split("-", 1)[0]
-            if name.startswith(prefix) and owner.isdigit() and not process_alive(int(owner)):
-                shutil.rmtree(os.path.join(root, name), ignore_errors=True)
-    # named before it is made, with SIGTERM's handler set: a signal at any moment leaves no folder
-    folder = os.path.join(root, f"{prefix}{os.getpid()}-{os.urandom(6).hex()}")
-    with _terminate_as_exit():
-        try:
-            try:
-                os.mkdir(folder, 0o700)
-            except OSError as err:
-                raise (NplmError("no such folder", path=root) if isinstance(err, FileNotFoundError)
-                       else _os_error(root, err)) from None
-            yield folder
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
-
-
-def scratch_error(folder, err):
-    """The error of a failed write of temporary files in `folder` (say, a full disk)."""
-    return NplmError(f"cannot keep temporary files ({err.strerror or err}): set TMPDIR or -temp to a folder "
-                     "with room", path=folder)
-
-
-class ScratchFile:
-    """A binary file of temporary data in a scratch folder, written a piece at a time
-    (numpy arrays or bytes): not an output (no atomic rename, no stdout), and every
-    failure, say a full disk, one scratch_error naming the folder."""
-
-    def __init__(self, path):
-        self.folder = os.path.dirname(path)
-        try:
-            self.out = open(path, "wb")
-        except OSError as err:
-            raise scratch_error(self.folder, err) from None
-
-    def append(self, values):
-        """The bytes of `values` (file.write, unlike ndarray.tofile, keeps the errno)."""
-        view = memoryview(values)
-        if not view.c_contiguous:
-            view = memoryview(bytes(view))
-        try:
-            if view.nbytes:
-                self.out.write(view.cast("B"))
-        except OSError as err:
-            raise scratch_error(self.folder, err) from None
-
-    def close(self):
-        try:
-            self.out.close()
-        except OSError as err:
-            raise scratch_error(self.folder, err) from None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
-def rename_scratch(path, new_path):
-    """A scratch file renamed within its scratch folder (not an output: no atomic-replace
-    rules apply); False when the file system cannot (say, another one), for the caller
-    to copy it instead."""
-    try:
-        os.replace(path, new_path)
-    except OSError:
-        return False
-    return True
-
-
-@contextlib.contextmanager
-def _terminate_as_exit():
-    """Within the block SIGTERM raises SystemExit(128 + SIGTERM) (Python's default ends the
-    process at once, with no `finally`); outside the main thread signals cannot be set."""
-    import signal
-    import threading
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def terminate(signum, frame):
-        raise SystemExit(128 + signum)
-
-    before = signal.signal(signal.SIGTERM, terminate)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL if before is None else before)  # None: not set from Python
 
 
 def check_writable(path):
@@ -620,7 +493,7 @@ def _output_target(path):
     except FileNotFoundError:
         return target, False
     except OSError as err:
-        raise _os_error(path, err) from None
+        raise os_error(path, err) from None
     if stat.S_ISDIR(mode):
         raise NplmError("is a directory, not a file", path=path)
     return target, not stat.S_ISREG(mode)
@@ -636,7 +509,7 @@ def _temporary_beside(target, path):
     try:
         return tempfile.mkstemp(dir=directory, prefix=_temporary_prefix(target), suffix=".tmp")
     except OSError as err:
-        raise _os_error(path, err) from None
+        raise os_error(path, err) from None
 
 
 @contextlib.contextmanager
@@ -662,7 +535,7 @@ def open_output(path, binary=False):
         try:
             fd = os.open(target, os.O_WRONLY | os.O_NOCTTY)
         except OSError as err:
-            raise _os_error(path, err) from None
+            raise os_error(path, err) from None
         try:
             with os.fdopen(fd, "wb") as raw:
                 yield from _encoded(raw, path, binary)

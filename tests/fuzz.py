@@ -153,7 +153,7 @@ def crafted_container(path, draw, out):
 def read_and_use(reader, path, seed):
     """Read `path` as `reader` reads it and use what it yields as a command would."""
     from nplmtk.corpus import Corpus
-    from nplmtk.io import scratch_folder
+    from nplmtk.scratch import scratch_folder
     from nplmtk.models import load
     from nplmtk.ngram.count_runs import CountAccumulator
     from nplmtk.ngram.counts import NgramCounts

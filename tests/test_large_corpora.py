@@ -176,7 +176,7 @@ def test_scratch_folders_of_killed_processes_are_removed(tmp_path, monkeypatch):
     import subprocess
     import tempfile
 
-    from nplmtk.io import scratch_folder
+    from nplmtk.scratch import scratch_folder
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     dead = subprocess.Popen(["true"])
     dead.wait()

@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 from ..errors import ParameterError, RankLostError
-from ..io import process_alive
+from ..scratch import process_alive
 from .optimizer import walk
 
 PROCESSES = []  # (host, pid) of each rank of MPI.COMM_WORLD, gathered by world()

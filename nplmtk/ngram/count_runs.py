@@ -13,7 +13,8 @@ import numpy as np
 from .._ext.count_kernels import NgramHashCounter
 from .._ext.ngram_sorting import merge_sorted_rows, sort_counted
 from ..errors import InputError
-from ..io import BLOCK_BYTES, scratch_error
+from ..io import BLOCK_BYTES
+from ..scratch import scratch_error
 from ..threads import usable_cores
 from .counts import NgramCounts, check_ids, check_order, check_orders
 from .store import CountStore, StoreWriter

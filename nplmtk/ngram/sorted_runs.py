@@ -6,7 +6,7 @@ import os
 import numpy as np
 
 from .._ext.ngram_sorting import merge_records
-from ..io import ScratchFile
+from ..scratch import ScratchFile
 
 
 def sorted_records(pieces, rows, folder, name):

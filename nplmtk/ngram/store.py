@@ -10,7 +10,7 @@ import numpy as np
 from .. import container
 from .._ext.checksum_kernels import Xxh64
 from ..errors import InputError
-from ..io import ScratchFile
+from ..scratch import ScratchFile
 from .counts import MAX_ORDER, NgramCounts
 
 COUNTS_KIND = "ngram-counts"

@@ -19,7 +19,7 @@ import numpy as np
 
 from .._ext.ngram_sorting import find_sorted_rows, search_sorted_forward
 from ..errors import NplmError
-from ..io import ScratchFile, rename_scratch
+from ..scratch import ScratchFile, rename_scratch
 from ..threads import in_order, usable_cores
 from .discounts import CountsOfCounts, ModifiedKneserNey
 from .estimate import (Events, _order_settings, _warn, context_bows, context_probabilities, distribute_unigram_mass,

@@ -1,0 +1,125 @@
+"""Temporary files of a long job (sorted runs, the out-of-core estimate's passes): a folder
+of its own in TMPDIR (or -temp), removed at the end, on an error, on Ctrl-C and on SIGTERM,
+and the leftovers of killed processes removed first; each file written a piece at a time,
+every failure one error naming the folder. Outputs are io.py's (open_output)."""
+import contextlib
+import os
+
+from .errors import NplmError, os_error
+
+
+def process_alive(pid):
+    """Whether process `pid` runs (one that ended but is not yet reaped, a zombie, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rpartition(b")")[2].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True  # no /proc (not Linux): it exists
+
+
+
+@contextlib.contextmanager
+def scratch_folder(kind, root=None):
+    """A new folder in `root` (default TMPDIR) for temporary files of `kind` (say
+    "counts"), removed with its files at the end, on an error, on Ctrl-C and on SIGTERM
+    (which within the block ends the process as SystemExit, status 128 + 15, so that the
+    removal runs); those of processes that were killed otherwise are removed first."""
+    import shutil
+    import tempfile
+    root, prefix = root or tempfile.gettempdir(), f"nplm-{kind}."
+    with contextlib.suppress(OSError):
+        for name in os.listdir(root):
+            owner = name[len(prefix):].split("-", 1)[0]
+            if name.startswith(prefix) and owner.isdigit() and not process_alive(int(owner)):
+                shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+    # named before it is made, with SIGTERM's handler set: a signal at any moment leaves no folder
+    folder = os.path.join(root, f"{prefix}{os.getpid()}-{os.urandom(6).hex()}")
+    with _terminate_as_exit():
+        try:
+            try:
+                os.mkdir(folder, 0o700)
+            except OSError as err:
+                raise (NplmError("no such folder", path=root) if isinstance(err, FileNotFoundError)
+                       else os_error(root, err)) from None
+            yield folder
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def scratch_error(folder, err):
+    """The error of a failed write of temporary files in `folder` (say, a full disk)."""
+    return NplmError(f"cannot keep temporary files ({err.strerror or err}): set TMPDIR or -temp to a folder "
+                     "with room", path=folder)
+
+
+class ScratchFile:
+    """A binary file of temporary data in a scratch folder, written a piece at a time
+    (numpy arrays or bytes): not an output (no atomic rename, no stdout), and every
+    failure, say a full disk, one scratch_error naming the folder."""
+
+    def __init__(self, path):
+        self.folder = os.path.dirname(path)
+        try:
+            self.out = open(path, "wb")
+        except OSError as err:
+            raise scratch_error(self.folder, err) from None
+
+    def append(self, values):
+        """The bytes of `values` (file.write, unlike ndarray.tofile, keeps the errno)."""
+        view = memoryview(values)
+        if not view.c_contiguous:
+            view = memoryview(bytes(view))
+        try:
+            if view.nbytes:
+                self.out.write(view.cast("B"))
+        except OSError as err:
+            raise scratch_error(self.folder, err) from None
+
+    def close(self):
+        try:
+            self.out.close()
+        except OSError as err:
+            raise scratch_error(self.folder, err) from None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def rename_scratch(path, new_path):
+    """A scratch file renamed within its scratch folder (not an output: no atomic-replace
+    rules apply); False when the file system cannot (say, another one), for the caller
+    to copy it instead."""
+    try:
+        os.replace(path, new_path)
+    except OSError:
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def _terminate_as_exit():
+    """Within the block SIGTERM raises SystemExit(128 + SIGTERM) (Python's default ends the
+    process at once, with no `finally`); outside the main thread signals cannot be set."""
+    import signal
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum, frame):
+        raise SystemExit(128 + signum)
+
+    before = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if before is None else before)  # None: not set from Python
