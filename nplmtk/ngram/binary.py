@@ -38,7 +38,7 @@ def write_binary(model, path):
         for name, values in (("logp", model.logp), ("bow", model.bow)):
             arrays[f"{name}.{k}"] = container.PiecedArray(
                 "<f4", (len(values[k - 1]),),
-                lambda values=values[k - 1]: _stored_log10s(values, printed=not model.as_read))
+                lambda values=values[k - 1]: stored_log10s(values, printed=not model.as_read))
         arrays[f"has_bow.{k}"] = np.asarray(model.has_bow[k - 1], dtype=bool)
         arrays[f"node.{k}"] = np.asarray(model.node[k - 1], dtype=bool)
     container.save(path, BINARY_KIND, arrays, meta={"order": model.order}, vocab=model.vocab)
@@ -47,7 +47,7 @@ def write_binary(model, path):
 STORED_PIECE = 1 << 20  # values converted at a time
 
 
-def _stored_log10s(values, printed):
+def stored_log10s(values, printed):
     """Pieces of the float32 log10 `values` as a binary model stores them: log 0 as -99, each
     value rounded as an ARPA file prints it when `printed`."""
     for start in range(0, len(values), STORED_PIECE):

@@ -5,12 +5,10 @@ import contextlib
 import numpy as np
 
 from .. import container
-from .._ext.arpa_format import as_printed
 from ..io import open_output
 from ..threads import computed_ahead
 from .arpa import _BackgroundWriter, format_section
-from .backoff import PSEUDO_ZERO
-from .binary import BINARY_KIND, TABLES, check_binary_name
+from .binary import BINARY_KIND, TABLES, check_binary_name, stored_log10s
 from .counts import byte_ranks
 from .sorted_runs import SortedRuns
 
@@ -146,8 +144,7 @@ def write_binary_streamed(model, path, memory):
                     continue
                 grams, logp, bow, node = model.read(k, start, start + rows)
                 if part in ("logp", "bow"):
-                    printed = as_printed(np.ascontiguousarray(logp if part == "logp" else bow))
-                    yield np.where(np.isneginf(printed), np.float32(PSEUDO_ZERO), printed)
+                    yield from stored_log10s(logp if part == "logp" else bow, printed=True)
                 else:
                     yield node  # has_bow; the contexts of the walk are the same rows here (see stream.py, _contexts)
 
