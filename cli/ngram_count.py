@@ -226,7 +226,7 @@ def command(text, read, order, vocab, unk, write, write_binary, lm, write_bin_lm
     min_counts = [cutoffs[f"gt{k}min"] or 1 for k in range(1, order + 1)]
     interpolated = interpolate or method is None
     out_of_core = ((lm is not None or write_bin_lm is not None)
-                   and streamable(method, interpolated, always_interpolate, min_counts, classes is not None, prune))
+                   and streamable(method, interpolated, always_interpolate, classes is not None, prune))
     source = ", ".join(text + read)
     started = time.perf_counter()
     def add_reads(accumulator):
@@ -240,7 +240,7 @@ def command(text, read, order, vocab, unk, write, write_binary, lm, write_bin_lm
         if mpi:
             comm, part, words = _counted_across_ranks(text, add_reads, vocabulary, order, memory, folder, normalize,
                                                       source)
-            if out_of_core and not read and write is None:  # every rank estimates its part
+            if out_of_core and not read and write is None and max(min_counts) == 1:  # every rank estimates its part
                 _estimated_across_ranks(comm, part, words, folder, memory, unk, debug, lm, write_bin_lm, write_binary)
                 return
             store = _gathered(comm, part, memory, os.path.join(folder, "counts"))
@@ -278,7 +278,7 @@ def command(text, read, order, vocab, unk, write, write_binary, lm, write_bin_lm
                 if debug >= 2:
                     click.echo(f"nplm ngram-count: counting: {counted - started:.1f} s; merging the sorted runs: "
                                f"{time.perf_counter() - counted:.1f} s", err=True)
-                _estimate_out_of_core(store, folder, memory, unk, debug, lm, write_bin_lm)
+                _estimate_out_of_core(store, folder, memory, unk, min_counts, debug, lm, write_bin_lm)
                 return
             counts = store.load()
         else:
@@ -379,7 +379,7 @@ def _log_runs(debug, runs):
         click.echo(f"nplm ngram-count: the counts outgrew -memory: {runs} sorted runs on disk, merged", err=True)
 
 
-def _estimate_out_of_core(store, folder, memory, unk, debug, lm, write_bin_lm):
+def _estimate_out_of_core(store, folder, memory, unk, min_counts, debug, lm, write_bin_lm):
     """The estimate of counts larger than memory, in passes over files (stream.py): the
     same files as the in-memory estimate writes."""
     if debug >= 2:
@@ -392,6 +392,7 @@ def _estimate_out_of_core(store, folder, memory, unk, debug, lm, write_bin_lm):
         raise scratch_error(folder, err) from None
     timing = (lambda line: click.echo(f"nplm ngram-count: {line}", err=True)) if debug >= 2 else None
     estimate_on_disk = StreamEstimate(store, work, memory, unk_is_word=unk, timing=timing, consume_store=True,
+                                      min_counts=min_counts,
                                       log=(lambda line: click.echo(line, err=True)) if debug else None)
     model = estimate_on_disk.run()
     if lm is not None:

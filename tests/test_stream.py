@@ -39,15 +39,20 @@ def zipf_counts(seed, order, vocab_words=30):
     return NgramCounts.from_corpus(Corpus.from_lines(zipf_lines(seed, 300), vocab), order)
 
 
-@pytest.mark.parametrize("order, memory, unk_is_word", [(1, 2000, True), (2, 20000, False), (3, 30000, True),
-                                                        (3, 10 ** 8, False), (4, 40000, False), (5, 60000, True)])
+@pytest.mark.parametrize("order, memory, unk_is_word, min_counts", [
+    (1, 2000, True, None), (2, 20000, False, None), (3, 30000, True, None), (3, 10 ** 8, False, None),
+    (4, 40000, False, None), (5, 60000, True, None),
+    # cutoffs: suffixes of kept n-grams cut (the back-off walk), contexts fixed up, nodes closed under suffixes
+    (2, 20000, True, [1, 2]), (3, 10 ** 8, False, [1, 2, 2]), (4, 40000, False, [1, 2, 2, 2]),
+    (5, 60000, True, [2, 1, 3, 2, 2]), (5, 50000, False, [1, 3, 1, 2, 1])])
 @pytest.mark.filterwarnings("ignore::nplmtk.errors.NplmWarning")
-def test_streamed_estimate_writes_the_in_memory_estimates_files(tmp_path, order, memory, unk_is_word):
+def test_streamed_estimate_writes_the_in_memory_estimates_files(tmp_path, order, memory, unk_is_word, min_counts):
     counts = zipf_counts(order, order)
-    model = estimate(counts, unk_is_word=unk_is_word)
+    model = estimate(counts, unk_is_word=unk_is_word, min_counts=min_counts)
     folder = tmp_path / "work"
     folder.mkdir()
-    streamed = StreamEstimate(CountStore.save(counts, str(folder)), str(folder), memory, unk_is_word).run()
+    streamed = StreamEstimate(CountStore.save(counts, str(folder)), str(folder), memory, unk_is_word,
+                              min_counts=min_counts).run()
     write_arpa_streamed(streamed, str(tmp_path / "got.arpa"), memory, str(folder))
     assert (tmp_path / "got.arpa").read_bytes() == arpa_bytes(model)
     write_binary(model, str(tmp_path / "expected.nplm"))
@@ -136,16 +141,16 @@ def test_a_full_disk_is_one_error_naming_the_folder(tmp_path):
 
 
 def test_only_the_configurations_lmplz_estimates_are_streamed():
-    assert streamable(None, True, False, [None, 1, None])
-    assert not streamable("wb", True, False, [None] * 3)
-    assert not streamable("kn", False, False, [None] * 3)
-    assert not streamable("kn", True, True, [None] * 3)
-    assert not streamable("kn", True, False, [1, 1, 2])
-    assert not streamable("kn", True, False, [None] * 3, prune=True)
+    assert streamable(None, True, False) and streamable("kn", True, False)
+    assert not streamable("wb", True, False)
+    assert not streamable("kn", False, False)
+    assert not streamable("kn", True, True)
+    assert not streamable("kn", True, False, prune=True)
+    assert not streamable("kn", True, False, classes=True)
 
 
-@pytest.mark.parametrize("vocab_options", [[], ["-unk"]])
-def test_ngram_count_estimates_out_of_core_what_outgrows_memory(tmp_path, vocab_options):
+@pytest.mark.parametrize("options", [[], ["-unk"], ["-gt2min", "2", "-gt3min", "3", "-gt4min", "2"]])
+def test_ngram_count_estimates_out_of_core_what_outgrows_memory(tmp_path, options):
     (tmp_path / "t.txt").write_text("\n".join(zipf_lines(7, 4000, [f"w{i}" for i in range(300)])) + "\n")
     (tmp_path / "v.txt").write_text("\n".join(f"w{i}" for i in range(250)) + "\n")
     temp = tmp_path / "temp"
@@ -153,7 +158,7 @@ def test_ngram_count_estimates_out_of_core_what_outgrows_memory(tmp_path, vocab_
     outputs = {}
     for memory in ("1M", "2G"):
         proc = subprocess.run([NPLM, "ngram-count", "-text", tmp_path / "t.txt", "-order", "4", "-vocab",
-                               tmp_path / "v.txt", *vocab_options, "-memory", memory, "-temp", temp, "-debug", "2",
+                               tmp_path / "v.txt", *options, "-memory", memory, "-temp", temp, "-debug", "2",
                                "-lm", tmp_path / f"{memory}.arpa", "-write-bin-lm", tmp_path / f"{memory}.nplm"],
                               capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr

@@ -17,7 +17,7 @@ import os
 
 import numpy as np
 
-from .stream import NO_ROW, DiskModel, StreamEstimate
+from .stream import NO_ROW, WALK, DiskModel, StreamEstimate
 
 _MPI_TYPES = {np.dtype(np.int64): "INT64_T", np.dtype(np.float32): "FLOAT"}
 
@@ -135,31 +135,28 @@ class RankEstimate(StreamEstimate):
         return int(sum(self.comm.allgather(kept)[:self.comm.rank]))
 
     def _lower_probabilities(self, k):
-        """`lower{k}`: the stored log10 probability of each row's suffix (NaN where the
-        suffix is not an n-gram of the model), asked of the ranks that hold the suffixes."""
+        """`lower{k}`: the back-off walk of each row's suffix, asked of the ranks that hold
+        the suffixes (a walk's two float32 sums travel as one int64)."""
 
         def answer(rows):
-            return self._lower_values(k - 1, rows)
+            return self._walks_of_rows(k - 1, rows).view(np.int64)
 
         with self.files.writer("lower", k) as out:
-            for start, stop in self._rounds(k, self.rows(8 + 4 * 2)):
+            for start, stop in self._rounds(k, self.rows(8 + 2 * WALK.itemsize)):
                 suffix = self.files.read("suffix", k, np.int64, start, stop)
-                out.append(ask_owners(self.comm, suffix, self.starts[k - 2], answer, np.float32))
+                out.append(ask_owners(self.comm, suffix, self.starts[k - 2], answer, np.int64).view(WALK))
 
-    def _lower_values(self, k, rows):
-        """log10 p of these sorted rows of order k (rows among all of them; NaN where not
-        in the model), read a window of this rank's rows at a time."""
-        values = np.empty(len(rows), dtype=np.float32)
+    def _walks_of_rows(self, k, rows):
+        """The back-off walks of these sorted rows of order k (rows among all of them), read
+        a window of this rank's rows at a time."""
+        values = np.empty(len(rows), dtype=WALK)
         local = rows - self.first_rows[k - 1]
-        window = self.rows(5)
+        window = self.rows(WALK.itemsize)
         bounds = np.searchsorted(local, np.arange(0, self.sizes[k - 1] + window, window))
         for number in np.flatnonzero(np.diff(bounds)):
             low = int(number) * window
-            high = min(low + window, self.sizes[k - 1])
-            logp = self.files.read("logp", k, np.float32, low, high)
-            present = self.files.read("present", k, np.bool_, low, high)
-            at = local[bounds[number]:bounds[number + 1]] - low
-            values[bounds[number]:bounds[number + 1]] = np.where(present[at], logp[at], np.nan)
+            walks = self.files.read("walk", k, WALK, low, min(low + window, self.sizes[k - 1]))
+            values[bounds[number]:bounds[number + 1]] = walks[local[bounds[number]:bounds[number + 1]] - low]
         return values
 
 

@@ -7,8 +7,11 @@ one window of that order in memory, as many passes as windows. The arithmetic is
 estimate.py's own (`context_probabilities`, `context_bows`), run on whole contexts at a
 time, so the model is the in-memory estimate's to the byte whatever the memory.
 
-The passes cover the configuration lmplz estimates (modified Kneser-Ney, interpolated,
-no cutoffs); `streamable` says whether a configuration is one of them."""
+The passes cover interpolated modified Kneser-Ney, the configuration lmplz estimates,
+with or without SRILM's cutoffs (-gtNmin); `streamable` says whether a configuration is
+one of them. With cutoffs an n-gram's suffix may have left the model: its probability is
+SRILM's back-off walk, carried order to order as a pair of float32 sums (`WALK`), and the
+contexts left without a probability get one at the end, as SRILM's fixupProbs gives them."""
 import contextlib
 import math
 import os
@@ -31,6 +34,10 @@ LARGEST_COUNT_OF_COUNTS = 4  # modified Kneser-Ney reads n1 .. n4
 CONTEXT_PASS_ROW_BYTES = 160
 NO_ROW = -1
 PASS_THREADS = usable_cores(2)  # chunks of a pass computed side by side
+# The back-off walk (backoff.backoff_walk) of a row: the probability it ends on and the sum of
+# the back-off weights on the way, each a float32 sum in the walk's order.
+WALK = np.dtype([("result", np.float32), ("weight", np.float32)])
+NO_WALK = np.array((np.nan, np.nan), dtype=WALK)[()]
 IN_MEMORY_BYTES_PER_NGRAM = 112  # estimate.py's peak over the distinct n-grams (20M words of Zipf text)
 
 
@@ -40,10 +47,9 @@ def fits_in_memory(ngrams, memory, bytes_per_ngram=IN_MEMORY_BYTES_PER_NGRAM):
     return ngrams * bytes_per_ngram <= memory
 
 
-def streamable(method, interpolate, always_interpolate, min_counts, classes=False, prune=False):
+def streamable(method, interpolate, always_interpolate, classes=False, prune=False):
     """Whether stream.py estimates this configuration (else the counts go to memory)."""
-    return (method in (None, "kn") and interpolate and not always_interpolate and not classes and not prune
-            and all(m in (None, 1) for m in min_counts))
+    return method in (None, "kn") and interpolate and not always_interpolate and not classes and not prune
 
 
 class _Files:
@@ -92,11 +98,17 @@ class DiskModel:
         return (f.read("fgrams", k, np.int32, start, stop, k), f.read("flogp", k, np.float32, start, stop),
                 f.read("fbow", k, np.float32, start, stop), f.read("fnode", k, np.bool_, start, stop))
 
+    def contexts(self, k, start, stop):
+        """Which rows the back-off walk may pass (backoff.context_nodes): `fnode{k}`'s rows
+        with weights, or `fcontext{k}` where fixed-up contexts added their prefixes."""
+        name = "fcontext" if os.path.exists(self.files.path("fcontext", k)) else "fnode"
+        return self.files.read(name, k, np.bool_, start, stop)
+
     def remove(self, k):
         """Order k's files, once their last reader is done with them: the disk and the page
         cache they take are handed back while the rest is written (and none of them is
         still being written back to disk when the folder goes)."""
-        for name in ("fgrams", "fkeys", "flogp", "fbow", "fnode"):
+        for name in ("fgrams", "fkeys", "flogp", "fbow", "fnode", "fcontext"):
             with contextlib.suppress(FileNotFoundError):
                 os.remove(self.files.path(name, k))
 
@@ -140,9 +152,12 @@ class StreamEstimate:
     `folder`, about `memory` bytes of arrays at a time."""
 
     def __init__(self, store, folder, memory, unk_is_word=True, log=None, warn=None, timing=None,
-                 consume_store=False):
-        """With `consume_store` each order's counts are removed from the store once used."""
+                 consume_store=False, min_counts=None):
+        """With `consume_store` each order's counts are removed from the store once used;
+        `min_counts[k-1]` is SRILM's -gtkmin (default 1)."""
         self.store, self.vocab, self.order = store, store.vocab, store.order
+        self.min_counts = list(min_counts or [])
+        self.cutoffs = any(m > 1 for m in self.min_counts)
         self.files, self.memory = _Files(folder), memory
         self.events = Events(self.vocab, unk_is_word)
         self.log, self.warn, self.timing, self.consume_store = log, warn, timing, consume_store
@@ -171,7 +186,7 @@ class StreamEstimate:
         with self.stage("continuation counts and discounts"):
             for k in range(1, order + 1):
                 histogram = self._summed(self._adjusted_counts(k))
-                settings = _order_settings(order, None, None, None, self.events)[k - 1]
+                settings = _order_settings(order, self.min_counts[:order], None, None, self.events)[k - 1]
                 discount = ModifiedKneserNey(CountsOfCounts(histogram), settings, self.warn or _warn)
                 if self.log is not None:
                     for line in [f"using {discount.name} for {k}-grams"] + discount.debug_lines:
@@ -183,7 +198,13 @@ class StreamEstimate:
             for k in range(2, order + 1):
                 self._lower_probabilities(k)
                 self._context_pass(k, discounts[k - 1])
-                self._remove(("suffix", k), ("lower", k), ("adjusted", k))
+                self._remove(("lower", k), ("adjusted", k))
+                if not self.cutoffs:  # else the contexts' fix-up reads them
+                    self._remove(("suffix", k), ("walk", k - 1))
+        if self.cutoffs:
+            with self.stage("contexts without probabilities"):
+                self._close_contexts()
+                self._fix_missing_contexts()
         with self.stage("the model's rows and keys"):
             return self._final_model()
 
@@ -394,23 +415,24 @@ class StreamEstimate:
         mine = slice(self.first_rows[0], self.first_rows[0] + self.sizes[0])
         self.files.write("logp", 1, logp[mine])
         self.files.write("present", 1, present[mine])
+        self.files.write("walk", 1, _walks(logp[mine], present[mine], None, None))
 
     def _lower_probabilities(self, k):
-        """`lower{k}`: the stored log10 probability of each order-k row's suffix, NaN
-        where the suffix is not an n-gram of the model."""
+        """`lower{k}`: the back-off walk (`WALK`) of each order-k row's suffix."""
+        self._filled_by_windows("lower", k, WALK, NO_WALK, self.rows(WALK.itemsize),
+                                self.pass_rows(8 + 2 * WALK.itemsize), self._walks_of_suffixes("walk", k))
 
+    def _walks_of_suffixes(self, name, k):
+        """A `_filled_by_windows` window: the walks in `name{k-1}` of order-k rows' suffixes."""
         def window(low, high, last):
-            logp = self.files.read("logp", k - 1, np.float32, low, high)
-            present = self.files.read("present", k - 1, np.bool_, low, high)
+            walks = self.files.read(name, k - 1, WALK, low, high)
 
             def fill(start, stop, values):
                 suffix = self.files.read("suffix", k, np.int64, start, stop)
                 inside = (suffix >= low) & (suffix < high)
-                rows = suffix[inside] - low
-                values[inside] = np.where(present[rows], logp[rows], np.nan)
+                values[inside] = walks[suffix[inside] - low]
             return fill
-
-        self._filled_by_windows("lower", k, np.float32, np.nan, self.rows(5), self.pass_rows(8 + 4 * 2), window)
+        return window
 
     def _context_runs(self, k):
         """(start, stop) of runs of whole contexts of order k, about a chunk's rows each
@@ -436,12 +458,15 @@ class StreamEstimate:
         contexts computed side by side."""
         logp_out, present_out = self.files.writer("logp", k), self.files.writer("present", k)
         bow_out, node_out = self.files.writer("bow", k - 1), self.files.writer("node", k - 1)
+        walk_out = self.files.writer("walk", k) if k < self.order else None
         first_row = self.first_rows[k - 2]  # contexts are counted among all the rows, files hold this estimate's
         contexts_done = first_row
-        for first_context, logp, keep, bow, node in in_order(lambda run: self._contexts(k, discount, *run),
-                                                             self._context_runs(k)):
+        for first_context, logp, keep, bow, node, walks in in_order(lambda run: self._contexts(k, discount, *run),
+                                                                    self._context_runs(k)):
             logp_out.append(logp)
             present_out.append(keep)
+            if walk_out is not None:
+                walk_out.append(walks)
             gap = first_context - contexts_done  # contexts without n-grams after them: no weight
             bow_out.append(np.zeros(gap, dtype=np.float32))
             node_out.append(np.zeros(gap, dtype=bool))
@@ -451,8 +476,9 @@ class StreamEstimate:
         gap = first_row + self.sizes[k - 2] - contexts_done
         bow_out.append(np.zeros(gap, dtype=np.float32))
         node_out.append(np.zeros(gap, dtype=bool))
-        for out in (logp_out, present_out, bow_out, node_out):
-            out.close()
+        for out in (logp_out, present_out, bow_out, node_out, walk_out):
+            if out is not None:
+                out.close()
 
     def _contexts(self, k, discount, start, stop):
         """The values of order-k rows start..stop-1 (whole contexts): (the first context's
@@ -461,7 +487,7 @@ class StreamEstimate:
         grams = self.grams(k, start, stop)
         count = self._adjusted(k, start, stop)
         prefix = self.files.read("prefix", k, np.int64, start, stop)
-        lower_logp = self.files.read("lower", k, np.float32, start, stop)
+        suffix_walk = self.files.read("lower", k, WALK, start, stop)
         first_context = int(prefix[0])
         group, size = prefix - first_context, int(prefix[-1]) - first_context + 1
         skipped_row = grams[:, -2] == vocab.eos
@@ -471,10 +497,7 @@ class StreamEstimate:
         skipped = np.zeros(size, dtype=bool)
         skipped[group] = skipped_row
         eligible = ~skipped_row & ~events.non_event(grams[:, -1]) & (count > 0)
-        direct = ~np.isnan(lower_logp)
-        if np.any(eligible & ~direct):
-            raise NplmError(f"a {k}-gram's suffix is not in the model: this estimate needs the counts in memory")
-        lower = log10_to_prob(np.where(direct, lower_logp, -np.inf))
+        lower = log10_to_prob(np.where(eligible, suffix_walk["result"] + suffix_walk["weight"], -np.inf))
         prob, keep, _ = context_probabilities(count, lower, group, size, eligible, skipped, discount, True,
                                               False, events)
         logp = np.full(stop - start, -np.inf, dtype=np.float32)
@@ -482,11 +505,99 @@ class StreamEstimate:
             logp[keep] = np.log10(prob[keep]).astype(np.float32)
         node = np.zeros(size, dtype=bool)
         node[group[keep]] = True
-        # SRILM's fixupProbs gives a context without a probability one: not done here
-        here = first_context - self.first_rows[k - 2]
-        if np.any(node & ~self.files.read("present", k - 1, np.bool_, here, here + size)):
-            raise NplmError(f"a {k - 1}-gram context is not in the model: this estimate needs the counts in memory")
-        return first_context, logp, keep, context_bows(logp, keep, lower, group, node), node
+        bow = context_bows(logp, keep, lower, group, node)
+        walks = _walks(logp, keep, suffix_walk, bow[group]) if k < self.order else None
+        return first_context, logp, keep, bow, node, walks
+
+    def _close_contexts(self):
+        """Every suffix of a context is a context (SRILM keeps contexts in a trie of their
+        reversed words): `node{j-1}` marks the suffixes of `node{j}`'s rows, from the
+        highest order down. A context marked here has no n-gram of the model after it, so
+        its weight stays 0 (it was 0 in every walk before too)."""
+        for j in range(self.order - 1, 1, -1):
+            if not self.sizes[j - 2]:
+                continue
+            marks = np.memmap(self.files.path("node", j - 1), dtype=np.bool_, mode="r+")
+            for start, stop in self._chunks(j, self.rows(9)):
+                node = self.files.read("node", j, np.bool_, start, stop)
+                marks[self.files.read("suffix", j, np.int64, start, stop)[node]] = True
+            marks.flush()
+            del marks
+
+    def _fix_missing_contexts(self):
+        """SRILM's fixupProbs (estimate.fixup_missing_contexts): a context without a
+        probability (`need{j}`), and each prefix of one without a probability, gets its
+        back-off walk's, order by order upward, each order's walks seeing the fixed rows
+        below. Orders below the lowest with such contexts keep the walks of the estimate."""
+        needed = {j: self._missing_contexts(j) for j in range(self.order - 1, 1, -1)}
+        orders = [j for j, count in needed.items() if count]
+        source = "walk"
+        for j in range(min(orders, default=self.order), max(orders, default=0) + 1):
+            self._filled_by_windows("reach", j, WALK, NO_WALK, self.rows(WALK.itemsize),
+                                    self.pass_rows(8 + 2 * WALK.itemsize), self._walks_of_suffixes(source, j))
+            outs = {name: self.files.writer(name, j) for name in ("fixed_logp", "fixed_present", "fixed_walk")}
+            for start, stop in self._chunks(j, self.pass_rows(8 + 3 * WALK.itemsize + 10)):
+                prefix = self.files.read("prefix", j, np.int64, start, stop)
+                bow = self.files.read("bow", j - 1, np.float32, int(prefix[0]), int(prefix[-1]) + 1)[prefix - prefix[0]]
+                reach = self.files.read("reach", j, WALK, start, stop)
+                logp = self.files.read("logp", j, np.float32, start, stop)
+                present = self.files.read("present", j, np.bool_, start, stop)
+                need = self.files.read("need", j, np.bool_, start, stop)
+                walks = _walks(logp, present, reach, bow)
+                logp[need] = walks["result"][need] + walks["weight"][need]
+                present |= need
+                for name, values in (("fixed_logp", logp), ("fixed_present", present),
+                                     ("fixed_walk", _walks(logp, present, reach, bow))):
+                    outs[name].append(values)
+            for out in outs.values():
+                out.close()
+            for name in ("logp", "present"):
+                os.replace(self.files.path(f"fixed_{name}", j), self.files.path(name, j))
+            self._remove(("reach", j), ("final_walk", j - 1))
+            os.replace(self.files.path("fixed_walk", j), self.files.path("final_walk", j))
+            source = "final_walk"
+        if orders:
+            self._walk_contexts()
+        self._remove(*((name, k) for k in range(1, self.order + 1)
+                       for name in ("suffix", "walk", "need", "final_walk")))
+
+    def _walk_contexts(self):
+        """`context{j}`: the contexts the back-off walk may pass once contexts are fixed up
+        (backoff.context_nodes: the rows with weights, `node{j}`, the prefixes of the
+        fixed rows, and every suffix of those), from the highest order down."""
+        for j in range(self.order - 1, 0, -1):
+            with self.files.writer("context", j) as out:
+                for start, stop in self._chunks(j, self.rows(1)):
+                    out.append(self.files.read("node", j, np.bool_, start, stop))
+            if j == self.order - 1 or not self.sizes[j - 1]:
+                continue
+            marks = np.memmap(self.files.path("context", j), dtype=np.bool_, mode="r+")
+            for start, stop in self._chunks(j + 1, self.rows(17)):
+                for name, column in (("need", "prefix"), ("context", "suffix")):
+                    marks[self.files.read(column, j + 1, np.int64, start, stop)[
+                        self.files.read(name, j + 1, np.bool_, start, stop)]] = True
+            marks.flush()
+            del marks
+
+    def _missing_contexts(self, j):
+        """`need{j}`: the order-j contexts without a probability, and the prefixes without
+        one of `need{j+1}`'s rows (called from the highest order down); how many there are."""
+        with self.files.writer("need", j) as out:
+            for start, stop in self._chunks(j, self.rows(3)):
+                out.append(self.files.read("node", j, np.bool_, start, stop)
+                           & ~self.files.read("present", j, np.bool_, start, stop))
+        if j + 1 < self.order and self.sizes[j - 1]:
+            marks = np.memmap(self.files.path("need", j), dtype=np.bool_, mode="r+")
+            for start, stop in self._chunks(j + 1, self.rows(9)):
+                rows = self.files.read("prefix", j + 1, np.int64, start, stop)[
+                    self.files.read("need", j + 1, np.bool_, start, stop)]
+                if len(rows):
+                    present = self.files.read("present", j, np.bool_, int(rows[0]), int(rows[-1]) + 1)
+                    marks[rows[~present[rows - rows[0]]]] = True
+            marks.flush()
+            del marks
+        return sum(int(self.files.read("need", j, np.bool_, start, stop).sum())
+                   for start, stop in self._chunks(j, self.rows(1)))
 
     def _final_model(self):
         """The model's rows (the `present` ones) and their values, in `f*` files."""
@@ -500,11 +611,13 @@ class StreamEstimate:
             # every row kept (as in KN without cutoffs): whole files are renamed, not copied
             every_row = k > 1 and self._all_present(k)
             moved = self._moved_whole(k) if every_row else ()
+            walked = (("context", np.bool_),) if os.path.exists(self.files.path("context", k)) else ()
             writers = {name: self.files.writer(f"f{name}", k)
-                       for name in ("grams", "keys", "logp", "bow", "node") if name not in moved}
+                       for name in ("grams", "keys", "logp", "bow", "node") + tuple(n for n, _ in walked)
+                       if name not in moved}
             below = None if every_row_below else _KeptBefore(self.files, k - 1)  # read forward: one chunk at a time
 
-            def model_rows(chunk, k=k, moved=moved, below=below):
+            def model_rows(chunk, k=k, moved=moved, below=below, walked=walked):
                 start, stop = chunk
                 present = self.files.read("present", k, np.bool_, start, stop)
                 grams = (self.files.read("fgrams", k, np.int32, start, stop, k) if "grams" in moved
@@ -516,7 +629,7 @@ class StreamEstimate:
                     keys = (kept_first[k - 2] + (prefix if below is None else below.rows(prefix))) * vocab_size \
                         + grams[:, -1]
                 values = {name: self.files.read(name, k, dtype, start, stop)[present]
-                          for name, dtype in (("logp", np.float32), ("bow", np.float32), ("node", np.bool_))
+                          for name, dtype in (("logp", np.float32), ("bow", np.float32), ("node", np.bool_)) + walked
                           if name not in moved}
                 return dict(values, grams=grams, keys=keys), int(present.sum())
 
@@ -531,7 +644,7 @@ class StreamEstimate:
                 out.close()
             sizes.append(kept)
             kept_first.append(self._kept_before(k, kept))
-            self._remove(("present", k - 1), ("prefix", k), ("logp", k), ("bow", k), ("node", k))
+            self._remove(("present", k - 1), ("prefix", k), ("logp", k), ("bow", k), ("node", k), ("context", k))
             if self.consume_store:
                 self._remove(*((name, k) for name in ("grams", "counts")), files=self.store)
         self._remove(("present", order))
@@ -554,6 +667,21 @@ class StreamEstimate:
         for name, k in names:
             with contextlib.suppress(FileNotFoundError):
                 os.remove((files or self.files).path(name, k))
+
+
+def _walks(logp, present, suffix_walk, bow):
+    """The back-off walks (`WALK`) of rows: (logp, 0) where the row is in the model
+    (`present`), else its suffix's walk (`suffix_walk`; None for unigrams: nothing below
+    them) plus its context's weight (`bow`, 0 for a context that is not a node: the walk
+    stops there)."""
+    walks = np.empty(len(logp), dtype=WALK)
+    if suffix_walk is None:
+        walks["result"] = np.where(present, logp, -np.inf)
+        walks["weight"] = 0
+    else:
+        walks["result"] = np.where(present, logp, suffix_walk["result"])
+        walks["weight"] = np.where(present, np.float32(0), suffix_walk["weight"] + bow)
+    return walks
 
 
 class _KeptBefore:

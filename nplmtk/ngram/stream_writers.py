@@ -142,11 +142,14 @@ def write_binary_streamed(model, path, memory):
                 if part == "keys":
                     yield model.keys(k, start, start + rows)
                     continue
+                if part == "node":
+                    yield model.contexts(k, start, start + rows)
+                    continue
                 grams, logp, bow, node = model.read(k, start, start + rows)
                 if part in ("logp", "bow"):
                     yield from stored_log10s(logp if part == "logp" else bow, printed=True)
                 else:
-                    yield node  # has_bow; the contexts of the walk are the same rows here (see stream.py, _contexts)
+                    yield node  # has_bow
 
         for name, dtype in TABLES.items():
             arrays[f"{name}.{k}"] = container.PiecedArray(dtype, (size,),
