@@ -101,7 +101,7 @@ class RankEstimate(StreamEstimate):
         found = np.full(len(keys), NO_ROW, dtype=np.int64)
         if not len(keys):
             return found
-        for low, high in self._chunks(k, self.rows(8 * 2)):
+        for low, high in self.chunks(k, self.rows(8 * 2)):
             mine = self._keys(k, low, high)
             first, last = int(np.searchsorted(keys, mine[0])), int(np.searchsorted(keys, mine[-1], side="right"))
             if first == last:

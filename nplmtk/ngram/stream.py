@@ -2,7 +2,7 @@
 (store.py), in passes over files of each order's rows as KenLM's lmplz does (Heafield
 et al. 2013): each order's rows stay in their lexicographic order on disk, and every
 value that an n-gram needs from another order (its prefix's row, its suffix's row, the
-number of words that precede it, its suffix's probability) is found by a pass that holds
+number of words that precede it, its suffix's back-off walk) is found by a pass that holds
 one window of that order in memory, as many passes as windows. The arithmetic is
 estimate.py's own (`context_probabilities`, `context_bows`), run on whole contexts at a
 time, so the model is the in-memory estimate's to the byte whatever the memory.
@@ -10,8 +10,9 @@ time, so the model is the in-memory estimate's to the byte whatever the memory.
 The passes cover interpolated modified Kneser-Ney, the configuration lmplz estimates,
 with or without SRILM's cutoffs (-gtNmin); `streamable` says whether a configuration is
 one of them. With cutoffs an n-gram's suffix may have left the model: its probability is
-SRILM's back-off walk, carried order to order as a pair of float32 sums (`WALK`), and the
-contexts left without a probability get one at the end, as SRILM's fixupProbs gives them."""
+SRILM's back-off walk, carried order to order as a pair of float32 sums, and the contexts
+left without a probability get one at the end, as SRILM's fixupProbs gives them
+(stream_walks.py)."""
 import contextlib
 import math
 import os
@@ -27,6 +28,7 @@ from ..threads import in_order, usable_cores
 from .discounts import CountsOfCounts, ModifiedKneserNey
 from .estimate import (Events, _order_settings, _warn, context_bows, context_probabilities, distribute_unigram_mass,
                        log10_to_prob)
+from .stream_walks import NO_WALK, WALK, backoff_walks, close_contexts, fix_missing_contexts
 
 LARGEST_COUNT_OF_COUNTS = 4  # modified Kneser-Ney reads n1 .. n4
 # Bytes of memory per row of the largest pieces held at once: a context pass's arrays
@@ -34,10 +36,6 @@ LARGEST_COUNT_OF_COUNTS = 4  # modified Kneser-Ney reads n1 .. n4
 CONTEXT_PASS_ROW_BYTES = 160
 NO_ROW = -1
 PASS_THREADS = usable_cores(2)  # chunks of a pass computed side by side
-# The back-off walk (backoff.backoff_walk) of a row: the probability it ends on and the sum of
-# the back-off weights on the way, each a float32 sum in the walk's order.
-WALK = np.dtype([("result", np.float32), ("weight", np.float32)])
-NO_WALK = np.array((np.nan, np.nan), dtype=WALK)[()]
 IN_MEMORY_BYTES_PER_NGRAM = 112  # estimate.py's peak over the distinct n-grams (20M words of Zipf text)
 
 
@@ -192,19 +190,19 @@ class StreamEstimate:
                     for line in [f"using {discount.name} for {k}-grams"] + discount.debug_lines:
                         self.log(line)
                 discounts.append(discount)
-            self._remove(*(("continuation", k) for k in range(2, order)))
+            self.remove_files(*(("continuation", k) for k in range(2, order)))
         with self.stage("probabilities and back-off weights"):
             self._unigram_probabilities(discounts[0])
             for k in range(2, order + 1):
                 self._lower_probabilities(k)
                 self._context_pass(k, discounts[k - 1])
-                self._remove(("lower", k), ("adjusted", k))
+                self.remove_files(("lower", k), ("adjusted", k))
                 if not self.cutoffs:  # else the contexts' fix-up reads them
-                    self._remove(("suffix", k), ("walk", k - 1))
+                    self.remove_files(("suffix", k), ("walk", k - 1))
         if self.cutoffs:
             with self.stage("contexts without probabilities"):
-                self._close_contexts()
-                self._fix_missing_contexts()
+                close_contexts(self)
+                fix_missing_contexts(self)
         with self.stage("the model's rows and keys"):
             return self._final_model()
 
@@ -229,7 +227,7 @@ class StreamEstimate:
             return self.unigram_counts[start:stop]
         return self.store.read_counts(k, start, stop)
 
-    def _chunks(self, k, rows):
+    def chunks(self, k, rows):
         for start in range(0, self.sizes[k - 1], rows):
             yield start, min(start + rows, self.sizes[k - 1])
 
@@ -257,7 +255,7 @@ class StreamEstimate:
         if k == 2:
             counted = np.zeros(len(self.vocab), dtype=np.int64)
             with self.files.writer("suffix", 2) as out:
-                for start, stop in self._chunks(2, self.rows(16)):
+                for start, stop in self.chunks(2, self.rows(16)):
                     words = self.grams(2, start, stop)[:, 1].astype(np.int64)
                     counted += np.bincount(words, minlength=len(counted))
                     out.append(words)
@@ -289,7 +287,7 @@ class StreamEstimate:
             return fill
 
         # the window (keys and counts, 16 bytes a row) in a third of the memory: one pass at 20M words, -memory 1G
-        self._filled_by_windows("suffix", k, np.int64, NO_ROW, max(1, self.memory // 3 // 16), self.pass_rows(8 * 6),
+        self.filled_by_windows("suffix", k, np.int64, NO_ROW, max(1, self.memory // 3 // 16), self.pass_rows(8 * 6),
                                 window, finished=lambda: continuation.append(counted[0]))
         continuation.close()
 
@@ -308,10 +306,10 @@ class StreamEstimate:
     def _bigram_words(self, name, column):
         """`name2`: a bigram's word `column`, which is its row among the unigrams (word ids)."""
         with self.files.writer(name, 2) as out:
-            for start, stop in self._chunks(2, self.rows(16)):
+            for start, stop in self.chunks(2, self.rows(16)):
                 out.append(self.grams(2, start, stop)[:, column].astype(np.int64))
 
-    def _filled_by_windows(self, name, k, dtype, unset, window_rows, chunk_rows, window, finished=None):
+    def filled_by_windows(self, name, k, dtype, unset, window_rows, chunk_rows, window, finished=None):
         """`name{k}`, aligned with order k's rows, from values of order k-1 held a window
         of `window_rows` rows at a time: `window(low, high, last)` loads rows low..high-1
         and gives fill(start, stop, values), which sets the values of order-k rows
@@ -319,7 +317,7 @@ class StreamEstimate:
         window's pass. Each window's pass starts from the previous pass's file (the first
         from `unset`). Chunks of `chunk_rows` rows are filled side by side (`in_order`:
         give a pass_rows share)."""
-        windows = list(self._chunks(k - 1, window_rows))
+        windows = list(self.chunks(k - 1, window_rows))
         for number, (low, high) in enumerate(windows):
             fill = window(low, high, number == len(windows) - 1)
             previous = f"{name}.{number - 1}" if number else None
@@ -332,7 +330,7 @@ class StreamEstimate:
                 return values
 
             with self.files.writer(name if number == len(windows) - 1 else f"{name}.{number}", k) as out:
-                for values in in_order(filled, self._chunks(k, chunk_rows)):
+                for values in in_order(filled, self.chunks(k, chunk_rows)):
                     out.append(values)
             if previous is not None:
                 os.remove(self.files.path(previous, k))
@@ -367,7 +365,7 @@ class StreamEstimate:
         histogram = np.zeros(LARGEST_COUNT_OF_COUNTS + 1, dtype=np.int64)
         # the highest order's adjusted counts are its counts (_adjusted): no file
         with self.files.writer("adjusted", k) if k < self.order else contextlib.nullcontext() as out:
-            for counts, counted in in_order(adjusted, self._chunks(k, self.pass_rows(8 * 3))):
+            for counts, counted in in_order(adjusted, self.chunks(k, self.pass_rows(8 * 3))):
                 if out is not None:
                     out.append(counts)
                 histogram += counted
@@ -415,15 +413,15 @@ class StreamEstimate:
         mine = slice(self.first_rows[0], self.first_rows[0] + self.sizes[0])
         self.files.write("logp", 1, logp[mine])
         self.files.write("present", 1, present[mine])
-        self.files.write("walk", 1, _walks(logp[mine], present[mine], None, None))
+        self.files.write("walk", 1, backoff_walks(logp[mine], present[mine], None, None))
 
     def _lower_probabilities(self, k):
         """`lower{k}`: the back-off walk (`WALK`) of each order-k row's suffix."""
-        self._filled_by_windows("lower", k, WALK, NO_WALK, self.rows(WALK.itemsize),
-                                self.pass_rows(8 + 2 * WALK.itemsize), self._walks_of_suffixes("walk", k))
+        self.filled_by_windows("lower", k, WALK, NO_WALK, self.rows(WALK.itemsize),
+                                self.pass_rows(8 + 2 * WALK.itemsize), self.walks_of_suffixes("walk", k))
 
-    def _walks_of_suffixes(self, name, k):
-        """A `_filled_by_windows` window: the walks in `name{k-1}` of order-k rows' suffixes."""
+    def walks_of_suffixes(self, name, k):
+        """A `filled_by_windows` window: the walks in `name{k-1}` of order-k rows' suffixes."""
         def window(low, high, last):
             walks = self.files.read(name, k - 1, WALK, low, high)
 
@@ -506,98 +504,8 @@ class StreamEstimate:
         node = np.zeros(size, dtype=bool)
         node[group[keep]] = True
         bow = context_bows(logp, keep, lower, group, node)
-        walks = _walks(logp, keep, suffix_walk, bow[group]) if k < self.order else None
+        walks = backoff_walks(logp, keep, suffix_walk, bow[group]) if k < self.order else None
         return first_context, logp, keep, bow, node, walks
-
-    def _close_contexts(self):
-        """Every suffix of a context is a context (SRILM keeps contexts in a trie of their
-        reversed words): `node{j-1}` marks the suffixes of `node{j}`'s rows, from the
-        highest order down. A context marked here has no n-gram of the model after it, so
-        its weight stays 0 (it was 0 in every walk before too)."""
-        for j in range(self.order - 1, 1, -1):
-            if not self.sizes[j - 2]:
-                continue
-            marks = np.memmap(self.files.path("node", j - 1), dtype=np.bool_, mode="r+")
-            for start, stop in self._chunks(j, self.rows(9)):
-                node = self.files.read("node", j, np.bool_, start, stop)
-                marks[self.files.read("suffix", j, np.int64, start, stop)[node]] = True
-            marks.flush()
-            del marks
-
-    def _fix_missing_contexts(self):
-        """SRILM's fixupProbs (estimate.fixup_missing_contexts): a context without a
-        probability (`need{j}`), and each prefix of one without a probability, gets its
-        back-off walk's, order by order upward, each order's walks seeing the fixed rows
-        below. Orders below the lowest with such contexts keep the walks of the estimate."""
-        needed = {j: self._missing_contexts(j) for j in range(self.order - 1, 1, -1)}
-        orders = [j for j, count in needed.items() if count]
-        source = "walk"
-        for j in range(min(orders, default=self.order), max(orders, default=0) + 1):
-            self._filled_by_windows("reach", j, WALK, NO_WALK, self.rows(WALK.itemsize),
-                                    self.pass_rows(8 + 2 * WALK.itemsize), self._walks_of_suffixes(source, j))
-            outs = {name: self.files.writer(name, j) for name in ("fixed_logp", "fixed_present", "fixed_walk")}
-            for start, stop in self._chunks(j, self.pass_rows(8 + 3 * WALK.itemsize + 10)):
-                prefix = self.files.read("prefix", j, np.int64, start, stop)
-                bow = self.files.read("bow", j - 1, np.float32, int(prefix[0]), int(prefix[-1]) + 1)[prefix - prefix[0]]
-                reach = self.files.read("reach", j, WALK, start, stop)
-                logp = self.files.read("logp", j, np.float32, start, stop)
-                present = self.files.read("present", j, np.bool_, start, stop)
-                need = self.files.read("need", j, np.bool_, start, stop)
-                walks = _walks(logp, present, reach, bow)
-                logp[need] = walks["result"][need] + walks["weight"][need]
-                present |= need
-                for name, values in (("fixed_logp", logp), ("fixed_present", present),
-                                     ("fixed_walk", _walks(logp, present, reach, bow))):
-                    outs[name].append(values)
-            for out in outs.values():
-                out.close()
-            for name in ("logp", "present"):
-                os.replace(self.files.path(f"fixed_{name}", j), self.files.path(name, j))
-            self._remove(("reach", j), ("final_walk", j - 1))
-            os.replace(self.files.path("fixed_walk", j), self.files.path("final_walk", j))
-            source = "final_walk"
-        if orders:
-            self._walk_contexts()
-        self._remove(*((name, k) for k in range(1, self.order + 1)
-                       for name in ("suffix", "walk", "need", "final_walk")))
-
-    def _walk_contexts(self):
-        """`context{j}`: the contexts the back-off walk may pass once contexts are fixed up
-        (backoff.context_nodes: the rows with weights, `node{j}`, the prefixes of the
-        fixed rows, and every suffix of those), from the highest order down."""
-        for j in range(self.order - 1, 0, -1):
-            with self.files.writer("context", j) as out:
-                for start, stop in self._chunks(j, self.rows(1)):
-                    out.append(self.files.read("node", j, np.bool_, start, stop))
-            if j == self.order - 1 or not self.sizes[j - 1]:
-                continue
-            marks = np.memmap(self.files.path("context", j), dtype=np.bool_, mode="r+")
-            for start, stop in self._chunks(j + 1, self.rows(17)):
-                for name, column in (("need", "prefix"), ("context", "suffix")):
-                    marks[self.files.read(column, j + 1, np.int64, start, stop)[
-                        self.files.read(name, j + 1, np.bool_, start, stop)]] = True
-            marks.flush()
-            del marks
-
-    def _missing_contexts(self, j):
-        """`need{j}`: the order-j contexts without a probability, and the prefixes without
-        one of `need{j+1}`'s rows (called from the highest order down); how many there are."""
-        with self.files.writer("need", j) as out:
-            for start, stop in self._chunks(j, self.rows(3)):
-                out.append(self.files.read("node", j, np.bool_, start, stop)
-                           & ~self.files.read("present", j, np.bool_, start, stop))
-        if j + 1 < self.order and self.sizes[j - 1]:
-            marks = np.memmap(self.files.path("need", j), dtype=np.bool_, mode="r+")
-            for start, stop in self._chunks(j + 1, self.rows(9)):
-                rows = self.files.read("prefix", j + 1, np.int64, start, stop)[
-                    self.files.read("need", j + 1, np.bool_, start, stop)]
-                if len(rows):
-                    present = self.files.read("present", j, np.bool_, int(rows[0]), int(rows[-1]) + 1)
-                    marks[rows[~present[rows - rows[0]]]] = True
-            marks.flush()
-            del marks
-        return sum(int(self.files.read("need", j, np.bool_, start, stop).sum())
-                   for start, stop in self._chunks(j, self.rows(1)))
 
     def _final_model(self):
         """The model's rows (the `present` ones) and their values, in `f*` files."""
@@ -634,7 +542,7 @@ class StreamEstimate:
                 return dict(values, grams=grams, keys=keys), int(present.sum())
 
             kept = 0
-            for values, present in in_order(model_rows, self._chunks(k, self.pass_rows(4 * k + 40)),
+            for values, present in in_order(model_rows, self.chunks(k, self.pass_rows(4 * k + 40)),
                                             threads=1 if below is not None else PASS_THREADS):
                 for name, out in writers.items():
                     out.append(values[name])
@@ -644,15 +552,15 @@ class StreamEstimate:
                 out.close()
             sizes.append(kept)
             kept_first.append(self._kept_before(k, kept))
-            self._remove(("present", k - 1), ("prefix", k), ("logp", k), ("bow", k), ("node", k), ("context", k))
+            self.remove_files(("present", k - 1), ("prefix", k), ("logp", k), ("bow", k), ("node", k), ("context", k))
             if self.consume_store:
-                self._remove(*((name, k) for name in ("grams", "counts")), files=self.store)
-        self._remove(("present", order))
+                self.remove_files(*((name, k) for name in ("grams", "counts")), files=self.store)
+        self.remove_files(("present", order))
         return DiskModel(self.vocab, self.files.folder, sizes)
 
     def _all_present(self, k):
         return all(self.files.read("present", k, np.bool_, start, stop).all()
-                   for start, stop in self._chunks(k, self.rows(1)))
+                   for start, stop in self.chunks(k, self.rows(1)))
 
     def _moved_whole(self, k):
         """The model's files of order k made by renaming this estimate's (and, when the
@@ -662,26 +570,11 @@ class StreamEstimate:
             sources.append((self.store.path("grams", k), "grams"))
         return [name for path, name in sources if rename_scratch(path, self.files.path(f"f{name}", k))]
 
-    def _remove(self, *names, files=None):
+    def remove_files(self, *names, files=None):
         """Working files done with (the disk they take is the estimate's peak)."""
         for name, k in names:
             with contextlib.suppress(FileNotFoundError):
                 os.remove((files or self.files).path(name, k))
-
-
-def _walks(logp, present, suffix_walk, bow):
-    """The back-off walks (`WALK`) of rows: (logp, 0) where the row is in the model
-    (`present`), else its suffix's walk (`suffix_walk`; None for unigrams: nothing below
-    them) plus its context's weight (`bow`, 0 for a context that is not a node: the walk
-    stops there)."""
-    walks = np.empty(len(logp), dtype=WALK)
-    if suffix_walk is None:
-        walks["result"] = np.where(present, logp, -np.inf)
-        walks["weight"] = 0
-    else:
-        walks["result"] = np.where(present, logp, suffix_walk["result"])
-        walks["weight"] = np.where(present, np.float32(0), suffix_walk["weight"] + bow)
-    return walks
 
 
 class _KeptBefore:

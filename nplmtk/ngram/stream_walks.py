@@ -1,0 +1,125 @@
+"""The back-off walk out of core, for estimates with cutoffs (stream.py): an n-gram whose
+suffix was cut gets its lower-order probability by SRILM's walk (backoff.backoff_walk:
+the longest n-gram of the model ending the row, plus the weights of the longer contexts),
+carried from order to order as the walk's two float32 sums (`WALK`), each added in the
+walk's own order, so the values are the in-memory estimate's to the bit. After the
+estimate, as estimate.py does at the end: every suffix of a context becomes a context
+(`close_contexts`), and contexts left without a probability get their walk's
+(`fix_missing_contexts`, SRILM's fixupProbs).
+
+The functions take a StreamEstimate and work on its files: `node{j}`, `present{j}`,
+`logp{j}`, `bow{j}`, `prefix{j}`, `suffix{j}` and `walk{j}`, rows in lexicographic order."""
+import os
+
+import numpy as np
+
+# The back-off walk (backoff.backoff_walk) of a row: the probability it ends on and the sum of
+# the back-off weights on the way, each a float32 sum in the walk's order.
+WALK = np.dtype([("result", np.float32), ("weight", np.float32)])
+NO_WALK = np.array((np.nan, np.nan), dtype=WALK)[()]
+
+
+def backoff_walks(logp, present, suffix_walk, bow):
+    """The back-off walks (`WALK`) of rows: (logp, 0) where the row is in the model
+    (`present`), else its suffix's walk (`suffix_walk`; None for unigrams: nothing below
+    them) plus its context's weight (`bow`, 0 for a context that is not a node: the walk
+    stops there)."""
+    values = np.empty(len(logp), dtype=WALK)
+    if suffix_walk is None:
+        values["result"] = np.where(present, logp, -np.inf)
+        values["weight"] = 0
+    else:
+        values["result"] = np.where(present, logp, suffix_walk["result"])
+        values["weight"] = np.where(present, np.float32(0), suffix_walk["weight"] + bow)
+    return values
+
+
+def close_contexts(estimate):
+    """Every suffix of a context is a context (SRILM keeps contexts in a trie of their
+    reversed words): `node{j-1}` marks the suffixes of `node{j}`'s rows, from the
+    highest order down. A context marked here has no n-gram of the model after it, so
+    its weight stays 0 (it was 0 in every walk before too)."""
+    for j in range(estimate.order - 1, 1, -1):
+        if not estimate.sizes[j - 2]:
+            continue
+        marks = np.memmap(estimate.files.path("node", j - 1), dtype=np.bool_, mode="r+")
+        for start, stop in estimate.chunks(j, estimate.rows(9)):
+            node = estimate.files.read("node", j, np.bool_, start, stop)
+            marks[estimate.files.read("suffix", j, np.int64, start, stop)[node]] = True
+        marks.flush()
+        del marks
+
+def fix_missing_contexts(estimate):
+    """SRILM's fixupProbs (estimate.fixup_missing_contexts): a context without a
+    probability (`need{j}`), and each prefix of one without a probability, gets its
+    back-off walk's, order by order upward, each order's walks seeing the fixed rows
+    below. Orders below the lowest with such contexts keep the walks of the estimate."""
+    needed = {j: _missing_contexts(estimate, j) for j in range(estimate.order - 1, 1, -1)}
+    orders = [j for j, count in needed.items() if count]
+    source = "walk"
+    for j in range(min(orders, default=estimate.order), max(orders, default=0) + 1):
+        estimate.filled_by_windows("reach", j, WALK, NO_WALK, estimate.rows(WALK.itemsize),
+                                   estimate.pass_rows(8 + 2 * WALK.itemsize), estimate.walks_of_suffixes(source, j))
+        outs = {name: estimate.files.writer(name, j) for name in ("fixed_logp", "fixed_present", "fixed_walk")}
+        for start, stop in estimate.chunks(j, estimate.pass_rows(8 + 3 * WALK.itemsize + 10)):
+            prefix = estimate.files.read("prefix", j, np.int64, start, stop)
+            bow = estimate.files.read("bow", j - 1, np.float32, int(prefix[0]), int(prefix[-1]) + 1)[prefix - prefix[0]]
+            reach = estimate.files.read("reach", j, WALK, start, stop)
+            logp = estimate.files.read("logp", j, np.float32, start, stop)
+            present = estimate.files.read("present", j, np.bool_, start, stop)
+            need = estimate.files.read("need", j, np.bool_, start, stop)
+            row_walks = backoff_walks(logp, present, reach, bow)
+            logp[need] = row_walks["result"][need] + row_walks["weight"][need]
+            present |= need
+            for name, values in (("fixed_logp", logp), ("fixed_present", present),
+                                 ("fixed_walk", backoff_walks(logp, present, reach, bow))):
+                outs[name].append(values)
+        for out in outs.values():
+            out.close()
+        for name in ("logp", "present"):
+            os.replace(estimate.files.path(f"fixed_{name}", j), estimate.files.path(name, j))
+        estimate.remove_files(("reach", j), ("final_walk", j - 1))
+        os.replace(estimate.files.path("fixed_walk", j), estimate.files.path("final_walk", j))
+        source = "final_walk"
+    if orders:
+        _walk_contexts(estimate)
+    estimate.remove_files(*((name, k) for k in range(1, estimate.order + 1)
+                   for name in ("suffix", "walk", "need", "final_walk")))
+
+def _walk_contexts(estimate):
+    """`context{j}`: the contexts the back-off walk may pass once contexts are fixed up
+    (backoff.context_nodes: the rows with weights, `node{j}`, the prefixes of the
+    fixed rows, and every suffix of those), from the highest order down."""
+    for j in range(estimate.order - 1, 0, -1):
+        with estimate.files.writer("context", j) as out:
+            for start, stop in estimate.chunks(j, estimate.rows(1)):
+                out.append(estimate.files.read("node", j, np.bool_, start, stop))
+        if j == estimate.order - 1 or not estimate.sizes[j - 1]:
+            continue
+        marks = np.memmap(estimate.files.path("context", j), dtype=np.bool_, mode="r+")
+        for start, stop in estimate.chunks(j + 1, estimate.rows(17)):
+            for name, column in (("need", "prefix"), ("context", "suffix")):
+                marks[estimate.files.read(column, j + 1, np.int64, start, stop)[
+                    estimate.files.read(name, j + 1, np.bool_, start, stop)]] = True
+        marks.flush()
+        del marks
+
+def _missing_contexts(estimate, j):
+    """`need{j}`: the order-j contexts without a probability, and the prefixes without
+    one of `need{j+1}`'s rows (called from the highest order down); how many there are."""
+    with estimate.files.writer("need", j) as out:
+        for start, stop in estimate.chunks(j, estimate.rows(3)):
+            out.append(estimate.files.read("node", j, np.bool_, start, stop)
+                       & ~estimate.files.read("present", j, np.bool_, start, stop))
+    if j + 1 < estimate.order and estimate.sizes[j - 1]:
+        marks = np.memmap(estimate.files.path("need", j), dtype=np.bool_, mode="r+")
+        for start, stop in estimate.chunks(j + 1, estimate.rows(9)):
+            rows = estimate.files.read("prefix", j + 1, np.int64, start, stop)[
+                estimate.files.read("need", j + 1, np.bool_, start, stop)]
+            if len(rows):
+                present = estimate.files.read("present", j, np.bool_, int(rows[0]), int(rows[-1]) + 1)
+                marks[rows[~present[rows - rows[0]]]] = True
+        marks.flush()
+        del marks
+    return sum(int(estimate.files.read("need", j, np.bool_, start, stop).sum())
+               for start, stop in estimate.chunks(j, estimate.rows(1)))
