@@ -234,7 +234,7 @@ def command(text, read, order, vocab, unk, write, write_binary, lm, write_bin_lm
             if path in binary_reads:
                 accumulator.add_store(CountsFile(path, vocabulary))
             else:
-                accumulator.add_counts(NgramCounts.read(path, vocabulary, limit_vocab))
+                accumulator.add_counts_file(path, limit_vocab)
 
     with scratch_folder("counts", temp) as folder:
         if mpi:

@@ -242,3 +242,98 @@ def checked_utf8(const unsigned char[::1] data, Py_ssize_t start, Py_ssize_t sto
     if bad >= 0:
         return bad, bad
     return -1, resume
+
+
+cdef inline bint parse_count(const unsigned char *text, Py_ssize_t length, int64_t *count) noexcept nogil:
+    """*count from `[+-]digits` (a minus only before zeros); False unless a count below 2^63."""
+    cdef Py_ssize_t i = 0
+    cdef bint negative = False
+    cdef uint64_t value = 0
+    if length and (text[0] == 43 or text[0] == 45):  # '+' or '-'
+        negative = text[0] == 45
+        i = 1
+    if i == length:
+        return False
+    while i < length:
+        if not 48 <= text[i] <= 57:
+            return False
+        value = value * 10 + (text[i] - 48)
+        if value > 9223372036854775807ULL:
+            return False
+        i += 1
+    if negative and value:
+        return False
+    count[0] = <int64_t> value
+    return True
+
+
+def encode_count_lines(const unsigned char[::1] data, list words, int missing, int max_order, Py_ssize_t longest):
+    """The lines `w1 ... wk count` of an SRILM counts file: word ids (int32, `missing` for
+    words not in `words`, a list of utf-8 bytes whose positions are the ids), each line's
+    k (int64) and count (int64), lines without words skipped; and the index among all of
+    `data`'s lines of the first line that is not one (no word before the count, more than
+    `max_order` words, a word of more than `longest` bytes, a count that is not an
+    integer in 0 .. 2^63 - 1), or -1. The lines after a bad one are not read."""
+    cdef WordTable table = WordTable()
+    cdef Py_ssize_t i, n = data.shape[0], pos = 0, start = 0, line_start, count = 0, lines = 0, line = 0
+    cdef Py_ssize_t last_start = 0, last_end = 0, bad = -1
+    cdef Py_ssize_t capacity = 1 << 16, line_capacity = 1 << 12
+    cdef bytes word
+    for i, word in enumerate(words):
+        table.insert(<const unsigned char *> word, len(word), i)
+    cdef int *ids = <int *> malloc(capacity * sizeof(int))
+    cdef int64_t *lengths = <int64_t *> malloc(line_capacity * sizeof(int64_t))
+    cdef int64_t *counts = <int64_t *> malloc(line_capacity * sizeof(int64_t))
+    cdef const unsigned char *base = &data[0] if n else NULL
+    cdef Entry *e
+    cdef int64_t value
+    if not ids or not lengths or not counts:
+        raise MemoryError()
+    with nogil:
+        while pos < n:
+            line_start = count
+            while next_word(base, n, &pos, &start):
+                if pos - start > longest:
+                    bad = line
+                    break
+                e = table.slot(base + start, pos - start, fnv1a(base + start, pos - start))
+                if count == capacity:
+                    capacity *= 2
+                    ids = <int *> realloc(ids, capacity * sizeof(int))
+                ids[count] = <int> e.value if e.text != NULL else missing
+                count += 1
+                last_start, last_end = start, pos
+            if bad >= 0:
+                count = line_start
+                break
+            if count > line_start:  # the last field is the count, not a word
+                count -= 1
+                if count == line_start or count - line_start > max_order \
+                        or not parse_count(base + last_start, last_end - last_start, &value):
+                    count = line_start
+                    bad = line
+                    break
+                if lines == line_capacity:
+                    line_capacity *= 2
+                    lengths = <int64_t *> realloc(lengths, line_capacity * sizeof(int64_t))
+                    counts = <int64_t *> realloc(counts, line_capacity * sizeof(int64_t))
+                lengths[lines] = count - line_start
+                counts[lines] = value
+                lines += 1
+            pos += 1
+            line += 1
+    ids_array = np.empty(count, dtype=np.int32)
+    lengths_array = np.empty(lines, dtype=np.int64)
+    counts_array = np.empty(lines, dtype=np.int64)
+    cdef int[::1] ids_out = ids_array
+    cdef int64_t[::1] lengths_out = lengths_array
+    cdef int64_t[::1] counts_out = counts_array
+    for i in range(count):
+        ids_out[i] = ids[i]
+    for i in range(lines):
+        lengths_out[i] = lengths[i]
+        counts_out[i] = counts[i]
+    free(ids)
+    free(lengths)
+    free(counts)
+    return ids_array, lengths_array, counts_array, bad

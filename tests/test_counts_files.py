@@ -1,12 +1,16 @@
-"""Binary counts files (`ngram-count -write-binary`, read back by `-read`): the counts of
+"""Counts files read by `-read`. Binary ones (`ngram-count -write-binary`): the counts of
 parts of a corpus made apart and merged give the model of the whole, byte for byte; a
-hostile counts file (valid checksums, wrong content) is one line and exit status 2."""
+hostile counts file (valid checksums, wrong content) is one line and exit status 2.
+SRILM's text ones: read a block of lines at a time (the kernel encode_count_lines), the
+same counts as a line-by-line reading, whatever the blocks."""
 import subprocess
 
 import numpy as np
 import pytest
 
 from nplmtk import container
+from nplmtk._ext.text_kernels import encode_count_lines
+from nplmtk.ngram.counts import MAX_ORDER
 from nplmtk.ngram.store import COUNTS_KIND
 from nplmtk.vocab import Vocabulary
 
@@ -119,3 +123,79 @@ def test_a_corrupt_counts_file_is_refused(parts, tmp_path):
     (tmp_path / "c.counts").write_bytes(bytes(data))
     status, _, err = nplm("ngram-count", "-read", tmp_path / "c.counts", "-order", "4", "-lm", tmp_path / "m.arpa")
     assert_one_line_error(status, err, "c.counts", "checksum mismatch")
+
+
+def _line_by_line(lines, vocab, missing, longest):
+    """What encode_count_lines gives, one line at a time in Python (the reference)."""
+    ids, lengths, counts = [], [], []
+    for number, line in enumerate(lines):
+        fields = line.split()
+        if not fields:
+            continue
+        words, count = fields[:-1], fields[-1]
+        digits = count[1:] if count[:1] in ("+", "-") else count
+        if (not words or len(words) > MAX_ORDER or any(len(w.encode()) > longest for w in words)
+                or not (digits.isascii() and digits.isdigit()) or int(count) < 0 or int(count) >= 2 ** 63):
+            return ids, lengths, counts, number
+        ids += [vocab.index.get(w, missing) for w in words]
+        lengths.append(len(words))
+        counts.append(int(count))
+    return ids, lengths, counts, -1
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_count_lines_are_encoded_as_a_line_by_line_reading(seed):
+    rng = np.random.default_rng(seed)
+    vocab = Vocabulary(WORDS[:40])
+    fields = WORDS + ["Ä", "wordwordword", "7", "+3", "-0", "-2", "x1", "9223372036854775807",
+                      "9223372036854775808", "1_0", ""]
+    lines = []
+    for _ in range(300):
+        words = list(rng.choice(fields[:62], size=rng.integers(0, 13)))
+        count = str(rng.integers(0, 10 ** 6)) if rng.random() < 0.97 else rng.choice(fields[60:])
+        lines.append(rng.choice([" ", "\t", "  "]).join(words + [count]) if words or rng.random() < 0.5 else "")
+    data = "\n".join(lines).encode()
+    ids, lengths, counts, bad = encode_count_lines(data, vocab.encoded_words, -1, MAX_ORDER, 10)
+    expected = _line_by_line(lines, vocab, -1, 10)
+    assert (ids.tolist(), lengths.tolist(), counts.tolist(), bad) == expected
+
+
+def test_text_counts_larger_than_memory_are_read_a_block_at_a_time(parts, tmp_path):
+    """A counts file of many blocks at -memory 1M, its lines shuffled and some repeated
+    in another block: the model of the counts read at once, summed as SRILM sums them."""
+    status, _, err = nplm("ngram-count", "-text", parts / "all.txt", "-order", "4", "-vocab", parts / "vocab.txt",
+                          "-unk", "-write", tmp_path / "all.counts")
+    assert status == 0, err
+    lines = (tmp_path / "all.counts").read_text().splitlines()
+    rng = np.random.default_rng(0)
+    repeated = lines[::7]
+    shuffled = [lines[i] for i in rng.permutation(len(lines))] + repeated
+    (tmp_path / "shuffled.counts").write_text("\n".join(shuffled) + "\n")
+    assert (tmp_path / "shuffled.counts").stat().st_size > 3 * 65536  # blocks of 64 KiB at -memory 1M
+    outputs = {}
+    for memory in ("1M", "2G"):
+        status, _, err = nplm("ngram-count", "-read", tmp_path / "shuffled.counts", "-order", "4", "-vocab",
+                              parts / "vocab.txt", "-unk", "-memory", memory, "-lm", tmp_path / f"{memory}.arpa",
+                              "-write", tmp_path / f"{memory}.counts")
+        assert status == 0, err
+        outputs[memory] = [(tmp_path / f"{memory}.{kind}").read_bytes() for kind in ("arpa", "counts")]
+    assert outputs["1M"] == outputs["2G"]
+    expected = {}
+    for line in shuffled:  # the counts files' words are all in the vocabulary
+        *words, count = line.split()
+        expected[tuple(words)] = expected.get(tuple(words), 0) + int(count)
+    got = {}
+    for line in (tmp_path / "1M.counts").read_text().splitlines():
+        *words, count = line.split()
+        got[tuple(words)] = int(count)
+    assert got == expected
+
+
+def test_a_bad_line_in_a_later_block_names_its_line(tmp_path):
+    lines = [f"w{i % 50} w{i % 7}\t{i + 1}" for i in range(40000)] + [f"w{i}\t3" for i in range(50)]
+    lines[31234] = "w1 w2\tmany"
+    (tmp_path / "bad.counts").write_text("\n".join(lines) + "\n")
+    status, _, err = nplm("ngram-count", "-read", tmp_path / "bad.counts", "-memory", "1M", "-order", "2",
+                          "-lm", tmp_path / "x.arpa")
+    assert_one_line_error(status, err, "bad.counts:31235: count 'many' is not an integer")
+    assert not (tmp_path / "x.arpa").exists()

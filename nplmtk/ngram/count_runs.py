@@ -16,7 +16,7 @@ from ..errors import InputError
 from ..io import BLOCK_BYTES
 from ..scratch import scratch_error
 from ..threads import usable_cores
-from .counts import NgramCounts, check_ids, check_order, check_orders
+from .counts import NgramCounts, check_ids, check_order, check_orders, check_read_orders, read_counts_blocks
 from .store import CountStore, StoreWriter
 
 # The tables may take half of `memory`: spilling them takes about as much again for one
@@ -35,7 +35,7 @@ COUNT_THREADS = 2  # blocks of text counted side by side
 
 
 class CountAccumulator:
-    """The counts of texts (add_text) and of counts files (add_counts) within about
+    """The counts of texts (add_texts) and of counts files (add_counts_file) within about
     `memory` bytes, the runs that outgrow it kept in `folder`. `store` leaves them on
     disk; `result` gives them in memory. A text is best read `block_bytes` at a time."""
 
@@ -109,8 +109,21 @@ class CountAccumulator:
             self.counter.add(corpus.ids[start:end], offsets[first:last + 1] - start, vocab.bos, vocab.eos, vocab.unk)
 
     def add_counts(self, counts):
-        """Counts read from a file (NgramCounts): kept on disk until the merge."""
+        """Counts in memory (NgramCounts): kept on disk until the merge."""
         self.counts_read.append(CountStore.save(counts, self._new_folder("read")))
+
+    def add_counts_file(self, path, limit_vocab=False):
+        """An SRILM counts file (counts.read_counts_blocks), read a block of lines at a
+        time, each block's counts a sorted store on disk until the merge."""
+        orders = set()
+        for tables in read_counts_blocks(path, self.vocab, limit_vocab, self.block_bytes):
+            if tables:
+                writer = StoreWriter(self.vocab, self._new_folder("read"), max(tables))
+                for k, (rows, counts) in sorted(tables.items()):
+                    writer.append(k, rows, counts)
+                self.counts_read.append(writer.close())
+                orders.update(tables)
+        check_read_orders(orders, path)
 
     def add_store(self, store):
         """Counts on disk already (a CountStore over the same vocabulary), merged with the rest."""

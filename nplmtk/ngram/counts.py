@@ -5,7 +5,8 @@ import numpy as np
 from .._ext.count_kernels import NgramHashCounter
 from .._ext.ngram_sorting import sort_counted
 from ..errors import InputError, ParameterError
-from ..io import check_words, max_token_bytes, open_output, read_lines
+from .._ext.text_kernels import encode_count_lines
+from ..io import BLOCK_BYTES, check_words, max_token_bytes, open_output, read_lines, read_text_blocks
 from ..text import split_words
 from .index import NgramIndex
 
@@ -69,30 +70,14 @@ class NgramCounts:
         Words outside `vocab` are counted as `<unk>`, or with `limit_vocab` their n-grams
         are left out (SRILM's -limit-vocab); repeated n-grams are summed."""
         by_order = {}
-        index, longest = vocab.index, max_token_bytes()
-        for number, line in enumerate(read_lines(path), 1):
-            fields = split_words(line)
-            if not fields:
-                continue
-            check_words(line, fields, path, number, longest)
-            k, count = len(fields) - 1, parse_count(fields, path, number)
-            if limit_vocab and any(w not in index for w in fields[:-1]):
-                continue
-            rows, values = by_order.setdefault(k, ([], []))
-            rows.append([index.get(w, vocab.unk) for w in fields[:-1]])
-            values.append(count)
-        if not by_order:
-            raise InputError("no counts", path=path)
-        order = max(by_order)
-        missing = [k for k in range(1, order + 1) if k not in by_order]
-        if missing:
-            raise InputError(f"has {order}-grams but no {missing[0]}-grams", path=path)
+        for tables in read_counts_blocks(path, vocab, limit_vocab):
+            for k, table in tables.items():
+                by_order.setdefault(k, []).append(table)
+        check_read_orders(by_order, path)
         grams, counts, index_so_far = [], [], None
-        for k in range(1, order + 1):
-            rows, values = by_order[k]
-            merged, summed = _sum_duplicates(np.array(rows, dtype=np.int32).reshape(-1, k),
-                                             np.array(values, dtype=np.int64), vocab, index_so_far,
-                                             source=path)
+        for k in range(1, max(by_order) + 1):
+            rows, values = (np.concatenate(parts) for parts in zip(*by_order[k]))
+            merged, summed = _sum_duplicates(rows, values, vocab, index_so_far, source=path)
             grams.append(merged)
             counts.append(summed)
             index_so_far = NgramIndex(len(vocab), grams)
@@ -132,6 +117,64 @@ def check_orders(sizes, source):
     for k, size in enumerate(sizes, 1):
         if size == 0:
             raise InputError(f"no sentence is long enough for {k}-grams", path=source)
+
+
+def read_counts_blocks(path, vocab, limit_vocab=False, block_bytes=BLOCK_BYTES):
+    """An SRILM counts file a block of lines at a time (any order of lines; so a file
+    larger than memory streams through): per block, {k: (rows, counts)}, each order's rows
+    sorted and the counts of equal rows summed. Words outside `vocab` are `<unk>`, or
+    with `limit_vocab` their n-grams are left out (SRILM's -limit-vocab)."""
+    missing, longest, first_line = (-1 if limit_vocab else vocab.unk), max_token_bytes(), 1
+    for data in read_text_blocks(path, block_bytes=block_bytes):
+        ids, lengths, counts, bad = encode_count_lines(data, vocab.encoded_words, missing, MAX_ORDER, longest)
+        if bad >= 0:
+            _refuse_line(data, bad, path, first_line + bad, longest)
+        first_line += data.count(b"\n")
+        starts = np.zeros(len(lengths), dtype=np.int64)
+        np.cumsum(lengths[:-1], out=starts[1:])
+        tables = {}
+        for k in np.unique(lengths).tolist():
+            lines = np.flatnonzero(lengths == k)
+            rows = ids[starts[lines][:, None] + np.arange(k)]
+            values = counts[lines]
+            if limit_vocab:
+                inside = np.all(rows >= 0, axis=1)
+                rows, values = rows[inside], values[inside]
+            if len(rows):
+                tables[k] = _sorted_summed(rows, values, path)
+        yield tables
+
+
+def check_read_orders(orders, path):
+    """Refuses a counts file with no counts (`orders`: those it has), or without some
+    order below its highest."""
+    if not orders:
+        raise InputError("no counts", path=path)
+    missing = [k for k in range(1, max(orders) + 1) if k not in orders]
+    if missing:
+        raise InputError(f"has {max(orders)}-grams but no {missing[0]}-grams", path=path)
+
+
+def _refuse_line(data, index, path, number, longest):
+    """The error of line `index` of the block `data` (line `number` of `path`), which the
+    kernel found is not `w1 ... wk count` with a count in 0 .. 2^63 - 1."""
+    line = data.split(b"\n")[index].decode("utf-8")
+    fields = split_words(line)
+    check_words(line, fields, path, number, longest)
+    parse_count(fields, path, number)
+    raise InputError(f"count '{fields[-1]}' is not an integer", path=path, line=number)  # say, 1_000
+
+
+def _sorted_summed(rows, counts, source):
+    """n-gram rows of one order sorted, the counts of equal rows summed."""
+    order = np.lexsort(rows.T[::-1])
+    rows, counts = rows[order], counts[order]
+    starts = np.flatnonzero(np.concatenate([[True], np.any(rows[1:] != rows[:-1], axis=1)]))
+    summed = np.add.reduceat(counts, starts)
+    # a sum past 2^63 - 1 wraps in int64: the float sums tell
+    if np.any(summed < 0) or np.any(np.add.reduceat(counts.astype(np.float64), starts) >= 2.0 ** 63):
+        raise InputError(f"{rows.shape[1]}-gram counts that sum above 2^63 - 1", path=source)
+    return rows[starts], summed
 
 
 def counted_words(path):
