@@ -22,7 +22,7 @@ from nplmtk.ngram.estimate import estimate
 from nplmtk.ngram.estimate import prune as prune_model
 from nplmtk.ngram.sorted_counts import IN_MEMORY_WRITE_BYTES_PER_NGRAM, write_counts_streamed
 from nplmtk.ngram.store import CountsFile, counts_file_vocabulary, write_counts_file
-from nplmtk.ngram.stream import StreamEstimate, fits_in_memory, streamable
+from nplmtk.ngram.stream import StreamEstimate, fits_in_memory, streamable, timed_stage
 from nplmtk.ngram.stream_writers import write_arpa_streamed, write_binary_streamed
 from nplmtk.text import Normalizer
 from nplmtk.threads import reuse_freed_memory
@@ -239,7 +239,7 @@ def command(text, read, order, vocab, unk, write, write_binary, lm, write_bin_lm
     with scratch_folder("counts", temp) as folder:
         if mpi:
             comm, part, words = _counted_across_ranks(text, add_reads, vocabulary, order, memory, folder, normalize,
-                                                      source)
+                                                      source, debug)
             if out_of_core and not read and write is None and max(min_counts) == 1:  # every rank estimates its part
                 _estimated_across_ranks(comm, part, words, folder, memory, unk, debug, lm, write_bin_lm, write_binary)
                 return
@@ -305,7 +305,14 @@ def command(text, read, order, vocab, unk, write, write_binary, lm, write_bin_lm
         write_binary_model(model, write_bin_lm)
 
 
-def _counted_across_ranks(texts, add_reads, vocab, order, memory, folder, normalize, source):
+def _rank_timing(comm, debug):
+    """-mpi -debug 2: rank 0's stage timings, as `timing(line)` (None at the other ranks)."""
+    if debug < 2 or comm.rank:
+        return None
+    return lambda line: click.echo(f"nplm ngram-count: rank 0 of {comm.size}: {line}", err=True)
+
+
+def _counted_across_ranks(texts, add_reads, vocab, order, memory, folder, normalize, source, debug):
     """-mpi: this rank's shares of the texts counted (rank 0 adds the -read counts), the
     ranks agreeing on bad input before any exchange; then the counts exchanged by first
     word. Returns the communicator, this rank's part (a CountStore) and the ranks' ranges
@@ -317,11 +324,13 @@ def _counted_across_ranks(texts, add_reads, vocab, order, memory, folder, normal
 
     from .ranks import abort_on_error, input_agreed_on
     comm = world()
-    with input_agreed_on(comm):
+    timing = _rank_timing(comm, debug)
+    with input_agreed_on(comm), timed_stage("counting its share of the text", timing):
         local = count_share(comm, texts, vocab, order, memory, folder, normalize,
                             add_reads if comm.rank == 0 else None)
     try:
-        part, words = exchange_by_first_word(comm, local, memory, folder)
+        with timed_stage("the counts exchanged by first word", timing):
+            part, words = exchange_by_first_word(comm, local, memory, folder)
         sizes = np.array([part.sizes[k] if k < part.order else 0 for k in range(order)], dtype=np.int64)
         comm.Allreduce(MPI.IN_PLACE, sizes)
     except BaseException as error:  # noqa: B902 - a rank stopping here would leave the others waiting
@@ -360,18 +369,23 @@ def _estimated_across_ranks(comm, part, words, folder, memory, unk, debug, lm, w
             write_counts_file(store, write_binary)
         work = os.path.join(folder, "estimate")
         os.mkdir(work)
+        timing = _rank_timing(comm, debug)
         estimate = RankEstimate(comm, part, words, work, memory, unk_is_word=unk,
                                 log=(lambda line: click.echo(line, err=True)) if debug and root else None,
-                                warn=None if root else (lambda message: None))
-        model = gather_model(comm, estimate.run(), max(1, memory // 4 // 64))
+                                warn=None if root else (lambda message: None), timing=timing)
+        estimated = estimate.run()
+        with timed_stage("the model gathered at rank 0", timing):
+            model = gather_model(comm, estimated, max(1, memory // 4 // 64))
     except BaseException as error:  # noqa: B902
         abort_on_error(comm, error)
     if model is None:
         return
     if lm is not None:
-        write_arpa_streamed(model, lm, memory, work)
+        with timed_stage("writing the ARPA file", timing):
+            write_arpa_streamed(model, lm, memory, work)
     if write_bin_lm is not None:
-        write_binary_streamed(model, write_bin_lm, memory)
+        with timed_stage("writing the binary model", timing):
+            write_binary_streamed(model, write_bin_lm, memory)
 
 
 def _log_runs(debug, runs):

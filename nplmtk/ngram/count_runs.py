@@ -16,7 +16,8 @@ from ..errors import InputError
 from ..io import BLOCK_BYTES
 from ..scratch import scratch_error
 from ..threads import usable_cores
-from .counts import NgramCounts, check_ids, check_order, check_orders, check_read_orders, read_counts_blocks
+from .counts import (COUNTS_BLOCK_BYTES, NgramCounts, check_ids, check_order, check_orders, check_read_orders,
+                     read_counts_blocks)
 from .store import CountStore, StoreWriter
 
 # The tables may take half of `memory`: spilling them takes about as much again for one
@@ -28,6 +29,8 @@ MIN_PIECE_TOKENS = 1 << 10
 # a block of text read (its bytes, then its ids: some 2.5 times its size); small, since the
 # block in which the counts first outgrow the memory is counted by one counter to its end
 BLOCK_MEMORY_SHARE = 1 / 64
+# a block of a counts file read (about 5 times its size in ids, counts and sorts), two at once
+COUNTS_BLOCK_MEMORY_SHARE = 1 / 64
 MERGE_SHARE = 0.5  # the merge's blocks of rows, one per run and one of output
 MIN_BLOCK_ROWS = 1 << 10  # below this a run is merged with others first (fewer runs at once)
 MERGE_THREADS = 2  # orders merged side by side
@@ -116,7 +119,8 @@ class CountAccumulator:
         """An SRILM counts file (counts.read_counts_blocks), read a block of lines at a
         time, each block's counts a sorted store on disk until the merge."""
         orders = set()
-        for tables in read_counts_blocks(path, self.vocab, limit_vocab, self.block_bytes):
+        block_bytes = int(min(COUNTS_BLOCK_BYTES, max(1 << 16, self.memory * COUNTS_BLOCK_MEMORY_SHARE)))
+        for tables in read_counts_blocks(path, self.vocab, limit_vocab, block_bytes):
             if tables:
                 writer = StoreWriter(self.vocab, self._new_folder("read"), max(tables))
                 for k, (rows, counts) in sorted(tables.items()):

@@ -6,12 +6,14 @@ from .._ext.count_kernels import NgramHashCounter
 from .._ext.ngram_sorting import sort_counted
 from ..errors import InputError, ParameterError
 from .._ext.text_kernels import encode_count_lines
-from ..io import BLOCK_BYTES, check_words, max_token_bytes, open_output, read_lines, read_text_blocks
+from ..io import check_words, max_token_bytes, open_output, read_lines, read_text_blocks
 from ..text import split_words
+from ..threads import in_order
 from .index import NgramIndex
 
 MAX_COUNT = 2 ** 63 - 1  # counts are int64
 MAX_ORDER = 10
+COUNTS_BLOCK_BYTES = 16 << 20  # a counts file read a block of lines at a time: about 5x its bytes in tables
 
 
 def check_order(order, parameter="order"):
@@ -119,17 +121,24 @@ def check_orders(sizes, source):
             raise InputError(f"no sentence is long enough for {k}-grams", path=source)
 
 
-def read_counts_blocks(path, vocab, limit_vocab=False, block_bytes=BLOCK_BYTES):
+def read_counts_blocks(path, vocab, limit_vocab=False, block_bytes=COUNTS_BLOCK_BYTES):
     """An SRILM counts file a block of lines at a time (any order of lines; so a file
     larger than memory streams through): per block, {k: (rows, counts)}, each order's rows
     sorted and the counts of equal rows summed. Words outside `vocab` are `<unk>`, or
     with `limit_vocab` their n-grams are left out (SRILM's -limit-vocab)."""
-    missing, longest, first_line = (-1 if limit_vocab else vocab.unk), max_token_bytes(), 1
-    for data in read_text_blocks(path, block_bytes=block_bytes):
+    missing, longest = (-1 if limit_vocab else vocab.unk), max_token_bytes()
+
+    def numbered_blocks():
+        first_line = 1
+        for data in read_text_blocks(path, block_bytes=block_bytes):
+            yield data, first_line
+            first_line += data.count(b"\n")
+
+    def tables_of(block):
+        data, first_line = block
         ids, lengths, counts, bad = encode_count_lines(data, vocab.encoded_words, missing, MAX_ORDER, longest)
         if bad >= 0:
             _refuse_line(data, bad, path, first_line + bad, longest)
-        first_line += data.count(b"\n")
         starts = np.zeros(len(lengths), dtype=np.int64)
         np.cumsum(lengths[:-1], out=starts[1:])
         tables = {}
@@ -142,7 +151,9 @@ def read_counts_blocks(path, vocab, limit_vocab=False, block_bytes=BLOCK_BYTES):
                 rows, values = rows[inside], values[inside]
             if len(rows):
                 tables[k] = _sorted_summed(rows, values, path)
-        yield tables
+        return tables
+
+    yield from in_order(tables_of, numbered_blocks())  # two blocks side by side: the kernel and sorts let go of the GIL
 
 
 def check_read_orders(orders, path):

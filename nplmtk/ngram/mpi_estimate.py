@@ -52,8 +52,8 @@ class RankEstimate(StreamEstimate):
     first word lies in words[rank] .. words[rank + 1] - 1 (`words`: exchange_by_first_word's
     ranges of word ids); collectives throughout."""
 
-    def __init__(self, comm, part, words, folder, memory, unk_is_word=True, log=None, warn=None):
-        super().__init__(part, folder, memory, unk_is_word, log, warn, consume_store=True)
+    def __init__(self, comm, part, words, folder, memory, unk_is_word=True, log=None, warn=None, timing=None):
+        super().__init__(part, folder, memory, unk_is_word, log, warn, timing, consume_store=True)
         from mpi4py import MPI
         self.comm, self.mpi = comm, MPI
         self.order = comm.allreduce(part.order, op=MPI.MAX)

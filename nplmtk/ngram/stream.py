@@ -111,6 +111,15 @@ class DiskModel:
                 os.remove(self.files.path(name, k))
 
 
+@contextlib.contextmanager
+def timed_stage(name, timing):
+    """The block's wall time as `timing("name: 1.2 s")`, when `timing` is given."""
+    started = time.perf_counter()
+    yield
+    if timing is not None:
+        timing(f"{name}: {time.perf_counter() - started:.1f} s")
+
+
 def prefix_rows(grams, k, size, chunk_rows, block_rows):
     """(start, stop, rows) for chunks of the `size` order-k rows: the row of each one's
     first k-1 words among the order-(k-1) rows (NO_ROW where none is), both orders'
@@ -206,13 +215,9 @@ class StreamEstimate:
         with self.stage("the model's rows and keys"):
             return self._final_model()
 
-    @contextlib.contextmanager
     def stage(self, name):
         """Times a stage for `timing(line)` (ngram-count -debug 2)."""
-        started = time.perf_counter()
-        yield
-        if self.timing is not None:
-            self.timing(f"{name}: {time.perf_counter() - started:.1f} s")
+        return timed_stage(name, self.timing)
 
     # --- the rows of an order, as the store and the full unigrams give them
 
