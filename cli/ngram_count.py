@@ -116,14 +116,14 @@ def _discounting(kndiscount, ukndiscount, wbdiscount, gtdiscount, cdiscount, add
 @option("memory", type=ByteSize(), default="2G",
         help="About how much memory counting may use: the text is counted in pieces, and counts beyond this go to "
         "sorted files in TMPDIR (or -temp) that are merged at the end (SRILM's make-big-lm, lmplz's -S). An "
-        "estimate that would not fit (interpolated modified Kneser-Ney, no cutoffs) runs out of core, in passes "
-        "over files, and writes the same model.")
+        "estimate that would not fit runs out of core, in passes over files, and writes the same model (not with "
+        "-prune, -classes or -always-interpolate: those estimate in memory).")
 @option("temp", metavar="DIR", default=None,
         help="Keep the temporary files of counting in DIR instead of TMPDIR (they are removed at the end, on an "
         "error, on Ctrl-C and on SIGTERM).")
 @flag("mpi", help="Under mpiexec: each rank counts its share of the -text files' lines, the counts are exchanged "
-      "by first word and each rank estimates the n-grams of its first words (interpolated modified Kneser-Ney; "
-      "other estimates at rank 0); rank 0 writes the model (the same files as one machine's).")
+      "by first word and each rank estimates the n-grams of its first words (interpolated modified Kneser-Ney "
+      "without cutoffs; other estimates at rank 0); rank 0 writes the model (the same files as one machine's).")
 @flag("lower", help="Lower-case the text first.")
 @flag("map-numbers", help="Map numeric tokens to <num>.")
 @_cutoff_options
@@ -226,7 +226,7 @@ def command(text, read, order, vocab, unk, write, write_binary, lm, write_bin_lm
     min_counts = [cutoffs[f"gt{k}min"] or 1 for k in range(1, order + 1)]
     interpolated = interpolate or method is None
     out_of_core = ((lm is not None or write_bin_lm is not None)
-                   and streamable(method, interpolated, always_interpolate, classes is not None, prune))
+                   and streamable(always_interpolate, classes is not None, prune))
     source = ", ".join(text + read)
     started = time.perf_counter()
     def add_reads(accumulator):
@@ -240,7 +240,8 @@ def command(text, read, order, vocab, unk, write, write_binary, lm, write_bin_lm
         if mpi:
             comm, part, words = _counted_across_ranks(text, add_reads, vocabulary, order, memory, folder, normalize,
                                                       source, debug)
-            if out_of_core and not read and write is None and max(min_counts) == 1:  # every rank estimates its part
+            if out_of_core and not read and write is None and method in (None, "kn") and interpolated \
+                    and max(min_counts) == 1:  # every rank estimates its part (lmplz's configuration)
                 _estimated_across_ranks(comm, part, words, folder, memory, unk, debug, lm, write_bin_lm, write_binary)
                 return
             store = _gathered(comm, part, memory, os.path.join(folder, "counts"))
@@ -278,7 +279,9 @@ def command(text, read, order, vocab, unk, write, write_binary, lm, write_bin_lm
                 if debug >= 2:
                     click.echo(f"nplm ngram-count: counting: {counted - started:.1f} s; merging the sorted runs: "
                                f"{time.perf_counter() - counted:.1f} s", err=True)
-                _estimate_out_of_core(store, folder, memory, unk, min_counts, debug, lm, write_bin_lm)
+                discounting = dict(method=method or "kn", interpolate=interpolated, min_counts=min_counts,
+                                   max_counts=max_counts[:order], constant=constant)
+                _estimate_out_of_core(store, folder, memory, unk, discounting, debug, lm, write_bin_lm)
                 return
             counts = store.load()
         else:
@@ -393,9 +396,10 @@ def _log_runs(debug, runs):
         click.echo(f"nplm ngram-count: the counts outgrew -memory: {runs} sorted runs on disk, merged", err=True)
 
 
-def _estimate_out_of_core(store, folder, memory, unk, min_counts, debug, lm, write_bin_lm):
+def _estimate_out_of_core(store, folder, memory, unk, discounting, debug, lm, write_bin_lm):
     """The estimate of counts larger than memory, in passes over files (stream.py): the
-    same files as the in-memory estimate writes."""
+    same files as the in-memory estimate writes. `discounting`: StreamEstimate's
+    arguments of the method."""
     if debug >= 2:
         click.echo(f"nplm ngram-count: {sum(store.sizes)} distinct n-grams outgrow -memory: estimated out of core, "
                    "in passes over files", err=True)
@@ -406,7 +410,7 @@ def _estimate_out_of_core(store, folder, memory, unk, min_counts, debug, lm, wri
         raise scratch_error(folder, err) from None
     timing = (lambda line: click.echo(f"nplm ngram-count: {line}", err=True)) if debug >= 2 else None
     estimate_on_disk = StreamEstimate(store, work, memory, unk_is_word=unk, timing=timing, consume_store=True,
-                                      min_counts=min_counts,
+                                      **discounting,
                                       log=(lambda line: click.echo(line, err=True)) if debug else None)
     model = estimate_on_disk.run()
     if lm is not None:

@@ -39,20 +39,33 @@ def zipf_counts(seed, order, vocab_words=30):
     return NgramCounts.from_corpus(Corpus.from_lines(zipf_lines(seed, 300), vocab), order)
 
 
-@pytest.mark.parametrize("order, memory, unk_is_word, min_counts", [
-    (1, 2000, True, None), (2, 20000, False, None), (3, 30000, True, None), (3, 10 ** 8, False, None),
-    (4, 40000, False, None), (5, 60000, True, None),
+@pytest.mark.parametrize("order, memory, unk_is_word, options", [
+    (1, 2000, True, {}), (2, 20000, False, {}), (3, 30000, True, {}), (3, 10 ** 8, False, {}),
+    (4, 40000, False, {}), (5, 60000, True, {}),
     # cutoffs: suffixes of kept n-grams cut (the back-off walk), contexts fixed up, nodes closed under suffixes
-    (2, 20000, True, [1, 2]), (3, 10 ** 8, False, [1, 2, 2]), (4, 40000, False, [1, 2, 2, 2]),
-    (5, 60000, True, [2, 1, 3, 2, 2]), (5, 50000, False, [1, 3, 1, 2, 1])])
+    (2, 20000, True, {"min_counts": [1, 2]}), (3, 10 ** 8, False, {"min_counts": [1, 2, 2]}),
+    (4, 40000, False, {"min_counts": [1, 2, 2, 2]}), (5, 60000, True, {"min_counts": [2, 1, 3, 2, 2]}),
+    (5, 50000, False, {"min_counts": [1, 3, 1, 2, 1]}),
+    # the other discountings, back-off and interpolated
+    (5, 60000, False, {"interpolate": False, "min_counts": [1, 1, 2, 2, 2]}),
+    (3, 30000, True, {"method": "ukn", "interpolate": False, "words": 300}),
+    (4, 40000, False, {"method": "ukn", "min_counts": [1, 2, 2, 1], "words": 300}),
+    (3, 30000, True, {"method": "wb", "interpolate": False}), (4, 40000, False, {"method": "wb"}),
+    (4, 40000, False, {"method": "gt", "interpolate": False}),
+    (4, 40000, True, {"method": "gt", "interpolate": False, "max_counts": [1, 3, 5, 2], "min_counts": [1, 1, 2, 2]}),
+    (4, 40000, True, {"method": "cd", "constant": 0.7}),
+    (3, 30000, False, {"method": "add", "constant": 0.1, "interpolate": False})])
 @pytest.mark.filterwarnings("ignore::nplmtk.errors.NplmWarning")
-def test_streamed_estimate_writes_the_in_memory_estimates_files(tmp_path, order, memory, unk_is_word, min_counts):
-    counts = zipf_counts(order, order)
-    model = estimate(counts, unk_is_word=unk_is_word, min_counts=min_counts)
+def test_streamed_estimate_writes_the_in_memory_estimates_files(tmp_path, order, memory, unk_is_word, options):
+    options = dict(options)
+    words = options.pop("words", None)  # original Kneser-Ney needs words seen once and twice after others
+    counts = zipf_counts(order, order) if words is None else NgramCounts.from_corpus(Corpus.from_lines(
+        zipf_lines(order, 300, [f"w{i}" for i in range(words)]), Vocabulary([f"w{i}" for i in range(words)])), order)
+    model = estimate(counts, unk_is_word=unk_is_word, **options)
     folder = tmp_path / "work"
     folder.mkdir()
     streamed = StreamEstimate(CountStore.save(counts, str(folder)), str(folder), memory, unk_is_word,
-                              min_counts=min_counts).run()
+                              **options).run()
     write_arpa_streamed(streamed, str(tmp_path / "got.arpa"), memory, str(folder))
     assert (tmp_path / "got.arpa").read_bytes() == arpa_bytes(model)
     write_binary(model, str(tmp_path / "expected.nplm"))
@@ -141,15 +154,14 @@ def test_a_full_disk_is_one_error_naming_the_folder(tmp_path):
 
 
 def test_only_the_configurations_lmplz_estimates_are_streamed():
-    assert streamable(None, True, False) and streamable("kn", True, False)
-    assert not streamable("wb", True, False)
-    assert not streamable("kn", False, False)
-    assert not streamable("kn", True, True)
-    assert not streamable("kn", True, False, prune=True)
-    assert not streamable("kn", True, False, classes=True)
+    assert streamable(False)
+    assert not streamable(True)
+    assert not streamable(False, prune=True)
+    assert not streamable(False, classes=True)
 
 
-@pytest.mark.parametrize("options", [[], ["-unk"], ["-gt2min", "2", "-gt3min", "3", "-gt4min", "2"]])
+@pytest.mark.parametrize("options", [[], ["-unk"], ["-gt2min", "2", "-gt3min", "3", "-gt4min", "2"], ["-wbdiscount"],
+                                     ["-kndiscount", "-gt3min", "2"], ["-gtdiscount", "-gt4max", "3"]])
 def test_ngram_count_estimates_out_of_core_what_outgrows_memory(tmp_path, options):
     (tmp_path / "t.txt").write_text("\n".join(zipf_lines(7, 4000, [f"w{i}" for i in range(300)])) + "\n")
     (tmp_path / "v.txt").write_text("\n".join(f"w{i}" for i in range(250)) + "\n")

@@ -53,10 +53,10 @@ class RankEstimate(StreamEstimate):
     ranges of word ids); collectives throughout."""
 
     def __init__(self, comm, part, words, folder, memory, unk_is_word=True, log=None, warn=None, timing=None):
-        super().__init__(part, folder, memory, unk_is_word, log, warn, timing, consume_store=True)
         from mpi4py import MPI
+        super().__init__(part, folder, memory, unk_is_word, log, warn, timing, consume_store=True,
+                         order=comm.allreduce(part.order, op=MPI.MAX))
         self.comm, self.mpi = comm, MPI
-        self.order = comm.allreduce(part.order, op=MPI.MAX)
         low, high = int(words[comm.rank]), int(words[comm.rank + 1])
         self.sizes = [high - low] + [part.sizes[k - 1] if k <= part.order else 0 for k in range(2, self.order + 1)]
         self.unigram_counts = self.unigram_counts[low:high]

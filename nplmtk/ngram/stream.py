@@ -1,4 +1,4 @@
-"""Estimating interpolated modified Kneser-Ney out of core, from counts on disk
+"""Estimating back-off models out of core, from counts on disk
 (store.py), in passes over files of each order's rows as KenLM's lmplz does (Heafield
 et al. 2013): each order's rows stay in their lexicographic order on disk, and every
 value that an n-gram needs from another order (its prefix's row, its suffix's row, the
@@ -7,9 +7,10 @@ one window of that order in memory, as many passes as windows. The arithmetic is
 estimate.py's own (`context_probabilities`, `context_bows`), run on whole contexts at a
 time, so the model is the in-memory estimate's to the byte whatever the memory.
 
-The passes cover interpolated modified Kneser-Ney, the configuration lmplz estimates,
-with or without SRILM's cutoffs (-gtNmin); `streamable` says whether a configuration is
-one of them. With cutoffs an n-gram's suffix may have left the model: its probability is
+The passes cover every discounting of discounts.py (each fitted on counts-of-counts
+counted by a pass), interpolated or backing off, with or without SRILM's cutoffs
+(-gtNmin); `streamable` says which configurations (not -prune, -classes or lmplz's
+-always-interpolate). With cutoffs an n-gram's suffix may have left the model: its probability is
 SRILM's back-off walk, carried order to order as a pair of float32 sums, and the contexts
 left without a probability get one at the end, as SRILM's fixupProbs gives them
 (stream_walks.py)."""
@@ -22,15 +23,15 @@ import time
 import numpy as np
 
 from .._ext.ngram_sorting import find_sorted_rows, search_sorted_forward
-from ..errors import NplmError
+from ..errors import NplmError, ParameterError
 from ..scratch import ScratchFile, rename_scratch
 from ..threads import in_order, usable_cores
-from .discounts import CountsOfCounts, ModifiedKneserNey
+from .discounts import METHODS, CountsOfCounts
 from .estimate import (Events, _order_settings, _warn, context_bows, context_probabilities, distribute_unigram_mass,
                        log10_to_prob)
 from .stream_walks import NO_WALK, WALK, backoff_walks, close_contexts, fix_missing_contexts
 
-LARGEST_COUNT_OF_COUNTS = 4  # modified Kneser-Ney reads n1 .. n4
+LARGEST_COUNT_OF_COUNTS = 4  # modified Kneser-Ney reads n1 .. n4 (Good-Turing up to -gtNmax + 1)
 # Bytes of memory per row of the largest pieces held at once: a context pass's arrays
 # and context_probabilities' float64 temporaries; a sort's records, keys and order.
 CONTEXT_PASS_ROW_BYTES = 160
@@ -45,9 +46,9 @@ def fits_in_memory(ngrams, memory, bytes_per_ngram=IN_MEMORY_BYTES_PER_NGRAM):
     return ngrams * bytes_per_ngram <= memory
 
 
-def streamable(method, interpolate, always_interpolate, classes=False, prune=False):
+def streamable(always_interpolate, classes=False, prune=False):
     """Whether stream.py estimates this configuration (else the counts go to memory)."""
-    return method in (None, "kn") and interpolate and not always_interpolate and not classes and not prune
+    return not always_interpolate and not classes and not prune
 
 
 class _Files:
@@ -159,14 +160,22 @@ class StreamEstimate:
     `folder`, about `memory` bytes of arrays at a time."""
 
     def __init__(self, store, folder, memory, unk_is_word=True, log=None, warn=None, timing=None,
-                 consume_store=False, min_counts=None):
-        """With `consume_store` each order's counts are removed from the store once used;
-        `min_counts[k-1]` is SRILM's -gtkmin (default 1)."""
-        self.store, self.vocab, self.order = store, store.vocab, store.order
-        self.min_counts = list(min_counts or [])
-        self.cutoffs = any(m > 1 for m in self.min_counts)
+                 consume_store=False, method="kn", interpolate=True, min_counts=None, max_counts=None, constant=None,
+                 order=None):
+        """With `consume_store` each order's counts are removed from the store once used.
+        `method`, `interpolate`, `min_counts`, `max_counts` and `constant` are as
+        estimate.estimate takes them (without `always_interpolate`); `order`, when given,
+        is the model's (the store's own may be lower: a rank's part, mpi_estimate.py)."""
+        self.store, self.vocab, self.order = store, store.vocab, order or store.order
         self.files, self.memory = _Files(folder), memory
         self.events = Events(self.vocab, unk_is_word)
+        if method not in METHODS:
+            raise ParameterError(f"unknown discounting {{method}} '{method}'")
+        self.discounting, self.interpolate = METHODS[method], interpolate
+        self.settings = _order_settings(self.order, min_counts, max_counts, constant, self.events)
+        self.cutoffs = any(settings.min_count > 1 for settings in self.settings)
+        # the counts-of-counts n_0 .. n_largest that the discounting may read
+        self.largest_count = max([LARGEST_COUNT_OF_COUNTS] + [settings.max_count + 1 for settings in self.settings])
         self.log, self.warn, self.timing, self.consume_store = log, warn, timing, consume_store
         self.sizes = [len(self.vocab)] + store.sizes[1:]  # every word a unigram row (some of count 0)
         self.first_rows = [0] * self.order  # each order's first row here among all the rows (mpi_estimate.py)
@@ -193,8 +202,7 @@ class StreamEstimate:
         with self.stage("continuation counts and discounts"):
             for k in range(1, order + 1):
                 histogram = self._summed(self._adjusted_counts(k))
-                settings = _order_settings(order, self.min_counts[:order], None, None, self.events)[k - 1]
-                discount = ModifiedKneserNey(CountsOfCounts(histogram), settings, self.warn or _warn)
+                discount = self.discounting(CountsOfCounts(histogram), self.settings[k - 1], self.warn or _warn)
                 if self.log is not None:
                     for line in [f"using {discount.name} for {k}-grams"] + discount.debug_lines:
                         self.log(line)
@@ -358,27 +366,32 @@ class StreamEstimate:
         before the n-gram; n-grams starting with `<s>` keep their counts; the highest
         order keeps its counts). Returns the counts-of-counts of the n-grams that
         predict events."""
+        largest, adjusting = self.largest_count, self._adjusting(k)
+
         def adjusted(chunk):
             low, high = chunk
             grams, counts = self.grams(k, low, high), self.raw_counts(k, low, high)
-            if k < self.order:
+            if adjusting:
                 counts = np.where(self.events.non_event(grams[:, 0]), counts, self._continuation(k, low, high))
             predicting = counts[~self.events.non_event(grams[:, -1])]
-            return counts, np.bincount(np.minimum(predicting, LARGEST_COUNT_OF_COUNTS + 1),
-                                       minlength=LARGEST_COUNT_OF_COUNTS + 2)[:LARGEST_COUNT_OF_COUNTS + 1]
+            return counts, np.bincount(np.minimum(predicting, largest + 1), minlength=largest + 2)[:largest + 1]
 
-        histogram = np.zeros(LARGEST_COUNT_OF_COUNTS + 1, dtype=np.int64)
-        # the highest order's adjusted counts are its counts (_adjusted): no file
-        with self.files.writer("adjusted", k) if k < self.order else contextlib.nullcontext() as out:
+        histogram = np.zeros(largest + 1, dtype=np.int64)
+        # counts not adjusted are the store's (_adjusted): no file
+        with self.files.writer("adjusted", k) if adjusting else contextlib.nullcontext() as out:
             for counts, counted in in_order(adjusted, self.chunks(k, self.pass_rows(8 * 3))):
                 if out is not None:
                     out.append(counts)
                 histogram += counted
         return histogram
 
+    def _adjusting(self, k):
+        """Whether order k's counts are Kneser-Ney's continuation counts (not the highest's)."""
+        return self.discounting.adjusts_counts and k < self.order
+
     def _adjusted(self, k, start, stop):
-        """Rows start..stop-1 of `adjusted{k}` (the highest order's are its counts)."""
-        if k == self.order:
+        """Rows start..stop-1 of `adjusted{k}`, or of the counts where they are not adjusted."""
+        if not self._adjusting(k):
             return self.raw_counts(k, start, stop)
         return self.files.read("adjusted", k, np.int64, start, stop)
 
@@ -409,7 +422,7 @@ class StreamEstimate:
         lower = np.full(size, log10_to_prob(np.float32(-math.log10(self.events.count))))
         eligible = ~self.events.non_event(words) & (count > 0)
         prob, keep, _ = context_probabilities(count, lower, np.zeros(size, dtype=np.int64), 1, eligible,
-                                              np.zeros(1, dtype=bool), discount, True, False, self.events)
+                                              np.zeros(1, dtype=bool), discount, self.interpolate, False, self.events)
         logp = np.full(size, -np.inf, dtype=np.float32)
         with np.errstate(divide="ignore"):
             logp[keep] = np.log10(prob[keep]).astype(np.float32)
@@ -501,8 +514,8 @@ class StreamEstimate:
         skipped[group] = skipped_row
         eligible = ~skipped_row & ~events.non_event(grams[:, -1]) & (count > 0)
         lower = log10_to_prob(np.where(eligible, suffix_walk["result"] + suffix_walk["weight"], -np.inf))
-        prob, keep, _ = context_probabilities(count, lower, group, size, eligible, skipped, discount, True,
-                                              False, events)
+        prob, keep, _ = context_probabilities(count, lower, group, size, eligible, skipped, discount,
+                                              self.interpolate, False, events)
         logp = np.full(stop - start, -np.inf, dtype=np.float32)
         with np.errstate(divide="ignore"):
             logp[keep] = np.log10(prob[keep]).astype(np.float32)
