@@ -10,10 +10,10 @@ time, so the model is the in-memory estimate's to the byte whatever the memory.
 The passes cover every discounting of discounts.py (each fitted on counts-of-counts
 counted by a pass), interpolated or backing off, with or without SRILM's cutoffs
 (-gtNmin); `streamable` says which configurations (not -prune, -classes or lmplz's
--always-interpolate). With cutoffs an n-gram's suffix may have left the model: its probability is
-SRILM's back-off walk, carried order to order as a pair of float32 sums, and the contexts
-left without a probability get one at the end, as SRILM's fixupProbs gives them
-(stream_walks.py)."""
+-always-interpolate). With cutoffs an n-gram's suffix may have left the model: its
+probability is SRILM's back-off walk, carried order to order as a pair of float32 sums,
+and the contexts left without a probability get one at the end, as SRILM's fixupProbs
+gives them (stream_walks.py)."""
 import contextlib
 import math
 import os
