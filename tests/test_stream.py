@@ -15,7 +15,7 @@ from nplmtk.ngram.binary import write_binary
 from nplmtk.ngram.count_runs import CountAccumulator
 from nplmtk.ngram.counts import NgramCounts
 from nplmtk.ngram.sorted_counts import ROW_BYTES, write_counts_streamed
-from nplmtk.ngram.estimate import estimate
+from nplmtk.ngram.estimate import estimate, prune
 from nplmtk.ngram.store import CountStore
 from nplmtk.ngram.sorted_runs import sorted_records
 from nplmtk.ngram.stream import StreamEstimate, streamable
@@ -54,14 +54,23 @@ def zipf_counts(seed, order, vocab_words=30):
     (4, 40000, False, {"method": "gt", "interpolate": False}),
     (4, 40000, True, {"method": "gt", "interpolate": False, "max_counts": [1, 3, 5, 2], "min_counts": [1, 1, 2, 2]}),
     (4, 40000, True, {"method": "cd", "constant": 0.7}),
-    (3, 30000, False, {"method": "add", "constant": 0.1, "interpolate": False})])
+    (3, 30000, False, {"method": "add", "constant": 0.1, "interpolate": False}),
+    # entropy pruning (estimate.prune) of the model, with and without fixed-up contexts
+    (3, 30000, True, {"prune": (1e-4, 2)}), (4, 40000, False, {"prune": (1e-4, 3)}),
+    (5, 60000, True, {"min_counts": [1, 2, 2, 2, 2], "prune": (1e-4, 2)}),
+    (5, 50000, False, {"min_counts": [1, 3, 1, 2, 1], "prune": (2e-4, 2)}),
+    (4, 40000, True, {"method": "wb", "interpolate": False, "prune": (1e-3, 2)})])
 @pytest.mark.filterwarnings("ignore::nplmtk.errors.NplmWarning")
 def test_streamed_estimate_writes_the_in_memory_estimates_files(tmp_path, order, memory, unk_is_word, options):
     options = dict(options)
     words = options.pop("words", None)  # original Kneser-Ney needs words seen once and twice after others
     counts = zipf_counts(order, order) if words is None else NgramCounts.from_corpus(Corpus.from_lines(
         zipf_lines(order, 300, [f"w{i}" for i in range(words)]), Vocabulary([f"w{i}" for i in range(words)])), order)
+    pruning = options.pop("prune", None)
     model = estimate(counts, unk_is_word=unk_is_word, **options)
+    if pruning:
+        model = prune(model, *pruning)
+        options["prune"] = pruning
     folder = tmp_path / "work"
     folder.mkdir()
     streamed = StreamEstimate(CountStore.save(counts, str(folder)), str(folder), memory, unk_is_word,
@@ -156,12 +165,12 @@ def test_a_full_disk_is_one_error_naming_the_folder(tmp_path):
 def test_only_the_configurations_lmplz_estimates_are_streamed():
     assert streamable(False)
     assert not streamable(True)
-    assert not streamable(False, prune=True)
     assert not streamable(False, classes=True)
 
 
 @pytest.mark.parametrize("options", [[], ["-unk"], ["-gt2min", "2", "-gt3min", "3", "-gt4min", "2"], ["-wbdiscount"],
-                                     ["-kndiscount", "-gt3min", "2"], ["-gtdiscount", "-gt4max", "3"]])
+                                     ["-kndiscount", "-gt3min", "2"], ["-gtdiscount", "-gt4max", "3"],
+                                     ["-prune", "1e-5", "-gt3min", "2"], ["-prune", "1e-4", "-minprune", "3"]])
 def test_ngram_count_estimates_out_of_core_what_outgrows_memory(tmp_path, options):
     (tmp_path / "t.txt").write_text("\n".join(zipf_lines(7, 4000, [f"w{i}" for i in range(300)])) + "\n")
     (tmp_path / "v.txt").write_text("\n".join(f"w{i}" for i in range(250)) + "\n")

@@ -439,28 +439,38 @@ def prune(model, threshold, min_order=2):
     model itself; an n-gram that is a context of a longer one stays; then the back-off
     weights are recomputed. Orders below `min_order` are kept whole."""
     tables = _Tables.of(model)
-    logp, present, node, old_bow = tables.logp, tables.present, tables.node, model.bow
+    logp, present, node = tables.logp, tables.present, tables.node
     history = _context_log10probs(model)
     for i in range(model.order - 1, max(min_order - 1, 1) - 1, -1):  # contexts of i words, (i+1)-grams
         group, size = model.index.prefix_of(i + 1), len(model.grams[i - 1])
         backoff = tables.backoff(model.grams[i][:, 1:])
-        prob = log10_to_prob(logp[i])
-        numerator = 1 - np.bincount(group, weights=prob, minlength=size)
-        denominator = 1 - np.bincount(group, weights=log10_to_prob(backoff), minlength=size)
-        usable = _bow_terms(numerator, denominator, node[i - 1], logp[i], present[i], group)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            new_bow = (np.log10(numerator[group] + prob) - np.log10(denominator[group] + log10_to_prob(backoff))
-                       ).astype(np.float32)
-            delta_logp = (backoff + new_bow) - logp[i]  # float32, as SRILM's LogP
-            delta_entropy = -log10_to_prob(history[i - 1][group]) * (
-                prob * delta_logp.astype(np.float64)
-                + numerator[group] * (new_bow - old_bow[i - 1][group]).astype(np.float64))
-            perplexity_change = log10_to_prob(delta_entropy) - 1.0
-        pruned = usable[group] & (threshold > 0) & (perplexity_change < threshold) & ~node[i]
+        pruned, usable = prune_contexts(logp[i], backoff, group, size, node[i - 1], node[i], model.bow[i - 1],
+                                        history[i - 1], threshold)
         present[i] &= ~pruned
         node[i - 1] &= ~(usable & _contexts_left_empty(tables, i, group))
     _recompute_bows(tables)
     return tables.model()
+
+
+def prune_contexts(logp, backoff, group, size, node, child_node, bow, history, threshold):
+    """`prune`'s test of n-grams grouped by context (`group[i]` the context of n-gram i
+    among `size`; any run of whole contexts gives the same): their float32 log10
+    probabilities (`logp`, rescaled in place where computeBOW rescales) and back-off
+    estimates (`backoff`), which are contexts themselves (`child_node`: kept), and the
+    contexts' node flags, back-off weights and log10 P(h) (`history`). Returns the n-grams
+    pruned and the contexts whose weight could be computed."""
+    prob = log10_to_prob(logp)
+    numerator = 1 - np.bincount(group, weights=prob, minlength=size)
+    denominator = 1 - np.bincount(group, weights=log10_to_prob(backoff), minlength=size)
+    usable = _bow_terms(numerator, denominator, node, logp, np.ones(len(logp), dtype=bool), group)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        new_bow = (np.log10(numerator[group] + prob) - np.log10(denominator[group] + log10_to_prob(backoff))
+                   ).astype(np.float32)
+        delta_logp = (backoff + new_bow) - logp  # float32, as SRILM's LogP
+        delta_entropy = -log10_to_prob(history[group]) * (
+            prob * delta_logp.astype(np.float64) + numerator[group] * (new_bow - bow[group]).astype(np.float64))
+        perplexity_change = log10_to_prob(delta_entropy) - 1.0
+    return usable[group] & (threshold > 0) & (perplexity_change < threshold) & ~child_node, usable
 
 
 def _context_log10probs(model):

@@ -9,11 +9,11 @@ time, so the model is the in-memory estimate's to the byte whatever the memory.
 
 The passes cover every discounting of discounts.py (each fitted on counts-of-counts
 counted by a pass), interpolated or backing off, with or without SRILM's cutoffs
-(-gtNmin); `streamable` says which configurations (not -prune, -classes or lmplz's
--always-interpolate). With cutoffs an n-gram's suffix may have left the model: its
-probability is SRILM's back-off walk, carried order to order as a pair of float32 sums,
-and the contexts left without a probability get one at the end, as SRILM's fixupProbs
-gives them (stream_walks.py)."""
+(-gtNmin), pruned (stream_prune.py) or not; `streamable` says which configurations (not
+-classes or lmplz's -always-interpolate). With cutoffs an n-gram's suffix may have left
+the model: its probability is SRILM's back-off walk, carried order to order as a pair of
+float32 sums, and the contexts left without a probability get one at the end, as SRILM's
+fixupProbs gives them (stream_walks.py)."""
 import contextlib
 import math
 import os
@@ -29,6 +29,7 @@ from ..threads import in_order, usable_cores
 from .discounts import METHODS, CountsOfCounts
 from .estimate import (Events, _order_settings, _warn, context_bows, context_probabilities, distribute_unigram_mass,
                        log10_to_prob)
+from .stream_prune import prune_on_disk
 from .stream_walks import NO_WALK, WALK, backoff_walks, close_contexts, fix_missing_contexts
 
 LARGEST_COUNT_OF_COUNTS = 4  # modified Kneser-Ney reads n1 .. n4 (Good-Turing up to -gtNmax + 1)
@@ -46,9 +47,9 @@ def fits_in_memory(ngrams, memory, bytes_per_ngram=IN_MEMORY_BYTES_PER_NGRAM):
     return ngrams * bytes_per_ngram <= memory
 
 
-def streamable(always_interpolate, classes=False, prune=False):
+def streamable(always_interpolate, classes=False):
     """Whether stream.py estimates this configuration (else the counts go to memory)."""
-    return not always_interpolate and not classes and not prune
+    return not always_interpolate and not classes
 
 
 class _Files:
@@ -161,11 +162,13 @@ class StreamEstimate:
 
     def __init__(self, store, folder, memory, unk_is_word=True, log=None, warn=None, timing=None,
                  consume_store=False, method="kn", interpolate=True, min_counts=None, max_counts=None, constant=None,
-                 order=None):
+                 order=None, prune=None):
         """With `consume_store` each order's counts are removed from the store once used.
         `method`, `interpolate`, `min_counts`, `max_counts` and `constant` are as
         estimate.estimate takes them (without `always_interpolate`); `order`, when given,
-        is the model's (the store's own may be lower: a rank's part, mpi_estimate.py)."""
+        is the model's (the store's own may be lower: a rank's part, mpi_estimate.py);
+        `prune`: (threshold, min_order) of estimate.prune, applied to the model."""
+        self.prune = prune
         self.store, self.vocab, self.order = store, store.vocab, order or store.order
         self.files, self.memory = _Files(folder), memory
         self.events = Events(self.vocab, unk_is_word)
@@ -214,12 +217,16 @@ class StreamEstimate:
                 self._lower_probabilities(k)
                 self._context_pass(k, discounts[k - 1])
                 self.remove_files(("lower", k), ("adjusted", k))
-                if not self.cutoffs:  # else the contexts' fix-up reads them
+                if not self.cutoffs and not self.prune:  # else the contexts' fix-up or the pruning reads them
                     self.remove_files(("suffix", k), ("walk", k - 1))
         if self.cutoffs:
             with self.stage("contexts without probabilities"):
                 close_contexts(self)
-                fix_missing_contexts(self)
+                fix_missing_contexts(self, walks_through=order - 1 if self.prune else 0)
+        if self.prune:
+            with self.stage("pruning"):
+                prune_on_disk(self, *self.prune)
+        self.remove_files(*((name, k) for k in range(1, order + 1) for name in ("suffix", "walk", "final_walk")))
         with self.stage("the model's rows and keys"):
             return self._final_model()
 
@@ -450,7 +457,7 @@ class StreamEstimate:
             return fill
         return window
 
-    def _context_runs(self, k):
+    def context_runs(self, k):
         """(start, stop) of runs of whole contexts of order k, about a chunk's rows each
         (a share of the memory for each of the runs computed side by side)."""
         rows = self.pass_rows(CONTEXT_PASS_ROW_BYTES)
@@ -478,7 +485,7 @@ class StreamEstimate:
         first_row = self.first_rows[k - 2]  # contexts are counted among all the rows, files hold this estimate's
         contexts_done = first_row
         for first_context, logp, keep, bow, node, walks in in_order(lambda run: self._contexts(k, discount, *run),
-                                                                    self._context_runs(k)):
+                                                                    self.context_runs(k)):
             logp_out.append(logp)
             present_out.append(keep)
             if walk_out is not None:

@@ -49,15 +49,17 @@ def close_contexts(estimate):
         marks.flush()
         del marks
 
-def fix_missing_contexts(estimate):
+def fix_missing_contexts(estimate, walks_through=0):
     """SRILM's fixupProbs (estimate.fixup_missing_contexts): a context without a
     probability (`need{j}`), and each prefix of one without a probability, gets its
-    back-off walk's, order by order upward, each order's walks seeing the fixed rows
-    below. Orders below the lowest with such contexts keep the walks of the estimate."""
+    back-off walk's, order by order upward, each order's walks (`final_walk{j}`) seeing
+    the fixed rows below, up to the highest order fixed, or to `walks_through` (the walks
+    of the complete model, for pruning). Orders below the lowest fixed keep the walks of
+    the estimate (`walk{j}`)."""
     needed = {j: _missing_contexts(estimate, j) for j in range(estimate.order - 1, 1, -1)}
     orders = [j for j, count in needed.items() if count]
-    source = "walk"
-    for j in range(min(orders, default=estimate.order), max(orders, default=0) + 1):
+    source, last = "walk", max(orders + [walks_through]) if orders else 0
+    for j in range(min(orders, default=estimate.order), last + 1):
         estimate.filled_by_windows("reach", j, WALK, NO_WALK, estimate.rows(WALK.itemsize),
                                    estimate.pass_rows(8 + 2 * WALK.itemsize), estimate.walks_of_suffixes(source, j))
         outs = {name: estimate.files.writer(name, j) for name in ("fixed_logp", "fixed_present", "fixed_walk")}
@@ -83,8 +85,8 @@ def fix_missing_contexts(estimate):
         source = "final_walk"
     if orders:
         _walk_contexts(estimate)
-    estimate.remove_files(*((name, k) for k in range(1, estimate.order + 1)
-                   for name in ("suffix", "walk", "need", "final_walk")))
+    estimate.remove_files(*(("need", k) for k in range(1, estimate.order + 1)))
+
 
 def _walk_contexts(estimate):
     """`context{j}`: the contexts the back-off walk may pass once contexts are fixed up

@@ -1,0 +1,194 @@
+"""SRILM's -prune (estimate.prune: Stolcke 1998, Ngram::pruneProbs) out of core, on a
+StreamEstimate's files once its model is complete (contexts fixed up), before the model's
+rows are written: the same passes as the in-memory prune, each over one order's rows in
+their lexicographic order with the values of another order found a window at a time.
+
+- `history{k}`: log10 P(h) of every context, the chain of the model's probabilities along
+  its prefixes (estimate._context_log10probs: every prefix of a model n-gram is one).
+- From the highest order down, the n-grams' back-off estimates are their suffixes' walks
+  in the complete model, and estimate.prune_contexts decides, a run of whole contexts at
+  a time, which go; a context left with no n-gram and no longer context behind it stops
+  being a node.
+- The unigram mass left over is handed out and every back-off weight recomputed, from
+  the shortest contexts up (estimate._recompute_bows), the walks now in the pruned model.
+
+The walk-context flags (`context{k}`, or `node{k}` when no context was fixed up) become
+the `node{k}` of the pruned model, as the in-memory prune makes them its back-off weights'."""
+import os
+
+import numpy as np
+
+from ..threads import in_order
+from .discounts import PROB_EPSILON
+from .estimate import context_bows, log10_to_prob, prune_contexts
+from .stream_walks import NO_WALK, WALK, backoff_walks
+
+
+def prune_on_disk(estimate, threshold, min_order=2):
+    """Prunes the model in `estimate`'s files (present, logp, bow, node) as estimate.prune
+    prunes a BackoffModel; orders below `min_order` are kept whole."""
+    files, order = estimate.files, estimate.order
+    for k in range(1, order):  # the walk's contexts are the flags pruned (and the model's at the end)
+        if os.path.exists(files.path("context", k)):
+            os.replace(files.path("context", k), files.path("node", k))
+    _histories(estimate)
+    for k in range(order, max(min_order, 2) - 1, -1):
+        _prune_order(estimate, k, threshold)
+    _hand_out_unigram_mass(estimate)
+    _recompute_bows(estimate)
+    estimate.remove_files(*((name, k) for k in range(1, order + 1) for name in ("history", "reach", "emptied")))
+
+
+def _histories(estimate):
+    """`history{k}`: log10 P(h) of the order-k rows, in float32 as SRILM's contextProb sums
+    it: a leading `<s>` scored as `</s>`, a zero-probability `<s>` inside skipped."""
+    files, vocab = estimate.files, estimate.vocab
+    logp = files.read("logp", 1, np.float32, 0, estimate.sizes[0])
+    words = np.arange(estimate.sizes[0])
+    files.write("history", 1, logp[np.where(words == vocab.bos, vocab.eos, words)])
+    for k in range(2, estimate.order):
+        with files.writer("history", k) as out:
+            for start, stop in estimate.chunks(k, estimate.rows(24)):
+                prefix = files.read("prefix", k, np.int64, start, stop)
+                below = files.read("history", k - 1, np.float32, int(prefix[0]), int(prefix[-1]) + 1)[prefix - prefix[0]]
+                logp = files.read("logp", k, np.float32, start, stop)
+                skip = np.isneginf(logp) & (estimate.grams(k, start, stop)[:, -1] == vocab.bos)
+                out.append(np.where(skip, below, below + logp).astype(np.float32))
+
+
+def _complete_walks(estimate, k):
+    """The file of the order-k walks in the complete model (before pruning)."""
+    return "final_walk" if os.path.exists(estimate.files.path("final_walk", k)) else "walk"
+
+
+def _prune_order(estimate, k, threshold):
+    """The k-grams pruned (`present{k}`, `logp{k}` rescaled where computeBOW rescales),
+    then the contexts of k-1 words left empty taken out of `node{k-1}`."""
+    files = estimate.files
+    estimate.filled_by_windows("reach", k, WALK, NO_WALK, estimate.rows(WALK.itemsize),
+                               estimate.pass_rows(8 + 2 * WALK.itemsize),
+                               estimate.walks_of_suffixes(_complete_walks(estimate, k - 1), k))
+    outs = {name: files.writer(f"pruned_{name}", k) for name in ("present", "logp")}
+    emptied_out, contexts_done = files.writer("emptied", k - 1), 0
+    for first_context, logp, present, emptied in in_order(lambda run: _pruned_run(estimate, k, threshold, *run),
+                                                          estimate.context_runs(k)):
+        outs["present"].append(present)
+        outs["logp"].append(logp)
+        emptied_out.append(np.ones(first_context - contexts_done, dtype=bool))  # contexts without n-grams
+        emptied_out.append(emptied)
+        contexts_done = first_context + len(emptied)
+    emptied_out.append(np.ones(estimate.sizes[k - 2] - contexts_done, dtype=bool))
+    for out in list(outs.values()) + [emptied_out]:
+        out.close()
+    for name in ("present", "logp"):
+        os.replace(files.path(f"pruned_{name}", k), files.path(name, k))
+    _keep_contexts_behind(estimate, k)
+
+
+def _pruned_run(estimate, k, threshold, start, stop):
+    """Rows start..stop-1 of order k (whole contexts) through estimate.prune_contexts: (the
+    first context's row, the rows' logp and presence, which contexts are left empty)."""
+    files = estimate.files
+    prefix = files.read("prefix", k, np.int64, start, stop)
+    first_context, size = int(prefix[0]), int(prefix[-1] - prefix[0]) + 1
+    present = files.read("present", k, np.bool_, start, stop)
+    logp = files.read("logp", k, np.float32, start, stop)
+    reach = files.read("reach", k, WALK, start, stop)
+    rows = np.flatnonzero(present)  # the model's n-grams
+    group = prefix[rows] - first_context
+    child_node = (files.read("node", k, np.bool_, start, stop)[rows] if k < estimate.order
+                  else np.zeros(len(rows), dtype=bool))
+    contexts = {name: files.read(name, k - 1, dtype, first_context, first_context + size)
+                for name, dtype in (("node", np.bool_), ("bow", np.float32), ("history", np.float32))}
+    model_logp = logp[rows]
+    pruned, usable = prune_contexts(model_logp, (reach["result"] + reach["weight"])[rows], group, size,
+                                    contexts["node"], child_node, contexts["bow"], contexts["history"], threshold)
+    logp[rows] = model_logp
+    present[rows[pruned]] = False
+    left = np.bincount(group[~pruned], minlength=size) > 0
+    return first_context, logp, present, usable & ~left
+
+
+def _keep_contexts_behind(estimate, k):
+    """`node{k-1}` without the contexts left empty (`emptied{k-1}`) that are not the suffix
+    of a context of k words either (SRILM removes their back-off nodes)."""
+    files, size = estimate.files, estimate.sizes[k - 2]
+    with files.writer("behind", k - 1) as out:
+        out.append(np.zeros(size, dtype=bool))
+    if k < estimate.order and size:
+        marks = np.memmap(files.path("behind", k - 1), dtype=np.bool_, mode="r+")
+        for start, stop in estimate.chunks(k, estimate.rows(9)):
+            marks[files.read("suffix", k, np.int64, start, stop)[files.read("node", k, np.bool_, start, stop)]] = True
+        marks.flush()
+        del marks
+    with files.writer("pruned_node", k - 1) as out:
+        for start, stop in estimate.chunks(k - 1, estimate.rows(3)):
+            node = files.read("node", k - 1, np.bool_, start, stop)
+            out.append(node & ~(files.read("emptied", k - 1, np.bool_, start, stop)
+                                & ~files.read("behind", k - 1, np.bool_, start, stop)))
+    os.replace(files.path("pruned_node", k - 1), files.path("node", k - 1))
+    estimate.remove_files(("behind", k - 1))
+
+
+def _hand_out_unigram_mass(estimate):
+    """The unigram mass left over goes to the words of probability 0, or to every word
+    (estimate._recompute_bows)."""
+    files, size = estimate.files, estimate.sizes[0]
+    logp, present = files.read("logp", 1, np.float32, 0, size), files.read("present", 1, np.bool_, 0, size)
+    leftover = 1 - log10_to_prob(logp[present]).sum()
+    if leftover > PROB_EPSILON:
+        events = present & (np.arange(size) != estimate.vocab.bos)
+        zero = events & np.isneginf(logp)
+        if zero.any():
+            logp[zero] = np.float32(np.log10(leftover / zero.sum()))
+        else:
+            logp[events] = np.log10(log10_to_prob(logp[events]) + leftover / events.sum()).astype(np.float32)
+        files.write("logp", 1, logp)
+
+
+def _recompute_bows(estimate):
+    """Every context's back-off weight from the pruned model's probabilities, from the
+    shortest contexts up, each order's walks (`pwalk{k}`) in the pruned model."""
+    files, order = estimate.files, estimate.order
+    size = estimate.sizes[0]
+    files.write("pwalk", 1, backoff_walks(files.read("logp", 1, np.float32, 0, size),
+                                          files.read("present", 1, np.bool_, 0, size), None, None))
+    for k in range(2, order + 1):
+        estimate.filled_by_windows("preach", k, WALK, NO_WALK, estimate.rows(WALK.itemsize),
+                                   estimate.pass_rows(8 + 2 * WALK.itemsize), estimate.walks_of_suffixes("pwalk", k))
+        outs = {"logp": files.writer("pruned_logp", k), "bow": files.writer("pruned_bow", k - 1)}
+        if k < order:
+            outs["walk"] = files.writer("pwalk", k)
+        contexts_done = 0
+        for first_context, logp, bow, walks in in_order(lambda run: _weights_run(estimate, k, *run),
+                                                         estimate.context_runs(k)):
+            outs["logp"].append(logp)
+            outs["bow"].append(np.zeros(first_context - contexts_done, dtype=np.float32))
+            outs["bow"].append(bow)
+            if walks is not None:
+                outs["walk"].append(walks)
+            contexts_done = first_context + len(bow)
+        outs["bow"].append(np.zeros(estimate.sizes[k - 2] - contexts_done, dtype=np.float32))
+        for out in outs.values():
+            out.close()
+        os.replace(files.path("pruned_logp", k), files.path("logp", k))
+        os.replace(files.path("pruned_bow", k - 1), files.path("bow", k - 1))
+        estimate.remove_files(("preach", k), ("pwalk", k - 1))
+
+
+def _weights_run(estimate, k, start, stop):
+    """The back-off weights of the contexts of order-k rows start..stop-1 (whole contexts):
+    (the first context's row, the rows' logp, rescaled where computeBOW rescales, the
+    weights, the rows' walks for the order above, None at the highest order)."""
+    files = estimate.files
+    prefix = files.read("prefix", k, np.int64, start, stop)
+    first_context, size = int(prefix[0]), int(prefix[-1] - prefix[0]) + 1
+    group = prefix - first_context
+    present = files.read("present", k, np.bool_, start, stop)
+    logp = files.read("logp", k, np.float32, start, stop)
+    reach = files.read("preach", k, WALK, start, stop)
+    lower = log10_to_prob(np.where(present, reach["result"] + reach["weight"], -np.inf))
+    node = files.read("node", k - 1, np.bool_, first_context, first_context + size)
+    bow = context_bows(logp, present, lower, group, node)
+    walks = backoff_walks(logp, present, reach, bow[group]) if k < estimate.order else None
+    return first_context, logp, bow, walks
