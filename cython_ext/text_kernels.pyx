@@ -337,3 +337,44 @@ def encode_count_lines(const unsigned char[::1] data, list words, int missing, i
     free(lengths)
     free(counts)
     return ids_array, lengths_array, counts_array, bad
+
+
+def count_line_words(const unsigned char[::1] data, Py_ssize_t longest):
+    """The words of the lines `w1 ... wk count` of an SRILM counts file (every field but a
+    line's last), each once, in the order they first come (utf-8 bytes); and the index
+    among `data`'s lines of the first line with a word of more than `longest` bytes, or -1
+    (the lines after it are not read)."""
+    cdef WordTable table = WordTable()
+    cdef Py_ssize_t n = data.shape[0], pos = 0, start = 0, line = 0, bad = -1, found = 0, capacity = 1 << 12
+    cdef Py_ssize_t last_start = -1, last_end = 0, i
+    cdef Py_ssize_t *spans = <Py_ssize_t *> malloc(2 * capacity * sizeof(Py_ssize_t))
+    cdef const unsigned char *base = &data[0] if n else NULL
+    cdef Entry *e
+    if not spans:
+        raise MemoryError()
+    with nogil:
+        while pos < n:
+            last_start = -1
+            while next_word(base, n, &pos, &start):
+                if last_start >= 0:  # the field before this one is a word, not the count
+                    if last_end - last_start > longest:
+                        bad = line
+                        break
+                    e = table.slot(base + last_start, last_end - last_start,
+                                   fnv1a(base + last_start, last_end - last_start))
+                    if e.text == NULL:
+                        table.insert(base + last_start, last_end - last_start, found)
+                        if found == capacity:
+                            capacity *= 2
+                            spans = <Py_ssize_t *> realloc(spans, 2 * capacity * sizeof(Py_ssize_t))
+                        spans[2 * found] = last_start
+                        spans[2 * found + 1] = last_end
+                        found += 1
+                last_start, last_end = start, pos
+            if bad >= 0:
+                break
+            pos += 1
+            line += 1
+    words = [bytes(data[spans[2 * i]:spans[2 * i + 1]]) for i in range(found)]
+    free(spans)
+    return words, bad

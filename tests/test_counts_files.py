@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from nplmtk import container
-from nplmtk._ext.text_kernels import encode_count_lines
+from nplmtk._ext.text_kernels import count_line_words, encode_count_lines
 from nplmtk.ngram.counts import MAX_ORDER
 from nplmtk.ngram.store import COUNTS_KIND
 from nplmtk.vocab import Vocabulary
@@ -158,6 +158,29 @@ def test_count_lines_are_encoded_as_a_line_by_line_reading(seed):
     ids, lengths, counts, bad = encode_count_lines(data, vocab.encoded_words, -1, MAX_ORDER, 10)
     expected = _line_by_line(lines, vocab, -1, 10)
     assert (ids.tolist(), lengths.tolist(), counts.tolist(), bad) == expected
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_the_words_of_count_lines_come_once_in_the_order_they_first_come(seed):
+    rng = np.random.default_rng(seed)
+    lines = [" ".join(list(rng.choice(WORDS + ["Ä", "7"], size=rng.integers(0, 6))) + [str(rng.integers(9))])
+             for _ in range(500)] + ["", "  ", "w1"]
+    words, bad = count_line_words("\n".join(lines).encode(), 10)
+    assert bad == -1
+    assert [w.decode() for w in words] == list(dict.fromkeys(w for line in lines for w in line.split()[:-1]))
+    assert count_line_words(b"a 1\nb abcdefghijk 2\n", 10)[1] == 1
+
+
+def test_counts_on_stdin_without_a_vocabulary_give_the_files_model(parts, tmp_path):
+    status, _, err = nplm("ngram-count", "-text", parts / "all.txt", "-order", "3", "-write", tmp_path / "all.counts")
+    assert status == 0, err
+    for source in ("file", "stdin"):
+        args = ["-read", tmp_path / "all.counts"] if source == "file" else ["-read", "-"]
+        with open(tmp_path / "all.counts") as stdin:
+            proc = subprocess.run([NPLM, "ngram-count", *map(str, args), "-order", "3", "-lm",
+                                   str(tmp_path / f"{source}.arpa")], stdin=stdin, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "file.arpa").read_bytes() == (tmp_path / "stdin.arpa").read_bytes()
 
 
 def test_text_counts_larger_than_memory_are_read_a_block_at_a_time(parts, tmp_path):

@@ -5,8 +5,8 @@ import numpy as np
 from .._ext.count_kernels import NgramHashCounter
 from .._ext.ngram_sorting import sort_counted
 from ..errors import InputError, ParameterError
-from .._ext.text_kernels import encode_count_lines
-from ..io import check_words, max_token_bytes, open_output, read_lines, read_text_blocks
+from .._ext.text_kernels import count_line_words, encode_count_lines
+from ..io import check_words, comes_once, max_token_bytes, open_output, read_bytes, read_text_blocks
 from ..text import split_words
 from ..threads import in_order
 from .index import NgramIndex
@@ -189,13 +189,18 @@ def _sorted_summed(rows, counts, source):
 
 
 def counted_words(path):
-    """The words of a counts file's n-grams, in the file's order (repeats too): a
-    vocabulary for counts read without one."""
-    longest = max_token_bytes()
-    for number, line in enumerate(read_lines(path), 1):
-        words = split_words(line)[:-1]
-        check_words(line, words, path, number, longest)
-        yield from words
+    """The words of a counts file's n-grams in the order they first come (each once a
+    block of lines): a vocabulary for counts read without one."""
+    longest, first_line = max_token_bytes(), 1
+    if comes_once(path):
+        read_bytes(path)  # stdin or a pipe kept for the pass that reads its counts
+    for data in read_text_blocks(path, block_bytes=COUNTS_BLOCK_BYTES):
+        words, bad = count_line_words(data, longest)
+        if bad >= 0:
+            line = data.split(b"\n")[bad].decode("utf-8")
+            check_words(line, split_words(line)[:-1], path, first_line + bad, longest)
+        first_line += data.count(b"\n")
+        yield from (word.decode("utf-8") for word in words)
 
 
 def parse_count(fields, path, number):
