@@ -339,12 +339,15 @@ def encode_count_lines(const unsigned char[::1] data, list words, int missing, i
     return ids_array, lengths_array, counts_array, bad
 
 
-def count_line_words(const unsigned char[::1] data, Py_ssize_t longest):
+def count_line_words(const unsigned char[::1] data, Py_ssize_t longest, list known):
     """The words of the lines `w1 ... wk count` of an SRILM counts file (every field but a
-    line's last), each once, in the order they first come (utf-8 bytes); and the index
-    among `data`'s lines of the first line with a word of more than `longest` bytes, or -1
-    (the lines after it are not read)."""
+    line's last) that are not in `known` (utf-8 bytes), each once, in the order they first
+    come; and the index among `data`'s lines of the first line with a word of more than
+    `longest` bytes, or -1 (the lines after it are not read)."""
     cdef WordTable table = WordTable()
+    cdef bytes word
+    for word in known:
+        table.insert(<const unsigned char *> word, len(word), -1)
     cdef Py_ssize_t n = data.shape[0], pos = 0, start = 0, line = 0, bad = -1, found = 0, capacity = 1 << 12
     cdef Py_ssize_t last_start = -1, last_end = 0, i
     cdef Py_ssize_t *spans = <Py_ssize_t *> malloc(2 * capacity * sizeof(Py_ssize_t))

@@ -191,16 +191,20 @@ def _sorted_summed(rows, counts, source):
 def counted_words(path):
     """The words of a counts file's n-grams in the order they first come (each once a
     block of lines): a vocabulary for counts read without one."""
-    longest, first_line = max_token_bytes(), 1
+    longest, first_line, seen = max_token_bytes(), 1, set()
     if comes_once(path):
         read_bytes(path)  # stdin or a pipe kept for the pass that reads its counts
-    for data in read_text_blocks(path, block_bytes=COUNTS_BLOCK_BYTES):
-        words, bad = count_line_words(data, longest)
+    blocks = ((data, list(seen)) for data in read_text_blocks(path, block_bytes=COUNTS_BLOCK_BYTES))
+    for data, (words, bad) in in_order(lambda block: (block[0], count_line_words(block[0], longest, block[1])),
+                                       blocks):
         if bad >= 0:
             line = data.split(b"\n")[bad].decode("utf-8")
             check_words(line, split_words(line)[:-1], path, first_line + bad, longest)
         first_line += data.count(b"\n")
-        yield from (word.decode("utf-8") for word in words)
+        for word in words:
+            if word not in seen:
+                seen.add(word)
+                yield word.decode("utf-8")
 
 
 def parse_count(fields, path, number):
