@@ -117,7 +117,7 @@ def _discounting(kndiscount, ukndiscount, wbdiscount, gtdiscount, cdiscount, add
         help="About how much memory counting may use: the text is counted in pieces, and counts beyond this go to "
         "sorted files in TMPDIR (or -temp) that are merged at the end (SRILM's make-big-lm, lmplz's -S). An "
         "estimate that would not fit runs out of core, in passes over files, and writes the same model (not with "
-        "-classes or -always-interpolate: those estimate in memory).")
+        "-classes: class n-grams estimate in memory).")
 @option("temp", metavar="DIR", default=None,
         help="Keep the temporary files of counting in DIR instead of TMPDIR (they are removed at the end, on an "
         "error, on Ctrl-C and on SIGTERM).")
@@ -226,7 +226,7 @@ def command(text, read, order, vocab, unk, write, write_binary, lm, write_bin_lm
     min_counts = [cutoffs[f"gt{k}min"] or 1 for k in range(1, order + 1)]
     interpolated = interpolate or method is None
     out_of_core = ((lm is not None or write_bin_lm is not None)
-                   and streamable(always_interpolate, classes is not None))
+                   and streamable(classes is not None))
     source = ", ".join(text + read)
     started = time.perf_counter()
     def add_reads(accumulator):
@@ -241,7 +241,7 @@ def command(text, read, order, vocab, unk, write, write_binary, lm, write_bin_lm
             comm, part, words = _counted_across_ranks(text, add_reads, vocabulary, order, memory, folder, normalize,
                                                       source, debug)
             if out_of_core and not read and write is None and method in (None, "kn") and interpolated \
-                    and max(min_counts) == 1 and not prune:  # every rank estimates its part (lmplz's configuration)
+                    and max(min_counts) == 1 and not prune and not always_interpolate:  # every rank estimates its part
                 _estimated_across_ranks(comm, part, words, folder, memory, unk, debug, lm, write_bin_lm, write_binary)
                 return
             store = _gathered(comm, part, memory, os.path.join(folder, "counts"))
@@ -281,7 +281,7 @@ def command(text, read, order, vocab, unk, write, write_binary, lm, write_bin_lm
                                f"{time.perf_counter() - counted:.1f} s", err=True)
                 discounting = dict(method=method or "kn", interpolate=interpolated, min_counts=min_counts,
                                    max_counts=max_counts[:order], constant=constant,
-                                   prune=(prune, minprune) if prune else None)
+                                   always_interpolate=always_interpolate, prune=(prune, minprune) if prune else None)
                 _estimate_out_of_core(store, folder, memory, unk, discounting, debug, lm, write_bin_lm)
                 return
             counts = store.load()

@@ -59,7 +59,10 @@ def zipf_counts(seed, order, vocab_words=30):
     (3, 30000, True, {"prune": (1e-4, 2)}), (4, 40000, False, {"prune": (1e-4, 3)}),
     (5, 60000, True, {"min_counts": [1, 2, 2, 2, 2], "prune": (1e-4, 2)}),
     (5, 50000, False, {"min_counts": [1, 3, 1, 2, 1], "prune": (2e-4, 2)}),
-    (4, 40000, True, {"method": "wb", "interpolate": False, "prune": (1e-3, 2)})])
+    (4, 40000, True, {"method": "wb", "interpolate": False, "prune": (1e-3, 2)}),
+    # lmplz's weights (-always-interpolate)
+    (5, 60000, True, {"always_interpolate": True}), (4, 40000, False, {"always_interpolate": True}),
+    (4, 40000, True, {"always_interpolate": True, "min_counts": [1, 2, 2, 2], "prune": (1e-4, 2)})])
 @pytest.mark.filterwarnings("ignore::nplmtk.errors.NplmWarning")
 def test_streamed_estimate_writes_the_in_memory_estimates_files(tmp_path, order, memory, unk_is_word, options):
     options = dict(options)
@@ -162,15 +165,15 @@ def test_a_full_disk_is_one_error_naming_the_folder(tmp_path):
         StreamEstimate(store, str(folder), 10 ** 6).run()
 
 
-def test_only_the_configurations_lmplz_estimates_are_streamed():
-    assert streamable(False)
-    assert not streamable(True)
-    assert not streamable(False, classes=True)
+def test_every_configuration_but_classes_is_streamed():
+    assert streamable()
+    assert not streamable(classes=True)
 
 
 @pytest.mark.parametrize("options", [[], ["-unk"], ["-gt2min", "2", "-gt3min", "3", "-gt4min", "2"], ["-wbdiscount"],
                                      ["-kndiscount", "-gt3min", "2"], ["-gtdiscount", "-gt4max", "3"],
-                                     ["-prune", "1e-5", "-gt3min", "2"], ["-prune", "1e-4", "-minprune", "3"]])
+                                     ["-prune", "1e-5", "-gt3min", "2"], ["-prune", "1e-4", "-minprune", "3"],
+                                     ["-always-interpolate"]])
 def test_ngram_count_estimates_out_of_core_what_outgrows_memory(tmp_path, options):
     (tmp_path / "t.txt").write_text("\n".join(zipf_lines(7, 4000, [f"w{i}" for i in range(300)])) + "\n")
     (tmp_path / "v.txt").write_text("\n".join(f"w{i}" for i in range(250)) + "\n")

@@ -331,11 +331,17 @@ def backoff_weights(tables, k, keep, lower, contexts, suffix, lmplz_gamma=None):
     for j in range(k - 1, 0, -1):
         node[j - 1][suffix[j][node[j]]] = True
     if lmplz_gamma is not None:
-        usable = node[k - 1] & np.isfinite(lmplz_gamma) & (lmplz_gamma > 0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            tables.bow[k - 1] = np.where(usable, np.log10(lmplz_gamma.astype(np.float32)), 0.0).astype(np.float32)
+        tables.bow[k - 1] = lmplz_bows(lmplz_gamma, node[k - 1])
         return
     tables.bow[k - 1] = context_bows(tables.logp[k], keep, lower, contexts.group, node[k - 1])
+
+
+def lmplz_bows(gamma, node):
+    """The back-off weights lmplz writes: the contexts' interpolation weights `gamma`
+    (float32 log10; 0 where a context is not a node or has none)."""
+    usable = node & np.isfinite(gamma) & (gamma > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(usable, np.log10(gamma.astype(np.float32)), 0.0).astype(np.float32)
 
 
 def context_bows(child_logp, keep, lower, group, node):

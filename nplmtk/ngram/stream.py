@@ -9,8 +9,8 @@ time, so the model is the in-memory estimate's to the byte whatever the memory.
 
 The passes cover every discounting of discounts.py (each fitted on counts-of-counts
 counted by a pass), interpolated or backing off, with or without SRILM's cutoffs
-(-gtNmin), pruned (stream_prune.py) or not; `streamable` says which configurations (not
--classes or lmplz's -always-interpolate). With cutoffs an n-gram's suffix may have left
+(-gtNmin), pruned (stream_prune.py) or not, SRILM's or lmplz's (-always-interpolate);
+`streamable` says which configurations (not -classes). With cutoffs an n-gram's suffix may have left
 the model: its probability is SRILM's back-off walk, carried order to order as a pair of
 float32 sums, and the contexts left without a probability get one at the end, as SRILM's
 fixupProbs gives them (stream_walks.py)."""
@@ -28,7 +28,7 @@ from ..scratch import ScratchFile, rename_scratch
 from ..threads import in_order, usable_cores
 from .discounts import METHODS, CountsOfCounts
 from .estimate import (Events, _order_settings, _warn, context_bows, context_probabilities, distribute_unigram_mass,
-                       log10_to_prob)
+                       lmplz_bows, log10_to_prob)
 from .stream_prune import prune_on_disk
 from .stream_walks import NO_WALK, WALK, backoff_walks, close_contexts, fix_missing_contexts
 
@@ -47,9 +47,9 @@ def fits_in_memory(ngrams, memory, bytes_per_ngram=IN_MEMORY_BYTES_PER_NGRAM):
     return ngrams * bytes_per_ngram <= memory
 
 
-def streamable(always_interpolate, classes=False):
+def streamable(classes=False):
     """Whether stream.py estimates this configuration (else the counts go to memory)."""
-    return not always_interpolate and not classes
+    return not classes
 
 
 class _Files:
@@ -162,10 +162,10 @@ class StreamEstimate:
 
     def __init__(self, store, folder, memory, unk_is_word=True, log=None, warn=None, timing=None,
                  consume_store=False, method="kn", interpolate=True, min_counts=None, max_counts=None, constant=None,
-                 order=None, prune=None):
+                 always_interpolate=False, order=None, prune=None):
         """With `consume_store` each order's counts are removed from the store once used.
-        `method`, `interpolate`, `min_counts`, `max_counts` and `constant` are as
-        estimate.estimate takes them (without `always_interpolate`); `order`, when given,
+        `method`, `interpolate`, `min_counts`, `max_counts`, `constant` and
+        `always_interpolate` are as estimate.estimate takes them; `order`, when given,
         is the model's (the store's own may be lower: a rank's part, mpi_estimate.py);
         `prune`: (threshold, min_order) of estimate.prune, applied to the model."""
         self.prune = prune
@@ -175,6 +175,8 @@ class StreamEstimate:
         if method not in METHODS:
             raise ParameterError(f"unknown discounting {{method}} '{method}'")
         self.discounting, self.interpolate = METHODS[method], interpolate
+        # lmplz's way: interpolating everywhere, the interpolation weights written as back-off weights
+        self.always_interpolate, self.lmplz_weights = always_interpolate, always_interpolate and interpolate
         self.settings = _order_settings(self.order, min_counts, max_counts, constant, self.events)
         self.cutoffs = any(settings.min_count > 1 for settings in self.settings)
         # the counts-of-counts n_0 .. n_largest that the discounting may read
@@ -428,13 +430,14 @@ class StreamEstimate:
         words = np.arange(size)
         lower = np.full(size, log10_to_prob(np.float32(-math.log10(self.events.count))))
         eligible = ~self.events.non_event(words) & (count > 0)
-        prob, keep, _ = context_probabilities(count, lower, np.zeros(size, dtype=np.int64), 1, eligible,
-                                              np.zeros(1, dtype=bool), discount, self.interpolate, False, self.events)
+        prob, keep, gamma = context_probabilities(count, lower, np.zeros(size, dtype=np.int64), 1, eligible,
+                                                  np.zeros(1, dtype=bool), discount, self.interpolate,
+                                                  self.always_interpolate, self.events)
         logp = np.full(size, -np.inf, dtype=np.float32)
         with np.errstate(divide="ignore"):
             logp[keep] = np.log10(prob[keep]).astype(np.float32)
         present = keep.copy()
-        distribute_unigram_mass(logp, present, self.events)
+        distribute_unigram_mass(logp, present, self.events, gamma if self.lmplz_weights else None)
         mine = slice(self.first_rows[0], self.first_rows[0] + self.sizes[0])
         self.files.write("logp", 1, logp[mine])
         self.files.write("present", 1, present[mine])
@@ -521,14 +524,14 @@ class StreamEstimate:
         skipped[group] = skipped_row
         eligible = ~skipped_row & ~events.non_event(grams[:, -1]) & (count > 0)
         lower = log10_to_prob(np.where(eligible, suffix_walk["result"] + suffix_walk["weight"], -np.inf))
-        prob, keep, _ = context_probabilities(count, lower, group, size, eligible, skipped, discount,
-                                              self.interpolate, False, events)
+        prob, keep, gamma = context_probabilities(count, lower, group, size, eligible, skipped, discount,
+                                                  self.interpolate, self.always_interpolate, events)
         logp = np.full(stop - start, -np.inf, dtype=np.float32)
         with np.errstate(divide="ignore"):
             logp[keep] = np.log10(prob[keep]).astype(np.float32)
         node = np.zeros(size, dtype=bool)
         node[group[keep]] = True
-        bow = context_bows(logp, keep, lower, group, node)
+        bow = lmplz_bows(gamma, node) if self.lmplz_weights else context_bows(logp, keep, lower, group, node)
         walks = backoff_walks(logp, keep, suffix_walk, bow[group]) if k < self.order else None
         return first_context, logp, keep, bow, node, walks
 

@@ -50,7 +50,8 @@ def _histories(estimate):
         with files.writer("history", k) as out:
             for start, stop in estimate.chunks(k, estimate.rows(24)):
                 prefix = files.read("prefix", k, np.int64, start, stop)
-                below = files.read("history", k - 1, np.float32, int(prefix[0]), int(prefix[-1]) + 1)[prefix - prefix[0]]
+                first = int(prefix[0])
+                below = files.read("history", k - 1, np.float32, first, int(prefix[-1]) + 1)[prefix - first]
                 logp = files.read("logp", k, np.float32, start, stop)
                 skip = np.isneginf(logp) & (estimate.grams(k, start, stop)[:, -1] == vocab.bos)
                 out.append(np.where(skip, below, below + logp).astype(np.float32))
