@@ -116,8 +116,8 @@ def _discounting(kndiscount, ukndiscount, wbdiscount, gtdiscount, cdiscount, add
 @option("memory", type=ByteSize(), default="2G",
         help="About how much memory counting may use: the text is counted in pieces, and counts beyond this go to "
         "sorted files in TMPDIR (or -temp) that are merged at the end (SRILM's make-big-lm, lmplz's -S). An "
-        "estimate that would not fit runs out of core, in passes over files, and writes the same model (not with "
-        "-classes: class n-grams estimate in memory).")
+        "estimate that would not fit runs out of core, in passes over files, and writes the same model (but a class "
+        "model saved with its classes, -classes with -lm X.nplm, which is built in memory).")
 @option("temp", metavar="DIR", default=None,
         help="Keep the temporary files of counting in DIR instead of TMPDIR (they are removed at the end, on an "
         "error, on Ctrl-C and on SIGTERM).")
@@ -226,7 +226,7 @@ def command(text, read, order, vocab, unk, write, write_binary, lm, write_bin_lm
     min_counts = [cutoffs[f"gt{k}min"] or 1 for k in range(1, order + 1)]
     interpolated = interpolate or method is None
     out_of_core = ((lm is not None or write_bin_lm is not None)
-                   and streamable(classes is not None))
+                   and streamable(class_file=classes is not None and lm is not None and lm.endswith(".nplm")))
     source = ", ".join(text + read)
     started = time.perf_counter()
     def add_reads(accumulator):

@@ -165,29 +165,32 @@ def test_a_full_disk_is_one_error_naming_the_folder(tmp_path):
         StreamEstimate(store, str(folder), 10 ** 6).run()
 
 
-def test_every_configuration_but_classes_is_streamed():
+def test_every_configuration_but_a_class_model_file_is_streamed():
     assert streamable()
-    assert not streamable(classes=True)
+    assert not streamable(class_file=True)
 
 
 @pytest.mark.parametrize("options", [[], ["-unk"], ["-gt2min", "2", "-gt3min", "3", "-gt4min", "2"], ["-wbdiscount"],
                                      ["-kndiscount", "-gt3min", "2"], ["-gtdiscount", "-gt4max", "3"],
                                      ["-prune", "1e-5", "-gt3min", "2"], ["-prune", "1e-4", "-minprune", "3"],
-                                     ["-always-interpolate"]])
+                                     ["-always-interpolate"], ["-classes", "{classes}", "-wbdiscount"]])
 def test_ngram_count_estimates_out_of_core_what_outgrows_memory(tmp_path, options):
     (tmp_path / "t.txt").write_text("\n".join(zipf_lines(7, 4000, [f"w{i}" for i in range(300)])) + "\n")
     (tmp_path / "v.txt").write_text("\n".join(f"w{i}" for i in range(250)) + "\n")
+    (tmp_path / "c.classes").write_text("".join(f"C{i % 60} w{i}\n" for i in range(0, 250, 2)))  # half the words
+    options = [str(tmp_path / "c.classes") if option == "{classes}" else option for option in options]
     temp = tmp_path / "temp"
     temp.mkdir()
     outputs = {}
+    kinds = ("arpa",) if "-classes" in options else ("arpa", "nplm")  # a class model's binary is -lm X.nplm
     for memory in ("1M", "2G"):
+        binary = [] if len(kinds) == 1 else ["-write-bin-lm", tmp_path / f"{memory}.nplm"]
         proc = subprocess.run([NPLM, "ngram-count", "-text", tmp_path / "t.txt", "-order", "4", "-vocab",
                                tmp_path / "v.txt", *options, "-memory", memory, "-temp", temp, "-debug", "2",
-                               "-lm", tmp_path / f"{memory}.arpa", "-write-bin-lm", tmp_path / f"{memory}.nplm"],
-                              capture_output=True, text=True)
+                               "-lm", tmp_path / f"{memory}.arpa", *binary], capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr
         assert ("estimated out of core" in proc.stderr) == (memory == "1M"), proc.stderr
-        outputs[memory] = [(tmp_path / f"{memory}.{kind}").read_bytes() for kind in ("arpa", "nplm")]
+        outputs[memory] = [(tmp_path / f"{memory}.{kind}").read_bytes() for kind in kinds]
     assert outputs["1M"] == outputs["2G"]
     assert os.listdir(temp) == []
 
