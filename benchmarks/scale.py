@@ -33,6 +33,9 @@ from run import machine_stamp, write_sections  # noqa: E402
 
 HEADING = "## KN5 of large Zipf texts against lmplz (issue 35)"
 ORDER = 5
+# SRILM's default cutoffs (-gt3min 2 and up) and entropy pruning: the walks, fix-ups and pruning passes
+PRUNED_OPTIONS = ["-gt3min", "2", "-gt4min", "2", "-gt5min", "2", "-prune", "1e-8"]
+PRUNED_MAX = 20_000_000
 RANKS = 2  # -mpi's row: ranks on this machine, each with half of -memory
 SEED, HELDOUT_SEED, HELDOUT_WORDS = 1, 2, 200_000
 GNU_TIME = "/usr/bin/time"
@@ -316,7 +319,7 @@ def measure_size(words, args, cap, lmplz, ours_max, score_max):
     memory = "1G" if words <= 20_000_000 else "2G"
     scored = words <= score_max
     result = {"words": words, "memory": memory, "text_mb": os.path.getsize(text) / 2 ** 20, "generated": generated,
-              "ours": [], "lmplz": [], "mpi": [], "counts": {}, "arpa_mb": {}, "scoring": [], "ppl": {}}
+              "ours": [], "lmplz": [], "mpi": [], "pruned": [], "counts": {}, "arpa_mb": {}, "scoring": [], "ppl": {}}
     ours_arpa, lmplz_arpa = os.path.join(work, "ours.arpa"), os.path.join(work, "lmplz.arpa")
     ours_temp, lmplz_temp = os.path.join(work, "tmp-ours"), os.path.join(work, "tmp-lmplz")
     ours_has_unk = False
@@ -334,6 +337,20 @@ def measure_size(words, args, cap, lmplz, ours_max, score_max):
                 result["arpa_mb"]["ours"] = os.path.getsize(ours_arpa) / 2 ** 20
                 ours_has_unk = has_unigram(ours_arpa, "<unk>")
             shutil.rmtree(ours_temp, ignore_errors=True)
+            if words <= PRUNED_MAX and not run.failure:  # SRILM's cutoffs and pruning, out of core too
+                os.makedirs(ours_temp, exist_ok=True)
+                pruned_arpa = os.path.join(work, "pruned.arpa")
+                run = Measured([args.nplm, "ngram-count", "-text", text, "-order", str(ORDER), "-memory", memory,
+                                *PRUNED_OPTIONS, "-lm", pruned_arpa], cap, temporary=ours_temp,
+                               env=dict(os.environ, TMPDIR=ours_temp))
+                result["pruned"].append(run)
+                print(f"{spelt(words)} nplm ngram-count (pruned): {cell(run, 'wall')} {cell(run, 'rss')}", flush=True)
+                if not run.failure:
+                    result["counts"]["pruned"] = data_counts(pruned_arpa)
+                    result["arpa_mb"]["pruned"] = os.path.getsize(pruned_arpa) / 2 ** 20
+                shutil.rmtree(ours_temp, ignore_errors=True)
+                if os.path.exists(pruned_arpa):
+                    os.remove(pruned_arpa)
             mpiexec = os.path.join(os.path.dirname(args.nplm), "mpiexec")
             if os.access(mpiexec, os.X_OK) and not run.failure:
                 os.makedirs(ours_temp, exist_ok=True)
@@ -365,7 +382,7 @@ def measure_size(words, args, cap, lmplz, ours_max, score_max):
             if os.path.exists(lmplz_arpa) and (not scored or "ours" in result["counts"]):
                 os.remove(lmplz_arpa)
     result["same_counts"] = (same_counts(result["counts"]["ours"], result["counts"]["lmplz"], ours_has_unk)
-                             if len(result["counts"]) == 2 else None)
+                             if "ours" in result["counts"] and "lmplz" in result["counts"] else None)
     result["ours_has_unk"] = ours_has_unk
     if scored:
         model = ours_arpa if os.path.exists(ours_arpa) else lmplz_arpa if os.path.exists(lmplz_arpa) else None
@@ -410,6 +427,8 @@ def section(results, skipped, args, lmplz, ours_max, score_max):
              "each (the median wall time; the largest peaks):", "",
              f"    nplm ngram-count -text text.txt -order {ORDER} -memory M -lm ours.arpa      (TMPDIR=DIR)",
              f"    mpiexec -n {RANKS} nplm ngram-count -text text.txt -order {ORDER} -memory M/{RANKS} -mpi -lm mpi.arpa",
+             f"    nplm ngram-count -text text.txt -order {ORDER} -memory M {' '.join(PRUNED_OPTIONS)} -lm pruned.arpa"
+             f"      (up to {spelt(PRUNED_MAX)} words)",
              f"    lmplz -o {ORDER} -S M -T DIR --discount_fallback < text.txt > lmplz.arpa", "",
              f"(`-mpi`: {RANKS} ranks on this machine, each counting a share of the text and estimating the n-grams of "
              "its first words within half the memory; run after ours when mpi4py's mpiexec is installed, its ARPA "
@@ -438,6 +457,7 @@ def section(results, skipped, args, lmplz, ours_max, score_max):
         data = f"{spelt(r['words'])} | {r['text_mb']:,.0f} MB (generated in {r['generated']:.1f} s)"
         for tool, command in (("ours", f"`nplm ngram-count ... -memory {r['memory']}`"),
                               ("mpi", f"`mpiexec -n {RANKS} nplm ngram-count ... -memory {r.get('mpi_memory')} -mpi`"),
+                              ("pruned", f"`nplm ngram-count ... -memory {r['memory']} {' '.join(PRUNED_OPTIONS)}`"),
                               ("lmplz", f"KenLM `lmplz -o {ORDER} -S {r['memory']}`")):
             if r[tool]:
                 summary = median_run(r[tool])
@@ -453,7 +473,7 @@ def section(results, skipped, args, lmplz, ours_max, score_max):
     lines += [""]
     for r in results:
         counts = r["counts"]
-        for tool, name in (("ours", "ours"), ("lmplz", "lmplz's")):
+        for tool, name in (("ours", "ours"), ("lmplz", "lmplz's"), ("pruned", "the pruned model's")):
             if tool in counts:
                 lines.append(f"- {spelt(r['words'])} words, {name} `\\data\\`: "
                              + ", ".join(f"{n}-grams {c:,}" for n, c in sorted(counts[tool].items())) + ".")
@@ -495,7 +515,7 @@ def section(results, skipped, args, lmplz, ours_max, score_max):
     if small and small["ours"]:
         ours, theirs = median_run(small["ours"]), median_run(small["lmplz"])
         rss_goal = 1.2 * 1024
-        lines.append(f"- 20M words, `-memory 1G`: peak RSS at most 1.2 GB: "
+        lines.append("- 20M words, `-memory 1G`: peak RSS at most 1.2 GB: "
                      + (f"{'met' if ours[1] <= rss_goal else 'UNMET'} ({ours[1] / 1024:.2f} GB)" if ours else
                         "UNMET (failed)")
                      + "; wall time at most lmplz's: "
