@@ -306,6 +306,20 @@ def main():
     print("\n".join(body))
 
 
+def other_run(result, name, label, words, cap, temp, arpa, command, done):
+    """One of our other runs (`result[name]`): measured with TMPDIR in `temp`, then, when it
+    succeeded, `done(run)` reads its ARPA file, which is then removed with `temp`."""
+    os.makedirs(temp, exist_ok=True)
+    run = Measured(command, cap, temporary=temp, env=dict(os.environ, TMPDIR=temp))
+    result[name].append(run)
+    print(f"{spelt(words)} {label}: {cell(run, 'wall')} {cell(run, 'rss')}", flush=True)
+    if not run.failure:
+        done(run)
+    shutil.rmtree(temp, ignore_errors=True)
+    if os.path.exists(arpa):
+        os.remove(arpa)
+
+
 def measure_size(words, args, cap, lmplz, ours_max, score_max):
     """The runs at one size: {"words", "memory", "text_mb", "ours": [Measured], "lmplz":
     [Measured], "counts": {tool: {order: count}}, "arpa_mb", "scoring": rows, "ppl"}."""
@@ -337,36 +351,28 @@ def measure_size(words, args, cap, lmplz, ours_max, score_max):
                 result["arpa_mb"]["ours"] = os.path.getsize(ours_arpa) / 2 ** 20
                 ours_has_unk = has_unigram(ours_arpa, "<unk>")
             shutil.rmtree(ours_temp, ignore_errors=True)
-            if words <= PRUNED_MAX and not run.failure:  # SRILM's cutoffs and pruning, out of core too
-                os.makedirs(ours_temp, exist_ok=True)
+            ours_failed = run.failure
+            if words <= PRUNED_MAX and not ours_failed:  # SRILM's cutoffs and pruning, out of core too
                 pruned_arpa = os.path.join(work, "pruned.arpa")
-                run = Measured([args.nplm, "ngram-count", "-text", text, "-order", str(ORDER), "-memory", memory,
-                                *PRUNED_OPTIONS, "-lm", pruned_arpa], cap, temporary=ours_temp,
-                               env=dict(os.environ, TMPDIR=ours_temp))
-                result["pruned"].append(run)
-                print(f"{spelt(words)} nplm ngram-count (pruned): {cell(run, 'wall')} {cell(run, 'rss')}", flush=True)
-                if not run.failure:
+
+                def pruned_counts(run):
                     result["counts"]["pruned"] = data_counts(pruned_arpa)
                     result["arpa_mb"]["pruned"] = os.path.getsize(pruned_arpa) / 2 ** 20
-                shutil.rmtree(ours_temp, ignore_errors=True)
-                if os.path.exists(pruned_arpa):
-                    os.remove(pruned_arpa)
+
+                other_run(result, "pruned", "nplm ngram-count (pruned)", words, cap, ours_temp, pruned_arpa,
+                          [args.nplm, "ngram-count", "-text", text, "-order", str(ORDER), "-memory", memory,
+                           *PRUNED_OPTIONS, "-lm", pruned_arpa], pruned_counts)
             mpiexec = os.path.join(os.path.dirname(args.nplm), "mpiexec")
-            if os.access(mpiexec, os.X_OK) and not run.failure:
-                os.makedirs(ours_temp, exist_ok=True)
+            if os.access(mpiexec, os.X_OK) and not ours_failed:
                 mpi_arpa = os.path.join(work, "mpi.arpa")
-                half = f"{int(memory[:-1]) * 1024 // RANKS}M"
-                run = Measured([mpiexec, "-n", str(RANKS), args.nplm, "ngram-count", "-text", text, "-order",
-                                str(ORDER), "-memory", half, "-mpi", "-lm", mpi_arpa], cap, temporary=ours_temp,
-                               env=dict(os.environ, TMPDIR=ours_temp))
-                result["mpi"].append(run)
-                result["mpi_memory"] = half
-                print(f"{spelt(words)} nplm ngram-count -mpi: {cell(run, 'wall')} {cell(run, 'rss')}", flush=True)
-                if not run.failure:
+                result["mpi_memory"] = half = f"{int(memory[:-1]) * 1024 // RANKS}M"
+
+                def same_as_ours(run):
                     result["mpi_same"] = filecmp.cmp(mpi_arpa, ours_arpa, shallow=False)
-                shutil.rmtree(ours_temp, ignore_errors=True)
-                if os.path.exists(mpi_arpa):
-                    os.remove(mpi_arpa)
+
+                other_run(result, "mpi", "nplm ngram-count -mpi", words, cap, ours_temp, mpi_arpa,
+                          [mpiexec, "-n", str(RANKS), args.nplm, "ngram-count", "-text", text, "-order", str(ORDER),
+                           "-memory", half, "-mpi", "-lm", mpi_arpa], same_as_ours)
             if os.path.exists(ours_arpa) and not scored:
                 os.remove(ours_arpa)  # the disk for lmplz's turn
         if lmplz:

@@ -88,6 +88,25 @@ cdef class WordTable:
         return e
 
 
+cdef WordTable word_table(list words):
+    """The table of `words` (utf-8 bytes, kept alive by the caller), each word's value its position."""
+    cdef WordTable table = WordTable()
+    cdef Py_ssize_t i
+    cdef bytes word
+    for i, word in enumerate(words):
+        table.insert(<const unsigned char *> word, len(word), i)
+    return table
+
+
+cdef object copied_array(const void *values, Py_ssize_t count, object dtype):
+    """A numpy array of `dtype` holding `count` values copied from a C buffer."""
+    array = np.empty(count, dtype=dtype)
+    cdef cnp.ndarray out = array
+    if count:
+        memcpy(cnp.PyArray_DATA(out), values, count * out.itemsize)
+    return array
+
+
 def count_words(const unsigned char[::1] data):
     """({word bytes: count}, number of sentences) of a text."""
     cdef WordTable table = WordTable()
@@ -134,12 +153,9 @@ def count_words(const unsigned char[::1] data):
 def encode_words(const unsigned char[::1] data, list words, int missing, int bos, int eos):
     """Word ids (int32; `missing` for words not in `words`, a list of utf-8 bytes whose
     positions are the ids) and the number of words of each sentence (int64)."""
-    cdef WordTable table = WordTable()
+    cdef WordTable table = word_table(words)
     cdef Py_ssize_t i, n = data.shape[0], pos = 0, start, line_start, count = 0, lines = 0
     cdef Py_ssize_t capacity = 1 << 16, line_capacity = 1 << 12
-    cdef bytes word
-    for i, word in enumerate(words):
-        table.insert(<const unsigned char *> word, len(word), i)
     cdef int *ids = <int *> malloc(capacity * sizeof(int))
     cdef int64_t *lengths = <int64_t *> malloc(line_capacity * sizeof(int64_t))
     cdef const unsigned char *base = &data[0] if n else NULL
@@ -171,14 +187,7 @@ def encode_words(const unsigned char[::1] data, list words, int missing, int bos
                     lengths = <int64_t *> realloc(lengths, line_capacity * sizeof(int64_t))
                 lengths[lines] = count - line_start
                 lines += 1
-    ids_array = np.empty(count, dtype=np.int32)
-    lengths_array = np.empty(lines, dtype=np.int64)
-    cdef int[::1] ids_out = ids_array
-    cdef int64_t[::1] lengths_out = lengths_array
-    for i in range(count):
-        ids_out[i] = ids[i]
-    for i in range(lines):
-        lengths_out[i] = lengths[i]
+    ids_array, lengths_array = copied_array(ids, count, np.int32), copied_array(lengths, lines, np.int64)
     free(ids)
     free(lengths)
     return ids_array, lengths_array
@@ -274,13 +283,10 @@ def encode_count_lines(const unsigned char[::1] data, list words, int missing, i
     `data`'s lines of the first line that is not one (no word before the count, more than
     `max_order` words, a word of more than `longest` bytes, a count that is not an
     integer in 0 .. 2^63 - 1), or -1. The lines after a bad one are not read."""
-    cdef WordTable table = WordTable()
-    cdef Py_ssize_t i, n = data.shape[0], pos = 0, start = 0, line_start, count = 0, lines = 0, line = 0
+    cdef WordTable table = word_table(words)
+    cdef Py_ssize_t n = data.shape[0], pos = 0, start = 0, line_start, count = 0, lines = 0, line = 0
     cdef Py_ssize_t last_start = 0, last_end = 0, bad = -1
     cdef Py_ssize_t capacity = 1 << 16, line_capacity = 1 << 12
-    cdef bytes word
-    for i, word in enumerate(words):
-        table.insert(<const unsigned char *> word, len(word), i)
     cdef int *ids = <int *> malloc(capacity * sizeof(int))
     cdef int64_t *lengths = <int64_t *> malloc(line_capacity * sizeof(int64_t))
     cdef int64_t *counts = <int64_t *> malloc(line_capacity * sizeof(int64_t))
@@ -322,17 +328,8 @@ def encode_count_lines(const unsigned char[::1] data, list words, int missing, i
                 lines += 1
             pos += 1
             line += 1
-    ids_array = np.empty(count, dtype=np.int32)
-    lengths_array = np.empty(lines, dtype=np.int64)
-    counts_array = np.empty(lines, dtype=np.int64)
-    cdef int[::1] ids_out = ids_array
-    cdef int64_t[::1] lengths_out = lengths_array
-    cdef int64_t[::1] counts_out = counts_array
-    for i in range(count):
-        ids_out[i] = ids[i]
-    for i in range(lines):
-        lengths_out[i] = lengths[i]
-        counts_out[i] = counts[i]
+    ids_array, lengths_array = copied_array(ids, count, np.int32), copied_array(lengths, lines, np.int64)
+    counts_array = copied_array(counts, lines, np.int64)
     free(ids)
     free(lengths)
     free(counts)
@@ -344,10 +341,7 @@ def count_line_words(const unsigned char[::1] data, Py_ssize_t longest, list kno
     line's last) that are not in `known` (utf-8 bytes), each once, in the order they first
     come; and the index among `data`'s lines of the first line with a word of more than
     `longest` bytes, or -1 (the lines after it are not read)."""
-    cdef WordTable table = WordTable()
-    cdef bytes word
-    for word in known:
-        table.insert(<const unsigned char *> word, len(word), -1)
+    cdef WordTable table = word_table(known)
     cdef Py_ssize_t n = data.shape[0], pos = 0, start = 0, line = 0, bad = -1, found = 0, capacity = 1 << 12
     cdef Py_ssize_t last_start = -1, last_end = 0, i
     cdef Py_ssize_t *spans = <Py_ssize_t *> malloc(2 * capacity * sizeof(Py_ssize_t))
