@@ -14,7 +14,7 @@ from nplmtk.scratch import scratch_error, scratch_folder
 from nplmtk.ngram.arpa import write_arpa
 from nplmtk.ngram.binary import check_binary_name
 from nplmtk.ngram.binary import write_binary as write_binary_model  # -write-binary names the counts file
-from nplmtk.ngram.classes import ClassNgramModel, WordClasses, token_ids, token_vocabulary
+from nplmtk.ngram.classes import ClassNgramModel, WordClasses, file_bytes, save_class_model, token_ids, token_vocabulary
 from nplmtk.ngram.count_runs import CountAccumulator
 from nplmtk.ngram.counts import MAX_ORDER, NgramCounts, byte_ranks, check_order, check_orders, counted_words
 from nplmtk.ngram.deleted_interpolation import DeletedInterpolation
@@ -22,7 +22,7 @@ from nplmtk.ngram.estimate import estimate
 from nplmtk.ngram.estimate import prune as prune_model
 from nplmtk.ngram.sorted_counts import IN_MEMORY_WRITE_BYTES_PER_NGRAM, write_counts_streamed
 from nplmtk.ngram.store import CountsFile, counts_file_vocabulary, write_counts_file
-from nplmtk.ngram.stream import StreamEstimate, fits_in_memory, streamable, timed_stage
+from nplmtk.ngram.stream import StreamEstimate, fits_in_memory, timed_stage
 from nplmtk.ngram.stream_writers import write_arpa_streamed, write_binary_streamed
 from nplmtk.text import Normalizer
 from nplmtk.threads import reuse_freed_memory
@@ -116,8 +116,7 @@ def _discounting(kndiscount, ukndiscount, wbdiscount, gtdiscount, cdiscount, add
 @option("memory", type=ByteSize(), default="2G",
         help="About how much memory counting may use: the text is counted in pieces, and counts beyond this go to "
         "sorted files in TMPDIR (or -temp) that are merged at the end (SRILM's make-big-lm, lmplz's -S). An "
-        "estimate that would not fit runs out of core, in passes over files, and writes the same model (but a class "
-        "model saved with its classes, -classes with -lm X.nplm, which is built in memory).")
+        "estimate that would not fit runs out of core, in passes over files, and writes the same model.")
 @option("temp", metavar="DIR", default=None,
         help="Keep the temporary files of counting in DIR instead of TMPDIR (they are removed at the end, on an "
         "error, on Ctrl-C and on SIGTERM).")
@@ -225,8 +224,7 @@ def command(text, read, order, vocab, unk, write, write_binary, lm, write_bin_lm
         unk = unk and vocabulary.unk_word not in word_classes.class_of
     min_counts = [cutoffs[f"gt{k}min"] or 1 for k in range(1, order + 1)]
     interpolated = interpolate or method is None
-    out_of_core = ((lm is not None or write_bin_lm is not None)
-                   and streamable(class_file=classes is not None and lm is not None and lm.endswith(".nplm")))
+    estimating = lm is not None or write_bin_lm is not None  # out of core when the counts outgrow -memory
     source = ", ".join(text + read)
     started = time.perf_counter()
     def add_reads(accumulator):
@@ -240,7 +238,7 @@ def command(text, read, order, vocab, unk, write, write_binary, lm, write_bin_lm
         if mpi:
             comm, part, words = _counted_across_ranks(text, add_reads, vocabulary, order, memory, folder, normalize,
                                                       source, debug)
-            if out_of_core and not read and write is None and method in (None, "kn") and interpolated \
+            if estimating and not read and write is None and method in (None, "kn") and interpolated \
                     and max(min_counts) == 1 and not prune and not always_interpolate:  # every rank estimates its part
                 _estimated_across_ranks(comm, part, words, folder, memory, unk, debug, lm, write_bin_lm, write_binary)
                 return
@@ -258,7 +256,7 @@ def command(text, read, order, vocab, unk, write, write_binary, lm, write_bin_lm
             add_reads(accumulator)
             spilled, store = len(accumulator.runs), None
             entries = accumulator.counter.entries()
-            if write_binary is not None or (out_of_core or write is not None) and (
+            if write_binary is not None or (estimating or write is not None) and (
                     accumulator.runs or accumulator.counts_read or not fits_in_memory(entries, memory)
                     or write is not None and not fits_in_memory(entries, memory, IN_MEMORY_WRITE_BYTES_PER_NGRAM)):
                 counted = time.perf_counter()
@@ -274,7 +272,7 @@ def command(text, read, order, vocab, unk, write, write_binary, lm, write_bin_lm
                 write = None
             if lm is None and write_bin_lm is None and write is None:
                 return
-            if out_of_core and store.order == order and not fits_in_memory(sum(store.sizes), memory):
+            if estimating and store.order == order and not fits_in_memory(sum(store.sizes), memory):
                 _log_runs(debug, spilled)
                 if debug >= 2:
                     click.echo(f"nplm ngram-count: counting: {counted - started:.1f} s; merging the sorted runs: "
@@ -282,7 +280,8 @@ def command(text, read, order, vocab, unk, write, write_binary, lm, write_bin_lm
                 discounting = dict(method=method or "kn", interpolate=interpolated, min_counts=min_counts,
                                    max_counts=max_counts[:order], constant=constant,
                                    always_interpolate=always_interpolate, prune=(prune, minprune) if prune else None)
-                _estimate_out_of_core(store, folder, memory, unk, discounting, debug, lm, write_bin_lm)
+                _estimate_out_of_core(store, folder, memory, unk, discounting, debug, lm, write_bin_lm,
+                                      word_classes if classes is not None else None)
                 return
             counts = store.load()
         else:
@@ -397,10 +396,11 @@ def _log_runs(debug, runs):
         click.echo(f"nplm ngram-count: the counts outgrew -memory: {runs} sorted runs on disk, merged", err=True)
 
 
-def _estimate_out_of_core(store, folder, memory, unk, discounting, debug, lm, write_bin_lm):
+def _estimate_out_of_core(store, folder, memory, unk, discounting, debug, lm, write_bin_lm, word_classes=None):
     """The estimate of counts larger than memory, in passes over files (stream.py): the
     same files as the in-memory estimate writes. `discounting`: StreamEstimate's
-    arguments of the method."""
+    arguments of the method; `word_classes`: the classes of a class n-gram (saved with
+    it in one file when `lm` is X.nplm)."""
     if debug >= 2:
         click.echo(f"nplm ngram-count: {sum(store.sizes)} distinct n-grams outgrow -memory: estimated out of core, "
                    "in passes over files", err=True)
@@ -414,7 +414,12 @@ def _estimate_out_of_core(store, folder, memory, unk, discounting, debug, lm, wr
                                       **discounting,
                                       log=(lambda line: click.echo(line, err=True)) if debug else None)
     model = estimate_on_disk.run()
-    if lm is not None:
+    if word_classes is not None and lm.endswith(".nplm"):  # the class n-gram and its classes in one file
+        with estimate_on_disk.stage("writing the class model"):
+            arpa = os.path.join(work, "classes.arpa")
+            write_arpa_streamed(model, arpa, memory, work, consume=True)
+            save_class_model(lm, file_bytes(arpa), word_classes)
+    elif lm is not None:
         with estimate_on_disk.stage("writing the ARPA file"):
             write_arpa_streamed(model, lm, memory, work, consume=write_bin_lm is None)
     if write_bin_lm is not None:

@@ -18,7 +18,7 @@ from nplmtk.ngram.sorted_counts import ROW_BYTES, write_counts_streamed
 from nplmtk.ngram.estimate import estimate, prune
 from nplmtk.ngram.store import CountStore
 from nplmtk.ngram.sorted_runs import sorted_records
-from nplmtk.ngram.stream import StreamEstimate, streamable
+from nplmtk.ngram.stream import StreamEstimate
 from nplmtk.ngram.stream_writers import write_arpa_streamed, write_binary_streamed
 from nplmtk.vocab import Vocabulary
 
@@ -165,11 +165,6 @@ def test_a_full_disk_is_one_error_naming_the_folder(tmp_path):
         StreamEstimate(store, str(folder), 10 ** 6).run()
 
 
-def test_every_configuration_but_a_class_model_file_is_streamed():
-    assert streamable()
-    assert not streamable(class_file=True)
-
-
 @pytest.mark.parametrize("options", [[], ["-unk"], ["-gt2min", "2", "-gt3min", "3", "-gt4min", "2"], ["-wbdiscount"],
                                      ["-kndiscount", "-gt3min", "2"], ["-gtdiscount", "-gt4max", "3"],
                                      ["-prune", "1e-5", "-gt3min", "2"], ["-prune", "1e-4", "-minprune", "3"],
@@ -182,15 +177,16 @@ def test_ngram_count_estimates_out_of_core_what_outgrows_memory(tmp_path, option
     temp = tmp_path / "temp"
     temp.mkdir()
     outputs = {}
-    kinds = ("arpa",) if "-classes" in options else ("arpa", "nplm")  # a class model's binary is -lm X.nplm
     for memory in ("1M", "2G"):
-        binary = [] if len(kinds) == 1 else ["-write-bin-lm", tmp_path / f"{memory}.nplm"]
-        proc = subprocess.run([NPLM, "ngram-count", "-text", tmp_path / "t.txt", "-order", "4", "-vocab",
-                               tmp_path / "v.txt", *options, "-memory", memory, "-temp", temp, "-debug", "2",
-                               "-lm", tmp_path / f"{memory}.arpa", *binary], capture_output=True, text=True)
-        assert proc.returncode == 0, proc.stderr
-        assert ("estimated out of core" in proc.stderr) == (memory == "1M"), proc.stderr
-        outputs[memory] = [(tmp_path / f"{memory}.{kind}").read_bytes() for kind in kinds]
+        # a class model's binary is the class n-gram and its classes in one file, -lm X.nplm
+        for lm in ([[f"{memory}.arpa"], [f"{memory}.nplm"]] if "-classes" in options
+                   else [[f"{memory}.arpa", "-write-bin-lm", tmp_path / f"{memory}.nplm"]]):
+            proc = subprocess.run([NPLM, "ngram-count", "-text", tmp_path / "t.txt", "-order", "4", "-vocab",
+                                   tmp_path / "v.txt", *options, "-memory", memory, "-temp", temp, "-debug", "2",
+                                   "-lm", tmp_path / lm[0], *lm[1:]], capture_output=True, text=True)
+            assert proc.returncode == 0, proc.stderr
+            assert ("estimated out of core" in proc.stderr) == (memory == "1M"), proc.stderr
+        outputs[memory] = [(tmp_path / f"{memory}.{kind}").read_bytes() for kind in ("arpa", "nplm")]
     assert outputs["1M"] == outputs["2G"]
     assert os.listdir(temp) == []
 

@@ -7,6 +7,7 @@ A class n-gram model is a back-off model over class names (and the words of no c
 p(w | h) = p(w | c(w)) p(c(w) | c(h)), every word of h replaced by its class.
 """
 import math
+import os
 
 import numpy as np
 
@@ -116,6 +117,22 @@ def token_ids(vocab, classes, tokens):
     return ids
 
 
+def save_class_model(path, arpa, classes):
+    """ClassNgramModel's file of the class n-gram's ARPA text `arpa` (uint8: an array, or a
+    container.PiecedArray read from a file larger than memory) and WordClasses `classes`."""
+    container.save(path, ClassNgramModel.kind, {
+        "arpa": arpa, "classes": np.frombuffer(classes.text().encode("utf-8"), dtype=np.uint8)})
+
+
+def file_bytes(path, piece_bytes=1 << 24):
+    """A file's bytes as a container.PiecedArray (uint8), read a piece at a time."""
+    def pieces():
+        with open(path, "rb") as source:
+            while piece := source.read(piece_bytes):
+                yield np.frombuffer(piece, dtype=np.uint8)
+    return container.PiecedArray(np.uint8, (os.path.getsize(path),), pieces)
+
+
 class ClassNgramModel(LanguageModel):
     """p(w | h) = p(w | c(w)) p(c(w) | c(h)) over a back-off model `tokens` of classes and
     words (SRILM's SimpleClassNgram: a word whose class the model lacks stays itself)."""
@@ -145,9 +162,7 @@ class ClassNgramModel(LanguageModel):
     def save(self, path):
         """One file for `load`, `mix` and `-mix-lm`: the class n-gram's ARPA text and the
         classes file, each read back by its own (validating) reader."""
-        container.save(path, self.kind, {
-            "arpa": np.frombuffer(arpa_bytes(self.tokens), dtype=np.uint8),
-            "classes": np.frombuffer(self.classes.text().encode("utf-8"), dtype=np.uint8)})
+        save_class_model(path, np.frombuffer(arpa_bytes(self.tokens), dtype=np.uint8), self.classes)
 
     @classmethod
     def from_file(cls, model_file):

@@ -10,7 +10,7 @@ time, so the model is the in-memory estimate's to the byte whatever the memory.
 The passes cover every discounting of discounts.py (each fitted on counts-of-counts
 counted by a pass), interpolated or backing off, with or without SRILM's cutoffs
 (-gtNmin), pruned (stream_prune.py) or not, SRILM's or lmplz's (-always-interpolate), of
-words or of classes; `streamable` says which configurations. With cutoffs an n-gram's suffix may have left
+words or of classes. With cutoffs an n-gram's suffix may have left
 the model: its probability is SRILM's back-off walk, carried order to order as a pair of
 float32 sums, and the contexts left without a probability get one at the end, as SRILM's
 fixupProbs gives them (stream_walks.py)."""
@@ -45,13 +45,6 @@ def fits_in_memory(ngrams, memory, bytes_per_ngram=IN_MEMORY_BYTES_PER_NGRAM):
     """Whether the in-memory estimate (or another job of `bytes_per_ngram`) of so many
     distinct n-grams fits in `memory` bytes."""
     return ngrams * bytes_per_ngram <= memory
-
-
-def streamable(class_file=False):
-    """Whether stream.py estimates this configuration (else the counts go to memory): all
-    but a class n-gram model saved with its classes in one file (`class_file`), which is
-    built in memory."""
-    return not class_file
 
 
 class _Files:
