@@ -155,7 +155,7 @@ class RankEstimate(StreamEstimate):
         bounds = np.searchsorted(local, np.arange(0, self.sizes[k - 1] + window, window))
         for number in np.flatnonzero(np.diff(bounds)):
             low = int(number) * window
-            walks = self.files.read("walk", k, WALK, low, min(low + window, self.sizes[k - 1]))
+            walks = self.walks("walk", k, low, min(low + window, self.sizes[k - 1]))
             values[bounds[number]:bounds[number + 1]] = walks[local[bounds[number]:bounds[number + 1]] - low]
         return values
 

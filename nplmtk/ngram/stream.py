@@ -436,17 +436,27 @@ class StreamEstimate:
         mine = slice(self.first_rows[0], self.first_rows[0] + self.sizes[0])
         self.files.write("logp", 1, logp[mine])
         self.files.write("present", 1, present[mine])
-        self.files.write("walk", 1, backoff_walks(logp[mine], present[mine], None, None))
+        if self.cutoffs:
+            self.files.write("walk", 1, backoff_walks(logp[mine], present[mine], None, None))
 
     def _lower_probabilities(self, k):
         """`lower{k}`: the back-off walk (`WALK`) of each order-k row's suffix."""
         self.filled_by_windows("lower", k, WALK, NO_WALK, self.rows(WALK.itemsize),
                                 self.pass_rows(8 + 2 * WALK.itemsize), self.walks_of_suffixes("walk", k))
 
+    def walks(self, name, k, low, high):
+        """The walks of order-k rows low..high-1 in `name{k}`. Without cutoffs no `walk{k}`
+        is written: every walk an estimate asks for (an eligible n-gram's suffix's) ends
+        on its own row, so the walks are the rows' probabilities, (logp, 0)."""
+        if name != "walk" or self.cutoffs:
+            return self.files.read(name, k, WALK, low, high)
+        return backoff_walks(self.files.read("logp", k, np.float32, low, high),
+                             self.files.read("present", k, np.bool_, low, high), None, None)
+
     def walks_of_suffixes(self, name, k):
         """A `filled_by_windows` window: the walks in `name{k-1}` of order-k rows' suffixes."""
         def window(low, high, last):
-            walks = self.files.read(name, k - 1, WALK, low, high)
+            walks = self.walks(name, k - 1, low, high)
 
             def fill(start, stop, values):
                 suffix = self.files.read("suffix", k, np.int64, start, stop)
@@ -479,7 +489,7 @@ class StreamEstimate:
         contexts computed side by side."""
         logp_out, present_out = self.files.writer("logp", k), self.files.writer("present", k)
         bow_out, node_out = self.files.writer("bow", k - 1), self.files.writer("node", k - 1)
-        walk_out = self.files.writer("walk", k) if k < self.order else None
+        walk_out = self.files.writer("walk", k) if k < self.order and self.cutoffs else None
         first_row = self.first_rows[k - 2]  # contexts are counted among all the rows, files hold this estimate's
         contexts_done = first_row
         for first_context, logp, keep, bow, node, walks in in_order(lambda run: self._contexts(k, discount, *run),
@@ -527,7 +537,7 @@ class StreamEstimate:
         node = np.zeros(size, dtype=bool)
         node[group[keep]] = True
         bow = lmplz_bows(gamma, node) if self.lmplz_weights else context_bows(logp, keep, lower, group, node)
-        walks = backoff_walks(logp, keep, suffix_walk, bow[group]) if k < self.order else None
+        walks = backoff_walks(logp, keep, suffix_walk, bow[group]) if k < self.order and self.cutoffs else None
         return first_context, logp, keep, bow, node, walks
 
     def _final_model(self):
