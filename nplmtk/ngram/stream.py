@@ -37,6 +37,7 @@ LARGEST_COUNT_OF_COUNTS = 4  # modified Kneser-Ney reads n1 .. n4 (Good-Turing u
 # and context_probabilities' float64 temporaries; a sort's records, keys and order.
 CONTEXT_PASS_ROW_BYTES = 160
 NO_ROW = -1
+WALK_PIECE_ROWS = 1 << 20  # walks made from probabilities a piece at a time
 PASS_THREADS = usable_cores(2)  # chunks of a pass computed side by side
 IN_MEMORY_BYTES_PER_NGRAM = 112  # estimate.py's peak over the distinct n-grams (20M words of Zipf text)
 
@@ -450,8 +451,13 @@ class StreamEstimate:
         on its own row, so the walks are the rows' probabilities, (logp, 0)."""
         if name != "walk" or self.cutoffs:
             return self.files.read(name, k, WALK, low, high)
-        return backoff_walks(self.files.read("logp", k, np.float32, low, high),
-                             self.files.read("present", k, np.bool_, low, high), None, None)
+        walks = np.empty(max(0, min(high, self.sizes[k - 1]) - low), dtype=WALK)
+        for start in range(0, len(walks), WALK_PIECE_ROWS):  # a window's walks, not its temporaries too
+            stop = min(start + WALK_PIECE_ROWS, len(walks))
+            walks[start:stop] = backoff_walks(self.files.read("logp", k, np.float32, low + start, low + stop),
+                                              self.files.read("present", k, np.bool_, low + start, low + stop),
+                                              None, None)
+        return walks
 
     def walks_of_suffixes(self, name, k):
         """A `filled_by_windows` window: the walks in `name{k-1}` of order-k rows' suffixes."""
