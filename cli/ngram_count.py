@@ -224,6 +224,9 @@ def command(text, read, order, vocab, unk, write, write_binary, lm, write_bin_lm
         unk = unk and vocabulary.unk_word not in word_classes.class_of
     min_counts = [cutoffs[f"gt{k}min"] or 1 for k in range(1, order + 1)]
     interpolated = interpolate or method is None
+    # the estimate's settings, in memory (estimate) and out of core (StreamEstimate) alike
+    discounting = dict(method=method or "kn", interpolate=interpolated, min_counts=min_counts,
+                       max_counts=max_counts[:order], constant=constant, always_interpolate=always_interpolate)
     estimating = lm is not None or write_bin_lm is not None  # out of core when the counts outgrow -memory
     source = ", ".join(text + read)
     started = time.perf_counter()
@@ -277,11 +280,9 @@ def command(text, read, order, vocab, unk, write, write_binary, lm, write_bin_lm
                 if debug >= 2:
                     click.echo(f"nplm ngram-count: counting: {counted - started:.1f} s; merging the sorted runs: "
                                f"{time.perf_counter() - counted:.1f} s", err=True)
-                discounting = dict(method=method or "kn", interpolate=interpolated, min_counts=min_counts,
-                                   max_counts=max_counts[:order], constant=constant,
-                                   always_interpolate=always_interpolate, prune=(prune, minprune) if prune else None)
-                _estimate_out_of_core(store, folder, memory, unk, discounting, debug, lm, write_bin_lm,
-                                      word_classes if classes is not None else None)
+                _estimate_out_of_core(store, folder, memory, unk,
+                                      dict(discounting, prune=(prune, minprune) if prune else None), debug, lm,
+                                      write_bin_lm, word_classes if classes is not None else None)
                 return
             counts = store.load()
         else:
@@ -295,9 +296,8 @@ def command(text, read, order, vocab, unk, write, write_binary, lm, write_bin_lm
         raise NplmError(f"the counts go up to order {counts.order}, below -order {order}")
     if counts.order > order:
         counts = NgramCounts(counts.vocab, counts.grams[:order], counts.counts[:order])
-    model = estimate(counts, method=method or "kn", interpolate=interpolated, min_counts=min_counts, unk_is_word=unk,
-                     always_interpolate=always_interpolate, max_counts=max_counts[:order], constant=constant,
-                     log=(lambda line: click.echo(line, err=True)) if debug else None)
+    model = estimate(counts, unk_is_word=unk, log=(lambda line: click.echo(line, err=True)) if debug else None,
+                     **discounting)
     if prune:
         model = prune_model(model, prune, minprune)
     if classes is not None and lm.endswith(".nplm"):
@@ -398,8 +398,8 @@ def _log_runs(debug, runs):
 
 def _estimate_out_of_core(store, folder, memory, unk, discounting, debug, lm, write_bin_lm, word_classes=None):
     """The estimate of counts larger than memory, in passes over files (stream.py): the
-    same files as the in-memory estimate writes. `discounting`: StreamEstimate's
-    arguments of the method; `word_classes`: the classes of a class n-gram (saved with
+    same files as the in-memory estimate writes. `discounting`: the estimate's settings
+    (StreamEstimate's arguments); `word_classes`: the classes of a class n-gram (saved with
     it in one file when `lm` is X.nplm)."""
     if debug >= 2:
         click.echo(f"nplm ngram-count: {sum(store.sizes)} distinct n-grams outgrow -memory: estimated out of core, "

@@ -94,13 +94,15 @@ class ScratchFile:
         self.close()
 
 
-def rename_scratch(path, new_path):
+def rename_scratch(path, new_path, folder=None):
     """A scratch file renamed within its scratch folder (not an output: no atomic-replace
     rules apply); False when the file system cannot (say, another one), for the caller
-    to copy it instead."""
+    to copy it instead, or, given the scratch `folder`, that failure as its one error."""
     try:
         os.replace(path, new_path)
-    except OSError:
+    except OSError as err:
+        if folder is not None:
+            raise scratch_error(folder, err) from None
         return False
     return True
 

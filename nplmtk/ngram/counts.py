@@ -234,22 +234,13 @@ def byte_ranks(words):
 
 
 def _sum_duplicates(rows, values, vocab, lower_index, source="counts"):
-    """Sort n-gram rows of one order, summing the values of equal rows."""
+    """Sort n-gram rows of one order, summing the values of equal rows; each row's prefix
+    must be a row of the order below (`lower_index`)."""
     k = rows.shape[1]
-    if k == 1:
-        key = rows[:, 0].astype(np.int64)
-    else:
+    if k > 1:
         prefix = lower_index.find(rows[:, :-1])
         if np.any(prefix < 0):
             bad = rows[np.argmax(prefix < 0)]
             raise InputError(f"{k}-gram '{' '.join(vocab.words[w] for w in bad)}' has no {k - 1}-gram count "
                              "for its prefix", path=source)
-        key = prefix * len(vocab) + rows[:, -1]
-    unique, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    order = np.argsort(inverse, kind="stable")
-    starts = np.searchsorted(inverse[order], np.arange(len(unique)))
-    summed = np.add.reduceat(values[order], starts) if len(values) else np.zeros(0, np.int64)  # exact in int64
-    # a sum past 2^63 - 1 wraps in int64: the float sums tell
-    if np.any(summed < 0) or np.any(np.bincount(inverse, weights=values, minlength=len(unique)) >= 2.0 ** 63):
-        raise InputError(f"{k}-gram counts that sum above 2^63 - 1", path=source)
-    return rows[first], summed
+    return _sorted_summed(rows, values, source)  # lexicographic: the order of NgramIndex's keys

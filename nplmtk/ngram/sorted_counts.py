@@ -16,8 +16,9 @@ from .._ext.count_kernels import format_count_lines
 from ..errors import NplmError
 from ..io import open_output
 from .counts import byte_ranks
+from .row_files import RowFiles
 from .sorted_runs import SortedRuns
-from .stream import NO_ROW, _Files, prefix_rows
+from .stream import NO_ROW, prefix_rows
 
 # NgramCounts.write's peak beyond the counts (KN5 of Zipf text: 165 bytes), with them
 IN_MEMORY_WRITE_BYTES_PER_NGRAM = 200
@@ -35,7 +36,7 @@ def write_counts_streamed(store, path, memory, folder):
 
 class _SortedCounts:
     def __init__(self, store, memory, folder):
-        self.store, self.files, self.order, self.sizes = store, _Files(folder), store.order, store.sizes
+        self.store, self.files, self.order, self.sizes = store, RowFiles(folder), store.order, store.sizes
         self.rows = max(1, memory // 4 // ROW_BYTES)
         self.rank = byte_ranks(store.vocab.words).astype(np.int64)
 

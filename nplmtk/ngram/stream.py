@@ -24,11 +24,12 @@ import numpy as np
 
 from .._ext.ngram_sorting import find_sorted_rows, search_sorted_forward
 from ..errors import NplmError, ParameterError
-from ..scratch import ScratchFile, rename_scratch
+from ..scratch import rename_scratch
 from ..threads import in_order, usable_cores
 from .discounts import METHODS, CountsOfCounts
 from .estimate import (Events, _order_settings, _warn, context_bows, context_probabilities, distribute_unigram_mass,
                        lmplz_bows, log10_to_prob)
+from .row_files import RowFiles
 from .stream_prune import prune_on_disk
 from .stream_walks import NO_WALK, WALK, backoff_walks, close_contexts, fix_missing_contexts
 
@@ -48,38 +49,13 @@ def fits_in_memory(ngrams, memory, bytes_per_ngram=IN_MEMORY_BYTES_PER_NGRAM):
     return ngrams * bytes_per_ngram <= memory
 
 
-class _Files:
-    """Arrays aligned with an order's rows, one flat file each in `folder`."""
-
-    def __init__(self, folder):
-        self.folder = folder
-
-    def path(self, name, k):
-        return os.path.join(self.folder, f"{name}{k}")
-
-    def read(self, name, k, dtype, start, stop, width=None):
-        """Rows start..stop-1 of `name{k}`: values, or (rows, width) arrays."""
-        count = max(0, stop - start)
-        values = np.fromfile(self.path(name, k), dtype=dtype, count=count * (width or 1),
-                             offset=start * (width or 1) * np.dtype(dtype).itemsize)
-        return values if width is None else values.reshape(-1, width)
-
-    def writer(self, name, k):
-        return ScratchFile(self.path(name, k))
-
-    def write(self, name, k, values):
-        """`name{k}` holding `values`."""
-        with self.writer(name, k) as out:
-            out.append(values)
-
-
 class DiskModel:
     """A back-off model on disk: per order k, the model's rows (`fgrams{k}`), float32
     log10 probabilities and back-off weights, and which rows are contexts (`fnode{k}`),
     rows in lexicographic order."""
 
     def __init__(self, vocab, folder, sizes):
-        self.vocab, self.files, self.sizes = vocab, _Files(folder), sizes
+        self.vocab, self.files, self.sizes = vocab, RowFiles(folder), sizes
 
     @property
     def order(self):
@@ -166,7 +142,7 @@ class StreamEstimate:
         `prune`: (threshold, min_order) of estimate.prune, applied to the model."""
         self.prune = prune
         self.store, self.vocab, self.order = store, store.vocab, order or store.order
-        self.files, self.memory = _Files(folder), memory
+        self.files, self.memory = RowFiles(folder), memory
         self.events = Events(self.vocab, unk_is_word)
         if method not in METHODS:
             raise ParameterError(f"unknown discounting {{method}} '{method}'")
@@ -444,6 +420,19 @@ class StreamEstimate:
         """`lower{k}`: the back-off walk (`WALK`) of each order-k row's suffix."""
         self.filled_by_windows("lower", k, WALK, NO_WALK, self.rows(WALK.itemsize),
                                 self.pass_rows(8 + 2 * WALK.itemsize), self.walks_of_suffixes("walk", k))
+
+    def mark_rows(self, target, k, column, flags):
+        """Sets `target{k-1}` (a flag per order-(k-1) row) at the rows that `column{k}`
+        (say, `suffix`) gives for the order-k rows flagged in `flags{k}`, a chunk of order
+        k at a time; the flags file, changed in place, stays in the page cache."""
+        if not self.sizes[k - 2]:
+            return
+        marks = np.memmap(self.files.path(target, k - 1), dtype=np.bool_, mode="r+")
+        for start, stop in self.chunks(k, self.rows(9)):
+            rows = self.files.read(column, k, np.int64, start, stop)
+            marks[rows[self.files.read(flags, k, np.bool_, start, stop)]] = True
+        marks.flush()
+        del marks
 
     def walks(self, name, k, low, high):
         """The walks of order-k rows low..high-1 in `name{k}`. Without cutoffs no `walk{k}`

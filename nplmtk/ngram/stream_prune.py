@@ -30,7 +30,7 @@ def prune_on_disk(estimate, threshold, min_order=2):
     files, order = estimate.files, estimate.order
     for k in range(1, order):  # the walk's contexts are the flags pruned (and the model's at the end)
         if os.path.exists(files.path("context", k)):
-            os.replace(files.path("context", k), files.path("node", k))
+            files.rename("context", k, "node")
     _histories(estimate)
     for k in range(order, max(min_order, 2) - 1, -1):
         _prune_order(estimate, k, threshold)
@@ -82,7 +82,7 @@ def _prune_order(estimate, k, threshold):
     for out in list(outs.values()) + [emptied_out]:
         out.close()
     for name in ("present", "logp"):
-        os.replace(files.path(f"pruned_{name}", k), files.path(name, k))
+        files.rename(f"pruned_{name}", k, name)
     _keep_contexts_behind(estimate, k)
 
 
@@ -116,18 +116,14 @@ def _keep_contexts_behind(estimate, k):
     files, size = estimate.files, estimate.sizes[k - 2]
     with files.writer("behind", k - 1) as out:
         out.append(np.zeros(size, dtype=bool))
-    if k < estimate.order and size:
-        marks = np.memmap(files.path("behind", k - 1), dtype=np.bool_, mode="r+")
-        for start, stop in estimate.chunks(k, estimate.rows(9)):
-            marks[files.read("suffix", k, np.int64, start, stop)[files.read("node", k, np.bool_, start, stop)]] = True
-        marks.flush()
-        del marks
+    if k < estimate.order:
+        estimate.mark_rows("behind", k, "suffix", "node")
     with files.writer("pruned_node", k - 1) as out:
         for start, stop in estimate.chunks(k - 1, estimate.rows(3)):
             node = files.read("node", k - 1, np.bool_, start, stop)
             out.append(node & ~(files.read("emptied", k - 1, np.bool_, start, stop)
                                 & ~files.read("behind", k - 1, np.bool_, start, stop)))
-    os.replace(files.path("pruned_node", k - 1), files.path("node", k - 1))
+    files.rename("pruned_node", k - 1, "node")
     estimate.remove_files(("behind", k - 1))
 
 
@@ -172,8 +168,8 @@ def _recompute_bows(estimate):
         outs["bow"].append(np.zeros(estimate.sizes[k - 2] - contexts_done, dtype=np.float32))
         for out in outs.values():
             out.close()
-        os.replace(files.path("pruned_logp", k), files.path("logp", k))
-        os.replace(files.path("pruned_bow", k - 1), files.path("bow", k - 1))
+        files.rename("pruned_logp", k, "logp")
+        files.rename("pruned_bow", k - 1, "bow")
         estimate.remove_files(("preach", k), ("pwalk", k - 1))
 
 

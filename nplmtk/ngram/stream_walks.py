@@ -9,8 +9,6 @@ estimate, as estimate.py does at the end: every suffix of a context becomes a co
 
 The functions take a StreamEstimate and work on its files: `node{j}`, `present{j}`,
 `logp{j}`, `bow{j}`, `prefix{j}`, `suffix{j}` and `walk{j}`, rows in lexicographic order."""
-import os
-
 import numpy as np
 
 # The back-off walk (backoff.backoff_walk) of a row: the probability it ends on and the sum of
@@ -40,14 +38,8 @@ def close_contexts(estimate):
     highest order down. A context marked here has no n-gram of the model after it, so
     its weight stays 0 (it was 0 in every walk before too)."""
     for j in range(estimate.order - 1, 1, -1):
-        if not estimate.sizes[j - 2]:
-            continue
-        marks = np.memmap(estimate.files.path("node", j - 1), dtype=np.bool_, mode="r+")
-        for start, stop in estimate.chunks(j, estimate.rows(9)):
-            node = estimate.files.read("node", j, np.bool_, start, stop)
-            marks[estimate.files.read("suffix", j, np.int64, start, stop)[node]] = True
-        marks.flush()
-        del marks
+        estimate.mark_rows("node", j, "suffix", "node")
+
 
 def fix_missing_contexts(estimate, walks_through=0):
     """SRILM's fixupProbs (estimate.fixup_missing_contexts): a context without a
@@ -79,9 +71,9 @@ def fix_missing_contexts(estimate, walks_through=0):
         for out in outs.values():
             out.close()
         for name in ("logp", "present"):
-            os.replace(estimate.files.path(f"fixed_{name}", j), estimate.files.path(name, j))
+            estimate.files.rename(f"fixed_{name}", j, name)
         estimate.remove_files(("reach", j), ("final_walk", j - 1))
-        os.replace(estimate.files.path("fixed_walk", j), estimate.files.path("final_walk", j))
+        estimate.files.rename("fixed_walk", j, "final_walk")
         source = "final_walk"
     if orders:
         _walk_contexts(estimate)
@@ -93,35 +85,23 @@ def _walk_contexts(estimate):
     (backoff.context_nodes: the rows with weights, `node{j}`, the prefixes of the
     fixed rows, and every suffix of those), from the highest order down."""
     for j in range(estimate.order - 1, 0, -1):
-        with estimate.files.writer("context", j) as out:
-            for start, stop in estimate.chunks(j, estimate.rows(1)):
-                out.append(estimate.files.read("node", j, np.bool_, start, stop))
-        if j == estimate.order - 1 or not estimate.sizes[j - 1]:
-            continue
-        marks = np.memmap(estimate.files.path("context", j), dtype=np.bool_, mode="r+")
-        for start, stop in estimate.chunks(j + 1, estimate.rows(17)):
-            for name, column in (("need", "prefix"), ("context", "suffix")):
-                marks[estimate.files.read(column, j + 1, np.int64, start, stop)[
-                    estimate.files.read(name, j + 1, np.bool_, start, stop)]] = True
-        marks.flush()
-        del marks
+        estimate.files.copy("node", j, "context")
+        if j < estimate.order - 1:
+            estimate.mark_rows("context", j + 1, "prefix", "need")
+            estimate.mark_rows("context", j + 1, "suffix", "context")
+
 
 def _missing_contexts(estimate, j):
     """`need{j}`: the order-j contexts without a probability, and the prefixes without
     one of `need{j+1}`'s rows (called from the highest order down); how many there are."""
-    with estimate.files.writer("need", j) as out:
+    files, missing = estimate.files, 0
+    files.copy("node", j, "wanted")
+    if j + 1 < estimate.order:
+        estimate.mark_rows("wanted", j + 1, "prefix", "need")
+    with files.writer("need", j) as out:
         for start, stop in estimate.chunks(j, estimate.rows(3)):
-            out.append(estimate.files.read("node", j, np.bool_, start, stop)
-                       & ~estimate.files.read("present", j, np.bool_, start, stop))
-    if j + 1 < estimate.order and estimate.sizes[j - 1]:
-        marks = np.memmap(estimate.files.path("need", j), dtype=np.bool_, mode="r+")
-        for start, stop in estimate.chunks(j + 1, estimate.rows(9)):
-            rows = estimate.files.read("prefix", j + 1, np.int64, start, stop)[
-                estimate.files.read("need", j + 1, np.bool_, start, stop)]
-            if len(rows):
-                present = estimate.files.read("present", j, np.bool_, int(rows[0]), int(rows[-1]) + 1)
-                marks[rows[~present[rows - rows[0]]]] = True
-        marks.flush()
-        del marks
-    return sum(int(estimate.files.read("need", j, np.bool_, start, stop).sum())
-               for start, stop in estimate.chunks(j, estimate.rows(1)))
+            need = files.read("wanted", j, np.bool_, start, stop) & ~files.read("present", j, np.bool_, start, stop)
+            missing += int(need.sum())
+            out.append(need)
+    estimate.remove_files(("wanted", j))
+    return missing
