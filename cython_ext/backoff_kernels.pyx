@@ -310,6 +310,62 @@ cdef class BackoffTables:
                 self.walk_stream(&tokens[0], used, used - 1, &chain[0], &score_view[r], &order_view[r])
         return scores, orders
 
+    def score_steps(self, const int[:, :] rows):
+        """The incremental scoring API's step (nplmtk/incremental.py) for each row (h..., w),
+        the context h right-aligned and padded on the left with -1: log10 p(w | h) (float32)
+        and the length of the state after w, the longest suffix of (h..., w) (at most
+        order - 1 words) that is a context the walk passes, its shorter suffixes too, and
+        that changes a later score (it has n-grams extending it, or a back-off weight other
+        than 0): a longer one gives the same scores ever after."""
+        cdef Py_ssize_t count = rows.shape[0], width = rows.shape[1], r
+        if width == 0:
+            raise ValueError("rows need at least the predicted word")
+        cdef Py_ssize_t used = min(width, self.order)
+        scores = np.empty(count, dtype=np.float32)
+        lengths = np.empty(count, dtype=np.int8)
+        tokens_array = np.empty(used, dtype=np.int64)
+        chain_array = np.empty(used * self.order, dtype=np.int64)
+        cdef float[::1] score_view = scores
+        cdef signed char[::1] length_view = lengths
+        cdef long long[::1] tokens = tokens_array
+        cdef long long[::1] chain = chain_array
+        with nogil:
+            for r in range(count):
+                length_view[r] = self.step(&rows[r, width - used], rows.strides[1] // sizeof(int), used,
+                                           &tokens[0], &chain[0], &score_view[r])
+        return scores, lengths
+
+    def score_context(self, tuple context, long long word):
+        """score_steps of one row, the context a tuple of word ids: (log10 p, state length)."""
+        cdef Py_ssize_t given = len(context), used = min(given + 1, self.order), a
+        cdef long long tokens[MAX_LEVELS]
+        cdef long long chain[MAX_LEVELS * MAX_LEVELS]
+        cdef int words[MAX_LEVELS]
+        cdef float score
+        cdef signed char length
+        for a in range(used - 1):
+            words[a] = context[given - (used - 1) + a]
+        words[used - 1] = word if 0 <= word < self.vocab_size else -1
+        length = self.step(words, 1, used, tokens, chain, &score)
+        return score, length
+
+    cdef signed char step(self, const int *words, Py_ssize_t stride, Py_ssize_t used, long long *tokens,
+                          long long *chain, float *score) noexcept nogil:
+        """score_steps of the `used` words at words[0], words[stride], ..."""
+        cdef Py_ssize_t a, j, last = used - 1
+        cdef long long row
+        cdef signed char order_used, length = 0
+        for a in range(used):
+            tokens[a] = words[a * stride]
+        self.walk_stream(tokens, used, last, chain, score, &order_used)
+        for j in range(min(used, self.order - 1)):
+            row = chain[(last - j) * self.order + j]
+            if row < 0 or not self.node[j][row]:
+                break
+            if self.children[j][row + 1] > self.children[j][row] or self.bow[j][row] != 0:
+                length = j + 1
+        return length
+
     cdef inline long long find(self, int level, long long parent, long long word) noexcept nogil:
         """The row of (the n-gram at row `parent` of table level - 1, word) in table `level`."""
         if word < 0 or word >= self.vocab_size:

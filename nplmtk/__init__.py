@@ -10,11 +10,12 @@ import os
 os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
 __version__ = "0.1.0"
-__all__ = ["Corpus", "NplmError", "Vocabulary", "load"]
+__all__ = ["Corpus", "NplmError", "State", "Vocabulary", "load"]
 
 # name -> the module that defines it, imported when the name is first used: importing the
 # package imports nothing else (so `nplm` sets up numpy before anything imports it, cli/main.py)
-_EXPORTS = {"Corpus": "corpus", "NplmError": "errors", "Vocabulary": "vocab", "load": "models"}
+_EXPORTS = {"Corpus": "corpus", "NplmError": "errors", "State": "incremental", "Vocabulary": "vocab",
+            "load": "models"}
 
 
 def __getattr__(name):

@@ -47,6 +47,26 @@ class UnigramCache(LanguageModel):
             log10 = np.log10(p).astype(np.float32).astype(np.float64)  # SRILM's LogP
         return log10 * LN10
 
+    # a word at a time (nplmtk/incremental.py): the state is the last `length` words cached
+    def begin_state(self):
+        return ()
+
+    def null_state(self):
+        return ()
+
+    def score_words(self, states, words):
+        from .incremental import checked_pairs, word_ids
+        ids = word_ids(self.vocab, words)
+        checked_pairs(states, ids)
+        p, after = np.zeros(len(ids)), []
+        for i, (cached, word) in enumerate(zip(states, ids.tolist())):
+            enters = self.unk_is_word or word != self.vocab.unk
+            if enters and cached:
+                p[i] = cached.count(word) / len(cached)
+            after.append((cached + (word,))[-self.length:] if enters and self.length else cached)
+        with np.errstate(divide="ignore"):
+            return np.log10(p).astype(np.float32).astype(np.float64), after
+
     def hit_tags(self, corpus):
         """`ppl -debug 2`'s [cache=p] (7 digits, as SRILM prints), none for an uncached <unk>."""
         p, cached = self.probabilities(corpus)
@@ -95,4 +115,29 @@ class ContinuousCache(LanguageModel):
         with np.errstate(divide="ignore"):
             mixed = np.log((1 - self.weight) * np.exp(logp) + self.weight * cache)
         return np.where(np.isfinite(logp), mixed, -math.inf)
+
+    # a word at a time (nplmtk/incremental.py): the state is the network's, the last
+    # `window` words and the keys (top-layer outputs, as bytes) that predicted them
+    def begin_state(self):
+        return self.model.begin_state(), (), ()
+
+    def score_words(self, states, words):
+        from .incremental import checked_pairs, word_ids
+        ids = word_ids(self.vocab, words)
+        checked_pairs(states, ids)
+        logp, network_after, keys = self.model.stepper().steps([state[0] for state in states], ids, keys=True)
+        logp = logp * LN10
+        cache = np.zeros(len(ids))
+        after = []
+        for i, ((_, cached_words, cached_keys), word) in enumerate(zip(states, ids.tolist())):
+            if cached_words:
+                stored = np.frombuffer(b"".join(cached_keys), dtype=np.float32).reshape(len(cached_keys), -1)
+                scores = self.theta * (stored @ keys[i]).astype(np.float64)
+                weights = np.exp(scores - scores.max())  # softmax with max-subtraction
+                cache[i] = weights[np.array(cached_words) == word].sum() / max(weights.sum(), 1e-300)
+            after.append((network_after[i], (cached_words + (word,))[-self.window:] if self.window else (),
+                          (cached_keys + (keys[i].tobytes(),))[-self.window:] if self.window else ()))
+        with np.errstate(divide="ignore"):
+            mixed = np.log((1 - self.weight) * np.exp(logp) + self.weight * cache)
+        return np.where(np.isfinite(logp), mixed, -math.inf) / LN10, after
 

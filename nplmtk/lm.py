@@ -90,6 +90,49 @@ class LanguageModel:
         """10^(-log10 P / (words + 1)), as KenLM's (the words and </s>)."""
         return 10.0 ** (-self.score(sentence) / (len(_checked_tokens(sentence)) + 1))
 
+    # -- scoring a word at a time (nplmtk/incremental.py) ------------------------------------
+    # The generic way, exact for any model: the state is the sentence so far, each pair
+    # scored as a whole sentence. Every model of nplm's own has a state of its own instead.
+    def begin_state(self):
+        """The state after <s>."""
+        from .incremental import HistoryState
+        return HistoryState()
+
+    def null_state(self):
+        """The state with no context (a model that conditions on <s> has none: its start)."""
+        return self.begin_state()
+
+    def score_words(self, states, words):
+        """log10 p of each word after its state (float64) and the state after it, for
+        pairs of `states` and `words` (words or word ids; a word outside the vocabulary
+        reads as <unk>), in one call through the model's kernels."""
+        from .incremental import checked_pairs, history_scores, word_ids
+        ids = word_ids(self.vocab, words)
+        checked_pairs(states, ids)
+        return history_scores(self, states, ids)
+
+    def score_word(self, state, word):
+        """(log10 p, the state after it) of one word (or word id) after `state`."""
+        scores, states = self.score_words([state], [word])
+        return float(scores[0]), states[0]
+
+    # KenLM's spelling (kenlm.Model), on nplmtk.State slots
+    def BeginSentenceWrite(self, state):  # noqa: N802 (KenLM's names)
+        state.value = self.begin_state()
+
+    def NullContextWrite(self, state):  # noqa: N802
+        state.value = self.null_state()
+
+    def BaseScore(self, in_state, word, out_state):  # noqa: N802
+        """log10 p(word | in_state), the state after it written into out_state."""
+        if in_state.value is None:
+            raise ParameterError("{in_state} is empty: write it with BeginSentenceWrite or NullContextWrite first")
+        score, out_state.value = self.score_word(in_state.value, word)
+        return score
+
+    def __contains__(self, word):
+        return word in self.vocab.index
+
     def check_vocab(self, corpus):
         if corpus.vocab is not self.vocab and corpus.vocab != self.vocab:
             raise InputError("encoded with a different vocabulary than the model", path=corpus.name)

@@ -145,6 +145,44 @@ class Mixture(LanguageModel):
             return None
         return ["".join(tags) for tags in zip(*per_model)]
 
+    # -- a word at a time (nplmtk/incremental.py): the state is the components' states, and
+    # with bins the two ids before the word (their context's bin)
+    @property
+    def order(self):
+        """The longest context a component reads: an n-gram's order, None for a recurrent network."""
+        orders = [getattr(model, "order", None) for model in self.components]
+        return None if None in orders else max(orders)
+
+    def begin_state(self):
+        bos = self.vocab.bos
+        return tuple(model.begin_state() for model in self.components), (bos, bos) if self.bins else ()
+
+    def null_state(self):
+        return tuple(model.null_state() for model in self.components), (-1, -1) if self.bins else ()
+
+    def score_words(self, states, words):
+        from .incremental import checked_pairs, padded_windows, word_ids
+        ids = word_ids(self.vocab, words)
+        checked_pairs(states, ids)
+        if any(type(state) is not tuple or len(state) != 2 or len(state[0]) != len(self.components) for state in states):
+            raise ParameterError(f"{{states}}: a mixture's state holds a state for each of its "
+                                 f"{len(self.components)} models")
+        logp, after = [], []
+        for c, (model, id_map) in enumerate(zip(self.components, self._id_maps)):
+            scores, next_states = model.score_words([state[0][c] for state in states],
+                                                    ids if id_map is None else id_map[ids])
+            logp.append(scores * LN10)
+            after.append(next_states)
+        if self.bins is None:
+            bins = np.zeros(len(ids), dtype=np.int64)
+            contexts = [()] * len(ids)
+        else:
+            windows = padded_windows([state[1] for state in states], ids, CONTEXT_ORDER)
+            bins = self.bins(windows)
+            contexts = [tuple(row[1:].tolist()) for row in windows]
+        mixed = (mix_logprobs(np.array(logp).reshape(len(self.components), len(ids)), self.weights[bins]) / LN10)
+        return mixed.astype(np.float32).astype(np.float64), list(zip(zip(*after), contexts))
+
     def save(self, path):
         """Write the weights and, by path relative to the mixture file, the components."""
         base = os.path.dirname(os.path.abspath(path))

@@ -304,6 +304,14 @@ class NeuralModel(LanguageModel):
         than `logprobs`, as its peers do)."""
         return self.logprobs(corpus)
 
+    def begin_state(self):
+        """A word at a time (nplmtk/incremental.py): the state is the window of order - 1 ids."""
+        return (self.vocab.bos,) * (self.order - 1)
+
+    def score_words(self, states, words):
+        from .steps import window_steps
+        return window_steps(self, states, words)
+
     def next_distribution(self, history):
         history = ([self.vocab.bos] * self.order + list(history))[-(self.order - 1):]
         rows = np.array([history + [w] for w in range(len(self.vocab))], dtype=np.int32)

@@ -94,6 +94,7 @@ class RNNModel(NeuralModel):
 
     def __init__(self, vocab, params, order=None, activation="tanh", meta=None):
         super().__init__(vocab, params, None, activation, meta)
+        self._stepper = None  # the kernels of score_words, made on first use
 
     @classmethod
     def initial(cls, vocab, order=None, features=100, hidden=200, direct=False, bias=True, activation="tanh",
@@ -392,6 +393,19 @@ class RNNModel(NeuralModel):
         else:
             on_workers(score, workers)
         return out.reshape(-1)
+
+    def begin_state(self):
+        """A word at a time (nplmtk/incremental.py): the state is the vectors and the next input."""
+        return self.stepper().begin()
+
+    def score_words(self, states, words):
+        return self.stepper().steps(states, words)
+
+    def stepper(self):
+        if self._stepper is None:
+            from .steps import RecurrentStepper
+            self._stepper = RecurrentStepper(self)
+        return self._stepper
 
     def next_distribution(self, history):
         inputs = np.array([self.vocab.bos] + [self.vocab.unk if w < 0 else w for w in history], dtype=np.int32)

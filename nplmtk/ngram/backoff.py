@@ -176,6 +176,33 @@ class BackoffModel(LanguageModel):
         """SRILM's -debug 2 tag of each token: the order of the n-gram used, or OOV."""
         return [f"[{n}gram]" if n else "[OOV]" for n in self.hit_orders(corpus)]
 
+    # -- a word at a time (nplmtk/incremental.py): the state is the context, as a tuple of
+    # ids, cut to what the model can still use (BackoffTables.score_steps)
+    def begin_state(self):
+        return self.context_after((), self.vocab.bos)
+
+    def null_state(self):
+        return ()
+
+    def context_after(self, context, word):
+        """The state after `word` (an id) read in state `context`."""
+        _, length = self.tables.score_context(context, word)
+        return (context + (word,))[len(context) + 1 - length:] if length else ()
+
+    def score_word(self, state, word):
+        word = self.vocab.id(word) if isinstance(word, str) else word
+        score, length = self.tables.score_context(state, word)
+        return float(score), (state + (word,))[len(state) + 1 - length:] if length else ()
+
+    def score_words(self, states, words):
+        from ..incremental import checked_pairs, padded_windows, word_ids
+        ids = word_ids(self.vocab, words)
+        checked_pairs(states, ids)
+        rows = padded_windows(states, ids, self.order)
+        scores, lengths = self.tables.score_steps(rows)
+        after = [tuple(row[len(row) - length:].tolist()) if length else () for row, length in zip(rows, lengths.tolist())]
+        return scores.astype(np.float64), after
+
     def next_distribution(self, history):
         history = ([self.vocab.bos] + list(history))[-(self.order - 1):] if self.order > 1 else []
         rows = np.empty((len(self.vocab), len(history) + 1), dtype=np.int32)

@@ -194,6 +194,21 @@ class ClassNgramModel(LanguageModel):
     def hit_tags(self, corpus):
         return [f"[{n}gram]" if n else "[OOV]" for n in self.hit_orders(corpus)]
 
+    # a word at a time (nplmtk/incremental.py): the state is the token model's
+    def begin_state(self):
+        return self.tokens.begin_state()
+
+    def null_state(self):
+        return self.tokens.null_state()
+
+    def score_words(self, states, words):
+        from ..incremental import word_ids
+        ids = word_ids(self.vocab, words)
+        tokens = self.token_of[ids]
+        scores, after = self.tokens.score_words(states, np.where(tokens < 0, self.tokens.vocab.unk, tokens))
+        scores = self.member_log10[ids] + scores.astype(np.float32)  # float32, as log10probs
+        return np.where(tokens < 0, -np.inf, scores).astype(np.float64), after
+
     def next_distribution(self, history):
         context = [self.token_of[w] for w in history]
         tokens = self.tokens.next_distribution([t if t >= 0 else self.tokens.vocab.unk for t in context])

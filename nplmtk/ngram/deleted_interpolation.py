@@ -13,8 +13,8 @@ import math
 import numpy as np
 
 from .. import container
-from ..errors import NplmError
-from ..lm import LanguageModel
+from ..errors import NplmError, ParameterError
+from ..lm import LN10, LanguageModel
 from .index import lookup
 from .interpolation_weights import count_word_pairs, find_contexts, fit_bin_weights, frequency_bins, word_pair_keys
 
@@ -100,6 +100,25 @@ class DeletedInterpolation(LanguageModel):
         p, bins = self.components(corpus.windows(ORDER))
         with np.errstate(divide="ignore"):
             return np.log((self.weights[bins] * p).sum(axis=1))
+
+    # a word at a time (nplmtk/incremental.py): the state is the two ids before the word
+    def begin_state(self):
+        return (self.vocab.bos, self.vocab.bos)
+
+    def null_state(self):
+        return (-1, -1)
+
+    def score_words(self, states, words):
+        from ..incremental import checked_pairs, padded_windows, word_ids
+        ids = word_ids(self.vocab, words)
+        checked_pairs(states, ids)
+        if any(len(state) != ORDER - 1 for state in states):
+            raise ParameterError(f"{{states}}: a deleted-interpolation state holds {ORDER - 1} word ids")
+        windows = padded_windows(states, ids, ORDER)
+        p, bins = self.components(windows)
+        with np.errstate(divide="ignore"):
+            scores = np.log((self.weights[bins] * p).sum(axis=1)) / LN10
+        return scores, [tuple(row[1:].tolist()) for row in windows]
 
     def save(self, path, provenance=None):
         container.save(path, self.kind, {
