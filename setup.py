@@ -36,7 +36,8 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
-    packages=["nplmtk", "nplmtk._ext", "nplmtk.neural", "nplmtk.ngram", "nplmtk.cli"],
+    packages=["nplmtk", "nplmtk._ext", "nplmtk.neural", "nplmtk.ngram", "nplmtk.lattice", "nplmtk.integrations",
+              "nplmtk.cli"],
     package_dir={"nplmtk.cli": "cli"},
     ext_modules=cythonize(
         [kernel(name) for name in KERNELS],
@@ -52,6 +53,7 @@ setup(
         "test": ["pytest>=7", "kenlm", "gensim>=4.3"],
         "fuzz": ["hypothesis>=6"],
         "plot": ["matplotlib>=3.5"],
+        "decode": ["pyctcdecode>=0.5"],  # nplmtk.integrations.pyctcdecode
     },
     entry_points={"console_scripts": ["nplm = nplmtk.cli.main:main"]},
     options={"build_ext": {"parallel": os.cpu_count()}},  # the kernels compile side by side

@@ -29,6 +29,7 @@ class LanguageModel:
 
     vocab = None
     kind = "model"
+    order = None  # the longest n-gram the model reads (KenLM's Model.order); None: the whole history
 
     def log10probs(self, corpus):
         return self.logprobs(corpus) / LN10

@@ -23,6 +23,7 @@ ORDER = 3
 
 class DeletedInterpolation(LanguageModel):
     kind = "deleted-interpolation"
+    order = ORDER
 
     def __init__(self, vocab, unigram, pairs, pair_count, pair_as_context, triple_keys, triple_count,
                  weights, unk_is_word):
