@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 BROWN  ?= ../shared/data/brown
 
 .PHONY: install bytecode demo test wheel-check fuzz bench bench-vs outputs-vs clean sharded-lm brown-shards brown-mlp9 brown-mlp1 brown-is brown-lbl brown-lbl-outputs brown-survey brown-lstm brown-fast \
-	brown-energy brown-energy-exact brown-lattices brown-caches brown-best brown-ablation brown-convert bench-scale
+	brown-energy brown-energy-exact brown-lattices brown-caches brown-best brown-ablation brown-convert bench-scale brown-ctc
 
 install: $(STAMP)
 
@@ -94,6 +94,14 @@ outputs-vs: install
 # on all of Brown train (about 5 hours).
 brown-mlp9 brown-mlp1 brown-is brown-lbl brown-lbl-outputs brown-survey brown-lstm brown-fast brown-energy brown-energy-exact: install
 	$(BIN)/python benchmarks/runs.py $@ --brown $(BROWN) --nplm $(BIN)/nplm
+
+# nplm's models inside a CTC beam search (issue 48, benchmarks/brown_ctc.py): character-level
+# CTC emissions of the first CTC_FIRST=100 sentences of Brown test by a seeded noise process,
+# decoded by pyctcdecode with no LM, KN5 through KenLM's module and through nplm's adapter (the
+# same words), brown-fast's LSTM (trained first when missing) and LSTM + KN5; WER and time.
+brown-ctc: install
+	$(BIN)/python benchmarks/brown_ctc.py --brown $(BROWN) --nplm $(BIN)/nplm --first $(or $(CTC_FIRST),100) \
+		--out BENCHMARKS.md
 
 # Lattice decoding on Brown (issue 37, benchmarks/lattices.py): lattices for the first
 # LATTICES=100 sentences of Brown test by benchmarks/make_lattices.py's noise process, KN3

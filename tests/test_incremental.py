@@ -7,6 +7,8 @@ import random
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import nplmtk
 from nplmtk.cache import ContinuousCache, UnigramCache, with_cache
@@ -19,7 +21,7 @@ from nplmtk.ngram.counts import NgramCounts
 from nplmtk.ngram.deleted_interpolation import DeletedInterpolation
 from nplmtk.ngram.estimate import estimate
 from nplmtk.toy import ToyGrammar
-from nplmtk.vocab import Vocabulary
+from nplmtk.vocab import Vocabulary, sentence_tokens
 
 GRAMMAR = ToyGrammar()
 VOCAB = Vocabulary(GRAMMAR.words)
@@ -40,7 +42,7 @@ def random_sentences(count, seed, longest=12):
 def stepped(model, sentence):
     """log10 p of each word of `sentence` and of </s>, one score_word at a time."""
     state, scores = model.begin_state(), []
-    for word in sentence.split() + ["</s>"]:
+    for word in sentence_tokens(sentence) + ["</s>"]:
         score, state = model.score_word(state, word)
         scores.append(score)
     return scores
@@ -48,7 +50,7 @@ def stepped(model, sentence):
 
 def batched(model, sentences):
     """The same, every sentence's next word scored in one score_words call per position."""
-    tokens = [s.split() + ["</s>"] for s in sentences]
+    tokens = [sentence_tokens(s) + ["</s>"] for s in sentences]
     states = [model.begin_state() for _ in sentences]
     scores = [[] for _ in sentences]
     for position in range(max(len(t) for t in tokens)):
@@ -214,6 +216,20 @@ def test_mixtures_and_caches(kn):
     check_steps_add_up(with_cache(kn[3], "kn3", 5, 0.2, unk_is_word=True))
     check_steps_add_up(with_cache(kn[3], "kn3", 5, 0.2, unk_is_word=False))
     check_steps_add_up(ContinuousCache(lstm, 4, 0.5, 0.3), exact=False, count=16)
+
+
+WORDS = VOCAB.words[3:] + ["zyzzyva", "<unk>", "</s>"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(words=st.lists(st.sampled_from(WORDS), max_size=14), order=st.sampled_from([2, 3, 5]))
+def test_any_sentence_steps_as_it_scores(kn, words, order):
+    """hypothesis's sentences of any words, </s> and unknown words among them."""
+    model = kn[order]
+    sentence = " ".join(words)
+    whole = [score for score, _, _ in model.full_scores(sentence)]
+    assert stepped(model, sentence) == whole
+    assert batched(model, [sentence, "the cat", sentence])[2] == whole
 
 
 def test_the_generic_way_for_a_model_of_anyones():

@@ -97,13 +97,16 @@ def test_one_window_scores_as_in_a_batch():
 @pytest.mark.parametrize("workers", [2, 3])
 def test_scoring_workers_score_as_one(monkeypatch, workers):
     """Scoring shares its batches among workers (one a BLAS thread): 1,000 windows, four
-    batches and a partial one, score bit for bit as one worker scores them."""
+    batches and a partial one, score bit for bit as one worker on one BLAS thread scores
+    them (a BLAS of several threads may split its sums otherwise: OpenBLAS on AMD EPYC does)."""
     import nplmtk.neural.network as network
+    from nplmtk.neural.blas import blas_threads
     model = MLPModel.initial(Vocabulary([f"w{i}" for i in range(300)]), order=4, features=3, hidden=5, direct=True,
                              seed=2)
     windows = np.random.default_rng(5).integers(0, 300, size=(1000, 4)).astype(np.int32)
     monkeypatch.setattr(network, "blas_thread_count", lambda: 1)
-    alone = model.example_logprobs(windows)
+    with blas_threads(1):
+        alone = model.example_logprobs(windows)
     monkeypatch.setattr(network, "blas_thread_count", lambda: workers)
     assert np.array_equal(model.example_logprobs(windows), alone)
     monkeypatch.setattr(network, "SCORING_MEMORY", 2 * 4 * 256 * len(model.vocab))  # two workers' scores
