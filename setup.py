@@ -54,6 +54,9 @@ setup(
         "fuzz": ["hypothesis>=6"],
         "plot": ["matplotlib>=3.5"],
         "decode": ["pyctcdecode>=0.5"],  # nplmtk.integrations.pyctcdecode
+        # nplmtk.integrations.torchaudio: CTCDecoderLM and flashlight-text's decoder (torchaudio
+        # >= 2.1; tested with 2.9.1), not in "test": torch is several GB
+        "decode-torchaudio": ["torchaudio>=2.1", "flashlight-text"],
     },
     entry_points={"console_scripts": ["nplm = nplmtk.cli.main:main"]},
     options={"build_ext": {"parallel": os.cpu_count()}},  # the kernels compile side by side
