@@ -12,13 +12,15 @@ KN5 mixed by weights fitted on Brown valid (`nplm mix`). Reported: the word erro
 against the true sentences, and the decoder's time per utterance (the median, the models
 loaded before).
 
-The noise process, per sentence (its words joined by single spaces, case kept):
+The noise process, per sentence (its words joined by single spaces, case kept), on logits
+turned into log-probabilities by a softmax over the labels (the blank first):
 - each character lasts 1 to 3 frames (uniformly), then one blank frame;
-- in each frame the character heard is the true one, or with probability `confuse` (0.25)
-  another character drawn uniformly from the alphabet; the heard label gets a share drawn
-  uniformly from [0.4, 0.9] of the frame's probability, the rest is spread over every label
-  by a Dirichlet(0.3) draw (so that the true label is often second, and the model must decide).
-- blank frames are heard as blank, with the same shares.
+- every label's logit in every frame is N(0, 1), the true label's raised by PEAK (5);
+- with probability CONFUSE (0.3) a frame also raises another label, drawn uniformly from the
+  alphabet, by PEAK + N(-MARGIN, 1), MARGIN 1: about a third of those confusions sound better
+  than the truth, so that the language model has to decide.
+Its three numbers were set on the first 30 sentences of Brown valid, never on test (the
+beam search of width 32: 74% WER without a model, 11% with KN5).
 """
 import argparse
 import os
@@ -42,21 +44,24 @@ HEADING = "## CTC beam search with nplm's models on Brown (issue 48)"
 LSTM = RUNS["lstm-fast"]
 BEAM_WIDTH = 32
 BLANK = ""
+PEAK, CONFUSE, MARGIN = 5.0, 0.3, 1.0  # the noise process's numbers
 
 
-def emissions(text, labels, seed, number, confuse=0.25):
+def emissions(text, labels, seed, number):
     """(frames, labels) natural-log probabilities of `text` by the noise process above."""
     rng = np.random.default_rng([seed, number])
     index = {label: i for i, label in enumerate(labels)}
-    heard = []
+    truth = []
     for char in text:
-        for _ in range(rng.integers(1, 4)):
-            heard.append(index[char] if rng.random() >= confuse else int(rng.integers(1, len(labels))))
-        heard.append(0)
-    share = rng.uniform(0.4, 0.9, size=len(heard))
-    p = rng.dirichlet(np.full(len(labels), 0.3), size=len(heard)) * (1 - share)[:, None]
-    p[np.arange(len(heard)), heard] += share
-    return np.log(p).astype(np.float32)
+        truth += [index[char]] * int(rng.integers(1, 4)) + [0]
+    frames = len(truth)
+    logits = rng.normal(0.0, 1.0, size=(frames, len(labels)))
+    logits[np.arange(frames), truth] += PEAK
+    confused = np.flatnonzero(rng.random(frames) < CONFUSE)
+    other = rng.integers(1, len(labels), size=len(confused))
+    logits[confused, other] += PEAK + rng.normal(-MARGIN, 1.0, size=len(confused))
+    logits -= logits.max(axis=1, keepdims=True)  # a log-softmax with max-subtraction
+    return (logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))).astype(np.float32)
 
 
 def decode_all(decoder, frames):
