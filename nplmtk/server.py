@@ -32,7 +32,6 @@ answer its context trie's, any other model's SRILM's generic LM's (id 0, the who
 context; weight 0). One lock serves the model to one request at a time: the clients'
 connections are threads, the model's kernels are not asked to be re-entrant.
 """
-import collections
 import os
 import selectors
 import socket
@@ -46,13 +45,24 @@ OK, ERROR = "OK", "ERROR"
 GREETING = b"probserver ready\n"
 LOGP_PRECISION = 7  # SRILM's LogP_Precision: numeric_limits<float>::digits10 + 1
 MAX_REQUEST_BYTES = 64 << 10  # a line longer than this is refused (SRILM's client writes at most 5,000)
-STATE_CACHE = 4096  # contexts whose states are kept (a recurrent network's are its vectors)
+STATE_CACHE = 1 << 16  # contexts whose states are kept at most,
+STATE_CACHE_BYTES = 256 << 20  # and within about this much memory (a recurrent network's states are its vectors)
 RECEIVE_BYTES = 64 << 10
 
 
 def logp_text(value):
     """A log probability as SRILM's server prints it (`%.*g`, LogP_Precision)."""
     return "%.*g" % (LOGP_PRECISION, value)
+
+
+def state_bytes(state):
+    """About how much memory a model's state takes (its arrays, 64 bytes for anything else)."""
+    vectors = getattr(state, "vectors", None)  # a RecurrentState
+    if vectors is not None:
+        return 64 + vectors.nbytes
+    if isinstance(state, tuple):
+        return 64 + sum(state_bytes(part) for part in state)
+    return getattr(state, "nbytes", 64)
 
 
 class Session:
@@ -66,10 +76,13 @@ class Session:
 class RemoteLM:
     """The protocol's answers of one model, line by line, apart from any socket."""
 
-    def __init__(self, model, cache_size=STATE_CACHE):
-        self.model, self.cache_size = model, cache_size
-        self.vocab = model.vocab
-        self._states = collections.OrderedDict()
+    def __init__(self, model, cache_size=None):
+        self.model, self.vocab = model, model.vocab
+        self._begin, self._null = model.begin_state(), model.null_state()
+        if cache_size is None:
+            cache_size = max(256, min(STATE_CACHE, STATE_CACHE_BYTES // state_bytes(self._begin)))
+        self.cache_size = cache_size
+        self._states = {}  # context ids -> state; emptied when full (cheaper than an LRU per request)
         self._lock = threading.Lock()
 
     def answer(self, session, line):
@@ -81,24 +94,25 @@ class RemoteLM:
         try:
             text = self._answer(session, words)
         except NplmError as err:
-            text = f"{ERROR} {err}"
+            text = " ".join(f"{ERROR} {err}".split())  # on one line
         except Exception as err:  # noqa: BLE001 (a model's failure is this request's, not the server's)
-            text = f"{ERROR} {type(err).__name__}: {err}"
-        return (" ".join(text.split()) + "\n").encode("utf-8", "surrogateescape")
+            text = " ".join(f"{ERROR} {type(err).__name__}: {err}".split())
+        return (text + "\n").encode("utf-8", "surrogateescape")
 
     def _answer(self, session, words):
-        command, rest = words[0], words[1:]
+        command = words[0]
+        if command == WORDPROB and session.version == 2:
+            if len(words) < 2:
+                raise NplmError("W takes a context and a word: W w1 .. wk w")
+            session.served += 1
+            return f"{OK} {logp_text(self.word_prob(words[1:-1], words[-1]))}"
         if command == VERSION2:
             session.version = 2
             return OK
         if session.version == 1:  # every line is "w1 .. wk w"
             session.served += 1
             return logp_text(self.word_prob(words[:-1], words[-1]))
-        if command == WORDPROB:
-            if not rest:
-                raise NplmError("W takes a context and a word: W w1 .. wk w")
-            session.served += 1
-            return f"{OK} {logp_text(self.word_prob(rest[:-1], rest[-1]))}"
+        rest = words[1:]
         if command == CONTEXTID1:
             return "%s %d %d" % (OK, *self.context_id(rest, None))
         if command == CONTEXTID2:
@@ -113,14 +127,16 @@ class RemoteLM:
 
     # -- the model's answers ---------------------------------------------------------------
     def ids(self, words):
-        return tuple(self.vocab.id(w) for w in words)
+        index, unk = self.vocab.index, self.vocab.unk
+        return tuple([index.get(w, unk) for w in words])
 
     def word_prob(self, context, word):
         """log10 p(word | context), both words (strings)."""
         ids = self.ids(context)
+        word = self.vocab.index.get(word, self.vocab.unk)
         with self._lock:
-            logp, after = self.model.score_word(self._state(ids), self.vocab.id(word))
-            self._keep(ids + (self.vocab.id(word),), after)
+            logp, after = self.model.score_word(self._state(ids), word)
+            self._keep(ids + (word,), after)
         return logp
 
     def context_id(self, context, word):
@@ -134,27 +150,25 @@ class RemoteLM:
     def _state(self, ids):
         """The model's state after the context `ids`: from the longest prefix of it whose state
         is kept (looking at a few), stepped through the rest."""
-        bos = self.vocab.bos
-        start = 1 if ids[:1] == (bos,) else 0
-        state, known = None, start
-        for end in range(len(ids), max(start, len(ids) - 8), -1):
-            state = self._states.get(ids[:end])
-            if state is not None:
-                self._states.move_to_end(ids[:end])
-                known = end
+        state = self._states.get(ids)
+        if state is not None:
+            return state
+        start = 1 if ids[:1] == (self.vocab.bos,) else 0
+        state, known = self._begin if start else self._null, start
+        for end in range(len(ids) - 1, max(start, len(ids) - 8), -1):
+            kept = self._states.get(ids[:end])
+            if kept is not None:
+                state, known = kept, end
                 break
-        if state is None:
-            state = self.model.begin_state() if start else self.model.null_state()
         for end in range(known + 1, len(ids) + 1):
             state = self.model.score_word(state, ids[end - 1])[1]
             self._keep(ids[:end], state)
         return state
 
     def _keep(self, ids, state):
+        if len(self._states) >= self.cache_size:
+            self._states.clear()
         self._states[ids] = state
-        self._states.move_to_end(ids)
-        if len(self._states) > self.cache_size:
-            self._states.popitem(last=False)
 
 
 class ProbServer:
