@@ -385,3 +385,27 @@ def test_lattice_tool_expands_with_our_server_as_with_the_model(served, tmp_path
         for ours_line, line in zip(served_lines, lines):
             if "\tl=" in line:
                 assert abs(float(ours_line.split("\tl=")[1]) - float(line.split("\tl=")[1])) <= 2e-6
+
+
+@needs_srilm
+def test_srilm_client_scores_a_network_as_nplm_ppl(toy_lstm, toy_texts, served):
+    """An LSTM served to `ngram -use-server -order 0` (contexts back to <s>) gives the report
+    `nplm ppl` gives with it, but for the last digits (the protocol carries each log
+    probability to 7 digits); with -order 3 the network sees two words of context."""
+    model = load(str(toy_lstm))
+    text = toy_texts[0] / "valid.txt"
+    port = served(model).port
+    status, report, err = run_nplm("ppl", "-lm", toy_lstm, "-text", text)
+    assert status == 0, err
+
+    def numbers(report):
+        counts, totals = report.splitlines()
+        return counts, [float(totals.split(f"{name}= ")[1].split()[0]) for name in ("logprob", "ppl", "ppl1")]
+
+    counts, totals = numbers(report)
+    served_counts, served_totals = numbers(srilm("ngram", "-use-server", f"{port}@127.0.0.1", "-order", 0,
+                                                 "-ppl", text))
+    assert served_counts == counts
+    assert served_totals == pytest.approx(totals, rel=1e-6)
+    _, cut_totals = numbers(srilm("ngram", "-use-server", f"{port}@127.0.0.1", "-order", 3, "-ppl", text))
+    assert cut_totals != pytest.approx(totals, rel=1e-6)
