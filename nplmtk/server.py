@@ -31,6 +31,13 @@ request that extends it costs one step. Ids and back-off weights are the model's
 answer its context trie's, any other model's SRILM's generic LM's (id 0, the whole
 context; weight 0). One lock serves the model to one request at a time: the clients'
 connections are threads, the model's kernels are not asked to be re-entrant.
+
+A network reads only the context the client sends: `ngram -use-server -order 3` gives it
+two words (a recurrent network, whose null state is its start, reads them as if they began
+a sentence), `-order 0` the sentence so far. One deliberate difference from SRILM 1.7.3's
+server: its `C2 h w` takes w from past the end of its word ids and so answers `C1 h w`
+(lattice-tool's expansion then keeps contexts apart that the model cannot tell apart);
+this one answers C2 as LMClient means it, Ngram::contextID(w, h).
 """
 import os
 import selectors
@@ -324,8 +331,7 @@ class ProbServer:
                 pass
         for thread, _ in clients:
             thread.join(timeout=1.0)
+        if any(thread.is_alive() for thread, _ in clients):
+            return  # a thread still in the model writes to the pipe when it ends: keep it open
         for fd in (self._wake_read, self._wake_write):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+            os.close(fd)
