@@ -119,17 +119,31 @@ def _mix_options(function):
 @option("write-bin-lm", metavar="FILE", default=None,
         help="Write the n-gram model (after -order; with -mix-lm the merged model) as a binary nplm model, which opens in milliseconds "
         "(memory-mapped tables) wherever a model is read; -text is then optional.")
+@option("server-port", type=Integer(1, 65535), default=None, metavar="P",
+        help="Serve the model (after -order, -mix-lm and the like) on port P to SRILM's clients (`ngram -use-server "
+        "P@127.0.0.1`, `lattice-tool -use-server`), as SRILM's `ngram -server-port`, until SIGTERM or Ctrl-C "
+        "(after -text's report, if any; -text is then optional).")
+@option("server-maxclients", type=Integer(1), default=None, metavar="N",
+        help="Serve at most N clients at once (the next ones wait until one leaves); default: any number, as SRILM.")
+@option("server-host", metavar="ADDRESS", default="127.0.0.1",
+        help="The address -server-port listens on (0.0.0.0: every interface, as SRILM's server).")
 @_mix_options
 def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, main_weight, bayes, oov_estimate,
             allow_paths, vocab, limit_vocab, renorm, prune, prune_budget, minprune, prune_lowprobs, classes,
             simple_classes, map_unk, unk_prob, cache, cache_lambda, neural_cache, neural_cache_theta,
             neural_cache_lambda, dynamic_eval, dynamic_lr, dynamic_decay, dynamic_rms_text, dynamic_rms_words,
-            dynamic_epsilon, quiet, counts, gen, seed, write_lm, write_bin_lm, **more):
+            dynamic_epsilon, quiet, counts, gen, seed, write_lm, write_bin_lm, server_port, server_maxclients,
+            server_host, **more):
     """Report the perplexity of a model on a text in SRILM's `ngram -ppl` format, and/or
     rewrite an n-gram model (`-write-lm`)."""
     if text is not None and ppl_file is not None or (text is None and ppl_file is None and write_lm is None
-                                                     and write_bin_lm is None and counts is None and not gen):
+                                                     and write_bin_lm is None and counts is None and not gen
+                                                     and server_port is None):
         raise NplmError("give the text to score with -text FILE (or -ppl FILE)")
+    if server_port is None and (server_maxclients is not None or server_host != "127.0.0.1"):
+        raise NplmError("-server-maxclients and -server-host go with -server-port")
+    if server_port is not None and (cache or dynamic_eval):
+        raise NplmError("-server-port serves the model as it is: -cache and -dynamic-eval adapt it to a text")
     check_writable(write_lm)
     check_writable(write_bin_lm)
     check_binary_name(write_bin_lm)
@@ -236,6 +250,26 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
         for words in srilm_sentences(model, gen, int(time.time()) + os.getpid() if seed is None else seed,
                                      unk_is_word=unk):
             click.echo(" ".join(words))
+    if server_port is not None:
+        _serve(model, subject, server_port, server_host, server_maxclients, debug)
+
+
+def _serve(model, subject, port, host, max_clients, debug):
+    """SRILM's `ngram -server-port`: the model served until SIGTERM or Ctrl-C, which end it
+    quietly (exit status 0)."""
+    import signal
+    from nplmtk.server import ProbServer
+    log = (lambda line: click.echo(f"nplm ppl: {line}", err=True)) if debug else None
+    server = ProbServer(model, port, host, max_clients, log)
+    clients = "any number of clients" if max_clients is None else f"at most {max_clients} clients at once"
+    click.echo(f"nplm ppl: serving {subject} on {host}:{server.port} to {clients} "
+               f"(SRILM's protocol: ngram -use-server {server.port}@{host})", err=True)
+    before = {number: signal.signal(number, lambda *_: server.stop()) for number in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        server.serve_forever()
+    finally:
+        for number, handler in before.items():
+            signal.signal(number, handler)
 
 
 def _dynamic(model, lm, length, lr, decay, rms_text, rms_words, epsilon, quiet, text):

@@ -117,6 +117,19 @@ class LanguageModel:
         scores, states = self.score_words([state], [word])
         return float(scores[0]), states[0]
 
+    # -- what a decoder merges on (SRILM's LM::contextID and contextBOW; nplmtk/server.py) ----
+    def context_id(self, context, word=None):
+        """(id, length): which part of `context` (word ids, oldest first) the model reads to
+        predict `word` (any word when None), as SRILM's contextID: equal ids of equal length
+        mean the same future. This generic answer, SRILM's LM's: every context is its own
+        (id 0) and all of it is read."""
+        return 0, len(context)
+
+    def context_bow(self, context, length):
+        """log10 of the back-off weight that cutting `context` to its last `length` words
+        costs (SRILM's contextBOW); 0 for a model that does not back off."""
+        return 0.0
+
     # KenLM's spelling (kenlm.Model), on nplmtk.State slots
     def BeginSentenceWrite(self, state):  # noqa: N802 (KenLM's names)
         state.value = self.begin_state()

@@ -160,6 +160,17 @@ class Mixture(LanguageModel):
     def null_state(self):
         return tuple(model.null_state() for model in self.components), (-1, -1) if self.bins else ()
 
+    def context_id(self, context, word=None):
+        """SRILM's BayesMix::contextID: the id of the component that reads the longest
+        context (whatever the word: a mixture has no back-off weight to cut with)."""
+        best, longest = 0, 0
+        for c, (model, id_map) in enumerate(zip(self.components, self._id_maps)):
+            ids = list(context) if id_map is None else id_map[np.asarray(context, dtype=np.int64)].tolist()
+            found, length = model.context_id(ids)
+            if length > longest:
+                best, longest = found * len(self.components) + c, length
+        return best, longest
+
     def score_words(self, states, words):
         from .incremental import checked_pairs, padded_windows, word_ids
         ids = word_ids(self.vocab, words)

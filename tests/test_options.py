@@ -118,6 +118,8 @@ DOMAINS = {
     ("ppl", "dynamic-decay"): "[0, 1)",
     ("ppl", "dynamic-rms-words"): f"[1, {C_INT}]",
     ("ppl", "dynamic-epsilon"): "(0, inf)",
+    ("ppl", "server-port"): "[1, 65535]",
+    ("ppl", "server-maxclients"): f"[1, {C_INT}]",
 }
 
 

@@ -203,6 +203,36 @@ class BackoffModel(LanguageModel):
         after = [tuple(row[len(row) - length:].tolist()) if length else () for row, length in zip(rows, lengths.tolist())]
         return scores.astype(np.float64), after
 
+    def context_id(self, context, word=None):
+        """SRILM's Ngram::contextID: the longest context (its last words) that is a node of
+        the back-off walk, and, given `word`, has an n-gram ending in it; the id numbers
+        the node (1: no context)."""
+        found, length = 1, 0
+        for i, row in self._context_rows(context):
+            if word is not None and self.index.find(np.array([list(context[-i:]) + [word]], dtype=np.int32))[0] < 0:
+                continue
+            found, length = 2 + sum(len(keys) for keys in self.index.keys[:i - 1]) + int(row), i
+        return found, length
+
+    def context_bow(self, context, length):
+        """SRILM's Ngram::contextBOW: the back-off weights of the contexts longer than
+        `length` words along the walk, added in float32 as SRILM adds them."""
+        bow = np.float32(0.0)
+        for i, row in self._context_rows(context):
+            if i > length:
+                bow = np.float32(bow + self.bow[i - 1][row])
+        return float(bow)
+
+    def _context_rows(self, context):
+        """(i, row of the i-gram) for the last i words of `context` (ids, oldest first),
+        i = 1, 2, ..., while they are nodes of the back-off walk (SRILM's context trie)."""
+        context = [int(w) for w in context]
+        for i in range(1, min(self.order - 1, len(context)) + 1):
+            row = self.index.find(np.array([context[-i:]], dtype=np.int32))[0]
+            if row < 0 or not self.node[i - 1][row]:
+                return
+            yield i, row
+
     def next_distribution(self, history):
         history = ([self.vocab.bos] + list(history))[-(self.order - 1):] if self.order > 1 else []
         rows = np.empty((len(self.vocab), len(history) + 1), dtype=np.int32)
