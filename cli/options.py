@@ -6,6 +6,8 @@ import re
 
 import click
 
+from nplmtk.errors import NplmError
+
 # Library parameter -> flag, where the flag is not '-' + the name with '_' as '-'.
 FLAGS = {
     "features": "-m",
@@ -29,6 +31,15 @@ def spell(name, command=None):
     """The flag that sets the library parameter `name` (`hidden` -> `-h`, `lr_decay` ->
     `-lr-decay`), in subcommand `command` when given."""
     return COMMAND_FLAGS.get(command, {}).get(name) or FLAGS.get(name, "-" + name.replace("_", "-"))
+
+
+def check_given_with(ctx, main_of):
+    """Refuse, in one line, an option given on the command line whose main option is not:
+    `main_of` maps each such option's parameter to its main option's (which is set when its
+    value is true). A weight or step size left without what it weighs would do nothing."""
+    for name, main in main_of.items():
+        if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE and not ctx.params.get(main):
+            raise NplmError(f"{spell(name)} applies to {spell(main)}, which is not given: it would do nothing")
 
 
 def option(name, *decls, help, **kwargs):

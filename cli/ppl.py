@@ -16,7 +16,11 @@ from nplmtk.ppl import count_perplexity, perplexity
 from nplmtk.text import Normalizer
 from nplmtk.vocab import Vocabulary
 
-from .options import SEED_MAX, Integer, Real, example, flag, option
+from .options import SEED_MAX, Integer, Real, check_given_with, example, flag, option
+
+# options that only tune another one (given alone they would do nothing): option -> its main option
+TUNING_OPTIONS = {"cache_lambda": "cache", "neural_cache_theta": "neural_cache", "neural_cache_lambda": "neural_cache",
+                  **{f"dynamic_{name}": "dynamic_eval" for name in ("lr", "decay", "rms_text", "rms_words", "epsilon")}}
 
 
 MAX_MIX = 9  # SRILM's -mix-lm2 .. -mix-lm9
@@ -140,6 +144,7 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
                                                      and write_bin_lm is None and counts is None and not gen
                                                      and server_port is None):
         raise NplmError("give the text to score with -text FILE (or -ppl FILE)")
+    check_given_with(click.get_current_context(), TUNING_OPTIONS)
     if server_port is None and (server_maxclients is not None or server_host != "127.0.0.1"):
         raise NplmError("-server-maxclients and -server-host go with -server-port")
     if server_port is not None and (cache or dynamic_eval):

@@ -177,6 +177,9 @@ def command(text, valid, vocab, lm, arch, init_from, checkpoint, checkpoint_ever
     context.command.refuse_foreign_options(context, arch)
     declared = ARCHITECTURES[arch].OPTIONS
     values = {option.name: given[option.name.replace("-", "_")] for option in declared}
+    if "nonmono" in values and context.get_parameter_source("nonmono") is click.core.ParameterSource.COMMANDLINE \
+            and values.get("optimizer") != "nt-asgd":
+        raise NplmError("-nonmono applies to -optimizer nt-asgd, which is not given: it would do nothing")
     comm = world() if values.get("mpi") else None
     with input_agreed_on(comm) if comm else contextlib.nullcontext():
         if lm is None and checkpoint is None:

@@ -301,3 +301,32 @@ def test_a_rate_that_makes_training_diverge_is_one_line(capsys, toy_texts, tmp_p
                                 "-m", 4, "-h", 3, "-epochs", 1, "-lr", 9999, "-weight-decay", 0, "-quiet")
     assert (status, out, err) == (2, "", "nplm: training diverged in epoch 1: the training perplexity is not finite "
                                          "(try a lower -lr)\n")
+
+
+# -- an option that only tunes another, given without it, is refused (issue 49) ---------------
+
+@pytest.mark.parametrize("args,message", [
+    (["-cache-lambda", "0.3"], "-cache-lambda applies to -cache, which is not given: it would do nothing"),
+    (["-neural-cache-lambda", "0.1"], "-neural-cache-lambda applies to -neural-cache, which is not given"),
+    (["-neural-cache-theta", "0.1"], "-neural-cache-theta applies to -neural-cache, which is not given"),
+    (["-dynamic-lr", "1e10"], "-dynamic-lr applies to -dynamic-eval, which is not given"),
+    (["-dynamic-decay", "0.1"], "-dynamic-decay applies to -dynamic-eval, which is not given"),
+])
+def test_a_tuning_option_without_its_main_option_is_refused(capsys, kn3, args, message):
+    model, text = kn3
+    status, out, err = run_main(capsys, "ppl", "-lm", model, "-text", text, *args)
+    assert status == 2 and out == "" and message in err and len(err.splitlines()) == 1, err
+
+
+def test_the_tuning_options_with_their_main_option_are_taken(capsys, kn3):
+    model, text = kn3
+    status, out, err = run_main(capsys, "ppl", "-lm", model, "-text", text, "-cache", 10, "-cache-lambda", 0.3)
+    assert status == 0 and "ppl=" in out, err
+
+
+def test_nonmono_without_nt_asgd_is_refused(capsys, kn3, tmp_path):
+    _, text = kn3
+    status, out, err = run_main(capsys, "train-nplm", "-arch", "lstm", "-text", text, "-nonmono", 3,
+                                "-optimizer", "sgd", "-lm", tmp_path / "x.nplm")
+    assert status == 2 and "-nonmono applies to -optimizer nt-asgd" in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "x.nplm").exists()
