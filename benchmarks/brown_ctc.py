@@ -85,6 +85,8 @@ def main():
     parser.add_argument("--work", default=os.path.join("bench", "out", "ctc"))
     parser.add_argument("--out", default="BENCHMARKS.md")
     args = parser.parse_args()
+    from importlib.metadata import version
+
     import kenlm
     import pyctcdecode
 
@@ -148,20 +150,21 @@ def main():
         rate, errors, words = word_error_rate(sentences, best)
         rows.append((label, rate, errors, words, seconds, loading))
     same = outputs["KN5, KenLM's module"] == outputs["KN5, nplm"]
-    weights = " ".join(line for line in fitted.splitlines() if "lambda" in line.lower() or "weight" in line.lower())
+    weights = " ".join(line for line in fitted.splitlines() if "weights" in line)
 
     body = [HEADING, "", machine_stamp(), "",
             f"The first {len(sentences)} sentences of Brown test as character-level CTC emissions "
             f"({len(labels)} labels with the blank, {sum(len(f) for f in frames):,} frames; "
             f"benchmarks/brown_ctc.py's noise process, seed {args.seed}), decoded by pyctcdecode "
-            f"{pyctcdecode.__version__ if hasattr(pyctcdecode, '__version__') else ''} (beam width {BEAM_WIDTH}, "
+            f"{version('pyctcdecode')} (beam width {BEAM_WIDTH}, "
             "alpha 0.5, beta 1.0, the vocabulary's words as unigrams). KenLM's module and nplm's adapter over the same "
             f"ARPA file give {'the same' if same else 'DIFFERENT'} 1-best words for every utterance.", "",
             "| decoder | WER | errors / words | decoding per utterance (median) | loading |",
             "| --- | --- | --- | --- | --- |"]
     for label, rate, errors, words, seconds, loading in rows:
         body.append(f"| {label} | {100 * rate:.2f}% | {errors} / {words} | {1000 * seconds:.1f} ms | {loading:.2f} s |")
-    body += ["", f"LSTM: {LSTM.model_path}{trained}. Mixture: {weights or 'weights as nplm mix fitted them'}.", "",
+    body += ["", f"LSTM: {LSTM.model_path}{trained}. Mixture (LSTM, KN5), by `nplm mix` on Brown valid: "
+             f"{weights or 'weights as nplm mix fitted them'}.", "",
              "Commands:", "",
              f"    nplm ngram-count -text train.txt -order 5 -vocab vocab.txt -unk -kndiscount -interpolate -lm kn5.arpa",
              f"    nplm mix -lm lstm.nplm -lm kn5.arpa -text valid.txt -write lstm-kn5.mix",
