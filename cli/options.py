@@ -24,7 +24,8 @@ FLAGS = {
 
 # Where a subcommand spells a library parameter its own way: in ngram-count and ppl, -unk is
 # SRILM's flag for <unk> as a word, so the unknown word's spelling is their -map-unk.
-COMMAND_FLAGS = {"ngram-count": {"unk": "-map-unk"}, "ppl": {"unk": "-map-unk"}}
+COMMAND_FLAGS = {"ngram-count": {"unk": "-map-unk"},
+                 "ppl": {"unk": "-map-unk", "lr": "-dynamic-lr", "length": "-dynamic-eval", "decay": "-dynamic-decay"}}
 
 
 def spell(name, command=None):

@@ -107,3 +107,30 @@ def test_dynamic_evaluation_from_the_command_line(toy_texts, toy_lstm, tmp_path)
     status, _, err = run_nplm("ppl", "-lm", tmp_path / "kn.arpa", "-ppl", folder / "valid.txt", "-dynamic-eval", 10,
                               "-dynamic-lr", 0.1)
     assert_one_line_error(status, err, "kn.arpa", "adapts neural models")
+
+
+def test_a_segment_longer_than_the_text_is_the_text(monkeypatch):
+    """-dynamic-eval 2147483647 once sized its buffers by N x |V| (64 GiB, a traceback): a
+    segment is at most the text, and one the memory cannot hold is refused before anything."""
+    import nplmtk.neural.dynamic as dynamic
+    from nplmtk.errors import ParameterError
+    model = random_model("lstm", dict(features=4, hidden=5))
+    corpus = Corpus.from_lines([FIRST] + REST, VOCAB)
+    whole = corpus.num_words + corpus.num_sentences
+    np.testing.assert_array_equal(dynamic_logprobs(model, corpus, DynamicEvaluation(2 ** 31 - 1, 0.5)),
+                                  dynamic_logprobs(model, corpus, DynamicEvaluation(whole, 0.5)))
+    monkeypatch.setattr(dynamic, "SEGMENT_BYTES_PER_WORD", 1 << 40)
+    with pytest.raises(ParameterError, match="length 4 predictions a segment"):
+        dynamic_logprobs(model, corpus, DynamicEvaluation(4, 0.5))
+
+
+@pytest.mark.parametrize("lr", ["1e300", "1e10"])
+def test_a_diverging_adaptation_is_said(toy_texts, toy_lstm, lr):
+    """-dynamic-lr 1e300 printed ppl= nan and a numpy warning with exit 0, 1e10 a ppl of 1.99
+    with p = 0 for most words: the divergence is one line naming -dynamic-lr, exit status 2."""
+    folder, _ = toy_texts
+    status, out, err = run_nplm("ppl", "-lm", toy_lstm, "-ppl", folder / "valid.txt", "-dynamic-eval", 10,
+                                "-dynamic-lr", lr)
+    assert_one_line_error(status, err, f"-dynamic-lr {float(lr):g}: the adaptation diverged after",
+                          "give a smaller -dynamic-lr")
+    assert out == ""

@@ -19,6 +19,11 @@ import numpy as np
 from ..errors import ParameterError
 from ..lm import LanguageModel
 from .blas import blas_threads
+from .network import MAX_PARAMETER, check_fits
+
+# the kernels' buffers of a segment: about this many bytes per prediction and word (scores
+# and their gradients, float32)
+SEGMENT_BYTES_PER_WORD = 8
 
 
 @dataclass(frozen=True)
@@ -77,7 +82,13 @@ def dynamic_logprobs(model, corpus, settings, scale=None, progress=None):
     orders them) under dynamic evaluation; `scale` (gradient_scale's) selects RMS.
     `progress(total)`, when given, makes a bar (update(n)) or None."""
     settings.check()
-    bar = progress(corpus.num_words + corpus.num_sentences) if progress else None
+    predictions = corpus.num_words + corpus.num_sentences
+    # a segment longer than the text is the text: its buffers are sized by what is scored
+    length = max(1, min(settings.length, predictions))
+    check_fits(SEGMENT_BYTES_PER_WORD * length * len(model.vocab),
+               f"{{length}} {length:,} predictions a segment ({len(model.vocab):,} words)")
+    settings = DynamicEvaluation(length, settings.lr, settings.decay, settings.epsilon)
+    bar = progress(predictions) if progress else None
     blocks = _float_blocks(model)
     trained = {name: array.copy() for name, array in blocks.items()}
     rates = None
@@ -100,11 +111,12 @@ def dynamic_logprobs(model, corpus, settings, scale=None, progress=None):
 def _adapt(model, corpus, settings, scale, rates, blocks, trained, out, bar):
     """Score each segment, then move the parameters by its gradient. Without decay only
     the rows with a gradient move: a segment touches few of the embedding's rows."""
-    total, count = 0.0, 0
+    total, count, done = 0.0, 0, 0
     for positions, logp, grads, scored in _segment_gradients(model, corpus, settings.length):
         lr = settings.lr / scored  # the step of the mean's gradient, without dividing every block
         predicted = positions >= 0
         out[positions[predicted]] = logp[predicted]
+        done += int(predicted.sum())
         if bar is not None:
             scored = logp[predicted & np.isfinite(logp)]
             total, count = total + scored.sum(), count + len(scored)
@@ -116,15 +128,22 @@ def _adapt(model, corpus, settings, scale, rates, blocks, trained, out, bar):
             if not settings.decay and g.ndim == 2:
                 rows = np.flatnonzero(g.any(axis=1))
                 g = g[rows]
-            if scale is None:
-                step = lr * g
-                if settings.decay:
-                    step += settings.decay * (array - trained[name])
-            else:
-                step = lr * g / (scale[name][rows] + settings.epsilon)
-                if settings.decay:
-                    step += settings.lr * settings.decay * rates[name] * (array - trained[name])
-            array[rows] -= step
+            with np.errstate(over="ignore", invalid="ignore"):  # a diverging step is said below, not warned
+                if scale is None:
+                    step = lr * g
+                    if settings.decay:
+                        step += settings.decay * (array - trained[name])
+                else:
+                    step = lr * g / (scale[name][rows] + settings.epsilon)
+                    if settings.decay:
+                        step += settings.lr * settings.decay * rates[name] * (array - trained[name])
+                array[rows] -= step
+                moved = array[rows]
+                largest = float(np.abs(moved).max()) if moved.size else 0.0
+            if not largest <= MAX_PARAMETER:  # nan fails too
+                raise ParameterError(f"{{lr}} {settings.lr:g}: the adaptation diverged after {done:,} predictions (a "
+                                     f"weight of {name} reached {largest:g}, where trained networks stay within "
+                                     f"{MAX_PARAMETER:g}): give a smaller {{lr}}")
 
 
 class DynamicModel(LanguageModel):
