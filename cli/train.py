@@ -216,6 +216,7 @@ def command(text, valid, vocab, lm, arch, init_from, checkpoint, checkpoint_ever
                                     comm, init_from)
         if resume:
             _check_resumed_network(trainer.model, network, declared, os.path.join(checkpoint, "checkpoint.nplm"))
+            _check_resumed_run(trainer, config, os.path.join(checkpoint, "checkpoint.nplm"))
     if comm is None:
         return _finish(trainer, corpora, text, lm)
     try:  # a failing rank must not leave the others waiting in a collective
@@ -275,6 +276,23 @@ def _check_resumed_vocabulary(given, path, trainer):
                    f"word {where} is '{given.words[where]}', the checkpoint's '{saved.words[where]}'")
         raise NplmError(f"-vocab {path} is not the checkpoint's vocabulary ({differs}): drop it, or start a new run",
                         path=trainer.resumed_from)
+
+
+# what a resumed run cannot change: the optimizer's state is the checkpoint's, and so are the
+# random draws (the generator's state is restored, so another seed would do nothing)
+RESUMED_AS_SAVED = ("optimizer", "seed")
+
+
+def _check_resumed_run(trainer, config, path):
+    """-resume continues the checkpoint's run: -optimizer or -seed given on the command line
+    that differ from the checkpoint's are refused, naming both values."""
+    context = click.get_current_context()
+    for name in RESUMED_AS_SAVED:
+        saved = trainer.resumed_config.get(name)
+        if context.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE and saved is not None \
+                and getattr(config, name) != saved:
+            raise NplmError(f"-{name} {getattr(config, name)} contradicts the checkpoint's run ({name} {saved}): drop "
+                            "it, or start a new run", path=path)
 
 
 def _check_resumed_network(model, network, declared, path):

@@ -333,6 +333,8 @@ def test_mixture_weights_that_break_their_promise_are_refused(tmp_path, arpa, we
     (["-order", 4], "-order 4 contradicts the checkpoint's network (order 3)"),
     (["-m", 6], "-m 6 contradicts the checkpoint's network (features 4)"),
     (["-arch", "lbl"], "-arch lbl contradicts the checkpoint's network (arch mlp)"),
+    # issue 49.3: taken silently before (the checkpoint's random draws go on whatever the seed)
+    (["-seed", 7], "-seed 7 contradicts the checkpoint's run (seed 1)"),
 ])
 def test_resume_refuses_a_network_that_contradicts_the_checkpoint(tmp_path, option, fragment):
     """Issue 20, item 6: -resume with another -order used to keep the checkpoint's silently."""
@@ -341,8 +343,19 @@ def test_resume_refuses_a_network_that_contradicts_the_checkpoint(tmp_path, opti
     assert run_nplm(*common, "-order", 3, "-m", 4, "-h", 4)[0] == 0
     status, _, err = run_nplm(*common, "-resume", "-epochs", 2, *option)
     assert_one_line_error(status, err, str(tmp_path / "ck" / "checkpoint.nplm"), fragment)
-    status, _, err = run_nplm(*common, "-resume", "-epochs", 2, "-order", 3, "-m", 4, "-h", 4)
+    status, _, err = run_nplm(*common, "-resume", "-epochs", 2, "-order", 3, "-m", 4, "-h", 4, "-seed", 1)
     assert status == 0, err
+
+
+def test_resume_refuses_another_optimizer_than_the_checkpoints(tmp_path):
+    """Issue 49.3: -resume -optimizer adam on an SGD run was taken silently."""
+    (tmp_path / "t.txt").write_text("a b c d\nd c b a\n" * 20)
+    common = ["train", "-arch", "lstm", "-m", 4, "-h", 4, "-text", tmp_path / "t.txt", "-quiet", "-checkpoint",
+              tmp_path / "ck"]
+    assert run_nplm(*common, "-epochs", 1)[0] == 0
+    status, _, err = run_nplm(*common, "-resume", "-epochs", 2, "-optimizer", "adam")
+    assert_one_line_error(status, err, "-optimizer adam contradicts the checkpoint's run (optimizer sgd)")
+    assert run_nplm(*common, "-resume", "-epochs", 2, "-optimizer", "sgd")[0] == 0
 
 
 @pytest.mark.parametrize("text, options, fragment", [

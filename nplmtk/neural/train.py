@@ -191,6 +191,7 @@ class Trainer:
             raise InputError(f"not a training checkpoint (kind '{saved.kind}')", path=path)
         trainer = cls(checkpoint_model(saved, best=False), config, comm)
         trainer.resumed_from = path
+        trainer.resumed_config = saved.meta.get("config") or {}  # the settings the run began with
         trainer.state.update(saved.meta["trainer"])  # keys newer than the checkpoint keep their defaults
         best = {k[5:]: np.array(v) for k, v in saved.arrays.items() if k.startswith("best.")}
         trainer.best = best or None
