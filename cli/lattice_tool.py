@@ -13,14 +13,22 @@ import click
 from nplmtk.errors import NplmError
 from nplmtk.io import check_readable, open_output, read_lines
 from nplmtk.lattice import htk
-from nplmtk.lattice.decode import Graph, Scales, best_words, check_scales, nbest_lines, srilm_graph, viterbi
+from nplmtk.lattice.decode import Graph, Scales, best_words, check_scales, nbest_lines, srilm_graph
 from nplmtk.lattice.expand import BackoffContexts, expand_to_lm, expanded_graph, from_decoder, write_expanded
 from nplmtk.lattice.lattice_lm import text_stats
 from nplmtk.lattice.posterior import posterior_words
 from nplmtk.lattice.scores import BackoffScores, NetworkScores
+from nplmtk.lattice.search import decode
 from nplmtk.vocab import sentence_tokens
 
 from .options import Integer, Real, example, flag, option, spell
+
+
+def _neural_model():
+    """The networks' base class, imported only for a model that is not a back-off one (it
+    loads scipy's BLAS, some 80 ms)."""
+    from nplmtk.neural.network import NeuralModel
+    return NeuralModel
 
 
 @click.command("lattice-tool", epilog=example(
@@ -78,7 +86,6 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, approx_order, unk,
     scores, model, context_order, contexts = None, None, order, None
     if lm:
         from nplmtk.models import load
-        from nplmtk.neural.network import NeuralModel
         from nplmtk.ngram.backoff import BackoffModel
         model = load(lm)
         if isinstance(model, BackoffModel):
@@ -86,7 +93,7 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, approx_order, unk,
                 raise NplmError("-approx-order applies to a network -lm (a back-off model's is -order)")
             model = model.truncated(order)
             scores, contexts = BackoffScores(model), BackoffContexts(model)
-        elif isinstance(model, NeuralModel):
+        elif isinstance(model, _neural_model()):
             context_order = approx_order or (5 if model.RECURRENT else model.order)
             scores = NetworkScores(model)
         else:
@@ -116,8 +123,8 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, approx_order, unk,
             by_decoder = expanding and contexts is None  # a network's expansion is the decoder's
             if viterbi_decode or nbest_decode or by_decoder:
                 check_scales(lattice, settings, bool(nbest_decode) or scores is not None)
-                nodes, finals = viterbi(lattice, settings, word_of, scores, context_order,
-                                        nbest=bool(nbest_decode) or by_decoder)
+                nodes, finals = decode(lattice, settings, word_of, scores, context_order,
+                                       nbest=bool(nbest_decode) or by_decoder)
             if viterbi_decode:
                 words = best_words(nodes, finals)
                 click.echo(lattice.name + (" " + " ".join(words) if words else ""))
