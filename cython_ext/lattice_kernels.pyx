@@ -286,6 +286,253 @@ def viterbi_states(BackoffTables tables, const int[::1] words, const float[::1] 
         free(p.gprob)
 
 
+cdef struct Ints:
+    int count, capacity
+    int *data
+
+
+cdef int ints_push(Ints *v, int value) noexcept nogil:
+    if v.count == v.capacity:
+        v.capacity = max(64, 2 * v.capacity)
+        v.data = <int *> realloc(v.data, v.capacity * sizeof(int))
+        if v.data == NULL:
+            return -1
+    v.data[v.count] = value
+    v.count += 1
+    return 0
+
+
+cdef struct Floats:
+    int count, capacity
+    float *data
+
+
+cdef int floats_push(Floats *v, float value) noexcept nogil:
+    if v.count == v.capacity:
+        v.capacity = max(64, 2 * v.capacity)
+        v.data = <float *> realloc(v.data, v.capacity * sizeof(float))
+        if v.data == NULL:
+            return -1
+    v.data[v.count] = value
+    v.count += 1
+    return 0
+
+
+cdef struct Numbers:
+    # expandToLM's new nodes by (graph node, context id): open addressing, -1 empty
+    int size
+    long long *keys
+    int *values
+
+
+cdef int numbers_find(Numbers *h, long long key, int value_if_new) noexcept nogil:
+    """The number of `key`, given `value_if_new` if absent (then -2 - that value is
+    returned, to tell the caller it is new); -1: no memory."""
+    cdef unsigned long long slot = (<unsigned long long> key * 0x9E3779B97F4A7C15ULL) >> 20
+    cdef int i, size
+    cdef long long *keys
+    cdef int *values
+    slot &= h.size - 1
+    while h.keys[slot] >= 0:
+        if h.keys[slot] == key:
+            return h.values[slot]
+        slot = (slot + 1) & (h.size - 1)
+    h.keys[slot], h.values[slot] = key, value_if_new
+    if 2 * (value_if_new + 1) > h.size:  # the values are 0, 1, 2, ...: their count
+        keys, values, size = h.keys, h.values, h.size
+        h.size *= 2
+        h.keys = <long long *> malloc(h.size * sizeof(long long))
+        h.values = <int *> malloc(h.size * sizeof(int))
+        if h.keys == NULL or h.values == NULL:
+            free(keys)
+            free(values)
+            return -1
+        memset(h.keys, -1, h.size * sizeof(long long))
+        for i in range(size):
+            if keys[i] >= 0:
+                numbers_find(h, keys[i], values[i])
+        free(keys)
+        free(values)
+    return -2 - value_if_new
+
+
+cdef int trie_rows(BackoffTables tables, const int *used, int length, long long *rows) noexcept:
+    """BackoffContexts._trie: rows[i - 1] the row of the i-gram used[i-1] .. used[0] (a
+    context of the model), for i = 1, 2, ... while there is one; their count."""
+    cdef int i, m
+    cdef long long row
+    for i in range(1, length + 1):
+        row = -1
+        for m in range(i):
+            row = tables.find(m, row, used[i - 1 - m])
+        if row < 0 or not tables.node[i - 1][row]:
+            return i - 1
+        rows[i - 1] = row
+    return length
+
+
+cdef int follow_words(const int *words, const int[::1] out_first, const int[::1] out_target, int node, int *stamp,
+                      int mark, Ints *stack, Ints *found) noexcept:
+    """expand._follow_words: the words after `node` past null nodes, pushed on `found`
+    (each once); -1: no memory."""
+    cdef int e, n, k, start = found.count
+    stack.count = 0
+    for e in range(out_first[node], out_first[node + 1]):
+        if ints_push(stack, out_target[e]) < 0:
+            return -1
+    while stack.count:
+        stack.count -= 1
+        n = stack.data[stack.count]
+        if stamp[n] == mark:
+            continue
+        stamp[n] = mark
+        if words[n] < 0:
+            for e in range(out_first[n], out_first[n + 1]):
+                if ints_push(stack, out_target[e]) < 0:
+                    return -1
+        else:
+            k = start
+            while k < found.count and found.data[k] != words[n]:
+                k += 1
+            if k == found.count and ints_push(found, words[n]) < 0:
+                return -1
+    return 0
+
+
+def expand_contexts(BackoffTables tables, const int[::1] words, const int[::1] out_first, const int[::1] out_target,
+                    const int[::1] visit, int start, int end, int bos, int eos):
+    """expand.expand_to_lm's walk: the new nodes (each its graph node) and the links
+    (from, to, log10 language score), in expand_to_lm's order. `visit`: the graph's
+    nodes from the start in topological order; the transitions out of each node CSR in
+    `out_first`, `out_target`, in expand_to_lm's order."""
+    cdef int nodes = words.shape[0], limit = tables.order - 1, i, j, e, n, n2, w, k, ul, length, trie, here, number
+    cdef int ctx, ctx2, f
+    cdef float language, total
+    cdef Contexts c
+    cdef Numbers h
+    cdef Ints node_of, context_of, next_of, from_, to, stack, follows
+    cdef Floats languages
+    cdef long long tokens[MAX_LEVELS]
+    cdef long long chain[MAX_LEVELS * MAX_LEVELS]
+    cdef long long rows[MAX_LEVELS]
+    cdef int used[MAX_LEVELS + 1]
+    cdef int key[MAX_LEVELS]
+    cdef int empty[MAX_LEVELS]
+    cdef int *head = <int *> malloc(nodes * sizeof(int))
+    cdef int *tail = <int *> malloc(nodes * sizeof(int))
+    cdef int *stamp = <int *> malloc(nodes * sizeof(int))
+    cdef int *follow_first = <int *> malloc(nodes * sizeof(int))
+    cdef int *follow_count = <int *> malloc(nodes * sizeof(int))
+    memset(&c, 0, sizeof(Contexts))
+    memset(&node_of, 0, sizeof(Ints))
+    memset(&context_of, 0, sizeof(Ints))
+    memset(&next_of, 0, sizeof(Ints))
+    memset(&from_, 0, sizeof(Ints))
+    memset(&to, 0, sizeof(Ints))
+    memset(&languages, 0, sizeof(Floats))
+    memset(&stack, 0, sizeof(Ints))
+    memset(&follows, 0, sizeof(Ints))
+    h.size = 256
+    h.keys = <long long *> malloc(h.size * sizeof(long long))
+    h.values = <int *> malloc(h.size * sizeof(int))
+    try:
+        if not (head and tail and stamp and follow_first and follow_count and h.keys and h.values) \
+                or contexts_init(&c, limit) < 0:
+            raise MemoryError()
+        memset(h.keys, -1, h.size * sizeof(long long))
+        for n in range(nodes):
+            head[n], tail[n], stamp[n], follow_first[n] = -1, -1, -1, -1
+        for j in range(limit):
+            key[j] = empty[j] = -2
+        if limit:
+            key[0] = bos
+        for j in range(2):  # node 0: (start, <s>); node 1: (end, nothing)
+            n = start if j == 0 else end
+            ctx = context_id(&c, &key[0] if j == 0 else &empty[0])
+            if ctx < 0 or numbers_find(&h, (<long long> n << 32) | ctx, j) == -1:
+                raise MemoryError()
+            if ints_push(&node_of, n) < 0 or ints_push(&context_of, ctx) < 0 or ints_push(&next_of, -1) < 0:
+                raise MemoryError()
+        head[start] = tail[start] = 0
+        for i in range(visit.shape[0]):
+            n = visit[i]
+            if n == end:
+                continue
+            here = head[n]
+            while here >= 0:
+                ctx = context_of.data[here]
+                for e in range(out_first[n], out_first[n + 1]):
+                    n2 = out_target[e]
+                    w = words[n2]
+                    if w < 0:
+                        ul, language = c.length[ctx], 0
+                        for j in range(ul):
+                            used[j] = c.words[ctx * limit + j]
+                    else:
+                        language = word_logprob(tables, &c.words[ctx * limit], c.length[ctx], w, tokens, chain)
+                        ul = c.length[ctx] + 1
+                        used[0] = w
+                        for j in range(1, ul):
+                            used[j] = c.words[ctx * limit + j - 1]
+                    if follow_first[n2] < 0:
+                        follow_first[n2] = follows.count
+                        if follow_words(&words[0], out_first, out_target, n2, stamp, -2 - n2, &stack, &follows) < 0:
+                            raise MemoryError()
+                        follow_count[n2] = follows.count - follow_first[n2]
+                    trie = trie_rows(tables, used, min(ul, limit), rows) if ul and limit else 0
+                    length = 0
+                    for f in range(follow_first[n2], follow_first[n2] + follow_count[n2]):
+                        for j in range(length + 1, trie + 1):  # Ngram::contextID: the longest with an n-gram
+                            if tables.find(j, rows[j - 1], follows.data[f]) >= 0:
+                                length = j
+                    if ul == 0 or used[0] != eos:
+                        total = 0
+                        for j in range(length, trie):
+                            total = total + tables.bow[j][rows[j]]
+                        language = language + total
+                    for j in range(limit):
+                        key[j] = used[j] if j < length else -2
+                    ctx2 = context_id(&c, key)
+                    if ctx2 < 0:
+                        raise MemoryError()
+                    number = numbers_find(&h, (<long long> n2 << 32) | ctx2, node_of.count)
+                    if number == -1:
+                        raise MemoryError()
+                    if number < -1:
+                        number = -2 - number
+                        if ints_push(&node_of, n2) < 0 or ints_push(&context_of, ctx2) < 0 \
+                                or ints_push(&next_of, -1) < 0:
+                            raise MemoryError()
+                        if tail[n2] >= 0:
+                            next_of.data[tail[n2]] = number
+                        else:
+                            head[n2] = number
+                        tail[n2] = number
+                    if ints_push(&from_, here) < 0 or ints_push(&to, number) < 0 \
+                            or floats_push(&languages, language) < 0:
+                        raise MemoryError()
+                here = next_of.data[here]
+        return (_ints(node_of.data, node_of.count), _ints(from_.data, from_.count), _ints(to.data, to.count),
+                _floats(languages.data, languages.count))
+    finally:
+        contexts_free(&c)
+        free(head)
+        free(tail)
+        free(stamp)
+        free(follow_first)
+        free(follow_count)
+        free(node_of.data)
+        free(context_of.data)
+        free(next_of.data)
+        free(from_.data)
+        free(to.data)
+        free(languages.data)
+        free(stack.data)
+        free(follows.data)
+        free(h.keys)
+        free(h.values)
+
+
 cdef object _ints(const int *values, int count):
     out = np.empty(count, dtype=np.int32)
     cdef int[::1] view = out

@@ -1,16 +1,18 @@
-"""The compiled lattice search (nplmtk/lattice/search.py, nplmtk._ext.lattice_kernels)
-against decode.viterbi, the Python reference, on random lattices: the same states at the
-end node (scores to the bit, in the same order), the same 1-best and the same N-best
-lines, with a back-off model of several orders and without a model."""
+"""The compiled lattice search and expansion (nplmtk/lattice/search.py,
+nplmtk._ext.lattice_kernels) against decode.viterbi and expand.expand_to_lm, the Python
+references, on random lattices: the same states at the end node (scores to the bit, in
+the same order), the same 1-best and the same N-best lines, with a back-off model of
+several orders and without a model; the same expanded nodes and links, in the same order."""
 import random
 from pathlib import Path
 
 import pytest
 
 from nplmtk.lattice.decode import Scales, best_words, nbest_lines, viterbi
+from nplmtk.lattice.expand import BackoffContexts, expand_to_lm
 from nplmtk.lattice.htk import read_htk
 from nplmtk.lattice.scores import BackoffScores
-from nplmtk.lattice.search import decode
+from nplmtk.lattice.search import decode, expand
 
 DATA = Path(__file__).parent / "data" / "srilm"
 
@@ -76,3 +78,28 @@ def test_the_compiled_search_is_the_python_search(tmp_path, model, order, unk, s
             assert best_words(nodes, got) == best_words(nodes, expected)
             if nbest and settings["lmscale"] > 0:
                 assert nbest_lines(nodes, got, 10, backoff) == nbest_lines(nodes, expected, 10, backoff)
+
+
+@pytest.mark.parametrize("order, unk, seed", [(1, True, 11), (2, False, 12), (3, True, 13), (3, False, 14),
+                                              (4, True, 15)])
+def test_the_compiled_expansion_is_the_python_expansion(tmp_path, model, order, unk, seed):
+    rng = random.Random(seed)
+    words = [w for w in model.vocab.words if w not in ("<s>", "</s>")][:60]
+    backoff = model.truncated(order)
+    scores, contexts = BackoffScores(backoff), BackoffContexts(backoff)
+    known = set(model.vocab.index)
+
+    def word_of(word):
+        return word if not unk or word in known else "<unk>"
+
+    for k in range(25):
+        path = tmp_path / f"r{k}.lat"
+        path.write_text(random_lattice(rng, words, f"r{k}"))
+        lattice = read_htk(str(path))
+        settings = Scales().of(lattice)
+        scores.forget()
+        contexts.forget()
+        expected = expand_to_lm(lattice, settings, word_of, scores, contexts)
+        got = expand(lattice, settings, word_of, scores)
+        assert (got.nodes, got.links, got.start, got.end) == (expected.nodes, expected.links, expected.start,
+                                                              expected.end)

@@ -1,4 +1,4 @@
-"""decode.viterbi's search in compiled code (nplmtk._ext.lattice_kernels) when the scores
+"""decode.viterbi's search and expand.expand_to_lm's walk in compiled code (nplmtk._ext.lattice_kernels) when the scores
 are a back-off n-gram model's (BackoffScores) or the lattice's own: SRILM's graph as
 arrays, each word as an id (the model's; a word the model lacks an id of its own past
 the model's vocabulary), the same float32 arithmetic and the same order of states, so
@@ -6,8 +6,9 @@ the 1-best and the N-best are decode.viterbi's, byte for byte. A network's score
 with decode.viterbi (its batches are the network's)."""
 import numpy as np
 
-from .._ext.lattice_kernels import viterbi_states
-from .decode import BOS, State, f32, srilm_graph, viterbi
+from .._ext.lattice_kernels import expand_contexts, viterbi_states
+from .decode import BOS, EOS, State, f32, srilm_graph, viterbi
+from .expand import ExpandedLattice
 from .scores import BackoffScores
 
 
@@ -34,6 +35,15 @@ class GraphArrays:
         self.source = np.array(sources, dtype=np.int32)
         self.weight = np.array(weights, dtype=np.float32)
         self.visit = np.array(order[order.index(start) + 1:], dtype=np.int32)
+
+    def outgoing(self):
+        """The transitions out of each node (CSR: `first`, `target`), each node's in the
+        order expand_to_lm lists them: by target, then as the target lists them."""
+        targets = np.repeat(np.arange(len(self.words), dtype=np.int32), np.diff(self.first))
+        by_source = np.argsort(self.source, kind="stable")
+        first = np.zeros(len(self.words) + 1, dtype=np.int32)
+        np.cumsum(np.bincount(self.source, minlength=len(self.words)), out=first[1:])
+        return first, np.ascontiguousarray(targets[by_source])
 
 
 class WordIds:
@@ -105,3 +115,17 @@ def _states(node, prob, gprob, prev, first, count, preds):
                 s.preds.append((made[entry_state[e]], diff[e], language[e]))
                 e = entry_next[e]
     return sorted((made[k] for k in range(first, first + count)), key=lambda s: -s.prob)
+
+
+def expand(lattice, scales, word_of, scores):
+    """expand.expand_to_lm's ExpandedLattice, the walk compiled (`scores`: the
+    BackoffScores of the model that BackoffContexts would read)."""
+    nodes, order, start, end = srilm_graph(lattice, scales, word_of)
+    word_id = WordIds(scores.index, len(scores.model.vocab))
+    graph = GraphArrays(nodes, order, start, word_id, None)
+    out_first, out_target = graph.outgoing()
+    visit = np.array(order[order.index(start):], dtype=np.int32)
+    node_of, sources, targets, languages = expand_contexts(scores.model.tables, graph.words, out_first, out_target,
+                                                           visit, start, end, word_id(BOS), word_id(EOS))
+    links = list(zip(sources.tolist(), targets.tolist(), languages.tolist()))
+    return ExpandedLattice(nodes, node_of.tolist(), links, 0, 1)
