@@ -13,7 +13,7 @@ import click
 from nplmtk.errors import NplmError
 from nplmtk.io import check_readable, open_output, read_lines
 from nplmtk.lattice import htk
-from nplmtk.lattice.decode import Graph, Scales, best_words, check_scales, nbest_lines, srilm_graph
+from nplmtk.lattice.decode import Graph, Scales, best_words, check_scales, srilm_graph
 from nplmtk.lattice.expand import expanded_graph, from_decoder, write_expanded
 from nplmtk.lattice.lattice_lm import text_stats
 from nplmtk.lattice.posterior import posterior_words
@@ -121,14 +121,14 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, approx_order, unk,
             by_decoder = expanding and not isinstance(scores, BackoffScores)  # a network's expansion is the decoder's
             if viterbi_decode or nbest_decode or by_decoder:
                 check_scales(lattice, settings, bool(nbest_decode) or scores is not None)
-                nodes, finals = decode(lattice, settings, word_of, scores, context_order,
-                                       nbest=bool(nbest_decode) or by_decoder)
+                decoding = decode(lattice, settings, word_of, scores, context_order,
+                                  nbest=bool(nbest_decode) or by_decoder)
             if viterbi_decode:
-                words = best_words(nodes, finals)
+                words = best_words(decoding.nodes, decoding.finals)
                 click.echo(lattice.name + (" " + " ".join(words) if words else ""))
             expanded = None
             if expanding:
-                expanded = from_decoder(nodes, finals) if by_decoder else \
+                expanded = from_decoder(decoding.nodes, decoding.finals) if by_decoder else \
                     expand(lattice, settings, word_of, scores)
             if posterior_decode or ppl:  # as lattice-tool: on the expanded lattice's model scores, with -lm
                 graph = expanded_graph(expanded) if expanded else Graph(*srilm_graph(lattice, settings, word_of))
@@ -139,7 +139,7 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, approx_order, unk,
                 click.echo(f"file {ppl}: " + "\n".join(text_stats(graph, sentences, vocabulary).lines()))
             if nbest_decode:
                 with open_output(os.path.join(out_nbest_dir, lattice.name + ".gz")) as out:
-                    out.writelines(line + "\n" for line in nbest_lines(nodes, finals, nbest_decode, model))
+                    out.writelines(line + "\n" for line in decoding.nbest_lines(nbest_decode, model))
             if write_htk:
                 with open_output(os.path.join(out_lattice_dir, lattice.name + ".lat.gz")) as out:
                     if expanded is None:

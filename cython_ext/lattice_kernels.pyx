@@ -17,6 +17,7 @@ from libc.math cimport INFINITY
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy, memset
 from nplmtk._ext.backoff_kernels cimport BackoffTables, MAX_LEVELS
+from lattice_tables cimport Floats, Ints, Numbers, floats_push, ints_push, numbers_find, numbers_init
 
 
 cdef struct Contexts:
@@ -286,76 +287,6 @@ def viterbi_states(BackoffTables tables, const int[::1] words, const float[::1] 
         free(p.gprob)
 
 
-cdef struct Ints:
-    int count, capacity
-    int *data
-
-
-cdef int ints_push(Ints *v, int value) noexcept nogil:
-    if v.count == v.capacity:
-        v.capacity = max(64, 2 * v.capacity)
-        v.data = <int *> realloc(v.data, v.capacity * sizeof(int))
-        if v.data == NULL:
-            return -1
-    v.data[v.count] = value
-    v.count += 1
-    return 0
-
-
-cdef struct Floats:
-    int count, capacity
-    float *data
-
-
-cdef int floats_push(Floats *v, float value) noexcept nogil:
-    if v.count == v.capacity:
-        v.capacity = max(64, 2 * v.capacity)
-        v.data = <float *> realloc(v.data, v.capacity * sizeof(float))
-        if v.data == NULL:
-            return -1
-    v.data[v.count] = value
-    v.count += 1
-    return 0
-
-
-cdef struct Numbers:
-    # expandToLM's new nodes by (graph node, context id): open addressing, -1 empty
-    int size
-    long long *keys
-    int *values
-
-
-cdef int numbers_find(Numbers *h, long long key, int value_if_new) noexcept nogil:
-    """The number of `key`, given `value_if_new` if absent (then -2 - that value is
-    returned, to tell the caller it is new); -1: no memory."""
-    cdef unsigned long long slot = (<unsigned long long> key * 0x9E3779B97F4A7C15ULL) >> 20
-    cdef int i, size
-    cdef long long *keys
-    cdef int *values
-    slot &= h.size - 1
-    while h.keys[slot] >= 0:
-        if h.keys[slot] == key:
-            return h.values[slot]
-        slot = (slot + 1) & (h.size - 1)
-    h.keys[slot], h.values[slot] = key, value_if_new
-    if 2 * (value_if_new + 1) > h.size:  # the values are 0, 1, 2, ...: their count
-        keys, values, size = h.keys, h.values, h.size
-        h.size *= 2
-        h.keys = <long long *> malloc(h.size * sizeof(long long))
-        h.values = <int *> malloc(h.size * sizeof(int))
-        if h.keys == NULL or h.values == NULL:
-            free(keys)
-            free(values)
-            return -1
-        memset(h.keys, -1, h.size * sizeof(long long))
-        for i in range(size):
-            if keys[i] >= 0:
-                numbers_find(h, keys[i], values[i])
-        free(keys)
-        free(values)
-    return -2 - value_if_new
-
-
 cdef int trie_rows(BackoffTables tables, const int *used, int length, long long *rows) noexcept:
     """BackoffContexts._trie: rows[i - 1] the row of the i-gram used[i-1] .. used[0] (a
     context of the model), for i = 1, 2, ... while there is one; their count."""
@@ -432,14 +363,11 @@ def expand_contexts(BackoffTables tables, const int[::1] words, const int[::1] o
     memset(&languages, 0, sizeof(Floats))
     memset(&stack, 0, sizeof(Ints))
     memset(&follows, 0, sizeof(Ints))
-    h.size = 256
-    h.keys = <long long *> malloc(h.size * sizeof(long long))
-    h.values = <int *> malloc(h.size * sizeof(int))
+    memset(&h, 0, sizeof(Numbers))
     try:
-        if not (head and tail and stamp and follow_first and follow_count and h.keys and h.values) \
+        if not (head and tail and stamp and follow_first and follow_count) or numbers_init(&h) < 0 \
                 or contexts_init(&c, limit) < 0:
             raise MemoryError()
-        memset(h.keys, -1, h.size * sizeof(long long))
         for n in range(nodes):
             head[n], tail[n], stamp[n], follow_first[n] = -1, -1, -1, -1
         for j in range(limit):

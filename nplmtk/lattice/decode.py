@@ -263,11 +263,12 @@ def nbest_paths(nodes, finals, count):
 
 
 def hypothesis_line(nodes, path, language):
-    """SRILM's N-best line: acoustic score (the path's a's, log10), language score, the
-    number of words, then the words with <s> and </s>."""
+    """SRILM's N-best line of `path` (its nodes, from the start): acoustic score (the
+    path's a's, log10), language score, the number of words, then the words with <s> and
+    </s>."""
     acoustic, words = 0.0, []
-    for state in path:
-        node = nodes[state.node]
+    for n in path:
+        node = nodes[n]
         if node.acoustic is not None:
             acoustic = f32(acoustic + node.acoustic)
         if node.word is not None:
@@ -302,9 +303,14 @@ def check_scales(lattice, scales, nbest):
 def nbest_lines(nodes, finals, count, model=None):
     """The `count` best paths as SRILM's N-best lines, their language scores the model's
     log10 p of each sentence, or without a model the lattice's own, summed in float32."""
-    paths = nbest_paths(nodes, finals, count)
+    return path_lines(nodes, [[state.node for state in path] for path in nbest_paths(nodes, finals, count)], model)
+
+
+def path_lines(nodes, paths, model=None):
+    """SRILM's N-best lines of `paths` (each its nodes, from the start), their language
+    scores as nbest_lines gives them."""
     if model is not None:
-        sentences = [[nodes[s.node].word for s in p if nodes[s.node].word not in (None, BOS, EOS)] for p in paths]
+        sentences = [[nodes[n].word for n in p if nodes[n].word not in (None, BOS, EOS)] for p in paths]
         languages = sentence_logprobs(model, sentences)
     else:
         languages = [_lattice_language(nodes, p) for p in paths]
@@ -313,7 +319,7 @@ def nbest_lines(nodes, finals, count, model=None):
 
 def _lattice_language(nodes, path):
     total = 0.0
-    for state in path:
-        if nodes[state.node].language is not None:
-            total = f32(total + nodes[state.node].language)
+    for n in path:
+        if nodes[n].language is not None:
+            total = f32(total + nodes[n].language)
     return total

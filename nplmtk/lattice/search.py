@@ -7,7 +7,8 @@ with decode.viterbi (its batches are the network's)."""
 import numpy as np
 
 from .._ext.lattice_kernels import expand_contexts, viterbi_states
-from .decode import BOS, EOS, State, f32, srilm_graph, viterbi
+from .._ext.lattice_nbest import nbest_paths
+from .decode import BOS, EOS, State, f32, nbest_lines, path_lines, srilm_graph, viterbi
 from .expand import ExpandedLattice
 from .scores import BackoffScores
 
@@ -60,16 +61,37 @@ class WordIds:
 
 
 def compiled(scorer):
-    """Whether decode() searches with the kernel for `scorer`."""
+    """Whether decode() searches with the kernels for `scorer`."""
     return scorer is None or isinstance(scorer, BackoffScores)
 
 
+class Decoding:
+    """A lattice decoded: SRILM's graph (`nodes`), the end node's states best first
+    (`finals`: decode.State's linked to their best predecessors, as decode.viterbi gives
+    them) and `nbest_lines`, the N-best as decode.nbest_lines writes it. `arrays`: the
+    compiled search's states (their node, score, best predecessor, merged predecessors
+    and word ids), for the compiled N-best; None: `finals` are decode.viterbi's own."""
+
+    def __init__(self, nodes, finals, arrays=None):
+        self.nodes, self.finals, self.arrays = nodes, finals, arrays
+
+    def nbest_lines(self, count, model=None):
+        if self.arrays is None:
+            return nbest_lines(self.nodes, self.finals, count, model)
+        node, prob, prev, preds, words = self.arrays
+        head, entry_state, entry_next, diff, _ = preds
+        ends = np.array([s.serial for s in self.finals], dtype=np.int32)
+        offsets, states = nbest_paths(prob, prev, head, entry_state, entry_next, diff, words[node], ends, count)
+        paths = node[states].tolist()
+        offsets = offsets.tolist()
+        return path_lines(self.nodes, [paths[a:b] for a, b in zip(offsets, offsets[1:])], model)
+
+
 def decode(lattice, scales, word_of, scorer, order, nbest=False):
-    """decode.viterbi's (nodes, finals), the search compiled for a back-off model's or the
-    lattice's own scores; `finals`' states carry what best_words and nbest_lines read
-    (node, prob, gprob, prev; with `nbest` their merged predecessors)."""
+    """decode.viterbi's search as a Decoding, compiled for a back-off model's or the
+    lattice's own scores (`nbest`: keep what the N-best needs)."""
     if not compiled(scorer):
-        return viterbi(lattice, scales, word_of, scorer, order, nbest)
+        return Decoding(*viterbi(lattice, scales, word_of, scorer, order, nbest))
     nodes, order_of_nodes, start, end = srilm_graph(lattice, scales, word_of)
     use_lm = scorer is not None
     lmscale = f32(scales["lmscale"]) if use_lm else None
@@ -83,37 +105,22 @@ def decode(lattice, scales, word_of, scorer, order, nbest=False):
     (node, prob, gprob, prev), (first, count), preds = viterbi_states(
         tables, graph.words, graph.old, graph.language, graph.first, graph.source, graph.weight, graph.visit, start,
         end, context_len, lmscale if use_lm else 1.0, word_id(BOS), nbest)
-    return nodes, _states(node, prob, gprob, prev, first, count, preds)
+    finals = _finals(node, prob, gprob, prev, first, count)
+    return Decoding(nodes, finals, (node, prob, prev, preds, graph.words) if nbest else None)
 
 
-def _states(node, prob, gprob, prev, first, count, preds):
-    """The end node's states, best first, as decode.State objects linked to their
-    predecessors (made for the states on their paths back, or all with `preds`)."""
-    node, prob, gprob, prev = node.tolist(), prob.tolist(), gprob.tolist(), prev.tolist()
+def _finals(node, prob, gprob, prev, first, count):
+    """The end node's states, best first, as decode.State's (`serial`: the state's
+    number) linked to the states of their best paths back to the start."""
+    node_list, prob_list, gprob_list, prev_list = node.tolist(), prob.tolist(), gprob.tolist(), prev.tolist()
     made = {}
-
-    def state(k):
-        if k not in made:
-            made[k] = State(node[k], None, prob[k], gprob[k], None, serial=k)
-        return made[k]
-
-    if preds is None:
-        for k in range(first, first + count):  # each final's best path, back to the start
-            j = k
-            while j >= 0 and j not in made:
-                state(j)
-                j = prev[j]
-        for k, s in made.items():
-            s.prev = made[prev[k]] if prev[k] >= 0 else None
-    else:
-        head, entry_state, entry_next, diff, language = (a.tolist() for a in preds)
-        for k in range(len(node)):
-            s = state(k)
-            s.prev = made[prev[k]] if prev[k] >= 0 else None
-            e = head[k]
-            while e >= 0:
-                s.preds.append((made[entry_state[e]], diff[e], language[e]))
-                e = entry_next[e]
+    for k in range(first, first + count):
+        j = k
+        while j >= 0 and j not in made:
+            made[j] = State(node_list[j], None, prob_list[j], gprob_list[j], None, serial=j)
+            j = prev_list[j]
+    for k, state in made.items():
+        state.prev = made[prev_list[k]] if prev_list[k] >= 0 else None
     return sorted((made[k] for k in range(first, first + count)), key=lambda s: -s.prob)
 
 
