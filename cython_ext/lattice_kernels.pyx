@@ -461,6 +461,105 @@ def expand_contexts(BackoffTables tables, const int[::1] words, const int[::1] o
         free(h.values)
 
 
+cdef void reach(int first, const int *begin, const int *target, unsigned char *mark, unsigned char bit,
+                int *stack) noexcept nogil:
+    """Mark with `bit` the nodes reached from `first` along the edges (CSR)."""
+    cdef int top = 1, n, e
+    stack[0] = first
+    mark[first] |= bit
+    while top:
+        top -= 1
+        n = stack[top]
+        for e in range(begin[n], begin[n + 1]):
+            if not mark[target[e]] & bit:
+                mark[target[e]] |= bit
+                stack[top] = target[e]
+                top += 1
+
+
+def written_form(const int[::1] sources, const int[::1] targets, const float[::1] languages,
+                 const unsigned char[::1] null, int start, int end):
+    """expand.written_form of an expansion (its links; `null`: the new nodes without a
+    word): the nodes written as nodes (ascending), and the written links (from, to: their
+    numbers among those nodes; language; the new node whose word and scores each
+    carries); None if no path is left."""
+    cdef int nodes = null.shape[0], links = sources.shape[0], i, j, n, m, count, after, before, value
+    cdef float language
+    fwd_array, back_array = np.zeros(nodes + 1, dtype=np.int32), np.zeros(nodes + 1, dtype=np.int32)
+    fwd_target, back_target = np.empty(max(links, 1), dtype=np.int32), np.empty(max(links, 1), dtype=np.int32)
+    alive_array = np.zeros(max(links, 1), dtype=np.uint8)
+    mark_array = np.zeros(nodes, dtype=np.uint8)
+    stack_array = np.empty(max(nodes, links, 1), dtype=np.int32)
+    state_array = np.full(nodes, -1, dtype=np.int32)  # as a link: -1 not known, 0 no, 1 yes
+    single_in, single_out = np.full(nodes, -1, dtype=np.int32), np.full(nodes, -1, dtype=np.int32)
+    cdef int[::1] fwd = fwd_array, back = back_array, fwd_to = fwd_target, back_to = back_target
+    cdef int[::1] stack = stack_array, state = state_array, one_in = single_in, one_out = single_out
+    cdef unsigned char[::1] alive = alive_array, mark = mark_array
+    cdef int[::1] degree_in = np.zeros(nodes, dtype=np.int32), degree_out = np.zeros(nodes, dtype=np.int32)
+    for i in range(links):  # links of probability 0 left out
+        alive[i] = languages[i] > -INFINITY
+        if alive[i]:
+            fwd[sources[i] + 1] += 1
+            back[targets[i] + 1] += 1
+    for n in range(nodes):
+        fwd[n + 1] += fwd[n]
+        back[n + 1] += back[n]
+    for i in range(links):
+        if alive[i]:
+            fwd_to[fwd[sources[i]]] = targets[i]
+            fwd[sources[i]] += 1
+            back_to[back[targets[i]]] = sources[i]
+            back[targets[i]] += 1
+    for n in range(nodes, 0, -1):
+        fwd[n], back[n] = fwd[n - 1], back[n - 1]
+    fwd[0] = back[0] = 0
+    reach(start, &fwd[0], &fwd_to[0], &mark[0], 1, &stack[0])
+    reach(end, &back[0], &back_to[0], &mark[0], 2, &stack[0])
+    if mark[end] != 3:
+        return None
+    for i in range(links):  # the links between kept nodes: each node's one link in and out, if one
+        alive[i] = alive[i] and mark[sources[i]] == 3 and mark[targets[i]] == 3
+        if alive[i]:
+            degree_out[sources[i]] += 1
+            degree_in[targets[i]] += 1
+            if degree_out[sources[i]] == 1:
+                one_out[sources[i]] = i
+            if degree_in[targets[i]] == 1:
+                one_in[targets[i]] = i
+    for n in range(nodes):  # allowAsTrans along each chain, resolved from its far end back
+        if mark[n] != 3 or state[n] >= 0:
+            continue
+        count, m = 0, n
+        while state[m] < 0:
+            value = 0
+            if degree_in[m] == 1 and degree_out[m] == 1:
+                before, after = sources[one_in[m]], targets[one_out[m]]
+                if (null[after] or after == end) and (null[before] or before == start):
+                    state[m] = 0
+                    stack[count] = m
+                    count += 1
+                    m = after
+                    continue
+            state[m] = 0
+            break
+        value = state[m]
+        for j in range(count - 1, -1, -1):
+            value = 1 - value
+            state[stack[j]] = value
+    kept = [n for n in range(nodes) if mark[n] == 3 and state[n] == 0]
+    number = {n: k for k, n in enumerate(kept)}
+    written = []
+    for i in range(links):
+        if not alive[i] or state[sources[i]] == 1:
+            continue
+        n, language = targets[i], languages[i]
+        if state[n] == 1:
+            language = language + languages[one_out[n]]
+            n = targets[one_out[n]]
+        written.append((number[sources[i]], number[n], language, targets[i]))
+    return kept, number, written
+
+
 cdef object _ints(const int *values, int count):
     out = np.empty(count, dtype=np.int32)
     cdef int[::1] view = out

@@ -2,14 +2,16 @@
 nplmtk._ext.lattice_kernels) against decode.viterbi and expand.expand_to_lm, the Python
 references, on random lattices: the same states at the end node (scores to the bit, in
 the same order), the same 1-best and the same N-best lines, with a back-off model of
-several orders and without a model; the same expanded nodes and links, in the same order."""
+several orders and without a model; the same expanded nodes and links, in the same order,
+written the same."""
+import io
 import random
 from pathlib import Path
 
 import pytest
 
 from nplmtk.lattice.decode import Scales, best_words, nbest_lines, viterbi
-from nplmtk.lattice.expand import BackoffContexts, expand_to_lm
+from nplmtk.lattice.expand import BackoffContexts, expand_to_lm, write_expanded, written_form
 from nplmtk.lattice.htk import read_htk
 from nplmtk.lattice.scores import BackoffScores
 from nplmtk.lattice.search import decode, expand
@@ -108,3 +110,7 @@ def test_the_compiled_expansion_is_the_python_expansion(tmp_path, model, order, 
         got = expand(lattice, settings, word_of, scores)
         assert (got.nodes, got.links, got.start, got.end) == (expected.nodes, expected.links, expected.start,
                                                               expected.end)
+        assert got.form() == written_form(expected)
+        ours, theirs = io.StringIO(), io.StringIO()
+        assert write_expanded(lattice, settings, got, ours) == write_expanded(lattice, settings, expected, theirs)
+        assert ours.getvalue() == theirs.getvalue()

@@ -6,7 +6,7 @@ the 1-best and the N-best are decode.viterbi's, byte for byte. A network's score
 with decode.viterbi (its batches are the network's)."""
 import numpy as np
 
-from .._ext.lattice_kernels import expand_contexts, viterbi_states
+from .._ext.lattice_kernels import expand_contexts, viterbi_states, written_form
 from .._ext.lattice_nbest import nbest_paths
 from .decode import BOS, EOS, State, f32, nbest_lines, path_lines, srilm_graph, viterbi
 from .expand import ExpandedLattice
@@ -135,4 +135,14 @@ def expand(lattice, scales, word_of, scores):
     node_of, sources, targets, languages = expand_contexts(scores.model.tables, graph.words, out_first, out_target,
                                                            visit, start, end, word_id(BOS), word_id(EOS))
     links = list(zip(sources.tolist(), targets.tolist(), languages.tolist()))
-    return ExpandedLattice(nodes, node_of.tolist(), links, 0, 1)
+    carriers = node_of.tolist()
+    null = (graph.words[node_of] < 0).astype(np.uint8)
+
+    def form():  # expand.written_form, compiled
+        found = written_form(sources, targets, languages, null, 0, 1)
+        if found is None:
+            return None
+        kept, number, written = found
+        return kept, number, [(a, b, language, carriers[carrier]) for a, b, language, carrier in written]
+
+    return ExpandedLattice(nodes, carriers, links, 0, 1, form)
