@@ -13,14 +13,22 @@ import click
 from nplmtk.errors import NplmError
 from nplmtk.io import check_readable, open_output, read_lines
 from nplmtk.lattice import htk
-from nplmtk.lattice.decode import Graph, Scales, best_words, check_scales, nbest_lines, srilm_graph, viterbi
-from nplmtk.lattice.expand import BackoffContexts, expand_to_lm, expanded_graph, from_decoder, write_expanded
+from nplmtk.lattice.decode import Graph, Scales, best_words, check_scales, srilm_graph
+from nplmtk.lattice.expand import expanded_graph, from_decoder, write_expanded
 from nplmtk.lattice.lattice_lm import text_stats
 from nplmtk.lattice.posterior import posterior_words
 from nplmtk.lattice.scores import BackoffScores, NetworkScores
+from nplmtk.lattice.search import decode, expand
 from nplmtk.vocab import sentence_tokens
 
 from .options import Integer, Real, example, flag, option, spell
+
+
+def _neural_model():
+    """The networks' base class, imported only for a model that is not a back-off one (it
+    loads scipy's BLAS, some 80 ms)."""
+    from nplmtk.neural.network import NeuralModel
+    return NeuralModel
 
 
 @click.command("lattice-tool", epilog=example(
@@ -75,18 +83,17 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, approx_order, unk,
     if in_lattice_list:
         check_readable(in_lattice_list)
         paths += [line.strip() for line in read_lines(in_lattice_list) if line.strip()]
-    scores, model, context_order, contexts = None, None, order, None
+    scores, model, context_order = None, None, order
     if lm:
         from nplmtk.models import load
-        from nplmtk.neural.network import NeuralModel
         from nplmtk.ngram.backoff import BackoffModel
         model = load(lm)
         if isinstance(model, BackoffModel):
             if approx_order is not None:
                 raise NplmError("-approx-order applies to a network -lm (a back-off model's is -order)")
             model = model.truncated(order)
-            scores, contexts = BackoffScores(model), BackoffContexts(model)
-        elif isinstance(model, NeuralModel):
+            scores = BackoffScores(model)
+        elif isinstance(model, _neural_model()):
             context_order = approx_order or (5 if model.RECURRENT else model.order)
             scores = NetworkScores(model)
         else:
@@ -110,21 +117,19 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, approx_order, unk,
             settings = scales.of(lattice)
             if scores is not None:
                 scores.forget()  # one lattice's scores at a time
-            if contexts is not None:
-                contexts.forget()
             expanding = scores is not None and (write_htk or posterior_decode or ppl)
-            by_decoder = expanding and contexts is None  # a network's expansion is the decoder's
+            by_decoder = expanding and not isinstance(scores, BackoffScores)  # a network's expansion is the decoder's
             if viterbi_decode or nbest_decode or by_decoder:
                 check_scales(lattice, settings, bool(nbest_decode) or scores is not None)
-                nodes, finals = viterbi(lattice, settings, word_of, scores, context_order,
-                                        nbest=bool(nbest_decode) or by_decoder)
+                decoding = decode(lattice, settings, word_of, scores, context_order,
+                                  nbest=bool(nbest_decode) or by_decoder)
             if viterbi_decode:
-                words = best_words(nodes, finals)
+                words = best_words(decoding.nodes, decoding.finals)
                 click.echo(lattice.name + (" " + " ".join(words) if words else ""))
             expanded = None
             if expanding:
-                expanded = from_decoder(nodes, finals) if by_decoder else \
-                    expand_to_lm(lattice, settings, word_of, scores, contexts)
+                expanded = from_decoder(decoding.nodes, decoding.finals) if by_decoder else \
+                    expand(lattice, settings, word_of, scores)
             if posterior_decode or ppl:  # as lattice-tool: on the expanded lattice's model scores, with -lm
                 graph = expanded_graph(expanded) if expanded else Graph(*srilm_graph(lattice, settings, word_of))
             if posterior_decode:
@@ -134,7 +139,7 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, approx_order, unk,
                 click.echo(f"file {ppl}: " + "\n".join(text_stats(graph, sentences, vocabulary).lines()))
             if nbest_decode:
                 with open_output(os.path.join(out_nbest_dir, lattice.name + ".gz")) as out:
-                    out.writelines(line + "\n" for line in nbest_lines(nodes, finals, nbest_decode, model))
+                    out.writelines(line + "\n" for line in decoding.nbest_lines(nbest_decode, model))
             if write_htk:
                 with open_output(os.path.join(out_lattice_dir, lattice.name + ".lat.gz")) as out:
                     if expanded is None:

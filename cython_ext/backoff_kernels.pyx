@@ -14,9 +14,7 @@ from libc.math cimport INFINITY
 from libc.stdlib cimport free, malloc
 from openmp cimport omp_get_max_threads
 from ngram_tables cimport find_key
-
-cdef enum:
-    MAX_LEVELS = 10  # nplmtk.ngram.counts.MAX_ORDER
+# MAX_LEVELS and BackoffTables' attributes: nplmtk/_ext/backoff_kernels.pxd
 
 
 def children_runs(Py_ssize_t parents, const long long[::1] keys, long long vocab_size):
@@ -204,18 +202,21 @@ def context_nodes(list keys, list has_bow, list children, long long vocab_size):
     return node
 
 
+cdef inline long long find_row(BackoffTables t, int level, long long parent, long long word) noexcept nogil:
+    """The row of (the n-gram at row `parent` of table level - 1, word) in table `level`."""
+    if word < 0 or word >= t.vocab_size:
+        return -1
+    if level == 0:
+        return t.unigram_row[word]
+    if parent < 0:
+        return -1
+    return find_key(t.keys[level], t.children[level - 1][parent], t.children[level - 1][parent + 1],
+                    parent * t.vocab_size + word)
+
+
 cdef class BackoffTables:
-    """Read-only views of one model's tables and the children runs built from them."""
-    cdef int order
-    cdef long long vocab_size
-    cdef const long long *keys[MAX_LEVELS]
-    cdef const float *logp[MAX_LEVELS]
-    cdef const float *bow[MAX_LEVELS]
-    cdef const unsigned char *node[MAX_LEVELS]
-    # children[j][i] .. children[j][i + 1]: the rows of table j + 1 that extend row i of table j
-    cdef const long long *children[MAX_LEVELS]
-    cdef const long long *unigram_row  # word id -> row of the 1-gram table, -1 if absent
-    cdef list owners  # the arrays behind the pointers
+    """Read-only views of one model's tables and the children runs built from them (their
+    attributes in nplmtk/_ext/backoff_kernels.pxd)."""
 
     def __init__(self, long long vocab_size, keys, logp, bow, node, children):
         """`children[j]`: children_runs of the tables of orders j + 1 and j + 2."""
@@ -366,16 +367,8 @@ cdef class BackoffTables:
                 length = j + 1
         return length
 
-    cdef inline long long find(self, int level, long long parent, long long word) noexcept nogil:
-        """The row of (the n-gram at row `parent` of table level - 1, word) in table `level`."""
-        if word < 0 or word >= self.vocab_size:
-            return -1
-        if level == 0:
-            return self.unigram_row[word]
-        if parent < 0:
-            return -1
-        return find_key(self.keys[level], self.children[level - 1][parent], self.children[level - 1][parent + 1],
-                        parent * self.vocab_size + word)
+    cdef long long find(self, int level, long long parent, long long word) noexcept nogil:
+        return find_row(self, level, parent, word)
 
     cdef void walk_stream(self, const long long *tokens, Py_ssize_t length, Py_ssize_t first,
                           long long *chain, float *scores, signed char *orders) noexcept nogil:
@@ -390,7 +383,7 @@ cdef class BackoffTables:
             row = -1
             for m in range(self.order):
                 if a + m < length and (m == 0 or row >= 0):
-                    row = self.find(m, row, tokens[a + m])
+                    row = find_row(self, m, row, tokens[a + m])
                 else:
                     row = -1
                 chain[a * self.order + m] = row

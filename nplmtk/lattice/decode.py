@@ -47,6 +47,14 @@ def htk_score(value, base):
     return -math.inf if value == 0 else f32(math.log10(value))
 
 
+def _scorer(base):
+    """htk_score in one base, its log10 computed once."""
+    if base > 0:
+        factor = math.log10(f32(base))
+        return lambda value: f32(f32(value) * factor)
+    return lambda value: htk_score(value, base)
+
+
 class Scales:
     """The header's scales (acscale, lmscale, ngscale, prscale, duscale, wdpenalty),
     each overridden by a value given here (None: the file's or SRILM's default)."""
@@ -90,25 +98,31 @@ def srilm_graph(lattice, scales, word_of):
     """(nodes, their topological order, the start node, the end node): SRILM's graph of
     the lattice, each node's `incoming` (node, weight). `word_of(word)` maps a word to the
     decoder's (-unk's <unk>)."""
-    base = lattice.base
+    score_of = _scorer(lattice.base)
+    weighed = [(key, scales[scale]) for key, scale in (("a", "acscale"), ("n", "ngscale"), ("l", "lmscale"),
+                                                       ("r", "prscale"), ("ds", "duscale")) if scales[scale] != 0]
+    wdpenalty = scales["wdpenalty"]
     nodes, index, leaving = [], {}, {number: [] for number in lattice.order}
     for number in lattice.order:
         node = lattice.node[number]
         word = BOS if number == lattice.start else EOS if number == lattice.end else None
         acoustic = node.scores.get("a") if number in (lattice.start, lattice.end) else None
         index[number] = len(nodes)
-        nodes.append(GraphNode(word, None if acoustic is None else htk_score(acoustic, base), time=node.time))
+        nodes.append(GraphNode(word, None if acoustic is None else score_of(acoustic), time=node.time))
     for link in lattice.links:
         end = lattice.node[link.end]
         word = _word(link.word) or _word(end.word)
-        score = {key: htk_score(value, base) for key, value in end.scores.items()}  # a forward lattice's
-        score.update({key: htk_score(value, base) for key, value in link.scores.items()})
+        if end.scores:  # a forward lattice's
+            score = {key: score_of(value) for key, value in end.scores.items()}
+            score.update({key: score_of(value) for key, value in link.scores.items()})
+        else:
+            score = {key: score_of(value) for key, value in link.scores.items()}
         weight = 0.0
-        for key, scale in (("a", "acscale"), ("n", "ngscale"), ("l", "lmscale"), ("r", "prscale"), ("ds", "duscale")):
-            if key in score and scales[scale] != 0:
-                weight = f32(weight + scales[scale] * score[key])
+        for key, scale in weighed:
+            if key in score:
+                weight = f32(weight + scale * score[key])
         if word is not None:
-            weight = f32(weight + scales["wdpenalty"])
+            weight = f32(weight + wdpenalty)
         node = GraphNode(None if word is None else word_of(word), score.get("a"), score.get("l"), score, end.time)
         node.incoming.append((index[link.start], weight))
         leaving[link.start].append(len(nodes))
@@ -263,11 +277,12 @@ def nbest_paths(nodes, finals, count):
 
 
 def hypothesis_line(nodes, path, language):
-    """SRILM's N-best line: acoustic score (the path's a's, log10), language score, the
-    number of words, then the words with <s> and </s>."""
+    """SRILM's N-best line of `path` (its nodes, from the start): acoustic score (the
+    path's a's, log10), language score, the number of words, then the words with <s> and
+    </s>."""
     acoustic, words = 0.0, []
-    for state in path:
-        node = nodes[state.node]
+    for n in path:
+        node = nodes[n]
         if node.acoustic is not None:
             acoustic = f32(acoustic + node.acoustic)
         if node.word is not None:
@@ -302,9 +317,14 @@ def check_scales(lattice, scales, nbest):
 def nbest_lines(nodes, finals, count, model=None):
     """The `count` best paths as SRILM's N-best lines, their language scores the model's
     log10 p of each sentence, or without a model the lattice's own, summed in float32."""
-    paths = nbest_paths(nodes, finals, count)
+    return path_lines(nodes, [[state.node for state in path] for path in nbest_paths(nodes, finals, count)], model)
+
+
+def path_lines(nodes, paths, model=None):
+    """SRILM's N-best lines of `paths` (each its nodes, from the start), their language
+    scores as nbest_lines gives them."""
     if model is not None:
-        sentences = [[nodes[s.node].word for s in p if nodes[s.node].word not in (None, BOS, EOS)] for p in paths]
+        sentences = [[nodes[n].word for n in p if nodes[n].word not in (None, BOS, EOS)] for p in paths]
         languages = sentence_logprobs(model, sentences)
     else:
         languages = [_lattice_language(nodes, p) for p in paths]
@@ -313,7 +333,7 @@ def nbest_lines(nodes, finals, count, model=None):
 
 def _lattice_language(nodes, path):
     total = 0.0
-    for state in path:
-        if nodes[state.node].language is not None:
-            total = f32(total + nodes[state.node].language)
+    for n in path:
+        if nodes[n].language is not None:
+            total = f32(total + nodes[n].language)
     return total

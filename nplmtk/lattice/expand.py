@@ -23,10 +23,13 @@ from .htk import NULL_WORD
 class ExpandedLattice:
     """`graph`: SRILM's graph of the lattice as read; `nodes`: for each new node its
     graph node (None: a null node of no graph node's); `links`: (from, to, language score log10) between new nodes, the word and
-    the other scores those of the graph node `to` copies; `start`, `end`: new nodes."""
+    the other scores those of the graph node `to` copies; `start`, `end`: new nodes;
+    `form`: written_form's result computed otherwise (a compiled expansion's), None: by
+    written_form."""
 
-    def __init__(self, graph, nodes, links, start, end):
+    def __init__(self, graph, nodes, links, start, end, form=None):
         self.graph, self.nodes, self.links, self.start, self.end = graph, nodes, links, start, end
+        self.form = form
 
 
 class BackoffContexts:
@@ -158,11 +161,43 @@ def write_expanded(lattice, scales, expanded, out):
     model. Links of probability 0 (a word the model lacks) and the nodes then off every
     path are left out. The header carries the scales used (wdpenalty in log10). False if
     no path is left."""
+    form = expanded.form() if expanded.form else written_form(expanded)
+    if form is None:
+        return False
+    nodes, number, written = form
+    graph, start, end = expanded.graph, expanded.start, expanded.end
+    header = ["VERSION=1.0", f"UTTERANCE={lattice.name}", "base=10"]
+    header += [f"{key}={scales[key]:.7g}" for key in ("acscale", "lmscale", "ngscale", "prscale", "duscale",
+                                                      "wdpenalty")]
+    header += [f"start={number[start]}\tend={number[end]}", f"N={len(nodes)}\tL={len(written)}"]
+    lines = ["\n".join(header) + "\n"]
+    end_time = lattice.node[lattice.end].time
+    for n in nodes:
+        time = end_time if expanded.nodes[n] is None else graph[expanded.nodes[n]].time
+        lines.append(f"I={number[n]}" + (f"\tt={time:.7g}" if time is not None else "") + "\n")
+    carried = {}  # each carrier's word and scores, written once
+    for j, (a, b, language, carrier) in enumerate(written):
+        if carrier not in carried:
+            node = graph[carrier] if carrier is not None else None
+            label = node.word if node is not None and node.word not in (BOS, EOS) else None
+            parts = [f"W={label or NULL_WORD}"]
+            if node is not None:
+                parts += [f"{key}={value:.7g}" for key, value in node.scores.items() if key != "l"]
+            carried[carrier] = "\t".join(parts)
+        lines.append(f"J={j}\tS={a}\tE={b}\t{carried[carrier]}\tl={language:.7g}\n")
+    out.write("".join(lines))
+    return True
+
+
+def written_form(expanded):
+    """The structure of write_expanded's lattice: the nodes written as nodes (ascending),
+    their numbers (by node) and the written links (from, to: numbers; language score; the
+    graph node whose word and scores the link carries), or None if no path is left."""
     graph, start, end = expanded.graph, expanded.start, expanded.end
     links = [link for link in expanded.links if link[2] > -math.inf]
     keep = _reached(start, [(a, b) for a, b, _ in links]) & _reached(end, [(b, a) for a, b, _ in links])
     if end not in keep:
-        return False
+        return None
     links = [link for link in links if link[0] in keep and link[1] in keep]
     into, out_of = {n: [] for n in keep}, {n: [] for n in keep}
     for link in links:
@@ -193,24 +228,7 @@ def write_expanded(lattice, scales, expanded, out):
         if written_as_link(b):
             to, language = out_of[b][0][1], f32(language + out_of[b][0][2])
         written.append((number[a], number[to], language, expanded.nodes[b]))
-    header = ["VERSION=1.0", f"UTTERANCE={lattice.name}", "base=10"]
-    header += [f"{key}={scales[key]:.7g}" for key in ("acscale", "lmscale", "ngscale", "prscale", "duscale",
-                                                      "wdpenalty")]
-    header += [f"start={number[start]}\tend={number[end]}", f"N={len(nodes)}\tL={len(written)}"]
-    out.write("\n".join(header) + "\n")
-    end_time = lattice.node[lattice.end].time
-    for n in nodes:
-        time = end_time if expanded.nodes[n] is None else graph[expanded.nodes[n]].time
-        out.write(f"I={number[n]}" + (f"\tt={time:.7g}" if time is not None else "") + "\n")
-    for j, (a, b, language, carrier) in enumerate(written):
-        node = graph[carrier] if carrier is not None else None
-        label = node.word if node is not None and node.word not in (BOS, EOS) else None
-        parts = [f"J={j}", f"S={a}", f"E={b}", f"W={label or NULL_WORD}"]
-        if node is not None:
-            parts += [f"{key}={value:.7g}" for key, value in node.scores.items() if key != "l"]
-        parts.append(f"l={language:.7g}")
-        out.write("\t".join(parts) + "\n")
-    return True
+    return nodes, number, written
 
 
 def expanded_states(finals):

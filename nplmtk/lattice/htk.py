@@ -16,9 +16,8 @@ from ..io import read_lines
 
 NULL_WORD = "!NULL"
 NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\Z")
-INTEGER = re.compile(r"\d+\Z")
-LINK_SCORES = ("a", "n", "l", "r", "ds") + tuple(f"x{i}" for i in range(1, 10))
-NODE_SCORES = ("a", "r", "ds") + tuple(f"x{i}" for i in range(1, 10))
+LINK_SCORES = frozenset(("a", "n", "l", "r", "ds") + tuple(f"x{i}" for i in range(1, 10)))
+NODE_SCORES = frozenset(("a", "r", "ds") + tuple(f"x{i}" for i in range(1, 10)))
 LONG_NAMES = {"START": "S", "END": "E", "WORD": "W", "acoustic": "a", "ngram": "n", "language": "l",
               "var": "v", "div": "d", "states": "s", "time": "t", "NODES": "N", "LINKS": "L",
               "VERSION": "V", "UTTERANCE": "U"}
@@ -62,22 +61,26 @@ class Lattice:
 
 
 def fields(text):
-    """The key=value fields of a line (a key without '=' has the value ''), up to a '#'."""
-    for token in text.split():
-        if token.startswith("#"):
-            return
-        key, _, value = token.partition("=")
-        yield LONG_NAMES.get(key, key), value
+    """The key=value fields of a line (a key without '=' has the value ''), up to a '#',
+    as a list."""
+    tokens = text.split()
+    if "#" in text:
+        cut = next((i for i, token in enumerate(tokens) if token.startswith("#")), len(tokens))
+        tokens = tokens[:cut]
+    names = LONG_NAMES
+    return [(names.get(key, key), value) for key, _, value in (token.partition("=") for token in tokens)]
 
 
-def _number(value, key, path, line):
-    if not NUMBER.match(value) or not math.isfinite(float(value)):
-        raise InputError(f"{key}={value}: not a finite number", path=path, line=line)
-    return float(value)
+def _number(value, key, path, line, isfinite=math.isfinite, match=NUMBER.match):
+    if match(value):
+        number = float(value)
+        if isfinite(number):
+            return number
+    raise InputError(f"{key}={value}: not a finite number", path=path, line=line)
 
 
 def _integer(value, key, path, line):
-    if not INTEGER.match(value):
+    if not value.isdecimal():  # as re's \d+: Unicode's decimal digits (Nd)
         raise InputError(f"{key}={value}: not a node or link number (an integer >= 0)", path=path, line=line)
     return int(value)
 
@@ -107,8 +110,10 @@ def _read_node(items, path, line):
 def _read_link(items, path, line):
     link = Link(_integer(items[0][1], "J", path, line), line)
     for key, value in items[1:]:
-        if key in ("S", "E"):
-            setattr(link, "start" if key == "S" else "end", _integer(value, key, path, line))
+        if key == "S":
+            link.start = _integer(value, key, path, line)
+        elif key == "E":
+            link.end = _integer(value, key, path, line)
         elif key == "W":
             link.word = _word(value, key, path, line)
         elif key in LINK_SCORES:
@@ -118,10 +123,9 @@ def _read_link(items, path, line):
         else:
             raise InputError(f"'{key}': not a field of a link (S, E, W, a, n, l, r, ds, x1-x9, v, d, s, p)",
                              path=path, line=line)
-    for key in ("start", "end"):
-        if getattr(link, key) is None:
-            raise InputError(f"link J={link.number} has no {'S' if key == 'start' else 'E'}= node",
-                             path=path, line=line)
+    if link.start is None or link.end is None:
+        raise InputError(f"link J={link.number} has no {'S' if link.start is None else 'E'}= node",
+                         path=path, line=line)
     return link
 
 
@@ -131,7 +135,7 @@ def read_htk(path):
     and end nodes present, no cycle, the end reachable from the start."""
     header, header_lines, nodes, links = {}, {}, [], []
     for number, text in enumerate(read_lines(path), 1):
-        items = list(fields(text))
+        items = fields(text)
         if not items:
             continue
         if items[0][0] == "I":
