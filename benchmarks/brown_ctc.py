@@ -36,7 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from run import machine_stamp, write_sections  # noqa: E402
-from runs import RUNS, VOCAB_MIN_COUNT  # noqa: E402
+from runs import RUNS, VOCAB_MIN_COUNT, model_or_trained  # noqa: E402
 
 from nplmtk.lattice.wer import word_error_rate  # noqa: E402
 
@@ -103,15 +103,7 @@ def main():
     kn5 = os.path.join(args.work, "kn5.arpa")
     subprocess.run([args.nplm, "ngram-count", "-text", train, "-order", "5", "-vocab", vocab, "-unk", "-kndiscount",
                     "-interpolate", "-lm", kn5], check=True)
-    trained = ""
-    if not os.path.exists(args.lstm):
-        if args.lstm != LSTM.model_path:
-            sys.exit(f"brown-ctc: {args.lstm}: no such file")
-        print(f"brown-ctc: training {LSTM.model_path} (make {LSTM.make_target}) ...", file=sys.stderr)
-        start = time.perf_counter()
-        subprocess.run([sys.executable, os.path.join(HERE, "runs.py"), LSTM.make_target, "--brown", args.brown,
-                        "--nplm", args.nplm], check=True)
-        trained = f" (trained by this run in {(time.perf_counter() - start) / 60:.1f} min)"
+    trained = model_or_trained(LSTM, args.lstm, args.brown, args.nplm, "brown-ctc")
     lstm = os.path.join(args.work, "lstm.nplm")  # a mixture's components lie in its folder
     shutil.copyfile(args.lstm, lstm)
     mixture = os.path.join(args.work, "lstm-kn5.mix")

@@ -29,7 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from run import machine_stamp, write_sections  # noqa: E402
-from runs import RUNS, VOCAB_MIN_COUNT  # noqa: E402
+from runs import RUNS, VOCAB_MIN_COUNT, model_or_trained  # noqa: E402
 
 from nplmtk.lattice.htk import read_htk  # noqa: E402
 from nplmtk.lattice.wer import word_error_rate, word_errors  # noqa: E402
@@ -220,15 +220,7 @@ def main():
         rows.append((f"KN{order} expanded (`-write-htk`), decoded without `-lm` (1-best = on-the-fly's for {agree} of "
                      f"{count})", rate, errors, words, ours_seconds, theirs_seconds, same))
 
-    trained = ""
-    if not os.path.exists(args.lstm):
-        if args.lstm != LSTM.model_path:
-            sys.exit(f"lattices: {args.lstm}: no such file")
-        print(f"lattices: training {LSTM.model_path} (make {LSTM.make_target}) ...", file=sys.stderr)
-        start = time.perf_counter()
-        subprocess.run([sys.executable, os.path.join(HERE, "runs.py"), LSTM.make_target, "--brown", args.brown,
-                        "--nplm", args.nplm], check=True)
-        trained = f" (trained by this run in {(time.perf_counter() - start) / 60:.1f} min)"
+    trained = model_or_trained(LSTM, args.lstm, args.brown, args.nplm, "lattices")
     lstm = os.path.join(work, "lstm.nplm")  # a mixture's components lie in its folder
     shutil.copyfile(args.lstm, lstm)
     mixture = os.path.join(work, "lstm-kn5.mix")

@@ -8,6 +8,8 @@ options and file names from here. |V| is not here: it is read from the vocabular
 import argparse
 import os
 import subprocess
+import sys
+import time
 from dataclasses import dataclass
 
 VOCAB_MIN_COUNT = 4  # the runs' vocabulary: `nplm vocab -min-count 4` on Brown train
@@ -237,6 +239,21 @@ LBL_RUNS = [run for run in RUNS.values() if run.make_target == "brown-lbl"]
 SAMPLING_RUNS = [run for run in RUNS.values() if run.make_target == "brown-is"]
 SURVEY_RUNS = [run for run in RUNS.values() if run.make_target == "brown-survey"]
 LSTM_RUNS = [run for run in RUNS.values() if run.make_target == "brown-lstm"]
+
+
+def model_or_trained(run, path, brown, nplm, program):
+    """For a benchmark that uses `run`'s model at `path`: trains it (its Makefile target)
+    when `path` is the run's own file and missing, and exits naming `path` when another file
+    is missing. Returns what to say of it (how long the training took, or nothing)."""
+    if os.path.exists(path):
+        return ""
+    if path != run.model_path:
+        sys.exit(f"{program}: {path}: no such file")
+    print(f"{program}: training {run.model_path} (make {run.make_target}) ...", file=sys.stderr)
+    start = time.perf_counter()
+    subprocess.run([sys.executable, os.path.abspath(__file__), run.make_target, "--brown", brown, "--nplm", nplm],
+                   check=True)
+    return f" (trained by this run in {(time.perf_counter() - start) / 60:.1f} min)"
 
 
 def main():

@@ -58,6 +58,26 @@ def toy_texts(tmp_path_factory):
     return folder, Vocabulary(grammar.words)
 
 
+def toy_decoder_models(folder):
+    """For the decoders' tests: the toy grammar's train.txt in `folder`, its vocabulary
+    (words seen 3 times or more), KN3 and KN5 with <unk> as kn3.arpa and kn5.arpa, and six
+    sentences to decode (the last with words outside the vocabulary): (vocab, sentences)."""
+    from nplmtk.corpus import Corpus
+    from nplmtk.ngram.arpa import write_arpa
+    from nplmtk.ngram.counts import NgramCounts
+    from nplmtk.ngram.estimate import estimate
+    from nplmtk.toy import ToyGrammar
+    from nplmtk.vocab import Vocabulary, count_words
+    grammar = ToyGrammar()
+    train = [" ".join(s) for s in grammar.sentences(3000, seed=11)]
+    (folder / "train.txt").write_text("\n".join(train) + "\n")
+    vocab = Vocabulary.from_counts(count_words([str(folder / "train.txt")]), min_count=3)
+    corpus = Corpus.from_lines(train, vocab)
+    for order in (3, 5):
+        write_arpa(estimate(NgramCounts.from_corpus(corpus, order), unk_is_word=True), str(folder / f"kn{order}.arpa"))
+    return vocab, [" ".join(s) for s in grammar.sentences(5, seed=12)] + ["the zebra is walking in the igloo"]
+
+
 def assert_one_line_error(status, stderr, *fragments):
     assert status == 2, stderr
     assert "Traceback" not in stderr

@@ -5,14 +5,9 @@ import numpy as np
 import pytest
 
 import nplmtk
-from nplmtk.corpus import Corpus
+from conftest import toy_decoder_models
 from nplmtk.models import ARCHITECTURES
-from nplmtk.ngram.arpa import write_arpa
 from nplmtk.ngram.binary import write_binary
-from nplmtk.ngram.counts import NgramCounts
-from nplmtk.ngram.estimate import estimate
-from nplmtk.toy import ToyGrammar
-from nplmtk.vocab import Vocabulary, count_words
 
 pyctcdecode = pytest.importorskip("pyctcdecode")
 kenlm = pytest.importorskip("kenlm")
@@ -37,16 +32,9 @@ def emissions(sentence, labels, rng, confusion=0.35, frames_per_char=2):
 @pytest.fixture(scope="module")
 def toy_lm(tmp_path_factory):
     folder = tmp_path_factory.mktemp("ctc")
-    grammar = ToyGrammar()
-    train = [" ".join(s) for s in grammar.sentences(3000, seed=11)]
-    (folder / "train.txt").write_text("\n".join(train) + "\n")
-    vocab = Vocabulary.from_counts(count_words([str(folder / "train.txt")]), min_count=3)
-    corpus = Corpus.from_lines(train, vocab)
-    for order in (3, 5):
-        write_arpa(estimate(NgramCounts.from_corpus(corpus, order), unk_is_word=True), str(folder / f"kn{order}.arpa"))
+    vocab, sentences = toy_decoder_models(folder)
     write_binary(nplmtk.load(str(folder / "kn3.arpa")), str(folder / "kn3.nplm"))
-    sentences = [" ".join(s) for s in grammar.sentences(5, seed=12)] + ["the zebra is walking in the igloo"]
-    labels = [BLANK] + sorted(set("".join(train + sentences)) - {" "}) + [" "]
+    labels = [BLANK] + sorted(set((folder / "train.txt").read_text() + "".join(sentences)) - {" ", "\n"}) + [" "]
     return folder, vocab, sentences, labels
 
 

@@ -6,14 +6,9 @@ import numpy as np
 import pytest
 
 import nplmtk
-from nplmtk.corpus import Corpus
+from conftest import toy_decoder_models
 from nplmtk.errors import ParameterError
 from nplmtk.models import ARCHITECTURES
-from nplmtk.ngram.arpa import write_arpa
-from nplmtk.ngram.counts import NgramCounts
-from nplmtk.ngram.estimate import estimate
-from nplmtk.toy import ToyGrammar
-from nplmtk.vocab import Vocabulary, count_words
 
 torch = pytest.importorskip("torch")
 decoder_module = pytest.importorskip("torchaudio.models.decoder")
@@ -44,14 +39,7 @@ def emissions(probs):
 @pytest.fixture(scope="module")
 def toy_lm(tmp_path_factory):
     folder = tmp_path_factory.mktemp("ctc")
-    grammar = ToyGrammar()
-    train = [" ".join(s) for s in grammar.sentences(3000, seed=11)]
-    (folder / "train.txt").write_text("\n".join(train) + "\n")
-    vocab = Vocabulary.from_counts(count_words([str(folder / "train.txt")]), min_count=3)
-    corpus = Corpus.from_lines(train, vocab)
-    for order in (3, 5):
-        write_arpa(estimate(NgramCounts.from_corpus(corpus, order), unk_is_word=True), str(folder / f"kn{order}.arpa"))
-    sentences = [" ".join(s) for s in grammar.sentences(5, seed=12)] + ["the zebra is walking in the igloo"]
+    vocab, sentences = toy_decoder_models(folder)
     # the lexicon: the model's words and those of the test sentences (some outside the
     # model's vocabulary, which both language models score as <unk>)
     words = sorted(set(vocab.words[3:]) | set(" ".join(sentences).split()))
