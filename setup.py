@@ -50,7 +50,7 @@ setup(
     install_requires=["click>=8.1", "numpy>=1.24", "scipy>=1.11", "tqdm>=4.60"],
     extras_require={
         "mpi": ["mpi4py>=3.1", "mpich"],
-        "test": ["pytest>=7", "kenlm", "gensim>=4.3", "hypothesis>=6"],
+        "test": ["pytest>=7", "pytest-xdist>=3", "kenlm", "gensim>=4.3", "hypothesis>=6"],
         "fuzz": ["hypothesis>=6"],
         "plot": ["matplotlib>=3.5"],
         "decode": ["pyctcdecode>=0.5"],  # nplmtk.integrations.pyctcdecode
