@@ -125,7 +125,7 @@ class ContinuousCache(LanguageModel):
         from .incremental import checked_pairs, word_ids
         ids = word_ids(self.vocab, words)
         checked_pairs(states, ids)
-        logp, network_after, keys = self.model.stepper().steps([state[0] for state in states], ids, keys=True)
+        logp, network_after, keys = self.model.stepper.steps([state[0] for state in states], ids, keys=True)
         logp = logp * LN10
         cache = np.zeros(len(ids))
         after = []

@@ -12,6 +12,7 @@ BPTT). With `reset_state` "sentence" every sentence starts from a zero state, in
 and in scoring; with "never" the state runs on through the whole text, and scoring reads
 it as a single stream (validation during training as VALIDATION_STREAMS parts)."""
 import contextlib
+import functools
 
 import numpy as np
 
@@ -94,7 +95,6 @@ class RNNModel(NeuralModel):
 
     def __init__(self, vocab, params, order=None, activation="tanh", meta=None):
         super().__init__(vocab, params, None, activation, meta)
-        self._stepper = None  # the kernels of score_words, made on first use
 
     @classmethod
     def initial(cls, vocab, order=None, features=100, hidden=200, direct=False, bias=True, activation="tanh",
@@ -394,18 +394,16 @@ class RNNModel(NeuralModel):
             on_workers(score, workers)
         return out.reshape(-1)
 
-    def begin_state(self):
-        """A word at a time (nplmtk/incremental.py): the state is the vectors and the next input."""
-        return self.stepper().begin()
+    def begin_state(self):  # a word at a time (nplmtk/incremental.py): the vectors and the next input
+        return self.stepper.begin()
 
     def score_words(self, states, words):
-        return self.stepper().steps(states, words)
+        return self.stepper.steps(states, words)
 
+    @functools.cached_property
     def stepper(self):
-        if self._stepper is None:
-            from .steps import RecurrentStepper
-            self._stepper = RecurrentStepper(self)
-        return self._stepper
+        from .steps import RecurrentStepper
+        return RecurrentStepper(self)  # its kernel networks, made on first use
 
     def next_distribution(self, history):
         inputs = np.array([self.vocab.bos] + [self.vocab.unk if w < 0 else w for w in history], dtype=np.int32)

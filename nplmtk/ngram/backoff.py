@@ -179,15 +179,10 @@ class BackoffModel(LanguageModel):
     # -- a word at a time (nplmtk/incremental.py): the state is the context, as a tuple of
     # ids, cut to what the model can still use (BackoffTables.score_steps)
     def begin_state(self):
-        return self.context_after((), self.vocab.bos)
+        return self.score_word((), self.vocab.bos)[1]
 
     def null_state(self):
         return ()
-
-    def context_after(self, context, word):
-        """The state after `word` (an id) read in state `context`."""
-        _, length = self.tables.score_context(context, word)
-        return (context + (word,))[len(context) + 1 - length:] if length else ()
 
     def score_word(self, state, word):
         word = self.vocab.id(word) if isinstance(word, str) else word
