@@ -133,7 +133,7 @@ def _checked_header(body, file_size, path):
             refuse(f"array '{entry['name']}': its bytes")
     vocab = header.get("vocab")
     if vocab is not None and not (isinstance(vocab, dict) and isinstance(vocab.get("words"), list)
-                                  and all(isinstance(w, str) for w in vocab["words"])
+                                  and set(map(type, vocab["words"])) <= {str}
                                   and isinstance(vocab.get("unk"), str)):
         refuse("vocab")
     return header

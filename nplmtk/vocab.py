@@ -1,4 +1,5 @@
 """Vocabularies: word <-> id, with `<unk>`, `<s>` and `</s>` always at ids 0, 1, 2."""
+import itertools
 from collections import Counter
 
 from ._ext import text_kernels
@@ -34,10 +35,11 @@ class Vocabulary:
         if not unk or unk != "".join(split_words(unk)):  # a model no reader could take back
             raise ParameterError(f"{{unk}} {unk!r} is not one word: no text can hold it")
         specials = [unk, BOS, EOS]
-        rest = [w for w in words if w not in specials]
+        special = set(specials).__contains__
+        rest = list(itertools.filterfalse(special, words))
         check_tokens(rest)
         self.words = specials + rest
-        self.index = {w: i for i, w in enumerate(self.words)}
+        self.index = dict(zip(self.words, range(len(self.words))))
         if len(self.index) != len(self.words):
             raise NplmError("vocabulary has duplicate words")
         self.counts = None
@@ -50,8 +52,9 @@ class Vocabulary:
     @property
     def encoded_words(self):
         """The words as UTF-8 bytes, in id order (for the byte-level kernels)."""
-        if self._encoded is None:
-            self._encoded = [w.encode("utf-8") for w in self.words]
+        if self._encoded is None:  # one encode of the words joined, unless a word holds the separator
+            encoded = "\n".join(self.words).encode("utf-8").split(b"\n")
+            self._encoded = encoded if len(encoded) == len(self.words) else [w.encode("utf-8") for w in self.words]
         return self._encoded
 
     def __len__(self):
