@@ -119,7 +119,7 @@ def command(lm, order, sample_words, seed, batch, write_text, memory, ngrams, re
 def _backoff(path, flag_name):
     model = load(path)
     if not isinstance(model, BackoffModel):
-        raise NplmError(f"{path}: {flag_name} takes a back-off n-gram model (ARPA or binary), not a {model.kind} model")
+        raise NplmError(f"{path}: {flag_name} takes a back-off n-gram model (ARPA or binary), not {model.described}")
     return model
 
 

@@ -74,7 +74,7 @@ def network_probabilities(backoff, model, min_order=2, progress=None):
     window the n-gram fills; a recurrent one reads <s> and then h), its unigrams as they are,
     the back-off weights recomputed (SRILM's recomputeBOWs) so that it sums to one."""
     if not isinstance(backoff, BackoffModel):
-        raise NplmError(f"the n-grams to rewrite come from a back-off n-gram model, not a {backoff.kind} model")
+        raise NplmError(f"the n-grams to rewrite come from a back-off n-gram model, not {backoff.described}")
     index = model.vocab.index
     missing = [w for w in backoff.vocab.words if w not in index]
     if missing:

@@ -31,6 +31,11 @@ class LanguageModel:
     kind = "model"
     order = None  # the longest n-gram the model reads (KenLM's Model.order); None: the whole history
 
+    @property
+    def described(self):
+        """The model in a message: 'an nplm-lstm model', 'a mixture model'."""
+        return f"{'an' if self.kind[:1] in 'aeinou' else 'a'} {self.kind} model"
+
     def log10probs(self, corpus):
         return self.logprobs(corpus) / LN10
 
@@ -45,12 +50,12 @@ class LanguageModel:
     def next_distribution(self, history):
         """Probabilities of every vocabulary word after <s> and the word ids in `history`
         (the sentence so far)."""
-        raise NplmError(f"{self.kind} models cannot list a next-word distribution")
+        raise NplmError(f"{self.described} cannot list a next-word distribution")
 
     def ngram_logprobs(self, grams, progress=None):
         """Natural-log p(w | h) of each row (h..., w) of `grams`, for rewriting an n-gram
         model's probabilities with this model's (nplmtk/convert.py); networks have it."""
-        raise NplmError(f"a {self.kind} model does not score single n-grams (a network does)")
+        raise NplmError(f"{self.described} does not score single n-grams (a network does)")
 
     def sampling_streams(self, count, start):
         """Up to `count` streams for drawing sentences side by side (nplmtk/generate.py), each

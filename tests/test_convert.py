@@ -275,3 +275,14 @@ def test_convert_lm_rewrites_a_models_ngrams(toy, tmp_path, capsys):
         expected = np.log10(mlp.next_distribution(history)[vocab.index[rewritten.vocab.words[w]]])
         assert abs(logp - expected) < 1e-5
     contexts_sum_to_one(rewritten)
+
+
+def test_rewriting_with_an_ngram_model_names_its_kind(toy, tmp_path, capsys):
+    """The message said 'a arpa model'."""
+    _, lines, _, _ = toy
+    (tmp_path / "train.txt").write_text("\n".join(lines[:50]) + "\n")
+    assert run_main(capsys, "ngram-count", "-text", tmp_path / "train.txt", "-order", 2,
+                    "-lm", tmp_path / "kn2.arpa")[0] == 0
+    status, _, err = run_main(capsys, "convert-lm", "-lm", tmp_path / "kn2.arpa", "-rewrite", "-ngrams",
+                              tmp_path / "kn2.arpa", "-write-lm", tmp_path / "out.arpa")
+    assert_one_line_error(status, err, "a back-off n-gram model does not score single n-grams (a network does)")

@@ -360,8 +360,9 @@ class Trainer:
         cfg, state = self.config, self.state
         train_ppl = perplexity_of(logp_sum / max(seen, 1))
         if not math.isfinite(train_ppl):  # before this epoch's checkpoint: the last one keeps the epoch before
+            given = [f"{{{name}}}" for name in ("ar", "tar") if getattr(cfg, name)]  # they scale the gradients too
             raise ParameterError(f"training diverged in epoch {state['epoch'] + 1}: the training perplexity is "
-                                 "not finite (try a lower {lr})")
+                                 f"not finite (try a lower {' or '.join(['{lr}'] + given)})")
         record = {"epoch": state["epoch"] + 1, "updates": state["updates"], "lr": self.learning_rate(),
                   "train_ppl": train_ppl, "words_per_s": seen / seconds,
                   "seconds": seconds}

@@ -85,6 +85,7 @@ class BackoffModel(LanguageModel):
     gives, where an estimate's are rounded as its ARPA file would print them."""
 
     kind = "arpa"
+    described = "a back-off n-gram model"
 
     def __init__(self, vocab, grams, logp, bow, has_bow, index=None, node=None, children=None, as_read=False):
         self.vocab, self.as_read = vocab, as_read

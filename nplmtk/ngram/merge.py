@@ -39,7 +39,7 @@ def merge_backoff(models, weights, words=()):
                              f"{len(models)} models and {len(weights)} weights")
     for model in models:
         if not isinstance(model, BackoffModel):
-            raise NplmError(f"a static mixture merges back-off n-gram models only, not a {model.kind} model")
+            raise NplmError(f"a static mixture merges back-off n-gram models only, not {model.described}")
     if any(not 0 <= w <= 1 for w in weights) or abs(sum(weights) - 1) > 1e-6:
         raise ParameterError("{weights} must lie in [0, 1] and sum to 1, got "
                              + " ".join(f"{w:g}" for w in weights))
