@@ -105,8 +105,8 @@ def command(models, text, weights, bins, bin_text, iterations, precision, write,
     if write_lm is not None:
         for path, model in zip(models, components):
             if not isinstance(model, BackoffModel):
-                raise NplmError(f"{path}: -write-lm merges back-off n-gram models only (ARPA or binary), not a "
-                                f"{model.kind} model")
+                raise NplmError(f"{path}: -write-lm merges back-off n-gram models only (ARPA or binary), not "
+                                f"{model.described}")
     uniform = np.full((1, len(models)), 1.0 / len(models))
     mixture = Mixture(components, uniform if weights is None else parse_weights(weights, len(models)), models)
     raw, heldout = read_scored_text(text, mixture.vocab, normalize)

@@ -13,7 +13,7 @@ def word_features(model):
     log-bilinear models, whose C_i are matrices)."""
     name = getattr(model, "FEATURES", None)
     if name is None or name not in getattr(model, "params", {}):
-        raise ParameterError(f"{{lm}}: this {model.kind} model has no word features (networks have)")
+        raise ParameterError(f"{{lm}}: {model.described} has no word features (networks have)")
     return list(model.vocab.words), model.params[name]
 
 
