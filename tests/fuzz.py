@@ -1,12 +1,14 @@
 """`make fuzz` (issues 20 and 33): every reader fed generated hostile inputs, and every
 numeric option of every subcommand random values, each outcome counted.
 
-For each reader (ARPA, counts, vocabulary, corpus, model container, mixture) hypothesis
+For each reader (ARPA, counts, vocabulary, corpus, model container, mixture, HTK lattice) hypothesis
 draws inputs from valid seed files: line and byte mutations of the text formats (values
 out of their domain, truncations, stray bytes, odd whitespace), crafted model files that
 keep valid checksums (meta values, arrays, dtypes, shapes and vocabularies changed, then
 saved again) and raw byte damage. Each input is read and, where the reader yields a
-model, scored, in a worker process: a clean refusal is an NplmError; any other exception is
+model, scored (a lattice: decoded by `nplm lattice-tool` with an n-gram, with a network or
+with no model, to a 1-best, N-best lists, posteriors or an expanded lattice), in a worker
+process: a clean refusal is an NplmError; any other exception is
 a traceback; a worker killed by a signal is a crash; one silent for HANG_SECONDS a hang.
 The options campaign runs `nplm SUBCOMMAND` in its worker on tiny inputs with one to three
 numeric options set to drawn values (numbers, nan, inf, huge integers, junk): a refusal is
@@ -74,8 +76,44 @@ def seeds(folder):
     mixture = Mixture([load(os.path.join(folder, "kn3.arpa")), load(models[1])], [0.5, 0.5],
                       [os.path.join(folder, "kn3.arpa"), models[1]])
     mixture.save(os.path.join(folder, "m.mix"))
-    return {"text": text, "vocab": os.path.join(folder, "vocab.txt"), "counts": os.path.join(folder, "counts.txt"),
+    return {"lattices": lattice_seeds(folder, text, os.path.join(folder, "kn3.arpa")), "text": text, "vocab": os.path.join(folder, "vocab.txt"), "counts": os.path.join(folder, "counts.txt"),
             "arpa": os.path.join(folder, "kn3.arpa"), "models": models, "mixture": os.path.join(folder, "m.mix")}
+
+
+def lattice_seeds(folder, text, arpa):
+    """HTK lattices of the seed text's first sentences (nplmtk/lattice/noise.py), and one of
+    them expanded to KN3 by lattice-tool (language scores on the links, nodes per context)."""
+    from nplmtk.lattice.noise import Confusions, sentence_lattice
+    with open(text) as f:
+        sentences = [line.split() for line in f if line.split()]
+    confusions = Confusions(sentences)
+    paths = []
+    for number, words in enumerate(sentences[:3]):
+        paths.append(os.path.join(folder, f"lat{number}.lat"))
+        with open(paths[-1], "w") as f:
+            f.write(sentence_lattice(words, f"lat{number}", confusions, 1, number))
+    expanded = os.path.join(folder, "expanded")
+    status, err = run_command(["lattice-tool", "-read-htk", "-in-lattice", paths[0], "-lm", arpa, "-order", "3",
+                               "-write-htk", "-out-lattice-dir", expanded])
+    if status != 0:
+        raise RuntimeError(f"the seed lattice did not expand: {err}")
+    import gzip
+    for name in sorted(os.listdir(expanded)):  # as text: mutated gzip bytes would only test zlib
+        paths.append(os.path.join(folder, "expanded-" + name.removesuffix(".gz") + ".lat"))
+        with gzip.open(os.path.join(expanded, name)) as f, open(paths[-1], "wb") as g:
+            g.write(f.read())
+    return paths
+
+
+def lattice_command(path, seed, out, draw):
+    """A lattice-tool command line that reads `path` and decodes it one of its ways."""
+    model = draw(st.sampled_from([["-lm", seed["arpa"], "-order", "3"], ["-lm", seed["arpa"], "-order", "2", "-unk"],
+                                  [], ["-lm", seed["models"][1], "-approx-order", "3"]]))
+    work = draw(st.sampled_from([["-viterbi-decode"], ["-nbest-decode", "5", "-out-nbest-dir", f"{out}/nbest"],
+                                 ["-posterior-decode"], ["-write-htk", "-out-lattice-dir", f"{out}/lat"]]))
+    if work[0] == "-write-htk" and not model:  # nothing to expand to
+        work = ["-viterbi-decode"]
+    return ["lattice-tool", "-read-htk", "-in-lattice", path, *model, *work]
 
 
 def text_mutation(data, draw):
@@ -150,8 +188,9 @@ def crafted_container(path, draw, out):
             f.write(text_mutation(data, draw))
 
 
-def read_and_use(reader, path, seed):
-    """Read `path` as `reader` reads it and use what it yields as a command would."""
+def read_and_use(reader, path, seed, draw=None):
+    """Read `path` as `reader` reads it and use what it yields as a command would (a
+    lattice: by the command, whose exit status 2 with one line is a refusal)."""
     from nplmtk.corpus import Corpus
     from nplmtk.scratch import scratch_folder
     from nplmtk.models import load
@@ -159,6 +198,15 @@ def read_and_use(reader, path, seed):
     from nplmtk.ngram.counts import NgramCounts
     from nplmtk.ngram.estimate import estimate
     from nplmtk.vocab import Vocabulary
+    from nplmtk.errors import NplmError
+    if reader == "htk":
+        status, err = run_command(lattice_command(path, seed, os.path.dirname(path), draw))
+        lines = [line for line in err.splitlines() if ": warning: " not in line]
+        if status == 2 and len(lines) == 1 and "Traceback" not in err:
+            raise NplmError(lines[0])
+        if status != 0:
+            raise AssertionError(f"exit {status}, stderr {err[-400:]!r}")
+        return
     vocab = Vocabulary.read(seed["vocab"])
     if reader in ("arpa", "container", "mixture"):
         model = load(path)
@@ -188,7 +236,8 @@ def campaign(reader, seed, count, results_path, current_path):
     folder = tempfile.mkdtemp(prefix=f"fuzz-{reader}-")
     outcome = {"inputs": 0, "refused": 0, "accepted": 0, "tracebacks": 0, "examples": []}
     sources = {"arpa": [seed["arpa"]], "counts": [seed["counts"]], "vocab": [seed["vocab"]],
-               "corpus": [seed["text"]], "container": seed["models"], "mixture": [seed["mixture"]]}[reader]
+               "corpus": [seed["text"]], "container": seed["models"], "mixture": [seed["mixture"]],
+               "htk": seed["lattices"]}[reader]
 
     @settings(max_examples=count, database=None, deadline=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))
@@ -209,7 +258,7 @@ def campaign(reader, seed, count, results_path, current_path):
             f.write(g.read())
         outcome["inputs"] += 1
         try:
-            read_and_use(reader, path, seed)
+            read_and_use(reader, path, seed, draw)
             outcome["accepted"] += 1
         except NplmError as error:
             outcome["refused"] += 1
@@ -247,7 +296,11 @@ RUN_LIMITS = {("train-nplm", "m"): 64, ("train-nplm", "h"): 64, ("train-nplm", "
               ("train-nplm", "threads"): 2, ("ngram-class", "numclasses"): 64, ("ngram-class", "passes"): 3,
               ("ppl", "gen"): 20, ("mix", "iterations"): 500, ("generate", "n"): 20, ("generate", "max-words"): 1000,
               ("toy-corpus", "sentences"): 1000, ("plot", "words"): 1000, ("convert-lm", "sample-words"): 2000,
-              ("convert-lm", "prune-to-entries"): 10 ** 6}
+              ("convert-lm", "prune-to-entries"): 10 ** 6, ("ppl", "dynamic-eval"): 10 ** 4,
+              ("ppl", "neural-cache"): 10 ** 4, ("ppl", "cache"): 10 ** 4, ("lattice-tool", "nbest-decode"): 1000,
+              ("lattice-tool", "approx-order"): 6,
+              # a server runs until it is stopped: only parsed
+              ("ppl", "server-port"): 0, ("ppl", "server-maxclients"): 0}
 
 
 def option_commands(seed, out):
@@ -255,11 +308,11 @@ def option_commands(seed, out):
     nbest = os.path.join(out, "list.nbest")
     with open(nbest, "w") as f:
         f.write("-10 -5 3 the cat sits\n-12 -4 2 a dog\n")
-    text, arpa, mlp = seed["text"], seed["arpa"], seed["models"][1]
+    text, arpa, mlp, lattice = seed["text"], seed["arpa"], seed["models"][1], seed["lattices"][0]
     return {"vocab": ["-text", text, "-write-vocab", f"{out}/v.txt"],
             "ngram-count": ["-text", text, "-lm", f"{out}/m.arpa"],
             "ngram-class": ["-text", text, "-numclasses", "3", "-classes", f"{out}/c.classes", "-quiet"],
-            "ppl": ["-lm", arpa, "-text", text],
+            "ppl": [["-lm", arpa, "-text", text], ["-lm", mlp, "-text", text]],  # a network: -dynamic-*, -neural-*
             "train-nplm": ["-text", text, "-lm", f"{out}/t.nplm", "-epochs", "1", "-m", "4", "-h", "3", "-quiet"],
             "toy-corpus": ["-sentences", "5", "-write", f"{out}/toy.txt"],
             "mix": ["-lm", arpa, "-lm", mlp, "-text", text],
@@ -267,7 +320,11 @@ def option_commands(seed, out):
             "convert-lm": ["-lm", mlp, "-sample-words", "100", "-write-lm", f"{out}/c.arpa", "-quiet"],
             "embeddings": ["-lm", mlp, "-neighbours", "the", "-write", f"{out}/e.txt"],
             "plot": ["-lm", mlp, "-embeddings", "-out", f"{out}/p.png"],
-            "rescore": ["-lm", arpa, "-nbest", nbest, "-rescore-output", f"{out}/r.nbest"]}
+            "rescore": ["-lm", arpa, "-nbest", nbest, "-rescore-output", f"{out}/r.nbest"],
+            "lattice-tool": [["-read-htk", "-in-lattice", lattice, "-lm", arpa, "-viterbi-decode"],
+                             ["-read-htk", "-in-lattice", lattice, "-lm", arpa, "-nbest-decode", "3",
+                              "-out-nbest-dir", f"{out}/nbest"],
+                             ["-read-htk", "-in-lattice", lattice, "-lm", mlp, "-posterior-decode"]]}
 
 
 def numeric_options():
@@ -342,7 +399,9 @@ def options_campaign(_, seed, count, results_path, current_path):
         subcommand = draw(st.sampled_from(sorted(commands)))
         flags = draw(st.lists(st.sampled_from(sorted(options[subcommand])), min_size=1, max_size=3, unique=True))
         drawn = [(flag, option_value(draw, options[subcommand][flag])) for flag in flags]
-        argv = [subcommand] + commands[subcommand] + [part for pair in drawn for part in pair]
+        base = commands[subcommand]
+        base = draw(st.sampled_from(base)) if isinstance(base[0], list) else base
+        argv = [subcommand] + base + [part for pair in drawn for part in pair]
         if subcommand == "train-nplm":  # the options of other architectures, criteria and output layers too
             argv += ["-arch", draw(st.sampled_from(["mlp", "lstm", "rnn", "lbl1", "energy"])),
                      "-criterion", draw(st.sampled_from(["full", "full", "is", "is-adaptive"]))]
@@ -438,7 +497,7 @@ def fuzz_reader(reader, seed, count, work):
     return totals
 
 
-READERS = ("arpa", "counts", "vocab", "corpus", "container", "mixture", "options")
+READERS = ("arpa", "counts", "vocab", "corpus", "container", "mixture", "htk", "options")
 
 
 def main():
