@@ -1,6 +1,6 @@
 """Using models after `ppl` (issue 19): sampling sentences (`nplm generate`) and the
 KenLM-like Python API (`nplmtk.load`, `score`, `full_scores`, `perplexity`), for n-grams
-and networks, and the README's example run as written."""
+and networks, and the Python API's example (docs/decoders.md) run as written."""
 import gzip
 import math
 import re
@@ -24,7 +24,7 @@ from nplmtk.vocab import Vocabulary
 
 from gensim.models import KeyedVectors  # the judge of the word2vec formats (a test-only dependency)
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+API_PAGE = Path(__file__).resolve().parent.parent / "docs" / "decoders.md"
 
 
 @pytest.fixture(scope="module")
@@ -87,14 +87,14 @@ def test_the_python_api_agrees_with_ppl(toy, tmp_path):
     assert math.isclose(mixture.score(sentence), mixed, rel_tol=1e-6)
 
 
-def test_the_readme_example_runs(toy, tmp_path, monkeypatch):
+def test_the_python_api_example_runs(toy, tmp_path, monkeypatch):
     folder, _, _ = toy
     assert run_nplm("ngram-count", "-text", folder / "train.txt", "-order", 3, "-lm", tmp_path / "kn3.arpa")[0] == 0
-    code = re.search(r"```python\n(.*?)```", README.read_text(), re.S).group(1)
+    code = re.search(r"```python\n(.*?)```", API_PAGE.read_text(), re.S).group(1)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "kn3.arpa").rename(tmp_path / "model.arpa")
     namespace = {}
-    exec(compile(code, "README.md", "exec"), namespace)
+    exec(compile(code, "docs/decoders.md", "exec"), namespace)
     assert isinstance(namespace["model"], LanguageModel)
 
 
