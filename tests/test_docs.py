@@ -1,7 +1,8 @@
 """The docs show only what exists: every `nplm SUBCOMMAND -option ...` line in README.md and
 docs/*.md (code blocks and inline code) names a subcommand and options that the click commands
 have, every `make TARGET` a target of the Makefile, and every relative link a file (and, for
-a Markdown file's #anchor, one of its headings)."""
+a Markdown file's #anchor, one of its headings). The tables of SRILM's options beside ours
+name only options we have, and say 'not offered' only of options we lack."""
 import fnmatch
 import functools
 import re
@@ -139,6 +140,42 @@ def test_every_relative_link_exists():
             elif anchor and resolved.suffix == ".md" and anchor not in anchors(resolved):
                 wrong.append(f"{path.relative_to(ROOT)}: {target}: no such heading in {file or path.name}")
     assert checked > 30, f"only {checked} links found in the docs: is the extraction broken?"
+    assert not wrong, "\n".join(wrong)
+
+
+# the tables of SRILM's options: (page, heading) -> the subcommands the nplm column speaks of,
+# the first when it names none
+OPTION_TABLES = {("srilm.md", "ngram-count"): ("ngram-count",),
+                 ("srilm.md", "ngram (nplm ppl and friends)"): ("ppl", "mix", "rescore", "generate"),
+                 ("decoders.md", "lattice-tool"): ("lattice-tool",)}
+
+
+def option_table_rows():
+    """(page, subcommands, SRILM's options, the nplm column) of each row of OPTION_TABLES."""
+    for (page, title), subcommands in OPTION_TABLES.items():
+        text = (ROOT / "docs" / page).read_text()
+        section = re.search(rf"^#+ {re.escape(title)}\n(.*?)(?=^#+ |\Z)", text, re.S | re.M)
+        assert section, f"docs/{page} has no heading {title!r}"
+        for row in re.findall(r"^\| *`-.*\|$", section.group(1), re.M):
+            srilm, ours = (cell.strip() for cell in row.strip("|").split("|")[:2])
+            yield page, subcommands, re.findall(r"`(-[a-z0-9-]+)", srilm), ours
+
+
+def test_option_tables_name_what_exists():
+    ctx = click.Context(cli)
+    wrong, checked = [], 0
+    for page, subcommands, srilm, ours in option_table_rows():
+        known = {name: option_names(cli.get_command(ctx, name)) for name in subcommands}
+        if ours == "—":  # not offered: none of our subcommands may have it
+            wrong += [f"docs/{page}: {option} is 'not offered' but {name} has it"
+                      for option in srilm for name in subcommands if option in known[name]]
+            continue
+        for name, option in re.findall(r"`(?:([a-z-]+) )?(-[a-z0-9-]+)(?![A-Za-z])", ours):
+            checked += 1
+            name = name or subcommands[0]
+            if name in known and option not in known[name]:
+                wrong.append(f"docs/{page}: {name} has no option {option} ({ours})")
+    assert checked > 60, f"only {checked} options found in the tables: is the extraction broken?"
     assert not wrong, "\n".join(wrong)
 
 
