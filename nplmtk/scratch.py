@@ -6,6 +6,7 @@ import contextlib
 import os
 
 from .errors import NplmError, os_error
+from .threads import allow_threads, raise_if_stopping, stop_threads
 
 
 def process_alive(pid):
@@ -29,7 +30,8 @@ def scratch_folder(kind, root=None):
     """A new folder in `root` (default TMPDIR) for temporary files of `kind` (say
     "counts"), removed with its files at the end, on an error, on Ctrl-C and on SIGTERM
     (which within the block ends the process as SystemExit, status 128 + 15, so that the
-    removal runs); those of processes that were killed otherwise are removed first."""
+    removal runs; both stop the threads' work at their next chunk); those of processes
+    that were killed otherwise (SIGKILL) are removed first."""
     import shutil
     import tempfile
     root, prefix = root or tempfile.gettempdir(), f"nplm-{kind}."
@@ -40,7 +42,7 @@ def scratch_folder(kind, root=None):
                 shutil.rmtree(os.path.join(root, name), ignore_errors=True)
     # named before it is made, with SIGTERM's handler set: a signal at any moment leaves no folder
     folder = os.path.join(root, f"{prefix}{os.getpid()}-{os.urandom(6).hex()}")
-    with _terminate_as_exit():
+    with _signals_stop_work():
         try:
             try:
                 os.mkdir(folder, 0o700)
@@ -72,6 +74,7 @@ class ScratchFile:
 
     def append(self, values):
         """The bytes of `values` (file.write, unlike ndarray.tofile, keeps the errno)."""
+        raise_if_stopping()
         view = memoryview(values)
         if not view.c_contiguous:
             view = memoryview(bytes(view))
@@ -108,9 +111,12 @@ def rename_scratch(path, new_path, folder=None):
 
 
 @contextlib.contextmanager
-def _terminate_as_exit():
+def _signals_stop_work():
     """Within the block SIGTERM raises SystemExit(128 + SIGTERM) (Python's default ends the
-    process at once, with no `finally`); outside the main thread signals cannot be set."""
+    process at once, with no `finally`) and SIGINT KeyboardInterrupt, as usual; both first
+    stop the work of other threads at their next chunk (stop_threads), which the main
+    thread waits for before removing the files. Outside the main thread signals cannot
+    be set."""
     import signal
     import threading
     if threading.current_thread() is not threading.main_thread():
@@ -118,10 +124,19 @@ def _terminate_as_exit():
         return
 
     def terminate(signum, frame):
+        stop_threads()
         raise SystemExit(128 + signum)
 
-    before = signal.signal(signal.SIGTERM, terminate)
+    def interrupt(signum, frame):
+        stop_threads()
+        raise KeyboardInterrupt
+
+    allow_threads()
+    before = {signal.SIGTERM: signal.signal(signal.SIGTERM, terminate)}
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not when SIGINT is ignored (nohup, &)
+        before[signal.SIGINT] = signal.signal(signal.SIGINT, interrupt)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL if before is None else before)  # None: not set from Python
+        for number, handler in before.items():  # None: not set from Python
+            signal.signal(number, signal.SIG_DFL if handler is None else handler)

@@ -1,6 +1,7 @@
 """Work split over threads, for work that lets go of the GIL (numpy's loops, the kernels'
 nogil loops): items computed ahead of their use, one at a time or several side by side,
-given back in order; and the one malloc arena that such threads share."""
+given back in order; the one malloc arena that such threads share; and the flag that
+stops them all between two chunks when the process ends on a signal."""
 import collections
 import ctypes
 import os
@@ -11,6 +12,31 @@ from concurrent.futures import ThreadPoolExecutor
 M_ARENA_MAX, M_MMAP_THRESHOLD, M_TRIM_THRESHOLD = -8, -3, -1
 HEAP_BLOCKS_UP_TO = 32 << 20  # glibc's largest mmap threshold: larger blocks are always mapped afresh
 FREED_HEAP_KEPT = 256 << 20
+
+_stopping = threading.Event()
+
+
+class Stopped(KeyboardInterrupt):
+    """Work given up in a thread because the process is ending (stop_threads)."""
+
+
+def stop_threads():
+    """From a signal's handler: every thread's work stops at its next chunk
+    (raise_if_stopping), so that the caller, waiting for a thread to finish its item
+    before cleaning up, waits a chunk and not a whole pass."""
+    _stopping.set()
+
+
+def allow_threads():
+    """A new job begins: work runs again (after stop_threads in an earlier job)."""
+    _stopping.clear()
+
+
+def raise_if_stopping():
+    """Called between chunks (each read or write of a working file): Stopped once
+    stop_threads was called."""
+    if _stopping.is_set():
+        raise Stopped
 
 
 def reuse_freed_memory():
