@@ -8,23 +8,26 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from .errors import Interrupted
+
 # glibc's mallopt parameters
 M_ARENA_MAX, M_MMAP_THRESHOLD, M_TRIM_THRESHOLD = -8, -3, -1
 HEAP_BLOCKS_UP_TO = 32 << 20  # glibc's largest mmap threshold: larger blocks are always mapped afresh
 FREED_HEAP_KEPT = 256 << 20
 
-_stopping = threading.Event()
+_stopping = []  # the signal's Interrupted, once stop_threads was called
 
 
-class Stopped(KeyboardInterrupt):
-    """Work given up in a thread because the process is ending (stop_threads)."""
+class Stopped(Interrupted):
+    """Work given up in a thread because the process ends on a signal (stop_threads):
+    wherever it surfaces, the signal's status and line."""
 
 
-def stop_threads():
-    """From a signal's handler: every thread's work stops at its next chunk
-    (raise_if_stopping), so that the caller, waiting for a thread to finish its item
-    before cleaning up, waits a chunk and not a whole pass."""
-    _stopping.set()
+def stop_threads(interrupted):
+    """From a signal's handler (`interrupted`: the Interrupted it raises): every thread's
+    work stops at its next chunk (raise_if_stopping), so that the caller, waiting for a
+    thread to finish its item before cleaning up, waits a chunk and not a whole pass."""
+    _stopping[:] = [interrupted]
 
 
 def allow_threads():
@@ -35,8 +38,8 @@ def allow_threads():
 def raise_if_stopping():
     """Called between chunks (each read or write of a working file): Stopped once
     stop_threads was called."""
-    if _stopping.is_set():
-        raise Stopped
+    if _stopping:
+        raise Stopped(_stopping[0].code - 128, _stopping[0].reason)
 
 
 def reuse_freed_memory():
