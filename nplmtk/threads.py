@@ -69,27 +69,32 @@ def computed_ahead(items):
     """The items of the iterator `items`, each computed in a thread of its own while the
     caller works on the one before (one at a time: their memory); an error raised in the
     caller's thread. Closed early (the caller failed), it waits for the item under way, so
-    that nothing is still writing when the caller cleans up."""
+    that nothing is still writing when the caller cleans up. The caller waits on an Event,
+    not Thread.join: a join that a signal's exception interrupts marks the thread ended
+    (CPython 3.11's _wait_for_tstate_lock), and the join after it returned at once, with the
+    thread still in the `items` generator (SIGTERM while the ARPA file was written: exit
+    status 1, "generator already executing")."""
     done = object()
 
     def start():
-        box = {}
+        box, finished = {}, threading.Event()
 
         def compute():
             try:
                 box["item"] = next(items, done)
             except BaseException as err:
                 box["failure"] = err
+            finally:
+                finished.set()
 
-        thread = threading.Thread(target=compute, daemon=True)
-        thread.start()
-        return thread, box
+        threading.Thread(target=compute, daemon=True).start()
+        return finished, box
 
     pending = start()
     try:
         while True:
-            thread, box = pending
-            thread.join()
+            finished, box = pending
+            finished.wait()
             if "failure" in box:
                 raise box["failure"]
             if box["item"] is done:
@@ -97,7 +102,7 @@ def computed_ahead(items):
             pending = start()
             yield box["item"]
     finally:
-        pending[0].join()
+        pending[0].wait()
 
 
 def in_order(function, items, threads=2):
