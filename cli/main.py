@@ -29,7 +29,7 @@ _numpy_with_one_blas_thread()
 
 import click  # noqa: E402
 
-from nplmtk.errors import NplmError, NplmWarning  # noqa: E402
+from nplmtk.errors import Interrupted, NplmError, NplmWarning  # noqa: E402
 from nplmtk.io import begin_command  # noqa: E402
 
 from .options import spell  # noqa: E402
@@ -214,6 +214,9 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("nplm: interrupted", file=sys.stderr)
         sys.exit(130)
+    except Interrupted as err:  # its temporary files removed
+        print(f"nplm: {err.reason}", file=sys.stderr)
+        sys.exit(err.code)
     except StdoutClosed:
         # end at once and quietly, with the status of a process ended by SIGPIPE, as
         # `yes | head` ends

@@ -55,6 +55,16 @@ class RankLostError(NplmError):
         self.lost = tuple(lost)
 
 
+class Interrupted(SystemExit):
+    """The process ends on a signal (Ctrl-C's SIGINT, SIGTERM) caught where temporary
+    files must go first (scratch.scratch_folder): exit status 128 + the signal's number,
+    and without a caller that prints it (the CLI's one line), no traceback."""
+
+    def __init__(self, signum, reason):
+        super().__init__(128 + signum)
+        self.reason = reason
+
+
 class NplmWarning(UserWarning):
     """Something a user should know that does not stop the work (the CLI prints it)."""
 

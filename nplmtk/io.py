@@ -476,6 +476,7 @@ def check_writable(path):
         if not os.access(target, os.W_OK):
             raise NplmError("permission denied", path=path)
         return
+    _remove_stale_temporaries(target)  # a killed run's partial output goes at the start, not at the end
     fd, probe = _temporary_beside(target, path)
     os.close(fd)
     os.unlink(probe)

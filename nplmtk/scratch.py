@@ -5,7 +5,8 @@ every failure one error naming the folder. Outputs are io.py's (open_output)."""
 import contextlib
 import os
 
-from .errors import NplmError, os_error
+from .errors import Interrupted, NplmError, os_error
+from .threads import allow_threads, raise_if_stopping, stop_threads
 
 
 def process_alive(pid):
@@ -29,7 +30,8 @@ def scratch_folder(kind, root=None):
     """A new folder in `root` (default TMPDIR) for temporary files of `kind` (say
     "counts"), removed with its files at the end, on an error, on Ctrl-C and on SIGTERM
     (which within the block ends the process as SystemExit, status 128 + 15, so that the
-    removal runs); those of processes that were killed otherwise are removed first."""
+    removal runs; both stop the threads' work at their next chunk); those of processes
+    that were killed otherwise (SIGKILL) are removed first."""
     import shutil
     import tempfile
     root, prefix = root or tempfile.gettempdir(), f"nplm-{kind}."
@@ -40,7 +42,7 @@ def scratch_folder(kind, root=None):
                 shutil.rmtree(os.path.join(root, name), ignore_errors=True)
     # named before it is made, with SIGTERM's handler set: a signal at any moment leaves no folder
     folder = os.path.join(root, f"{prefix}{os.getpid()}-{os.urandom(6).hex()}")
-    with _terminate_as_exit():
+    with _SignalsStopWork() as signals:
         try:
             try:
                 os.mkdir(folder, 0o700)
@@ -49,7 +51,8 @@ def scratch_folder(kind, root=None):
                        else os_error(root, err)) from None
             yield folder
         finally:
-            shutil.rmtree(folder, ignore_errors=True)
+            with signals.held():
+                shutil.rmtree(folder, ignore_errors=True)
 
 
 def scratch_error(folder, err):
@@ -72,6 +75,7 @@ class ScratchFile:
 
     def append(self, values):
         """The bytes of `values` (file.write, unlike ndarray.tofile, keeps the errno)."""
+        raise_if_stopping()
         view = memoryview(values)
         if not view.c_contiguous:
             view = memoryview(bytes(view))
@@ -107,21 +111,53 @@ def rename_scratch(path, new_path, folder=None):
     return True
 
 
-@contextlib.contextmanager
-def _terminate_as_exit():
-    """Within the block SIGTERM raises SystemExit(128 + SIGTERM) (Python's default ends the
-    process at once, with no `finally`); outside the main thread signals cannot be set."""
-    import signal
-    import threading
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+class _SignalsStopWork:
+    """Within the block SIGTERM and SIGINT raise Interrupted (SystemExit with status 128 +
+    the signal: Python's default for SIGTERM ends the process at once, with no `finally`),
+    after stopping the work of other threads at their next chunk (stop_threads), which the
+    main thread waits for before removing the files; a second signal only waits for that,
+    and one that comes while the files go (`held()`) is raised once they are gone.
+    Outside the main thread signals cannot be set: nothing is done."""
 
-    def terminate(signum, frame):
-        raise SystemExit(128 + signum)
+    REASONS = {"SIGTERM": "terminated", "SIGINT": "interrupted"}
 
-    before = signal.signal(signal.SIGTERM, terminate)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL if before is None else before)  # None: not set from Python
+    def __init__(self):
+        self.interrupted, self.holding, self.raised, self.before = None, False, False, {}
+
+    def __enter__(self):
+        import signal
+        import threading
+        if threading.current_thread() is threading.main_thread():
+            allow_threads()
+            self.before[signal.SIGTERM] = signal.signal(signal.SIGTERM, self._stop)
+            if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not when ignored (nohup, &)
+                self.before[signal.SIGINT] = signal.signal(signal.SIGINT, self._stop)
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+        for number, handler in self.before.items():  # None: not set from Python
+            signal.signal(number, signal.SIG_DFL if handler is None else handler)
+
+    def _stop(self, signum, frame):
+        import signal
+        if self.interrupted is None:
+            self.interrupted = Interrupted(signum, self.REASONS[signal.Signals(signum).name])
+            stop_threads(self.interrupted)
+            self._raise()
+
+    def _raise(self):
+        if self.interrupted is not None and not self.holding and not self.raised:
+            self.raised = True
+            raise self.interrupted
+
+    @contextlib.contextmanager
+    def held(self):
+        """Within the block a signal is noted, not raised (the files' removal runs to its
+        end); it is raised after the block."""
+        self.holding = True
+        try:
+            yield
+        finally:
+            self.holding = False
+        self._raise()

@@ -1,16 +1,45 @@
 """Work split over threads, for work that lets go of the GIL (numpy's loops, the kernels'
 nogil loops): items computed ahead of their use, one at a time or several side by side,
-given back in order; and the one malloc arena that such threads share."""
+given back in order; the one malloc arena that such threads share; and the flag that
+stops them all between two chunks when the process ends on a signal."""
 import collections
 import ctypes
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from .errors import Interrupted
+
 # glibc's mallopt parameters
 M_ARENA_MAX, M_MMAP_THRESHOLD, M_TRIM_THRESHOLD = -8, -3, -1
 HEAP_BLOCKS_UP_TO = 32 << 20  # glibc's largest mmap threshold: larger blocks are always mapped afresh
 FREED_HEAP_KEPT = 256 << 20
+
+_stopping = []  # the signal's Interrupted, once stop_threads was called
+
+
+class Stopped(Interrupted):
+    """Work given up in a thread because the process ends on a signal (stop_threads):
+    wherever it surfaces, the signal's status and line."""
+
+
+def stop_threads(interrupted):
+    """From a signal's handler (`interrupted`: the Interrupted it raises): every thread's
+    work stops at its next chunk (raise_if_stopping), so that the caller, waiting for a
+    thread to finish its item before cleaning up, waits a chunk and not a whole pass."""
+    _stopping[:] = [interrupted]
+
+
+def allow_threads():
+    """A new job begins: work runs again (after stop_threads in an earlier job)."""
+    _stopping.clear()
+
+
+def raise_if_stopping():
+    """Called between chunks (each read or write of a working file): Stopped once
+    stop_threads was called."""
+    if _stopping:
+        raise Stopped(_stopping[0].code - 128, _stopping[0].reason)
 
 
 def reuse_freed_memory():
@@ -40,27 +69,32 @@ def computed_ahead(items):
     """The items of the iterator `items`, each computed in a thread of its own while the
     caller works on the one before (one at a time: their memory); an error raised in the
     caller's thread. Closed early (the caller failed), it waits for the item under way, so
-    that nothing is still writing when the caller cleans up."""
+    that nothing is still writing when the caller cleans up. The caller waits on an Event,
+    not Thread.join: a join that a signal's exception interrupts marks the thread ended
+    (CPython 3.11's _wait_for_tstate_lock), and the join after it returned at once, with the
+    thread still in the `items` generator (SIGTERM while the ARPA file was written: exit
+    status 1, "generator already executing")."""
     done = object()
 
     def start():
-        box = {}
+        box, finished = {}, threading.Event()
 
         def compute():
             try:
                 box["item"] = next(items, done)
             except BaseException as err:
                 box["failure"] = err
+            finally:
+                finished.set()
 
-        thread = threading.Thread(target=compute, daemon=True)
-        thread.start()
-        return thread, box
+        threading.Thread(target=compute, daemon=True).start()
+        return finished, box
 
     pending = start()
     try:
         while True:
-            thread, box = pending
-            thread.join()
+            finished, box = pending
+            finished.wait()
             if "failure" in box:
                 raise box["failure"]
             if box["item"] is done:
@@ -68,7 +102,7 @@ def computed_ahead(items):
             pending = start()
             yield box["item"]
     finally:
-        pending[0].join()
+        pending[0].wait()
 
 
 def in_order(function, items, threads=2):

@@ -222,3 +222,18 @@ def test_streamed_counts_order_nests_extensions_after_each_ngram(tmp_path):
     write_counts_streamed(store, str(tmp_path / "streamed.counts"), 4 * ROW_BYTES * 50, str(folder))
     assert (tmp_path / "streamed.counts").read_bytes() == (tmp_path / "memory.counts").read_bytes()
     assert os.listdir(folder) == ["counts"]
+
+
+def test_one_distinct_word_a_line_at_a_tiny_memory_writes_the_in_memory_model(tmp_path):
+    """A degenerate shape (issue 49): every line one word of its own, the n-grams of each
+    order already in the order the ARPA file wants, at -memory 1M: dozens of sorted runs an
+    order, merged two by two over several levels (a merge of them all at once read each run
+    a few records at a time and grew quadratic)."""
+    (tmp_path / "t.txt").write_text("".join(f"w{i}\n" for i in range(12000)))
+    for memory in ("1M", "2G"):
+        proc = subprocess.run([NPLM, "ngram-count", "-text", tmp_path / "t.txt", "-memory", memory, "-temp", tmp_path,
+                               "-debug", "2", "-lm", tmp_path / f"{memory}.arpa"], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        assert ("estimated out of core" in proc.stderr) == (memory == "1M"), proc.stderr
+    assert (tmp_path / "1M.arpa").read_bytes() == (tmp_path / "2G.arpa").read_bytes()
+    assert sorted(os.listdir(tmp_path)) == ["1M.arpa", "2G.arpa", "t.txt"]

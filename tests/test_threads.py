@@ -1,4 +1,5 @@
 """threads.py: work computed side by side, given back in order."""
+import signal
 import threading
 import time
 
@@ -53,3 +54,28 @@ def test_computed_ahead_gives_every_item_and_its_failure():
 
     with pytest.raises(OSError, match="disk"):
         list(computed_ahead(items()))
+
+
+def test_computed_ahead_stopped_by_a_signal_waits_for_the_item_under_way():
+    """A signal's exception in the caller's wait (SIGTERM in ngram-count): the item under
+    way is waited for before the exception goes on (an interrupted Thread.join would mark
+    the thread ended, and the caller clean up beside a thread still at work)."""
+    finished = []
+
+    def items():
+        time.sleep(0.5)
+        finished.append(True)
+        yield 1
+
+    def alarm(signum, frame):
+        raise TimeoutError
+
+    before = signal.signal(signal.SIGALRM, alarm)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.1)
+        with pytest.raises(TimeoutError):
+            next(computed_ahead(items()))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
+    assert finished

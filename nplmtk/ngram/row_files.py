@@ -5,6 +5,7 @@ import os
 import numpy as np
 
 from ..scratch import ScratchFile, rename_scratch
+from ..threads import raise_if_stopping
 
 
 class RowFiles:
@@ -18,6 +19,7 @@ class RowFiles:
 
     def read(self, name, k, dtype, start, stop, width=None):
         """Rows start..stop-1 of `name{k}`: values, or (rows, width) arrays."""
+        raise_if_stopping()
         count = max(0, stop - start)
         values = np.fromfile(self.path(name, k), dtype=dtype, count=count * (width or 1),
                              offset=start * (width or 1) * np.dtype(dtype).itemsize)

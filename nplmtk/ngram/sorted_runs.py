@@ -1,12 +1,20 @@
 """Records larger than memory sorted by their int64 key: sorted runs on disk, merged
 by a heap of the runs (merge_records) a block of each at a time (the out-of-core ARPA
-writer's and counts writer's sorts)."""
+writer's and counts writer's sorts); more runs than a merge reads at once in blocks of
+MIN_BLOCK_RECORDS are merged a group at a time first, level by level, as lmplz and sort do."""
 import os
 
 import numpy as np
 
 from .._ext.ngram_sorting import merge_records
 from ..scratch import ScratchFile
+from ..threads import raise_if_stopping
+
+# Each step of a merge reads a block of each run and takes a Python step per run: with
+# blocks of a few records (a thousand runs in a small memory) the merge of in-order runs
+# took time quadratic in the records (200k one-word lines at -memory 1M: over 120 s).
+MIN_BLOCK_RECORDS = 1 << 10
+MAX_FAN_IN = 64  # each step's Python work is per run: at most 64 of them for rows / 64 records out
 
 
 def sorted_records(pieces, rows, folder, name):
@@ -16,57 +24,94 @@ def sorted_records(pieces, rows, folder, name):
 
 
 class SortedRuns:
-    """Records sorted by their `key` field: made into sorted runs of `rows` records on
-    disk (named from `name` in `folder`) when made, merged by `pieces()`; no file when they
-    fit in one run."""
+    """Records sorted by their `key` field: made into sorted runs of `rows` records, one
+    after another in one file on disk (named from `name` in `folder`) when made, merged
+    by `pieces()`; no file when they fit in one run. One file, not one per run: opening a
+    file cost 5 ms on a busy machine, and a small memory makes runs by the thousand."""
 
     def __init__(self, pieces, rows, folder, name):
-        self.runs, self.batch, self.folder = [], None, folder
+        self.runs, self.batch, self.rows, self.dtype = [], None, rows, None  # runs: (first record, records)
+        self.path, self.out = os.path.join(folder, f"{name}.runs"), None
         pending, held = [], 0
-        for piece in pieces:
-            pending.append(piece)
-            held += len(piece)
-            if held >= rows:
-                self._spill(pending, name)
-                pending, held = [], 0
-        if pending and not self.runs:
-            self.batch = _sorted(np.concatenate(pending))
-        elif pending:
-            self._spill(pending, name)
-        self.block = max(1, rows // max(1, len(self.runs)))
+        try:
+            for piece in pieces:
+                pending.append(piece)
+                held += len(piece)
+                if held >= rows:
+                    self._spill(pending)
+                    pending, held = [], 0
+            if pending and not self.runs:
+                self.batch = _sorted(np.concatenate(pending))
+            elif pending:
+                self._spill(pending)
+        finally:
+            if self.out is not None:
+                self.out.close()
 
-    def _spill(self, pending, name):
+    def _spill(self, pending):
         batch = _sorted(np.concatenate(pending))
         if batch.dtype.fields["key"] != (np.dtype("<i8"), 0):  # merge_records reads the first 8 bytes
             raise ValueError("sorted runs need records whose first field is an int64 key")
-        path = os.path.join(self.folder, f"{name}.run{len(self.runs)}")
-        with ScratchFile(path) as out:
-            out.append(batch)
-        self.runs.append((path, len(batch), batch.dtype))
+        if self.out is None:
+            self.out, self.dtype, self.written = ScratchFile(self.path), batch.dtype, 0
+        self.out.append(batch)
+        self.runs.append((self.written, len(batch)))
+        self.written += len(batch)
 
     def pieces(self):
         if self.batch is not None:
             yield self.batch
+        if not self.runs:  # no records (an order that pruning emptied), or one batch
             return
-        yield from _merged(self.runs, self.block)
-        for path, _, _ in self.runs:
+        fan_in = max(2, min(MAX_FAN_IN, self.rows // MIN_BLOCK_RECORDS))
+        path, runs, level = self.path, self.runs, 0
+        while len(runs) > fan_in:  # a level: consecutive groups merged (equal keys keep their order)
+            level += 1
+            merged_path, merged_runs, written = f"{self.path}{level}", [], 0
+            with open(path, "rb", buffering=0) as source, ScratchFile(merged_path) as out:
+                for first in range(0, len(runs), fan_in):
+                    group = runs[first:first + fan_in]
+                    for piece in _merged(source, group, self.dtype, max(1, self.rows // len(group))):
+                        out.append(piece)
+                    size = sum(records for _, records in group)
+                    merged_runs.append((written, size))
+                    written += size
             os.remove(path)
+            path, runs = merged_path, merged_runs
+        with open(path, "rb", buffering=0) as source:
+            yield from _merged(source, runs, self.dtype, max(1, self.rows // len(runs)))
+        os.remove(path)
 
 
 def _sorted(records):
     return np.take(records, np.argsort(records["key"]))  # 7x faster than records[order] for structured records
 
 
-def _merged(runs, block):
-    """Sorted runs on disk merged, `block` records of each read at a time: what every
-    run holds up to the smallest of their last keys in memory goes out, sorted."""
-    places = [0] * len(runs)
+def _read_records(source, dtype, first, count):
+    """Records first..first+count-1 of the open file `source` (one pread, no open)."""
+    records = np.empty(count, dtype=dtype)
+    view, offset = memoryview(records.view(np.uint8)), first * dtype.itemsize
+    while len(view):
+        done = os.preadv(source.fileno(), [view], offset)
+        if not done:
+            raise EOFError(f"{source.name}: a sorted run ends early")
+        view, offset = view[done:], offset + done
+    return records
+
+
+def _merged(source, runs, dtype, block):
+    """Sorted runs of the file `source` ((first record, records) each) merged, `block`
+    records of each read at a time: what every run holds up to the smallest of their
+    last keys in memory goes out, sorted."""
+    places = [first for first, _ in runs]
+    ends = [first + size for first, size in runs]
     buffers = [None] * len(runs)
     while True:
-        for i, (path, size, dtype) in enumerate(runs):
-            if (buffers[i] is None or len(buffers[i]) == 0) and places[i] < size:
-                count = min(block, size - places[i])
-                buffers[i] = np.fromfile(path, dtype=dtype, count=count, offset=places[i] * dtype.itemsize)
+        raise_if_stopping()
+        for i, end in enumerate(ends):
+            if (buffers[i] is None or len(buffers[i]) == 0) and places[i] < end:
+                count = min(block, end - places[i])
+                buffers[i] = _read_records(source, dtype, places[i], count)
                 places[i] += count
         live = [b for b in buffers if b is not None and len(b)]
         if not live:

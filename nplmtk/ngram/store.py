@@ -11,6 +11,7 @@ from .. import container
 from .._ext.checksum_kernels import Xxh64
 from ..errors import InputError
 from ..scratch import ScratchFile
+from ..threads import raise_if_stopping
 from .counts import MAX_ORDER, NgramCounts
 
 COUNTS_KIND = "ngram-counts"
@@ -42,6 +43,7 @@ class CountStore:
 
     def read_grams(self, k, start, stop):
         """The n-grams of rows start..stop-1 of order k, without their counts."""
+        raise_if_stopping()  # every pass over the counts reads them a chunk at a time
         count = max(0, min(stop, self.sizes[k - 1]) - start)
         return np.fromfile(self.path("grams", k), dtype=np.int32, count=count * k, offset=start * k * 4).reshape(-1, k)
 

@@ -1,0 +1,96 @@
+"""ngram-count -memory (counting in runs, the out-of-core estimate, the ARPA file's sorted
+runs) ended by SIGINT or SIGTERM at each of its stages: it stops within a second or so
+(its threads stop between two chunks), with one line on stderr and the project's status
+for a signal, and leaves no temporary file and no partial output; what a SIGKILL leaves
+is removed by the next run."""
+import os
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from conftest import NPLM
+
+STOP_SECONDS = 2.5  # from the signal to the exit, on a busy 2-core machine
+
+
+@pytest.fixture(scope="module")
+def text(tmp_path_factory):
+    """Zipf-like lines over 20k words: at -memory 1M about 90 sorted runs of counts, and
+    every later stage cut into many windows and sorted runs (some 5 s in all)."""
+    rng = np.random.default_rng(1)
+    p = 1 / np.arange(1, 20001) ** 0.9
+    words = rng.choice(20000, size=100000, p=p / p.sum())
+    ends = np.cumsum(rng.integers(1, 20, 10000))
+    path = tmp_path_factory.mktemp("text") / "t.txt"
+    path.write_text("".join(" ".join(f"w{w}" for w in line) + "\n" for line in np.split(words, ends[ends < len(words)])))
+    return path
+
+
+def _work(temp):
+    """The run's scratch folder in `temp` (None before it is made)."""
+    folders = os.listdir(temp)
+    return os.path.join(temp, folders[0]) if folders else None
+
+
+def _made(*path):
+    """A stage's marker: whether the run's scratch folder holds `path`."""
+    return lambda work: work is not None and os.path.exists(os.path.join(work, *path))
+
+
+# when each stage has begun: what the run has made in its scratch folder (not the output's
+# temporary file: the check that the output can be written makes one at the start)
+STAGES = {
+    "counting": lambda work: work is not None,
+    "merging the runs of counts": _made("counts"),
+    "estimating": _made("estimate", "prefix3"),
+    "sorting and writing the ARPA file": _made("estimate", "backward1"),
+}
+
+
+@pytest.mark.parametrize("stage", STAGES)
+@pytest.mark.parametrize("signum, status, line", [(signal.SIGINT, 130, "nplm: interrupted"),
+                                                  (signal.SIGTERM, 143, "nplm: terminated")])
+def test_a_signal_at_any_stage_stops_at_once_and_leaves_nothing(tmp_path, text, stage, signum, status, line):
+    temp, out = tmp_path / "temp", tmp_path / "out"
+    temp.mkdir()
+    out.mkdir()
+    # Ctrl-C as a terminal sends it: a test run in the background of a shell hands its
+    # children SIGINT ignored, which Python keeps ignored
+    proc = subprocess.Popen([NPLM, "ngram-count", "-text", text, "-order", "3", "-memory", "1M", "-temp", temp,
+                             "-lm", out / "lm.arpa"], stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    begun, deadline = STAGES[stage], time.monotonic() + 60
+    while not begun(_work(temp)) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert proc.poll() is None, f"ended before {stage}: {proc.stderr.read()}"
+    proc.send_signal(signum)
+    sent = time.monotonic()
+    try:
+        returncode = proc.wait(30)
+    finally:
+        proc.kill()
+    stopped, err = time.monotonic() - sent, proc.stderr.read()
+    assert (returncode, err) == (status, line + "\n")
+    assert stopped < STOP_SECONDS, f"{stopped:.1f} s"
+    left = [os.path.join(folder, name) for folder, _, names in os.walk(temp) for name in names]
+    assert (os.listdir(temp), os.listdir(out)) == ([], []), left
+
+
+def test_what_a_killed_run_left_is_removed_by_the_next_run(tmp_path, text):
+    temp, out = tmp_path / "temp", tmp_path / "out"
+    temp.mkdir()
+    out.mkdir()
+    proc = subprocess.Popen([NPLM, "ngram-count", "-text", text, "-order", "3", "-memory", "1M", "-temp", temp,
+                             "-lm", out / "lm.arpa"], stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not STAGES["sorting and writing the ARPA file"](_work(temp)) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    proc.kill()
+    proc.wait()
+    assert os.listdir(temp) and os.listdir(out)  # SIGKILL: nothing could clean up
+    rerun = [NPLM, "ngram-count", "-text", text, "-order", "3", "-temp", temp, "-lm", out / "lm.arpa"]
+    subprocess.run(rerun, check=True)  # in memory: quicker
+    assert (os.listdir(temp), os.listdir(out)) == ([], ["lm.arpa"])
