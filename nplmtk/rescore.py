@@ -80,8 +80,8 @@ def rescore(model, hypotheses, lm_weight=8.0, word_penalty=0.0):
 def rescore_lists(model, lists, lm_weight=8.0, word_penalty=0.0):
     """Each list of `lists` (an iterable of lists of hypotheses) as rescore ranks it, in
     order; the lists scored in groups of about GROUP_HYPOTHESES hypotheses, one pass each
-    (a recurrent network steps the prefixes of a whole group at once: 100 lists of 100
-    took ... instead of ... one list a pass)."""
+    (a recurrent network steps the trie of a whole group's prefixes, a batched step a
+    level, not each list's small levels one after another)."""
     group = []
     for hypotheses in lists:
         group.append(hypotheses)

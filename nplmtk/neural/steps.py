@@ -113,7 +113,9 @@ class RecurrentStepper:
         of a batched step from its parent node's state, scoring its first target; a node's
         other targets scored from its state by the output layer in numpy (a column each
         with the hierarchical softmax, which has none)."""
-        with blas_threads(1):  # 100 N-best lists of Brown: 2.4 s of CPU, 8 s of wall on 1 thread; 6.8 and 21.6 s on 2
+        # one BLAS thread: 100 N-best lists of Brown on a busy 2-core machine took 2.4 s of CPU and 8.1 s
+        # of wall so, 6.8 and 21.6 s on two threads (and two workers of one thread each 1.14x the wall)
+        with blas_threads(1):
             return self._sentences_alone(corpus)
 
     def _sentences_alone(self, corpus):
@@ -149,7 +151,6 @@ class RecurrentStepper:
             out[level.positions] = logp[level.pair_of_token]
             parent_states = states
         return out / LN10
-
 
     def input_projections(self, words):
         """The first layer's pre-activations from the features of each of `words` (U0 C[w]
