@@ -7,7 +7,7 @@ import click
 from nplmtk.errors import NplmError
 from nplmtk.io import check_readable, check_writable, open_output, read_lines
 from nplmtk.models import load
-from nplmtk.rescore import read_nbest, rescore
+from nplmtk.rescore import read_nbest, rescore_lists
 
 from .options import Real, example, flag, option
 
@@ -56,15 +56,18 @@ def command(lm, nbest, nbest_files, write_nbest_dir, lm_weight, word_penalty, re
             raise NplmError(f"cannot create the folder ({err.strerror})", path=write_nbest_dir) from None
     model = load(lm, allow_paths)
     with open_output(rescore_output) as out:
-        for path in paths:
-            ranked = rescore(model, read_nbest(path), lm_weight, word_penalty)
-            lines = "".join(h.line() + "\n" for h in ranked)
+        for path, ranked in zip(paths, rescore_lists(model, map(read_nbest, paths), lm_weight, word_penalty)):
             if write_nbest_dir is not None:
                 with open_output(os.path.join(write_nbest_dir, os.path.basename(path))) as f:
-                    f.write(lines)
+                    f.write(listed(ranked))
             if nbest_files is not None and best:
                 out.write(" ".join([list_name(path)] + (ranked[0].words if ranked else [])) + "\n")
             elif best:
                 out.write(" ".join(ranked[0].words) + "\n" if ranked else "")
             elif write_nbest_dir is None:
-                out.write(lines)
+                out.write(listed(ranked))
+
+
+def listed(ranked):
+    """A re-ranked list in SRILM's format (made only when written: -best writes one line)."""
+    return "".join(h.line() + "\n" for h in ranked)

@@ -79,6 +79,7 @@ cdef struct Rnn:
     float *gbn
     float *G          # T x B x the longest path: dL/dz at each node of each row's path
     float *X          # T x B x m: the input features after dropout
+    const float *projected  # T x B x layer 0's gates x h: its pre-activations from the inputs, given (NULL: computed)
     float *Xmask
     float *Y          # T x B x |V|: scores, then probabilities, then dL/dy
     float *keep       # T x B: 0 where the step's input is <s> and the state resets
@@ -112,12 +113,15 @@ cdef inline void layer_forward(Rnn *net, Layer *L, const float *input, int T) no
     cdef float *c
     cdef float k, cp, gi, gf, go, gg
     cdef float *pre = L.Z if net.lstm else L.S + B * h  # the pre-activations of every step
-    for r in range(N):
-        if L.b != NULL:
-            memcpy(pre + r * G, L.b, G * sizeof(float))
-        else:
-            memset(pre + r * G, 0, G * sizeof(float))
-    gemm(b'N', b'T', <int> N, G, L.inputs, 1.0, input, L.inputs, L.U, L.inputs, 1.0, pre, G)
+    if L == &net.layer[0] and net.projected != NULL:
+        memcpy(pre, net.projected, N * G * sizeof(float))
+    else:
+        for r in range(N):
+            if L.b != NULL:
+                memcpy(pre + r * G, L.b, G * sizeof(float))
+            else:
+                memset(pre + r * G, 0, G * sizeof(float))
+        gemm(b'N', b'T', <int> N, G, L.inputs, 1.0, input, L.inputs, L.U, L.inputs, 1.0, pre, G)
     for t in range(T):
         Sp = L.Sp + t * B * h
         for r in range(B):

@@ -341,6 +341,7 @@ cdef class RecurrentNetwork:
         cdef Layer *L
         net.vocab, net.m, net.layers, net.streams, net.capacity = V, m, layers, streams, capacity
         net.lstm, net.activation, net.reset, net.bos = lstm, activation, reset, bos
+        net.projected = NULL
         net.clip, net.locked = 0, regularisation is None or regularisation[7]
         net.bias, net.direct, net.tied = "d" in params, "M" in params, "V" not in params and "Vn" not in params
         net.C, net.d, net.M = pointer(params["C"]), self._param(params, "d"), self._param(params, "M")
@@ -556,29 +557,36 @@ cdef class RecurrentNetwork:
         sampling_start(sp, proposal, samples, self.net.capacity * self.net.streams,
                        self.net.layer[self.net.layers - 1].hidden, self.net.m, seed)
 
-    def logprobs(self, const int[:, :, ::1] rows, double[::1] out, float[:, ::1] states=None):
+    def logprobs(self, const int[:, :, ::1] rows, double[::1] out, float[:, ::1] states=None,
+                 const float[:, ::1] projected=None):
         """Natural-log probability of every target >= 0 in out[step * streams + stream]
         (others untouched), without dropout, the state carried through; with `states`
         (a row per step and stream), the top layer's output that predicted each (a neural
-        cache's keys)."""
+        cache's keys); with `projected` (a row per step and stream), the first layer's
+        pre-activations from the inputs (U x + b), computed by the caller (once per word)."""
         cdef Py_ssize_t start = 0, count = rows.shape[0], B = self.net.streams
         cdef int T, width = self.net.layer[self.net.layers - 1].hidden
-        cdef bint keep_states = states is not None
+        cdef bint keep_states = states is not None, given = projected is not None
         if out.shape[0] != count * B:
             raise ValueError("out of the wrong size")
         if keep_states and (states.shape[0] != count * B or states.shape[1] != width):
             raise ValueError("states of the wrong shape")
+        if given and (projected.shape[0] != count * B
+                      or projected.shape[1] != self.net.layer[0].gates * self.net.layer[0].hidden):
+            raise ValueError("projected inputs of the wrong shape")
         self._check_rows(np.asarray(rows))
         self._restore_state()
         with nogil:
             while start < count:
                 T = <int> min(<Py_ssize_t> self.net.capacity, count - start)
                 load_segment(&self.net, &rows[start, 0, 0], T)
+                self.net.projected = &projected[start * B, 0] if given else NULL
                 forward(&self.net, T, False, &out[start * B])
                 if keep_states:
                     memcpy(&states[start * B, 0], self.net.layer[self.net.layers - 1].out, T * B * width * sizeof(float))
                 carry_state(&self.net, T)
                 start += T
+            self.net.projected = NULL
         self._save_state()
 
     def masks(self):

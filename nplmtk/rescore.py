@@ -15,6 +15,7 @@ from .text import split_words
 
 BYTELOG = 1024 * math.log10(1.0001)  # a bytelog is log base 1.0001 divided by 1024
 DECIPHER_LINE = re.compile(r"\(\s*([-+0-9.eE]+)\s*\)\s*(.*)$")
+GROUP_HYPOTHESES = 20000  # lists scored together until this many hypotheses (a network's batches span them)
 
 
 class Hypothesis:
@@ -73,4 +74,29 @@ def rescore(model, hypotheses, lm_weight=8.0, word_penalty=0.0):
     """The hypotheses with the model's lscore, best first (a stable sort: ties keep their order)."""
     for hypothesis, score in zip(hypotheses, language_scores(model, hypotheses)):
         hypothesis.lscore = float(score)
+    return ranked(hypotheses, lm_weight, word_penalty)
+
+
+def rescore_lists(model, lists, lm_weight=8.0, word_penalty=0.0):
+    """Each list of `lists` (an iterable of lists of hypotheses) as rescore ranks it, in
+    order; the lists scored in groups of about GROUP_HYPOTHESES hypotheses, one pass each
+    (a recurrent network steps the trie of a whole group's prefixes, a batched step a
+    level, not each list's small levels one after another)."""
+    group = []
+    for hypotheses in lists:
+        group.append(hypotheses)
+        if sum(map(len, group)) >= GROUP_HYPOTHESES:
+            yield from _rescored_group(model, group, lm_weight, word_penalty)
+            group = []
+    yield from _rescored_group(model, group, lm_weight, word_penalty)
+
+
+def _rescored_group(model, group, lm_weight, word_penalty):
+    every = [h for hypotheses in group for h in hypotheses]
+    for hypothesis, score in zip(every, language_scores(model, every)):
+        hypothesis.lscore = float(score)
+    return [ranked(hypotheses, lm_weight, word_penalty) for hypotheses in group]
+
+
+def ranked(hypotheses, lm_weight, word_penalty):
     return sorted(hypotheses, key=lambda h: -(h.ascore + lm_weight * h.lscore + word_penalty * len(h.words)))

@@ -249,22 +249,34 @@ def test_rescoring_many_lists_reads_the_model_once_and_names_each_best(toy, tmp_
     assert_one_line_error(*run_nplm("rescore", "-lm", model)[::2], "give one of -nbest and -nbest-files")
 
 
-@pytest.mark.parametrize("shape", [dict(arch="lstm", layers=2, peephole=True), dict(arch="rnn", layers=1),
-                                   dict(arch="lstm", layers=1, output="class", classes=4)])
-def test_nbest_prefixes_are_scored_once_with_the_same_scores(toy, shape):
-    """A recurrent network rescoring a list of hypotheses that share long beginnings runs
-    the trie of their prefixes, and scores each hypothesis as the plain pass does."""
-    from nplmtk.neural import recurrent
-    _, vocab, _ = toy
-    arch = shape.pop("arch")
-    counts = np.ones(len(vocab)) if shape.get("output") == "class" else None
-    model = ARCHITECTURES[arch].initial(vocab, features=6, hidden=7, seed=3, counts=counts, **shape)
+def shared_prefix_hypotheses(vocab):
+    """N-best-like hypotheses: long common beginnings, an empty one, words outside the vocabulary."""
     base = "the big cat sees a small dog in the house".split()
     rng = np.random.default_rng(2)
-    hypotheses = [base] + [base[:6] + [vocab.words[rng.integers(3, len(vocab))]] + base[7 + k % 2:]
-                           for k in range(20)] + [["an", "unknownword"] + base[2:]]
-    corpus = Corpus.from_lines([" ".join(h) for h in hypotheses], vocab)
-    levels = recurrent._prefix_trie(corpus, vocab)
-    tokens = corpus.num_words + corpus.num_sentences
-    assert sum(len(level[2]) for level in levels) <= recurrent.SHARED_FRACTION * tokens  # the trie is used
-    np.testing.assert_allclose(model.log10probs_sharing_prefixes(corpus), model.log10probs(corpus), atol=1e-5)
+    return [base] + [base[:6] + [vocab.words[rng.integers(3, len(vocab))]] + base[7 + k % 2:] for k in range(20)] + \
+        [[], ["an", "unknownword"] + base[2:], base[:3] + ["unknownword"], [], base[:4]]
+
+
+@pytest.mark.parametrize("shape", [dict(arch="lstm", layers=2, peephole=True), dict(arch="rnn", layers=1),
+                                   dict(arch="lstm", layers=1, output="class", classes=4),
+                                   dict(arch="lstm", layers=1, reset_state="never"), dict(arch="lstm", output="hs"),
+                                   dict(arch="rnn", direct=True), dict(arch="mlp", order=3)])
+def test_rescoring_scores_each_hypothesis_as_if_alone(toy, shape):
+    """N-best rescoring scores all the hypotheses of many lists in one pass (a recurrent
+    network steps the trie of their prefixes, each shared prefix once), and each gets the
+    score nplm ppl gives it alone: also for a network whose state runs on across sentences,
+    for an empty hypothesis and for words outside the vocabulary."""
+    from nplmtk.rescore import Hypothesis, language_scores, rescore_lists
+    _, vocab, _ = toy
+    arch = shape.pop("arch")
+    counts = np.arange(len(vocab)) % 5 + 1.0 if shape.get("output") in ("class", "hs") else None
+    model = ARCHITECTURES[arch].initial(vocab, features=6, hidden=7, seed=3, counts=counts, **shape)
+    hypotheses = shared_prefix_hypotheses(vocab)
+    alone = [model.log10probs(Corpus(np.array([vocab.id(w) for w in h], dtype=np.int32), np.array([0, len(h)]),
+                                     vocab)).sum() for h in hypotheses]
+    together = language_scores(model, [Hypothesis(0.0, 0.0, h) for h in hypotheses])
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+    assert np.isfinite(alone).all()  # words outside the vocabulary read as <unk>
+    lists = [[Hypothesis(-k, 0.0, h) for k, h in enumerate(hypotheses[lo:lo + 7])] for lo in range(0, 26, 7)]
+    lscores = [h.lscore for ranked in rescore_lists(model, lists) for h in sorted(ranked, key=lambda h: -h.ascore)]
+    np.testing.assert_allclose(lscores, alone, atol=1e-5)

@@ -32,7 +32,6 @@ SCORING_STREAMS = 64  # sentences scored side by side when each starts from a ze
 VALIDATION_STREAMS = 10  # during training, a text whose state runs on: contiguous parts side by side
 SCORING_ROWS = 512  # steps x streams per segment when scoring
 NGRAM_STREAMS = 2048  # contexts of n-grams read side by side (ngram_logprobs)
-SHARED_FRACTION = 0.5  # N-best lists: the trie of prefixes when it scores at most this share of the tokens
 
 RECURRENT_OPTIONS = (
     Option("layers", "int", "Stacked recurrent layers.", 1, low=1, high=MAX_LAYERS),
@@ -314,23 +313,13 @@ class RNNModel(NeuralModel):
         return step
 
     def log10probs_sharing_prefixes(self, corpus):
-        """As log10probs, but the sentences' common beginnings run once: a trie of states,
-        one level per step, each distinct (prefix, next token) scored once; for N-best lists,
-        whose hypotheses share prefixes. Sentences must start from a zero state. A step of
-        one token per stream costs more per token than the plain pass, so the trie is used
-        when it leaves at most SHARED_FRACTION of the tokens to score."""
-        if self.meta["reset_state"] != "sentence" or corpus.num_sentences < 2:
-            return self.log10probs(corpus)
+        """log10 p of every token, each sentence from a zero state as if alone (for N-best
+        hypotheses; a model whose state runs on across sentences too), the sentences' common
+        beginnings run once (RecurrentStepper.sentences_alone)."""
         self.check_vocab(corpus)
-        levels = _prefix_trie(corpus, self.vocab)
-        if sum(len(level[2]) for level in levels) > SHARED_FRACTION * (corpus.num_words + corpus.num_sentences):
+        if corpus.num_sentences < 2:
             return self.log10probs(corpus)
-        out = np.full(corpus.num_words + corpus.num_sentences, -np.inf)
-        states, networks = None, {}
-        for positions, pair_of_token, pairs, parent, node_input in levels:
-            logp, states = self.step_pairs(pairs, parent, node_input, states, networks)
-            out[positions] = logp[pair_of_token]
-        return out / LN10
+        return self.stepper.sentences_alone(corpus)
 
     def step_pairs(self, pairs, parent, node_input, states, networks):
         """One step for every (node, target) pair: from the state of the node's parent (zero
@@ -399,6 +388,14 @@ class RNNModel(NeuralModel):
 
     def score_words(self, states, words):
         return self.stepper.steps(states, words)
+
+    @functools.cached_property
+    def output_layer(self):
+        """The output layer in numpy (OutputLayer; full or class output), read from the top
+        layer's state; the direct connections read the input word's features."""
+        params, classes = self.params, self.output == "class"
+        return OutputLayer(params.get("V", params["C"]), params.get("d"), params.get("M"),
+                           self.meta["class_of"] if classes else None, params.get("Vc"), params.get("bc"))
 
     @functools.cached_property
     def stepper(self):
@@ -492,9 +489,7 @@ class RecurrentStreams:
         self.start_input = inputs[-1]  # the input word before the first draw (direct connections read it)
         self.inputs = np.full(count, self.start_input, dtype=np.int64)
         self.C = params["C"]
-        classes = model.output == "class"
-        self.output = OutputLayer(params.get("V", params["C"]), params.get("d"), params.get("M"),
-                                  model.meta["class_of"] if classes else None, params.get("Vc"), params.get("bc"))
+        self.output = model.output_layer
         self.uniforms_per_draw = self.output.uniforms_per_draw
 
     def advance(self, words, restart):
@@ -556,30 +551,6 @@ def _trie_states(streams, paths):
                 level[name][rows] = value
         states, inputs, node_of_path = level, nodes[:, -1].astype(np.int64), of_path
     return states, inputs, node_of_path
-
-
-def _prefix_trie(corpus, vocab):
-    """The trie of the sentences' inputs (<s> w1 .. wn), level by level: for each level the
-    positions of its predicted tokens (in corpus.windows order), each token's (node, target)
-    pair, the distinct pairs, each node's parent node one level up (-1: none) and input."""
-    offsets = corpus.offsets
-    sentences = [corpus.ids[offsets[s]:offsets[s + 1]] for s in range(corpus.num_sentences)]
-    start = np.concatenate([[0], np.cumsum([len(s) + 1 for s in sentences])])
-    node_of = np.full(len(sentences), -1, dtype=np.int64)
-    levels = []
-    for depth in range(max(len(s) for s in sentences) + 1):
-        alive = [i for i, s in enumerate(sentences) if len(s) >= depth]
-        nodes, pairs, pair_of_token = {}, {}, []
-        for i in alive:
-            word = vocab.bos if depth == 0 else int(sentences[i][depth - 1])
-            node = nodes.setdefault((int(node_of[i]), word if word >= 0 else vocab.unk), len(nodes))
-            target = int(sentences[i][depth]) if depth < len(sentences[i]) else vocab.eos
-            pair_of_token.append(pairs.setdefault((node, target), len(pairs)))
-            node_of[i] = node
-        keys = list(nodes)  # in the order of their ids
-        levels.append((start[alive] + depth, np.array(pair_of_token), list(pairs),
-                       np.array([parent for parent, _ in keys]), np.array([word for _, word in keys])))
-    return levels
 
 
 def _one_column():
