@@ -5,13 +5,14 @@ format, which `nplm rescore` reads), each lattice as a language model (-ppl FILE
 lattice expanded with the model's scores (-write-htk -out-lattice-dir DIR). A back-off n-gram
 model is applied exactly (-order); a network by the n-gram history approximation
 (-approx-order, exact for a feed-forward network of that order)."""
+import io
 import os
 import sys
 
 import click
 
 from nplmtk.errors import NplmError
-from nplmtk.io import check_readable, open_output, read_lines
+from nplmtk.io import OutputBatch, check_readable, read_lines
 from nplmtk.lattice import htk
 from nplmtk.lattice.decode import Graph, Scales, best_words, check_scales, srilm_graph
 from nplmtk.lattice.expand import expanded_graph, from_decoder, write_expanded
@@ -111,45 +112,49 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, approx_order, unk,
         return word if not unk or word in known else unk_word
 
     scales, failed = Scales(htk_acscale, htk_lmscale, htk_wdpenalty), False
-    for path in paths:
-        try:
-            lattice = htk.read_htk(path)
-            settings = scales.of(lattice)
-            if scores is not None:
-                scores.forget()  # one lattice's scores at a time
-            expanding = scores is not None and (write_htk or posterior_decode or ppl)
-            by_decoder = expanding and not isinstance(scores, BackoffScores)  # a network's expansion is the decoder's
-            if viterbi_decode or nbest_decode or by_decoder:
-                check_scales(lattice, settings, bool(nbest_decode) or scores is not None)
-                decoding = decode(lattice, settings, word_of, scores, context_order,
-                                  nbest=bool(nbest_decode) or by_decoder)
-            if viterbi_decode:
-                words = best_words(decoding.nodes, decoding.finals)
-                click.echo(lattice.name + (" " + " ".join(words) if words else ""))
-            expanded = None
-            if expanding:
-                expanded = from_decoder(decoding.nodes, decoding.finals) if by_decoder else \
-                    expand(lattice, settings, word_of, scores)
-            if posterior_decode or ppl:  # as lattice-tool: on the expanded lattice's model scores, with -lm
-                graph = expanded_graph(expanded) if expanded else Graph(*srilm_graph(lattice, settings, word_of))
-            if posterior_decode:
-                click.echo(" ".join([lattice.name] + posterior_words(graph, posterior_scale)))
-            if ppl:  # the vocabulary grows by each lattice's words, as SRILM's does
-                vocabulary.update(node.word for node in graph.nodes if node.word is not None)
-                click.echo(f"file {ppl}: " + "\n".join(text_stats(graph, sentences, vocabulary).lines()))
-            if nbest_decode:
-                with open_output(os.path.join(out_nbest_dir, lattice.name + ".gz")) as out:
-                    out.writelines(line + "\n" for line in decoding.nbest_lines(nbest_decode, model))
-            if write_htk:
-                with open_output(os.path.join(out_lattice_dir, lattice.name + ".lat.gz")) as out:
+    with OutputBatch() as outputs:
+        for path in paths:
+            try:
+                lattice = htk.read_htk(path)
+                settings = scales.of(lattice)
+                if scores is not None:
+                    scores.forget()  # one lattice's scores at a time
+                expanding = scores is not None and (write_htk or posterior_decode or ppl)
+                by_decoder = expanding and not isinstance(scores, BackoffScores)  # a network's expansion: the decoder's
+                if viterbi_decode or nbest_decode or by_decoder:
+                    check_scales(lattice, settings, bool(nbest_decode) or scores is not None)
+                    decoding = decode(lattice, settings, word_of, scores, context_order,
+                                      nbest=bool(nbest_decode) or by_decoder)
+                if viterbi_decode:
+                    words = best_words(decoding.nodes, decoding.finals)
+                    click.echo(lattice.name + (" " + " ".join(words) if words else ""))
+                expanded = None
+                if expanding:
+                    expanded = from_decoder(decoding.nodes, decoding.finals) if by_decoder else \
+                        expand(lattice, settings, word_of, scores)
+                if posterior_decode or ppl:  # as lattice-tool: on the expanded lattice's model scores, with -lm
+                    graph = expanded_graph(expanded) if expanded else Graph(*srilm_graph(lattice, settings, word_of))
+                if posterior_decode:
+                    click.echo(" ".join([lattice.name] + posterior_words(graph, posterior_scale)))
+                if ppl:  # the vocabulary grows by each lattice's words, as SRILM's does
+                    vocabulary.update(node.word for node in graph.nodes if node.word is not None)
+                    click.echo(f"file {ppl}: " + "\n".join(text_stats(graph, sentences, vocabulary).lines()))
+                if nbest_decode:
+                    lines = decoding.nbest_lines(nbest_decode, model)
+                    outputs.write(os.path.join(out_nbest_dir, lattice.name + ".gz"),
+                                  "".join(line + "\n" for line in lines).encode("utf-8"))
+                if write_htk:
+                    text = io.StringIO()
                     if expanded is None:
-                        htk.write_htk(lattice, out)
-                    elif not write_expanded(lattice, settings, expanded, out):
+                        htk.write_htk(lattice, text)
+                    elif not write_expanded(lattice, settings, expanded, text):
                         raise NplmError("no path through the lattice has a probability above 0 with -lm: nothing "
                                         "to write", path=lattice.path)
-        except NplmError as err:
-            print(f"nplm: {err.render(lambda name: spell(name, 'lattice-tool'))}", file=sys.stderr)  # as cli/main.py
-            failed = True
+                    outputs.write(os.path.join(out_lattice_dir, lattice.name + ".lat.gz"),
+                                  text.getvalue().encode("utf-8"))
+            except NplmError as err:
+                print(f"nplm: {err.render(lambda name: spell(name, 'lattice-tool'))}", file=sys.stderr)  # as main.py
+                failed = True
     if failed:
         sys.stdout.flush()
         sys.exit(2)

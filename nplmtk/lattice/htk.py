@@ -8,15 +8,20 @@ line starting `J=` a link (S= E= its nodes, W= its word, a= n= l= r= ds= x1..x9=
 any other line header fields (VERSION, UTTERANCE, base=, lmscale=, wdpenalty=, acscale=,
 ngscale=, prscale=, duscale=, start=, end=, N=, L=, dir=, ...). `!NULL` is no word. Scores
 are logs in base `base=` (default e; base=0: plain probabilities)."""
+import functools
 import math
 import re
 
+import numpy as np
+
+from .._ext.htk_reader import scan_slf
 from ..errors import InputError
-from ..io import read_lines
+from ..io import decoded_lines, read_bytes
 
 NULL_WORD = "!NULL"
 NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\Z")
 LINK_SCORES = frozenset(("a", "n", "l", "r", "ds") + tuple(f"x{i}" for i in range(1, 10)))
+SCORE_KEYS = ("a", "n", "l", "r", "ds") + tuple(f"x{i}" for i in range(1, 10))  # htk_reader's order
 NODE_SCORES = frozenset(("a", "r", "ds") + tuple(f"x{i}" for i in range(1, 10)))
 LONG_NAMES = {"START": "S", "END": "E", "WORD": "W", "acoustic": "a", "ngram": "n", "language": "l",
               "var": "v", "div": "d", "states": "s", "time": "t", "NODES": "N", "LINKS": "L",
@@ -129,12 +134,23 @@ def _read_link(items, path, line):
     return link
 
 
+HEADER_LINES = 64  # header lines htk_reader takes; a file with more is read line by line
+
+
 def read_htk(path):
     """The lattice of the SLF file `path` (gzip allowed), checked: numbers finite, every
     node and link number defined once, every link's nodes defined, N= and L= right, start
     and end nodes present, no cycle, the end reachable from the start."""
+    data = read_bytes(path, keep=False)
+    read = _scanned(path, data)
+    if read is None:  # not the plain form htk_reader takes: line by line, with every check's message
+        read = _read_lines(path, decoded_lines(data, path))
+    return _checked(path, *read)
+
+
+def _read_lines(path, lines):
     header, header_lines, nodes, links = {}, {}, [], []
-    for number, text in enumerate(read_lines(path), 1):
+    for number, text in enumerate(lines, 1):
         items = fields(text)
         if not items:
             continue
@@ -143,13 +159,64 @@ def read_htk(path):
         elif items[0][0] == "J":
             links.append(_read_link(items, path, number))
         else:
-            for key, value in items:
-                if key in HEADER_NUMBERS:
-                    _number(value, key, path, number)
-                elif key in ("N", "L", "start", "end"):
-                    _integer(value, key, path, number)
-                header[key], header_lines[key] = value, number
-    return _checked(path, header, header_lines, nodes, links)
+            _read_header(items, path, number, header, header_lines)
+    return header, header_lines, nodes, links
+
+
+def _read_header(items, path, number, header, header_lines):
+    for key, value in items:
+        if key in HEADER_NUMBERS:
+            _number(value, key, path, number)
+        elif key in ("N", "L", "start", "end"):
+            _integer(value, key, path, number)
+        header[key], header_lines[key] = value, number
+
+
+@functools.lru_cache(maxsize=None)
+def _score_keys(order):
+    """htk_reader's code of a line's score keys (4 bits a key, key + 1, first lowest): (key, column)s."""
+    keys = []
+    while order:
+        keys.append((SCORE_KEYS[(order & 15) - 1], (order & 15) - 1))
+        order >>= 4
+    return tuple(keys)
+
+
+def _scanned(path, data):
+    """(header, header_lines, nodes, links) as htk_reader reads them, None where it stops."""
+    node_ints = np.empty((data.count(b"I="), 5), dtype=np.int64)
+    node_reals = np.empty((len(node_ints), len(SCORE_KEYS) + 1), dtype=np.float64)
+    link_ints = np.empty((data.count(b"J="), 7), dtype=np.int64)
+    link_reals = np.empty((len(link_ints), len(SCORE_KEYS)), dtype=np.float64)
+    header_spans = np.empty((HEADER_LINES, 3), dtype=np.int64)
+    node_count, link_count, header_count, stop = scan_slf(data, node_ints, node_reals, link_ints, link_reals,
+                                                          header_spans)
+    if stop:
+        return None
+    header, header_lines = {}, {}
+    for number, begin, end in header_spans[:header_count].tolist():
+        _read_header(fields(data[begin:end].decode("ascii")), path, number, header, header_lines)
+    nodes, links = [], []
+    for (number, line, begin, end, order), reals in zip(node_ints[:node_count].tolist(),
+                                                        node_reals[:node_count].tolist()):
+        node = Node(number, line)
+        if reals[0] == reals[0]:  # not NaN: t= given
+            node.time = reals[0]
+        if begin >= 0:
+            node.word = _word(data[begin:end].decode("ascii"), "W", path, line)
+        if order:
+            node.scores = {key: reals[1 + column] for key, column in _score_keys(order)}
+        nodes.append(node)
+    for (number, line, start, end, begin, stop, order), reals in zip(link_ints[:link_count].tolist(),
+                                                                     link_reals[:link_count].tolist()):
+        link = Link(number, line)
+        link.start, link.end = start, end
+        if begin >= 0:
+            link.word = _word(data[begin:stop].decode("ascii"), "W", path, line)
+        if order:
+            link.scores = {key: reals[column] for key, column in _score_keys(order)}
+        links.append(link)
+    return header, header_lines, nodes, links
 
 
 def _checked(path, header, header_lines, nodes, links):
