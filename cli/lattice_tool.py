@@ -13,7 +13,8 @@ import warnings
 import click
 
 from nplmtk.errors import NplmError, NplmWarning
-from nplmtk.io import OutputBatch, check_readable, read_lines
+from nplmtk.io import check_readable, read_lines
+from nplmtk.output_batch import OutputBatch
 from nplmtk.lattice import htk
 from nplmtk.lattice.decode import Graph, Scales, best_words, check_scales, srilm_graph
 from nplmtk.lattice.expand import expanded_graph, from_decoder, write_expanded, written_form

@@ -203,7 +203,8 @@ def scan_slf(const unsigned char[::1] data, long long[:, ::1] node_ints, double[
                 seen = 1
             else:
                 key = field_key(&p[t], key_end - t)
-                if key == KEY_OTHER or (seen >> (key + 1)) & 1 or (kind == 1 and (key == 1 or key == 2 or key == KEY_START or key == KEY_END)) \
+                if key == KEY_OTHER or (seen >> (key + 1)) & 1 \
+                        or (kind == 1 and (key == 1 or key == 2 or key == KEY_START or key == KEY_END)) \
                         or (kind == 2 and key == KEY_TIME):
                     return nodes, links, headers, line
                 seen |= 1LL << (key + 1)

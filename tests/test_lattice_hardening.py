@@ -70,8 +70,8 @@ def test_a_lattice_no_path_of_which_the_model_scores_warns_in_every_decoding(tmp
     is its words backwards, here the name alone); and a warning naming the lattice."""
     lost = lattice(tmp_path, "lost.lat", "lost", change=("W=the\ta=-10\n", "W=zzqqxx\ta=-10\n"))
     good = lattice(tmp_path, "good.lat", "good")
-    warning = f"nplm lattice-tool: warning: {lost}: no path through the lattice has a probability above 0 with -lm: the " \
-              "result is empty\n"
+    warning = f"nplm lattice-tool: warning: {lost}: no path through the lattice has a probability above 0 with " \
+              "-lm: the result is empty\n"
     lm = ("-lm", MODEL, "-order", "3", "-in-lattice", lost, "-in-lattice", good)
     assert tool(*lm, "-viterbi-decode") == (0, "lost\ngood <s> the the </s>\n", warning)
     status, out, err = tool(*lm, "-posterior-decode")

@@ -161,7 +161,8 @@ def test_a_batch_of_outputs_appears_whole_at_its_commit(tmp_path):
     open_output compresses it), no temporary file left, an old file replaced."""
     import gzip
 
-    from nplmtk.io import OutputBatch, open_output
+    from nplmtk.io import open_output
+    from nplmtk.output_batch import OutputBatch
     (tmp_path / "b.gz").write_bytes(b"old")
     with OutputBatch(pending_limit=3) as batch:
         batch.write(str(tmp_path / "a.gz"), b"one\ntwo\n")
