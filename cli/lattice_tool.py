@@ -5,16 +5,19 @@ format, which `nplm rescore` reads), each lattice as a language model (-ppl FILE
 lattice expanded with the model's scores (-write-htk -out-lattice-dir DIR). A back-off n-gram
 model is applied exactly (-order); a network by the n-gram history approximation
 (-approx-order, exact for a feed-forward network of that order)."""
+import io
 import os
 import sys
+import warnings
 
 import click
 
-from nplmtk.errors import NplmError
-from nplmtk.io import check_readable, open_output, read_lines
+from nplmtk.errors import NplmError, NplmWarning
+from nplmtk.io import check_readable, read_lines
+from nplmtk.output_batch import OutputBatch
 from nplmtk.lattice import htk
 from nplmtk.lattice.decode import Graph, Scales, best_words, check_scales, srilm_graph
-from nplmtk.lattice.expand import expanded_graph, from_decoder, write_expanded
+from nplmtk.lattice.expand import expanded_graph, from_decoder, write_expanded, written_form
 from nplmtk.lattice.lattice_lm import text_stats
 from nplmtk.lattice.posterior import posterior_words
 from nplmtk.lattice.scores import BackoffScores, NetworkScores
@@ -46,9 +49,9 @@ def _neural_model():
         "feed-forward network of order K. [a feed-forward network's order; 5 for a recurrent one]")
 @flag("unk", help="Words outside the model's vocabulary (and -vocab) are <unk>.")
 @option("vocab", metavar="FILE", help="More known words, one a line (with -unk, not mapped to <unk>).")
-@option("htk-lmscale", type=Real(), help="Override the lattices' lmscale.")
-@option("htk-acscale", type=Real(), help="Override the lattices' acscale.")
-@option("htk-wdpenalty", type=Real(), help="Override the lattices' wdpenalty (log10).")
+@option("htk-lmscale", type=Real(-Scales.LIMIT, Scales.LIMIT), help="Override the lattices' lmscale.")
+@option("htk-acscale", type=Real(-Scales.LIMIT, Scales.LIMIT), help="Override the lattices' acscale.")
+@option("htk-wdpenalty", type=Real(-Scales.LIMIT, Scales.LIMIT), help="Override the lattices' wdpenalty (log10).")
 @flag("viterbi-decode", help="Print each lattice's best path: NAME <s> words </s>.")
 @flag("posterior-decode", help="Print each lattice's words of least expected word error (a word mesh's best): "
       "NAME <s> words </s>.")
@@ -111,45 +114,64 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, approx_order, unk,
         return word if not unk or word in known else unk_word
 
     scales, failed = Scales(htk_acscale, htk_lmscale, htk_wdpenalty), False
-    for path in paths:
-        try:
-            lattice = htk.read_htk(path)
-            settings = scales.of(lattice)
-            if scores is not None:
-                scores.forget()  # one lattice's scores at a time
-            expanding = scores is not None and (write_htk or posterior_decode or ppl)
-            by_decoder = expanding and not isinstance(scores, BackoffScores)  # a network's expansion is the decoder's
-            if viterbi_decode or nbest_decode or by_decoder:
-                check_scales(lattice, settings, bool(nbest_decode) or scores is not None)
-                decoding = decode(lattice, settings, word_of, scores, context_order,
-                                  nbest=bool(nbest_decode) or by_decoder)
-            if viterbi_decode:
-                words = best_words(decoding.nodes, decoding.finals)
-                click.echo(lattice.name + (" " + " ".join(words) if words else ""))
-            expanded = None
-            if expanding:
-                expanded = from_decoder(decoding.nodes, decoding.finals) if by_decoder else \
-                    expand(lattice, settings, word_of, scores)
-            if posterior_decode or ppl:  # as lattice-tool: on the expanded lattice's model scores, with -lm
-                graph = expanded_graph(expanded) if expanded else Graph(*srilm_graph(lattice, settings, word_of))
-            if posterior_decode:
-                click.echo(" ".join([lattice.name] + posterior_words(graph, posterior_scale)))
-            if ppl:  # the vocabulary grows by each lattice's words, as SRILM's does
-                vocabulary.update(node.word for node in graph.nodes if node.word is not None)
-                click.echo(f"file {ppl}: " + "\n".join(text_stats(graph, sentences, vocabulary).lines()))
-            if nbest_decode:
-                with open_output(os.path.join(out_nbest_dir, lattice.name + ".gz")) as out:
-                    out.writelines(line + "\n" for line in decoding.nbest_lines(nbest_decode, model))
-            if write_htk:
-                with open_output(os.path.join(out_lattice_dir, lattice.name + ".lat.gz")) as out:
+    written = {}  # each output name, the lattice it was written from
+    with OutputBatch() as outputs:
+        for path in paths:
+            try:
+                lattice = htk.read_htk(path)
+                settings = scales.of(lattice)
+                if nbest_decode or write_htk:
+                    name = htk.file_name(lattice)
+                    if name in written:
+                        raise NplmError(f"a lattice named '{name}' was written already in this run (from "
+                                        f"{written[name]}): not replaced", path=lattice.path)
+                unscored = False  # no path with a probability above 0 under -lm
+                if scores is not None:
+                    scores.forget()  # one lattice's scores at a time
+                expanding = scores is not None and (write_htk or posterior_decode or ppl)
+                by_decoder = expanding and not isinstance(scores, BackoffScores)  # a network's expansion: the decoder's
+                if viterbi_decode or nbest_decode or by_decoder:
+                    check_scales(lattice, settings, bool(nbest_decode) or scores is not None)
+                    decoding = decode(lattice, settings, word_of, scores, context_order,
+                                      nbest=bool(nbest_decode) or by_decoder)
+                    unscored = scores is not None and best_words(decoding.nodes, decoding.finals) is None
+                if viterbi_decode:
+                    words = best_words(decoding.nodes, decoding.finals)
+                    click.echo(lattice.name + (" " + " ".join(words) if words else ""))
+                expanded = None
+                if expanding:
+                    expanded = from_decoder(decoding.nodes, decoding.finals) if by_decoder else \
+                        expand(lattice, settings, word_of, scores)
+                    if posterior_decode and not unscored:
+                        unscored = (expanded.form() if expanded.form else written_form(expanded)) is None
+                if unscored and (viterbi_decode or nbest_decode or posterior_decode):
+                    warnings.warn(f"{lattice.path}: no path through the lattice has a probability above 0 with -lm: "
+                                  "the result is empty", NplmWarning)
+                if posterior_decode or ppl:  # as lattice-tool: on the expanded lattice's model scores, with -lm
+                    graph = expanded_graph(expanded) if expanded else Graph(*srilm_graph(lattice, settings, word_of))
+                if posterior_decode:
+                    click.echo(" ".join([lattice.name] + ([] if unscored else posterior_words(graph, posterior_scale))))
+                if ppl:  # the vocabulary grows by each lattice's words, as SRILM's does
+                    vocabulary.update(node.word for node in graph.nodes if node.word is not None)
+                    click.echo(f"file {ppl}: " + "\n".join(text_stats(graph, sentences, vocabulary).lines()))
+                if nbest_decode:
+                    lines = decoding.nbest_lines(nbest_decode, model)
+                    outputs.write(os.path.join(out_nbest_dir, name + ".gz"),
+                                  "".join(line + "\n" for line in lines).encode("utf-8"))
+                if write_htk:
+                    text = io.StringIO()
                     if expanded is None:
-                        htk.write_htk(lattice, out)
-                    elif not write_expanded(lattice, settings, expanded, out):
+                        htk.write_htk(lattice, text)
+                    elif not write_expanded(lattice, settings, expanded, text):
                         raise NplmError("no path through the lattice has a probability above 0 with -lm: nothing "
                                         "to write", path=lattice.path)
-        except NplmError as err:
-            print(f"nplm: {err.render(lambda name: spell(name, 'lattice-tool'))}", file=sys.stderr)  # as cli/main.py
-            failed = True
+                    outputs.write(os.path.join(out_lattice_dir, name + ".lat.gz"),
+                                  text.getvalue().encode("utf-8"))
+                if nbest_decode or write_htk:
+                    written[name] = lattice.path
+            except NplmError as err:
+                print(f"nplm: {err.render(lambda name: spell(name, 'lattice-tool'))}", file=sys.stderr)  # as main.py
+                failed = True
     if failed:
         sys.stdout.flush()
         sys.exit(2)

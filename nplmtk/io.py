@@ -25,7 +25,8 @@ MAX_LINE_BYTES = 1 << 20
 MAX_TOKEN_BYTES = 1 << 16
 
 
-def _limit(variable, default):
+def byte_limit(variable, default):
+    """A limit in bytes: the environment's `variable`, else `default`."""
     value = os.environ.get(variable)
     if value is None:
         return default
@@ -40,12 +41,12 @@ def _limit(variable, default):
 
 def max_line_bytes():
     """The longest line a reader takes (NPLM_MAX_LINE_BYTES, else MAX_LINE_BYTES)."""
-    return _limit("NPLM_MAX_LINE_BYTES", MAX_LINE_BYTES)
+    return byte_limit("NPLM_MAX_LINE_BYTES", MAX_LINE_BYTES)
 
 
 def max_token_bytes():
     """The longest word a vocabulary takes (NPLM_MAX_TOKEN_BYTES, else MAX_TOKEN_BYTES)."""
-    return _limit("NPLM_MAX_TOKEN_BYTES", MAX_TOKEN_BYTES)
+    return byte_limit("NPLM_MAX_TOKEN_BYTES", MAX_TOKEN_BYTES)
 
 
 def line_too_long(path, line, limit):
@@ -207,12 +208,15 @@ def _open(path):
         raise os_error(path, err) from None
 
 
-def read_bytes(path, keep=True, check_piece=None):
+def read_bytes(path, keep=True, check_piece=None, size_limit=None):
     """The whole content of `path` ('-' for stdin), gunzipped when it is gzip data. Stdin
     is read once and, with `keep`, kept, so that a tool may pass over it twice. A line
     longer than max_line_bytes() is refused; a stream (stdin, a pipe, a device), or gzip
-    data, as soon as it is read. `check_piece`: as _read_checked's, for a stream."""
+    data, as soon as it is read. `check_piece`: as _read_checked's, for a stream.
+    `size_limit`: (bytes, the variable that raises them): a larger content (gunzipped) is
+    refused as soon as it is read past them."""
     limit, key = max_line_bytes(), _stream_key(path)
+    capped = _size_check(path, *size_limit) if size_limit else None
     if key in _kept:
         if _kept[key] is None:
             raise _read_once(path)
@@ -220,7 +224,7 @@ def read_bytes(path, keep=True, check_piece=None):
     elif is_stream(path):
         source = _open(path)
         try:
-            data = _read_checked(source, path, limit, check_piece)
+            data = _read_checked(source, path, limit, _both(check_piece, capped))
         except OSError as err:
             raise os_error(path, err) from None
         finally:
@@ -231,18 +235,39 @@ def read_bytes(path, keep=True, check_piece=None):
     else:
         with contextlib.closing(_open(path)) as f:
             try:
-                data = f.read()
+                data = f.read() if size_limit is None else f.read(size_limit[0] + 1)
             except OSError as err:
                 raise os_error(path, err) from None
+        if capped and data[:2] != GZIP_MAGIC:
+            capped(data, 0)
         if data[:2] != GZIP_MAGIC:
             _checked_lines(data, path, limit)
     if data[:2] == GZIP_MAGIC:
         import gzip
         try:
-            data = _read_checked(gzip.GzipFile(fileobj=io.BytesIO(data)), path, limit)
+            data = _read_checked(gzip.GzipFile(fileobj=io.BytesIO(data)), path, limit,
+                                 _size_check(path, *size_limit) if size_limit else None)
         except (OSError, EOFError, zlib.error) as err:
             raise InputError(f"corrupt gzip data ({err})", path=path) from None
     return data
+
+
+def _size_check(path, size, variable):
+    """A check_piece for _read_checked that refuses a content past `size` bytes."""
+    total = 0
+
+    def check(piece, lines):
+        nonlocal total
+        total += len(piece)
+        if total > size:
+            raise InputError(f"larger than {size} bytes (the limit: set {variable} to raise it)", path=path)
+    return check
+
+
+def _both(first, second):
+    if first is None or second is None:
+        return first or second
+    return lambda piece, lines: (first(piece, lines), second(piece, lines))
 
 
 def read_mapped(path, check_piece=None):
@@ -420,7 +445,12 @@ def _decode(data, path):
 
 def read_lines(path):
     """Lines of `path` without their newlines ('\\r\\n' accepted)."""
-    lines = read_text(path).split("\n")
+    return decoded_lines(read_bytes(path), path)
+
+
+def decoded_lines(data, path):
+    """The lines of `data`, bytes read from `path`, as read_lines gives them."""
+    lines = _decode(data, path).split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     return [line[:-1] if line.endswith("\r") else line for line in lines]
@@ -581,3 +611,4 @@ def _encoded(raw, path, binary):
         text.detach()
     if compressed:
         compressed.close()
+

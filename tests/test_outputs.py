@@ -153,3 +153,24 @@ def test_stdout_is_written_as_the_command_goes(folder):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_batch_of_outputs_appears_whole_at_its_commit(tmp_path):
+    """OutputBatch (lattice-tool's N-best files and lattices): each file written beside its
+    target, none in place before the commit, each its whole content after it (gzip as
+    open_output compresses it), no temporary file left, an old file replaced."""
+    import gzip
+
+    from nplmtk.io import open_output
+    from nplmtk.output_batch import OutputBatch
+    (tmp_path / "b.gz").write_bytes(b"old")
+    with OutputBatch(pending_limit=3) as batch:
+        batch.write(str(tmp_path / "a.gz"), b"one\ntwo\n")
+        batch.write(str(tmp_path / "b.gz"), b"three\n")
+        assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["b.gz"]
+        assert (tmp_path / "b.gz").read_bytes() == b"old"
+    with open_output(str(tmp_path / "c.gz")) as out:
+        out.write("one\ntwo\n")
+    assert (tmp_path / "a.gz").read_bytes() == (tmp_path / "c.gz").read_bytes()
+    assert gzip.decompress((tmp_path / "b.gz").read_bytes()) == b"three\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.gz", "b.gz", "c.gz"]

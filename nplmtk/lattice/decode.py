@@ -60,6 +60,7 @@ class Scales:
     each overridden by a value given here (None: the file's or SRILM's default)."""
 
     DEFAULTS = {"acscale": 1.0, "lmscale": 1.0, "ngscale": 1.0, "prscale": 1.0, "duscale": 0.0}
+    LIMIT = 1e30  # a scale's size at most: times a score of up to 1e8, still a float32
 
     def __init__(self, acscale=None, lmscale=None, wdpenalty=None):
         self.given = {"acscale": acscale, "lmscale": lmscale}
@@ -70,6 +71,9 @@ class Scales:
         for key, default in self.DEFAULTS.items():
             given = self.given.get(key)
             scales[key] = given if given is not None else float(lattice.header.get(key, default))
+            if abs(scales[key]) > self.LIMIT:
+                raise InputError(f"{key}={scales[key]:g}: beyond the scales' limit, {self.LIMIT:g} in size",
+                                 path=lattice.path, line=lattice.header_lines.get(key))
         if self.wdpenalty is not None:
             scales["wdpenalty"] = self.wdpenalty
         elif "wdpenalty" in lattice.header:
@@ -123,6 +127,9 @@ def srilm_graph(lattice, scales, word_of):
                 weight = f32(weight + scale * score[key])
         if word is not None:
             weight = f32(weight + wdpenalty)
+        if not -math.inf < weight < math.inf and -math.inf not in score.values():
+            raise InputError(f"link J={link.number}: its scores times the scales overflow a float32", path=lattice.path,
+                             line=link.line)
         node = GraphNode(None if word is None else word_of(word), score.get("a"), score.get("l"), score, end.time)
         node.incoming.append((index[link.start], weight))
         leaving[link.start].append(len(nodes))

@@ -8,15 +8,21 @@ line starting `J=` a link (S= E= its nodes, W= its word, a= n= l= r= ds= x1..x9=
 any other line header fields (VERSION, UTTERANCE, base=, lmscale=, wdpenalty=, acscale=,
 ngscale=, prscale=, duscale=, start=, end=, N=, L=, dir=, ...). `!NULL` is no word. Scores
 are logs in base `base=` (default e; base=0: plain probabilities)."""
+import functools
 import math
 import re
 
+import numpy as np
+
+from .._ext.htk_reader import scan_slf
 from ..errors import InputError
-from ..io import read_lines
+from ..io import byte_limit, decoded_lines, read_bytes
 
 NULL_WORD = "!NULL"
+FLOAT32_ROUNDS_TO_INF = 3.4028235677973366e38  # and above: infinite as a float32
 NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\Z")
 LINK_SCORES = frozenset(("a", "n", "l", "r", "ds") + tuple(f"x{i}" for i in range(1, 10)))
+SCORE_KEYS = ("a", "n", "l", "r", "ds") + tuple(f"x{i}" for i in range(1, 10))  # htk_reader's order
 NODE_SCORES = frozenset(("a", "r", "ds") + tuple(f"x{i}" for i in range(1, 10)))
 LONG_NAMES = {"START": "S", "END": "E", "WORD": "W", "acoustic": "a", "ngram": "n", "language": "l",
               "var": "v", "div": "d", "states": "s", "time": "t", "NODES": "N", "LINKS": "L",
@@ -48,10 +54,11 @@ class Lattice:
     """One SLF lattice as read: `header` (field -> text, in the file's order), `nodes` and
     `links` in the file's order (nodes by number in `node`), `start` and `end` (node
     numbers), `order` (node numbers, topologically sorted), `name` (UTTERANCE, else the
-    file's name without .gz, .lat, .slf)."""
+    file's name without .gz, .lat, .slf), `header_lines` (each header field's line)."""
 
-    def __init__(self, path, header, nodes, links, start, end, order, name):
+    def __init__(self, path, header, nodes, links, start, end, order, name, header_lines=None):
         self.path, self.header, self.nodes, self.links = path, header, nodes, links
+        self.header_lines = header_lines or {}  # field -> its line
         self.node = {n.number: n for n in nodes}
         self.start, self.end, self.order, self.name = start, end, order, name
 
@@ -129,12 +136,25 @@ def _read_link(items, path, line):
     return link
 
 
+MAX_LATTICE_BYTES, LIMIT_VARIABLE = 64 << 20, "NPLM_MAX_LATTICE_BYTES"  # a lattice's text, gunzipped
+HEADER_LINES = 64  # header lines htk_reader takes; a file with more is read line by line
+
+
 def read_htk(path):
     """The lattice of the SLF file `path` (gzip allowed), checked: numbers finite, every
     node and link number defined once, every link's nodes defined, N= and L= right, start
-    and end nodes present, no cycle, the end reachable from the start."""
+    and end nodes present, no cycle, the end reachable from the start. A text past
+    MAX_LATTICE_BYTES (gunzipped) is refused as it is read."""
+    data = read_bytes(path, keep=False, size_limit=(byte_limit(LIMIT_VARIABLE, MAX_LATTICE_BYTES), LIMIT_VARIABLE))
+    read = _scanned(path, data)
+    if read is None:  # not the plain form htk_reader takes: line by line, with every check's message
+        read = _read_lines(path, decoded_lines(data, path))
+    return _checked(path, *read)
+
+
+def _read_lines(path, lines):
     header, header_lines, nodes, links = {}, {}, [], []
-    for number, text in enumerate(read_lines(path), 1):
+    for number, text in enumerate(lines, 1):
         items = fields(text)
         if not items:
             continue
@@ -143,13 +163,64 @@ def read_htk(path):
         elif items[0][0] == "J":
             links.append(_read_link(items, path, number))
         else:
-            for key, value in items:
-                if key in HEADER_NUMBERS:
-                    _number(value, key, path, number)
-                elif key in ("N", "L", "start", "end"):
-                    _integer(value, key, path, number)
-                header[key], header_lines[key] = value, number
-    return _checked(path, header, header_lines, nodes, links)
+            _read_header(items, path, number, header, header_lines)
+    return header, header_lines, nodes, links
+
+
+def _read_header(items, path, number, header, header_lines):
+    for key, value in items:
+        if key in HEADER_NUMBERS:
+            _number(value, key, path, number)
+        elif key in ("N", "L", "start", "end"):
+            _integer(value, key, path, number)
+        header[key], header_lines[key] = value, number
+
+
+@functools.lru_cache(maxsize=None)
+def _score_keys(order):
+    """htk_reader's code of a line's score keys (4 bits a key, key + 1, first lowest): (key, column)s."""
+    keys = []
+    while order:
+        keys.append((SCORE_KEYS[(order & 15) - 1], (order & 15) - 1))
+        order >>= 4
+    return tuple(keys)
+
+
+def _scanned(path, data):
+    """(header, header_lines, nodes, links) as htk_reader reads them, None where it stops."""
+    node_ints = np.empty((data.count(b"I="), 5), dtype=np.int64)
+    node_reals = np.empty((len(node_ints), len(SCORE_KEYS) + 1), dtype=np.float64)
+    link_ints = np.empty((data.count(b"J="), 7), dtype=np.int64)
+    link_reals = np.empty((len(link_ints), len(SCORE_KEYS)), dtype=np.float64)
+    header_spans = np.empty((HEADER_LINES, 3), dtype=np.int64)
+    node_count, link_count, header_count, stop = scan_slf(data, node_ints, node_reals, link_ints, link_reals,
+                                                          header_spans)
+    if stop:
+        return None
+    header, header_lines = {}, {}
+    for number, begin, end in header_spans[:header_count].tolist():
+        _read_header(fields(data[begin:end].decode("ascii")), path, number, header, header_lines)
+    nodes, links = [], []
+    for (number, line, begin, end, order), reals in zip(node_ints[:node_count].tolist(),
+                                                        node_reals[:node_count].tolist()):
+        node = Node(number, line)
+        if reals[0] == reals[0]:  # not NaN: t= given
+            node.time = reals[0]
+        if begin >= 0:
+            node.word = _word(data[begin:end].decode("ascii"), "W", path, line)
+        if order:
+            node.scores = {key: reals[1 + column] for key, column in _score_keys(order)}
+        nodes.append(node)
+    for (number, line, start, end, begin, stop, order), reals in zip(link_ints[:link_count].tolist(),
+                                                                     link_reals[:link_count].tolist()):
+        link = Link(number, line)
+        link.start, link.end = start, end
+        if begin >= 0:
+            link.word = _word(data[begin:stop].decode("ascii"), "W", path, line)
+        if order:
+            link.scores = {key: reals[column] for key, column in _score_keys(order)}
+        links.append(link)
+    return header, header_lines, nodes, links
 
 
 def _checked(path, header, header_lines, nodes, links):
@@ -174,9 +245,8 @@ def _checked(path, header, header_lines, nodes, links):
     for key, count, what in (("N", len(nodes), "nodes"), ("L", len(links), "links")):
         if key in header and int(header[key]) != count:
             raise InputError(f"{key}={header[key]} but {count} {what} follow", path=path, line=header_lines[key])
-    if "base" in header and float(header["base"]) < 0:
-        raise InputError(f"base={header['base']}: must be 0 (probabilities) or above", path=path,
-                         line=header_lines["base"])
+    if "base" in header:
+        _check_base(path, header, header_lines, nodes, links)
     outgoing = {n: [] for n in by_number}
     incoming = {n: 0 for n in by_number}
     for link in links:
@@ -193,7 +263,38 @@ def _checked(path, header, header_lines, nodes, links):
         raise InputError(f"the end node {end} cannot be reached from the start node {start}", path=path,
                          line=by_number[end].line)
     name = header.get("U") or path
-    return Lattice(path, header, nodes, links, start, end, order, utterance_id(name.strip('"').split("=")[0]))
+    return Lattice(path, header, nodes, links, start, end, order, utterance_id(name.strip('"').split("=")[0]),
+                   header_lines)
+
+
+def _check_base(path, header, header_lines, nodes, links):
+    """A base whose log10 is a number (a float32 above 0, as SRILM reads it), or 0 with
+    every score a probability (not below 0)."""
+    base = float(header["base"])
+    if base < 0 or (base > 0 and not (float(np.float32(min(base, 1.0))) > 0 and base < FLOAT32_ROUNDS_TO_INF)):
+        raise InputError(f"base={header['base']}: must be 0 (probabilities) or a number from about 1e-45 to 3.4e38 "
+                         "(a float32 above 0)", path=path, line=header_lines["base"])
+    if base > 0:
+        return
+    if "wdpenalty" in header and float(header["wdpenalty"]) < 0:
+        raise InputError(f"wdpenalty={header['wdpenalty']} with base=0: not a probability (below 0)", path=path,
+                         line=header_lines["wdpenalty"])
+    for item in nodes + links:
+        for key, value in item.scores.items():
+            if value < 0:
+                raise InputError(f"{key}={value:g} with base=0 (scores as probabilities): below 0", path=path,
+                                 line=item.line)
+
+
+def file_name(lattice):
+    """The lattice's name (UTTERANCE=, else its file's) as an output file's name: refused
+    when it is none or would be hidden (empty, or starting with '.')."""
+    if lattice.name and not lattice.name.startswith("."):
+        return lattice.name
+    line = lattice.header_lines.get("U")
+    source = f"UTTERANCE={lattice.header['U']}" if line else "the file's name"
+    raise InputError(f"{source} gives the name '{lattice.name}', not a plain file name for the outputs",
+                     path=lattice.path, line=line)
 
 
 def _terminal(path, header, header_lines, key, by_number, degree):
