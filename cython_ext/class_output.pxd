@@ -9,7 +9,7 @@
 from libc.math cimport exp, log
 from libc.string cimport memcpy, memset
 
-from kernel_common cimport axpy_row, dot_row, gemm, softmax_row
+from kernel_common cimport axpy_row, dot_row, gemm, softmax_row, softmax_terms
 
 
 cdef struct Classes:
@@ -55,6 +55,36 @@ cdef inline double class_forward(const Classes *k, const float *top, Py_ssize_t 
         if logp != NULL:
             logp[r] = value
     return total
+
+
+cdef inline void class_pairs(const Classes *k, const float *top, int B, int width, const float *Vc, const float *bc,
+                             const float *V, const float *d, const int *rows, const int *targets, Py_ssize_t P,
+                             float *Z, float *totals, float *u, double *logp) noexcept nogil:
+    """class_forward's log p of each pair's target (targets[p] >= 0) after the row
+    rows[p] of top (B rows) in logp[p]: the class softmax once per row (Z: B x K, totals:
+    B), the softmax within a class once per run of pairs of the same row and class (u:
+    largest floats), so that a row's several targets share them."""
+    cdef Py_ssize_t p
+    cdef int K = k.count, b, c, t, last_row = -1, last_class = -1
+    cdef float within = 1
+    for b in range(B):
+        if bc != NULL:
+            memcpy(Z + <Py_ssize_t> b * K, bc, K * sizeof(float))
+        else:
+            memset(Z + <Py_ssize_t> b * K, 0, K * sizeof(float))
+    gemm(b'N', b'T', B, K, width, 1.0, top, width, Vc, width, 1.0, Z, K)
+    for b in range(B):
+        totals[b] = softmax_terms(Z + <Py_ssize_t> b * K, K)
+    for p in range(P):
+        t = targets[p]
+        if t < 0:
+            continue
+        b, c = rows[p], k.class_of[t]
+        if b != last_row or c != last_class:
+            class_scores(k, c, top + <Py_ssize_t> b * width, width, V, d, u)
+            within = softmax_terms(u, k.starts[c + 1] - k.starts[c])
+            last_row, last_class = b, c
+        logp[p] = log(<double> Z[<Py_ssize_t> b * K + c] / totals[b]) + log(<double> u[k.slot_of[t]] / within)
 
 
 cdef inline void class_backward(const Classes *k, const float *top, Py_ssize_t N, int width, const float *Vc,

@@ -31,6 +31,21 @@ cdef extern from *:
         return logp;
     }
 
+    /* softmax_row's exponentials in place (y - max y), returning their sum: log p of any
+       entry t is then log((double) y[t] / sum), softmax_row's value, for several targets
+       of one row (its loops as softmax_row's, so that they sum in the same order). */
+    __attribute__((target_clones("avx512f", "avx2", "default"), unused))
+    static float nplm_softmax_terms(float *restrict y, int size) {
+        float top = y[0], total = 0;
+        for (int j = 1; j < size; j++)
+            top = y[j] > top ? y[j] : top;
+        for (int j = 0; j < size; j++) {
+            y[j] = expf(y[j] - top);
+            total += y[j];
+        }
+        return total;
+    }
+
     /* log p(target) of a row of scores, the row read twice and left as it is: scoring
        needs no probabilities. Summed in float as softmax_row sums (its last bits may differ). */
     __attribute__((target_clones("avx512f", "avx2", "default"), unused))
@@ -45,6 +60,7 @@ cdef extern from *:
     """
     double softmax_row "nplm_softmax_row"(float *y, int size, int target) noexcept nogil
     double log_softmax_at "nplm_log_softmax_at"(const float *y, int size, int target) noexcept nogil
+    float softmax_terms "nplm_softmax_terms"(float *y, int size) noexcept nogil
 
 
 cdef extern from *:

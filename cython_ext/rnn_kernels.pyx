@@ -22,7 +22,7 @@ cimport numpy as cnp
 from libc.math cimport log, sqrt
 from libc.string cimport memcpy, memset
 
-from class_output cimport class_attach, class_backward, class_distribution, class_forward
+from class_output cimport class_attach, class_backward, class_distribution, class_forward, class_pairs
 from hs_output cimport tree_attach, tree_backward, tree_distribution, tree_forward
 from batch_driver cimport Schedule, Update, drive, schedule_of
 from elementwise cimport adam_corrections, column_sums, squares, update
@@ -71,14 +71,22 @@ cdef float *layers_forward(Rnn *net, int T, bint train) noexcept nogil:
 cdef double forward(Rnn *net, int T, bint train, double *logp) noexcept nogil:
     """Scores of a segment of T steps (net.inputs, net.targets): the sum of log p of its
     targets (those >= 0), each also in logp[step * B + stream] when logp is given."""
-    cdef int m = net.m, V = net.vocab, target, width = net.layer[net.layers - 1].hidden
-    cdef Py_ssize_t N = <Py_ssize_t> T * net.streams, r
     cdef const float *top = layers_forward(net, T, train)
+    return output_forward(net, top, net.X, <Py_ssize_t> T * net.streams, net.targets, logp)
+
+
+cdef double output_forward(Rnn *net, const float *top, const float *X, Py_ssize_t N, const int *targets,
+                           double *logp) noexcept nogil:
+    """The output layer on N rows (at most capacity x streams) of the top layer's output
+    and of input features X: the sum of log p of targets[r] (those >= 0), each also in
+    logp[r] when logp is given."""
+    cdef int m = net.m, V = net.vocab, target, width = net.layer[net.layers - 1].hidden
+    cdef Py_ssize_t r
     cdef double total = 0, value
     if net.tree.nodes:
-        return tree_forward(&net.tree, top, N, width, net.Vn, net.bn, net.targets, 1, net.G, logp)
+        return tree_forward(&net.tree, top, N, width, net.Vn, net.bn, targets, 1, net.G, logp)
     if net.classes.count:
-        return class_forward(&net.classes, top, N, width, net.Vc, net.bc, net.V, net.d, net.targets, net.Y, net.U,
+        return class_forward(&net.classes, top, N, width, net.Vc, net.bc, net.V, net.d, targets, net.Y, net.U,
                              logp)
     for r in range(N):
         if net.d != NULL:
@@ -87,9 +95,9 @@ cdef double forward(Rnn *net, int T, bint train, double *logp) noexcept nogil:
             memset(net.Y + r * V, 0, V * sizeof(float))
     gemm(b'N', b'T', <int> N, V, width, 1.0, top, width, net.V, width, 1.0, net.Y, V)
     if net.direct:
-        gemm(b'N', b'T', <int> N, V, m, 1.0, net.X, m, net.M, m, 1.0, net.Y, V)
+        gemm(b'N', b'T', <int> N, V, m, 1.0, X, m, net.M, m, 1.0, net.Y, V)
     for r in range(N):
-        target = net.targets[r]
+        target = targets[r]
         if target >= 0:
             value = softmax_row(net.Y + r * V, V, target)
             total += value
@@ -587,6 +595,47 @@ cdef class RecurrentNetwork:
                 carry_state(&self.net, T)
                 start += T
             self.net.projected = NULL
+        self._save_state()
+
+    def step_pairs(self, const int[::1] inputs, const int[::1] rows, const int[::1] targets, double[::1] out):
+        """One step of every stream from its carried state, reading inputs[stream], and the
+        natural-log probability of each targets[k] (>= 0; others untouched) after the new
+        state of stream rows[k] in out[k]; the new states carried. A stream's several
+        targets share its step (and with the class output, its class softmax)."""
+        cdef Py_ssize_t P = rows.shape[0], k
+        cdef int B = self.net.streams, width = self.net.layer[self.net.layers - 1].hidden, m = self.net.m
+        cdef const float *top
+        cdef float[:, ::1] gathered, features
+        cdef float[::1] Z, totals, u
+        if inputs.shape[0] != B or targets.shape[0] != P or out.shape[0] != P:
+            raise ValueError("an input per stream, and a target and an output per pair")
+        if not self.net.classes.count and P > <Py_ssize_t> self.net.capacity * B:
+            raise ValueError("more pairs than the network's streams times its capacity")
+        self._check_rows(np.stack([np.asarray(inputs), np.full(B, -1, dtype=np.int32)])[None])
+        pair_rows, pair_targets = np.asarray(rows), np.asarray(targets)
+        if P and (pair_rows.min() < 0 or pair_rows.max() >= B or pair_targets.max() >= self.net.vocab):
+            raise ValueError("pairs of streams or words outside the network's")
+        if self.net.classes.count:
+            Z = np.empty(B * self.net.classes.count, dtype=np.float32)
+            totals, u = np.empty(B, dtype=np.float32), np.empty(self.net.classes.largest, dtype=np.float32)
+        else:  # the pairs' rows side by side for the output layer
+            gathered = np.empty((max(P, 1), width), dtype=np.float32)
+            features = np.empty((max(P, 1), m), dtype=np.float32)
+        self._restore_state()
+        with nogil:
+            for k in range(B):
+                self.net.inputs[k] = inputs[k]
+                self.net.targets[k] = -1
+            top = layers_forward(&self.net, 1, False)
+            if self.net.classes.count:
+                class_pairs(&self.net.classes, top, B, width, self.net.Vc, self.net.bc, self.net.V, self.net.d,
+                            &rows[0], &targets[0], P, &Z[0], &totals[0], &u[0], &out[0])
+            elif P:
+                for k in range(P):
+                    memcpy(&gathered[k, 0], top + <Py_ssize_t> rows[k] * width, width * sizeof(float))
+                    memcpy(&features[k, 0], self.net.X + <Py_ssize_t> rows[k] * m, m * sizeof(float))
+                output_forward(&self.net, &gathered[0, 0], &features[0, 0], P, &targets[0], &out[0])
+            carry_state(&self.net, 1)
         self._save_state()
 
     def masks(self):

@@ -334,6 +334,31 @@ def _network(kind, order=None):
     return model
 
 
+@pytest.mark.parametrize("output", ["full", "class", "hs"])
+def test_a_step_of_several_paths_and_words_scores_as_each_alone(output):
+    """step_pairs, the decoder's batch (a node's targets sharing its step and, with
+    classes, its class softmax; nodes as streams), against each (node, target) alone and
+    against the sentences' scores."""
+    import numpy as np
+    from nplmtk.neural.recurrent import LSTMModel
+    from nplmtk.vocab import Vocabulary
+    vocab = Vocabulary(list("abcdefgh"))
+    counts = np.arange(1, len(vocab) + 1) ** 2
+    model = LSTMModel.initial(vocab, features=6, hidden=6, seed=3, output=output, counts=counts,
+                              classes=3 if output == "class" else None, direct=output == "full")
+    ids = [vocab.index[w] for w in "abcd"]
+    logp, first = model.step_pairs([(0, 0)], np.array([-1]), np.array([vocab.bos]), None, {})
+    parent, node_input = np.array([0, 0, 0]), np.array(ids[:3], dtype=np.int32)
+    pairs = [(node, target) for node in range(3) for target in (ids[3], 1, ids[0], ids[3], 2)]
+    logp, after = model.step_pairs(pairs, parent, node_input, first, {})
+    for (node, target), value in zip(pairs, logp):
+        alone, state = model.step_pairs([(0, target)], parent[node:node + 1], node_input[node:node + 1], first, {})
+        assert value == pytest.approx(alone[0], abs=1e-6)
+        assert after[0]["state"][node] == pytest.approx(state[0]["state"][0], abs=1e-6)
+        expected = model.logprobs(_corpus(model, [[vocab.words[node_input[node]], vocab.words[target]]]))[1]
+        assert value == pytest.approx(expected, abs=1e-5)
+
+
 def _decode(lattice, model, order, nbest=True):
     from nplmtk.lattice.decode import Scales, viterbi
     from nplmtk.lattice.scores import NetworkScores

@@ -72,19 +72,13 @@ class BackoffScores:
 
 class RecurrentMemory:
     """A path as a recurrent network reads it: the memory of the path before its last
-    word (`parent`, None before <s>), that word's id, and once computed the network's
-    state after it (per layer, its state and cell rows) and log10 p of next words."""
-    __slots__ = ("parent", "word", "state", "logp")
+    word (`parent`, None before <s>), that word's id, and once computed the row of
+    NetworkScores' states holding the network's state after it (0: the zero state before
+    any word) and log10 p of next words."""
+    __slots__ = ("parent", "word", "row", "logp")
 
     def __init__(self, parent, word):
-        self.parent, self.word, self.state, self.logp = parent, word, None, {}
-
-
-class _Path:
-    __slots__ = ("memory",)
-
-    def __init__(self, memory):
-        self.memory = memory
+        self.parent, self.word, self.row, self.logp = parent, word, None, {}
 
 
 class NetworkScores:
@@ -100,10 +94,16 @@ class NetworkScores:
         self.index = model.vocab.index
         self.recurrent = bool(model.RECURRENT)
         self.networks = {}  # a recurrent network's kernels by batch size
-        self.cache = {}
+        self.forget()
 
     def forget(self):
         self.cache = {}
+        self.children = {}  # a recurrent memory by its parent's and its word: each state computed once
+        if self.recurrent:  # the states, a row each (row 0 the zero state), per layer
+            widths = self.model.widths(self.model.meta)
+            self.states = [{name: np.zeros((64, widths[l]), dtype=np.float32) for name in ("state", "cell")}
+                           for l in range(self.model.meta["layers"])]
+            self.rows = 1
 
     def _id(self, word):
         return self.index.get(word, self.model.vocab.unk)
@@ -114,7 +114,10 @@ class NetworkScores:
 
     def advance(self, memory, word):
         if self.recurrent:
-            return RecurrentMemory(memory, self._id(word))
+            key = (id(memory), self._id(word))
+            if key not in self.children:  # (the memory itself keeps its parent, and so the id, alive)
+                self.children[key] = RecurrentMemory(memory, key[1])
+            return self.children[key]
         return (memory + (self._id(word),))[1:]
 
     def logprob(self, word, path):
@@ -139,47 +142,42 @@ class NetworkScores:
                 self.cache[key] = f32(logp)
 
     def _step(self, paths, words):
-        """One step of the network for every distinct memory of `paths` (from its parent's
-        state, input its word), scoring each of `words` after it."""
+        """One step of the network for every distinct memory of `paths` not yet scored for
+        all of `words` (from its parent's state, input its word), scoring each of `words`
+        after it."""
         memories = list({id(path.memory): path.memory for path in paths}.values())
-        memories = [m for m in memories if any(w not in m.logp for w in words)]
+        memories = [m for m in memories if m.row is None or any(w not in m.logp for w in words)]
         if not memories:
             return
-        roots = [m for m in memories if m.parent is None]  # the network's kernel steps from zero or from states
-        if roots and len(roots) < len(memories):
-            self._step([_Path(m) for m in roots], words)
-            memories = [m for m in memories if m.parent is not None]
-        parents = list({id(m.parent): m.parent for m in memories if m.parent is not None}.values())
-        where = {id(p): i for i, p in enumerate(parents)}
-        parent = np.array([where[id(m.parent)] if m.parent is not None else -1 for m in memories], dtype=np.int64)
-        states = None
-        if parents:
-            layers = len(parents[0].state)
-            states = [{name: np.stack([p.state[l][k] for p in parents]) for k, name in enumerate(("state", "cell"))}
-                      for l in range(layers)]
+        parent = np.array([0 if m.parent is None else m.parent.row for m in memories], dtype=np.int64)
         node_input = np.array([m.word for m in memories], dtype=np.int32)
-        ids = [self.index[w] for w in words]
+        ids = np.array([self.index[w] for w in words], dtype=np.int64)
         per_call = max(1, MAX_PAIRS // len(ids))
         for first in range(0, len(memories), per_call):
-            chunk = range(first, min(first + per_call, len(memories)))
-            pairs = [(i - first, t) for i in chunk for t in ids]
-            pairs += [(0, -1)] * (_bucket(len(pairs)) - len(pairs))  # a few batch sizes: a kernel per size
-            part = slice(chunk.start, chunk.stop)
-            logp, after = self.model.step_pairs(pairs, parent[part], node_input[part], states, self.networks)
-            logp = (logp / LN10).tolist()
-            for i in chunk:
-                memory = memories[i]
-                memory.state = [(layer["state"][i - first], layer["cell"][i - first]) for layer in after]
-                for j, word in enumerate(words):
-                    memory.logp[word] = f32(logp[(i - first) * len(words) + j])
+            chunk = memories[first:first + per_call]
+            pairs = np.stack([np.repeat(np.arange(len(chunk)), len(ids)), np.tile(ids, len(chunk))], axis=1)
+            part = slice(first, first + len(chunk))
+            logp, after = self.model.step_pairs(pairs, parent[part], node_input[part], self.states, self.networks)
+            rows = self._rows(len(chunk))
+            for layer, stepped in zip(self.states, after):
+                for name, array in layer.items():
+                    array[rows] = stepped[name]
+            logp = (logp / LN10).astype(np.float32).tolist()  # as f32 rounds them
+            for i, memory in enumerate(chunk):
+                memory.row = rows.start + i
+                memory.logp.update(zip(words, logp[i * len(ids):(i + 1) * len(ids)]))
+
+    def _rows(self, count):
+        """`count` new rows of the states (their arrays grown when full)."""
+        rows = slice(self.rows, self.rows + count)
+        self.rows += count
+        for layer in self.states:
+            for name, array in layer.items():
+                if len(array) < self.rows:
+                    layer[name] = np.concatenate([array, np.zeros((max(self.rows, 2 * len(array)) - len(array),
+                                                                   array.shape[1]), dtype=np.float32)])
+        return rows
 
 
 MAX_PAIRS = 1024  # (path, word) pairs per step of a network: its kernel's buffers grow with them
 
-
-def _bucket(count):
-    """The batch size a kernel is made for: the next power of two (at least 16)."""
-    size = 16
-    while size < count:
-        size *= 2
-    return size

@@ -322,28 +322,8 @@ class RNNModel(NeuralModel):
         return self.stepper.sentences_alone(corpus)
 
     def step_pairs(self, pairs, parent, node_input, states, networks):
-        """One step for every (node, target) pair: from the state of the node's parent (zero
-        at the root), input the node's token; log p of the target (-inf if outside the
-        vocabulary), and the nodes' new states."""
-        count = len(pairs)
-        node = np.array([n for n, _ in pairs])
-        rows = np.empty((1, 2, count), dtype=np.int32)
-        rows[0, 0] = node_input[node]
-        rows[0, 1] = [t if t >= 0 else -1 for _, t in pairs]
-        network = networks.get(count)
-        if network is None:
-            network = networks[count] = self._network(count, 1)
-        for l in range(self.meta["layers"]):
-            for name in ("state", "cell"):
-                carried = network.carried[f"{name}{l}"]
-                carried[...] = 0 if states is None or parent[0] < 0 else states[l][name][parent[node]]
-        logp = np.full(count, -np.inf)
-        network.logprobs(rows, logp)
-        first = np.zeros(len(node_input), dtype=np.int64)
-        first[node[::-1]] = np.arange(count)[::-1]  # a pair of each node carries its state
-        next_states = [{name: network.carried[f"{name}{l}"][first].copy() for name in ("state", "cell")}
-                       for l in range(self.meta["layers"])]
-        return logp, next_states
+        from .steps import step_pairs  # (steps imports this module's neighbours)
+        return step_pairs(self, pairs, parent, node_input, states, networks)
 
     def tiny_examples(self, examples, count, seed):
         """Algorithm 4's tiny set: the first steps of the streams, about `count` words, each
