@@ -131,7 +131,7 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, approx_order, unk,
                 expanding = scores is not None and (write_htk or posterior_decode or ppl)
                 by_decoder = expanding and not isinstance(scores, BackoffScores)  # a network's expansion: the decoder's
                 if viterbi_decode or nbest_decode or by_decoder:
-                    check_scales(lattice, settings, bool(nbest_decode) or scores is not None)
+                    check_scales(lattice, settings, nbest=bool(nbest_decode), with_model=scores is not None)
                     decoding = decode(lattice, settings, word_of, scores, context_order,
                                       nbest=bool(nbest_decode) or by_decoder)
                     unscored = scores is not None and best_words(decoding.nodes, decoding.finals) is None

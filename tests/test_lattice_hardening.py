@@ -94,6 +94,16 @@ def test_scales_that_would_overflow_a_float32_are_refused(tmp_path):
         (2, "", f"nplm: {far}:11: link J=1: its scores times the scales overflow a float32\n")
 
 
+def test_a_negative_lmscale_names_what_needs_it(tmp_path):
+    """lmscale=-10 under -viterbi-decode spoke of the N-best search."""
+    path = lattice(tmp_path, change=("lmscale=8", "lmscale=-10"))
+    status, out, err = tool("-in-lattice", path, "-lm", MODEL, "-viterbi-decode")
+    assert (status, out, err) == (2, "", f"nplm: {path}: lmscale not given (or not above 0): decoding with a "
+                                         "language model weighs its scores by it\n")
+    status, out, err = tool("-in-lattice", path, "-nbest-decode", 2, "-out-nbest-dir", tmp_path / "nbest")
+    assert status == 2 and err.endswith("the N-best search needs it\n")
+
+
 def test_output_names_are_plain_and_written_once_a_run(tmp_path):
     hidden = lattice(tmp_path, "hidden.lat", "a/")
     first = lattice(tmp_path, "first.lat", "same", word="a")

@@ -316,9 +316,12 @@ def sentence_logprobs(model, sentences):
     return [f32(t) for t in totals]
 
 
-def check_scales(lattice, scales, nbest):
-    if nbest and not scales["lmscale"] > 0:
-        raise InputError("lmscale not given (or not above 0): the N-best search needs it", path=lattice.path)
+def check_scales(lattice, scales, nbest, with_model=False):
+    """Refuse an lmscale that is missing or not above 0 where the search uses it: the N-best
+    search, and decoding with a language model (which weighs the model's scores by it)."""
+    if (nbest or with_model) and not scales["lmscale"] > 0:
+        need = "the N-best search needs it" if nbest else "decoding with a language model weighs its scores by it"
+        raise InputError(f"lmscale not given (or not above 0): {need}", path=lattice.path)
 
 
 def nbest_lines(nodes, finals, count, model=None):
