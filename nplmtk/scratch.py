@@ -39,11 +39,15 @@ def folder_in_use(folder, name):
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 20, 0).decode("ascii", "replace").strip() or "another"
-            raise NplmError(f"in use by process {holder}, which writes its files here: wait for it, or give "
-                            "another folder", path=folder) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            holder = os.pread(fd, 20, 0).decode("ascii", "replace").strip()  # empty while it writes it
+            raise NplmError(f"in use by {f'process {holder}' if holder else 'another process'}, which writes "
+                            "its files here: wait for it, or give another folder", path=folder) from None
+        except OSError:  # a file system without locks (ENOLCK): the folder is used unguarded, as before
+            pass
+        else:
+            with contextlib.suppress(OSError):  # the PID only names the holder to whoever is refused
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         yield
     finally:
         os.close(fd)
