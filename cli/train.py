@@ -15,6 +15,7 @@ from nplmtk.io import check_readable, check_writable
 from nplmtk.models import ARCHITECTURES, load
 from nplmtk.neural.parallel import world
 from nplmtk.neural.train import Trainer, TrainingConfig
+from nplmtk.scratch import folder_in_use
 from nplmtk.text import Normalizer
 from nplmtk.vocab import Vocabulary, count_words
 
@@ -22,6 +23,7 @@ from .ranks import abort_on_error, input_agreed_on
 from .options import INT_MAX, BlockValues, DomainOption, Integer, OptionValueError, Real, example, flag, option, spell
 
 DEFAULT_ARCH = "mlp"
+CHECKPOINT_LOCK = ".train-nplm.lock"  # in the checkpoint folder: the PID of the run that writes there
 ARCH_HELP = ("Architecture: " + "; ".join(f"{name} ({model.summary})" for name, model in ARCHITECTURES.items())
              + ". `-arch NAME --help` lists NAME's options.")
 
@@ -181,48 +183,51 @@ def command(text, valid, vocab, lm, arch, init_from, checkpoint, checkpoint_ever
             and values.get("optimizer") != "nt-asgd":
         raise NplmError("-nonmono applies to -optimizer nt-asgd, which is not given: it would do nothing")
     comm = world() if values.get("mpi") else None
-    with input_agreed_on(comm) if comm else contextlib.nullcontext():
-        if lm is None and checkpoint is None:
-            raise NplmError("nothing would be kept: give -lm MODEL (and/or -checkpoint DIR)")
-        if resume and checkpoint is None:
-            raise NplmError("-resume needs -checkpoint DIR")
-        if checkpoint_every and checkpoint is None:
-            raise NplmError("-checkpoint-every needs -checkpoint DIR (where the checkpoints go)")
-        if resume and init_from:
-            raise NplmError("-init-from starts a run and -resume continues one: give one of them")
-        init_from = [_model_and_blocks(path) for path in init_from]
-        for path in [text] + [p for p in (valid, vocab) if p] + [path for path, _ in init_from]:
-            check_readable(path)
-        if checkpoint:
-            try:
-                os.makedirs(checkpoint, exist_ok=True)
-            except OSError as err:
-                raise NplmError(f"cannot create the checkpoint folder ({err.strerror})", path=checkpoint) from None
-            check_writable(os.path.join(checkpoint, "checkpoint.nplm"))
-        for path in (lm, log):  # before hours of training, not after
-            check_writable(path)
-        normalize = Normalizer(lower=lower, map_numbers=map_numbers)
-        if values.get("classes") is not None and values.get("output") != "class":
-            raise NplmError("-classes applies to -output class")
-        training = {option.parameter: block_values(values[option.name]) if option.kind == "blocks"
-                    else values[option.name] for option in declared
-                    if option.target == "training" and values[option.name] is not None}
-        config = TrainingConfig(**training, checkpoint_dir=checkpoint, checkpoint_every=checkpoint_every, log=log,
-                                progress=not quiet)
-        network = {"arch": arch, **{option.parameter: not values[option.name] if option.negated else values[option.name]
-                                    for option in declared
-                                    if option.target == "network" and values[option.name] is not None}}
-        trainer, corpora = _prepare(text, valid, vocab, network, config, resume, checkpoint, min_count, normalize,
-                                    comm, init_from)
-        if resume:
-            _check_resumed_network(trainer.model, network, declared, os.path.join(checkpoint, "checkpoint.nplm"))
-            _check_resumed_run(trainer, config, os.path.join(checkpoint, "checkpoint.nplm"))
-    if comm is None:
-        return _finish(trainer, corpora, text, lm)
-    try:  # a failing rank must not leave the others waiting in a collective
-        _finish(trainer, corpora, text, lm)
-    except BaseException as error:  # noqa: B902 (KeyboardInterrupt too: stop every rank)
-        abort_on_error(comm, error)
+    with contextlib.ExitStack() as held:  # the checkpoint folder, until training ends
+        with input_agreed_on(comm) if comm else contextlib.nullcontext():
+            if lm is None and checkpoint is None:
+                raise NplmError("nothing would be kept: give -lm MODEL (and/or -checkpoint DIR)")
+            if resume and checkpoint is None:
+                raise NplmError("-resume needs -checkpoint DIR")
+            if checkpoint_every and checkpoint is None:
+                raise NplmError("-checkpoint-every needs -checkpoint DIR (where the checkpoints go)")
+            if resume and init_from:
+                raise NplmError("-init-from starts a run and -resume continues one: give one of them")
+            init_from = [_model_and_blocks(path) for path in init_from]
+            for path in [text] + [p for p in (valid, vocab) if p] + [path for path, _ in init_from]:
+                check_readable(path)
+            if checkpoint:
+                try:
+                    os.makedirs(checkpoint, exist_ok=True)
+                except OSError as err:
+                    raise NplmError(f"cannot create the checkpoint folder ({err.strerror})", path=checkpoint) from None
+                if comm is None or comm.rank == 0:  # the rank that writes the checkpoints
+                    held.enter_context(folder_in_use(checkpoint, CHECKPOINT_LOCK))
+                check_writable(os.path.join(checkpoint, "checkpoint.nplm"))
+            for path in (lm, log):  # before hours of training, not after
+                check_writable(path)
+            normalize = Normalizer(lower=lower, map_numbers=map_numbers)
+            if values.get("classes") is not None and values.get("output") != "class":
+                raise NplmError("-classes applies to -output class")
+            training = {option.parameter: block_values(values[option.name]) if option.kind == "blocks"
+                        else values[option.name] for option in declared
+                        if option.target == "training" and values[option.name] is not None}
+            config = TrainingConfig(**training, checkpoint_dir=checkpoint, checkpoint_every=checkpoint_every, log=log,
+                                    progress=not quiet)
+            network = {"arch": arch, **{option.parameter: not values[option.name] if option.negated
+                                        else values[option.name] for option in declared
+                                        if option.target == "network" and values[option.name] is not None}}
+            trainer, corpora = _prepare(text, valid, vocab, network, config, resume, checkpoint, min_count, normalize,
+                                        comm, init_from)
+            if resume:
+                _check_resumed_network(trainer.model, network, declared, os.path.join(checkpoint, "checkpoint.nplm"))
+                _check_resumed_run(trainer, config, os.path.join(checkpoint, "checkpoint.nplm"))
+        if comm is None:
+            return _finish(trainer, corpora, text, lm)
+        try:  # a failing rank must not leave the others waiting in a collective
+            _finish(trainer, corpora, text, lm)
+        except BaseException as error:  # noqa: B902 (KeyboardInterrupt too: stop every rank)
+            abort_on_error(comm, error)
 
 
 def _prepare(text, valid, vocab, network, config, resume, checkpoint, min_count, normalize, comm, init_from):

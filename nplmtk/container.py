@@ -4,7 +4,7 @@ Layout: 8-byte magic, uint32 format version, uint32 header length, uint32 header
 4 reserved bytes, the JSON header, then 64-byte-aligned little-endian arrays. The header
 holds the model kind, its metadata, the vocabulary and a table of arrays (name, dtype,
 shape, offset, bytes, CRC32 and XXH64; files written before XXH64 have CRC32 alone).
-Arrays load by memory map.
+Arrays load by memory map, or, from a small file, into memory (`load`).
 """
 import json
 import mmap
@@ -172,16 +172,26 @@ def is_container(path):
         return False
 
 
-def load(path, verify=True):
-    """Open a container; refuse a truncated, corrupt, empty, foreign or newer file."""
-    header, buffer = _opened(path, mapped=True)
+# A file this large or larger is memory-mapped (its pages read as they are used, shared with other
+# processes); a smaller one is read, since a map of a file that another program truncates in place
+# ends the process with SIGBUS when it touches a page past the new end.
+MAPPED_FROM = 16 << 20
+
+
+def load(path, verify=True, mapped=None):
+    """Open a container; refuse a truncated, corrupt, empty, foreign or newer file. Its arrays are
+    read-only: views of a memory map when `mapped` (default: a file of MAPPED_FROM bytes or more),
+    else of its bytes read into memory."""
+    header, buffer = _opened(path, mapped=mapped)
     arrays = {}
     for entry in header["arrays"]:
         view = memoryview(buffer)[entry["offset"]:entry["offset"] + entry["nbytes"]]
         if verify and not _intact(view, entry):
             raise InputError(f"corrupt nplm model file (array '{entry['name']}' checksum mismatch)",
                              path=path)
-        arrays[entry["name"]] = np.frombuffer(view, dtype=np.dtype(entry["dtype"])).reshape(entry["shape"])
+        array = np.frombuffer(view, dtype=np.dtype(entry["dtype"])).reshape(entry["shape"])
+        array.flags.writeable = False  # as a map's are
+        arrays[entry["name"]] = array
     return ModelFile(path, header["kind"], header["meta"], _header_vocab(header, path), arrays)
 
 
@@ -189,7 +199,7 @@ def read_header(path):
     """The checked header of a container (kind, meta, the table of arrays with their
     offsets and checksums) and its vocabulary, for a reader that reads the arrays
     itself a piece at a time (a memory map would count in its memory)."""
-    header, _ = _opened(path, mapped=False)
+    header, _ = _opened(path, arrays=False)
     return header, _header_vocab(header, path)
 
 
@@ -204,7 +214,9 @@ def _header_vocab(header, path):
     return vocab
 
 
-def _opened(path, mapped):
+def _opened(path, mapped=None, arrays=True):
+    """(the checked header, the file's bytes when `arrays`: a read-only memory map when `mapped`
+    (None: when the file has MAPPED_FROM bytes or more), else a numpy buffer read)."""
     try:
         with open(path, "rb") as f:
             if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # a pipe or a device: no size, no memory map
@@ -230,7 +242,15 @@ def _opened(path, mapped):
             header = _checked_header(body, size, path)
             if size < header["file_size"]:
                 raise InputError(f"truncated nplm model file ({size} of {header['file_size']} bytes)", path=path)
-            buffer = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if mapped else None
+            buffer = None
+            if arrays and (mapped or mapped is None and size >= MAPPED_FROM):
+                buffer = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            elif arrays:
+                buffer = np.empty(header["file_size"], np.uint8)
+                f.seek(0)
+                f.readinto(buffer)
+            if buffer is not None and len(buffer) < header["file_size"]:  # f.readinto: a short read
+                raise InputError("truncated nplm model file (it shrank as it was read)", path=path)
     except OSError as err:
         raise os_error(path, err) from None
     return header, buffer

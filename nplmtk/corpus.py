@@ -142,21 +142,28 @@ class Corpus:
 
 
 def _mapped_ids(blocks, path):
-    """(ids memory-mapped from an unnamed temporary file, [lengths of each block])."""
+    """(ids, [lengths of each block]): a text of one block (`block_bytes`) as it was read, a
+    longer one memory-mapped from an unnamed temporary file (in TMPDIR) written whole."""
+    blocks = iter(blocks)
+    first, second = next(blocks, None), next(blocks, None)
+    if second is None:  # no temporary file: a full TMPDIR cannot fail a small text
+        return (first.ids, [np.diff(first.offsets)]) if first else (np.zeros(0, np.int32), [np.zeros(0, np.int64)])
+    import itertools
     import tempfile  # here, as in nplmtk.io: scoring starts without it
     lengths = []
     try:
         with tempfile.TemporaryFile(prefix="nplm-corpus-") as store:
-            for block in blocks:
-                block.ids.tofile(store)
+            for block in itertools.chain((first, second), blocks):
+                # file.write, not ndarray.tofile: tofile lost its last bytes on a full disk without an
+                # error, and the next block left a hole, whose page faults as SIGBUS on a full tmpfs
+                store.write(memoryview(block.ids).cast("B"))
                 lengths.append(np.diff(block.offsets))
             store.flush()
-            size = store.tell() // 4
-            ids = np.memmap(store, dtype=np.int32, mode="r", shape=(size,)) if size else np.zeros(0, np.int32)
+            ids = np.memmap(store, dtype=np.int32, mode="r", shape=(store.tell() // 4,))
     except OSError as err:
         raise NplmError(f"cannot keep the corpus in a temporary file ({err.strerror or err}): set TMPDIR to a "
                         "folder with room", path=path) from None
-    return ids, lengths or [np.zeros(0, np.int64)]
+    return ids, lengths
 
 
 def _checked_index(index, size):

@@ -26,6 +26,35 @@ def process_alive(pid):
 
 
 @contextlib.contextmanager
+def folder_in_use(folder, name):
+    """Hold `folder` for this process while the block runs: a lock on the file `name` in it
+    (released by the kernel however the process ends), refused in one error naming the
+    process that holds it, so that two runs never write their files over each other's."""
+    import fcntl
+    path = os.path.join(folder, name)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as err:
+        raise os_error(path, err) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 20, 0).decode("ascii", "replace").strip()  # empty while it writes it
+            raise NplmError(f"in use by {f'process {holder}' if holder else 'another process'}, which writes "
+                            "its files here: wait for it, or give another folder", path=folder) from None
+        except OSError:  # a file system without locks (ENOLCK): the folder is used unguarded, as before
+            pass
+        else:
+            with contextlib.suppress(OSError):  # the PID only names the holder to whoever is refused
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
 def scratch_folder(kind, root=None):
     """A new folder in `root` (default TMPDIR) for temporary files of `kind` (say
     "counts"), removed with its files at the end, on an error, on Ctrl-C and on SIGTERM

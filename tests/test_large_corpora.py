@@ -44,8 +44,8 @@ def test_blocks_and_memory_map_read_the_same_corpus(vocab, tmp_path, memory_map,
     read = Corpus.read(str(path), vocab, unk=False, memory_map=memory_map, block_bytes=block_bytes)
     np.testing.assert_array_equal(read.ids, whole.ids)
     np.testing.assert_array_equal(read.offsets, whole.offsets)
-    assert isinstance(read.ids.base, np.memmap) == memory_map
     blocks = list(Corpus.read_blocks(str(path), vocab, unk=False, block_bytes=block_bytes))
+    assert isinstance(read.ids.base, np.memmap) == (memory_map and len(blocks) > 1)  # one block: no temporary file
     assert len(blocks) > 1 or block_bytes > len(text)
     np.testing.assert_array_equal(np.concatenate([b.ids for b in blocks]), whole.ids)
 
@@ -350,6 +350,33 @@ def test_a_limit_that_is_not_a_number_of_bytes_is_refused(monkeypatch, tmp_path,
     (tmp_path / "t.txt").write_text("the cat\n")
     with pytest.raises(NplmError, match=f"^NPLM_MAX_LINE_BYTES must be a positive number of bytes, got '{value}'$"):
         read_lines(str(tmp_path / "t.txt"))
+
+
+FULL_TMPDIR_SCRIPT = """
+import resource, sys
+from nplmtk.corpus import Corpus
+from nplmtk.errors import NplmError
+from nplmtk.vocab import Vocabulary
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))  # EFBIG past 4 KiB, as ENOSPC on a full TMPDIR
+try:
+    ids = Corpus.read(sys.argv[1], Vocabulary(sys.argv[2].split()), memory_map=True, block_bytes=300).ids
+    print(len(ids), int(ids.sum()))
+except NplmError as error:
+    print(error)
+"""
+
+
+def test_a_corpus_that_its_temporary_file_cannot_hold_is_one_error(tmp_path):
+    """Blocks of ids smaller than a stdio buffer: ndarray.tofile lost them on a full disk without an
+    error (the map then past the file's end, a ValueError, or over a hole: SIGBUS on a full tmpfs)."""
+    import subprocess
+    text = tmp_path / "t.txt"
+    text.write_text(random_text(sentences=1000))
+    run = subprocess.run([sys.executable, "-c", FULL_TMPDIR_SCRIPT, str(text), " ".join(WORDS)], capture_output=True,
+                         text=True, timeout=60, env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert run.returncode == 0 and run.stderr == "", run.stderr
+    assert run.stdout == (f"{text}: cannot keep the corpus in a temporary file (File too large): set TMPDIR to a "
+                          "folder with room\n")
 
 
 # -- pipes: their bytes come once ----------------------------------------------------------

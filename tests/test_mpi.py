@@ -65,7 +65,7 @@ def test_only_rank_zero_writes_and_the_log_counts_communication(corpus, tmp_path
     records = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in records] == [1, 2]
     assert all(r["ranks"] == 2 and 0 < r["communication_seconds"] < r["seconds"] for r in records)
-    assert sorted(os.listdir(tmp_path / "ckpt")) == ["checkpoint.nplm"]
+    assert sorted(os.listdir(tmp_path / "ckpt")) == [".train-nplm.lock", "checkpoint.nplm"]  # its lock: rank 0 writes
     status, out, err = run_nplm("ppl", "-lm", tmp_path / "m.nplm", "-text", corpus / "t.txt")
     assert status == 0, err
 

@@ -343,3 +343,20 @@ def test_a_diverging_run_stops_in_one_line_and_keeps_its_last_checkpoint(toy_tex
     assert_one_line_error(status, err, "training diverged in epoch 2", "try a lower -lr")
     status, out, err = run_nplm("ppl", "-lm", tmp_path / "ck" / "checkpoint.nplm", "-text", texts / "valid.txt")
     assert status == 0 and "ppl=" in out, err
+
+
+def test_a_checkpoint_folder_in_use_by_a_live_run_is_refused(toy_texts, tmp_path):
+    """Two runs sharing a -checkpoint folder would write their checkpoints over each other's (and a
+    -resume take either run's): the second is refused, naming the first; the folder is free again
+    once the first ends, however it ends (the kernel drops its lock)."""
+    from cli.train import CHECKPOINT_LOCK
+    from nplmtk.scratch import folder_in_use
+    texts, _ = toy_texts
+    train = ("train", "-text", texts / "train.txt", "-order", 3, "-m", 4, "-h", 4, "-epochs", 1, "-quiet",
+             "-checkpoint", tmp_path, "-checkpoint-every", 1)
+    with folder_in_use(str(tmp_path), CHECKPOINT_LOCK):  # this process, as the run that writes there
+        status, _, err = run_nplm(*train)
+        assert_one_line_error(status, err, f"{tmp_path}: in use by process {os.getpid()}, which writes its files here")
+    status, _, err = run_nplm(*train)
+    assert status == 0, err
+    assert (tmp_path / "checkpoint.nplm").exists()

@@ -186,7 +186,7 @@ class Trainer:
 
     @classmethod
     def resume(cls, path, config, comm=None):
-        saved = container.load(path)
+        saved = container.load(path, mapped=False)  # read: a map faults (SIGBUS) once another program truncates the file
         if saved.kind != CHECKPOINT_KIND:
             raise InputError(f"not a training checkpoint (kind '{saved.kind}')", path=path)
         trainer = cls(checkpoint_model(saved, best=False), config, comm)
