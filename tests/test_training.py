@@ -127,6 +127,33 @@ def test_resumed_run_finishes_like_an_uninterrupted_one(toy, tmp_path):
     np.testing.assert_array_equal(load(str(tmp_path / "checkpoint.nplm")).logprobs(valid), resumed.logprobs(valid))
 
 
+def test_a_run_killed_within_an_epoch_logs_that_epoch_as_the_uninterrupted_run(toy, tmp_path, monkeypatch):
+    """The resumed epoch's training ppl was that of the words after the checkpoint alone."""
+    vocab, train, valid, _ = toy
+    config = {**CONFIG, "epochs": 2, "checkpoint_dir": str(tmp_path), "checkpoint_every": 40}
+    straight = Trainer(small_model(vocab), TrainingConfig(**config))
+    straight.run(train, valid)
+    saved = Trainer.save_checkpoint
+
+    class Killed(Exception):
+        pass
+
+    def killed_after_a_few(trainer):
+        saved(trainer)
+        if trainer.state["epoch"] == 1 and trainer.state["round"] > 0:  # within the second epoch
+            raise Killed
+    monkeypatch.setattr(Trainer, "save_checkpoint", killed_after_a_few)
+    with pytest.raises(Killed):
+        Trainer(small_model(vocab), TrainingConfig(**config)).run(train, valid)
+    monkeypatch.setattr(Trainer, "save_checkpoint", saved)
+    resumed = Trainer.resume(str(tmp_path / "checkpoint.nplm"), TrainingConfig(**config))
+    assert 0 < resumed.state["epoch_words"] and resumed.state["epoch"] == 1
+    resumed.run(train, valid)
+    assert [r["train_ppl"] for r in resumed.state["history"]] == [r["train_ppl"] for r in straight.state["history"]]
+    for name in straight.model.params:
+        assert np.array_equal(straight.model.params[name], resumed.model.params[name]), name
+
+
 def test_early_stopping_keeps_the_best_epoch(toy):
     vocab, train, valid, _ = toy
     trainer = Trainer(small_model(vocab), TrainingConfig(**{**CONFIG, "epochs": 12, "lr": 0.2, "patience": 1}))

@@ -123,7 +123,10 @@ class Trainer:
         self.writer = comm is None or comm.rank == 0
         self.state = {"epoch": 0, "round": 0, "updates": 0, "best_valid": None, "bad_epochs": 0,
                       "rng": np.random.default_rng(config.seed).bit_generator.state, "history": [],
-                      "samples": config.samples, "tiny_ppl": None, "lr_scale": 1.0, "averaged_rounds": None}
+                      "samples": config.samples, "tiny_ppl": None, "lr_scale": 1.0, "averaged_rounds": None,
+                      # the epoch's sum of log p and words so far (this rank's share): a run resumed within
+                      # an epoch logs the epoch's training ppl as the uninterrupted run does
+                      "epoch_logp": 0.0, "epoch_words": 0}
         self.best = None
         self.average = None  # NT-ASGD, once triggered: the mean of the parameters after each round since
         self.resumed_from = None  # the checkpoint's path, when resumed
@@ -271,15 +274,15 @@ class Trainer:
             for network in networks:
                 network.reset()
         start = time.perf_counter()
-        logp_sum, seen = self._rounds(examples, networks, pool, plan)
-        record = self._record(logp_sum, seen, time.perf_counter() - start, networks)
+        logp_sum, seen, seen_here = self._rounds(examples, networks, pool, plan)
+        record = self._record(logp_sum, seen, seen_here, time.perf_counter() - start, networks)
         stop = self._validate(record, valid)
         state["last_epoch_seconds"] = time.perf_counter() - start
         state["elapsed"] = state.get("elapsed", 0.0) + state["last_epoch_seconds"]
         record["elapsed"] = state["elapsed"]
         state["history"].append(record)
         state["epoch"] += 1
-        state["round"] = 0
+        state["round"], state["epoch_logp"], state["epoch_words"] = 0, 0.0, 0
         state["rng"] = rng.bit_generator.state
         self._log(record)
         self.save_checkpoint()
@@ -308,10 +311,11 @@ class Trainer:
 
     def _rounds(self, examples, networks, pool, plan):
         """The epoch's rounds from state["round"] on, each worker training its chunk of
-        its shard; (sum of log p, words) over them."""
+        its shard; (sum of log p, words) over the epoch's rounds, and the words of these."""
         cfg, state = self.config, self.state
         bar = _progress(plan.words, state["epoch"] + 1, cfg.progress and self.writer)
-        logp_sum, seen = 0.0, 0
+        logp_sum, seen = state["epoch_logp"], state["epoch_words"]
+        seen_here = 0
         last_checkpoint = state["updates"]
         while state["round"] < plan.rounds:
             r = state["round"]
@@ -328,6 +332,7 @@ class Trainer:
             logp_sum += sum(result[0] for result in results)
             done = sum(self.model.example_words(c) for c in chunks)
             seen += done
+            seen_here += done
             state["updates"] += sum(result[1] for result in results)
             state["round"] += 1
             if self.sampling:
@@ -335,6 +340,7 @@ class Trainer:
                 if retry is not None:  # Algorithm 4: perplexity rose, N doubled, block undone
                     logp_sum, seen = logp_sum - retry[0], seen - retry[1]
                     state["round"] = retry[2]
+            state["epoch_logp"], state["epoch_words"] = logp_sum, seen
             if self.averager and state["round"] % plan.rounds_per_sync == 0:
                 self.averager.average()
             if state["averaged_rounds"] is not None:
@@ -345,6 +351,9 @@ class Trainer:
                                 lr=f"{self.learning_rate():.2e}")
             if cfg.checkpoint_every and state["updates"] - last_checkpoint >= cfg.checkpoint_every:
                 self._synchronise(networks)
+                if self.averager:  # an even share of the ranks' sums: resumed, the ranks add up to them again
+                    shares = self.averager.sum([logp_sum, seen])
+                    state["epoch_logp"], state["epoch_words"] = (float(v) / self.comm.size for v in shares)
                 self.save_checkpoint()
                 last_checkpoint = state["updates"]
         if bar:
@@ -352,11 +361,13 @@ class Trainer:
         self._synchronise(networks)
         if self.averager:
             self.averager.average()
-            logp_sum, seen = self.averager.sum([logp_sum, seen])
-        return logp_sum, seen
+            logp_sum, seen, seen_here = self.averager.sum([logp_sum, seen, seen_here])
+        return logp_sum, seen, seen_here
 
-    def _record(self, logp_sum, seen, seconds, networks):
-        """The epoch's line of the log (its validation added by _validate)."""
+    def _record(self, logp_sum, seen, seen_here, seconds, networks):
+        """The epoch's line of the log (its validation added by _validate): the training ppl of
+        the epoch's `seen` words, the speed of the `seen_here` trained in `seconds` (a resumed
+        epoch's last part)."""
         cfg, state = self.config, self.state
         train_ppl = perplexity_of(logp_sum / max(seen, 1))
         if not math.isfinite(train_ppl):  # before this epoch's checkpoint: the last one keeps the epoch before
@@ -364,7 +375,7 @@ class Trainer:
             raise ParameterError(f"training diverged in epoch {state['epoch'] + 1}: the training perplexity is "
                                  f"not finite (try a lower {' or '.join(['{lr}'] + given)})")
         record = {"epoch": state["epoch"] + 1, "updates": state["updates"], "lr": self.learning_rate(),
-                  "train_ppl": train_ppl, "words_per_s": seen / seconds,
+                  "train_ppl": train_ppl, "words_per_s": seen_here / seconds,
                   "seconds": seconds}
         if self.sampling:  # the sampled estimate of log p is biased: report exact ppl of the tiny set
             sampling = self.sampling
