@@ -88,6 +88,8 @@ def command(lm, order, sample_words, seed, batch, write_text, memory, ngrams, re
         check_writable(path)
     check_binary_name(write_bin_lm)
     network = load(lm)
+    if rewrite:  # before sampling: it can take hours
+        network.check_scores_ngrams()
     background = _backoff(mix_lm, "-mix-lm") if mix_lm is not None else None
     if ngrams is not None:
         model = _backoff(ngrams, "-ngrams")

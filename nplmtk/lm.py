@@ -57,6 +57,11 @@ class LanguageModel:
         model's probabilities with this model's (nplmtk/convert.py); networks have it."""
         raise NplmError(f"{self.described} does not score single n-grams (a network does)")
 
+    def check_scores_ngrams(self):
+        """Refuse, before any work, a model whose ngram_logprobs would refuse."""
+        if type(self).ngram_logprobs is LanguageModel.ngram_logprobs:
+            self.ngram_logprobs(None)
+
     def sampling_streams(self, count, start):
         """Up to `count` streams for drawing sentences side by side (nplmtk/generate.py), each
         after <s> and the word ids `start`: by default one, through next_distribution."""

@@ -286,3 +286,7 @@ def test_rewriting_with_an_ngram_model_names_its_kind(toy, tmp_path, capsys):
     status, _, err = run_main(capsys, "convert-lm", "-lm", tmp_path / "kn2.arpa", "-rewrite", "-ngrams",
                               tmp_path / "kn2.arpa", "-write-lm", tmp_path / "out.arpa")
     assert_one_line_error(status, err, "a back-off n-gram model does not score single n-grams (a network does)")
+    # without -ngrams the rewrite would follow 10M sampled words: refused before them
+    status, _, err = run_main(capsys, "convert-lm", "-lm", tmp_path / "kn2.arpa", "-rewrite",
+                              "-write-lm", tmp_path / "out.arpa")
+    assert_one_line_error(status, err, "a back-off n-gram model does not score single n-grams (a network does)")
