@@ -188,9 +188,9 @@ def crafted_container(path, draw, out):
             f.write(text_mutation(data, draw))
 
 
-def read_and_use(reader, path, seed, draw=None):
+def read_and_use(reader, path, seed, command=None):
     """Read `path` as `reader` reads it and use what it yields as a command would (a
-    lattice: by the command, whose exit status 2 with one line is a refusal)."""
+    lattice: by `command`, whose exit status 2 with one line is a refusal)."""
     from nplmtk.corpus import Corpus
     from nplmtk.scratch import scratch_folder
     from nplmtk.models import load
@@ -200,7 +200,7 @@ def read_and_use(reader, path, seed, draw=None):
     from nplmtk.vocab import Vocabulary
     from nplmtk.errors import NplmError
     if reader == "htk":
-        status, err = run_command(lattice_command(path, seed, os.path.dirname(path), draw))
+        status, err = run_command(command)
         lines = [line for line in err.splitlines() if ": warning: " not in line]
         if status == 2 and len(lines) == 1 and "Traceback" not in err:
             raise NplmError(lines[0])
@@ -256,9 +256,11 @@ def campaign(reader, seed, count, results_path, current_path):
                 f.write(mutated)
         with open(current_path, "wb") as f, open(path, "rb") as g:
             f.write(g.read())
+        # drawn before the input is counted: a draw that runs out of data ends the example uncounted
+        command = lattice_command(path, seed, folder, draw) if reader == "htk" else None
         outcome["inputs"] += 1
         try:
-            read_and_use(reader, path, seed, draw)
+            read_and_use(reader, path, seed, command)
             outcome["accepted"] += 1
         except NplmError as error:
             outcome["refused"] += 1
