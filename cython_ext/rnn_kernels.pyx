@@ -16,19 +16,21 @@ the next; a step whose input is <s> starts from a zero state when the model rese
 sentences. A segment's gradient is summed over its words, clipped to a norm of
 `clip` per word (PyTorch's clip_grad_norm_ of the mean loss), then stepped with the
 trainer's rate and decays, by SGD or Adam with the trainer's numbers: no policy here. The network's structs and the layers' forward
-and backward passes are in recurrent_layers.pxd; the output layers and the steps here."""
+and backward passes are in recurrent_layers.pxd, the update in recurrent_updates.pxd; the
+output layers and the passes over a segment here."""
 import numpy as np
 cimport numpy as cnp
-from libc.math cimport log, sqrt
+from libc.math cimport log
 from libc.string cimport memcpy, memset
 
 from class_output cimport class_attach, class_backward, class_distribution, class_forward, class_pairs
 from hs_output cimport tree_attach, tree_backward, tree_distribution, tree_forward
 from batch_driver cimport Schedule, Update, drive, schedule_of
-from elementwise cimport adam_corrections, column_sums, squares, update
+from elementwise cimport column_sums
 from kernel_common cimport gemm, scale, softmax_row
 from nplmtk._ext.sampling_kernels cimport Sampling, draw_samples, merge_duplicates, sampling_free, sampling_start
-from recurrent_layers cimport MAX_LAYERS, Layer, Rnn, Slot, layer_backward, layer_forward
+from recurrent_layers cimport MAX_LAYERS, Layer, Rnn, layer_backward, layer_forward
+from recurrent_updates cimport carry_state, decay_weights, load_segment, step
 from recurrent_regularisers cimport (activation_gradient, drop, drop_weights, drop_words, temporal_gradient,
                                      weight_drop_gradient)
 from sampled_output cimport sampled_backward, sampled_rows_gradient, sampled_scores
@@ -217,64 +219,6 @@ cdef int inputs_backward(Rnn *net, int T) noexcept nogil:
     for r in range(count):
         net.seen[net.touched[r]] = 0
     return 0 if net.tied else count
-
-
-cdef void step(Rnn *net, int touched, int words, float rate, float keep_c) noexcept nogil:
-    """One update from the segment's gradient (clipped to a norm of clip * words): every
-    slot's array by SGD or Adam; the rows of C that occur (unless tied, when C is a slot)
-    decayed by keep_c first."""
-    cdef int k, m = net.m
-    cdef double norm = 0
-    cdef float clipped = 1
-    cdef Slot *slot
-    cdef Py_ssize_t row
-    if net.clip > 0:  # the gradient's norm, only to clip it
-        for k in range(net.slots):
-            norm += squares(net.slot[k].grad, net.slot[k].size)
-        for k in range(touched):
-            norm += squares(net.gC + <Py_ssize_t> net.touched[k] * m, m)
-        norm = sqrt(norm)
-        if norm > net.clip * words:
-            clipped = <float> (net.clip * words / norm)
-    if net.adam:
-        net.adam_step[0] += 1
-        adam_corrections(&net.settings, net.adam_step[0])
-    for k in range(net.slots):
-        slot = &net.slot[k]
-        update(slot.param, slot.grad, slot.m, slot.v, slot.size, rate, clipped, &net.settings)
-    for k in range(touched):
-        row = <Py_ssize_t> net.touched[k] * m
-        if keep_c != 1:
-            scale(m, keep_c, net.C + row)
-        update(net.C + row, net.gC + row, net.mC + row if net.adam else NULL, net.vC + row if net.adam else NULL,
-               m, rate, clipped, &net.settings)
-
-
-cdef void decay_weights(Rnn *net, float keep) noexcept nogil:
-    """The weights' bulk decay (not the biases, nor C's rows unless tied)."""
-    cdef int k
-    for k in range(net.slots):
-        if net.slot[k].weight:
-            scale(<int> net.slot[k].size, keep, net.slot[k].param)
-
-
-cdef void carry_state(Rnn *net, int T) noexcept nogil:
-    """The last step's state (and cell) becomes the carried one."""
-    cdef int l, size
-    for l in range(net.layers):
-        size = net.streams * net.layer[l].hidden
-        memcpy(net.layer[l].S, net.layer[l].S + <Py_ssize_t> T * size, size * sizeof(float))
-        if net.lstm:
-            memcpy(net.layer[l].cell, net.layer[l].cell + <Py_ssize_t> T * size, size * sizeof(float))
-
-
-cdef void load_segment(Rnn *net, const int *rows, int T) noexcept nogil:
-    """T steps of rows (each B inputs, then B targets) into the segment's inputs and targets."""
-    cdef int t, b, B = net.streams
-    for t in range(T):
-        for b in range(B):
-            net.inputs[t * B + b] = rows[2 * t * B + b]
-            net.targets[t * B + b] = rows[(2 * t + 1) * B + b]
 
 
 cdef struct Run:

@@ -1,6 +1,7 @@
 """Every numeric option of every subcommand has a domain, checked as the command line is
 parsed (issue 33, item 4): a value outside it is one line naming the option, exit 2."""
 import importlib
+import math
 
 import click
 import pytest
@@ -102,9 +103,9 @@ DOMAINS = {
     ("rescore", "lm-weight"): "(-inf, inf)",
     ("rescore", "word-penalty"): "(-inf, inf)",
     ("lattice-tool", "approx-order"): "[2, 20]",
-    ("lattice-tool", "htk-acscale"): "(-inf, inf)",
-    ("lattice-tool", "htk-lmscale"): "(-inf, inf)",
-    ("lattice-tool", "htk-wdpenalty"): "(-inf, inf)",
+    ("lattice-tool", "htk-acscale"): "[-1e+30, 1e+30]",
+    ("lattice-tool", "htk-lmscale"): "[-1e+30, 1e+30]",
+    ("lattice-tool", "htk-wdpenalty"): "[-1e+30, 1e+30]",
     ("lattice-tool", "nbest-decode"): "[0, 2147483647]",
     ("lattice-tool", "order"): "[1, 10]",
     ("lattice-tool", "posterior-scale"): "(0, inf)",
@@ -154,9 +155,11 @@ def outside(option_type):
     if isinstance(option_type, Integer):
         return junk + [option_type.low - 1, option_type.high + 1, "1.5", "1e3", "0x10", 2 ** 70, "9" * 5000]
     if isinstance(option_type, Real):
-        below = [option_type.low] if option_type.low_open else [option_type.low - 1] if option_type.low > -1e300 else []
-        above = [option_type.high] if option_type.high_open else [option_type.high + 1] if option_type.high < 1e300 \
-            else []
+        # the next float past a closed bound (low - 1 is low itself at 1e30)
+        below = [option_type.low] if option_type.low_open else \
+            [math.nextafter(option_type.low, -math.inf)] if option_type.low > -1e300 else []
+        above = [option_type.high] if option_type.high_open else \
+            [math.nextafter(option_type.high, math.inf)] if option_type.high < 1e300 else []
         return junk + below + above + ["1e308" + "0"]
     if isinstance(option_type, RealList):
         return junk + ["0.5 nan", "0.5,,x", f"0.5 {option_type.element.high + 1}", f"{option_type.element.low - 1}"]
