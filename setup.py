@@ -36,7 +36,7 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
-    packages=["nplmtk", "nplmtk._ext", "nplmtk.neural", "nplmtk.ngram", "nplmtk.lattice", "nplmtk.integrations",
+    packages=["nplmtk", "nplmtk._ext", "nplmtk.io", "nplmtk.neural", "nplmtk.ngram", "nplmtk.lattice", "nplmtk.integrations",
               "nplmtk.cli"],
     package_dir={"nplmtk.cli": "cli"},
     ext_modules=cythonize(

@@ -1,7 +1,7 @@
 """Temporary files of a long job (sorted runs, the out-of-core estimate's passes): a folder
 of its own in TMPDIR (or -temp), removed at the end, on an error, on Ctrl-C and on SIGTERM,
 and the leftovers of killed processes removed first; each file written a piece at a time,
-every failure one error naming the folder. Outputs are io.py's (open_output)."""
+every failure one error naming the folder. Outputs are io's writer's (open_output)."""
 import contextlib
 import os
 

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-import nplmtk.io
+import nplmtk.io.reading
 from nplmtk import container
 from nplmtk.corpus import Corpus
 from nplmtk.errors import InputError, NplmError
@@ -253,7 +253,7 @@ def test_a_line_past_the_limit_is_refused_with_its_line_in_every_reader(tmp_path
         f.write(text)
     assert len(read_bytes(str(path))) == len(text)  # 100 bytes: at the limit
     monkeypatch.setenv("NPLM_MAX_LINE_BYTES", "99")
-    monkeypatch.setattr(nplmtk.io, "READ_BYTES", 7)  # the long line across pieces of a stream
+    monkeypatch.setattr(nplmtk.io.reading, "READ_BYTES", 7)  # the long line across pieces of a stream
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text)))
     for name in (str(path), str(tmp_path / "t.txt.gz"), "-"):
         with pytest.raises(InputError) as caught:

@@ -174,3 +174,22 @@ def test_a_batch_of_outputs_appears_whole_at_its_commit(tmp_path):
     assert (tmp_path / "a.gz").read_bytes() == (tmp_path / "c.gz").read_bytes()
     assert gzip.decompress((tmp_path / "b.gz").read_bytes()) == b"three\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.gz", "b.gz", "c.gz"]
+
+
+def test_a_batch_writes_a_fifo_and_stdout_in_place_compressed_once(tmp_path, capfdbinary):
+    """OutputBatch's in-place outputs: a .gz FIFO's reader gets the bytes a regular .gz file
+    gets (it used to get them compressed twice), '-' is stdout, not a file named '-'."""
+    from nplmtk.output_batch import OutputBatch
+    fifo = tmp_path / "fifo.gz"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    with OutputBatch() as batch:
+        batch.write(str(fifo), b"one\ntwo\n")
+        reader.join(timeout=30)
+        batch.write(str(tmp_path / "regular.gz"), b"one\ntwo\n")
+        batch.write("-", b"three\n")
+    assert received == [(tmp_path / "regular.gz").read_bytes()]
+    assert capfdbinary.readouterr().out == b"three\n"
+    assert fifo.is_fifo() and not (tmp_path / "-").exists()

@@ -1,21 +1,19 @@
-"""Reading inputs and writing outputs: `-` is stdin/stdout, `.gz` is transparent; an
-output that is a regular file is written to a temporary file and renamed into place, a
-FIFO or a device written in place (open_output)."""
+"""Reading inputs: `-` is stdin, `.gz` data is gunzipped, every text checked to be UTF-8
+with lines and words within their limits; stdin and (within a command) a pipe kept once
+read, so that a tool may pass over them twice."""
 import contextlib
 import io
 import mmap
 import os
 import stat
 import sys
-import time
 import zlib
 
-from .errors import InputError, NplmError, os_error
-from .scratch import process_alive
+from ..errors import InputError, NplmError, os_error
 
 GZIP_MAGIC = b"\x1f\x8b"
-# gzip and tempfile are imported where they are used: a command that reads a plain
-# text and writes no file (scoring) starts some 3 ms sooner without them
+# gzip is imported where it is used: a command that reads a plain text (scoring) starts
+# sooner without it
 
 
 # The longest line and word any reader takes, in bytes; NPLM_MAX_LINE_BYTES and
@@ -469,146 +467,3 @@ def check_readable(path):
             pass
     except (OSError, ValueError) as err:
         raise os_error(path, err) from None
-
-
-def _temporary_prefix(path, pid=None):
-    """Our temporary files for `path` are `.NAME.PID-XXXXXXXX.tmp` beside it."""
-    return f".{os.path.basename(path)}.{os.getpid() if pid is None else pid}-"
-
-
-def _remove_stale_temporaries(path):
-    """Temporary files for `path` left by a process that was killed (kill -9, a power
-    cut): those whose process is gone, and those of the older naming a day old."""
-    directory, prefix = os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}."
-    with contextlib.suppress(OSError):
-        for name in os.listdir(directory):
-            if not (name.startswith(prefix) and name.endswith(".tmp")):
-                continue
-            owner = name[len(prefix):].split("-", 1)[0]
-            full = os.path.join(directory, name)
-            if owner.isdigit():
-                stale = not process_alive(int(owner))
-            else:
-                stale = time.time() - os.path.getmtime(full) > 86400
-            if stale:
-                with contextlib.suppress(OSError):
-                    os.unlink(full)
-
-
-def check_writable(path):
-    """Fail early (before any long work) when an output could not be written: its folder
-    missing, `path` a folder, or no file can be created there. A FIFO or a device is
-    written in place and not probed (opening a FIFO would wait for its reader)."""
-    if path is None or path == "-":
-        return
-    target, in_place = _output_target(path)
-    if in_place:
-        if not os.access(target, os.W_OK):
-            raise NplmError("permission denied", path=path)
-        return
-    _remove_stale_temporaries(target)  # a killed run's partial output goes at the start, not at the end
-    fd, probe = _temporary_beside(target, path)
-    os.close(fd)
-    os.unlink(probe)
-
-
-def _output_target(path):
-    """(the file to write for `path`, whether to write it in place). A symlink is
-    followed, so that its target gets the new content and the link stays; a FIFO, a
-    device or a socket is written in place (replacing it would destroy it: a FIFO's
-    reader would get nothing, /dev/null would become a file); a regular file, or a
-    path that does not exist yet, is replaced atomically."""
-    target = os.path.realpath(path)
-    try:
-        mode = os.stat(target).st_mode
-    except FileNotFoundError:
-        return target, False
-    except OSError as err:
-        raise os_error(path, err) from None
-    if stat.S_ISDIR(mode):
-        raise NplmError("is a directory, not a file", path=path)
-    return target, not stat.S_ISREG(mode)
-
-
-def _temporary_beside(target, path):
-    """(fd, name) of a new temporary file in `target`'s folder, or a one-line error
-    naming `path` (what the user gave)."""
-    directory = os.path.dirname(target)
-    if not os.path.isdir(directory):
-        raise NplmError(f"directory {directory} does not exist", path=path)
-    import tempfile
-    try:
-        return tempfile.mkstemp(dir=directory, prefix=_temporary_prefix(target), suffix=".tmp")
-    except OSError as err:
-        raise os_error(path, err) from None
-
-
-@contextlib.contextmanager
-def open_output(path, binary=False):
-    """Yield a file for `path`, text (UTF-8, newlines as \\n) or `binary`; a name ending in .gz is
-    gzip-compressed.
-
-    A regular file (or a new path; a symlink's target) appears only when the block
-    succeeds: it is written to a temporary file beside it and renamed into place, and on
-    any exception the temporary file is removed and the old file left untouched. '-'
-    (stdout), a FIFO or a device is written in place as the block writes, as tee does. A
-    write that fails (a full disk, EIO, a FIFO's reader gone) is one NplmError naming
-    `path`; on stdout, the failure is left to the caller (the CLI's stdout ends quietly
-    on a closed pipe).
-    """
-    if path == "-":
-        stream = sys.stdout.buffer if binary else sys.stdout
-        yield stream
-        stream.flush()
-        return
-    target, in_place = _output_target(path)
-    if in_place:
-        try:
-            fd = os.open(target, os.O_WRONLY | os.O_NOCTTY)
-        except OSError as err:
-            raise os_error(path, err) from None
-        try:
-            with os.fdopen(fd, "wb") as raw:
-                yield from _encoded(raw, path, binary)
-        except OSError as err:
-            raise NplmError(f"cannot write ({err.strerror or err})", path=path) from None
-        return
-    _remove_stale_temporaries(target)
-    fd, tmp = _temporary_beside(target, path)
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            yield from _encoded(raw, path, binary)
-            raw.flush()
-            os.fsync(raw.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, target)
-    except OSError as err:  # a full disk, a quota: one line; the old file stays
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise NplmError(f"cannot write ({err.strerror or err}); nothing was changed", path=path) from None
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def _encoded(raw, path, binary):
-    """Yield the file to write on `raw` (gzip when `path` ends in .gz; text unless
-    `binary`), and finish its compression and encoding after the caller's block."""
-    compressed = None
-    if path.endswith(".gz"):
-        import gzip
-        compressed = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0)
-    target = compressed or raw
-    if binary:
-        yield target
-    else:
-        text = io.TextIOWrapper(target, encoding="utf-8", newline="\n")
-        yield text
-        text.flush()
-        text.detach()
-    if compressed:
-        compressed.close()
-
