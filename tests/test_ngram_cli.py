@@ -169,20 +169,20 @@ def test_sections_read_in_two_parts_read_as_one(tmp_path, monkeypatch):
     """A large section is parsed by two threads, a block at a time; any line the fast path
     doubts is read again by the serial parser: the same model, or the same error, as one
     thread gives."""
-    from nplmtk._ext import arpa_format
+    from nplmtk._ext import arpa_parse
     from nplmtk.errors import InputError
     from nplmtk.ngram.arpa import read_arpa
     status, _, err = run_nplm("ngram-count", "-text", TRAIN, "-order", 3, "-lm", tmp_path / "m.arpa")
     assert status == 0, err
     lines = (tmp_path / "m.arpa").read_text().split("\n")
     parsed_in_parts = []
-    in_parts = arpa_format._parse_in_parts
-    monkeypatch.setattr(arpa_format, "_parse_in_parts",
+    in_parts = arpa_parse._parse_in_parts
+    monkeypatch.setattr(arpa_parse, "_parse_in_parts",
                         lambda *args: parsed_in_parts.append(in_parts(*args)) or parsed_in_parts[-1])
 
     def read(text, parallel_bytes):
-        monkeypatch.setattr(arpa_format, "PARALLEL_BYTES", parallel_bytes)
-        monkeypatch.setattr(arpa_format, "PARSED_BLOCK", 4096)  # a section in several blocks
+        monkeypatch.setattr(arpa_parse, "PARALLEL_BYTES", parallel_bytes)
+        monkeypatch.setattr(arpa_parse, "PARSED_BLOCK", 4096)  # a section in several blocks
         (tmp_path / "x.arpa").write_text(text)
         try:
             model = read_arpa(str(tmp_path / "x.arpa"))

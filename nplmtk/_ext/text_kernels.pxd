@@ -1,5 +1,5 @@
 # The C interface of nplmtk._ext.text_kernels (cython_ext/text_kernels.pyx): the hash
-# table from words (UTF-8 bytes) to ids, shared with the ARPA reader (arpa_format).
+# table from words (UTF-8 bytes) to ids, shared with the ARPA reader (arpa_parse).
 from libc.stdint cimport int64_t, uint64_t
 
 

@@ -7,7 +7,8 @@ import threading
 
 import numpy as np
 
-from .._ext.arpa_format import SectionError, format_section, next_header, parse_section, row_offset, word_table
+from .._ext.arpa_format import format_section
+from .._ext.arpa_parse import SectionError, next_header, parse_section, row_offset, word_table
 from .._ext.backoff_kernels import children_runs
 from .._ext.ngram_sorting import sort_keys_carrying, srilm_order
 from .._ext.text_kernels import checked_utf8
