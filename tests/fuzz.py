@@ -531,7 +531,7 @@ def write_section(out, rows, count):
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
     from run import checkout_commit, cpu_model, now, write_sections
     parsed_only = sum(t["parsed_only"] for _, t in rows)
-    body = ["## Hostile inputs: `make fuzz` (issue 20)", "",
+    body = ["## Hostile inputs: `make fuzz` (issues 20 and 33)", "",
             f"_Measured {now()}, commit {checkout_commit() or 'unknown'}, {cpu_model()}._", "",
             f"`python tests/fuzz.py --inputs {count}` (tests/fuzz.py): per reader, inputs drawn by hypothesis from "
             "valid seed files (line and byte mutations, values out of their domain; model files crafted with "
