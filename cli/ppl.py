@@ -6,15 +6,11 @@ import time
 import click
 
 from nplmtk.errors import NplmError
-from nplmtk.container import is_container
 from nplmtk.io import check_readable, check_writable
-from nplmtk.models import ARCHITECTURES, load
-from nplmtk.ngram.arpa import write_arpa
-from nplmtk.ngram.backoff import BackoffModel
-from nplmtk.ngram.binary import check_binary_name, write_binary
-from nplmtk.ppl import count_perplexity, perplexity
+from nplmtk.ngram.binary import check_binary_name
+from nplmtk.ppl import perplexity
+from nplmtk.ppl_model import DynamicSpec, PplSpec, build_model
 from nplmtk.text import Normalizer
-from nplmtk.vocab import Vocabulary
 
 from .options import SEED_MAX, Integer, Real, check_given_with, example, flag, option
 
@@ -152,111 +148,55 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
     check_writable(write_lm)
     check_writable(write_bin_lm)
     check_binary_name(write_bin_lm)
-    for path in (counts, classes):
-        if path is not None:
-            check_readable(path)
-    if map_unk is not None and is_container(lm):
-        raise NplmError(f"{lm}: -map-unk renames an ARPA model's unknown word only")
-    model = load(lm, allow_paths, unk=map_unk)
-    if order is not None:
-        if not isinstance(model, BackoffModel):
-            raise NplmError(f"{lm}: -order applies to n-gram models only")
-        model = model.truncated(order)
-    if neural_cache:
-        from nplmtk.cache import ContinuousCache
-        from nplmtk.neural.network import NeuralModel
-        if not (isinstance(model, NeuralModel) and model.CAPABILITIES.recurrent_state):
-            raise NplmError(f"{lm}: -neural-cache keys on a recurrent network's states")
-        if dynamic_eval:
-            raise NplmError("choose one of -neural-cache and -dynamic-eval")
-        model = ContinuousCache(model, neural_cache, neural_cache_theta, neural_cache_lambda)
-    if dynamic_eval:
-        model = _dynamic(model, lm, dynamic_eval, dynamic_lr, dynamic_decay, dynamic_rms_text, dynamic_rms_words,
-                         dynamic_epsilon, quiet, text or ppl_file)
-    if prune and prune_budget is not None:
-        raise NplmError("choose one of -prune and -prune-to-entries")
-    if (renorm or prune or prune_budget or prune_lowprobs or limit_vocab) and not isinstance(model, BackoffModel):
-        raise NplmError(f"{lm}: -limit-vocab, -renorm and -prune* apply to back-off n-gram models (ARPA) only")
+    if counts is not None:
+        check_readable(counts)
     if limit_vocab != (vocab is not None):
         raise NplmError("-limit-vocab and -vocab go together (the words to keep)")
-    kept = Vocabulary.read(vocab).words if limit_vocab else None
-    if limit_vocab:
-        model = model.limited_to(kept)
-    extra = [(more[f"mix_lm{i}"], more[f"mix_lambda{i}"]) for i in range(2, MAX_MIX + 1) if more[f"mix_lm{i}"]]
-    if extra and mix_lm is None:
-        raise NplmError("-mix-lm2 and the like need -mix-lm")
-    names, merged = [lm], False
-    if mix_lm is not None:
-        names += [mix_lm] + [name for name, _ in extra]
-        weights = [main_weight, 1.0 - main_weight] + [w for _, w in extra]
-        for w in weights[2:]:  # ngram.cc's order of subtraction
-            weights[1] -= w
-        if weights[1] < -1e-9:
-            raise NplmError("-lambda and -mix-lambdaN add up to more than 1")
-        weights = [max(w, 0.0) for w in weights]
-        components = [model] + [load(name, allow_paths) for name in names[1:]]
-        merged = bayes is None and classes is None and all(isinstance(m, BackoffModel) for m in components)
-        if merged:  # SRILM's static mixture: each model read with -order and -limit-vocab, then merged
-            from nplmtk.ngram.merge import merge_backoff
-            if order is not None:
-                components = [m.truncated(order) for m in components]
-            if limit_vocab:
-                components = components[:1] + [m.limited_to(kept) for m in components[1:]]
-            model = merge_backoff(components, weights, kept or ())
-    # what only some options need is imported where they are given: plain scoring starts faster
-    if renorm or prune or prune_lowprobs:
-        from nplmtk.ngram.estimate import prune as prune_model, prune_low_probs, renormalise
-    if renorm:  # in SRILM's order
-        model = renormalise(model)
-    if prune:
-        model = prune_model(model, prune, minprune)
-    if prune_budget is not None:
-        from nplmtk.convert import entries, prune_to_entries
-        model, threshold = prune_to_entries(model, prune_budget, minprune)
-        click.echo(f"nplm ppl: -prune-to-entries {prune_budget}: -prune {threshold:.6g} keeps {entries(model)} n-grams",
-                   err=True)
-    if prune_lowprobs:
-        model = prune_low_probs(model, minprune)
-    if classes is not None:
-        if not isinstance(model, BackoffModel):
-            raise NplmError(f"{lm}: -classes goes with a back-off n-gram model over classes (ARPA)")
-        from nplmtk.ngram.classes import ClassNgramModel, WordClasses
-        model = ClassNgramModel(model, WordClasses.read(classes))
-    if mix_lm is not None and not merged:
-        from nplmtk.mixture import Mixture
-        model = Mixture([model] + components[1:], weights, names)
-    for flag, path, write in (("-write-lm", write_lm, write_arpa), ("-write-bin-lm", write_bin_lm, write_binary)):
-        if path is not None:
-            if mix_lm is not None and not merged:  # the mixture, not -lm alone, is what would be written
-                why = "-bayes 0 keeps it dynamic" if bayes is not None else \
-                    "only back-off n-gram models (ARPA or binary, without -classes) merge into one"
-                raise NplmError(f"{flag}: the mixture of {' and '.join(names)} cannot be written as one back-off "
-                                f"model: {why} (nplm mix -write keeps a mixture)")
-            if not isinstance(model, BackoffModel):
-                raise NplmError(f"{lm}: {flag} writes back-off n-gram models only")
-            write(model, path)
-    subject = lm if mix_lm is None else f"the mixture of {' and '.join(names)}"  # what the model is
+    dynamic = None
+    if dynamic_eval:
+        dynamic = DynamicSpec(dynamic_eval, dynamic_lr, dynamic_decay, dynamic_rms_text, dynamic_rms_words,
+                              dynamic_epsilon, text or ppl_file, lambda total: _progress_bar(total, quiet))
+    built = build_model(PplSpec(
+        lm, allow_paths, map_unk, order, neural_cache, neural_cache_theta, neural_cache_lambda, dynamic, vocab,
+        mix_lm, [(more[f"mix_lm{i}"], more[f"mix_lambda{i}"]) for i in range(2, MAX_MIX + 1) if more[f"mix_lm{i}"]],
+        main_weight, bayes, renorm, prune, prune_budget, minprune, prune_lowprobs, classes))
+    if built.threshold is not None:
+        from nplmtk.convert import entries
+        click.echo(f"nplm ppl: -prune-to-entries {prune_budget}: -prune {built.threshold:.6g} keeps "
+                   f"{entries(built.model)} n-grams", err=True)
+    if write_lm is not None:
+        from nplmtk.ngram.arpa import write_arpa
+        write_arpa(built.writable("write_lm"), write_lm)
+    if write_bin_lm is not None:
+        from nplmtk.ngram.binary import write_binary
+        write_binary(built.writable("write_bin_lm"), write_bin_lm)
     if counts is not None:
-        if not isinstance(model, BackoffModel):
-            raise NplmError(f"{subject}: -counts scores back-off n-gram models (ARPA) only")
-        count_perplexity(model, counts, debug=debug, write=click.echo, unk_log10prob=unk_prob)
+        from nplmtk.ppl import count_perplexity
+        count_perplexity(built.backoff("{counts} scores back-off n-gram models (ARPA) only"), counts, debug=debug,
+                         write=click.echo, unk_log10prob=unk_prob)
     if cache and (text is None and ppl_file is None or oov_estimate):
         raise NplmError("-cache scores a text (-text or -ppl), without -oov-estimate")
+    model = built.model
     if text is not None or ppl_file is not None:
         if cache:
-            from nplmtk.cache import with_cache
-            model = with_cache(model, subject, cache, cache_lambda, unk_is_word=unk)
+            model = built.model = built.with_cache(cache, cache_lambda, unk_is_word=unk)
         _score_text(model, lm, text or ppl_file, debug, lower, map_numbers, oov_estimate, unk_prob)
     if gen:
-        if not isinstance(model, BackoffModel):
-            raise NplmError(f"{subject}: -gen samples back-off n-gram models as SRILM does (`nplm generate` samples any "
-                            "model)")
+        built.backoff("{gen} samples back-off n-gram models as SRILM does (`nplm generate` samples any model)")
         from nplmtk.ngram.srilm_sampling import srilm_sentences
         for words in srilm_sentences(model, gen, int(time.time()) + os.getpid() if seed is None else seed,
                                      unk_is_word=unk):
             click.echo(" ".join(words))
     if server_port is not None:
-        _serve(model, subject, server_port, server_host, server_maxclients, debug)
+        _serve(model, built.subject, server_port, server_host, server_maxclients, debug)
+
+
+def _progress_bar(total, quiet):
+    """-dynamic-eval's progress bar on a terminal, else None."""
+    if quiet or not sys.stderr.isatty():
+        return None
+    from tqdm import tqdm
+    return tqdm(total=total, desc="dynamic evaluation", unit="w", unit_scale=True, leave=False, file=sys.stderr)
 
 
 def _serve(model, subject, port, host, max_clients, debug):
@@ -277,32 +217,6 @@ def _serve(model, subject, port, host, max_clients, debug):
             signal.signal(number, handler)
 
 
-def _dynamic(model, lm, length, lr, decay, rms_text, rms_words, epsilon, quiet, text):
-    """The network `model` scored by dynamic evaluation."""
-    from nplmtk.corpus import Corpus
-    from nplmtk.neural.dynamic import DynamicEvaluation, DynamicModel, gradient_scale
-    from nplmtk.neural.network import NeuralModel
-    if not isinstance(model, NeuralModel):
-        raise NplmError(f"{lm}: -dynamic-eval adapts neural models (a network's gradients move it)")
-    if lr is None:
-        raise NplmError("-dynamic-eval needs -dynamic-lr (e.g. 0.1; with -dynamic-rms-text about 0.003)")
-    if text is None:
-        raise NplmError("-dynamic-eval scores a text (-text or -ppl)")
-    settings = DynamicEvaluation(length, lr, decay, epsilon)
-    scale = None
-    if rms_text is not None:
-        check_readable(rms_text)
-        corpus = Corpus.read(rms_text, model.vocab, unk=True).within_words(rms_words)
-        scale = gradient_scale(model, corpus, length)
-
-    def progress(total):
-        if quiet or not sys.stderr.isatty():
-            return None
-        from tqdm import tqdm
-        return tqdm(total=total, desc="dynamic evaluation", unit="w", unit_scale=True, leave=False, file=sys.stderr)
-    return DynamicModel(model, settings, scale, progress)
-
-
 def _score_text(model, lm, text, debug, lower, map_numbers, oov_estimate, unk_prob):
     if oov_estimate:
         from nplmtk.neural.network import NeuralModel  # here: plain scoring loads no network
@@ -317,4 +231,5 @@ def _score_text(model, lm, text, debug, lower, map_numbers, oov_estimate, unk_pr
 
 
 def estimating_architectures():
+    from nplmtk.models import ARCHITECTURES
     return [name for name, model_class in ARCHITECTURES.items() if model_class.CAPABILITIES.oov_estimate]

@@ -55,6 +55,7 @@ cdef inline void state_stripe(State *s, const unsigned char *p) noexcept nogil:
 cdef void state_update(State *s, const unsigned char *p, Py_ssize_t n) noexcept nogil:
     cdef const unsigned char *end = p + n
     cdef Py_ssize_t fill
+    cdef uint64_t v1, v2, v3, v4
     s.total += <uint64_t> n
     if s.held_bytes:
         fill = STRIPE - s.held_bytes
@@ -66,9 +67,16 @@ cdef void state_update(State *s, const unsigned char *p, Py_ssize_t n) noexcept 
         state_stripe(s, s.held)
         p += fill
         s.held_bytes = 0
+    # the lanes in locals: stored through `s`, which a byte pointer may alias, each stripe
+    # would write them back to memory (a third of the speed)
+    v1, v2, v3, v4 = s.v1, s.v2, s.v3, s.v4
     while p + STRIPE <= end:
-        state_stripe(s, p)
+        v1 = lane_round(v1, read64(p))
+        v2 = lane_round(v2, read64(p + 8))
+        v3 = lane_round(v3, read64(p + 16))
+        v4 = lane_round(v4, read64(p + 24))
         p += STRIPE
+    s.v1, s.v2, s.v3, s.v4 = v1, v2, v3, v4
     memcpy(s.held, p, end - p)
     s.held_bytes = end - p
 

@@ -7,7 +7,6 @@ the kernel trusts the tables."""
 import numpy as np
 
 from .. import container
-from .._ext.arpa_format import as_printed
 from .._ext.backoff_kernels import checked_log10s, children_runs
 from ..errors import InputError, NplmError
 from .backoff import MAX_LOG10_BACKOFF, PSEUDO_ZERO, BackoffModel, log10_fault
@@ -50,6 +49,7 @@ STORED_PIECE = 1 << 20  # values converted at a time
 def stored_log10s(values, printed):
     """Pieces of the float32 log10 `values` as a binary model stores them: log 0 as -99, each
     value rounded as an ARPA file prints it when `printed`."""
+    from .._ext.arpa_format import as_printed  # here: opening a binary model parses no ARPA text
     for start in range(0, len(values), STORED_PIECE):
         piece = np.ascontiguousarray(values[start:start + STORED_PIECE], dtype=np.float32)
         if printed:

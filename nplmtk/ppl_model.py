@@ -1,0 +1,204 @@
+"""The model `ngram -ppl` scores, built from a plain specification as SRILM's ngram.cc
+builds it: read with -order and -limit-vocab, a continuous cache or dynamic evaluation
+around a network, mixed (merged statically when every component is a back-off n-gram),
+then -renorm, -prune, -prune-to-entries and -prune-lowprobs in SRILM's order, then
+-classes. Parameters are named as the command's options (a ParameterError's `{name}`);
+nothing here prints. What only some specifications need is imported where they ask for
+it: plain scoring loads neither the estimator nor the networks."""
+from dataclasses import dataclass, field
+
+from .errors import ParameterError
+from .io import check_readable
+from .models import load
+from .ngram.backoff import BackoffModel
+
+
+@dataclass
+class DynamicSpec:
+    """Dynamic evaluation of a network (Krause et al. 2018) over segments of `length`
+    predictions of `text` (nplmtk/neural/dynamic.py); `progress(total)` gives a progress
+    bar or None."""
+    length: int
+    lr: float = None
+    decay: float = 0.0
+    rms_text: str = None
+    rms_words: int = 20000
+    epsilon: float = 1e-3
+    text: str = None
+    progress: object = None
+
+
+@dataclass
+class PplSpec:
+    """What `nplm ppl` scores: the model file `lm` and what is done to it. `mix_lm` is
+    mixed in with what the other weights leave (1 - main_weight - the rest), `mix_more`
+    lists further models and their weights ((file, weight)); `vocab` the words of
+    -limit-vocab (a file);
+    `prune_to_entries` an n-gram budget."""
+    lm: str
+    allow_paths: bool = False
+    map_unk: str = None
+    order: int = None
+    neural_cache: int = 0
+    neural_cache_theta: float = 0.3
+    neural_cache_lambda: float = 0.2
+    dynamic: DynamicSpec = None
+    vocab: str = None
+    mix_lm: str = None
+    mix_more: list = field(default_factory=list)
+    main_weight: float = 0.5
+    bayes: float = None
+    renorm: bool = False
+    prune: float = 0.0
+    prune_to_entries: int = None
+    minprune: int = 2
+    prune_lowprobs: bool = False
+    classes: str = None
+
+
+class PplModel:
+    """A built model: `model`, `names` (its files), `merged` (the mixture merged into one
+    back-off model), `subject` (what the model is, for messages) and `threshold` (the
+    -prune that -prune-to-entries found, or None)."""
+
+    def __init__(self, model, names, mixed, merged, bayes, threshold):
+        self.model, self.names, self.mixed, self.merged = model, names, mixed, merged
+        self.bayes, self.threshold = bayes, threshold
+        self.subject = names[0] if not mixed else f"the mixture of {' and '.join(names)}"
+
+    def writable(self, parameter):
+        """The model as one back-off model to write (`parameter`: the output's name),
+        refused when it is a dynamic mixture or no back-off model."""
+        if self.mixed and not self.merged:  # the mixture, not -lm alone, is what would be written
+            why = "{bayes} 0 keeps it dynamic" if self.bayes is not None else \
+                "only back-off n-gram models (ARPA or binary, without {classes}) merge into one"
+            raise ParameterError(f"{{{parameter}}}: the mixture of {_braced(' and '.join(self.names))} cannot be "
+                                 f"written as one back-off model: {why} (nplm mix -write keeps a mixture)")
+        return self.backoff(f"{{{parameter}}} writes back-off n-gram models only", self.names[0])
+
+    def backoff(self, why, subject=None):
+        """The model, refused with `subject: why` unless it is a back-off n-gram model."""
+        if not isinstance(self.model, BackoffModel):
+            raise ParameterError(why, path=subject or self.subject)
+        return self.model
+
+    def with_cache(self, length, weight, unk_is_word):
+        """The model mixed with a unigram cache of the last `length` words (-cache)."""
+        from .cache import with_cache
+        return with_cache(self.model, self.subject, length, weight, unk_is_word=unk_is_word)
+
+
+def _braced(text):
+    """`text` (file names) safe inside a ParameterError's message."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def build_model(spec):
+    """The PplModel of `spec` (a PplSpec); refuses what SRILM cannot do with the model."""
+    lm = spec.lm
+    if spec.classes is not None:
+        check_readable(spec.classes)
+    if spec.map_unk is not None:
+        from .container import is_container
+        if is_container(lm):
+            raise ParameterError("{map_unk} renames an ARPA model's unknown word only", path=lm)
+    model = load(lm, spec.allow_paths, unk=spec.map_unk)
+    backoff = isinstance(model, BackoffModel)
+    if spec.order is not None:
+        if not backoff:
+            raise ParameterError("{order} applies to n-gram models only", path=lm)
+        model = model.truncated(spec.order)
+    if spec.neural_cache:
+        model = _with_neural_cache(model, spec)
+    if spec.dynamic is not None:
+        model = _dynamic(model, lm, spec.dynamic)
+    if spec.prune and spec.prune_to_entries is not None:
+        raise ParameterError("choose one of {prune} and {prune_to_entries}")
+    if (spec.renorm or spec.prune or spec.prune_to_entries or spec.prune_lowprobs or spec.vocab is not None) \
+            and not isinstance(model, BackoffModel):
+        raise ParameterError("{limit_vocab}, {renorm} and {prune}* apply to back-off n-gram models (ARPA) only",
+                             path=lm)
+    kept = None
+    if spec.vocab is not None:
+        from .vocab import Vocabulary
+        kept = Vocabulary.read(spec.vocab).words
+        model = model.limited_to(kept)
+    names, merged = [lm], False
+    if spec.mix_more and spec.mix_lm is None:
+        raise ParameterError("{mix_lm}2 and the like need {mix_lm}")
+    if spec.mix_lm is not None:
+        names += [spec.mix_lm] + [name for name, _ in spec.mix_more]
+        weights = [spec.main_weight, 1.0 - spec.main_weight] + [w for _, w in spec.mix_more]
+        for w in weights[2:]:  # ngram.cc's order of subtraction
+            weights[1] -= w
+        if weights[1] < -1e-9:
+            raise ParameterError("{lambda} and {mix_lambda}N add up to more than 1")
+        weights = [max(w, 0.0) for w in weights]
+        components = [model] + [load(name, spec.allow_paths) for name in names[1:]]
+        merged = spec.bayes is None and spec.classes is None and all(isinstance(m, BackoffModel) for m in components)
+        if merged:  # SRILM's static mixture: each model read with -order and -limit-vocab, then merged
+            from .ngram.merge import merge_backoff
+            if spec.order is not None:
+                components = [m.truncated(spec.order) for m in components]
+            if kept is not None:
+                components = components[:1] + [m.limited_to(kept) for m in components[1:]]
+            model = merge_backoff(components, weights, kept or ())
+    model, threshold = _pruned(model, spec)
+    if spec.classes is not None:
+        if not isinstance(model, BackoffModel):
+            raise ParameterError("{classes} goes with a back-off n-gram model over classes (ARPA)", path=lm)
+        from .ngram.classes import ClassNgramModel, WordClasses
+        model = ClassNgramModel(model, WordClasses.read(spec.classes))
+    if spec.mix_lm is not None and not merged:
+        from .mixture import Mixture
+        model = Mixture([model] + components[1:], weights, names)
+    return PplModel(model, names, spec.mix_lm is not None, merged, spec.bayes, threshold)
+
+
+def _pruned(model, spec):
+    """(the model after -renorm, -prune, -prune-to-entries and -prune-lowprobs, in SRILM's
+    order; the threshold -prune-to-entries found, or None)."""
+    threshold = None
+    if spec.renorm or spec.prune or spec.prune_lowprobs:
+        from .ngram.estimate import prune as prune_model, prune_low_probs, renormalise
+    if spec.renorm:
+        model = renormalise(model)
+    if spec.prune:
+        model = prune_model(model, spec.prune, spec.minprune)
+    if spec.prune_to_entries is not None:
+        from .convert import prune_to_entries
+        model, threshold = prune_to_entries(model, spec.prune_to_entries, spec.minprune)
+    if spec.prune_lowprobs:
+        model = prune_low_probs(model, spec.minprune)
+    return model, threshold
+
+
+def _with_neural_cache(model, spec):
+    from .cache import ContinuousCache
+    from .neural.network import NeuralModel
+    if not (isinstance(model, NeuralModel) and model.CAPABILITIES.recurrent_state):
+        raise ParameterError("{neural_cache} keys on a recurrent network's states", path=spec.lm)
+    if spec.dynamic is not None:
+        raise ParameterError("choose one of {neural_cache} and {dynamic_eval}")
+    return ContinuousCache(model, spec.neural_cache, spec.neural_cache_theta, spec.neural_cache_lambda)
+
+
+def _dynamic(model, lm, dynamic):
+    """The network `model` scored by dynamic evaluation."""
+    from .corpus import Corpus
+    from .neural.dynamic import DynamicEvaluation, DynamicModel, gradient_scale
+    from .neural.network import NeuralModel
+    if not isinstance(model, NeuralModel):
+        raise ParameterError("{dynamic_eval} adapts neural models (a network's gradients move it)", path=lm)
+    if dynamic.lr is None:
+        raise ParameterError("{dynamic_eval} needs {dynamic_lr} (e.g. 0.1; with {dynamic_rms_text} about 0.003)")
+    if dynamic.text is None:
+        raise ParameterError("{dynamic_eval} scores a text ({text} or {ppl})")
+    settings = DynamicEvaluation(dynamic.length, dynamic.lr, dynamic.decay, dynamic.epsilon)
+    scale = None
+    if dynamic.rms_text is not None:
+        check_readable(dynamic.rms_text)
+        corpus = Corpus.read(dynamic.rms_text, model.vocab, unk=True).within_words(dynamic.rms_words)
+        scale = gradient_scale(model, corpus, dynamic.length)
+    return DynamicModel(model, settings, scale, dynamic.progress)
+
