@@ -30,8 +30,20 @@ class ExpandedLattice:
     None if no path is left."""
 
     def __init__(self, graph, nodes, links, start, end, form=None, text=None):
-        self.graph, self.nodes, self.links, self.start, self.end = graph, nodes, links, start, end
+        self.graph, self._nodes, self._links, self.start, self.end = graph, nodes, links, start, end
         self.form, self.text = form, text
+
+    @property
+    def nodes(self):  # (given as a function: made when first asked for)
+        if callable(self._nodes):
+            self._nodes = self._nodes()
+        return self._nodes
+
+    @property
+    def links(self):
+        if callable(self._links):
+            self._links = self._links()
+        return self._links
 
 
 class BackoffContexts:

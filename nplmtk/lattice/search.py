@@ -186,12 +186,11 @@ class Decoding:
         text, offsets, path_nodes = self.graph.word_text, offsets.tolist(), path_nodes.tolist()
         sentences = [[w for w in (text[n] for n in path_nodes[a:b]) if w is not None]
                      for a, b in zip(offsets, offsets[1:])]
-        if model is not None:
-            language = sentence_logprobs(model, [[w for w in words if w not in (BOS, EOS)] for words in sentences])
-        else:
-            language = language.tolist()
-        return [f"{a:.7g} {g:.7g} {sum(1 for w in words if w not in (BOS, EOS))} {' '.join(words)} "
-                for a, g, words in zip(acoustic.tolist(), language, sentences)]
+        inner = [words[1:-1] if words[0] == BOS and words[-1] == EOS and BOS not in words[1:-1] and
+                 EOS not in words[1:-1] else [w for w in words if w not in (BOS, EOS)] for words in sentences]
+        language = sentence_logprobs(model, inner) if model is not None else language.tolist()
+        return [f"{a:.7g} {g:.7g} {len(words)} {' '.join(path)} "
+                for a, g, words, path in zip(acoustic.tolist(), language, inner, sentences)]
 
 
 def decode(lattice, scales, word_of, scorer, order, nbest=False):
@@ -251,15 +250,17 @@ def expand(lattice, scales, word_of, scores):
     out_first, out_target = graph.outgoing()
     node_of, sources, targets, languages = expand_contexts(scores.model.tables, graph.words, out_first, out_target,
                                                            visit, start, end, word_id(BOS), word_id(EOS))
-    links = list(zip(sources.tolist(), targets.tolist(), languages.tolist()))
-    carriers = node_of.tolist()
     null = (graph.words[node_of] < 0).astype(np.uint8)
+
+    def links():
+        return list(zip(sources.tolist(), targets.tolist(), languages.tolist()))
 
     def form():  # expand.written_form, compiled
         found = written_form(sources, targets, languages, null, 0, 1)
         if found is None:
             return None
         kept, number, written = found
+        carriers = node_of.tolist()
         return kept, number, [(a, b, language, carriers[carrier]) for a, b, language, carrier in written]
 
     def text():  # write_expanded's, compiled
@@ -270,4 +271,4 @@ def expand(lattice, scales, word_of, scores):
         body = graph.written_text(node_of, found).decode("utf-8")
         return start, end, len(found[0]), len(found[1]), body
 
-    return ExpandedLattice(nodes, carriers, links, 0, 1, form, text if lattice.scanned is not None else None)
+    return ExpandedLattice(nodes, node_of.tolist, links, 0, 1, form, text if lattice.scanned is not None else None)
