@@ -2,8 +2,9 @@
 same), synced together: lattice-tool's N-best files and lattices (io.open_output syncs
 each file it writes, some ms a file)."""
 import contextlib
-import io
 import os
+import struct
+import zlib
 
 from .errors import NplmError
 from .io import _output_target, _temporary_beside, open_output
@@ -23,15 +24,16 @@ def _remove_stale_in(directory):
                     os.unlink(os.path.join(directory, name))
 
 
+GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"  # no name, mtime 0, level 9, OS unknown
+
+
 def gzipped(data):
-    """`data` gzip-compressed as open_output compresses a .gz text, byte for byte (mtime 0,
-    no name; the text's flush a sync flush before the end)."""
-    import gzip
-    buffer = io.BytesIO()
-    with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as compressed:
-        compressed.write(data)
-        compressed.flush()
-    return buffer.getvalue()
+    """`data` gzip-compressed as open_output compresses a .gz text, byte for byte: gzip's
+    GzipFile (mtime 0, no name, level 9) with the text's flush a sync flush before the end,
+    made with zlib directly (GzipFile's objects cost some 40 us a file)."""
+    compress = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS, zlib.DEF_MEM_LEVEL, 0)
+    return b"".join((GZIP_HEADER, compress.compress(data), compress.flush(zlib.Z_SYNC_FLUSH), compress.flush(),
+                     struct.pack("<II", zlib.crc32(data), len(data) & 0xFFFFFFFF)))
 
 
 class OutputBatch:

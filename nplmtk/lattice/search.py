@@ -147,24 +147,45 @@ class Decoding:
     and word ids), for the compiled N-best; None: `finals` are decode.viterbi's own.
     `graph`: the ScannedGraph searched (its nodes made only if asked for), or None."""
 
-    def __init__(self, nodes, finals, arrays=None, graph=None):
-        self._nodes, self.finals, self.arrays, self.graph = nodes, finals, arrays, graph
+    def __init__(self, nodes, finals, arrays=None, graph=None, states=None):
+        self._nodes, self._finals, self.arrays, self.graph, self.states = nodes, finals, arrays, graph, states
+        self._best = False
 
     @property
     def nodes(self):
         return self._nodes if self._nodes is not None else self.graph.nodes
 
+    @property
+    def finals(self):
+        if self._finals is None:  # the compiled search's: made when first asked for
+            self._finals = _finals(*self.states)
+        return self._finals
+
+    def ends(self):
+        """The end node's states (their numbers), best first, as `finals` orders them."""
+        if self._finals is not None:
+            return np.array([s.serial for s in self._finals], dtype=np.int32)
+        _, prob, _, _, ends = self.states
+        return ends[np.argsort(-prob[ends], kind="stable")].astype(np.int32)
+
     def best_words(self):
         """decode.best_words of the best path."""
-        if self.graph is None:
+        if self._best is False:
+            self._best = self._best_words()
+        return self._best
+
+    def _best_words(self):
+        if self.graph is None or self.states is None:
             return best_words(self.nodes, self.finals)
-        if not self.finals or self.finals[0].prob == -math.inf:
+        node, prob, _, prev, _ = self.states
+        ends = self.ends()
+        if not len(ends) or prob[ends[0]] == -math.inf:
             return None
-        text, words, state = self.graph.word_text, [], self.finals[0]
-        while state is not None:
-            if text[state.node] is not None:
-                words.append(text[state.node])
-            state = state.prev
+        text, words, k, node, prev = self.graph.word_text, [], int(ends[0]), node.tolist(), prev.tolist()
+        while k >= 0:
+            if text[node[k]] is not None:
+                words.append(text[node[k]])
+            k = prev[k]
         return words[::-1]
 
     def nbest_lines(self, count, model=None):
@@ -172,7 +193,7 @@ class Decoding:
             return nbest_lines(self.nodes, self.finals, count, model)
         node, prob, prev, preds, words = self.arrays
         head, entry_state, entry_next, diff, _ = preds
-        ends = np.array([s.serial for s in self.finals], dtype=np.int32)
+        ends = self.ends()
         offsets, states = nbest_paths(prob, prev, head, entry_state, entry_next, diff, words[node], ends, count)
         if self.graph is None:
             paths = node[states].tolist()
@@ -215,24 +236,23 @@ def decode(lattice, scales, word_of, scorer, order, nbest=False):
     (node, prob, gprob, prev), (first, count), preds = viterbi_states(
         tables, graph.words, graph.old, graph.language, graph.first, graph.source, graph.weight, graph.visit, start,
         end, context_len, lmscale if use_lm else 1.0, word_id(BOS), nbest)
-    finals = _finals(node, prob, gprob, prev, first, count)
-    return Decoding(nodes, finals, (node, prob, prev, preds, graph.words) if nbest else None,
-                    graph if nodes is None else None)
+    return Decoding(nodes, None, (node, prob, prev, preds, graph.words) if nbest else None,
+                    graph if nodes is None else None, (node, prob, gprob, prev, np.arange(first, first + count)))
 
 
-def _finals(node, prob, gprob, prev, first, count):
-    """The end node's states, best first, as decode.State's (`serial`: the state's
-    number) linked to the states of their best paths back to the start."""
+def _finals(node, prob, gprob, prev, ends):
+    """The end node's states (numbered `ends`), best first, as decode.State's (`serial`:
+    the state's number) linked to the states of their best paths back to the start."""
     node_list, prob_list, gprob_list, prev_list = node.tolist(), prob.tolist(), gprob.tolist(), prev.tolist()
     made = {}
-    for k in range(first, first + count):
+    for k in ends.tolist():
         j = k
         while j >= 0 and j not in made:
             made[j] = State(node_list[j], None, prob_list[j], gprob_list[j], None, serial=j)
             j = prev_list[j]
     for k, state in made.items():
         state.prev = made[prev_list[k]] if prev_list[k] >= 0 else None
-    return sorted((made[k] for k in range(first, first + count)), key=lambda s: -s.prob)
+    return sorted((made[k] for k in ends.tolist()), key=lambda s: -s.prob)
 
 
 def expand(lattice, scales, word_of, scores):
