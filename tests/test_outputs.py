@@ -174,3 +174,28 @@ def test_a_batch_of_outputs_appears_whole_at_its_commit(tmp_path):
     assert (tmp_path / "a.gz").read_bytes() == (tmp_path / "c.gz").read_bytes()
     assert gzip.decompress((tmp_path / "b.gz").read_bytes()) == b"three\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.gz", "b.gz", "c.gz"]
+
+
+def test_full_batches_are_committed_apart_and_their_errors_raised(tmp_path, monkeypatch):
+    """A full batch is synced and renamed by a thread while the next is written: every file
+    in place after the block, no temporary file left; a failed sync of a batch committed
+    apart is one NplmError naming its first file, raised by the block's end, and its
+    temporary files are gone."""
+    from nplmtk import output_batch
+    from nplmtk.errors import NplmError
+    with output_batch.OutputBatch(pending_limit=2) as batch:
+        for k in range(5):
+            batch.write(str(tmp_path / f"f{k}"), b"%d\n" % k)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"f{k}" for k in range(5)]
+    assert (tmp_path / "f3").read_bytes() == b"3\n"
+
+    def no_disk(names):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(output_batch, "_sync_files", no_disk)
+    out = tmp_path / "full"
+    out.mkdir()
+    with pytest.raises(NplmError, match="No space left") as err:
+        with output_batch.OutputBatch(pending_limit=2) as batch:
+            batch.write(str(out / "a"), b"a\n")
+            batch.write(str(out / "b"), b"b\n")
+    assert str(out / "a") in str(err.value) and list(out.iterdir()) == []
