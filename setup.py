@@ -14,7 +14,8 @@ from setuptools import Extension, setup
 # the text, ARPA, back-off and checksum kernels must keep exact IEEE semantics.
 # Every other .pyx is a network's kernel: a new architecture's file needs no line here.
 TEXT_KERNELS = ("corpus_kernels", "arpa_format", "arpa_parse", "backoff_kernels", "count_kernels", "ngram_sorting",
-                "text_kernels", "checksum_kernels", "lattice_kernels", "lattice_nbest", "htk_reader")
+                "text_kernels", "checksum_kernels", "lattice_kernels", "lattice_nbest", "htk_reader", "lattice_graph",
+                "lattice_write")
 KERNELS = sorted(os.path.basename(path)[:-len(".pyx")] for path in glob.glob("cython_ext/*.pyx"))
 FAST_MATH = set(KERNELS) - set(TEXT_KERNELS)
 

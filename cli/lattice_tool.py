@@ -14,9 +14,9 @@ import click
 
 from nplmtk.errors import NplmError, NplmWarning
 from nplmtk.io import check_readable, read_lines
-from nplmtk.output_batch import OutputBatch
+from nplmtk.io import OutputBatch
 from nplmtk.lattice import htk
-from nplmtk.lattice.decode import Graph, Scales, best_words, check_scales, srilm_graph
+from nplmtk.lattice.decode import Graph, Scales, check_scales, srilm_graph
 from nplmtk.lattice.expand import expanded_graph, from_decoder, write_expanded, written_form
 from nplmtk.lattice.lattice_lm import text_stats
 from nplmtk.lattice.posterior import posterior_words
@@ -134,9 +134,9 @@ def command(read_htk, in_lattice, in_lattice_list, lm, order, approx_order, unk,
                     check_scales(lattice, settings, nbest=bool(nbest_decode), with_model=scores is not None)
                     decoding = decode(lattice, settings, word_of, scores, context_order,
                                       nbest=bool(nbest_decode) or by_decoder)
-                    unscored = scores is not None and best_words(decoding.nodes, decoding.finals) is None
+                    unscored = scores is not None and decoding.best_words() is None
                 if viterbi_decode:
-                    words = best_words(decoding.nodes, decoding.finals)
+                    words = decoding.best_words()
                     click.echo(lattice.name + (" " + " ".join(words) if words else ""))
                 expanded = None
                 if expanding:

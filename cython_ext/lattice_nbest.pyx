@@ -8,6 +8,7 @@ Python's heapq step for step (the same sift-down and sift-up over the same keys:
 (a trie of (string, word) numbers); the states' arrays are checked by the caller
 (nplmtk/lattice/search.py)."""
 import numpy as np
+from libc.math cimport isnan
 from libc.stdlib cimport free
 from libc.string cimport memcpy, memset
 from lattice_tables cimport Floats, Ints, Numbers, floats_push, ints_push, numbers_find, numbers_init
@@ -174,3 +175,22 @@ def nbest_paths(const float[::1] prob, const int[::1] prev, const int[::1] preds
         free(seen.keys)
         free(seen.values)
         free(seen_prob.data)
+
+
+def path_sums(const long long[::1] offsets, const int[::1] path_nodes, const float[::1] acoustic,
+              const float[::1] language):
+    """Each path's acoustic score (its nodes' that have one, NaN: none) and language score,
+    summed in float32 from the start as decode.hypothesis_line and _lattice_language add
+    them. Path i: path_nodes[offsets[i]:offsets[i + 1]], nodes checked by the caller."""
+    cdef Py_ssize_t paths = offsets.shape[0] - 1, i, k
+    cdef float a, g
+    acoustic_sums, language_sums = np.zeros(max(paths, 0), dtype=np.float32), np.zeros(max(paths, 0), dtype=np.float32)
+    cdef float[::1] a_out = acoustic_sums, g_out = language_sums
+    for i in range(paths):
+        a, g = 0, 0
+        for k in range(offsets[i], offsets[i + 1]):
+            if not isnan(acoustic[path_nodes[k]]):
+                a = a + acoustic[path_nodes[k]]
+            g = g + language[path_nodes[k]]
+        a_out[i], g_out[i] = a, g
+    return acoustic_sums, language_sums

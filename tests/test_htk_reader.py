@@ -32,7 +32,8 @@ def as_read(path, data):
         header, header_lines, nodes, links = read
         return header, header_lines, [tuple(getattr(item, name) for name in item.__slots__) for item in nodes + links]
     scanned = htk._scanned(path, data)
-    return None if scanned is None else flat(scanned), flat(htk._read_lines(path, decoded_lines(data, path)))
+    compiled = None if scanned is None else flat(scanned[:2] + scanned[2].objects(path))
+    return compiled, flat(htk._read_lines(path, decoded_lines(data, path)))
 
 
 def test_the_compiled_reader_reads_as_the_line_by_line_one(tmp_path):
@@ -72,5 +73,6 @@ def test_numbers_are_pythons_floats_to_the_bit():
               ".5", "5.", "+7E+2", "9007199254740993", "1.7976931348623157e308"]
     text = "N=2 L=1\nI=0\nI=1\nJ=0 S=0 E=1 " + " ".join(f"x{i + 1}={v}" for i, v in enumerate(values[:9])) \
         + f" a={values[9]}\n"
-    header, _, nodes, links = htk._scanned("x.lat", text.encode())
+    header, _, scanned = htk._scanned("x.lat", text.encode())
+    nodes, links = scanned.objects("x.lat")
     assert list(links[0].scores.values()) == [float(v) for v in values[:9]] + [float(values[9])]

@@ -130,3 +130,30 @@ def test_parallel_links_give_one_hypothesis_a_word_string(tmp_path):
                           tmp_path / "nb")
     assert (status, err) == (0, "")
     assert gzip.open(tmp_path / "nb" / "par.gz").read().decode().splitlines() == ["-10 -4.716324 1 <s> the </s> "]
+
+
+@pytest.mark.parametrize("change, fragment", [
+    (("J=1\tS=0", "J=0\tS=0"), "link J=0 defined twice"),
+    (("I=1\tt=0.25", "I=0\tt=0.25"), "node I=0 defined twice"),
+    (("J=2\tS=1\tE=2", "J=2\tS=1\tE=7"), "refers to node 7, which is not defined"),
+    (("J=2\tS=1\tE=2", "J=2\tS=1\tE=0"), "cycle"),
+    (("start=0\tend=2", "start=123456789012345678901234\tend=2"), "no such node"),
+    (("start=0\tend=2", "start=2\tend=0"), "cannot be reached"),
+    (("start=0\tend=2", "end=2"), "2 nodes without links in"),  # no start=, and nodes 0 and 2 have none
+])
+def test_the_compiled_checks_refuse_what_the_python_checks_name(tmp_path, change, fragment):
+    """A lattice htk_reader scans but lattice_graph's checks refuse (before any kernel reads
+    its indices) gets the message of htk.py's checks."""
+    from nplmtk._ext.lattice_graph import lattice_order
+    from nplmtk.errors import InputError
+    from nplmtk.lattice import htk
+    text = LATTICE.format(name="x", word="the").replace(*change)
+    if fragment.endswith("links in"):
+        text = text.replace("J=2\tS=1\tE=2", "J=2\tS=0\tE=1")
+    header, _, scanned = htk._scanned("x.lat", text.encode())
+    start, end = int(header.get("start", -1)), int(header.get("end", -1))
+    assert max(start, end) >= 1 << 62 or lattice_order(scanned.node_ints, scanned.link_ints, start, end) is None
+    path = tmp_path / "x.lat"
+    path.write_text(text)
+    with pytest.raises(InputError, match=fragment):
+        htk.read_htk(str(path))

@@ -46,10 +46,18 @@ def random_lattice(rng, words, name):
                 scores += f" l={rng.uniform(-5, 0):.4f}"
             if rng.random() < 0.1:
                 scores += f" r={rng.uniform(-1, 0):.3f}"
+            if rng.random() < 0.1:  # scores of no scale's (x2=), or of a scale of 0 (ds=)
+                scores = f"x2={rng.uniform(-3, 3):.3f} {scores} n={rng.uniform(-2, 0):.3f} ds={rng.uniform(0, 1):.2f}"
             links.append(f"S={start} E={end} W={word} {scores}")
         links.append(f"S={start} E={start + 1} W={rng.choice(words)} a={rng.uniform(-14, -6):.4f}")
     lines = ["VERSION=1.0", *header, f"start=0 end={nodes - 1}", f"N={nodes} L={len(links)}"]
-    lines += [f"I={i} t={i * 0.25:.2f}" for i in range(nodes)]
+    for i in range(nodes):  # some nodes with scores (a forward lattice's), a word, no time
+        node = f"I={i}" + (f" t={i * 0.25:.2f}" if rng.random() < 0.9 else "")
+        if rng.random() < 0.2:
+            node += f" a={rng.uniform(-3, 0):.3f}" + (f" x1={rng.uniform(-1, 1):.2f}" if rng.random() < 0.5 else "")
+        if 0 < i < nodes - 1 and rng.random() < 0.2:
+            node += f" W={rng.choice(words)}"
+        lines.append(node)
     lines += [f"J={j} {link}" for j, link in enumerate(links)]
     return "\n".join(lines) + "\n"
 
@@ -78,7 +86,7 @@ def test_the_compiled_search_is_the_python_search(tmp_path, model, order, unk, s
             decoding = decode(lattice, settings, word_of, scores, order or 3, nbest=nbest)
             got = decoding.finals
             assert [(s.node, s.prob, s.gprob) for s in got] == [(s.node, s.prob, s.gprob) for s in expected]
-            assert best_words(nodes, got) == best_words(nodes, expected)
+            assert best_words(nodes, got) == decoding.best_words() == best_words(nodes, expected)
             if nbest and settings["lmscale"] > 0:
                 for count in (1, 10, 50):  # the Python search marks its states: a fresh one each time
                     if scores is not None:

@@ -162,7 +162,7 @@ def test_a_batch_of_outputs_appears_whole_at_its_commit(tmp_path):
     import gzip
 
     from nplmtk.io import open_output
-    from nplmtk.output_batch import OutputBatch
+    from nplmtk.io import OutputBatch
     (tmp_path / "b.gz").write_bytes(b"old")
     with OutputBatch(pending_limit=3) as batch:
         batch.write(str(tmp_path / "a.gz"), b"one\ntwo\n")
@@ -179,7 +179,7 @@ def test_a_batch_of_outputs_appears_whole_at_its_commit(tmp_path):
 def test_a_batch_writes_a_fifo_and_stdout_in_place_compressed_once(tmp_path, capfdbinary):
     """OutputBatch's in-place outputs: a .gz FIFO's reader gets the bytes a regular .gz file
     gets (it used to get them compressed twice), '-' is stdout, not a file named '-'."""
-    from nplmtk.output_batch import OutputBatch
+    from nplmtk.io import OutputBatch
     fifo = tmp_path / "fifo.gz"
     os.mkfifo(fifo)
     received = []
@@ -193,3 +193,28 @@ def test_a_batch_writes_a_fifo_and_stdout_in_place_compressed_once(tmp_path, cap
     assert received == [(tmp_path / "regular.gz").read_bytes()]
     assert capfdbinary.readouterr().out == b"three\n"
     assert fifo.is_fifo() and not (tmp_path / "-").exists()
+
+
+def test_full_batches_are_committed_apart_and_their_errors_raised(tmp_path, monkeypatch):
+    """A full batch is synced and renamed by a thread while the next is written: every file
+    in place after the block, no temporary file left; a failed sync of a batch committed
+    apart is one NplmError naming its first file, raised by the block's end, and its
+    temporary files are gone."""
+    from nplmtk.errors import NplmError
+    from nplmtk.io import writing
+    with writing.OutputBatch(pending_limit=2) as batch:
+        for k in range(5):
+            batch.write(str(tmp_path / f"f{k}"), b"%d\n" % k)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"f{k}" for k in range(5)]
+    assert (tmp_path / "f3").read_bytes() == b"3\n"
+
+    def no_disk(names):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(writing, "_sync_files", no_disk)
+    out = tmp_path / "full"
+    out.mkdir()
+    with pytest.raises(NplmError, match="No space left") as err:
+        with writing.OutputBatch(pending_limit=2) as batch:
+            batch.write(str(out / "a"), b"a\n")
+            batch.write(str(out / "b"), b"b\n")
+    assert str(out / "a") in str(err.value) and list(out.iterdir()) == []

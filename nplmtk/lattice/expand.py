@@ -25,11 +25,25 @@ class ExpandedLattice:
     graph node (None: a null node of no graph node's); `links`: (from, to, language score log10) between new nodes, the word and
     the other scores those of the graph node `to` copies; `start`, `end`: new nodes;
     `form`: written_form's result computed otherwise (a compiled expansion's), None: by
-    written_form."""
+    written_form; `text`: write_expanded's text computed otherwise (None: from `form`), as
+    (start, end: their numbers; nodes, links: their counts; the node and link lines), or
+    None if no path is left."""
 
-    def __init__(self, graph, nodes, links, start, end, form=None):
-        self.graph, self.nodes, self.links, self.start, self.end = graph, nodes, links, start, end
-        self.form = form
+    def __init__(self, graph, nodes, links, start, end, form=None, text=None):
+        self.graph, self._nodes, self._links, self.start, self.end = graph, nodes, links, start, end
+        self.form, self.text = form, text
+
+    @property
+    def nodes(self):  # (given as a function: made when first asked for)
+        if callable(self._nodes):
+            self._nodes = self._nodes()
+        return self._nodes
+
+    @property
+    def links(self):
+        if callable(self._links):
+            self._links = self._links()
+        return self._links
 
 
 class BackoffContexts:
@@ -161,16 +175,19 @@ def write_expanded(lattice, scales, expanded, out):
     model. Links of probability 0 (a word the model lacks) and the nodes then off every
     path are left out. The header carries the scales used (wdpenalty in log10). False if
     no path is left."""
+    if expanded.text is not None:  # the compiled expansion's text
+        found = expanded.text()
+        if found is None:
+            return False
+        start, end, node_count, link_count, body = found
+        out.write(_header(lattice, scales, start, end, node_count, link_count) + body)
+        return True
     form = expanded.form() if expanded.form else written_form(expanded)
     if form is None:
         return False
     nodes, number, written = form
     graph, start, end = expanded.graph, expanded.start, expanded.end
-    header = ["VERSION=1.0", f"UTTERANCE={lattice.name}", "base=10"]
-    header += [f"{key}={scales[key]:.7g}" for key in ("acscale", "lmscale", "ngscale", "prscale", "duscale",
-                                                      "wdpenalty")]
-    header += [f"start={number[start]}\tend={number[end]}", f"N={len(nodes)}\tL={len(written)}"]
-    lines = ["\n".join(header) + "\n"]
+    lines = [_header(lattice, scales, number[start], number[end], len(nodes), len(written))]
     end_time = lattice.node[lattice.end].time
     for n in nodes:
         time = end_time if expanded.nodes[n] is None else graph[expanded.nodes[n]].time
@@ -187,6 +204,14 @@ def write_expanded(lattice, scales, expanded, out):
         lines.append(f"J={j}\tS={a}\tE={b}\t{carried[carrier]}\tl={language:.7g}\n")
     out.write("".join(lines))
     return True
+
+
+def _header(lattice, scales, start, end, nodes, links):
+    header = ["VERSION=1.0", f"UTTERANCE={lattice.name}", "base=10"]
+    header += [f"{key}={scales[key]:.7g}" for key in ("acscale", "lmscale", "ngscale", "prscale", "duscale",
+                                                      "wdpenalty")]
+    header += [f"start={start}\tend={end}", f"N={nodes}\tL={links}"]
+    return "\n".join(header) + "\n"
 
 
 def written_form(expanded):

@@ -15,6 +15,7 @@ import re
 import numpy as np
 
 from .._ext.htk_reader import scan_slf
+from .._ext.lattice_graph import lattice_order
 from ..errors import InputError
 from ..io import byte_limit, decoded_lines, read_bytes
 
@@ -54,17 +55,81 @@ class Lattice:
     """One SLF lattice as read: `header` (field -> text, in the file's order), `nodes` and
     `links` in the file's order (nodes by number in `node`), `start` and `end` (node
     numbers), `order` (node numbers, topologically sorted), `name` (UTTERANCE, else the
-    file's name without .gz, .lat, .slf), `header_lines` (each header field's line)."""
+    file's name without .gz, .lat, .slf), `header_lines` (each header field's line).
+    `scanned`: htk_reader's arrays when it read the file (None: read line by line); the
+    Node and Link objects are then made only when asked for."""
 
-    def __init__(self, path, header, nodes, links, start, end, order, name, header_lines=None):
-        self.path, self.header, self.nodes, self.links = path, header, nodes, links
+    def __init__(self, path, header, nodes, links, start, end, order, name, header_lines=None, scanned=None):
+        self.path, self.header, self._nodes, self._links = path, header, nodes, links
         self.header_lines = header_lines or {}  # field -> its line
-        self.node = {n.number: n for n in nodes}
-        self.start, self.end, self.order, self.name = start, end, order, name
+        self.start, self.end, self._order, self.name = start, end, order, name
+        self.scanned, self._node = scanned, None
+
+    def _made(self):
+        if self._nodes is None:
+            self._nodes, self._links = self.scanned.objects(self.path)
+        return self._nodes
+
+    @property
+    def nodes(self):
+        return self._made()
+
+    @property
+    def links(self):
+        self._made()
+        return self._links
+
+    @property
+    def node(self):
+        if self._node is None:
+            self._node = {n.number: n for n in self._made()}
+        return self._node
+
+    @property
+    def order(self):
+        if self._order is None:
+            self._order = self.scanned.node_ints[self.scanned.order, 0].tolist()
+        return self._order
 
     @property
     def base(self):
         return float(self.header.get("base", math.e))
+
+
+class Scanned:
+    """htk_reader's arrays of a lattice (rows of its nodes and links, the words as spans of
+    `data`) and, once checked, lattice_graph's topological order of the node rows, the
+    start and end rows and each link's node rows."""
+    __slots__ = ("data", "node_ints", "node_reals", "link_ints", "link_reals", "order", "start", "end", "link_start",
+                 "link_end")
+
+    def __init__(self, data, node_ints, node_reals, link_ints, link_reals):
+        self.data, self.node_ints, self.node_reals, self.link_ints, self.link_reals = \
+            data, node_ints, node_reals, link_ints, link_reals
+        self.order = self.start = self.end = self.link_start = self.link_end = None
+
+    def objects(self, path):
+        """The Node and Link objects of the rows, as the line reader makes them."""
+        data, nodes, links = self.data, [], []
+        for (number, line, begin, end, order), reals in zip(self.node_ints.tolist(), self.node_reals.tolist()):
+            node = Node(number, line)
+            if reals[0] == reals[0]:  # not NaN: t= given
+                node.time = reals[0]
+            if begin >= 0:
+                node.word = _word(data[begin:end].decode("ascii"), "W", path, line)
+            if order:
+                node.scores = {key: reals[1 + column] for key, column in _score_keys(order)}
+            nodes.append(node)
+        for (number, line, start, end, begin, stop, order), reals in zip(self.link_ints.tolist(),
+                                                                         self.link_reals.tolist()):
+            link = Link(number, line)
+            link.start, link.end = start, end
+            if begin >= 0:
+                link.word = _word(data[begin:stop].decode("ascii"), "W", path, line)
+            if order:
+                link.scores = {key: reals[column] for key, column in _score_keys(order)}
+            links.append(link)
+        return nodes, links
 
 
 def fields(text):
@@ -148,8 +213,12 @@ def read_htk(path):
     data = read_bytes(path, keep=False, size_limit=(byte_limit(LIMIT_VARIABLE, MAX_LATTICE_BYTES), LIMIT_VARIABLE))
     read = _scanned(path, data)
     if read is None:  # not the plain form htk_reader takes: line by line, with every check's message
-        read = _read_lines(path, decoded_lines(data, path))
-    return _checked(path, *read)
+        return _checked(path, *_read_lines(path, decoded_lines(data, path)))
+    header, header_lines, scanned = read
+    lattice = _checked_scan(path, header, header_lines, scanned)
+    if lattice is None:  # a check failed: the objects' checks give the message
+        return _checked(path, header, header_lines, *scanned.objects(path))
+    return lattice
 
 
 def _read_lines(path, lines):
@@ -187,7 +256,7 @@ def _score_keys(order):
 
 
 def _scanned(path, data):
-    """(header, header_lines, nodes, links) as htk_reader reads them, None where it stops."""
+    """(header, header_lines, Scanned) as htk_reader reads them, None where it stops."""
     node_ints = np.empty((data.count(b"I="), 5), dtype=np.int64)
     node_reals = np.empty((len(node_ints), len(SCORE_KEYS) + 1), dtype=np.float64)
     link_ints = np.empty((data.count(b"J="), 7), dtype=np.int64)
@@ -200,27 +269,32 @@ def _scanned(path, data):
     header, header_lines = {}, {}
     for number, begin, end in header_spans[:header_count].tolist():
         _read_header(fields(data[begin:end].decode("ascii")), path, number, header, header_lines)
-    nodes, links = [], []
-    for (number, line, begin, end, order), reals in zip(node_ints[:node_count].tolist(),
-                                                        node_reals[:node_count].tolist()):
-        node = Node(number, line)
-        if reals[0] == reals[0]:  # not NaN: t= given
-            node.time = reals[0]
-        if begin >= 0:
-            node.word = _word(data[begin:end].decode("ascii"), "W", path, line)
-        if order:
-            node.scores = {key: reals[1 + column] for key, column in _score_keys(order)}
-        nodes.append(node)
-    for (number, line, start, end, begin, stop, order), reals in zip(link_ints[:link_count].tolist(),
-                                                                     link_reals[:link_count].tolist()):
-        link = Link(number, line)
-        link.start, link.end = start, end
-        if begin >= 0:
-            link.word = _word(data[begin:stop].decode("ascii"), "W", path, line)
-        if order:
-            link.scores = {key: reals[column] for key, column in _score_keys(order)}
-        links.append(link)
-    return header, header_lines, nodes, links
+    return header, header_lines, Scanned(data, node_ints[:node_count], node_reals[:node_count],
+                                         link_ints[:link_count], link_reals[:link_count])
+
+
+def _checked_scan(path, header, header_lines, scanned):
+    """_checked's lattice of htk_reader's arrays, checked by lattice_graph; None where a
+    check fails (_checked of the objects then names the problem)."""
+    for key, count in (("N", len(scanned.node_ints)), ("L", len(scanned.link_ints))):
+        if key in header and int(header[key]) != count:
+            return None
+    if "base" in header:
+        base = float(header["base"])
+        if not (base == 0 or (base > 0 and float(np.float32(min(base, 1.0))) > 0 and base < FLOAT32_ROUNDS_TO_INF)):
+            return None
+        if base == 0 and (float(header.get("wdpenalty", 0)) < 0 or (scanned.node_reals[:, 1:] < 0).any()
+                          or (scanned.link_reals < 0).any()):
+            return None
+    start, end = int(header.get("start", -1)), int(header.get("end", -1))
+    found = lattice_order(scanned.node_ints, scanned.link_ints, start, end) if max(start, end) < 1 << 62 else None
+    if found is None:
+        return None
+    scanned.order, scanned.start, scanned.end, scanned.link_start, scanned.link_end = found
+    name = header.get("U") or path
+    start, end = int(scanned.node_ints[scanned.start, 0]), int(scanned.node_ints[scanned.end, 0])
+    return Lattice(path, header, None, None, start, end, None, utterance_id(name.strip('"').split("=")[0]),
+                   header_lines, scanned)
 
 
 def _checked(path, header, header_lines, nodes, links):

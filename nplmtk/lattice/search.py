@@ -4,13 +4,22 @@ arrays, each word as an id (the model's; a word the model lacks an id of its own
 the model's vocabulary), the same float32 arithmetic and the same order of states, so
 the 1-best and the N-best are decode.viterbi's, byte for byte. A network's scores stay
 with decode.viterbi (its batches are the network's)."""
+import math
+
 import numpy as np
 
-from .._ext.lattice_kernels import expand_contexts, viterbi_states, written_form
-from .._ext.lattice_nbest import nbest_paths
-from .decode import BOS, EOS, State, f32, nbest_lines, path_lines, srilm_graph, viterbi
+from .._ext.lattice_graph import graph_arrays
+from .._ext.lattice_kernels import expand_contexts, viterbi_states
+from .._ext.lattice_write import expanded_slf, written_arrays, written_form
+from .._ext.lattice_nbest import nbest_paths, path_sums
+from .decode import BOS, EOS, State, best_words, f32, nbest_lines, path_lines, sentence_logprobs, srilm_graph, viterbi
 from .expand import ExpandedLattice
+from .htk import NULL_WORD
 from .scores import BackoffScores
+from ..errors import InputError
+
+NO_WORD = (BOS, EOS, NULL_WORD)
+WEIGHED = ("acscale", "ngscale", "lmscale", "prscale", "duscale")  # lattice_graph's order of the scores weighed
 
 
 class GraphArrays:
@@ -47,6 +56,71 @@ class GraphArrays:
         return first, np.ascontiguousarray(targets[by_source])
 
 
+class ScannedGraph(GraphArrays):
+    """GraphArrays made by lattice_graph from htk_reader's arrays (lattice.scanned), without
+    srilm_graph's objects: also each graph node's word (`word_text`, mapped by word_of;
+    None: a null node), acoustic score (NaN: none), time, and each link node's scores
+    (`scores`, htk.SCORE_KEYS' columns, NaN absent); `nodes` (srilm_graph's) made when
+    asked for."""
+
+    def __init__(self, lattice, scales, word_of, word_id, lmscale):
+        scanned = self.scanned = lattice.scanned
+        self.lattice, self.scales, self.word_of, self._nodes = lattice, scales, word_of, None
+        data, order = scanned.data, scanned.order
+        spans = scanned.node_ints[:, 2:4].tolist()
+        node_text = [None if b < 0 else data[b:e].decode("ascii") for b, e in spans]
+        node_text = [None if w in NO_WORD else w for w in node_text]
+        text, ids = [None] * len(order), []
+        position = np.empty(len(order), dtype=np.int64)
+        position[order] = np.arange(len(order))
+        start, end = int(position[scanned.start]), int(position[scanned.end])
+        text[start], text[end] = BOS, EOS
+        for (b, e), to in zip(scanned.link_ints[:, 4:6].tolist(), scanned.link_end.tolist()):
+            word = data[b:e].decode("ascii") if b >= 0 else None
+            if word is None or word in NO_WORD:
+                word = node_text[to]
+            word = None if word is None else word_of(word)
+            text.append(word)
+            ids.append(-1 if word is None else word_id(word))
+        base = lattice.base
+        factor = math.log10(f32(base)) if base > 0 else 0.0
+        found = graph_arrays(order, scanned.start, scanned.end, scanned.node_ints, scanned.node_reals,
+                             scanned.link_ints, scanned.link_reals, scanned.link_start, scanned.link_end,
+                             np.array(ids, dtype=np.int32), word_id(BOS), word_id(EOS), factor, base == 0,
+                             np.array([scales[key] for key in WEIGHED], dtype=np.float64), scales["wdpenalty"],
+                             lmscale or 0.0)
+        if isinstance(found, int):
+            number, line = scanned.link_ints[found, :2].tolist()
+            raise InputError(f"link J={number}: its scores times the scales overflow a float32", path=lattice.path,
+                             line=line)
+        (self.words, self.old, self.language, self.first, self.source, self.weight, self.visit, self.acoustic,
+         self.scores) = found
+        self.word_text = text
+        self.start, self.end = start, end
+
+    @property
+    def nodes(self):
+        """srilm_graph's nodes of the lattice (for the paths that read them)."""
+        if self._nodes is None:
+            self._nodes = srilm_graph(self.lattice, self.scales, self.word_of)[0]
+        return self._nodes
+
+    def __len__(self):
+        return len(self.word_text)
+
+    def __getitem__(self, n):
+        return self.nodes[n]
+
+    def written_text(self, node_of, found):
+        """lattice_write.expanded_slf's lines of written_arrays' lattice `found` (node_of:
+        each new node's graph node)."""
+        scanned = self.scanned
+        times = np.concatenate([scanned.node_reals[scanned.order, 0], scanned.node_reals[scanned.link_end, 0]])
+        labels = [b"!NULL" if w is None or w in (BOS, EOS) else w.encode("utf-8") for w in self.word_text]
+        return expanded_slf(*found, node_of, times, labels, scanned.node_ints[scanned.link_end, 4],
+                            np.ascontiguousarray(scanned.link_ints[:, 6]), self.scores, len(scanned.order))
+
+
 class WordIds:
     """A word's id: the model's, else one of its own past the model's vocabulary."""
 
@@ -70,21 +144,74 @@ class Decoding:
     (`finals`: decode.State's linked to their best predecessors, as decode.viterbi gives
     them) and `nbest_lines`, the N-best as decode.nbest_lines writes it. `arrays`: the
     compiled search's states (their node, score, best predecessor, merged predecessors
-    and word ids), for the compiled N-best; None: `finals` are decode.viterbi's own."""
+    and word ids), for the compiled N-best; None: `finals` are decode.viterbi's own.
+    `graph`: the ScannedGraph searched (its nodes made only if asked for), or None."""
 
-    def __init__(self, nodes, finals, arrays=None):
-        self.nodes, self.finals, self.arrays = nodes, finals, arrays
+    def __init__(self, nodes, finals, arrays=None, graph=None, states=None):
+        self._nodes, self._finals, self.arrays, self.graph, self.states = nodes, finals, arrays, graph, states
+        self._best = False
+
+    @property
+    def nodes(self):
+        return self._nodes if self._nodes is not None else self.graph.nodes
+
+    @property
+    def finals(self):
+        if self._finals is None:  # the compiled search's: made when first asked for
+            self._finals = _finals(*self.states)
+        return self._finals
+
+    def ends(self):
+        """The end node's states (their numbers), best first, as `finals` orders them."""
+        if self._finals is not None:
+            return np.array([s.serial for s in self._finals], dtype=np.int32)
+        _, prob, _, _, ends = self.states
+        return ends[np.argsort(-prob[ends], kind="stable")].astype(np.int32)
+
+    def best_words(self):
+        """decode.best_words of the best path."""
+        if self._best is False:
+            self._best = self._best_words()
+        return self._best
+
+    def _best_words(self):
+        if self.graph is None or self.states is None:
+            return best_words(self.nodes, self.finals)
+        node, prob, _, prev, _ = self.states
+        ends = self.ends()
+        if not len(ends) or prob[ends[0]] == -math.inf:
+            return None
+        text, words, k, node, prev = self.graph.word_text, [], int(ends[0]), node.tolist(), prev.tolist()
+        while k >= 0:
+            if text[node[k]] is not None:
+                words.append(text[node[k]])
+            k = prev[k]
+        return words[::-1]
 
     def nbest_lines(self, count, model=None):
         if self.arrays is None:
             return nbest_lines(self.nodes, self.finals, count, model)
         node, prob, prev, preds, words = self.arrays
         head, entry_state, entry_next, diff, _ = preds
-        ends = np.array([s.serial for s in self.finals], dtype=np.int32)
+        ends = self.ends()
         offsets, states = nbest_paths(prob, prev, head, entry_state, entry_next, diff, words[node], ends, count)
-        paths = node[states].tolist()
-        offsets = offsets.tolist()
-        return path_lines(self.nodes, [paths[a:b] for a, b in zip(offsets, offsets[1:])], model)
+        if self.graph is None:
+            paths = node[states].tolist()
+            offsets = offsets.tolist()
+            return path_lines(self.nodes, [paths[a:b] for a, b in zip(offsets, offsets[1:])], model)
+        return self._lines(offsets, node[states], model)
+
+    def _lines(self, offsets, path_nodes, model):
+        """decode.path_lines of the paths (`path_nodes` from offsets[i] to offsets[i + 1])."""
+        acoustic, language = path_sums(offsets, path_nodes, self.graph.acoustic, self.graph.language)
+        text, offsets, path_nodes = self.graph.word_text, offsets.tolist(), path_nodes.tolist()
+        sentences = [[w for w in (text[n] for n in path_nodes[a:b]) if w is not None]
+                     for a, b in zip(offsets, offsets[1:])]
+        inner = [words[1:-1] if words[0] == BOS and words[-1] == EOS and BOS not in words[1:-1] and
+                 EOS not in words[1:-1] else [w for w in words if w not in (BOS, EOS)] for words in sentences]
+        language = sentence_logprobs(model, inner) if model is not None else language.tolist()
+        return [f"{a:.7g} {g:.7g} {len(words)} {' '.join(path)} "
+                for a, g, words, path in zip(acoustic.tolist(), language, inner, sentences)]
 
 
 def decode(lattice, scales, word_of, scorer, order, nbest=False):
@@ -92,7 +219,6 @@ def decode(lattice, scales, word_of, scorer, order, nbest=False):
     lattice's own scores (`nbest`: keep what the N-best needs)."""
     if not compiled(scorer):
         return Decoding(*viterbi(lattice, scales, word_of, scorer, order, nbest))
-    nodes, order_of_nodes, start, end = srilm_graph(lattice, scales, word_of)
     use_lm = scorer is not None
     lmscale = f32(scales["lmscale"]) if use_lm else None
     if use_lm:
@@ -100,49 +226,69 @@ def decode(lattice, scales, word_of, scorer, order, nbest=False):
         tables = scorer.model.tables
     else:
         word_id, tables = WordIds({}, 0), None
-    graph = GraphArrays(nodes, order_of_nodes, start, word_id, lmscale)
+    if lattice.scanned is not None:
+        nodes, graph = None, ScannedGraph(lattice, scales, word_of, word_id, lmscale)
+        start, end = graph.start, graph.end
+    else:
+        nodes, order_of_nodes, start, end = srilm_graph(lattice, scales, word_of)
+        graph = GraphArrays(nodes, order_of_nodes, start, word_id, lmscale)
     context_len = max(order, 1) if use_lm else 1
     (node, prob, gprob, prev), (first, count), preds = viterbi_states(
         tables, graph.words, graph.old, graph.language, graph.first, graph.source, graph.weight, graph.visit, start,
         end, context_len, lmscale if use_lm else 1.0, word_id(BOS), nbest)
-    finals = _finals(node, prob, gprob, prev, first, count)
-    return Decoding(nodes, finals, (node, prob, prev, preds, graph.words) if nbest else None)
+    return Decoding(nodes, None, (node, prob, prev, preds, graph.words) if nbest else None,
+                    graph if nodes is None else None, (node, prob, gprob, prev, np.arange(first, first + count)))
 
 
-def _finals(node, prob, gprob, prev, first, count):
-    """The end node's states, best first, as decode.State's (`serial`: the state's
-    number) linked to the states of their best paths back to the start."""
+def _finals(node, prob, gprob, prev, ends):
+    """The end node's states (numbered `ends`), best first, as decode.State's (`serial`:
+    the state's number) linked to the states of their best paths back to the start."""
     node_list, prob_list, gprob_list, prev_list = node.tolist(), prob.tolist(), gprob.tolist(), prev.tolist()
     made = {}
-    for k in range(first, first + count):
+    for k in ends.tolist():
         j = k
         while j >= 0 and j not in made:
             made[j] = State(node_list[j], None, prob_list[j], gprob_list[j], None, serial=j)
             j = prev_list[j]
     for k, state in made.items():
         state.prev = made[prev_list[k]] if prev_list[k] >= 0 else None
-    return sorted((made[k] for k in range(first, first + count)), key=lambda s: -s.prob)
+    return sorted((made[k] for k in ends.tolist()), key=lambda s: -s.prob)
 
 
 def expand(lattice, scales, word_of, scores):
     """expand.expand_to_lm's ExpandedLattice, the walk compiled (`scores`: the
     BackoffScores of the model that BackoffContexts would read)."""
-    nodes, order, start, end = srilm_graph(lattice, scales, word_of)
     word_id = WordIds(scores.index, len(scores.model.vocab))
-    graph = GraphArrays(nodes, order, start, word_id, None)
+    if lattice.scanned is not None:
+        graph = nodes = ScannedGraph(lattice, scales, word_of, word_id, None)
+        start, end = graph.start, graph.end
+        visit = np.concatenate([[start], graph.visit]).astype(np.int32)
+    else:
+        nodes, order, start, end = srilm_graph(lattice, scales, word_of)
+        graph = GraphArrays(nodes, order, start, word_id, None)
+        visit = np.array(order[order.index(start):], dtype=np.int32)
     out_first, out_target = graph.outgoing()
-    visit = np.array(order[order.index(start):], dtype=np.int32)
     node_of, sources, targets, languages = expand_contexts(scores.model.tables, graph.words, out_first, out_target,
                                                            visit, start, end, word_id(BOS), word_id(EOS))
-    links = list(zip(sources.tolist(), targets.tolist(), languages.tolist()))
-    carriers = node_of.tolist()
     null = (graph.words[node_of] < 0).astype(np.uint8)
+
+    def links():
+        return list(zip(sources.tolist(), targets.tolist(), languages.tolist()))
 
     def form():  # expand.written_form, compiled
         found = written_form(sources, targets, languages, null, 0, 1)
         if found is None:
             return None
         kept, number, written = found
+        carriers = node_of.tolist()
         return kept, number, [(a, b, language, carriers[carrier]) for a, b, language, carrier in written]
 
-    return ExpandedLattice(nodes, carriers, links, 0, 1, form)
+    def text():  # write_expanded's, compiled
+        found = written_arrays(sources, targets, languages, null, 0, 1)
+        if found is None:
+            return None
+        start, end = np.searchsorted(found[0], [0, 1]).tolist()
+        body = graph.written_text(node_of, found).decode("utf-8")
+        return start, end, len(found[0]), len(found[1]), body
+
+    return ExpandedLattice(nodes, node_of.tolist, links, 0, 1, form, text if lattice.scanned is not None else None)

@@ -1,0 +1,247 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""An SLF lattice as htk_reader scanned it, made into SRILM's graph without a Python
+object per node or link: the structural checks and the topological order of
+nplmtk/lattice/htk.py's `_checked` (`lattice_order`), then decode.srilm_graph's nodes,
+weights and transitions as arrays (`graph_arrays`), in its float32 arithmetic.
+
+lattice_order checks what the kernels later trust (node and link numbers each defined
+once, every link's nodes defined, the start and end nodes, no cycle, the end reached) and
+says only whether they hold: where one does not, the caller takes htk.py's Python checks,
+which name the problem, file and line."""
+import numpy as np
+from libc.math cimport INFINITY, isnan, log10
+from libc.stdlib cimport free, malloc
+from libc.string cimport memset
+from lattice_tables cimport Numbers, numbers_find, numbers_init
+
+cdef enum:
+    SCORES = 14   # a n l r ds x1 .. x9: htk_reader's columns
+    WEIGHED = 5   # a n l r ds: the scores the weight adds
+
+
+cdef int number_index(Numbers *h, const long long[:, ::1] ints, int rows) noexcept nogil:
+    """Enter the numbers ints[:, 0] (each its row); -1: one repeats, -2: no memory."""
+    cdef int i, found
+    for i in range(rows):
+        if ints[i, 0] < 0:
+            return -1
+        found = numbers_find(h, ints[i, 0], i)
+        if found == -1:
+            return -2
+        if found >= 0:
+            return -1
+    return 0
+
+
+def lattice_order(const long long[:, ::1] node_ints, const long long[:, ::1] link_ints, long long start_number,
+                  long long end_number):
+    """(order, start, end, link_start, link_end), node rows: the nodes in htk._topological's
+    order, the start and end nodes (start_number / end_number, -1: the one node without
+    links in / out), each link's nodes; None where htk._checked would refuse the lattice."""
+    cdef int nodes = node_ints.shape[0], links = link_ints.shape[0], i, j, n, e, top = 0, count = 0, found
+    cdef int start = -1, end = -1
+    cdef Numbers by_node, by_link
+    memset(&by_node, 0, sizeof(Numbers))
+    memset(&by_link, 0, sizeof(Numbers))
+    order_array = np.empty(nodes, dtype=np.int32)
+    link_start_array, link_end_array = np.empty(links, dtype=np.int32), np.empty(links, dtype=np.int32)
+    out_first_array, out_link_array = np.zeros(nodes + 1, dtype=np.int32), np.empty(links, dtype=np.int32)
+    remaining_array, stack_array = np.zeros(nodes, dtype=np.int32), np.empty(nodes, dtype=np.int32)
+    reached_array = np.zeros(nodes, dtype=np.uint8)
+    cdef int[::1] order = order_array, link_start = link_start_array, link_end = link_end_array
+    cdef int[::1] out_first = out_first_array, out_link = out_link_array, remaining = remaining_array
+    cdef int[::1] stack = stack_array
+    cdef unsigned char[::1] reached = reached_array
+    try:
+        if nodes == 0 or numbers_init(&by_node) < 0 or numbers_init(&by_link) < 0:
+            return None
+        found = number_index(&by_node, node_ints, nodes)
+        if found == -2:
+            raise MemoryError()
+        if found < 0 or number_index(&by_link, link_ints, links) != 0:
+            return None
+        for j in range(links):
+            for e in range(2):
+                if link_ints[j, 2 + e] < 0:
+                    return None
+                n = numbers_find(&by_node, link_ints[j, 2 + e], nodes)
+                if n < 0:
+                    return None
+                if e == 0:
+                    link_start[j] = n
+                else:
+                    link_end[j] = n
+            out_first[link_start[j] + 1] += 1
+            remaining[link_end[j]] += 1
+        for n in range(nodes):
+            out_first[n + 1] += out_first[n]
+        for n in range(nodes):  # each node's links out, in the file's order
+            stack[n] = out_first[n]
+        for j in range(links):
+            out_link[stack[link_start[j]]] = j
+            stack[link_start[j]] += 1
+        for e in range(2):  # the start and end nodes: given, else the one node without links in (out)
+            i = -1
+            if (start_number if e == 0 else end_number) >= 0:
+                i = numbers_find(&by_node, start_number if e == 0 else end_number, nodes)
+                if i < 0:
+                    return None
+            else:
+                for n in range(nodes):
+                    if (remaining[n] if e == 0 else out_first[n + 1] - out_first[n]) == 0:
+                        if i >= 0:
+                            return None
+                        i = n
+                if i < 0:
+                    return None
+            if e == 0:
+                start = i
+            else:
+                end = i
+        for n in range(nodes - 1, -1, -1):  # Kahn's, as htk._topological
+            if remaining[n] == 0:
+                stack[top] = n
+                top += 1
+        while top:
+            top -= 1
+            n = stack[top]
+            order[count] = n
+            count += 1
+            for e in range(out_first[n + 1] - 1, out_first[n] - 1, -1):
+                j = link_end[out_link[e]]
+                remaining[j] -= 1
+                if remaining[j] == 0:
+                    stack[top] = j
+                    top += 1
+        if count < nodes:
+            return None
+        reached[start] = 1
+        for i in range(nodes):
+            n = order[i]
+            if reached[n]:
+                for e in range(out_first[n], out_first[n + 1]):
+                    reached[link_end[out_link[e]]] = 1
+        if not reached[end]:
+            return None
+        return order_array, start, end, link_start_array, link_end_array
+    finally:
+        free(by_node.keys)
+        free(by_node.values)
+        free(by_link.keys)
+        free(by_link.values)
+
+
+cdef inline float score_of(double value, double factor, bint probabilities) noexcept nogil:
+    """decode._scorer: a score read, in log10, as a float32."""
+    if probabilities:
+        return -INFINITY if value == 0 else <float> log10(value)
+    return <float> (<double> <float> value * factor)
+
+
+def graph_arrays(const int[::1] order, int start, int end, const long long[:, ::1] node_ints,
+                 const double[:, ::1] node_reals, const long long[:, ::1] link_ints, const double[:, ::1] link_reals,
+                 const int[::1] link_start, const int[::1] link_end, const int[::1] link_word, int bos, int eos,
+                 double factor, bint probabilities, const double[::1] scales, double wdpenalty, float lmscale):
+    """decode.srilm_graph and search.GraphArrays at once: graph node k < N is the node
+    order[k], node N + j the link j (`link_word`: its word id, -1 none). Returns (words,
+    old, language, first, source, weight, visit, acoustic, scores) or the link whose
+    weight overflows (an int). `scales`: acscale ngscale lmscale prscale duscale; lmscale
+    > 0 gives `old`, else zeros. `acoustic`, `language`: NaN for none; `scores`: each
+    link node's scores (its end node's, then its own over them; NaN absent), log10."""
+    cdef int nodes = order.shape[0], links = link_ints.shape[0], total = nodes + links, i, j, k, n, e
+    cdef float s
+    cdef bint infinite
+    words_array = np.full(total, -1, dtype=np.int32)
+    old_array = np.zeros(total, dtype=np.float32)
+    language_array = np.zeros(total, dtype=np.float32)
+    acoustic_array = np.full(total, np.nan, dtype=np.float32)
+    scores_array = np.full((links, SCORES), np.nan, dtype=np.float32)
+    weight_array = np.zeros(max(links, 1), dtype=np.float32)
+    position_array = np.empty(nodes, dtype=np.int32)
+    cdef int[::1] words = words_array, position = position_array
+    cdef float[::1] old = old_array, language = language_array, acoustic = acoustic_array, weights = weight_array
+    cdef float[:, ::1] scores = scores_array
+    for k in range(nodes):
+        position[order[k]] = k
+    words[position[start]], words[position[end]] = bos, eos
+    for e in range(2):
+        n = start if e == 0 else end
+        if not isnan(node_reals[n, 1]):
+            acoustic[position[n]] = score_of(node_reals[n, 1], factor, probabilities)
+    for j in range(links):  # each link node's scores, its weight and word
+        k = nodes + j
+        words[k] = link_word[j]
+        n = link_end[j]
+        for i in range(SCORES):
+            if not isnan(link_reals[j, i]):
+                scores[j, i] = score_of(link_reals[j, i], factor, probabilities)
+            elif not isnan(node_reals[n, 1 + i]):
+                scores[j, i] = score_of(node_reals[n, 1 + i], factor, probabilities)
+        s, infinite = 0, False
+        for i in range(WEIGHED):
+            if scales[i] != 0 and not isnan(scores[j, i]):
+                s = <float> (<double> s + scales[i] * <double> scores[j, i])
+            infinite = infinite or scores[j, i] == -INFINITY
+        if link_word[j] >= 0:
+            s = <float> (<double> s + wdpenalty)
+        for i in range(WEIGHED, SCORES):
+            infinite = infinite or scores[j, i] == -INFINITY
+        if not -INFINITY < s < INFINITY and not infinite:
+            return j
+        weights[j] = s
+        acoustic[k] = scores[j, 0]
+        if not isnan(scores[j, 2]):
+            language[k] = scores[j, 2]
+            if lmscale > 0:
+                old[k] = <float> (<double> scores[j, 2] * <double> lmscale)
+    return _transitions(order, start, link_start, link_end, nodes, links, position, words_array, old_array,
+                        language_array, acoustic_array, scores_array, weight_array)
+
+
+cdef object _transitions(const int[::1] order, int start, const int[::1] link_start, const int[::1] link_end,
+                         int nodes, int links, int[::1] position, words_array, old_array, language_array,
+                         acoustic_array, scores_array, link_weight_array):
+    """graph_arrays' transitions into each node (a link node's from its start node, with
+    its weight; a lattice node's from its links' nodes, in the file's order) and the
+    visiting order (srilm_graph's: each lattice node, then the nodes of its links out in
+    the file's order; from the start on)."""
+    cdef int total = nodes + links, j, k, n, v = 0, e, from_start = 0
+    first_array = np.zeros(total + 1, dtype=np.int32)
+    source_array = np.empty(2 * links, dtype=np.int32)
+    weight_array = np.zeros(2 * links, dtype=np.float32)
+    visit_array = np.empty(total, dtype=np.int32)
+    out_first_array, fill_array = np.zeros(nodes + 1, dtype=np.int32), np.empty(max(nodes, 1), dtype=np.int32)
+    out_link_array = np.empty(max(links, 1), dtype=np.int32)
+    cdef int[::1] first = first_array, source = source_array, visit = visit_array, out_first = out_first_array
+    cdef int[::1] fill = fill_array, out_link = out_link_array
+    cdef float[::1] weights = weight_array, link_weight = link_weight_array
+    for j in range(links):
+        first[position[link_end[j]] + 1] += 1
+        first[nodes + j + 1] = 1
+        out_first[link_start[j] + 1] += 1
+    for k in range(total):
+        first[k + 1] += first[k]
+    for n in range(nodes):
+        out_first[n + 1] += out_first[n]
+        fill[n] = out_first[n]
+    for j in range(links):
+        out_link[fill[link_start[j]]] = j
+        fill[link_start[j]] += 1
+    for k in range(nodes):
+        fill[k] = first[k]
+    for j in range(links):
+        k = position[link_end[j]]
+        source[fill[k]] = nodes + j
+        fill[k] += 1
+        source[first[nodes + j]], weights[first[nodes + j]] = position[link_start[j]], link_weight[j]
+    for k in range(nodes):
+        n = order[k]
+        if n == start:
+            from_start = v + 1
+        visit[v] = k
+        v += 1
+        for e in range(out_first[n], out_first[n + 1]):
+            visit[v] = nodes + out_link[e]
+            v += 1
+    return (words_array, old_array, language_array, first_array, source_array, weight_array,
+            visit_array[from_start:v], acoustic_array, scores_array)
