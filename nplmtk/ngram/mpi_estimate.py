@@ -17,7 +17,9 @@ import os
 
 import numpy as np
 
-from .stream import NO_ROW, WALK, DiskModel, StreamEstimate
+from .row_files import row_bytes
+from .stream import NO_ROW, SEARCH_TEMPORARIES, DiskModel, StreamEstimate
+from .stream_files import CONTINUATION, LOWER, PREFIX, ROW, SUFFIX, WALK, WALKS
 
 _MPI_TYPES = {np.dtype(np.int64): "INT64_T", np.dtype(np.float32): "FLOAT"}
 
@@ -87,7 +89,7 @@ class RankEstimate(StreamEstimate):
             return self._rows_of_keys(k - 1, keys)
 
         with self.files.writer("suffix", k) as out:
-            for start, stop in self._rounds(k, self.rows(8 * 6)):
+            for start, stop in self._rounds(k, self.rows(row_bytes(k, PREFIX, SUFFIX, *SEARCH_TEMPORARIES))):
                 query = self._suffix_keys(k, start, stop) if stop > start else np.zeros(0, dtype=np.int64)
                 found = ask_owners(self.comm, query, key_starts, answer, np.int64)
                 if np.any(found < 0):
@@ -101,7 +103,7 @@ class RankEstimate(StreamEstimate):
         found = np.full(len(keys), NO_ROW, dtype=np.int64)
         if not len(keys):
             return found
-        for low, high in self.chunks(k, self.rows(8 * 2)):
+        for low, high in self.chunks(k, self.rows(row_bytes(k, ROW, CONTINUATION))):
             mine = self._keys(k, low, high)
             first, last = int(np.searchsorted(keys, mine[0])), int(np.searchsorted(keys, mine[-1], side="right"))
             if first == last:
@@ -109,8 +111,7 @@ class RankEstimate(StreamEstimate):
             place = np.searchsorted(mine, keys[first:last])
             hit = mine[place] == keys[first:last]
             found[first:last][hit] = self.first_rows[k - 1] + low + place[hit]
-            path = self.files.path("continuation", k)
-            counted = np.memmap(path, dtype=np.int64, mode="r+", offset=low * 8, shape=(high - low,))
+            counted = self.files.mapped("continuation", k, start=low, rows=high - low)
             counted += np.bincount(place[hit], minlength=high - low)
             counted.flush()
             del counted
@@ -142,8 +143,8 @@ class RankEstimate(StreamEstimate):
             return self._walks_of_rows(k - 1, rows).view(np.int64)
 
         with self.files.writer("lower", k) as out:
-            for start, stop in self._rounds(k, self.rows(8 + 2 * WALK.itemsize)):
-                suffix = self.files.read("suffix", k, np.int64, start, stop)
+            for start, stop in self._rounds(k, self.rows(row_bytes(k, SUFFIX, LOWER, WALK))):
+                suffix = self.files.read("suffix", k, start, stop)
                 out.append(ask_owners(self.comm, suffix, self.starts[k - 2], answer, np.int64).view(WALK))
 
     def _walks_of_rows(self, k, rows):
@@ -151,7 +152,7 @@ class RankEstimate(StreamEstimate):
         a window of this rank's rows at a time."""
         values = np.empty(len(rows), dtype=WALK)
         local = rows - self.first_rows[k - 1]
-        window = self.rows(WALK.itemsize)
+        window = self.rows(row_bytes(k, WALKS))
         bounds = np.searchsorted(local, np.arange(0, self.sizes[k - 1] + window, window))
         for number in np.flatnonzero(np.diff(bounds)):
             low = int(number) * window
@@ -164,16 +165,13 @@ def gather_model(comm, model, block_rows):
     """The ranks' DiskModels, in rank order, appended to rank 0's files: the model of all
     the rows at rank 0 (None at the others)."""
     sizes = comm.allgather(model.sizes)
-    names = [("fgrams", np.int32, True), ("fkeys", np.int64, False), ("flogp", np.float32, False),
-             ("fbow", np.float32, False), ("fnode", np.bool_, False)]
     for k in range(1, model.order + 1):
-        for name, dtype, by_row in names:
-            width = k if by_row else 1
+        for name in ("fgrams", "fkeys", "flogp", "fbow", "fnode"):
             for sender in range(1, comm.size):
                 size = sizes[sender][k - 1]
                 for start in range(0, size, block_rows):
                     if comm.rank == sender:
-                        comm.send(model.files.read(name, k, dtype, start, start + block_rows, width), dest=0, tag=k)
+                        comm.send(model.files.read(name, k, start, start + block_rows), dest=0, tag=k)
                     elif comm.rank == 0:
                         with open(model.files.path(name, k), "ab") as out:
                             comm.recv(source=sender, tag=k).tofile(out)

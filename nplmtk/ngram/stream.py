@@ -29,14 +29,18 @@ from ..threads import in_order, usable_cores
 from .discounts import METHODS, CountsOfCounts
 from .estimate import (Events, _order_settings, _warn, context_bows, context_probabilities, distribute_unigram_mass,
                        lmplz_bows, log10_to_prob)
-from .row_files import RowFiles
+from .row_files import RowFiles, row_bytes
+from .stream_files import (ADJUSTED, BOW, CONTEXT, CONTINUATION, GRAMS, LOGP_FILE, LOWER, MODEL_FILES, MODEL_KEYS,
+                           NO_WALK, NODE, PREFIX, PRESENT, ROW, STREAM_FILES, SUFFIX, WALK, WALKS, last_stage)
 from .stream_prune import prune_on_disk
-from .stream_walks import NO_WALK, WALK, backoff_walks, close_contexts, fix_missing_contexts
+from .stream_walks import backoff_walks, close_contexts, fix_missing_contexts
 
 LARGEST_COUNT_OF_COUNTS = 4  # modified Kneser-Ney reads n1 .. n4 (Good-Turing up to -gtNmax + 1)
-# Bytes of memory per row of the largest pieces held at once: a context pass's arrays
-# and context_probabilities' float64 temporaries; a sort's records, keys and order.
-CONTEXT_PASS_ROW_BYTES = 160
+# context_probabilities' float64 temporaries a row at a context pass's peak (with the
+# files a run holds, about the 160 bytes a row measured of a whole pass)
+PROBABILITY_TEMPORARIES = 13 * (np.dtype(np.float64),)
+# a search's keys, queries, their order, places and hits a row (suffix rows)
+SEARCH_TEMPORARIES = 4 * (ROW,)
 NO_ROW = -1
 WALK_PIECE_ROWS = 1 << 20  # walks made from probabilities a piece at a time
 PASS_THREADS = usable_cores(2)  # chunks of a pass computed side by side
@@ -55,7 +59,7 @@ class DiskModel:
     rows in lexicographic order."""
 
     def __init__(self, vocab, folder, sizes):
-        self.vocab, self.files, self.sizes = vocab, RowFiles(folder), sizes
+        self.vocab, self.files, self.sizes = vocab, RowFiles(folder, STREAM_FILES), sizes
 
     @property
     def order(self):
@@ -63,26 +67,22 @@ class DiskModel:
 
     def keys(self, k, start, stop):
         """NgramIndex's keys of rows start..stop-1 of order k."""
-        return self.files.read("fkeys", k, np.int64, start, stop)
+        return self.files.read("fkeys", k, start, stop)
 
     def read(self, k, start, stop):
-        f = self.files
-        return (f.read("fgrams", k, np.int32, start, stop, k), f.read("flogp", k, np.float32, start, stop),
-                f.read("fbow", k, np.float32, start, stop), f.read("fnode", k, np.bool_, start, stop))
+        return tuple(self.files.read(name, k, start, stop) for name in ("fgrams", "flogp", "fbow", "fnode"))
 
     def contexts(self, k, start, stop):
         """Which rows the back-off walk may pass (backoff.context_nodes): `fnode{k}`'s rows
         with weights, or `fcontext{k}` where fixed-up contexts added their prefixes."""
-        name = "fcontext" if os.path.exists(self.files.path("fcontext", k)) else "fnode"
-        return self.files.read(name, k, np.bool_, start, stop)
+        name = "fcontext" if self.files.exists("fcontext", k) else "fnode"
+        return self.files.read(name, k, start, stop)
 
     def remove(self, k):
         """Order k's files, once their last reader is done with them: the disk and the page
         cache they take are handed back while the rest is written (and none of them is
         still being written back to disk when the folder goes)."""
-        for name in ("fgrams", "fkeys", "flogp", "fbow", "fnode", "fcontext"):
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(self.files.path(name, k))
+        self.files.remove(*((file.name, k) for file in MODEL_FILES))
 
 
 @contextlib.contextmanager
@@ -142,7 +142,7 @@ class StreamEstimate:
         `prune`: (threshold, min_order) of estimate.prune, applied to the model."""
         self.prune = prune
         self.store, self.vocab, self.order = store, store.vocab, order or store.order
-        self.files, self.memory = RowFiles(folder), memory
+        self.files, self.memory = RowFiles(folder, STREAM_FILES), memory
         self.events = Events(self.vocab, unk_is_word)
         if method not in METHODS:
             raise ParameterError(f"unknown discounting {{method}} '{method}'")
@@ -151,6 +151,8 @@ class StreamEstimate:
         self.always_interpolate, self.lmplz_weights = always_interpolate, always_interpolate and interpolate
         self.settings = _order_settings(self.order, min_counts, max_counts, constant, self.events)
         self.cutoffs = any(settings.min_count > 1 for settings in self.settings)
+        self.stages = ["rows", "discounts", "probabilities"] + ["fix-up"] * self.cutoffs + ["pruning"] * bool(prune) \
+            + ["model"]
         # the counts-of-counts n_0 .. n_largest that the discounting may read
         self.largest_count = max([LARGEST_COUNT_OF_COUNTS] + [settings.max_count + 1 for settings in self.settings])
         self.log, self.warn, self.timing, self.consume_store = log, warn, timing, consume_store
@@ -184,23 +186,22 @@ class StreamEstimate:
                     for line in [f"using {discount.name} for {k}-grams"] + discount.debug_lines:
                         self.log(line)
                 discounts.append(discount)
-            self.remove_files(*(("continuation", k) for k in range(2, order)))
+        self.finished("discounts")
         with self.stage("probabilities and back-off weights"):
             self._unigram_probabilities(discounts[0])
             for k in range(2, order + 1):
                 self._lower_probabilities(k)
                 self._context_pass(k, discounts[k - 1])
-                self.remove_files(("lower", k), ("adjusted", k))
-                if not self.cutoffs and not self.prune:  # else the contexts' fix-up or the pruning reads them
-                    self.remove_files(("suffix", k), ("walk", k - 1))
+                self.finished("probabilities", k)
         if self.cutoffs:
             with self.stage("contexts without probabilities"):
                 close_contexts(self)
                 fix_missing_contexts(self, walks_through=order - 1 if self.prune else 0)
+            self.finished("fix-up")
         if self.prune:
             with self.stage("pruning"):
                 prune_on_disk(self, *self.prune)
-        self.remove_files(*((name, k) for k in range(1, order + 1) for name in ("suffix", "walk", "final_walk")))
+            self.finished("pruning")
         with self.stage("the model's rows and keys"):
             return self._final_model()
 
@@ -233,8 +234,9 @@ class StreamEstimate:
         if k == 2:
             return self._bigram_words("prefix", 0)
         with self.files.writer("prefix", k) as out:
-            for start, stop, found in prefix_rows(self.grams, k, self.sizes[k - 1], self.pass_rows(12 + 4 * k),
-                                                  self.pass_rows(4 * (k - 1))):
+            for start, stop, found in prefix_rows(self.grams, k, self.sizes[k - 1],
+                                                  self.pass_rows(row_bytes(k, GRAMS, PREFIX) + row_bytes(k - 1, GRAMS)),
+                                                  self.pass_rows(row_bytes(k - 1, GRAMS))):
                 if np.any(found < 0):
                     self._not_closed(k, self.grams(k, start, stop)[np.argmax(found < 0)][:-1], "prefix")
                 out.append(found + self.first_rows[k - 2])
@@ -249,7 +251,7 @@ class StreamEstimate:
         if k == 2:
             counted = np.zeros(len(self.vocab), dtype=np.int64)
             with self.files.writer("suffix", 2) as out:
-                for start, stop in self.chunks(2, self.rows(16)):
+                for start, stop in self.chunks(2, self.rows(row_bytes(2, GRAMS, SUFFIX))):
                     words = self.grams(2, start, stop)[:, 1].astype(np.int64)
                     counted += np.bincount(words, minlength=len(counted))
                     out.append(words)
@@ -259,7 +261,7 @@ class StreamEstimate:
 
         def window(low, high, last):
             keys = np.empty(high - low, dtype=np.int64)  # made a chunk at a time: 8 bytes a row at the peak
-            step = self.pass_rows(8 * 6)
+            step = self.pass_rows(row_bytes(k, PREFIX, SUFFIX, *SEARCH_TEMPORARIES))
             for start in range(low, high, step):
                 keys[start - low:start - low + step] = self._keys(k - 1, start, min(start + step, high))
             counted[:] = [np.zeros(high - low, dtype=np.int64)]
@@ -280,16 +282,17 @@ class StreamEstimate:
                     self._not_closed(k, self.grams(k, start, stop)[np.argmax(found < 0)][1:], "suffix")
             return fill
 
-        # the window (keys and counts, 16 bytes a row) in a third of the memory: one pass at 20M words, -memory 1G
-        self.filled_by_windows("suffix", k, np.int64, NO_ROW, max(1, self.memory // 3 // 16), self.pass_rows(8 * 6),
-                                window, finished=lambda: continuation.append(counted[0]))
+        # the window (keys and counts) in a third of the memory: one pass at 20M words, -memory 1G
+        self.filled_by_windows("suffix", k, NO_ROW, max(1, self.memory // 3 // row_bytes(k - 1, ROW, CONTINUATION)),
+                               self.pass_rows(row_bytes(k, PREFIX, SUFFIX, *SEARCH_TEMPORARIES)), window,
+                               finished=lambda: continuation.append(counted[0]))
         continuation.close()
 
     def _suffix_keys(self, k, start, stop):
         """The keys of rows start..stop-1 of order k's suffixes among order k-1 (the row of
         the prefix's suffix * V + the last word)."""
-        prefix = self.files.read("prefix", k, np.int64, start, stop) - self.first_rows[k - 2]
-        inner = self.files.read("suffix", k - 1, np.int64, int(prefix[0]), int(prefix[-1]) + 1)
+        prefix = self.files.read("prefix", k, start, stop) - self.first_rows[k - 2]
+        inner = self.files.read("suffix", k - 1, int(prefix[0]), int(prefix[-1]) + 1)
         return inner[prefix - prefix[0]] * len(self.vocab) + self.grams(k, start, stop)[:, -1]
 
     def _counted_words(self, counted):
@@ -300,10 +303,10 @@ class StreamEstimate:
     def _bigram_words(self, name, column):
         """`name2`: a bigram's word `column`, which is its row among the unigrams (word ids)."""
         with self.files.writer(name, 2) as out:
-            for start, stop in self.chunks(2, self.rows(16)):
+            for start, stop in self.chunks(2, self.rows(row_bytes(2, GRAMS, PREFIX))):
                 out.append(self.grams(2, start, stop)[:, column].astype(np.int64))
 
-    def filled_by_windows(self, name, k, dtype, unset, window_rows, chunk_rows, window, finished=None):
+    def filled_by_windows(self, name, k, unset, window_rows, chunk_rows, window, finished=None):
         """`name{k}`, aligned with order k's rows, from values of order k-1 held a window
         of `window_rows` rows at a time: `window(low, high, last)` loads rows low..high-1
         and gives fill(start, stop, values), which sets the values of order-k rows
@@ -318,8 +321,8 @@ class StreamEstimate:
 
             def filled(chunk, fill=fill, previous=previous):
                 start, stop = chunk
-                values = (np.full(stop - start, unset, dtype=dtype) if previous is None
-                          else self.files.read(previous, k, dtype, start, stop))
+                values = (np.full(stop - start, unset, dtype=self.files.declaration(name).dtype) if previous is None
+                          else self.files.read(previous, k, start, stop))
                 fill(start, stop, values)
                 return values
 
@@ -327,7 +330,7 @@ class StreamEstimate:
                 for values in in_order(filled, self.chunks(k, chunk_rows)):
                     out.append(values)
             if previous is not None:
-                os.remove(self.files.path(previous, k))
+                self.files.remove((previous, k))
             if finished is not None:
                 finished()
 
@@ -336,7 +339,7 @@ class StreamEstimate:
         words = self.grams(k, start, stop)[:, -1].astype(np.int64)
         if k == 1:
             return words
-        return self.files.read("prefix", k, np.int64, start, stop) * len(self.vocab) + words
+        return self.files.read("prefix", k, start, stop) * len(self.vocab) + words
 
     def _not_closed(self, k, words, part):
         text = " ".join(self.vocab.words[w] for w in words)
@@ -360,7 +363,8 @@ class StreamEstimate:
         histogram = np.zeros(largest + 1, dtype=np.int64)
         # counts not adjusted are the store's (_adjusted): no file
         with self.files.writer("adjusted", k) if adjusting else contextlib.nullcontext() as out:
-            for counts, counted in in_order(adjusted, self.chunks(k, self.pass_rows(8 * 3))):
+            chunks = self.chunks(k, self.pass_rows(row_bytes(k, ROW, CONTINUATION, ADJUSTED)))
+            for counts, counted in in_order(adjusted, chunks):
                 if out is not None:
                     out.append(counts)
                 histogram += counted
@@ -374,7 +378,7 @@ class StreamEstimate:
         """Rows start..stop-1 of `adjusted{k}`, or of the counts where they are not adjusted."""
         if not self._adjusting(k):
             return self.raw_counts(k, start, stop)
-        return self.files.read("adjusted", k, np.int64, start, stop)
+        return self.files.read("adjusted", k, start, stop)
 
     def _continuation(self, k, low, high):
         """How many order-(k+1) rows have rows low..high-1 of order k as suffix (counted
@@ -382,7 +386,7 @@ class StreamEstimate:
         if k == 1:
             first = self.first_rows[0]
             return self.word_continuation[first + low:first + high]
-        return self.files.read("continuation", k, np.int64, low, high)
+        return self.files.read("continuation", k, low, high)
 
     def _summed(self, histogram):
         """The counts-of-counts of all the rows (here: all of them are this estimate's)."""
@@ -418,8 +422,7 @@ class StreamEstimate:
 
     def _lower_probabilities(self, k):
         """`lower{k}`: the back-off walk (`WALK`) of each order-k row's suffix."""
-        self.filled_by_windows("lower", k, WALK, NO_WALK, self.rows(WALK.itemsize),
-                                self.pass_rows(8 + 2 * WALK.itemsize), self.walks_of_suffixes("walk", k))
+        self.filled_by_windows("lower", k, NO_WALK, *self.walk_window_rows(k), self.walks_of_suffixes("walk", k))
 
     def mark_rows(self, target, k, column, flags):
         """Sets `target{k-1}` (a flag per order-(k-1) row) at the rows that `column{k}`
@@ -427,10 +430,11 @@ class StreamEstimate:
         k at a time; the flags file, changed in place, stays in the page cache."""
         if not self.sizes[k - 2]:
             return
-        marks = np.memmap(self.files.path(target, k - 1), dtype=np.bool_, mode="r+")
-        for start, stop in self.chunks(k, self.rows(9)):
-            rows = self.files.read(column, k, np.int64, start, stop)
-            marks[rows[self.files.read(flags, k, np.bool_, start, stop)]] = True
+        marks = self.files.mapped(target, k - 1)
+        declared = self.files.declaration
+        for start, stop in self.chunks(k, self.rows(row_bytes(k, declared(column), declared(flags)))):
+            rows = self.files.read(column, k, start, stop)
+            marks[rows[self.files.read(flags, k, start, stop)]] = True
         marks.flush()
         del marks
 
@@ -439,12 +443,12 @@ class StreamEstimate:
         is written: every walk an estimate asks for (an eligible n-gram's suffix's) ends
         on its own row, so the walks are the rows' probabilities, (logp, 0)."""
         if name != "walk" or self.cutoffs:
-            return self.files.read(name, k, WALK, low, high)
+            return self.files.read(name, k, low, high)
         walks = np.empty(max(0, min(high, self.sizes[k - 1]) - low), dtype=WALK)
         for start in range(0, len(walks), WALK_PIECE_ROWS):  # a window's walks, not its temporaries too
             stop = min(start + WALK_PIECE_ROWS, len(walks))
-            walks[start:stop] = backoff_walks(self.files.read("logp", k, np.float32, low + start, low + stop),
-                                              self.files.read("present", k, np.bool_, low + start, low + stop),
+            walks[start:stop] = backoff_walks(self.files.read("logp", k, low + start, low + stop),
+                                              self.files.read("present", k, low + start, low + stop),
                                               None, None)
         return walks
 
@@ -454,7 +458,7 @@ class StreamEstimate:
             walks = self.walks(name, k - 1, low, high)
 
             def fill(start, stop, values):
-                suffix = self.files.read("suffix", k, np.int64, start, stop)
+                suffix = self.files.read("suffix", k, start, stop)
                 inside = (suffix >= low) & (suffix < high)
                 values[inside] = walks[suffix[inside] - low]
             return fill
@@ -463,12 +467,13 @@ class StreamEstimate:
     def context_runs(self, k):
         """(start, stop) of runs of whole contexts of order k, about a chunk's rows each
         (a share of the memory for each of the runs computed side by side)."""
-        rows = self.pass_rows(CONTEXT_PASS_ROW_BYTES)
+        rows = self.pass_rows(row_bytes(k, GRAMS, ADJUSTED, PREFIX, LOWER, LOGP_FILE, PRESENT, WALKS,
+                                        *PROBABILITY_TEMPORARIES))
         size, start = self.sizes[k - 1], 0
         while start < size:
             stop = min(start + rows, size)
             while stop < size:  # end the run where a context ends
-                prefix = self.files.read("prefix", k, np.int64, start, min(stop + rows, size))
+                prefix = self.files.read("prefix", k, start, min(stop + rows, size))
                 ends = np.flatnonzero(prefix[1:] != prefix[:-1]) + 1
                 ends = ends[ends >= stop - start]
                 if len(ends):
@@ -512,8 +517,8 @@ class StreamEstimate:
         events, vocab = self.events, self.vocab
         grams = self.grams(k, start, stop)
         count = self._adjusted(k, start, stop)
-        prefix = self.files.read("prefix", k, np.int64, start, stop)
-        suffix_walk = self.files.read("lower", k, WALK, start, stop)
+        prefix = self.files.read("prefix", k, start, stop)
+        suffix_walk = self.files.read("lower", k, start, stop)
         first_context = int(prefix[0])
         group, size = prefix - first_context, int(prefix[-1]) - first_context + 1
         skipped_row = grams[:, -2] == vocab.eos
@@ -547,30 +552,30 @@ class StreamEstimate:
             # every row kept (as in KN without cutoffs): whole files are renamed, not copied
             every_row = k > 1 and self._all_present(k)
             moved = self._moved_whole(k) if every_row else ()
-            walked = (("context", np.bool_),) if os.path.exists(self.files.path("context", k)) else ()
+            walked = ("context",) if self.files.exists("context", k) else ()
             writers = {name: self.files.writer(f"f{name}", k)
-                       for name in ("grams", "keys", "logp", "bow", "node") + tuple(n for n, _ in walked)
+                       for name in ("grams", "keys", "logp", "bow", "node") + walked
                        if name not in moved}
             below = None if every_row_below else _KeptBefore(self.files, k - 1)  # read forward: one chunk at a time
 
             def model_rows(chunk, k=k, moved=moved, below=below, walked=walked):
                 start, stop = chunk
-                present = self.files.read("present", k, np.bool_, start, stop)
-                grams = (self.files.read("fgrams", k, np.int32, start, stop, k) if "grams" in moved
+                present = self.files.read("present", k, start, stop)
+                grams = (self.files.read("fgrams", k, start, stop) if "grams" in moved
                          else self.grams(k, start, stop)[present])
                 if k == 1:
                     keys = grams[:, 0].astype(np.int64)
                 else:  # the prefix's row among the model's rows of the order below, then the word
-                    prefix = self.files.read("prefix", k, np.int64, start, stop)[present] - self.first_rows[k - 2]
+                    prefix = self.files.read("prefix", k, start, stop)[present] - self.first_rows[k - 2]
                     keys = (kept_first[k - 2] + (prefix if below is None else below.rows(prefix))) * vocab_size \
                         + grams[:, -1]
-                values = {name: self.files.read(name, k, dtype, start, stop)[present]
-                          for name, dtype in (("logp", np.float32), ("bow", np.float32), ("node", np.bool_)) + walked
-                          if name not in moved}
+                values = {name: self.files.read(name, k, start, stop)[present]
+                          for name in ("logp", "bow", "node") + walked if name not in moved}
                 return dict(values, grams=grams, keys=keys), int(present.sum())
 
             kept = 0
-            for values, present in in_order(model_rows, self.chunks(k, self.pass_rows(4 * k + 40)),
+            model_row_bytes = row_bytes(k, GRAMS, MODEL_KEYS, PREFIX, PRESENT, LOGP_FILE, BOW, NODE, CONTEXT, ROW, ROW)
+            for values, present in in_order(model_rows, self.chunks(k, self.pass_rows(model_row_bytes)),
                                             threads=1 if below is not None else PASS_THREADS):
                 for name, out in writers.items():
                     out.append(values[name])
@@ -580,15 +585,17 @@ class StreamEstimate:
                 out.close()
             sizes.append(kept)
             kept_first.append(self._kept_before(k, kept))
-            self.remove_files(("present", k - 1), ("prefix", k), ("logp", k), ("bow", k), ("node", k), ("context", k))
+            self.finished("model", k)
             if self.consume_store:
-                self.remove_files(*((name, k) for name in ("grams", "counts")), files=self.store)
-        self.remove_files(("present", order))
+                for name in ("grams", "counts"):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.remove(self.store.path(name, k))
+        self.finished("model", order + 1)  # present{order}
         return DiskModel(self.vocab, self.files.folder, sizes)
 
     def _all_present(self, k):
-        return all(self.files.read("present", k, np.bool_, start, stop).all()
-                   for start, stop in self.chunks(k, self.rows(1)))
+        return all(self.files.read("present", k, start, stop).all()
+                   for start, stop in self.chunks(k, self.rows(row_bytes(k, PRESENT))))
 
     def _moved_whole(self, k):
         """The model's files of order k made by renaming this estimate's (and, when the
@@ -598,11 +605,18 @@ class StreamEstimate:
             sources.append((self.store.path("grams", k), "grams"))
         return [name for path, name in sources if rename_scratch(path, self.files.path(f"f{name}", k))]
 
-    def remove_files(self, *names, files=None):
-        """Working files done with (the disk they take is the estimate's peak)."""
-        for name, k in names:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove((files or self.files).path(name, k))
+    def finished(self, stage, k=None):
+        """`stage` done (with order k, or with every order): the files it reads last go (the
+        disk they take is the estimate's peak)."""
+        for file in self.files.declarations.values():
+            if last_stage(file, self.stages) == stage:
+                orders = range(1, self.order + 1) if k is None else [k - file.lag]
+                self.files.remove(*((file.name, j) for j in orders))
+
+    def walk_window_rows(self, k):
+        """(window rows, chunk rows) of a filled_by_windows pass of order k finding the
+        walks of its rows' suffixes (held a window of order k-1 at a time)."""
+        return self.rows(row_bytes(k - 1, WALKS)), self.pass_rows(row_bytes(k, SUFFIX, LOWER, WALK))
 
 
 class _KeptBefore:
@@ -617,9 +631,9 @@ class _KeptBefore:
         if not len(rows):
             return rows
         first, last = int(rows[0]), int(rows[-1])
-        skipped = self.files.read("present", self.k, np.bool_, self.row, first)
+        skipped = self.files.read("present", self.k, self.row, first)
         self.kept += int(skipped.sum())
-        present = self.files.read("present", self.k, np.bool_, first, last + 1)
+        present = self.files.read("present", self.k, first, last + 1)
         kept_before = self.kept + np.cumsum(present) - present  # kept rows before each row of the range
         self.row, self.kept = last, int(kept_before[-1])
         return kept_before[rows - first]

@@ -11,6 +11,7 @@ from .arpa import _BackgroundWriter, format_section
 from .binary import BINARY_KIND, TABLES, check_binary_name, stored_log10s
 from .counts import byte_ranks
 from .sorted_runs import SortedRuns
+from .stream_files import BACKWARD, MODEL_KEYS
 
 
 def write_arpa_streamed(model, path, memory, folder, consume=False):
@@ -35,7 +36,7 @@ def write_arpa_streamed(model, path, memory, folder, consume=False):
         """The places of rows start..stop-1's contexts among the order below read
         backwards (srilm_order's `lower_reversed`), from `backward{k-1}`."""
         prefix = model.keys(k, start, stop) // vocab_size
-        places = files.read("backward", k - 1, np.int64, int(prefix[0]), int(prefix[-1]) + 1)
+        places = files.read("backward", k - 1, int(prefix[0]), int(prefix[-1]) + 1)
         return places[prefix - prefix[0]]
 
     def backward_places(k):
@@ -57,7 +58,7 @@ def write_arpa_streamed(model, path, memory, folder, consume=False):
                 out["row"] = np.arange(start, start + len(grams))
                 yield out
 
-        if size * 8 <= memory // 4:  # the places fit in memory: the permutation inverted in place
+        if size * BACKWARD.row_bytes(k) <= memory // 4:  # the places fit in memory: the permutation inverted in place
             place, at = np.empty(size, dtype=np.int64), 0
             for piece in SortedRuns(records(), rows, folder, f"backward{k}").pieces():
                 place[piece["row"]] = np.arange(at, at + len(piece))
@@ -134,7 +135,7 @@ def write_arpa_streamed(model, path, memory, folder, consume=False):
 
 def write_binary_streamed(model, path, memory):
     """A DiskModel as write_binary writes the same model, its arrays read in pieces."""
-    rows = max(1, memory // 4 // 16)
+    rows = max(1, memory // 4 // (MODEL_KEYS.row_bytes(1) + 8))  # the keys and a copy made of them
     arrays = {}
     for k, size in enumerate(model.sizes, 1):
         def pieces(k=k, size=size, part=None):
