@@ -23,7 +23,7 @@ from nplmtk.ngram.estimate import prune as prune_model
 from nplmtk.ngram.sorted_counts import IN_MEMORY_WRITE_BYTES_PER_NGRAM, write_counts_streamed
 from nplmtk.ngram.store import CountsFile, counts_file_vocabulary, write_counts_file
 from nplmtk.ngram.stream import StreamEstimate, fits_in_memory, timed_stage
-from nplmtk.ngram.stream_writers import write_arpa_streamed, write_binary_streamed
+from nplmtk.ngram.stream.writers import write_arpa_streamed, write_binary_streamed
 from nplmtk.text import Normalizer
 from nplmtk.threads import reuse_freed_memory
 from nplmtk.vocab import UNK, Vocabulary, count_words

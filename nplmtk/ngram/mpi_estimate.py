@@ -18,8 +18,9 @@ import os
 import numpy as np
 
 from .row_files import row_bytes
-from .stream import NO_ROW, SEARCH_TEMPORARIES, DiskModel, StreamEstimate
-from .stream_files import CONTINUATION, LOWER, PREFIX, ROW, SUFFIX, WALK, WALKS
+from .stream import DiskModel, StreamEstimate
+from .stream.files import CONTINUATION, LOWER, PREFIX, ROW, SUFFIX, WALK, WALKS
+from .stream.rows import NO_ROW, SEARCH_TEMPORARIES, not_closed, row_keys, suffix_keys
 
 _MPI_TYPES = {np.dtype(np.int64): "INT64_T", np.dtype(np.float32): "FLOAT"}
 
@@ -90,10 +91,10 @@ class RankEstimate(StreamEstimate):
 
         with self.files.writer("suffix", k) as out:
             for start, stop in self._rounds(k, self.rows(row_bytes(k, PREFIX, SUFFIX, *SEARCH_TEMPORARIES))):
-                query = self._suffix_keys(k, start, stop) if stop > start else np.zeros(0, dtype=np.int64)
+                query = suffix_keys(self, k, start, stop) if stop > start else np.zeros(0, dtype=np.int64)
                 found = ask_owners(self.comm, query, key_starts, answer, np.int64)
                 if np.any(found < 0):
-                    self._not_closed(k, self.grams(k, start, stop)[np.argmax(found < 0)][1:], "suffix")
+                    not_closed(self, k, self.grams(k, start, stop)[np.argmax(found < 0)][1:], "suffix")
                 out.append(found)
 
     def _rows_of_keys(self, k, keys):
@@ -104,7 +105,7 @@ class RankEstimate(StreamEstimate):
         if not len(keys):
             return found
         for low, high in self.chunks(k, self.rows(row_bytes(k, ROW, CONTINUATION))):
-            mine = self._keys(k, low, high)
+            mine = row_keys(self, k, low, high)
             first, last = int(np.searchsorted(keys, mine[0])), int(np.searchsorted(keys, mine[-1], side="right"))
             if first == last:
                 continue

@@ -11,8 +11,8 @@ The functions take a StreamEstimate and work on its files: `node{j}`, `present{j
 `logp{j}`, `bow{j}`, `prefix{j}`, `suffix{j}` and `walk{j}`, rows in lexicographic order."""
 import numpy as np
 
-from .row_files import row_bytes
-from .stream_files import BOW, LOGP_FILE, NEED, NO_WALK, PREFIX, PRESENT, REACH, WALK, WANTED
+from ..row_files import row_bytes
+from .files import BOW, LOGP_FILE, NEED, PREFIX, PRESENT, REACH, WALK, WANTED
 
 
 def backoff_walks(logp, present, suffix_walk, bow):
@@ -50,8 +50,7 @@ def fix_missing_contexts(estimate, walks_through=0):
     orders = [j for j, count in needed.items() if count]
     source, last = "walk", max(orders + [walks_through]) if orders else 0
     for j in range(min(orders, default=estimate.order), last + 1):
-        estimate.filled_by_windows("reach", j, NO_WALK, *estimate.walk_window_rows(j),
-                                   estimate.walks_of_suffixes(source, j))
+        estimate.suffix_walks("reach", j, source)
         outs = {name: estimate.files.writer(name, j) for name in ("fixed_logp", "fixed_present", "fixed_walk")}
         rows = estimate.pass_rows(row_bytes(j, PREFIX, BOW, REACH, LOGP_FILE, PRESENT, NEED, WALK, WALK))
         for start, stop in estimate.chunks(j, rows):

@@ -6,7 +6,7 @@ without probabilities, stream_walks.py), pruning (stream_prune.py), model (the m
 rows, `f*`), writing (stream_writers.py)."""
 import numpy as np
 
-from .row_files import WorkingFile, declared
+from ..row_files import WorkingFile, declared
 
 # The back-off walk (backoff.backoff_walk) of a row: the probability it ends on and the sum of
 # the back-off weights on the way, each a float32 sum in the walk's order.

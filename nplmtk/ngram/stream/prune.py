@@ -16,12 +16,11 @@ The walk-context flags (`context{k}`, or `node{k}` when no context was fixed up)
 the `node{k}` of the pruned model, as the in-memory prune makes them its back-off weights'."""
 import numpy as np
 
-from ..threads import in_order
-from .discounts import PROB_EPSILON
-from .estimate import context_bows, log10_to_prob, prune_contexts
-from .row_files import row_bytes
-from .stream_files import BEHIND, EMPTIED, GRAMS, HISTORY, LOGP_FILE, NO_WALK, NODE, PREFIX
-from .stream_walks import backoff_walks
+from ..discounts import PROB_EPSILON
+from ..estimate import context_bows, log10_to_prob, prune_contexts
+from ..row_files import row_bytes
+from .files import BEHIND, EMPTIED, GRAMS, HISTORY, LOGP_FILE, NODE, PREFIX
+from .walks import backoff_walks
 
 
 def prune_on_disk(estimate, threshold, min_order=2):
@@ -67,20 +66,9 @@ def _prune_order(estimate, k, threshold):
     """The k-grams pruned (`present{k}`, `logp{k}` rescaled where computeBOW rescales),
     then the contexts of k-1 words left empty taken out of `node{k-1}`."""
     files = estimate.files
-    estimate.filled_by_windows("reach", k, NO_WALK, *estimate.walk_window_rows(k),
-                               estimate.walks_of_suffixes(_complete_walks(estimate, k - 1), k))
-    outs = {name: files.writer(f"pruned_{name}", k) for name in ("present", "logp")}
-    emptied_out, contexts_done = files.writer("emptied", k - 1), 0
-    for first_context, logp, present, emptied in in_order(lambda run: _pruned_run(estimate, k, threshold, *run),
-                                                          estimate.context_runs(k)):
-        outs["present"].append(present)
-        outs["logp"].append(logp)
-        emptied_out.append(np.ones(first_context - contexts_done, dtype=bool))  # contexts without n-grams
-        emptied_out.append(emptied)
-        contexts_done = first_context + len(emptied)
-    emptied_out.append(np.ones(estimate.sizes[k - 2] - contexts_done, dtype=bool))
-    for out in list(outs.values()) + [emptied_out]:
-        out.close()
+    estimate.suffix_walks("reach", k, _complete_walks(estimate, k - 1))
+    estimate.context_pass(k, lambda start, stop: _pruned_run(estimate, k, threshold, start, stop),
+                          ("pruned_present", "pruned_logp"), {"emptied": True})  # contexts without n-grams
     for name in ("present", "logp"):
         files.rename(f"pruned_{name}", k, name)
     _keep_contexts_behind(estimate, k)
@@ -107,7 +95,7 @@ def _pruned_run(estimate, k, threshold, start, stop):
     logp[rows] = model_logp
     present[rows[pruned]] = False
     left = np.bincount(group[~pruned], minlength=size) > 0
-    return first_context, logp, present, usable & ~left
+    return first_context, {"pruned_logp": logp, "pruned_present": present}, {"emptied": usable & ~left}
 
 
 def _keep_contexts_behind(estimate, k):
@@ -151,23 +139,9 @@ def _recompute_bows(estimate):
     files.write("pwalk", 1, backoff_walks(files.read("logp", 1, 0, size),
                                           files.read("present", 1, 0, size), None, None))
     for k in range(2, order + 1):
-        estimate.filled_by_windows("preach", k, NO_WALK, *estimate.walk_window_rows(k),
-                                   estimate.walks_of_suffixes("pwalk", k))
-        outs = {"logp": files.writer("pruned_logp", k), "bow": files.writer("pruned_bow", k - 1)}
-        if k < order:
-            outs["walk"] = files.writer("pwalk", k)
-        contexts_done = 0
-        for first_context, logp, bow, walks in in_order(lambda run: _weights_run(estimate, k, *run),
-                                                         estimate.context_runs(k)):
-            outs["logp"].append(logp)
-            outs["bow"].append(np.zeros(first_context - contexts_done, dtype=np.float32))
-            outs["bow"].append(bow)
-            if walks is not None:
-                outs["walk"].append(walks)
-            contexts_done = first_context + len(bow)
-        outs["bow"].append(np.zeros(estimate.sizes[k - 2] - contexts_done, dtype=np.float32))
-        for out in outs.values():
-            out.close()
+        estimate.suffix_walks("preach", k, "pwalk")
+        estimate.context_pass(k, lambda start, stop, k=k: _weights_run(estimate, k, start, stop),
+                              ("pruned_logp",) + (("pwalk",) if k < order else ()), {"pruned_bow": 0})
         files.rename("pruned_logp", k, "logp")
         files.rename("pruned_bow", k - 1, "bow")
         files.remove(("preach", k), ("pwalk", k - 1))
@@ -175,8 +149,8 @@ def _recompute_bows(estimate):
 
 def _weights_run(estimate, k, start, stop):
     """The back-off weights of the contexts of order-k rows start..stop-1 (whole contexts):
-    (the first context's row, the rows' logp, rescaled where computeBOW rescales, the
-    weights, the rows' walks for the order above, None at the highest order)."""
+    (the first context's row, the rows' logp, rescaled where computeBOW rescales, and
+    their walks for the order above, below the highest, the contexts' weights)."""
     files = estimate.files
     prefix = files.read("prefix", k, start, stop)
     first_context, size = int(prefix[0]), int(prefix[-1] - prefix[0]) + 1
@@ -187,5 +161,7 @@ def _weights_run(estimate, k, start, stop):
     lower = log10_to_prob(np.where(present, reach["result"] + reach["weight"], -np.inf))
     node = files.read("node", k - 1, first_context, first_context + size)
     bow = context_bows(logp, present, lower, group, node)
-    walks = backoff_walks(logp, present, reach, bow[group]) if k < estimate.order else None
-    return first_context, logp, bow, walks
+    rows = {"pruned_logp": logp}
+    if k < estimate.order:
+        rows["pwalk"] = backoff_walks(logp, present, reach, bow[group])
+    return first_context, rows, {"pruned_bow": bow}
