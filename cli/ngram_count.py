@@ -361,7 +361,7 @@ def _estimated_across_ranks(comm, part, words, folder, memory, unk, debug, lm, w
     """-mpi with interpolated modified Kneser-Ney: each rank estimates the n-grams of its
     first words (mpi_estimate.py); rank 0 gathers the model and writes it (and the counts
     first, with -write-binary)."""
-    from nplmtk.ngram.mpi_estimate import RankEstimate, gather_model
+    from nplmtk.ngram.mpi_estimate import gather_model, rank_estimate
 
     from .ranks import abort_on_error
     root = comm.rank == 0
@@ -373,7 +373,7 @@ def _estimated_across_ranks(comm, part, words, folder, memory, unk, debug, lm, w
         work = os.path.join(folder, "estimate")
         os.mkdir(work)
         timing = _rank_timing(comm, debug)
-        estimate = RankEstimate(comm, part, words, work, memory, unk_is_word=unk,
+        estimate = rank_estimate(comm, part, words, work, memory, unk_is_word=unk,
                                 log=(lambda line: click.echo(line, err=True)) if debug and root else None,
                                 warn=None if root else (lambda message: None), timing=timing)
         estimated = estimate.run()

@@ -50,114 +50,128 @@ def ask_owners(comm, queries, starts, answer, reply_dtype):
     return out
 
 
-class RankEstimate(StreamEstimate):
-    """This rank's part of the estimate: `part` (a CountStore) holds the n-grams whose
-    first word lies in words[rank] .. words[rank + 1] - 1 (`words`: exchange_by_first_word's
-    ranges of word ids); collectives throughout."""
+def rank_estimate(comm, part, words, folder, memory, **settings):
+    """This rank's part of the estimate (a StreamEstimate exchanging with the other
+    ranks): `part` (a CountStore) holds the n-grams whose first word lies in words[rank]
+    .. words[rank + 1] - 1 (`words`: exchange_by_first_word's ranges of word ids), removed
+    once used; `settings` as StreamEstimate takes them. Collectives throughout."""
+    return StreamEstimate(part, folder, memory, consume_store=True, exchange=RankExchange(comm, words), **settings)
 
-    def __init__(self, comm, part, words, folder, memory, unk_is_word=True, log=None, warn=None, timing=None):
+
+class RankExchange:
+    """What the estimate of one rank's rows exchanges with the other ranks (stream.local's
+    LocalExchange is the estimate of every row): every method is a collective."""
+
+    def __init__(self, comm, words):
         from mpi4py import MPI
-        super().__init__(part, folder, memory, unk_is_word, log, warn, timing, consume_store=True,
-                         order=comm.allreduce(part.order, op=MPI.MAX))
-        self.comm, self.mpi = comm, MPI
+        self.comm, self.mpi, self.words = comm, MPI, words
+
+    def model_order(self, store):
+        return self.comm.allreduce(store.order, op=self.mpi.MAX)
+
+    def share(self, estimate):
+        """The estimate's rows: its part's, numbered among all the ranks' rows."""
+        comm, words, part = self.comm, self.words, estimate.store
         low, high = int(words[comm.rank]), int(words[comm.rank + 1])
-        self.sizes = [high - low] + [part.sizes[k - 1] if k <= part.order else 0 for k in range(2, self.order + 1)]
-        self.unigram_counts = self.unigram_counts[low:high]
+        estimate.sizes = [high - low] + [part.sizes[k - 1] if k <= part.order else 0
+                                         for k in range(2, estimate.order + 1)]
+        estimate.unigram_counts = estimate.unigram_counts[low:high]
         # starts[k - 1][r]: the first row of order k at rank r among all of them; the total last
-        every = np.array(comm.allgather(self.sizes), dtype=np.int64).T
+        every = np.array(comm.allgather(estimate.sizes), dtype=np.int64).T
         self.starts = [np.concatenate([[0], np.cumsum(sizes)]) for sizes in every]
         self.starts[0] = np.asarray(words, dtype=np.int64)
-        self.first_rows = [int(starts[comm.rank]) for starts in self.starts]
+        estimate.first_rows = [int(starts[comm.rank]) for starts in self.starts]
 
-    def _rounds(self, k, rows):
+    def _rounds(self, estimate, k, rows):
         """(start, stop) of this rank's rows of order k, a chunk a round, as many rounds at
         every rank (empty ones once the rows run out)."""
-        size = self.sizes[k - 1]
+        size = estimate.sizes[k - 1]
         rounds = self.comm.allreduce(-(-size // rows), op=self.mpi.MAX)
         for number in range(rounds):
             yield min(number * rows, size), min((number + 1) * rows, size)
 
-    def _suffix_rows(self, k):
-        """`suffix{k}`, rows among all of order k-1, asked of the ranks that hold them by
-        their keys, which count the askers into `continuation{k-1}`."""
-        if k == 2:
-            return super()._suffix_rows(k)
-        vocab_size = len(self.vocab)
-        self.files.write("continuation", k - 1, np.zeros(self.sizes[k - 2], dtype=np.int64))
+    def suffix_rows(self, estimate, k):
+        """`suffix{k}` (k > 2), rows among all of order k-1, asked of the ranks that hold
+        them by their keys, which count the askers into `continuation{k-1}`."""
+        files, vocab_size = estimate.files, len(estimate.vocab)
+        files.write("continuation", k - 1, np.zeros(estimate.sizes[k - 2], dtype=np.int64))
         key_starts = self.starts[k - 3] * vocab_size  # an order-(k-1) key: its prefix's row * V + word
 
         def answer(keys):
-            return self._rows_of_keys(k - 1, keys)
+            return self._rows_of_keys(estimate, k - 1, keys)
 
-        with self.files.writer("suffix", k) as out:
-            for start, stop in self._rounds(k, self.rows(row_bytes(k, PREFIX, SUFFIX, *SEARCH_TEMPORARIES))):
-                query = suffix_keys(self, k, start, stop) if stop > start else np.zeros(0, dtype=np.int64)
+        with files.writer("suffix", k) as out:
+            for start, stop in self._rounds(estimate, k, estimate.rows(row_bytes(k, PREFIX, SUFFIX,
+                                                                                 *SEARCH_TEMPORARIES))):
+                query = suffix_keys(estimate, k, start, stop) if stop > start else np.zeros(0, dtype=np.int64)
                 found = ask_owners(self.comm, query, key_starts, answer, np.int64)
                 if np.any(found < 0):
-                    not_closed(self, k, self.grams(k, start, stop)[np.argmax(found < 0)][1:], "suffix")
+                    not_closed(estimate, k, estimate.grams(k, start, stop)[np.argmax(found < 0)][1:], "suffix")
                 out.append(found)
 
-    def _rows_of_keys(self, k, keys):
+    def _rows_of_keys(self, estimate, k, keys):
         """The rows of order k among all of them with these sorted keys (NO_ROW where none
         is), a window of this rank's rows at a time; each row found counted in
         `continuation{k}`."""
         found = np.full(len(keys), NO_ROW, dtype=np.int64)
         if not len(keys):
             return found
-        for low, high in self.chunks(k, self.rows(row_bytes(k, ROW, CONTINUATION))):
-            mine = row_keys(self, k, low, high)
+        for low, high in estimate.chunks(k, estimate.rows(row_bytes(k, ROW, CONTINUATION))):
+            mine = row_keys(estimate, k, low, high)
             first, last = int(np.searchsorted(keys, mine[0])), int(np.searchsorted(keys, mine[-1], side="right"))
             if first == last:
                 continue
             place = np.searchsorted(mine, keys[first:last])
             hit = mine[place] == keys[first:last]
-            found[first:last][hit] = self.first_rows[k - 1] + low + place[hit]
-            counted = self.files.mapped("continuation", k, start=low, rows=high - low)
+            found[first:last][hit] = estimate.first_rows[k - 1] + low + place[hit]
+            counted = estimate.files.mapped("continuation", k, start=low, rows=high - low)
             counted += np.bincount(place[hit], minlength=high - low)
             counted.flush()
             del counted
         return found
 
-    def _counted_words(self, counted):
-        self.word_continuation = np.zeros_like(counted)  # the bigrams' second words at every rank
-        self.comm.Allreduce(counted, self.word_continuation)
+    def word_continuation(self, counted):
+        """The unigrams' continuation counts: the bigrams' second words at every rank."""
+        total = np.zeros_like(counted)
+        self.comm.Allreduce(counted, total)
+        return total
 
-    def _summed(self, histogram):
+    def summed(self, histogram):
         total = np.zeros_like(histogram)
         self.comm.Allreduce(histogram, total)
         return total
 
-    def _all_words(self, values):
+    def all_words(self, values):
         counts = np.diff(self.starts[0])
         every = np.empty(int(self.starts[0][-1]), dtype=values.dtype)
         self.comm.Allgatherv(np.ascontiguousarray(values), [every, (counts, self.starts[0][:-1])])
         return every
 
-    def _kept_before(self, k, kept):
+    def kept_before(self, k, kept):
         return int(sum(self.comm.allgather(kept)[:self.comm.rank]))
 
-    def _lower_probabilities(self, k):
+    def suffix_walks(self, estimate, k):
         """`lower{k}`: the back-off walk of each row's suffix, asked of the ranks that hold
         the suffixes (a walk's two float32 sums travel as one int64)."""
 
         def answer(rows):
-            return self._walks_of_rows(k - 1, rows).view(np.int64)
+            return self._walks_of_rows(estimate, k - 1, rows).view(np.int64)
 
-        with self.files.writer("lower", k) as out:
-            for start, stop in self._rounds(k, self.rows(row_bytes(k, SUFFIX, LOWER, WALK))):
-                suffix = self.files.read("suffix", k, start, stop)
+        with estimate.files.writer("lower", k) as out:
+            for start, stop in self._rounds(estimate, k, estimate.rows(row_bytes(k, SUFFIX, LOWER, WALK))):
+                suffix = estimate.files.read("suffix", k, start, stop)
                 out.append(ask_owners(self.comm, suffix, self.starts[k - 2], answer, np.int64).view(WALK))
 
-    def _walks_of_rows(self, k, rows):
+    def _walks_of_rows(self, estimate, k, rows):
         """The back-off walks of these sorted rows of order k (rows among all of them), read
         a window of this rank's rows at a time."""
         values = np.empty(len(rows), dtype=WALK)
-        local = rows - self.first_rows[k - 1]
-        window = self.rows(row_bytes(k, WALKS))
-        bounds = np.searchsorted(local, np.arange(0, self.sizes[k - 1] + window, window))
+        local = rows - estimate.first_rows[k - 1]
+        size, window = estimate.sizes[k - 1], estimate.rows(row_bytes(k, WALKS))
+        bounds = np.searchsorted(local, np.arange(0, size + window, window))
         for number in np.flatnonzero(np.diff(bounds)):
             low = int(number) * window
-            walks = self.walks("walk", k, low, min(low + window, self.sizes[k - 1]))
+            walks = estimate.walks("walk", k, low, min(low + window, size))
             values[bounds[number]:bounds[number + 1]] = walks[local[bounds[number]:bounds[number + 1]] - low]
         return values
 

@@ -17,7 +17,7 @@ from .walks import backoff_walks
 def discounts_of_orders(estimate):
     """Each order's discount, from the counts-of-counts of all the rows (summed over the
     ranks under MPI)."""
-    histograms = (CountsOfCounts(estimate._summed(adjusted_counts(estimate, k))) for k in range(1, estimate.order + 1))
+    histograms = (CountsOfCounts(estimate.exchange.summed(adjusted_counts(estimate, k))) for k in range(1, estimate.order + 1))
     return fitted_discounts(estimate.discounting, histograms, estimate.settings, estimate.warn or _warn, estimate.log)
 
 
@@ -69,7 +69,7 @@ def _continuation(estimate, k, low, high):
 
 def write_unigram_probabilities(estimate, discount):
     """`logp1` and `present1` (and `walk1` with cutoffs) of this estimate's words."""
-    logp, present = unigram_probabilities(estimate._all_words(counts_of(estimate, 1, 0, estimate.sizes[0])), discount,
+    logp, present = unigram_probabilities(estimate.exchange.all_words(counts_of(estimate, 1, 0, estimate.sizes[0])), discount,
                                           estimate.interpolate, estimate.always_interpolate, estimate.events)
     mine = slice(estimate.first_rows[0], estimate.first_rows[0] + estimate.sizes[0])
     estimate.files.write("logp", 1, logp[mine])

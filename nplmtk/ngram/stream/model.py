@@ -87,7 +87,7 @@ def final_model(estimate):
         for out in writers.values():
             out.close()
         sizes.append(kept)
-        kept_first.append(estimate._kept_before(k, kept))
+        kept_first.append(estimate.exchange.kept_before(k, kept))
         estimate.finished("model", k)
         if estimate.consume_store:
             for name in ("grams", "counts"):

@@ -19,7 +19,8 @@ from .files import (ADJUSTED, GRAMS, LOGP_FILE, LOWER, PREFIX, PRESENT, STREAM_F
 from .model import final_model
 from .probabilities import probabilities_and_weights
 from .prune import prune_on_disk
-from .rows import prefix_and_suffix_rows, suffix_rows_by_windows
+from .local import LocalExchange
+from .rows import prefix_and_suffix_rows
 from .walks import backoff_walks, close_contexts, fix_missing_contexts
 
 LARGEST_COUNT_OF_COUNTS = 4  # modified Kneser-Ney reads n1 .. n4 (Good-Turing up to -gtNmax + 1)
@@ -52,14 +53,16 @@ class StreamEstimate:
 
     def __init__(self, store, folder, memory, unk_is_word=True, log=None, warn=None, timing=None,
                  consume_store=False, method="kn", interpolate=True, min_counts=None, max_counts=None, constant=None,
-                 always_interpolate=False, order=None, prune=None):
+                 always_interpolate=False, prune=None, exchange=None):
         """With `consume_store` each order's counts are removed from the store once used.
         `method`, `interpolate`, `min_counts`, `max_counts`, `constant` and
-        `always_interpolate` are as estimate.estimate takes them; `order`, when given,
-        is the model's (the store's own may be lower: a rank's part, mpi_estimate.py);
-        `prune`: (threshold, min_order) of estimate.prune, applied to the model."""
-        self.prune = prune
-        self.store, self.vocab, self.order = store, store.vocab, order or store.order
+        `always_interpolate` are as estimate.estimate takes them; `prune`: (threshold,
+        min_order) of estimate.prune, applied to the model. `exchange`: what the estimate
+        of a part of the rows exchanges with the others' (mpi_estimate.RankExchange); by
+        default a LocalExchange, the estimate of every row."""
+        self.prune, self.exchange = prune, exchange or LocalExchange()
+        self.store, self.vocab = store, store.vocab
+        self.order = self.exchange.model_order(store)
         self.files, self.memory = RowFiles(folder, STREAM_FILES), memory
         self.events = Events(self.vocab, unk_is_word)
         if method not in METHODS:
@@ -76,10 +79,11 @@ class StreamEstimate:
         self.log, self.warn, self.timing, self.consume_store = log, warn, timing, consume_store
         self.pass_threads = PASS_THREADS
         self.sizes = [len(self.vocab)] + store.sizes[1:]  # every word a unigram row (some of count 0)
-        self.first_rows = [0] * self.order  # each order's first row here among all the rows (mpi_estimate.py)
+        self.first_rows = [0] * self.order  # each order's first row here among all the rows
         grams, counts = store.read(1, 0, store.sizes[0])
         self.unigram_counts = np.zeros(len(self.vocab), dtype=np.int64)
         self.unigram_counts[grams[:, 0]] = counts
+        self.exchange.share(self)
 
     def run(self):
         """The model (a DiskModel), stage by stage."""
@@ -116,32 +120,6 @@ class StreamEstimate:
             if last_stage(file, self.stages) == stage:
                 orders = range(1, self.order + 1) if k is None else [k - file.lag]
                 self.files.remove(*((file.name, j) for j in orders))
-
-    # --- what an estimate of a part of the rows (mpi_estimate.py) does otherwise
-
-    def _suffix_rows(self, k):
-        suffix_rows_by_windows(self, k)
-
-    def _counted_words(self, counted):
-        """The unigrams' continuation counts from every bigram's second word (`counted`:
-        this estimate's bigrams, one count per word)."""
-        self.word_continuation = counted
-
-    def _summed(self, histogram):
-        """The counts-of-counts of all the rows (here: all of them are this estimate's)."""
-        return histogram
-
-    def _all_words(self, values):
-        """Values of every word's unigram row from those of this estimate's."""
-        return values
-
-    def _kept_before(self, k, kept):
-        """How many model rows of order k come before this estimate's `kept` ones."""
-        return 0
-
-    def _lower_probabilities(self, k):
-        """`lower{k}`: the back-off walk (`WALK`) of each order-k row's suffix."""
-        self.suffix_walks("lower", k, "walk")
 
     # --- the memory
 

@@ -12,7 +12,7 @@ from .walks import backoff_walks
 def probabilities_and_weights(estimate, k, discount):
     """Order k's probabilities and the weights of its contexts (and, with cutoffs, the
     rows' walks `walk{k}` for the order above)."""
-    estimate._lower_probabilities(k)
+    estimate.exchange.suffix_walks(estimate, k)
     walked = k < estimate.order and estimate.cutoffs
     estimate.context_pass(k, lambda start, stop: _contexts(estimate, k, discount, start, stop),
                           ("logp", "present") + (("walk",) if walked else ()),

@@ -48,7 +48,10 @@ def prefix_and_suffix_rows(estimate):
     for _ in in_order(lambda k: write_prefix_rows(estimate, k), range(2, estimate.order + 1)):
         pass
     for k in range(2, estimate.order + 1):
-        estimate._suffix_rows(k)
+        if k == 2:  # a bigram's suffix row is its second word's id: the words' continuation counts
+            estimate.word_continuation = estimate.exchange.word_continuation(bigram_words(estimate, "suffix", 1))
+        else:
+            estimate.exchange.suffix_rows(estimate, k)
 
 
 def write_prefix_rows(estimate, k):
@@ -83,9 +86,7 @@ def suffix_rows_by_windows(estimate, k):
     prefix's suffix row comes from `suffix{k-1}` in order, the key is searched
     among the order-(k-1) keys a window at a time. The rows found are counted into
     `continuation{k-1}` (Kneser-Ney's continuation counts: each order-k row is one
-    distinct word before its suffix). For bigrams: the unigrams' continuation counts."""
-    if k == 2:
-        return estimate._counted_words(bigram_words(estimate, "suffix", 1))
+    distinct word before its suffix)."""
     continuation = estimate.files.writer("continuation", k - 1)
     counted, counting = [], threading.Lock()
     search_rows = estimate.pass_rows(row_bytes(k, PREFIX, SUFFIX, *SEARCH_TEMPORARIES))
