@@ -2,14 +2,14 @@
 holds the n-grams whose first word lies in its range of word ids, and estimates them.
 
 An n-gram, its prefix and its context share the first word, so the prefix rows and the
-context passes (probabilities, back-off weights) stay on the rank, as in stream.py. What
+context passes (probabilities, back-off weights) stay on the rank, as in stream/. What
 crosses ranks is the suffix (the n-gram without its first word): its row is asked of the
 rank holding the suffix's first word, which counts the askers (Kneser-Ney's continuation
 counts: each n-gram is one distinct word before its suffix), and later answers with the
 suffix's probability. The counts-of-counts are summed over the ranks, so every rank
 discounts alike, and the unigrams' arithmetic runs on every word at every rank. Rows are
 numbered among all the ranks' rows (the ranks' rows in rank order are the rows of the
-whole model, in order), so the parts gathered at rank 0 are stream.py's model of the whole
+whole model, in order), so the parts gathered at rank 0 are stream/'s model of the whole
 text, and its files are one machine's byte for byte.
 
 Every exchange goes in rounds, each rank asking about at most a chunk of rows a round."""

@@ -1,5 +1,5 @@
 """Flat files of arrays aligned with an order's rows, in a scratch folder: the working
-files of the out-of-core passes (stream.py, sorted_counts.py), `name{k}` for order k.
+files of the out-of-core passes (stream/, sorted_counts.py), `name{k}` for order k.
 Each kind of file is declared once (`WorkingFile`): its values' type, the stage that
 writes it and the stages that may read it last, so that readers need not repeat the
 type, memory budgets are sums of declared row sizes, and the file goes when its last

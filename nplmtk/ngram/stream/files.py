@@ -1,9 +1,9 @@
-"""The working files of the out-of-core estimate (stream.py), each declared once: its
+"""The working files of the out-of-core estimate, each declared once: its
 values, the stage that writes it and the stages that may read it last (row_files.py).
 The stages, in the order an estimate runs them (fix-up only with cutoffs, pruning only
-with -prune): rows (prefix and suffix rows), discounts, probabilities, fix-up (contexts
-without probabilities, stream_walks.py), pruning (stream_prune.py), model (the model's
-rows, `f*`), writing (stream_writers.py)."""
+when pruned): rows (prefix and suffix rows), discounts, probabilities, fix-up (contexts
+without probabilities, walks.py), pruning (prune.py), model (the model's rows, `f*`,
+model.py), writing (writers.py)."""
 import numpy as np
 
 from ..row_files import WorkingFile, declared
@@ -30,13 +30,13 @@ PRESENT = WorkingFile("present", FLAG, "probabilities", ("model",), lag=1)
 BOW = WorkingFile("bow", LOGP, "probabilities", ("model",))
 NODE = WorkingFile("node", FLAG, "probabilities", ("model",))
 WALKS = WorkingFile("walk", WALK, "probabilities", LATER, lag=1)
-# fix-up (stream_walks.py)
+# fix-up (walks.py)
 WANTED = WorkingFile("wanted", FLAG, "fix-up")
 NEED = WorkingFile("need", FLAG, "fix-up")
 REACH = WorkingFile("reach", WALK, "fix-up")  # and pruning's
 FINAL_WALK = WorkingFile("final_walk", WALK, "fix-up", ("fix-up", "pruning"))
 CONTEXT = WorkingFile("context", FLAG, "fix-up", ("model",))
-# pruning (stream_prune.py)
+# pruning (prune.py)
 HISTORY = WorkingFile("history", LOGP, "pruning")
 EMPTIED = WorkingFile("emptied", FLAG, "pruning")
 BEHIND = WorkingFile("behind", FLAG, "pruning")

@@ -1,4 +1,4 @@
-"""The back-off walk out of core, for estimates with cutoffs (stream.py): an n-gram whose
+"""The back-off walk out of core, for estimates with cutoffs: an n-gram whose
 suffix was cut gets its lower-order probability by SRILM's walk (backoff.backoff_walk:
 the longest n-gram of the model ending the row, plus the weights of the longer contexts),
 carried from order to order as the walk's two float32 sums (`WALK`), each added in the

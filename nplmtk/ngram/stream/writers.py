@@ -1,4 +1,4 @@
-"""The out-of-core estimate's model (a DiskModel, stream.py) written as an ARPA file,
+"""The out-of-core estimate's model (a DiskModel, model.py) written as an ARPA file,
 in SRILM's order, and as a binary model, reading its files a piece at a time."""
 import contextlib
 
