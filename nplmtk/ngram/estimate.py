@@ -57,22 +57,18 @@ class Events:
 
 
 class _ContextsOfOrder:
-    """The n-grams of one order (0-based `k`) grouped by context: `group[i]` is the row of
-    n-gram i's first k words among the order-k n-grams (unigrams: one empty context).
+    """The n-grams of one order above the unigrams (0-based `k`) grouped by context:
+    `group[i]` is the row of n-gram i's first k words among the order-k n-grams.
     `skipped` contexts get no probabilities (SRILM: ending in `</s>`, or holding `<unk>`
     in a closed vocabulary); `eligible` n-grams are counted events in the others."""
 
     def __init__(self, counts, k, count, events):
         grams = counts.grams
-        if k == 0:
-            self.group, self.size = np.zeros(len(grams[0]), dtype=np.int64), 1
-            self.skipped = np.zeros(1, dtype=bool)
-        else:
-            contexts = grams[k - 1]
-            self.group, self.size = counts.index.prefix_of(k + 1), len(contexts)
-            self.skipped = contexts[:, -1] == events.vocab.eos
-            if not events.unk_is_word:
-                self.skipped |= np.any(contexts == events.vocab.unk, axis=1)
+        contexts = grams[k - 1]
+        self.group, self.size = counts.index.prefix_of(k + 1), len(contexts)
+        self.skipped = contexts[:, -1] == events.vocab.eos
+        if not events.unk_is_word:
+            self.skipped |= np.any(contexts == events.vocab.unk, axis=1)
         self.eligible = ~self.skipped[self.group] & ~events.non_event(grams[k][:, -1]) & (count > 0)
 
 
@@ -141,17 +137,15 @@ def estimate(counts, method="kn", interpolate=True, min_counts=None, unk_is_word
     settings = _order_settings(counts.order, min_counts, max_counts, constant, events)
     discounts = estimate_discounts(discounting, counts, adjusted, settings, events, warn or _warn, log)
     tables = _Tables.empty(counts)
-    for k in range(counts.order):
+    tables.logp[0], tables.present[0] = unigram_probabilities(adjusted[0], discounts[0], interpolate,
+                                                              always_interpolate, events)
+    for k in range(1, counts.order):
         contexts = _ContextsOfOrder(counts, k, adjusted[k], events)
-        lower = lower_order_probabilities(tables, k, suffix, contexts.eligible, events)
+        lower = lower_order_probabilities(tables, k, suffix, contexts.eligible)
         keep, gamma = initial_probabilities(tables, k, adjusted[k], discounts[k], lower, contexts, interpolate,
                                             always_interpolate, events)
         # lmplz writes the interpolation weights themselves as back-off weights
-        lmplz_gamma = gamma if always_interpolate and interpolate else None
-        if k == 0:
-            distribute_unigram_mass(tables.logp[0], tables.present[0], events, lmplz_gamma)
-        else:
-            backoff_weights(tables, k, keep, lower, contexts, suffix, lmplz_gamma)
+        backoff_weights(tables, k, keep, lower, contexts, suffix, gamma if always_interpolate and interpolate else None)
     fixup_missing_contexts(tables)
     return tables.model()
 
@@ -219,9 +213,17 @@ def adjust_counts(counts, suffix, events):
 
 def estimate_discounts(discounting, counts, adjusted, settings, events, warn, log=None):
     """One discount per order, from the counts of the n-grams that predict events."""
+    return fitted_discounts(discounting, (count[~events.non_event(grams[:, -1])]
+                                          for grams, count in zip(counts.grams, adjusted)), settings, warn, log)
+
+
+def fitted_discounts(discounting, counted, settings, warn, log=None):
+    """One discount per order, fitted on what `counted` gives of each order in turn (the
+    counts of its n-grams that predict events, or their CountsOfCounts); `log(line)`
+    receives SRILM's -debug 1 lines about each."""
     discounts = []
-    for k, (grams, count) in enumerate(zip(counts.grams, adjusted)):
-        discount = discounting(count[~events.non_event(grams[:, -1])], settings[k], warn)
+    for k, order_counts in enumerate(counted):
+        discount = discounting(order_counts, settings[k], warn)
         if log is not None:
             for line in [f"using {discount.name} for {k + 1}-grams"] + discount.debug_lines:
                 log(line)
@@ -229,12 +231,9 @@ def estimate_discounts(discounting, counts, adjusted, settings, events, warn, lo
     return discounts
 
 
-def lower_order_probabilities(tables, k, suffix, eligible, events):
-    """p(w | h') of each order-(k+1) n-gram (h, w), h' = h without its first word: the
-    stored suffix n-gram, else the back-off walk; 1/|V| below the unigrams."""
-    if k == 0:
-        # SRILM holds log10(1/|V|) in a float32 LogP before using it.
-        return np.full(len(tables.grams[0]), log10_to_prob(np.float32(-math.log10(events.count))))
+def lower_order_probabilities(tables, k, suffix, eligible):
+    """p(w | h') of each order-(k+1) n-gram (h, w) above the unigrams, h' = h without its
+    first word: the stored suffix n-gram, else the back-off walk."""
     rows = suffix[k]
     direct = tables.present[k - 1][rows]
     lower_logp = np.where(direct, tables.logp[k - 1][rows], -np.inf).astype(np.float32)
@@ -293,6 +292,29 @@ def context_probabilities(count, lower, group, size, eligible, skipped, discount
         interpolating[stuck] = False
     keep = eligible & (factor != 0) & active[group]
     return prob, keep, np.where(interpolating, gamma, 0.0)
+
+
+def kept_log10(prob, keep):
+    """float32 log10 of the kept probabilities, -inf elsewhere."""
+    logp = np.full(len(prob), -np.inf, dtype=np.float32)
+    with np.errstate(divide="ignore"):
+        logp[keep] = np.log10(prob[keep]).astype(np.float32)
+    return logp
+
+
+def unigram_probabilities(count, discount, interpolate, always_interpolate, events):
+    """p(w) of every word from its (adjusted) count, interpolated with 1/|V|, and the mass
+    left over handed out (distribute_unigram_mass): (float32 log10 p, which are present)."""
+    size = len(count)
+    # SRILM holds log10(1/|V|) in a float32 LogP before using it.
+    lower = np.full(size, log10_to_prob(np.float32(-math.log10(events.count))))
+    eligible = ~events.non_event(np.arange(size)) & (count > 0)
+    prob, keep, gamma = context_probabilities(count, lower, np.zeros(size, dtype=np.int64), 1, eligible,
+                                              np.zeros(1, dtype=bool), discount, interpolate, always_interpolate,
+                                              events)
+    logp, present = kept_log10(prob, keep), keep.copy()
+    distribute_unigram_mass(logp, present, events, gamma if always_interpolate and interpolate else None)
+    return logp, present
 
 
 def distribute_unigram_mass(logp, present, events, lmplz_gamma=None):

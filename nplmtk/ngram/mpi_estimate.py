@@ -2,14 +2,14 @@
 holds the n-grams whose first word lies in its range of word ids, and estimates them.
 
 An n-gram, its prefix and its context share the first word, so the prefix rows and the
-context passes (probabilities, back-off weights) stay on the rank, as in stream.py. What
+context passes (probabilities, back-off weights) stay on the rank, as in stream/. What
 crosses ranks is the suffix (the n-gram without its first word): its row is asked of the
 rank holding the suffix's first word, which counts the askers (Kneser-Ney's continuation
 counts: each n-gram is one distinct word before its suffix), and later answers with the
 suffix's probability. The counts-of-counts are summed over the ranks, so every rank
 discounts alike, and the unigrams' arithmetic runs on every word at every rank. Rows are
 numbered among all the ranks' rows (the ranks' rows in rank order are the rows of the
-whole model, in order), so the parts gathered at rank 0 are stream.py's model of the whole
+whole model, in order), so the parts gathered at rank 0 are stream/'s model of the whole
 text, and its files are one machine's byte for byte.
 
 Every exchange goes in rounds, each rank asking about at most a chunk of rows a round."""
@@ -17,7 +17,10 @@ import os
 
 import numpy as np
 
-from .stream import NO_ROW, WALK, DiskModel, StreamEstimate
+from .row_files import row_bytes
+from .stream import DiskModel, StreamEstimate
+from .stream.files import CONTINUATION, LOWER, PREFIX, ROW, SUFFIX, WALK, WALKS
+from .stream.rows import NO_ROW, SEARCH_TEMPORARIES, not_closed, row_keys, suffix_keys
 
 _MPI_TYPES = {np.dtype(np.int64): "INT64_T", np.dtype(np.float32): "FLOAT"}
 
@@ -47,115 +50,128 @@ def ask_owners(comm, queries, starts, answer, reply_dtype):
     return out
 
 
-class RankEstimate(StreamEstimate):
-    """This rank's part of the estimate: `part` (a CountStore) holds the n-grams whose
-    first word lies in words[rank] .. words[rank + 1] - 1 (`words`: exchange_by_first_word's
-    ranges of word ids); collectives throughout."""
+def rank_estimate(comm, part, words, folder, memory, **settings):
+    """This rank's part of the estimate (a StreamEstimate exchanging with the other
+    ranks): `part` (a CountStore) holds the n-grams whose first word lies in words[rank]
+    .. words[rank + 1] - 1 (`words`: exchange_by_first_word's ranges of word ids), removed
+    once used; `settings` as StreamEstimate takes them. Collectives throughout."""
+    return StreamEstimate(part, folder, memory, consume_store=True, exchange=RankExchange(comm, words), **settings)
 
-    def __init__(self, comm, part, words, folder, memory, unk_is_word=True, log=None, warn=None, timing=None):
+
+class RankExchange:
+    """What the estimate of one rank's rows exchanges with the other ranks (stream.local's
+    LocalExchange is the estimate of every row): every method is a collective."""
+
+    def __init__(self, comm, words):
         from mpi4py import MPI
-        super().__init__(part, folder, memory, unk_is_word, log, warn, timing, consume_store=True,
-                         order=comm.allreduce(part.order, op=MPI.MAX))
-        self.comm, self.mpi = comm, MPI
+        self.comm, self.mpi, self.words = comm, MPI, words
+
+    def model_order(self, store):
+        return self.comm.allreduce(store.order, op=self.mpi.MAX)
+
+    def share(self, estimate):
+        """The estimate's rows: its part's, numbered among all the ranks' rows."""
+        comm, words, part = self.comm, self.words, estimate.store
         low, high = int(words[comm.rank]), int(words[comm.rank + 1])
-        self.sizes = [high - low] + [part.sizes[k - 1] if k <= part.order else 0 for k in range(2, self.order + 1)]
-        self.unigram_counts = self.unigram_counts[low:high]
+        estimate.sizes = [high - low] + [part.sizes[k - 1] if k <= part.order else 0
+                                         for k in range(2, estimate.order + 1)]
+        estimate.unigram_counts = estimate.unigram_counts[low:high]
         # starts[k - 1][r]: the first row of order k at rank r among all of them; the total last
-        every = np.array(comm.allgather(self.sizes), dtype=np.int64).T
+        every = np.array(comm.allgather(estimate.sizes), dtype=np.int64).T
         self.starts = [np.concatenate([[0], np.cumsum(sizes)]) for sizes in every]
         self.starts[0] = np.asarray(words, dtype=np.int64)
-        self.first_rows = [int(starts[comm.rank]) for starts in self.starts]
+        estimate.first_rows = [int(starts[comm.rank]) for starts in self.starts]
 
-    def _rounds(self, k, rows):
+    def _rounds(self, estimate, k, rows):
         """(start, stop) of this rank's rows of order k, a chunk a round, as many rounds at
         every rank (empty ones once the rows run out)."""
-        size = self.sizes[k - 1]
+        size = estimate.sizes[k - 1]
         rounds = self.comm.allreduce(-(-size // rows), op=self.mpi.MAX)
         for number in range(rounds):
             yield min(number * rows, size), min((number + 1) * rows, size)
 
-    def _suffix_rows(self, k):
-        """`suffix{k}`, rows among all of order k-1, asked of the ranks that hold them by
-        their keys, which count the askers into `continuation{k-1}`."""
-        if k == 2:
-            return super()._suffix_rows(k)
-        vocab_size = len(self.vocab)
-        self.files.write("continuation", k - 1, np.zeros(self.sizes[k - 2], dtype=np.int64))
+    def suffix_rows(self, estimate, k):
+        """`suffix{k}` (k > 2), rows among all of order k-1, asked of the ranks that hold
+        them by their keys, which count the askers into `continuation{k-1}`."""
+        files, vocab_size = estimate.files, len(estimate.vocab)
+        files.write("continuation", k - 1, np.zeros(estimate.sizes[k - 2], dtype=np.int64))
         key_starts = self.starts[k - 3] * vocab_size  # an order-(k-1) key: its prefix's row * V + word
 
         def answer(keys):
-            return self._rows_of_keys(k - 1, keys)
+            return self._rows_of_keys(estimate, k - 1, keys)
 
-        with self.files.writer("suffix", k) as out:
-            for start, stop in self._rounds(k, self.rows(8 * 6)):
-                query = self._suffix_keys(k, start, stop) if stop > start else np.zeros(0, dtype=np.int64)
+        with files.writer("suffix", k) as out:
+            for start, stop in self._rounds(estimate, k, estimate.rows(row_bytes(k, PREFIX, SUFFIX,
+                                                                                 *SEARCH_TEMPORARIES))):
+                query = suffix_keys(estimate, k, start, stop) if stop > start else np.zeros(0, dtype=np.int64)
                 found = ask_owners(self.comm, query, key_starts, answer, np.int64)
                 if np.any(found < 0):
-                    self._not_closed(k, self.grams(k, start, stop)[np.argmax(found < 0)][1:], "suffix")
+                    not_closed(estimate, k, estimate.grams(k, start, stop)[np.argmax(found < 0)][1:], "suffix")
                 out.append(found)
 
-    def _rows_of_keys(self, k, keys):
+    def _rows_of_keys(self, estimate, k, keys):
         """The rows of order k among all of them with these sorted keys (NO_ROW where none
         is), a window of this rank's rows at a time; each row found counted in
         `continuation{k}`."""
         found = np.full(len(keys), NO_ROW, dtype=np.int64)
         if not len(keys):
             return found
-        for low, high in self.chunks(k, self.rows(8 * 2)):
-            mine = self._keys(k, low, high)
+        for low, high in estimate.chunks(k, estimate.rows(row_bytes(k, ROW, CONTINUATION))):
+            mine = row_keys(estimate, k, low, high)
             first, last = int(np.searchsorted(keys, mine[0])), int(np.searchsorted(keys, mine[-1], side="right"))
             if first == last:
                 continue
             place = np.searchsorted(mine, keys[first:last])
             hit = mine[place] == keys[first:last]
-            found[first:last][hit] = self.first_rows[k - 1] + low + place[hit]
-            path = self.files.path("continuation", k)
-            counted = np.memmap(path, dtype=np.int64, mode="r+", offset=low * 8, shape=(high - low,))
+            found[first:last][hit] = estimate.first_rows[k - 1] + low + place[hit]
+            counted = estimate.files.mapped("continuation", k, start=low, rows=high - low)
             counted += np.bincount(place[hit], minlength=high - low)
             counted.flush()
             del counted
         return found
 
-    def _counted_words(self, counted):
-        self.word_continuation = np.zeros_like(counted)  # the bigrams' second words at every rank
-        self.comm.Allreduce(counted, self.word_continuation)
+    def word_continuation(self, counted):
+        """The unigrams' continuation counts: the bigrams' second words at every rank."""
+        total = np.zeros_like(counted)
+        self.comm.Allreduce(counted, total)
+        return total
 
-    def _summed(self, histogram):
+    def summed(self, histogram):
         total = np.zeros_like(histogram)
         self.comm.Allreduce(histogram, total)
         return total
 
-    def _all_words(self, values):
+    def all_words(self, values):
         counts = np.diff(self.starts[0])
         every = np.empty(int(self.starts[0][-1]), dtype=values.dtype)
         self.comm.Allgatherv(np.ascontiguousarray(values), [every, (counts, self.starts[0][:-1])])
         return every
 
-    def _kept_before(self, k, kept):
+    def kept_before(self, k, kept):
         return int(sum(self.comm.allgather(kept)[:self.comm.rank]))
 
-    def _lower_probabilities(self, k):
+    def suffix_walks(self, estimate, k):
         """`lower{k}`: the back-off walk of each row's suffix, asked of the ranks that hold
         the suffixes (a walk's two float32 sums travel as one int64)."""
 
         def answer(rows):
-            return self._walks_of_rows(k - 1, rows).view(np.int64)
+            return self._walks_of_rows(estimate, k - 1, rows).view(np.int64)
 
-        with self.files.writer("lower", k) as out:
-            for start, stop in self._rounds(k, self.rows(8 + 2 * WALK.itemsize)):
-                suffix = self.files.read("suffix", k, np.int64, start, stop)
+        with estimate.files.writer("lower", k) as out:
+            for start, stop in self._rounds(estimate, k, estimate.rows(row_bytes(k, SUFFIX, LOWER, WALK))):
+                suffix = estimate.files.read("suffix", k, start, stop)
                 out.append(ask_owners(self.comm, suffix, self.starts[k - 2], answer, np.int64).view(WALK))
 
-    def _walks_of_rows(self, k, rows):
+    def _walks_of_rows(self, estimate, k, rows):
         """The back-off walks of these sorted rows of order k (rows among all of them), read
         a window of this rank's rows at a time."""
         values = np.empty(len(rows), dtype=WALK)
-        local = rows - self.first_rows[k - 1]
-        window = self.rows(WALK.itemsize)
-        bounds = np.searchsorted(local, np.arange(0, self.sizes[k - 1] + window, window))
+        local = rows - estimate.first_rows[k - 1]
+        size, window = estimate.sizes[k - 1], estimate.rows(row_bytes(k, WALKS))
+        bounds = np.searchsorted(local, np.arange(0, size + window, window))
         for number in np.flatnonzero(np.diff(bounds)):
             low = int(number) * window
-            walks = self.walks("walk", k, low, min(low + window, self.sizes[k - 1]))
+            walks = estimate.walks("walk", k, low, min(low + window, size))
             values[bounds[number]:bounds[number + 1]] = walks[local[bounds[number]:bounds[number + 1]] - low]
         return values
 
@@ -164,16 +180,13 @@ def gather_model(comm, model, block_rows):
     """The ranks' DiskModels, in rank order, appended to rank 0's files: the model of all
     the rows at rank 0 (None at the others)."""
     sizes = comm.allgather(model.sizes)
-    names = [("fgrams", np.int32, True), ("fkeys", np.int64, False), ("flogp", np.float32, False),
-             ("fbow", np.float32, False), ("fnode", np.bool_, False)]
     for k in range(1, model.order + 1):
-        for name, dtype, by_row in names:
-            width = k if by_row else 1
+        for name in ("fgrams", "fkeys", "flogp", "fbow", "fnode"):
             for sender in range(1, comm.size):
                 size = sizes[sender][k - 1]
                 for start in range(0, size, block_rows):
                     if comm.rank == sender:
-                        comm.send(model.files.read(name, k, dtype, start, start + block_rows, width), dest=0, tag=k)
+                        comm.send(model.files.read(name, k, start, start + block_rows), dest=0, tag=k)
                     elif comm.rank == 0:
                         with open(model.files.path(name, k), "ab") as out:
                             comm.recv(source=sender, tag=k).tofile(out)

@@ -1,6 +1,12 @@
 """Flat files of arrays aligned with an order's rows, in a scratch folder: the working
-files of the out-of-core passes (stream.py, sorted_counts.py), `name{k}` for order k."""
+files of the out-of-core passes (stream/, sorted_counts.py), `name{k}` for order k.
+Each kind of file is declared once (`WorkingFile`): its values' type, the stage that
+writes it and the stages that may read it last, so that readers need not repeat the
+type, memory budgets are sums of declared row sizes, and the file goes when its last
+reader is done."""
+import contextlib
 import os
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -8,24 +14,66 @@ from ..scratch import ScratchFile, rename_scratch
 from ..threads import raise_if_stopping
 
 
-class RowFiles:
-    """Arrays aligned with an order's rows, one flat file each in `folder`."""
+@dataclass(frozen=True)
+class WorkingFile:
+    """`name{k}`, one value of `dtype` a row of order k (or, with `words`, the row's k
+    word ids), written by the stage `writer`. It is removed once the last of the stages
+    `last_readers` that an estimate runs has finished order k + `lag` (a file of order k-1
+    read while order k is computed has lag 1); without last readers it lives within its
+    writer's stage, which removes or renames it itself."""
+    name: str
+    dtype: np.dtype
+    writer: str
+    last_readers: tuple = ()
+    lag: int = 0
+    words: bool = False
 
-    def __init__(self, folder):
-        self.folder = folder
+    def row_bytes(self, k):
+        return np.dtype(self.dtype).itemsize * (k if self.words else 1)
+
+
+def row_bytes(k, *parts):
+    """Bytes of a row of order k holding `parts`: WorkingFiles, or dtypes of temporaries."""
+    return sum(part.row_bytes(k) if isinstance(part, WorkingFile) else np.dtype(part).itemsize for part in parts)
+
+
+def declared(*files):
+    """{name: WorkingFile} of `files`."""
+    return {file.name: file for file in files}
+
+
+class RowFiles:
+    """Arrays aligned with an order's rows, one flat file each in `folder`, of the kinds
+    `declarations` ({name: WorkingFile}) declares; `{name}.{number}` is a version of
+    `name` being made."""
+
+    def __init__(self, folder, declarations):
+        self.folder, self.declarations = folder, declarations
+
+    def declaration(self, name):
+        return self.declarations[name.partition(".")[0]]
 
     def path(self, name, k):
         return os.path.join(self.folder, f"{name}{k}")
 
-    def read(self, name, k, dtype, start, stop, width=None):
-        """Rows start..stop-1 of `name{k}`: values, or (rows, width) arrays."""
+    def read(self, name, k, start, stop):
+        """Rows start..stop-1 of `name{k}`: values, or (rows, k) arrays of words."""
         raise_if_stopping()
+        file = self.declaration(name)
+        dtype, width = np.dtype(file.dtype), k if file.words else 1
         count = max(0, stop - start)
-        values = np.fromfile(self.path(name, k), dtype=dtype, count=count * (width or 1),
-                             offset=start * (width or 1) * np.dtype(dtype).itemsize)
-        return values if width is None else values.reshape(-1, width)
+        values = np.fromfile(self.path(name, k), dtype=dtype, count=count * width,
+                             offset=start * width * dtype.itemsize)
+        return values.reshape(-1, width) if file.words else values
+
+    def mapped(self, name, k, mode="r+", start=0, rows=None):
+        """`name{k}` (rows start.. start+rows-1, or all) as a memory map, changed in place."""
+        dtype = np.dtype(self.declaration(name).dtype)
+        return np.memmap(self.path(name, k), dtype=dtype, mode=mode, offset=start * dtype.itemsize,
+                         shape=None if rows is None else (rows,))
 
     def writer(self, name, k):
+        self.declaration(name)  # a kind of file not declared is a mistake
         return ScratchFile(self.path(name, k))
 
     def write(self, name, k, values):
@@ -42,3 +90,12 @@ class RowFiles:
     def rename(self, name, k, new_name):
         """`name{k}` becomes `new_name{k}` (a new version of a file replaces the old one)."""
         rename_scratch(self.path(name, k), self.path(new_name, k), self.folder)
+
+    def exists(self, name, k):
+        return os.path.exists(self.path(name, k))
+
+    def remove(self, *names):
+        """The files (name, k) done with (the disk they take is the estimate's peak)."""
+        for name, k in names:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(self.path(name, k))

@@ -16,13 +16,21 @@ from .._ext.count_kernels import format_count_lines
 from ..errors import NplmError
 from ..io import open_output
 from .counts import byte_ranks
-from .row_files import RowFiles
+from .row_files import RowFiles, WorkingFile, declared
 from .sorted_runs import SortedRuns
 from .stream import NO_ROW, prefix_rows
 
 # NgramCounts.write's peak beyond the counts (KN5 of Zipf text: 165 bytes), with them
 IN_MEMORY_WRITE_BYTES_PER_NGRAM = 200
 ROW_BYTES = 96  # of the largest pieces held at once: a sort's records and order, a window's rows and text
+# the working files (all removed with their folder at the end), rows in the byte order of the n-grams
+SORTED_FILES = declared(
+    WorkingFile("sortedgrams", np.int32, "sort", ("lines",), words=True),
+    WorkingFile("sortedcounts", np.int64, "sort", ("lines",)),
+    WorkingFile("parent", np.int64, "sort", ("lines",)),  # the prefix's place among order k-1
+    WorkingFile("place", np.int64, "sort", ("sort",)),  # each store row's place in the sorted order
+    WorkingFile("subtree", np.int64, "subtree sizes", ("lines",)),  # the lines an n-gram and its extensions take
+    WorkingFile("line", np.int64, "lines", ("lines",)))  # each n-gram's line in the file
 
 
 def write_counts_streamed(store, path, memory, folder):
@@ -36,7 +44,7 @@ def write_counts_streamed(store, path, memory, folder):
 
 class _SortedCounts:
     def __init__(self, store, memory, folder):
-        self.store, self.files, self.order, self.sizes = store, RowFiles(folder), store.order, store.sizes
+        self.store, self.files, self.order, self.sizes = store, RowFiles(folder, SORTED_FILES), store.order, store.sizes
         self.rows = max(1, memory // 4 // ROW_BYTES)
         self.rank = byte_ranks(store.vocab.words).astype(np.int64)
 
@@ -106,8 +114,8 @@ class _SortedCounts:
             return np.zeros(0, dtype=np.int64)
         low, high = int(rows[0]), int(rows[-1]) + 1
         if high - low <= 4 * len(rows) + self.rows:
-            return self.files.read(name, k, np.int64, low, high)[rows - low]
-        mapped = np.memmap(self.files.path(name, k), dtype=np.int64, mode="r", offset=low * 8, shape=(high - low,))
+            return self.files.read(name, k, low, high)[rows - low]
+        mapped = self.files.mapped(name, k, mode="r", start=low, rows=high - low)
         values = np.array(mapped[rows - low])
         del mapped
         return values
@@ -116,22 +124,22 @@ class _SortedCounts:
         """How many lines the subtrees of sorted rows start..stop-1 of order k take."""
         if k == self.order:
             return np.ones(stop - start, dtype=np.int64)
-        return self.files.read("subtree", k, np.int64, start, stop)
+        return self.files.read("subtree", k, start, stop)
 
     def _subtree_sizes(self, k):
         """`subtree{k}`: 1 + the subtree sizes of each n-gram's extensions (the order
         above, sorted by parent)."""
-        size, path = self.sizes[k - 1], self.files.path("subtree", k)
+        size = self.sizes[k - 1]
         with self.files.writer("subtree", k) as out:
             for start in range(0, size, self.rows):
                 out.append(np.ones(min(self.rows, size - start), dtype=np.int64))
         for start in range(0, self.sizes[k], self.rows):
             stop = min(start + self.rows, self.sizes[k])
-            parent = self.files.read("parent", k + 1, np.int64, start, stop)
+            parent = self.files.read("parent", k + 1, start, stop)
             starts = np.concatenate([[0], np.flatnonzero(np.diff(parent)) + 1])
             sums, parents = np.add.reduceat(self._subtree(k + 1, start, stop), starts), parent[starts]
             low = int(parents[0])
-            region = np.memmap(path, dtype=np.int64, mode="r+", offset=low * 8, shape=(int(parents[-1]) + 1 - low,))
+            region = self.files.mapped("subtree", k, start=low, rows=int(parents[-1]) + 1 - low)
             region[parents - low] += sums
             region.flush()
             del region
@@ -149,7 +157,7 @@ class _SortedCounts:
                     out.append(total + before)
                     total += int(sub.sum())
                     continue
-                parent = self.files.read("parent", k, np.int64, start, stop)
+                parent = self.files.read("parent", k, start, stop)
                 starts = np.concatenate([[0], np.flatnonzero(np.diff(parent)) + 1])
                 within = before - np.repeat(before[starts], np.diff(np.append(starts, len(parent))))
                 if parent[0] == open_parent:  # a family that began in the chunk before
@@ -172,10 +180,10 @@ class _SortedCounts:
                 counts = np.zeros(last - first, dtype=np.int64)
                 for k in range(1, self.order + 1):
                     cursor = cursors[k - 1]
-                    lines = self.files.read("line", k, np.int64, cursor, cursor + last - first)
+                    lines = self.files.read("line", k, cursor, cursor + last - first)
                     taken = int(np.searchsorted(lines, last))
                     at = lines[:taken] - first
-                    grams[at, :k] = self.files.read("sortedgrams", k, np.int32, cursor, cursor + taken, k)
-                    counts[at] = self.files.read("sortedcounts", k, np.int64, cursor, cursor + taken)
+                    grams[at, :k] = self.files.read("sortedgrams", k, cursor, cursor + taken)
+                    counts[at] = self.files.read("sortedcounts", k, cursor, cursor + taken)
                     cursors[k - 1] = cursor + taken
                 out.write(format_count_lines(grams, counts, words, word_start))

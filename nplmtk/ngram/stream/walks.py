@@ -1,4 +1,4 @@
-"""The back-off walk out of core, for estimates with cutoffs (stream.py): an n-gram whose
+"""The back-off walk out of core, for estimates with cutoffs: an n-gram whose
 suffix was cut gets its lower-order probability by SRILM's walk (backoff.backoff_walk:
 the longest n-gram of the model ending the row, plus the weights of the longer contexts),
 carried from order to order as the walk's two float32 sums (`WALK`), each added in the
@@ -11,10 +11,8 @@ The functions take a StreamEstimate and work on its files: `node{j}`, `present{j
 `logp{j}`, `bow{j}`, `prefix{j}`, `suffix{j}` and `walk{j}`, rows in lexicographic order."""
 import numpy as np
 
-# The back-off walk (backoff.backoff_walk) of a row: the probability it ends on and the sum of
-# the back-off weights on the way, each a float32 sum in the walk's order.
-WALK = np.dtype([("result", np.float32), ("weight", np.float32)])
-NO_WALK = np.array((np.nan, np.nan), dtype=WALK)[()]
+from ..row_files import row_bytes
+from .files import BOW, LOGP_FILE, NEED, PREFIX, PRESENT, REACH, WALK, WANTED
 
 
 def backoff_walks(logp, present, suffix_walk, bow):
@@ -52,16 +50,16 @@ def fix_missing_contexts(estimate, walks_through=0):
     orders = [j for j, count in needed.items() if count]
     source, last = "walk", max(orders + [walks_through]) if orders else 0
     for j in range(min(orders, default=estimate.order), last + 1):
-        estimate.filled_by_windows("reach", j, WALK, NO_WALK, estimate.rows(WALK.itemsize),
-                                   estimate.pass_rows(8 + 2 * WALK.itemsize), estimate.walks_of_suffixes(source, j))
+        estimate.suffix_walks("reach", j, source)
         outs = {name: estimate.files.writer(name, j) for name in ("fixed_logp", "fixed_present", "fixed_walk")}
-        for start, stop in estimate.chunks(j, estimate.pass_rows(8 + 3 * WALK.itemsize + 10)):
-            prefix = estimate.files.read("prefix", j, np.int64, start, stop)
-            bow = estimate.files.read("bow", j - 1, np.float32, int(prefix[0]), int(prefix[-1]) + 1)[prefix - prefix[0]]
-            reach = estimate.files.read("reach", j, WALK, start, stop)
-            logp = estimate.files.read("logp", j, np.float32, start, stop)
-            present = estimate.files.read("present", j, np.bool_, start, stop)
-            need = estimate.files.read("need", j, np.bool_, start, stop)
+        rows = estimate.pass_rows(row_bytes(j, PREFIX, BOW, REACH, LOGP_FILE, PRESENT, NEED, WALK, WALK))
+        for start, stop in estimate.chunks(j, rows):
+            prefix = estimate.files.read("prefix", j, start, stop)
+            bow = estimate.files.read("bow", j - 1, int(prefix[0]), int(prefix[-1]) + 1)[prefix - prefix[0]]
+            reach = estimate.files.read("reach", j, start, stop)
+            logp = estimate.files.read("logp", j, start, stop)
+            present = estimate.files.read("present", j, start, stop)
+            need = estimate.files.read("need", j, start, stop)
             row_walks = backoff_walks(logp, present, reach, bow)
             logp[need] = row_walks["result"][need] + row_walks["weight"][need]
             present |= need
@@ -72,12 +70,12 @@ def fix_missing_contexts(estimate, walks_through=0):
             out.close()
         for name in ("logp", "present"):
             estimate.files.rename(f"fixed_{name}", j, name)
-        estimate.remove_files(("reach", j), ("final_walk", j - 1))
+        estimate.files.remove(("reach", j), ("final_walk", j - 1))
         estimate.files.rename("fixed_walk", j, "final_walk")
         source = "final_walk"
     if orders:
         _walk_contexts(estimate)
-    estimate.remove_files(*(("need", k) for k in range(1, estimate.order + 1)))
+    estimate.files.remove(*(("need", k) for k in range(1, estimate.order + 1)))
 
 
 def _walk_contexts(estimate):
@@ -99,9 +97,9 @@ def _missing_contexts(estimate, j):
     if j + 1 < estimate.order:
         estimate.mark_rows("wanted", j + 1, "prefix", "need")
     with files.writer("need", j) as out:
-        for start, stop in estimate.chunks(j, estimate.rows(3)):
-            need = files.read("wanted", j, np.bool_, start, stop) & ~files.read("present", j, np.bool_, start, stop)
+        for start, stop in estimate.chunks(j, estimate.rows(row_bytes(j, WANTED, PRESENT, NEED))):
+            need = files.read("wanted", j, start, stop) & ~files.read("present", j, start, stop)
             missing += int(need.sum())
             out.append(need)
-    estimate.remove_files(("wanted", j))
+    files.remove(("wanted", j))
     return missing

@@ -14,14 +14,13 @@ their lexicographic order with the values of another order found a window at a t
 
 The walk-context flags (`context{k}`, or `node{k}` when no context was fixed up) become
 the `node{k}` of the pruned model, as the in-memory prune makes them its back-off weights'."""
-import os
-
 import numpy as np
 
-from ..threads import in_order
-from .discounts import PROB_EPSILON
-from .estimate import context_bows, log10_to_prob, prune_contexts
-from .stream_walks import NO_WALK, WALK, backoff_walks
+from ..discounts import PROB_EPSILON
+from ..estimate import context_bows, log10_to_prob, prune_contexts
+from ..row_files import row_bytes
+from .files import BEHIND, EMPTIED, GRAMS, HISTORY, LOGP_FILE, NODE, PREFIX
+from .walks import backoff_walks
 
 
 def prune_on_disk(estimate, threshold, min_order=2):
@@ -29,58 +28,47 @@ def prune_on_disk(estimate, threshold, min_order=2):
     prunes a BackoffModel; orders below `min_order` are kept whole."""
     files, order = estimate.files, estimate.order
     for k in range(1, order):  # the walk's contexts are the flags pruned (and the model's at the end)
-        if os.path.exists(files.path("context", k)):
+        if files.exists("context", k):
             files.rename("context", k, "node")
     _histories(estimate)
     for k in range(order, max(min_order, 2) - 1, -1):
         _prune_order(estimate, k, threshold)
     _hand_out_unigram_mass(estimate)
     _recompute_bows(estimate)
-    estimate.remove_files(*((name, k) for k in range(1, order + 1) for name in ("history", "reach", "emptied")))
+    files.remove(*((name, k) for k in range(1, order + 1) for name in ("history", "reach", "emptied")))
 
 
 def _histories(estimate):
     """`history{k}`: log10 P(h) of the order-k rows, in float32 as SRILM's contextProb sums
     it: a leading `<s>` scored as `</s>`, a zero-probability `<s>` inside skipped."""
     files, vocab = estimate.files, estimate.vocab
-    logp = files.read("logp", 1, np.float32, 0, estimate.sizes[0])
+    logp = files.read("logp", 1, 0, estimate.sizes[0])
     words = np.arange(estimate.sizes[0])
     files.write("history", 1, logp[np.where(words == vocab.bos, vocab.eos, words)])
     for k in range(2, estimate.order):
         with files.writer("history", k) as out:
-            for start, stop in estimate.chunks(k, estimate.rows(24)):
-                prefix = files.read("prefix", k, np.int64, start, stop)
+            rows = estimate.rows(row_bytes(k, GRAMS, PREFIX, LOGP_FILE, HISTORY, HISTORY))
+            for start, stop in estimate.chunks(k, rows):
+                prefix = files.read("prefix", k, start, stop)
                 first = int(prefix[0])
-                below = files.read("history", k - 1, np.float32, first, int(prefix[-1]) + 1)[prefix - first]
-                logp = files.read("logp", k, np.float32, start, stop)
+                below = files.read("history", k - 1, first, int(prefix[-1]) + 1)[prefix - first]
+                logp = files.read("logp", k, start, stop)
                 skip = np.isneginf(logp) & (estimate.grams(k, start, stop)[:, -1] == vocab.bos)
                 out.append(np.where(skip, below, below + logp).astype(np.float32))
 
 
 def _complete_walks(estimate, k):
     """The file of the order-k walks in the complete model (before pruning)."""
-    return "final_walk" if os.path.exists(estimate.files.path("final_walk", k)) else "walk"
+    return "final_walk" if estimate.files.exists("final_walk", k) else "walk"
 
 
 def _prune_order(estimate, k, threshold):
     """The k-grams pruned (`present{k}`, `logp{k}` rescaled where computeBOW rescales),
     then the contexts of k-1 words left empty taken out of `node{k-1}`."""
     files = estimate.files
-    estimate.filled_by_windows("reach", k, WALK, NO_WALK, estimate.rows(WALK.itemsize),
-                               estimate.pass_rows(8 + 2 * WALK.itemsize),
-                               estimate.walks_of_suffixes(_complete_walks(estimate, k - 1), k))
-    outs = {name: files.writer(f"pruned_{name}", k) for name in ("present", "logp")}
-    emptied_out, contexts_done = files.writer("emptied", k - 1), 0
-    for first_context, logp, present, emptied in in_order(lambda run: _pruned_run(estimate, k, threshold, *run),
-                                                          estimate.context_runs(k)):
-        outs["present"].append(present)
-        outs["logp"].append(logp)
-        emptied_out.append(np.ones(first_context - contexts_done, dtype=bool))  # contexts without n-grams
-        emptied_out.append(emptied)
-        contexts_done = first_context + len(emptied)
-    emptied_out.append(np.ones(estimate.sizes[k - 2] - contexts_done, dtype=bool))
-    for out in list(outs.values()) + [emptied_out]:
-        out.close()
+    estimate.suffix_walks("reach", k, _complete_walks(estimate, k - 1))
+    estimate.context_pass(k, lambda start, stop: _pruned_run(estimate, k, threshold, start, stop),
+                          ("pruned_present", "pruned_logp"), {"emptied": True})  # contexts without n-grams
     for name in ("present", "logp"):
         files.rename(f"pruned_{name}", k, name)
     _keep_contexts_behind(estimate, k)
@@ -90,24 +78,24 @@ def _pruned_run(estimate, k, threshold, start, stop):
     """Rows start..stop-1 of order k (whole contexts) through estimate.prune_contexts: (the
     first context's row, the rows' logp and presence, which contexts are left empty)."""
     files = estimate.files
-    prefix = files.read("prefix", k, np.int64, start, stop)
+    prefix = files.read("prefix", k, start, stop)
     first_context, size = int(prefix[0]), int(prefix[-1] - prefix[0]) + 1
-    present = files.read("present", k, np.bool_, start, stop)
-    logp = files.read("logp", k, np.float32, start, stop)
-    reach = files.read("reach", k, WALK, start, stop)
+    present = files.read("present", k, start, stop)
+    logp = files.read("logp", k, start, stop)
+    reach = files.read("reach", k, start, stop)
     rows = np.flatnonzero(present)  # the model's n-grams
     group = prefix[rows] - first_context
-    child_node = (files.read("node", k, np.bool_, start, stop)[rows] if k < estimate.order
+    child_node = (files.read("node", k, start, stop)[rows] if k < estimate.order
                   else np.zeros(len(rows), dtype=bool))
-    contexts = {name: files.read(name, k - 1, dtype, first_context, first_context + size)
-                for name, dtype in (("node", np.bool_), ("bow", np.float32), ("history", np.float32))}
+    contexts = {name: files.read(name, k - 1, first_context, first_context + size)
+                for name in ("node", "bow", "history")}
     model_logp = logp[rows]
     pruned, usable = prune_contexts(model_logp, (reach["result"] + reach["weight"])[rows], group, size,
                                     contexts["node"], child_node, contexts["bow"], contexts["history"], threshold)
     logp[rows] = model_logp
     present[rows[pruned]] = False
     left = np.bincount(group[~pruned], minlength=size) > 0
-    return first_context, logp, present, usable & ~left
+    return first_context, {"pruned_logp": logp, "pruned_present": present}, {"emptied": usable & ~left}
 
 
 def _keep_contexts_behind(estimate, k):
@@ -119,19 +107,19 @@ def _keep_contexts_behind(estimate, k):
     if k < estimate.order:
         estimate.mark_rows("behind", k, "suffix", "node")
     with files.writer("pruned_node", k - 1) as out:
-        for start, stop in estimate.chunks(k - 1, estimate.rows(3)):
-            node = files.read("node", k - 1, np.bool_, start, stop)
-            out.append(node & ~(files.read("emptied", k - 1, np.bool_, start, stop)
-                                & ~files.read("behind", k - 1, np.bool_, start, stop)))
+        for start, stop in estimate.chunks(k - 1, estimate.rows(row_bytes(k - 1, NODE, EMPTIED, BEHIND))):
+            node = files.read("node", k - 1, start, stop)
+            out.append(node & ~(files.read("emptied", k - 1, start, stop)
+                                & ~files.read("behind", k - 1, start, stop)))
     files.rename("pruned_node", k - 1, "node")
-    estimate.remove_files(("behind", k - 1))
+    files.remove(("behind", k - 1))
 
 
 def _hand_out_unigram_mass(estimate):
     """The unigram mass left over goes to the words of probability 0, or to every word
     (estimate._recompute_bows)."""
     files, size = estimate.files, estimate.sizes[0]
-    logp, present = files.read("logp", 1, np.float32, 0, size), files.read("present", 1, np.bool_, 0, size)
+    logp, present = files.read("logp", 1, 0, size), files.read("present", 1, 0, size)
     leftover = 1 - log10_to_prob(logp[present]).sum()
     if leftover > PROB_EPSILON:
         events = present & (np.arange(size) != estimate.vocab.bos)
@@ -148,44 +136,32 @@ def _recompute_bows(estimate):
     shortest contexts up, each order's walks (`pwalk{k}`) in the pruned model."""
     files, order = estimate.files, estimate.order
     size = estimate.sizes[0]
-    files.write("pwalk", 1, backoff_walks(files.read("logp", 1, np.float32, 0, size),
-                                          files.read("present", 1, np.bool_, 0, size), None, None))
+    files.write("pwalk", 1, backoff_walks(files.read("logp", 1, 0, size),
+                                          files.read("present", 1, 0, size), None, None))
     for k in range(2, order + 1):
-        estimate.filled_by_windows("preach", k, WALK, NO_WALK, estimate.rows(WALK.itemsize),
-                                   estimate.pass_rows(8 + 2 * WALK.itemsize), estimate.walks_of_suffixes("pwalk", k))
-        outs = {"logp": files.writer("pruned_logp", k), "bow": files.writer("pruned_bow", k - 1)}
-        if k < order:
-            outs["walk"] = files.writer("pwalk", k)
-        contexts_done = 0
-        for first_context, logp, bow, walks in in_order(lambda run: _weights_run(estimate, k, *run),
-                                                         estimate.context_runs(k)):
-            outs["logp"].append(logp)
-            outs["bow"].append(np.zeros(first_context - contexts_done, dtype=np.float32))
-            outs["bow"].append(bow)
-            if walks is not None:
-                outs["walk"].append(walks)
-            contexts_done = first_context + len(bow)
-        outs["bow"].append(np.zeros(estimate.sizes[k - 2] - contexts_done, dtype=np.float32))
-        for out in outs.values():
-            out.close()
+        estimate.suffix_walks("preach", k, "pwalk")
+        estimate.context_pass(k, lambda start, stop, k=k: _weights_run(estimate, k, start, stop),
+                              ("pruned_logp",) + (("pwalk",) if k < order else ()), {"pruned_bow": 0})
         files.rename("pruned_logp", k, "logp")
         files.rename("pruned_bow", k - 1, "bow")
-        estimate.remove_files(("preach", k), ("pwalk", k - 1))
+        files.remove(("preach", k), ("pwalk", k - 1))
 
 
 def _weights_run(estimate, k, start, stop):
     """The back-off weights of the contexts of order-k rows start..stop-1 (whole contexts):
-    (the first context's row, the rows' logp, rescaled where computeBOW rescales, the
-    weights, the rows' walks for the order above, None at the highest order)."""
+    (the first context's row, the rows' logp, rescaled where computeBOW rescales, and
+    their walks for the order above, below the highest, the contexts' weights)."""
     files = estimate.files
-    prefix = files.read("prefix", k, np.int64, start, stop)
+    prefix = files.read("prefix", k, start, stop)
     first_context, size = int(prefix[0]), int(prefix[-1] - prefix[0]) + 1
     group = prefix - first_context
-    present = files.read("present", k, np.bool_, start, stop)
-    logp = files.read("logp", k, np.float32, start, stop)
-    reach = files.read("preach", k, WALK, start, stop)
+    present = files.read("present", k, start, stop)
+    logp = files.read("logp", k, start, stop)
+    reach = files.read("preach", k, start, stop)
     lower = log10_to_prob(np.where(present, reach["result"] + reach["weight"], -np.inf))
-    node = files.read("node", k - 1, np.bool_, first_context, first_context + size)
+    node = files.read("node", k - 1, first_context, first_context + size)
     bow = context_bows(logp, present, lower, group, node)
-    walks = backoff_walks(logp, present, reach, bow[group]) if k < estimate.order else None
-    return first_context, logp, bow, walks
+    rows = {"pruned_logp": logp}
+    if k < estimate.order:
+        rows["pwalk"] = backoff_walks(logp, present, reach, bow[group])
+    return first_context, rows, {"pruned_bow": bow}

@@ -1,0 +1,159 @@
+"""The out-of-core estimate's model (a DiskModel, model.py) written as an ARPA file,
+in SRILM's order, and as a binary model, reading its files a piece at a time."""
+import contextlib
+
+import numpy as np
+
+from ... import container
+from ...io import open_output
+from ...threads import computed_ahead
+from ..arpa import _BackgroundWriter, format_section
+from ..binary import BINARY_KIND, TABLES, check_binary_name, stored_log10s
+from ..counts import byte_ranks
+from ..sorted_runs import SortedRuns
+from .files import BACKWARD, MODEL_KEYS
+
+
+def write_arpa_streamed(model, path, memory, folder, consume=False):
+    """A DiskModel as write_arpa writes the same model, each order sorted into SRILM's
+    order (the context read backwards, then the word, words in byte order) by sorted
+    runs on disk merged, within about `memory` bytes; the next order's runs are sorted in
+    a thread while this order's are merged and written. With `consume`, each order's files
+    are removed once sorted (the model is written nowhere else)."""
+    vocab = model.vocab
+    encoded = [w.encode("utf-8") for w in vocab.words]
+    rank = byte_ranks(vocab.words)
+    word_start = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(w) for w in encoded], out=word_start[1:])
+    words = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+
+    files, vocab_size = model.files, len(vocab)
+
+    def rows_for(record):
+        return max(1, memory // 12 // (3 * record.itemsize + 16))  # three sorts at once (see below)
+
+    def context_places(k, start, stop):
+        """The places of rows start..stop-1's contexts among the order below read
+        backwards (srilm_order's `lower_reversed`), from `backward{k-1}`."""
+        prefix = model.keys(k, start, stop) // vocab_size
+        places = files.read("backward", k - 1, int(prefix[0]), int(prefix[-1]) + 1)
+        return places[prefix - prefix[0]]
+
+    def backward_places(k):
+        """`backward{k}`: each row's place among the order's rows read backwards (its last
+        word, then its prefix read backwards); for 1-grams the word's byte rank."""
+        size = model.sizes[k - 1]
+        if k == 1:
+            files.write("backward", 1, rank[model.read(1, 0, size)[0][:, 0]].astype(np.int64))
+            return
+        record = np.dtype([("key", "<i8"), ("row", "<i8")])
+        rows = rows_for(record)
+        below = len(vocab) if k == 2 else model.sizes[k - 2]
+
+        def records():
+            for start in range(0, size, rows):
+                grams = model.read(k, start, start + rows)[0]
+                out = np.empty(len(grams), dtype=record)
+                out["key"] = rank[grams[:, -1]].astype(np.int64) * below + context_places(k, start, start + rows)
+                out["row"] = np.arange(start, start + len(grams))
+                yield out
+
+        if size * BACKWARD.row_bytes(k) <= memory // 4:  # the places fit in memory: the permutation inverted in place
+            place, at = np.empty(size, dtype=np.int64), 0
+            for piece in SortedRuns(records(), rows, folder, f"backward{k}").pieces():
+                place[piece["row"]] = np.arange(at, at + len(piece))
+                at += len(piece)
+            files.write("backward", k, place)
+            return
+
+        def places():
+            """(row, its place) in the order of places: sorted by row again below, which
+            inverts the permutation in n log n (a window at a time took n^2 / memory)."""
+            place = 0
+            for piece in SortedRuns(records(), rows, folder, f"backward{k}").pieces():
+                out = np.empty(len(piece), dtype=record)
+                out["key"], out["row"] = piece["row"], np.arange(place, place + len(piece))
+                place += len(piece)
+                yield out
+
+        out = files.writer("backward", k)
+        for piece in SortedRuns(places(), rows, folder, f"backward-places{k}").pieces():
+            out.append(np.ascontiguousarray(piece["row"]))
+        out.close()
+
+    def sorted_order(k):
+        """Order k's rows in SRILM's order: the context's place read backwards, then the
+        word's byte rank (srilm_order's keys), by sorted runs, once the places of order
+        k-1 read backwards (which these keys need) are known. The highest order's records
+        carry no back-off weights (it has none)."""
+        if k > 1:
+            next(backward)  # order k-1's places, computed beside order k-1's sort; order k's begun
+            if consume:
+                model.remove(k - 1)  # order k-1 sorted, its places known: its records are in its runs
+        weights = [("bow", "<f4"), ("node", "u1")] if k < model.order else []
+        record = np.dtype([("key", "<i8"), ("logp", "<f4")] + weights + [("grams", "<i4", (k,))])
+        rows = rows_for(record)
+
+        def records():
+            for start in range(0, model.sizes[k - 1], rows):
+                grams, logp, bow, node = model.read(k, start, start + rows)
+                out = np.empty(len(grams), dtype=record)
+                out["key"] = rank[grams[:, -1]].astype(np.int64)
+                if k > 1:
+                    out["key"] += context_places(k, start, start + rows) * len(vocab)
+                out["logp"], out["grams"] = logp, grams
+                if weights:
+                    out["bow"], out["node"] = bow, node
+                yield out
+
+        runs = SortedRuns(records(), rows, folder, f"arpa{k}")
+        if consume and k == model.order:
+            model.remove(k)
+        return runs
+
+    with open_output(path, binary=True) as stream, _BackgroundWriter(stream) as write:
+        write(b"\n\\data\\\n")
+        for k, size in enumerate(model.sizes, 1):
+            write(f"ngram {k}={size}\n".encode())
+        # three threads: order k merged and written, order k+1 sorted, order k+1's places found
+        with contextlib.closing(computed_ahead(backward_places(k) for k in range(1, model.order))) as backward, \
+                contextlib.closing(computed_ahead(sorted_order(k) for k in range(1, model.order + 1))) as orders:
+            for k, runs in enumerate(orders, 1):
+                write(f"\n\\{k}-grams:\n".encode())
+                for piece in runs.pieces():
+                    grams = np.ascontiguousarray(piece["grams"]).reshape(-1, k)
+                    weighted = "bow" in piece.dtype.names
+                    for text in format_section(grams, np.ascontiguousarray(piece["logp"]),
+                                               np.ascontiguousarray(piece["bow"]) if weighted
+                                               else np.zeros(len(piece), dtype=np.float32),
+                                               np.ascontiguousarray(piece["node"]) if weighted
+                                               else np.zeros(len(piece), dtype=np.uint8),
+                                               np.arange(len(piece), dtype=np.int64), words, word_start):
+                        write(text)
+        write(b"\n\\end\\\n")
+
+
+def write_binary_streamed(model, path, memory):
+    """A DiskModel as write_binary writes the same model, its arrays read in pieces."""
+    rows = max(1, memory // 4 // (MODEL_KEYS.row_bytes(1) + 8))  # the keys and a copy made of them
+    arrays = {}
+    for k, size in enumerate(model.sizes, 1):
+        def pieces(k=k, size=size, part=None):
+            for start in range(0, size, rows):
+                if part == "keys":
+                    yield model.keys(k, start, start + rows)
+                    continue
+                if part == "node":
+                    yield model.contexts(k, start, start + rows)
+                    continue
+                grams, logp, bow, node = model.read(k, start, start + rows)
+                if part in ("logp", "bow"):
+                    yield from stored_log10s(logp if part == "logp" else bow, printed=True)
+                else:
+                    yield node  # has_bow
+
+        for name, dtype in TABLES.items():
+            arrays[f"{name}.{k}"] = container.PiecedArray(dtype, (size,),
+                                                          lambda pieces=pieces, name=name: pieces(part=name))
+    check_binary_name(path)
+    container.save(path, BINARY_KIND, arrays, meta={"order": model.order}, vocab=model.vocab)
