@@ -37,8 +37,8 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
-    packages=["nplmtk", "nplmtk._ext", "nplmtk.io", "nplmtk.neural", "nplmtk.ngram", "nplmtk.lattice", "nplmtk.integrations",
-              "nplmtk.cli"],
+    packages=["nplmtk", "nplmtk._ext", "nplmtk.io", "nplmtk.neural", "nplmtk.ngram", "nplmtk.ngram.stream",
+              "nplmtk.lattice", "nplmtk.integrations", "nplmtk.cli"],
     package_dir={"nplmtk.cli": "cli"},
     ext_modules=cythonize(
         [kernel(name) for name in KERNELS],

@@ -19,7 +19,7 @@ from nplmtk.ngram.estimate import estimate, prune
 from nplmtk.ngram.store import CountStore
 from nplmtk.ngram.sorted_runs import sorted_records
 from nplmtk.ngram.stream import StreamEstimate
-from nplmtk.ngram.stream_writers import write_arpa_streamed, write_binary_streamed
+from nplmtk.ngram.stream.writers import write_arpa_streamed, write_binary_streamed
 from nplmtk.vocab import Vocabulary
 
 from conftest import NPLM
