@@ -9,6 +9,9 @@ grid, so a pick is never worse on the tuning text than the model alone.
   network's scores and states once; the dot products of each token with the `window`
   states before it once, for the largest window; every (window, theta) from running sums
   over the distance, every lambda from those."""
+import concurrent.futures
+import itertools
+import multiprocessing
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,6 +29,13 @@ NEURAL_CACHE_WINDOWS = (100, 200, 500, 1000, 2000, 4000)
 NEURAL_CACHE_THETAS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.8)
 NEURAL_CACHE_WEIGHTS = (0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4)
 BLOCK_TOKENS = 256  # tokens whose windows are scored at once
+DYNAMIC_LENGTHS = (10, 20, 50)
+DYNAMIC_SGD_RATES = (0.01, 0.03, 0.1, 0.3, 1.0)
+DYNAMIC_RMS_RATES = (0.0003, 0.001, 0.003, 0.01)
+DYNAMIC_DECAYS = (0.0, 0.01, 0.02, 0.05)
+DYNAMIC_STAGES = (8, 2, 1)  # the text's share (1 / this) each stage scores
+DYNAMIC_MARGIN = 0.02  # a setting this much worse in ppl than a stage's best stops there
+OFF = {"length": 0, "lr": 0.0, "decay": 0.0}  # dynamic evaluation's "off": the model as trained
 
 
 @dataclass
@@ -130,4 +140,78 @@ def tune_neural_cache(model, corpus, windows=NEURAL_CACHE_WINDOWS, thetas=NEURAL
                 log10 = np.where(finite, mixed, -np.inf) / LN10
                 tried.append(({"window": window, "theta": theta, "weight": weight},
                               text_ppl(log10, corpus, model.vocab.unk)))
+    return _best(tried)
+
+
+def _dynamic_ppl(model, corpus, setting, scale, epsilon):
+    """The tuning text's ppl under one dynamic evaluation setting (inf when it diverges)."""
+    from .neural.dynamic import DynamicEvaluation, dynamic_logprobs
+    if setting == OFF:
+        logp = model.logprobs(corpus)
+    else:
+        try:
+            logp = dynamic_logprobs(model, corpus, DynamicEvaluation(setting["length"], setting["lr"],
+                                                                     setting["decay"], epsilon), scale)
+        except ParameterError:  # the adaptation diverged: the worst setting there is
+            return float("inf")
+    return text_ppl(logp / LN10, corpus, model.vocab.unk)
+
+
+def _prefix(corpus, share):
+    """The corpus's first sentences holding about 1 / share of its predictions."""
+    if share == 1:
+        return corpus
+    wanted = (corpus.num_words + corpus.num_sentences) / share
+    ends = corpus.offsets[1:] + np.arange(1, corpus.num_sentences + 1)  # predictions up to each sentence's end
+    return corpus.first_sentences(max(1, int(np.searchsorted(ends, wanted)) + 1))
+
+
+def tune_dynamic(model, corpus, lengths=DYNAMIC_LENGTHS, rates=None, decays=DYNAMIC_DECAYS, scale=None,
+                 epsilon=1e-3, workers=1, margin=DYNAMIC_MARGIN, stages=DYNAMIC_STAGES, progress=None):
+    """Dynamic evaluation of the network `model` on the tuning `corpus`: (length, lr,
+    decay), or OFF when no setting beats the model as trained. `scale` (gradient_scale's)
+    selects the RMS step; `rates` defaults to the SGD or RMS grid. `progress(total)` makes
+    a bar (update(n)) over the predictions scored, or None."""
+    rates = rates or (DYNAMIC_SGD_RATES if scale is None else DYNAMIC_RMS_RATES)
+    _check_grid("lengths", lengths, 1, 1e7)
+    _check_grid("rates", rates, 1e-12, 1e6)
+    _check_grid("decays", decays, 0, 0.999)
+    candidates = [OFF] + [{"length": length, "lr": lr, "decay": decay}
+                          for length, lr, decay in itertools.product(lengths, rates, decays)]
+    texts = [_prefix(corpus, share) for share in stages]
+    sizes = [text.num_words + text.num_sentences for text in texts]
+    bar = progress(0) if progress else None
+    tried = []
+    pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) \
+        if workers > 1 else None
+    try:
+        for stage, (text, size) in enumerate(zip(texts, sizes)):
+            if bar is not None:
+                bar.total += len(candidates) * size
+                bar.refresh()
+            if pool is None:
+                figures = []
+                for setting in candidates:
+                    figures.append(_dynamic_ppl(model, text, setting, scale, epsilon))
+                    if bar is not None:
+                        bar.update(size)
+            else:
+                futures = [pool.submit(_dynamic_ppl, model, text, setting, scale, epsilon) for setting in candidates]
+                for future in concurrent.futures.as_completed(futures):
+                    if bar is not None:
+                        bar.update(size)
+                figures = [future.result() for future in futures]
+            best = min(figures)
+            if stage == len(texts) - 1:
+                tried = list(zip(candidates, figures))
+                break
+            ranked = sorted(zip(figures, range(len(candidates))))
+            kept = {index for figure, index in ranked if figure <= best * (1 + margin)} | \
+                {index for _, index in ranked[:2]} | {0}  # "off" goes to the end: the pick must beat it there
+            candidates = [candidates[index] for index in sorted(kept)]
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+        if bar is not None:
+            bar.close()
     return _best(tried)

@@ -76,3 +76,26 @@ def test_a_grid_without_off_or_out_of_range_is_refused(network):
         tune_cache(network, corpus, weights=(0.1, 1.5))
     with pytest.raises(ParameterError, match="windows"):
         tune_neural_cache(network, corpus, windows=())
+
+
+def test_the_dynamic_evaluation_pick_is_the_best_report_of_its_grid(network, tmp_path):
+    from nplmtk.neural.dynamic import DynamicEvaluation, DynamicModel
+    from nplmtk.tuning import OFF, tune_dynamic
+    corpus = Corpus.from_lines(TEXT, VOCAB)
+    grid = dict(lengths=(5,), rates=(0.05, 0.5, 1e5), decays=(0.0, 0.1))
+    pick = tune_dynamic(network, corpus, margin=float("inf"), **grid)  # every setting to the end
+    assert len(pick.tried) == 7 and pick.tried[0][0] == OFF
+    for setting, ppl in pick.tried:
+        if setting == OFF:
+            assert ppl == pytest.approx(reported_ppl(network, tmp_path), rel=1e-9)
+        elif setting["lr"] == 1e5:
+            assert ppl == float("inf")  # diverges: refused by the adaptation, the worst there is
+        else:
+            model = DynamicModel(network, DynamicEvaluation(setting["length"], setting["lr"], setting["decay"]))
+            assert ppl == pytest.approx(reported_ppl(model, tmp_path), rel=1e-9)
+    assert pick.ppl == min(ppl for _, ppl in pick.tried) and pick.setting != OFF
+    # stages: a clearly worse setting stops early, the pick is the same
+    staged = tune_dynamic(network, corpus, **grid)
+    assert staged.setting == pick.setting and len(staged.tried) < len(pick.tried)
+    # two workers side by side find the same figures as one
+    assert tune_dynamic(network, corpus, workers=2, **grid).tried == staged.tried
