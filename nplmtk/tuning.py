@@ -20,7 +20,7 @@ from ._ext.corpus_kernels import sentence_totals
 from .cache import UnigramCache
 from .errors import ParameterError
 from .lm import LN10
-from .mixture import mix_logprobs
+from .mixture import Mixture, fit_weights, mix_logprobs
 from .ppl import TextStats
 
 CACHE_LENGTHS = (50, 100, 200, 500, 1000, 2000)
@@ -82,6 +82,23 @@ def tune_cache(model, corpus, lengths=CACHE_LENGTHS, weights=CACHE_WEIGHTS, unk_
             log10 = mixed.astype(np.float32).astype(np.float64)  # SRILM's LogP, as Mixture rounds it
             tried.append(({"length": length, "weight": weight}, text_ppl(log10, corpus, model.vocab.unk)))
     return _best(tried)
+
+
+def tune_mixture(models, names, corpus, iterations=200, tolerance=1e-7):
+    """The weights of a mixture of `models` (named `names`) on the tuning `corpus`, by
+    EM from uniform weights: setting {name: weight}; tried holds each EM iteration's
+    starting weights and the ppl the text had with them."""
+    mixture = Mixture(models, np.full(len(models), 1 / len(models)), names)
+    logp = mixture.component_logprobs(corpus)
+    steps = []
+    weights, _ = fit_weights(logp, np.zeros(logp.shape[1], dtype=np.int64), 1, iterations, tolerance,
+                             log=lambda iteration, w, likelihood, tokens: steps.append(w[0].copy()))
+    tried = []
+    for w in steps + [weights[0]]:
+        mixture.weights = np.asarray(w, dtype=np.float64).reshape(1, -1)
+        tried.append((dict(zip(names, map(float, w))), text_ppl(mixture.log10probs_from(logp, corpus), corpus,
+                                                                 mixture.vocab.unk)))
+    return Pick(tried[-1][0], tried[-1][1], tried)
 
 
 def neural_cache_probabilities(states, targets, windows, thetas, block=BLOCK_TOKENS, progress=None):

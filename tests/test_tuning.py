@@ -99,3 +99,21 @@ def test_the_dynamic_evaluation_pick_is_the_best_report_of_its_grid(network, tmp
     assert staged.setting == pick.setting and len(staged.tried) < len(pick.tried)
     # two workers side by side find the same figures as one
     assert tune_dynamic(network, corpus, workers=2, **grid).tried == staged.tried
+
+
+def test_the_mixture_weights_are_ems_and_beat_every_weight_of_a_grid(network, tmp_path):
+    from nplmtk.mixture import Mixture
+    from nplmtk.tuning import tune_mixture
+    other = ARCHITECTURES["rnn"].initial(VOCAB, seed=5, features=3, hidden=4)
+    rng = np.random.default_rng(2)
+    for array in other.params.values():  # as wrong as the LSTM, elsewhere: the best mixture is inside
+        array[...] = rng.normal(0, 0.5, array.shape)
+    corpus = Corpus.from_lines(TEXT, VOCAB)
+    pick = tune_mixture([network, other], ["lstm", "rnn"], corpus)
+    assert pick.tried[0][0] == {"lstm": 0.5, "rnn": 0.5} and sum(pick.setting.values()) == pytest.approx(1)
+    assert 0.05 < pick.setting["lstm"] < 0.95
+    assert pick.ppl == pytest.approx(reported_ppl(Mixture([network, other], list(pick.setting.values()),
+                                                          ["lstm", "rnn"]), tmp_path), rel=1e-9)
+    for weight in np.linspace(0, 1, 21):
+        assert pick.ppl <= reported_ppl(Mixture([network, other], [weight, 1 - weight], ["lstm", "rnn"]),
+                                        tmp_path) * (1 + 1e-6)
