@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 BROWN  ?= ../shared/data/brown
 
 .PHONY: install bytecode demo test wheel-check fuzz bench bench-vs outputs-vs clean sharded-lm brown-shards brown-mlp9 brown-mlp1 brown-is brown-lbl brown-lbl-outputs brown-survey brown-lstm brown-fast \
-	brown-energy brown-energy-exact brown-lattices brown-caches brown-best brown-ablation brown-convert bench-scale brown-ctc
+	brown-energy brown-energy-exact other-corpora brown-lattices brown-caches brown-best brown-ablation brown-convert bench-scale brown-ctc
 
 install: $(STAMP)
 
@@ -194,6 +194,14 @@ SCALE_REPEATS ?= 1
 bench-scale: install
 	SCALE_WORDS=$(SCALE_WORDS) SCALE_REPEATS=$(SCALE_REPEATS) $(BIN)/python benchmarks/scale.py --nplm $(BIN)/nplm \
 	    --out BENCHMARKS.md
+
+# The corpora besides Brown that issue 51 checks settings on (benchmarks/other_corpora.py): ABC
+# and webtext from NLTK's data packages (NLTK_CORPORA holds abc.zip and webtext.zip, from a clone
+# of github.com/nltk/nltk_data, packages/corpora/), tokenised as Brown and split by document.
+NLTK_CORPORA ?= ../nltk_data/packages/corpora
+CORPORA ?= bench/corpora
+other-corpora: install
+	$(BIN)/python benchmarks/other_corpora.py $(NLTK_CORPORA)/abc.zip $(NLTK_CORPORA)/webtext.zip $(CORPORA)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info demo/out bench/out nplmtk/_ext/*.so cython_ext/*.c

@@ -1,0 +1,417 @@
+# The Transformer's stack of blocks (attention_layers.pxd): N pre-LayerNorm blocks of causal
+# multi-head self-attention and a GELU feed-forward layer, then a final LayerNorm, over a
+# segment of T positions of B streams, forward and back-propagation (Vaswani et al. 2017;
+# Radford et al. 2019's block order); optionally Transformer-XL's memory of the previous
+# segment and relative positions (Dai et al. 2019, sec. 3.2-3.3). Parameters and buffers are
+# arrays Python allocated.
+import numpy as np
+
+from libc.math cimport sqrtf
+from libc.string cimport memcpy, memset
+
+from attention_layers cimport Head, attention_head, attention_head_backward, gelu_backward, gelu_rows, layer_norm, \
+    layer_norm_backward
+from elementwise cimport column_sums, dropout, uniform
+from kernel_common cimport gemm
+
+cdef enum:
+    MAX_BLOCKS = 64
+    PARAMETERS = 15
+    LN1_GAIN = 0
+    LN1_BIAS = 1
+    QKV = 2
+    QKV_BIAS = 3
+    OUT = 4
+    OUT_BIAS = 5
+    LN2_GAIN = 6
+    LN2_BIAS = 7
+    FF1 = 8
+    FF1_BIAS = 9
+    FF2 = 10
+    FF2_BIAS = 11
+    REL = 12         # relative positions: W_R (d x d), and the biases u and v (d each)
+    REL_U = 13
+    REL_V = 14
+
+# Each block's parameters in order, with their shapes in d (the width) and f (the
+# feed-forward width): the names of `params` are these with the block's number appended.
+BLOCK_PARAMETERS = (("ln1_gain", ("d",)), ("ln1_bias", ("d",)), ("qkv", ("d", "3d")), ("qkv_bias", ("3d",)),
+                    ("out", ("d", "d")), ("out_bias", ("d",)), ("ln2_gain", ("d",)), ("ln2_bias", ("d",)),
+                    ("ff1", ("d", "f")), ("ff1_bias", ("f",)), ("ff2", ("f", "d")), ("ff2_bias", ("d",)))
+RELATIVE_PARAMETERS = (("rel", ("d", "d")), ("rel_u", ("d",)), ("rel_v", ("d",)))
+
+
+def relative_positions(keys, d):
+    """R (keys x d): row delta the sinusoid of distance delta, sines then cosines
+    (Transformer-XL's PositionalEmbedding)."""
+    inverse = 1 / 10000 ** (np.arange(0, d, 2, dtype=np.float64) / d)
+    angles = np.arange(keys, dtype=np.float64)[:, None] * inverse[None, :]
+    return np.concatenate([np.sin(angles), np.cos(angles)], axis=1).astype(np.float32)
+
+
+cdef struct Block:
+    float *param[PARAMETERS]
+    float *grad[PARAMETERS]
+    float *memory       # B x M x d: the block's inputs of the last M positions before the segment
+    float *joined       # B x (M + T) x d: the memory's rows then the segment's, per stream (M > 0)
+    float *xhat1        # B (M + T) x d: LayerNorm 1's normalised input, and its inverse deviations
+    float *inverse1
+    float *h1           # B (M + T) x d: the attention's input
+    float *qkv          # B (M + T) x 3d: queries, keys and values
+    float *Rk           # (M + T) x d: W_R R_delta (relative positions)
+    float *weights      # B x H x T x (M + T): the attention weights (after the causal softmax)
+    float *weight_mask  # the same: dropout's scale on them (NULL without dropout)
+    float *attention    # N x d: the heads' outputs side by side
+    float *x2           # N x d: the residual stream after the attention
+    float *xhat2
+    float *inverse2
+    float *h2           # N x d: the feed-forward layer's input
+    float *pre          # N x f: its pre-activations (bias added)
+    float *activation   # N x f: GELU of them
+    float *out_mask     # N x d: dropout's scale on the attention's output (NULL: none)
+    float *ff_mask      # N x d: on the feed-forward output
+
+
+cdef inline void add_rows(float *A, const float *bias, Py_ssize_t rows, int width) noexcept nogil:
+    cdef Py_ssize_t r
+    for r in range(rows):
+        memcpy(A + r * width, bias, width * sizeof(float))
+
+
+cdef inline void residual_branch(float *branch, float *mask, const float *x, float *out, Py_ssize_t size, float p,
+                                 unsigned long long *rng) noexcept nogil:
+    """out = x + dropout(branch)."""
+    cdef Py_ssize_t i
+    if mask != NULL:
+        dropout(branch, mask, size, p, rng)
+    for i in range(size):
+        out[i] = x[i] + branch[i]
+
+
+cdef inline void masked_copy(const float *grad, const float *mask, float *out, Py_ssize_t size) noexcept nogil:
+    cdef Py_ssize_t i
+    if mask == NULL:
+        memcpy(out, grad, size * sizeof(float))
+    else:
+        for i in range(size):
+            out[i] = grad[i] * mask[i]
+
+
+cdef class TransformerStack:
+    """The blocks and the final LayerNorm of one network for segments of `streams` x
+    `length` positions. params holds each block's arrays (BLOCK_PARAMETERS, named with the
+    block's number: "qkv0") and "final_gain", "final_bias"; grads the same names, set by
+    backward()."""
+    cdef Block block[MAX_BLOCKS]
+    cdef int blocks, d, heads, ff, streams, length, memory, keys
+    cdef int filled             # the memory's rows with content (0 after reset())
+    cdef int first              # the first key with content in the last forward()
+    cdef bint relative
+    cdef float *positions       # keys x d: R
+    cdef float drop_attention, drop_residual
+    cdef bint masked            # the last forward() drew dropout's masks
+    cdef unsigned long long rng
+    cdef float *final_gain
+    cdef float *final_bias
+    cdef float *final_gain_grad
+    cdef float *final_bias_grad
+    cdef float *xhat_final
+    cdef float *inverse_final
+    cdef float *top
+    cdef float *residual[2]     # N x d: the residual stream between blocks
+    cdef float *scratch_d[4]    # N x d each
+    cdef float *scratch_f       # N x f
+    cdef float *scratch_qkv     # B (M + T) x 3d
+    cdef float *scratch_joined[2]  # B (M + T) x d each
+    cdef float *scratch_square[3]  # T x (M + T) each
+    cdef float *scratch_queries[2]  # T x dh each
+    cdef float *scratch_Rk      # (M + T) x d
+    cdef object arrays          # every array whose memory the pointers above use
+    cdef object top_array, input_grad_array
+    cdef dict mask_arrays
+
+    def __init__(self, params, grads, int blocks, int heads, int streams, int length, int memory=0,
+                 bint relative=False, float drop_attention=0, float drop_residual=0, unsigned long long seed=1):
+        d = np.asarray(params["final_gain"]).shape[0]
+        ff = np.asarray(params["ff1_bias0"]).shape[0] if blocks else 0
+        if not 0 < blocks <= MAX_BLOCKS:
+            raise ValueError(f"blocks: {blocks} is not in 1..{MAX_BLOCKS}")
+        if heads <= 0 or d % heads:
+            raise ValueError(f"heads: {heads} does not divide the width {d}")
+        if streams <= 0 or length <= 0:
+            raise ValueError(f"streams x length: {streams} x {length} is not a segment")
+        if memory < 0 or (memory and not relative):
+            raise ValueError(f"memory: {memory} rows need relative positions (absolute ones would repeat)")
+        if relative and d % 2:
+            raise ValueError(f"relative: the width {d} must be even (sines, then cosines)")
+        if not (0 <= drop_attention < 1 and 0 <= drop_residual < 1):
+            raise ValueError("drop_attention, drop_residual: a dropout probability is in [0, 1)")
+        self.blocks, self.d, self.heads, self.ff = blocks, d, heads, ff
+        self.streams, self.length, self.memory, self.keys = streams, length, memory, memory + length
+        self.relative, self.filled = relative, 0
+        self.drop_attention, self.drop_residual = drop_attention, drop_residual
+        self.rng = seed or 1
+        self.arrays = []
+        self.mask_arrays = {}
+        sizes = {"d": d, "3d": 3 * d, "f": ff}
+        for name, source in (("params", params), ("grads", grads)):
+            for b in range(blocks):
+                for index, (base, shape) in enumerate(BLOCK_PARAMETERS + (RELATIVE_PARAMETERS if relative else ())):
+                    array = self._checked(source, f"{base}{b}", tuple(sizes[s] for s in shape), name)
+                    if name == "params":
+                        self.block[b].param[index] = self._pointer(array)
+                    else:
+                        self.block[b].grad[index] = self._pointer(array)
+        self.final_gain = self._pointer(self._checked(params, "final_gain", (d,), "params"))
+        self.final_bias = self._pointer(self._checked(params, "final_bias", (d,), "params"))
+        self.final_gain_grad = self._pointer(self._checked(grads, "final_gain", (d,), "grads"))
+        self.final_bias_grad = self._pointer(self._checked(grads, "final_bias", (d,), "grads"))
+        self._allocate()
+        if relative:
+            self.positions = self._pointer(relative_positions(self.keys, d))
+
+    def _checked(self, source, name, shape, what):
+        array = source.get(name)
+        if not isinstance(array, np.ndarray) or array.dtype != np.float32 or array.shape != shape \
+                or not array.flags.c_contiguous or not array.flags.writeable:
+            raise ValueError(f"{what}[{name!r}]: not a writable C-contiguous float32 array of shape {shape}")
+        return array
+
+    cdef float *_pointer(self, array):
+        cdef float[::1] flat = array.reshape(-1)
+        self.arrays.append(array)
+        return &flat[0]
+
+    cdef float *_buffer(self, Py_ssize_t size, key=None):
+        array = np.zeros(max(size, 1), dtype=np.float32)
+        if key is not None:
+            self.mask_arrays[key] = array
+        return self._pointer(array)
+
+    def masks(self):
+        """The last training forward()'s dropout scales: {(block, "weights"): streams x heads
+        x T x T, (block, "out") and (block, "ff"): N x d}, those the network has."""
+        shapes = {"weights": (self.streams, self.heads, self.length, self.keys),
+                  "out": (self.streams * self.length, self.d), "ff": (self.streams * self.length, self.d)}
+        return {key: array.reshape(shapes[key[1]]) for key, array in self.mask_arrays.items()}
+
+    def _allocate(self):
+        cdef Py_ssize_t N = <Py_ssize_t> self.streams * self.length, d = self.d, f = self.ff
+        cdef Py_ssize_t joined = <Py_ssize_t> self.streams * self.keys, square = <Py_ssize_t> self.length * self.keys
+        cdef Py_ssize_t squares = <Py_ssize_t> self.streams * self.heads * square
+        cdef Block *k
+        cdef float[:, ::1] view
+        for b in range(self.blocks):
+            k = &self.block[b]
+            k.memory = self._buffer(<Py_ssize_t> self.streams * self.memory * d) if self.memory else NULL
+            k.joined = self._buffer(joined * d) if self.memory else NULL
+            k.Rk = self._buffer(self.keys * d) if self.relative else NULL
+            k.xhat1, k.inverse1, k.h1 = self._buffer(joined * d), self._buffer(joined), self._buffer(joined * d)
+            k.qkv, k.weights, k.attention = self._buffer(joined * 3 * d), self._buffer(squares), self._buffer(N * d)
+            k.weight_mask = self._buffer(squares, (b, "weights")) if self.drop_attention > 0 else NULL
+            k.x2, k.xhat2, k.inverse2, k.h2 = self._buffer(N * d), self._buffer(N * d), self._buffer(N), \
+                self._buffer(N * d)
+            k.pre, k.activation = self._buffer(N * f), self._buffer(N * f)
+            k.out_mask = self._buffer(N * d, (b, "out")) if self.drop_residual > 0 else NULL
+            k.ff_mask = self._buffer(N * d, (b, "ff")) if self.drop_residual > 0 else NULL
+        self.xhat_final, self.inverse_final = self._buffer(N * d), self._buffer(N)
+        for i in range(2):
+            self.residual[i] = self._buffer(N * d)
+            self.scratch_joined[i] = self._buffer(joined * d)
+            self.scratch_queries[i] = self._buffer(<Py_ssize_t> self.length * (d // self.heads))
+        for i in range(3):
+            self.scratch_square[i] = self._buffer(square)
+        for i in range(4):
+            self.scratch_d[i] = self._buffer(N * d)
+        self.scratch_f, self.scratch_qkv = self._buffer(N * f), self._buffer(joined * 3 * d)
+        self.scratch_Rk = self._buffer(self.keys * d)
+        self.top_array = np.zeros((N, d), dtype=np.float32)
+        self.input_grad_array = np.zeros((N, d), dtype=np.float32)
+        view = self.top_array
+        self.top = &view[0, 0]
+        self.arrays += [self.top_array, self.input_grad_array]
+
+    def _check_rows(self, array, name):
+        shape = (self.streams * self.length, self.d)
+        if array.shape[0] != shape[0] or array.shape[1] != shape[1]:
+            raise ValueError(f"{name}: shape {tuple(array.shape)}, the segment's is {shape}")
+
+    def reset(self):
+        """Forget the memory: the next segment starts the streams."""
+        self.filled = 0
+
+    def forward(self, const float[:, ::1] x, bint train=False):
+        """The top states (an N x d array this object owns, N = streams x length, rows
+        b length + t) of the input rows x; train draws dropout's masks. With a memory, the
+        segment follows the last one forward() saw (since reset())."""
+        self._check_rows(x, "x")
+        cdef Py_ssize_t N = <Py_ssize_t> self.streams * self.length
+        cdef const float *current = &x[0, 0]
+        cdef int b
+        self.masked = train and (self.drop_attention > 0 or self.drop_residual > 0)
+        self.first = self.memory - self.filled
+        with nogil:
+            for b in range(self.blocks):
+                self._block_forward(&self.block[b], current, self.residual[b % 2], train)
+                current = self.residual[b % 2]
+        self.filled = min(self.memory, self.filled + self.length)
+        with nogil:
+            layer_norm(current, self.final_gain, self.final_bias, self.xhat_final, self.inverse_final, self.top,
+                       N, self.d)
+        return self.top_array
+
+    def backward(self, const float[:, ::1] top_grad):
+        """From dL/d(top states) of the last forward(), set grads and return dL/dx (an
+        array this object owns)."""
+        self._check_rows(top_grad, "top_grad")
+        cdef Py_ssize_t N = <Py_ssize_t> self.streams * self.length
+        cdef float[:, ::1] result = self.input_grad_array
+        cdef float *grad = self.residual[0]
+        cdef float *below
+        cdef int b, spare = 1
+        with nogil:
+            memset(grad, 0, N * self.d * sizeof(float))
+            memset(self.final_gain_grad, 0, self.d * sizeof(float))
+            memset(self.final_bias_grad, 0, self.d * sizeof(float))
+            layer_norm_backward(&top_grad[0, 0], self.xhat_final, self.inverse_final, self.final_gain, grad,
+                                self.final_gain_grad, self.final_bias_grad, N, self.d)
+            for b in range(self.blocks - 1, -1, -1):
+                below = &result[0, 0] if b == 0 else self.residual[spare]
+                self._block_backward(&self.block[b], grad, below)
+                grad, spare = below, 1 - spare
+        return self.input_grad_array
+
+    cdef Head _head(self, Block *k, int h) noexcept nogil:
+        cdef Head g
+        g.T, g.keys, g.memory, g.first = self.length, self.keys, self.memory, self.first
+        g.d, g.dh = self.d, self.d // self.heads
+        g.scale = 1 / sqrtf(g.dh)
+        g.u = k.param[REL_U] + h * g.dh if self.relative else NULL
+        g.v = k.param[REL_V] + h * g.dh if self.relative else NULL
+        g.Rk = k.Rk + h * g.dh if self.relative else NULL
+        return g
+
+    cdef const float *_joined_input(self, Block *k, const float *x) noexcept nogil:
+        """The attention's input rows: the memory's then the segment's, per stream; the
+        memory then moves on to the last M rows of them."""
+        cdef int s, M = self.memory, T = self.length, d = self.d
+        if M == 0:
+            return x
+        for s in range(self.streams):
+            memcpy(k.joined + <Py_ssize_t> s * self.keys * d, k.memory + <Py_ssize_t> s * M * d,
+                   M * d * sizeof(float))
+            memcpy(k.joined + (<Py_ssize_t> s * self.keys + M) * d, x + <Py_ssize_t> s * T * d, T * d * sizeof(float))
+            memcpy(k.memory + <Py_ssize_t> s * M * d, k.joined + (<Py_ssize_t> s * self.keys + T) * d,
+                   M * d * sizeof(float))
+        return k.joined
+
+    cdef void _block_forward(self, Block *k, const float *x, float *y, bint train) noexcept nogil:
+        cdef int d = self.d, f = self.ff, H = self.heads, T = self.length, K = self.keys, dh = self.d // self.heads
+        cdef int s, h
+        cdef Py_ssize_t N = <Py_ssize_t> self.streams * T, rows = <Py_ssize_t> self.streams * K
+        cdef Py_ssize_t square = <Py_ssize_t> T * K, i
+        cdef float kept
+        cdef float *mask
+        cdef float *branch = self.scratch_d[0]
+        cdef const float *joined = self._joined_input(k, x)
+        cdef Head g
+        layer_norm(joined, k.param[LN1_GAIN], k.param[LN1_BIAS], k.xhat1, k.inverse1, k.h1, rows, d)
+        add_rows(k.qkv, k.param[QKV_BIAS], rows, 3 * d)
+        gemm(b'N', b'N', rows, 3 * d, d, 1, k.h1, d, k.param[QKV], 3 * d, 1, k.qkv, 3 * d)
+        if self.relative:
+            gemm(b'N', b'N', K, d, d, 1, self.positions, d, k.param[REL], d, 0, k.Rk, d)
+        for h in range(H):
+            g = self._head(k, h)
+            for s in range(self.streams):
+                mask = NULL
+                if train and k.weight_mask != NULL:
+                    mask = k.weight_mask + (s * H + h) * square
+                    kept = 1 / (1 - self.drop_attention)
+                    for i in range(square):
+                        mask[i] = 0 if uniform(&self.rng) < self.drop_attention else kept
+                attention_head(&g, k.qkv + <Py_ssize_t> s * K * 3 * d + h * dh, k.weights + (s * H + h) * square,
+                               mask, self.scratch_square[0], self.scratch_square[1], self.scratch_queries[0],
+                               k.attention + <Py_ssize_t> s * T * d + h * dh)
+        add_rows(branch, k.param[OUT_BIAS], N, d)
+        gemm(b'N', b'N', N, d, d, 1, k.attention, d, k.param[OUT], d, 1, branch, d)
+        residual_branch(branch, k.out_mask if train else NULL, x, k.x2, N * d, self.drop_residual, &self.rng)
+        layer_norm(k.x2, k.param[LN2_GAIN], k.param[LN2_BIAS], k.xhat2, k.inverse2, k.h2, N, d)
+        gemm(b'N', b'N', N, f, d, 1, k.h2, d, k.param[FF1], f, 0, k.pre, f)
+        gelu_rows(k.activation, k.pre, k.param[FF1_BIAS], N, f)
+        add_rows(branch, k.param[FF2_BIAS], N, d)
+        gemm(b'N', b'N', N, d, f, 1, k.activation, f, k.param[FF2], d, 1, branch, d)
+        residual_branch(branch, k.ff_mask if train else NULL, k.x2, y, N * d, self.drop_residual, &self.rng)
+
+    cdef void _block_backward(self, Block *k, const float *dy, float *dx) noexcept nogil:
+        """dy: dL/d(block output); dx (apart from dy) is set to dL/d(block input). The
+        memory's rows pass no gradient back (Transformer-XL's stop-gradient)."""
+        cdef int d = self.d, f = self.ff, H = self.heads, T = self.length, K = self.keys, M = self.memory
+        cdef int dh = self.d // self.heads, s, h, c
+        cdef Py_ssize_t N = <Py_ssize_t> self.streams * T, rows = <Py_ssize_t> self.streams * K
+        cdef Py_ssize_t square = <Py_ssize_t> T * K, r
+        cdef float *branch = self.scratch_d[0]
+        cdef float *below = self.scratch_d[1]
+        cdef float *dx2 = self.scratch_d[2]
+        cdef float *dattention = self.scratch_d[3]
+        cdef float *joined_grad = self.scratch_joined[0]
+        cdef float *ln_grad = self.scratch_joined[1]
+        cdef float *out_mask = k.out_mask if self.masked else NULL
+        cdef float *ff_mask = k.ff_mask if self.masked else NULL
+        cdef float *weight_mask = k.weight_mask if self.masked else NULL
+        cdef float *du = k.grad[REL_U] if self.relative else NULL
+        cdef float *dv = k.grad[REL_V] if self.relative else NULL
+        cdef Head g
+        memset(k.grad[LN1_GAIN], 0, d * sizeof(float))
+        memset(k.grad[LN1_BIAS], 0, d * sizeof(float))
+        memset(k.grad[LN2_GAIN], 0, d * sizeof(float))
+        memset(k.grad[LN2_BIAS], 0, d * sizeof(float))
+        # the feed-forward branch
+        masked_copy(dy, ff_mask, branch, N * d)
+        gemm(b'T', b'N', f, d, N, 1, k.activation, f, branch, d, 0, k.grad[FF2], d)
+        column_sums(branch, N, d, k.grad[FF2_BIAS])
+        gemm(b'N', b'T', N, f, d, 1, branch, d, k.param[FF2], d, 0, self.scratch_f, f)
+        gelu_backward(self.scratch_f, k.pre, N * f)
+        gemm(b'T', b'N', d, f, N, 1, k.h2, d, self.scratch_f, f, 0, k.grad[FF1], f)
+        column_sums(self.scratch_f, N, f, k.grad[FF1_BIAS])
+        gemm(b'N', b'T', N, d, f, 1, self.scratch_f, f, k.param[FF1], f, 0, below, d)
+        memcpy(dx2, dy, N * d * sizeof(float))
+        layer_norm_backward(below, k.xhat2, k.inverse2, k.param[LN2_GAIN], dx2, k.grad[LN2_GAIN],
+                            k.grad[LN2_BIAS], N, d)
+        # the attention branch
+        masked_copy(dx2, out_mask, branch, N * d)
+        gemm(b'T', b'N', d, d, N, 1, k.attention, d, branch, d, 0, k.grad[OUT], d)
+        column_sums(branch, N, d, k.grad[OUT_BIAS])
+        gemm(b'N', b'T', N, d, d, 1, branch, d, k.param[OUT], d, 0, dattention, d)
+        memset(self.scratch_qkv, 0, rows * 3 * d * sizeof(float))
+        if self.relative:
+            memset(du, 0, d * sizeof(float))
+            memset(dv, 0, d * sizeof(float))
+            memset(self.scratch_Rk, 0, K * d * sizeof(float))
+        for h in range(H):
+            g = self._head(k, h)
+            for s in range(self.streams):
+                attention_head_backward(&g, k.qkv + <Py_ssize_t> s * K * 3 * d + h * dh,
+                                        k.weights + (s * H + h) * square,
+                                        weight_mask + (s * H + h) * square if weight_mask != NULL else NULL,
+                                        self.scratch_square[0], dattention + <Py_ssize_t> s * T * d + h * dh,
+                                        self.scratch_qkv + <Py_ssize_t> s * K * 3 * d + h * dh,
+                                        self.scratch_square[1], self.scratch_square[2], self.scratch_queries[0],
+                                        self.scratch_queries[1], du + h * dh if du != NULL else NULL,
+                                        dv + h * dh if dv != NULL else NULL, self.scratch_Rk + h * dh)
+        if self.relative:
+            gemm(b'T', b'N', d, d, K, 1, self.positions, d, self.scratch_Rk, d, 0, k.grad[REL], d)
+        gemm(b'T', b'N', d, 3 * d, rows, 1, k.h1, d, self.scratch_qkv, 3 * d, 0, k.grad[QKV], 3 * d)
+        column_sums(self.scratch_qkv, rows, 3 * d, k.grad[QKV_BIAS])
+        gemm(b'N', b'T', rows, d, 3 * d, 1, self.scratch_qkv, 3 * d, k.param[QKV], 3 * d, 0, ln_grad, d)
+        if M == 0:
+            memcpy(dx, dx2, N * d * sizeof(float))
+            layer_norm_backward(ln_grad, k.xhat1, k.inverse1, k.param[LN1_GAIN], dx, k.grad[LN1_GAIN],
+                                k.grad[LN1_BIAS], N, d)
+            return
+        memset(joined_grad, 0, rows * d * sizeof(float))
+        layer_norm_backward(ln_grad, k.xhat1, k.inverse1, k.param[LN1_GAIN], joined_grad, k.grad[LN1_GAIN],
+                            k.grad[LN1_BIAS], rows, d)
+        for s in range(self.streams):
+            for r in range(<Py_ssize_t> T * d):
+                dx[<Py_ssize_t> s * T * d + r] = dx2[<Py_ssize_t> s * T * d + r] + \
+                    joined_grad[(<Py_ssize_t> s * K + M) * d + r]
