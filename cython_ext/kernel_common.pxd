@@ -11,34 +11,41 @@ from scipy.linalg.cython_blas cimport saxpy, sdot, sgemm, sgemv, sger, sscal
 
 cdef extern from *:
     """
-    /* The exponentials of a row of scores in place (y - max y), returning their sum: log p
-       of any entry t is then log((double) y[t] / sum), softmax_row's value, for several
-       targets of one row. Its loops vectorise (the exponentials by libmvec's expf), in a
-       clone for each of AVX-512, AVX2 and the baseline, picked at load time for the CPU:
-       code built without -march gets 4-wide SSE, and long rows (the MLP's |V|) are its
-       hot loops. */
-    __attribute__((target_clones("avx512f", "avx2", "default"), unused))
-    static float nplm_softmax_terms(float *restrict y, int size) {
-        float top = y[0], total = 0;
-        for (int j = 1; j < size; j++)
-            top = y[j] > top ? y[j] : top;
-        for (int j = 0; j < size; j++) {
-            y[j] = expf(y[j] - top);
-            total += y[j];
+    /* The loops of softmax_terms and softmax_row, written once: the row's maximum, then its
+       exponentials in place (y - max y) summed into `total`. A macro, so that each function
+       keeps its own loops (vectorised in each clone as before, the sums in the same order).
+       They vectorise (the exponentials by libmvec's expf), in a clone for each of AVX-512,
+       AVX2 and the baseline, picked at load time for the CPU: code built without -march gets
+       4-wide SSE, and long rows (the MLP's |V|) are its hot loops. */
+    #define NPLM_EXPONENTIALS(y, size, total) \
+        float top = y[0]; \
+        for (int j = 1; j < size; j++) \
+            top = y[j] > top ? y[j] : top; \
+        for (int j = 0; j < size; j++) { \
+            y[j] = expf(y[j] - top); \
+            total += y[j]; \
         }
-        return total;
-    }
 
-    /* Scores y in, probabilities out (softmax_terms, then normalised); returns log p(target)
-       in double. Cloned as softmax_terms is (each clone calls its own ISA's terms). */
+    /* Scores y in, probabilities out, with max-subtraction; returns log p(target) in double. */
     __attribute__((target_clones("avx512f", "avx2", "default"), unused))
     static double nplm_softmax_row(float *restrict y, int size, int target) {
-        float total = nplm_softmax_terms(y, size);
+        float total = 0;
+        NPLM_EXPONENTIALS(y, size, total)
         double logp = log((double) y[target] / total);
         float inverse = 1 / total;
         for (int j = 0; j < size; j++)
             y[j] *= inverse;
         return logp;
+    }
+
+    /* softmax_row's exponentials in place (y - max y), returning their sum: log p of any
+       entry t is then log((double) y[t] / sum), softmax_row's value, for several targets
+       of one row (the same loops, so that they sum in the same order). */
+    __attribute__((target_clones("avx512f", "avx2", "default"), unused))
+    static float nplm_softmax_terms(float *restrict y, int size) {
+        float total = 0;
+        NPLM_EXPONENTIALS(y, size, total)
+        return total;
     }
 
     /* log p(target) of a row of scores, the row read twice and left as it is: scoring

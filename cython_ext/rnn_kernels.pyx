@@ -8,28 +8,25 @@ parallel word streams and segments of T steps (truncated BPTT), without the GIL:
     both:  y_t = V s_t + M x_t + d,  p = softmax(y_t)
 
 x_t the features C(w_t) of the input word (the output layer reads C itself when tied), L
-stacked layers, dropout on the non-recurrent connections (features, between layers,
-before the output; a mask per step, or locked: one per segment), and AWD-LSTM's other
-regularisers (nplmtk/neural/regularisation.py): embedding dropout, weight drop on W, AR
-and TAR. The state s (and c) of every stream is carried from one segment to
-the next; a step whose input is <s> starts from a zero state when the model resets at
-sentences. A segment's gradient is summed over its words, clipped to a norm of
-`clip` per word (PyTorch's clip_grad_norm_ of the mean loss), then stepped with the
-trainer's rate and decays, by SGD or Adam with the trainer's numbers: no policy here. The network's structs and the layers' forward
-and backward passes are in recurrent_layers.pxd, the full softmax in recurrent_output.pxd,
-the update in recurrent_updates.pxd; the passes over a segment here."""
+stacked layers, dropout on the non-recurrent connections (a mask per step, or locked: one
+per segment) and AWD-LSTM's other regularisers (nplmtk/neural/regularisation.py). The
+state s (and c) of every stream is carried from one segment to the next; a step whose
+input is <s> starts from a zero state when the model resets at sentences. A segment's
+gradient is summed over its words, clipped to a norm of `clip` per word (PyTorch's
+clip_grad_norm_ of the mean loss), then stepped by SGD or Adam with the trainer's numbers.
+Structs and layers: recurrent_layers.pxd; full softmax: recurrent_output.pxi; update: recurrent_updates.pxd."""
 import numpy as np
 cimport numpy as cnp
 from libc.math cimport log
 from libc.string cimport memcpy, memset
 
-from class_output cimport class_attach, class_backward, class_distribution, class_pairs
-from hs_output cimport tree_attach, tree_backward, tree_distribution
+from class_output cimport class_attach, class_backward, class_distribution, class_forward, class_pairs
+from hs_output cimport tree_attach, tree_backward, tree_distribution, tree_forward
 from batch_driver cimport Schedule, Update, drive, schedule_of
-from kernel_common cimport scale
+from elementwise cimport column_sums
+from kernel_common cimport gemm, scale, softmax_row
 from nplmtk._ext.sampling_kernels cimport Sampling, draw_samples, merge_duplicates, sampling_free, sampling_start
 from recurrent_layers cimport MAX_LAYERS, Layer, Regularisers, Rnn, layer_backward, layer_forward
-from recurrent_output cimport full_backward, output_forward
 from recurrent_updates cimport carry_state, decay_weights, load_segment, step
 from recurrent_regularisers cimport (activation_gradient, drop, drop_weights, drop_words, temporal_gradient,
                                      weight_drop_gradient)
@@ -75,6 +72,9 @@ cdef double forward(Rnn *net, int T, bint train, double *logp) noexcept nogil:
     targets (those >= 0), each also in logp[step * B + stream] when logp is given."""
     cdef const float *top = layers_forward(net, T, train)
     return output_forward(net, top, net.X, <Py_ssize_t> T * net.streams, net.targets, logp)
+
+
+include "recurrent_output.pxi"
 
 
 cdef int backward(Rnn *net, int T) noexcept nogil:

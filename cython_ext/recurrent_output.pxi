@@ -1,18 +1,12 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""The recurrent kernel's output layer over the top layer's output (rnn_kernels.pyx), inline:
-the full softmax forward (scores by sgemm, each row's softmax) and back (its gradients and
-dL/d(top)), the class-factored and hierarchical softmax's forward through their own pxds."""
-from libc.string cimport memcpy, memset
-
-from class_output cimport class_forward
-from elementwise cimport column_sums
-from hs_output cimport tree_forward
-from kernel_common cimport gemm, softmax_row
-from recurrent_layers cimport Rnn
+# The recurrent kernel's output layer over the top layer's output, included in rnn_kernels.pyx
+# where its functions stand, its cimports there (an include, not an inline .pxd: the C, and so
+# the arithmetic gcc makes of it under fast-math, stays the kernel's own, bit for bit): the
+# full softmax forward (scores by sgemm, each row's softmax; the class-factored and
+# hierarchical softmax's through their own pxds) and back (its gradients and dL/d(top)).
 
 
-cdef inline double output_forward(Rnn *net, const float *top, const float *X, Py_ssize_t N, const int *targets,
-                                  double *logp) noexcept nogil:
+cdef double output_forward(Rnn *net, const float *top, const float *X, Py_ssize_t N, const int *targets,
+                           double *logp) noexcept nogil:
     """The output layer on N rows (at most capacity x streams) of the top layer's output
     and of input features X: the sum of log p of targets[r] (those >= 0), each also in
     logp[r] when logp is given."""
@@ -42,7 +36,7 @@ cdef inline double output_forward(Rnn *net, const float *top, const float *X, Py
     return total
 
 
-cdef inline void full_backward(Rnn *net, Py_ssize_t N, int width) noexcept nogil:
+cdef void full_backward(Rnn *net, Py_ssize_t N, int width) noexcept nogil:
     """The full softmax's gradients from its probabilities in Y: gV (or gC), gd, gM,
     dL/d(top) in dOut, and dL/dx of the direct connections in dX."""
     cdef int m = net.m, V = net.vocab
