@@ -131,7 +131,7 @@ class ArchitectureCommand(click.Command):
         default = "" if ctx.meta.get("nplm.arch") else " (the default; `-arch NAME --help` lists another's)"
         for title, params in (("Options", [p for p in self.get_params(ctx) if p.name not in self.every]),
                               (f"Training options of -arch {arch}{default}",
-                               [p for p in own if targets[p.name] == "training"]),
+                               [p for p in own if targets[p.name] in ("training", "settings")]),
                               (f"Network options of -arch {arch}", [p for p in own if targets[p.name] == "network"])):
             with formatter.section(title):
                 formatter.write_dl([param.get_help_record(ctx) for param in params])
@@ -209,10 +209,12 @@ def command(text, valid, vocab, lm, arch, init_from, checkpoint, checkpoint_ever
             normalize = Normalizer(lower=lower, map_numbers=map_numbers)
             if values.get("classes") is not None and values.get("output") != "class":
                 raise NplmError("-classes applies to -output class")
-            training = {option.parameter: block_values(values[option.name]) if option.kind == "blocks"
-                        else values[option.name] for option in declared
-                        if option.target == "training" and values[option.name] is not None}
-            config = TrainingConfig(**training, checkpoint_dir=checkpoint, checkpoint_every=checkpoint_every, log=log,
+            training, settings = ({option.parameter: block_values(values[option.name]) if option.kind == "blocks"
+                                   else values[option.name] for option in declared
+                                   if option.target == target and values[option.name] is not None}
+                                  for target in ("training", "settings"))
+            config = TrainingConfig(**training, settings=ARCHITECTURES[arch].SETTINGS(**settings),
+                                    checkpoint_dir=checkpoint, checkpoint_every=checkpoint_every, log=log,
                                     progress=not quiet)
             network = {"arch": arch, **{option.parameter: not values[option.name] if option.negated
                                         else values[option.name] for option in declared

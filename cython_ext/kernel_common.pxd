@@ -11,19 +11,26 @@ from scipy.linalg.cython_blas cimport saxpy, sdot, sgemm, sgemv, sger, sscal
 
 cdef extern from *:
     """
-    /* Scores y in, probabilities out, with max-subtraction; returns log p(target) in
-       double. Its loops vectorise (the exponentials by libmvec's expf), in a clone for each
-       of AVX-512, AVX2 and the baseline, picked at load time for the CPU: code built
-       without -march gets 4-wide SSE, and long rows (the MLP's |V|) are its hot loops. */
+    /* The loops of softmax_terms and softmax_row, written once: the row's maximum, then its
+       exponentials in place (y - max y) summed into `total`. A macro, so that each function
+       keeps its own loops (vectorised in each clone as before, the sums in the same order).
+       They vectorise (the exponentials by libmvec's expf), in a clone for each of AVX-512,
+       AVX2 and the baseline, picked at load time for the CPU: code built without -march gets
+       4-wide SSE, and long rows (the MLP's |V|) are its hot loops. */
+    #define NPLM_EXPONENTIALS(y, size, total) \
+        float top = y[0]; \
+        for (int j = 1; j < size; j++) \
+            top = y[j] > top ? y[j] : top; \
+        for (int j = 0; j < size; j++) { \
+            y[j] = expf(y[j] - top); \
+            total += y[j]; \
+        }
+
+    /* Scores y in, probabilities out, with max-subtraction; returns log p(target) in double. */
     __attribute__((target_clones("avx512f", "avx2", "default"), unused))
     static double nplm_softmax_row(float *restrict y, int size, int target) {
-        float top = y[0], total = 0;
-        for (int j = 1; j < size; j++)
-            top = y[j] > top ? y[j] : top;
-        for (int j = 0; j < size; j++) {
-            y[j] = expf(y[j] - top);
-            total += y[j];
-        }
+        float total = 0;
+        NPLM_EXPONENTIALS(y, size, total)
         double logp = log((double) y[target] / total);
         float inverse = 1 / total;
         for (int j = 0; j < size; j++)
@@ -33,16 +40,11 @@ cdef extern from *:
 
     /* softmax_row's exponentials in place (y - max y), returning their sum: log p of any
        entry t is then log((double) y[t] / sum), softmax_row's value, for several targets
-       of one row (its loops as softmax_row's, so that they sum in the same order). */
+       of one row (the same loops, so that they sum in the same order). */
     __attribute__((target_clones("avx512f", "avx2", "default"), unused))
     static float nplm_softmax_terms(float *restrict y, int size) {
-        float top = y[0], total = 0;
-        for (int j = 1; j < size; j++)
-            top = y[j] > top ? y[j] : top;
-        for (int j = 0; j < size; j++) {
-            y[j] = expf(y[j] - top);
-            total += y[j];
-        }
+        float total = 0;
+        NPLM_EXPONENTIALS(y, size, total)
         return total;
     }
 

@@ -1,5 +1,6 @@
 # The recurrent models' state and layers (survey, paper 002, sec. 2.2-2.3), inline, for the
-# recurrent kernel (rnn_kernels.pyx): the network's arrays and buffers (Rnn, Layer, Slot)
+# recurrent kernel (rnn_kernels.pyx): the network's arrays and buffers (Rnn, Layer, Slot,
+# Regularisers)
 # and one RNN or LSTM layer's forward pass over a segment of T steps of B streams and its
 # back-propagation through time. The output layers and the training step are the kernel's.
 from libc.stdlib cimport free, malloc
@@ -22,7 +23,14 @@ cdef struct Slot:
     float *m          # Adam's moments (NULL with SGD)
     float *v
     Py_ssize_t size
-    bint weight       # decayed with the weights (not a bias)
+    bint decayed      # the weights' bulk decay applies (its role, from the trainer's Steps)
+    bint frozen       # not stepped (its role, from the trainer's Steps)
+
+
+cdef struct Regularisers:
+    # AWD-LSTM's settings as the kernel receives them (nplmtk.neural.regularisation.Regularisers)
+    float dropout_input, dropout_hidden, dropout_output, dropout_embedding, weight_drop, ar, tar
+    bint locked       # the dropouts' masks one per stream and segment, not one per step
 
 
 cdef struct Layer:
@@ -97,7 +105,7 @@ cdef struct Rnn:
     Slot slot[MAX_SLOTS]
     int slots
     bint adam
-    Adam settings     # Adam's numbers, this chunk's (from the trainer)
+    Adam settings     # Adam's numbers, given when the network is built (from the trainer's Optimizer)
     float *mC         # Adam's moments of the rows of C (untied)
     float *vC
     double *adam_step

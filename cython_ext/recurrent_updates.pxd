@@ -32,6 +32,8 @@ cdef inline void step(Rnn *net, int touched, int words, float rate, float keep_c
         adam_corrections(&net.settings, net.adam_step[0])
     for k in range(net.slots):
         slot = &net.slot[k]
+        if slot.frozen:
+            continue
         update(slot.param, slot.grad, slot.m, slot.v, slot.size, rate, clipped, &net.settings)
     for k in range(touched):
         row = <Py_ssize_t> net.touched[k] * m
@@ -42,10 +44,10 @@ cdef inline void step(Rnn *net, int touched, int words, float rate, float keep_c
 
 
 cdef inline void decay_weights(Rnn *net, float keep) noexcept nogil:
-    """The weights' bulk decay (not the biases, nor C's rows unless tied)."""
+    """The bulk decay of the arrays whose role says so (the weights; not C's rows unless tied)."""
     cdef int k
     for k in range(net.slots):
-        if net.slot[k].weight:
+        if net.slot[k].decayed:
             scale(<int> net.slot[k].size, keep, net.slot[k].param)
 
 

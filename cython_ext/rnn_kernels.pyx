@@ -8,16 +8,13 @@ parallel word streams and segments of T steps (truncated BPTT), without the GIL:
     both:  y_t = V s_t + M x_t + d,  p = softmax(y_t)
 
 x_t the features C(w_t) of the input word (the output layer reads C itself when tied), L
-stacked layers, dropout on the non-recurrent connections (features, between layers,
-before the output; a mask per step, or locked: one per segment), and AWD-LSTM's other
-regularisers (nplmtk/neural/regularisation.py): embedding dropout, weight drop on W, AR
-and TAR. The state s (and c) of every stream is carried from one segment to
-the next; a step whose input is <s> starts from a zero state when the model resets at
-sentences. A segment's gradient is summed over its words, clipped to a norm of
-`clip` per word (PyTorch's clip_grad_norm_ of the mean loss), then stepped with the
-trainer's rate and decays, by SGD or Adam with the trainer's numbers: no policy here. The network's structs and the layers' forward
-and backward passes are in recurrent_layers.pxd, the update in recurrent_updates.pxd; the
-output layers and the passes over a segment here."""
+stacked layers, dropout on the non-recurrent connections (a mask per step, or locked: one
+per segment) and AWD-LSTM's other regularisers (nplmtk/neural/regularisation.py). The
+state s (and c) of every stream is carried from one segment to the next; a step whose
+input is <s> starts from a zero state when the model resets at sentences. A segment's
+gradient is summed over its words, clipped to a norm of `clip` per word (PyTorch's
+clip_grad_norm_ of the mean loss), then stepped by SGD or Adam with the trainer's numbers.
+Structs and layers: recurrent_layers.pxd; full softmax: recurrent_output.pxi; update: recurrent_updates.pxd."""
 import numpy as np
 cimport numpy as cnp
 from libc.math cimport log
@@ -29,7 +26,7 @@ from batch_driver cimport Schedule, Update, drive, schedule_of
 from elementwise cimport column_sums
 from kernel_common cimport gemm, scale, softmax_row
 from nplmtk._ext.sampling_kernels cimport Sampling, draw_samples, merge_duplicates, sampling_free, sampling_start
-from recurrent_layers cimport MAX_LAYERS, Layer, Rnn, layer_backward, layer_forward
+from recurrent_layers cimport MAX_LAYERS, Layer, Regularisers, Rnn, layer_backward, layer_forward
 from recurrent_updates cimport carry_state, decay_weights, load_segment, step
 from recurrent_regularisers cimport (activation_gradient, drop, drop_weights, drop_words, temporal_gradient,
                                      weight_drop_gradient)
@@ -77,56 +74,7 @@ cdef double forward(Rnn *net, int T, bint train, double *logp) noexcept nogil:
     return output_forward(net, top, net.X, <Py_ssize_t> T * net.streams, net.targets, logp)
 
 
-cdef double output_forward(Rnn *net, const float *top, const float *X, Py_ssize_t N, const int *targets,
-                           double *logp) noexcept nogil:
-    """The output layer on N rows (at most capacity x streams) of the top layer's output
-    and of input features X: the sum of log p of targets[r] (those >= 0), each also in
-    logp[r] when logp is given."""
-    cdef int m = net.m, V = net.vocab, target, width = net.layer[net.layers - 1].hidden
-    cdef Py_ssize_t r
-    cdef double total = 0, value
-    if net.tree.nodes:
-        return tree_forward(&net.tree, top, N, width, net.Vn, net.bn, targets, 1, net.G, logp)
-    if net.classes.count:
-        return class_forward(&net.classes, top, N, width, net.Vc, net.bc, net.V, net.d, targets, net.Y, net.U,
-                             logp)
-    for r in range(N):
-        if net.d != NULL:
-            memcpy(net.Y + r * V, net.d, V * sizeof(float))
-        else:
-            memset(net.Y + r * V, 0, V * sizeof(float))
-    gemm(b'N', b'T', <int> N, V, width, 1.0, top, width, net.V, width, 1.0, net.Y, V)
-    if net.direct:
-        gemm(b'N', b'T', <int> N, V, m, 1.0, X, m, net.M, m, 1.0, net.Y, V)
-    for r in range(N):
-        target = targets[r]
-        if target >= 0:
-            value = softmax_row(net.Y + r * V, V, target)
-            total += value
-            if logp != NULL:
-                logp[r] = value
-    return total
-
-
-cdef void full_backward(Rnn *net, Py_ssize_t N, int width) noexcept nogil:
-    """The full softmax's gradients from its probabilities in Y: gV (or gC), gd, gM,
-    dL/d(top) in dOut, and dL/dx of the direct connections in dX."""
-    cdef int m = net.m, V = net.vocab
-    cdef Py_ssize_t r
-    for r in range(N):  # dL/dy = p - 1[target]; no loss on padding
-        if net.targets[r] >= 0:
-            net.Y[r * V + net.targets[r]] -= 1
-        else:
-            memset(net.Y + r * V, 0, V * sizeof(float))
-    gemm(b'T', b'N', V, width, <int> N, 1.0, net.Y, V, net.layer[net.layers - 1].out, width, 0.0, net.gV, width)
-    if net.gd != NULL:
-        column_sums(net.Y, N, V, net.gd)
-    if net.direct:
-        gemm(b'T', b'N', V, m, <int> N, 1.0, net.Y, V, net.X, m, 0.0, net.gM, m)
-        gemm(b'N', b'N', <int> N, m, V, 1.0, net.Y, V, net.M, m, 0.0, net.dX, m)
-    else:
-        memset(net.dX, 0, N * m * sizeof(float))
-    gemm(b'N', b'N', <int> N, width, V, 1.0, net.Y, V, net.V, width, 0.0, net.dOut, width)
+include "recurrent_output.pxi"
 
 
 cdef int backward(Rnn *net, int T) noexcept nogil:
@@ -264,26 +212,32 @@ cdef class RecurrentNetwork:
     layer l U{l}, W{l} and optionally b{l}, P{l}; V unless tied, d, M) and one worker's
     buffers for segments of up to `capacity` steps of `streams` streams. `carried`: the
     state each stream carries into the next segment, and the dropout generator's state.
-    `regularisation` (nplmtk.neural.regularisation.kernel_settings, or None): the dropouts'
-    probabilities (input, hidden, output), embedding dropout, weight drop, AR, TAR and
-    whether the masks are locked, applied when training."""
+    `regularisers` (nplmtk.neural.regularisation.Regularisers, or None): AWD-LSTM's settings,
+    applied when training; `adam` (optimizer.Adam, or None: SGD): Adam's numbers, its moments
+    carried. `named`: the buffers by name (the regularisers' masks, read by tests)."""
     cdef Rnn net
     cdef object keep_alive
-    cdef tuple settings
-    cdef list buffers
-    cdef dict named
+    cdef Regularisers given
+    cdef list buffers, slot_names
+    cdef public dict named
     cdef public dict carried
     cdef public dict grads
 
     def __init__(self, params, int layers, bint lstm, int activation, int streams, int capacity, bint reset,
-                 int bos, regularisation=None, unsigned long long seed=1, bint trainable=True, bint adam=False,
+                 int bos, regularisers=None, unsigned long long seed=1, bint trainable=True, adam=None,
                  classes=None, tree=None):
         cdef int V = params["C"].shape[0], m = params["C"].shape[1], G = 4 if lstm else 1, l, h, inputs = m
         cdef Py_ssize_t N = <Py_ssize_t> capacity * streams
-        self.settings = tuple(regularisation[:7]) if regularisation is not None else (0.0,) * 7
-        p_input, p_hidden, p_output, p_words, p_weights, ar, tar = self.settings
-        if not 1 <= layers <= MAX_LAYERS or streams < 1 or capacity < 1 or not 0 <= bos < V \
-                or not all(0 <= p < 1 for p in self.settings[:5]) or ar < 0 or tar < 0:
+        cdef Regularisers *g = &self.given
+        memset(g, 0, sizeof(Regularisers))
+        g.locked = regularisers is None or regularisers.locked
+        if regularisers is not None:
+            g.dropout_input, g.dropout_hidden = regularisers.dropout_input, regularisers.dropout_hidden
+            g.dropout_output, g.dropout_embedding = regularisers.dropout_output, regularisers.dropout_embedding
+            g.weight_drop, g.ar, g.tar = regularisers.weight_drop, regularisers.ar, regularisers.tar
+        if not 1 <= layers <= MAX_LAYERS or streams < 1 or capacity < 1 or not 0 <= bos < V or g.ar < 0 or g.tar < 0 \
+                or not all(0 <= p < 1 for p in (g.dropout_input, g.dropout_hidden, g.dropout_output,
+                                                g.dropout_embedding, g.weight_drop)):
             raise ValueError("recurrent network settings out of range")
         self.keep_alive = params
         self.buffers, self.named = [], {}
@@ -294,7 +248,7 @@ cdef class RecurrentNetwork:
         net.vocab, net.m, net.layers, net.streams, net.capacity = V, m, layers, streams, capacity
         net.lstm, net.activation, net.reset, net.bos = lstm, activation, reset, bos
         net.projected = NULL
-        net.clip, net.locked = 0, regularisation is None or regularisation[7]
+        net.clip, net.locked = 0, g.locked
         net.bias, net.direct, net.tied = "d" in params, "M" in params, "V" not in params and "Vn" not in params
         net.C, net.d, net.M = pointer(params["C"]), self._param(params, "d"), self._param(params, "M")
         net.V = net.C if net.tied else self._param(params, "V")
@@ -314,20 +268,20 @@ cdef class RecurrentNetwork:
             L.cell = self._buffer(f"cell{l}", (capacity + 1) * streams * h)
             L.Sp, L.Cp = self._buffer(f"Sp{l}", N * h), self._buffer(f"Cp{l}", N * h)
             L.Z = self._buffer(f"Z{l}", N * G * h if lstm else 1)
-            L.drop = p_hidden if l < layers - 1 else p_output
+            L.drop = g.dropout_hidden if l < layers - 1 else g.dropout_output
             L.out = self._buffer(f"out{l}", N * h) if L.drop else L.S + streams * h
             L.mask = self._buffer(f"mask{l}", N * h if L.drop else 1)
             L.Wf = L.W
-            L.Wd = self._buffer(f"Wd{l}", G * h * h if p_weights else 1)
-            L.Wmask = self._buffer(f"Wmask{l}", G * h * h if p_weights else 1)
+            L.Wd = self._buffer(f"Wd{l}", G * h * h if g.weight_drop else 1)
+            L.Wmask = self._buffer(f"Wmask{l}", G * h * h if g.weight_drop else 1)
             L.gU, L.gW = self._grad(f"U{l}", params, trainable), self._grad(f"W{l}", params, trainable)
             L.gb, L.gP = self._grad(f"b{l}", params, trainable), self._grad(f"P{l}", params, trainable)
             inputs = h
         if net.tied and inputs != m:
             raise ValueError("a tied output layer needs as many hidden units as features")
         widest = max(m, max(params[f"W{l}"].shape[1] for l in range(layers)))
-        net.X, net.Xmask = self._buffer("X", N * m), self._buffer("Xmask", N * m if p_input else 1)
-        net.word_scale = self._buffer("word_scale", V if p_words else 1)
+        net.X, net.Xmask = self._buffer("X", N * m), self._buffer("Xmask", N * m if g.dropout_input else 1)
+        net.word_scale = self._buffer("word_scale", V if g.dropout_embedding else 1)
         self._regularise(True)
         net.Y, net.keep = self._buffer("Y", N * V), self._buffer("keep", N)
         net.dOut = self._buffer("dOut", N * widest if trainable else 1)
@@ -339,7 +293,10 @@ cdef class RecurrentNetwork:
         net.gV = net.gC if net.tied else self._grad("V", params, trainable)
         self._classes(params, classes, N, trainable)
         self._tree(params, tree, N, trainable)
-        net.adam, net.slots = adam and trainable, 0
+        net.adam, net.slots = adam is not None and trainable, 0
+        if net.adam:  # decided once, here: every chunk then steps by Adam with these numbers
+            net.settings.beta1, net.settings.beta2, net.settings.epsilon = adam.beta1, adam.beta2, adam.epsilon
+            net.settings.rest1, net.settings.rest2 = adam.rest1, adam.rest2
         if trainable:
             self._slots(params, layers)
         ints = np.zeros(3 * N, dtype=np.int32)
@@ -352,13 +309,15 @@ cdef class RecurrentNetwork:
         net.seen = <char *> &flags[0]
 
     cdef _slots(self, params, int layers):
-        """What `step` updates: each array but C's rows (unless tied), with Adam's moments."""
+        """What `step` updates: each array but C's rows (unless tied), with Adam's moments;
+        their roles (decayed, frozen) come with each chunk's Steps."""
         names = [f"{kind}{l}" for l in range(layers) for kind in "UWbP"] + ["C" if self.net.tied else "V", "d", "M",
                                                                              "Vc", "bc", "Vn", "bn"]
-        for name in [name for name in names if name in params]:
+        self.slot_names = [name for name in names if name in params]
+        for name in self.slot_names:
             slot = &self.net.slot[self.net.slots]
             slot.param, slot.grad, slot.size = pointer(params[name]), pointer(self.grads[name]), params[name].size
-            slot.weight, slot.m, slot.v = name[0] not in "bd", self._moment(name, "m"), self._moment(name, "v")
+            slot.decayed, slot.frozen, slot.m, slot.v = 0, 0, self._moment(name, "m"), self._moment(name, "v")
             self.net.slots += 1
         if not self.net.tied:
             self.net.mC, self.net.vC = self._moment("C", "m"), self._moment("C", "v")
@@ -399,13 +358,16 @@ cdef class RecurrentNetwork:
         return pointer(self.carried[f"adam_{kind}.{name}"])
 
     cdef _regularise(self, bint on):
-        """The regularisers' settings in the network, or (off) none: the exact gradient."""
+        """The regularisers given in the network, or (off) none: the exact gradient."""
         cdef int l
-        p_input, p_hidden, p_output, p_words, p_weights, ar, tar = self.settings if on else (0,) * 7
-        self.net.drop_input, self.net.drop_words, self.net.drop_weight = p_input, p_words, p_weights
-        self.net.ar, self.net.tar = ar, tar
+        cdef Regularisers none
+        memset(&none, 0, sizeof(Regularisers))
+        cdef Regularisers *g = &self.given if on else &none
+        self.net.drop_input, self.net.drop_words, self.net.drop_weight = g.dropout_input, g.dropout_embedding, \
+            g.weight_drop
+        self.net.ar, self.net.tar = g.ar, g.tar
         for l in range(self.net.layers):
-            self.net.layer[l].drop = p_hidden if l < self.net.layers - 1 else p_output
+            self.net.layer[l].drop = g.dropout_hidden if l < self.net.layers - 1 else g.dropout_output
 
     cdef float *_param(self, params, name) except? NULL:
         return pointer(params[name]) if name in params else NULL
@@ -460,10 +422,10 @@ cdef class RecurrentNetwork:
 
     def train(self, const int[:, :, ::1] rows, steps):
         """Truncated BPTT over `rows` (steps x (inputs, targets) x streams) in segments of
-        steps.batch steps, the state carried through: segment u steps by rates[0, u] (SGD,
-        or Adam with steps.adam's beta1, beta2, epsilon, as the network was built for), its
-        gradient's norm capped at steps.clip per word, decays the rows of C it reads by
-        row_keep[u] and the weights in bulk by dense_keep[0, u]; with steps.sampling, the
+        steps.batch steps, the state carried through: segment u steps by rates[0, u] (SGD, or
+        Adam as the network was built), its gradient's norm capped at steps.clip per word,
+        decays the rows of C it reads by row_keep[u] and the arrays whose steps.roles say
+        `decayed` in bulk by dense_keep[0, u] (a `frozen` one is not stepped); with steps.sampling, the
         full softmax's gradient estimated from its N words drawn from its proposal
         (nplmtk.neural.sampling.Proposal), shared by the rows of a segment. Returns (sum of
         log p of the targets, estimated with sampling; updates done; sum of effective
@@ -476,13 +438,9 @@ cdef class RecurrentNetwork:
         if not self.grads:
             raise ValueError("a scoring network cannot train")
         schedule_of(&s, steps, count, self.net.capacity, 1)
-        if (steps.adam is not None) != self.net.adam:
-            raise ValueError("Adam's numbers for a network built for SGD, or none for one built for Adam")
-        if steps.adam is not None:
-            adam = steps.adam
-            self.net.settings.beta1, self.net.settings.beta2 = adam.beta1, adam.beta2
-            self.net.settings.rest1, self.net.settings.rest2 = adam.rest1, adam.rest2
-            self.net.settings.epsilon = adam.epsilon
+        for k, name in enumerate(self.slot_names):
+            role = steps.roles[name]
+            self.net.slot[k].decayed, self.net.slot[k].frozen = role.decayed, role.frozen
         self.net.clip = steps.clip
         self._check_rows(np.asarray(rows))
         memset(&sp, 0, sizeof(Sampling))
@@ -581,15 +539,6 @@ cdef class RecurrentNetwork:
                 output_forward(&self.net, &gathered[0, 0], &features[0, 0], P, &targets[0], &out[0])
             carry_state(&self.net, 1)
         self._save_state()
-
-    def masks(self):
-        """Flat copies of the last training segment's masks of the regularisers in use (for
-        tests): Xmask (capacity x streams x m), mask{l} (capacity x streams x h), Wmask{l}
-        (as W{l}), word_scale (|V|)."""
-        used = [("Xmask", self.net.drop_input), ("word_scale", self.net.drop_words)] + \
-            [(f"{kind}{l}", self.net.layer[l].drop if kind == "mask" else self.net.drop_weight)
-             for l in range(self.net.layers) for kind in ("mask", "Wmask")]
-        return {name: self.named[name].copy() for name, p in used if p > 0}
 
     def next_logprobs(self, const int[:, :, ::1] rows, double[::1] out):
         """log p of every word after the steps of `rows` (one stream; targets ignored)."""

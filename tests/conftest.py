@@ -114,8 +114,9 @@ def sampled_step_errors(model_at_start, windows, proposal, exact, seeds):
     schedule = update_schedule(batch, batch, 1.0, 0.0, 0.0, DENSE_DECAY_PERIOD["sampled"])
     model = model_at_start()
     if hasattr(model, "blocks"):  # a rate of 1 for every block
-        settings = TrainingConfig(batch=batch, lr=1.0, lr_decay=0.0, weight_decay=0.0)
-        rates, dense_keep, momentum = block_schedule(model, settings, batch, 1.0, DENSE_DECAY_PERIOD["sampled"])
+        config = TrainingConfig.of(model, batch=batch, lr=1.0, lr_decay=0.0, weight_decay=0.0)
+        rates, dense_keep, momentum = block_schedule(model, config, config.settings, model.array_roles(config.settings),
+                                                     batch, 1.0, DENSE_DECAY_PERIOD["sampled"])
         schedule = (rates, None, dense_keep, momentum)
     errors = []
     for samples in (10, 100, 1000, 10000):

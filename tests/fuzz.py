@@ -71,7 +71,8 @@ def seeds(folder):
     checkpoint = os.path.join(folder, "ckpt")
     os.makedirs(checkpoint)
     Trainer(ARCHITECTURES["lbl1"].initial(vocab, order=3, features=4, hidden=3, seed=1),
-            TrainingConfig(epochs=1, batch=8, progress=False, momentum=0.5, checkpoint_dir=checkpoint)).run(corpus)
+            TrainingConfig.of(ARCHITECTURES["lbl1"], epochs=1, batch=8, progress=False, momentum=0.5,
+                              checkpoint_dir=checkpoint)).run(corpus)
     models.append(os.path.join(checkpoint, "checkpoint.nplm"))
     mixture = Mixture([load(os.path.join(folder, "kn3.arpa")), load(models[1])], [0.5, 0.5],
                       [os.path.join(folder, "kn3.arpa"), models[1]])

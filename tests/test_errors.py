@@ -203,9 +203,9 @@ def test_buffers_too_large_for_memory_are_refused_before_they_are_allocated(four
     for settings, flags in ((dict(streams=10 ** 8), "-streams 100000000 x -bptt 35"),
                             (dict(bptt=10 ** 8), "-streams 32 x -bptt 100000000")):
         with pytest.raises(ParameterError) as caught:
-            Trainer(rnn, TrainingConfig(**settings))
+            Trainer(rnn, TrainingConfig.of(rnn, **settings))
         assert caught.value.render(spell).startswith(f"{flags} (1 worker) would need ")
-    Trainer(rnn, TrainingConfig(streams=10 ** 4))
+    Trainer(rnn, TrainingConfig.of(rnn, streams=10 ** 4))
 
 
 def test_a_size_too_large_for_memory_is_one_line_naming_the_option(capsys, tmp_path, train, four_gib):

@@ -28,7 +28,9 @@ OUTPUTS = {"hs": dict(output="hs", counts=COUNTS), "class": dict(output="class",
 
 def block_steps(model, settings, examples, dense_decay_period):
     """The Steps of a chunk of `examples` from update 0 (optimizer.block_schedule's numbers)."""
-    rates, dense_keep, momentum = block_schedule(model, settings, examples, 1.0, dense_decay_period)
+    blocks = settings.settings_for(model)
+    rates, dense_keep, momentum = block_schedule(model, settings, blocks, model.array_roles(blocks), examples, 1.0,
+                                                 dense_decay_period)
     return sgd_steps(settings.batch, rates, None, dense_keep, momentum)
 
 
@@ -68,7 +70,7 @@ def random_model(arch="lbl", seed=3, **shape):
 
 
 def config(**settings):
-    return TrainingConfig(**{"weight_decay": 0.0, "lr_decay": 0.0, "progress": False, **settings})
+    return TrainingConfig.of(LBLModel, **{"weight_decay": 0.0, "lr_decay": 0.0, "progress": False, **settings})
 
 
 @pytest.mark.parametrize("output", ["full", "hs", "class"])
@@ -220,7 +222,7 @@ def test_the_family_learns_through_the_common_protocol_and_scores_the_same_from_
     model1 = ARCHITECTURES["lbl1"].initial(vocab, order=3, features=12, hidden=8, seed=2)
     model1.initialise_from(model0)
     frozen = model0.params["R"].copy()
-    model1 = Trainer(model1, TrainingConfig(**{**settings, "epochs": 2, "momentum": 0.5, "freeze_features": True,
+    model1 = Trainer(model1, TrainingConfig.of(model1, **{**settings, "epochs": 2, "momentum": 0.5, "freeze_features": True,
                                                "block_lr": {"A": 0.5, "B": 0.05}})).run(train, valid)
     assert np.array_equal(model1.params["R"], frozen) and np.abs(model1.params["B"]).max() > 0
     assert ppl(model1, valid) <= ppl(model0, valid)
@@ -234,9 +236,10 @@ def test_resumed_run_with_momentum_finishes_like_an_uninterrupted_one(toy, tmp_p
 
     def fresh():
         return ARCHITECTURES["lbl3"].initial(vocab, order=3, features=6, hidden=4, seed=1)
-    straight = Trainer(fresh(), TrainingConfig(**settings)).run(train, valid)
-    Trainer(fresh(), TrainingConfig(**{**settings, "epochs": 1})).run(train, valid)
-    resumed = Trainer.resume(str(tmp_path / "checkpoint.nplm"), TrainingConfig(**settings)).run(train, valid)
+    straight = Trainer(fresh(), TrainingConfig.of(LBLModel, **settings)).run(train, valid)
+    Trainer(fresh(), TrainingConfig.of(LBLModel, **{**settings, "epochs": 1})).run(train, valid)
+    resumed = Trainer.resume(str(tmp_path / "checkpoint.nplm"), TrainingConfig.of(LBLModel, **settings)).run(train,
+                                                                                                            valid)
     assert ppl(straight, valid) < len(vocab) / 2
     for name in straight.params:
         assert np.array_equal(straight.params[name], resumed.params[name]), name

@@ -16,7 +16,8 @@ from nplmtk.corpus import Corpus
 from nplmtk.models import ARCHITECTURES
 from nplmtk.neural.optimizer import Adam, Draws, sgd_steps
 from nplmtk.neural import recurrent
-from nplmtk.neural.recurrent import stream_rows
+from nplmtk.neural.recurrent import RecurrentSettings, RNNModel, stream_rows
+from nplmtk.neural.regularisation import Regularisers
 from nplmtk.neural.sampling import proposal
 from nplmtk.neural.train import Trainer, TrainingConfig
 from nplmtk.ngram.counts import NgramCounts
@@ -59,7 +60,7 @@ def reference_logprobs(model, rows, sampled=None, masks=None, tops=None):
     written out step by step (padding targets: 0). With `sampled` = (words, log Q of each
     word), the importance-sampling estimate y_t - log Z^, Z^ = mean_j exp(y_w_j - log Q(w_j))
     over the draws `words` (repeats included), of the full softmax's log p. With `masks`
-    (RecurrentNetwork.masks), under those dropouts and weight drop; `tops`, a list: each
+    (kernel_masks), under those dropouts and weight drop; `tops`, a list: each
     step's (top layer's dropped output, its states, 1 where the state runs on) appended."""
     masks = masks or {}
     p = {k: v.astype(np.float64) for k, v in model.params.items()}
@@ -138,15 +139,24 @@ REGULARISED_SHAPES = [  # 1 and 2 layers of each, direct connections, a tied out
     ("lstm", dict(layers=2, tie=True, features=4, hidden=6, peephole=True)),
 ]
 REGULARISERS = {
-    "locked dropouts": TrainingConfig(dropout_input=0.3, dropout_hidden=0.4, dropout_output=0.5),
-    "dropout per step": TrainingConfig(dropout=0.3),
-    "embedding dropout": TrainingConfig(dropout_embedding=0.4),
-    "weight drop": TrainingConfig(weight_drop=0.5),
-    "AR": TrainingConfig(ar=2.0),
-    "TAR": TrainingConfig(tar=3.0),
-    "all": TrainingConfig(dropout_input=0.2, dropout_hidden=0.3, dropout_output=0.4, dropout_embedding=0.3,
-                          weight_drop=0.4, ar=1.5, tar=2.5),
+    "locked dropouts": RecurrentSettings(dropout_input=0.3, dropout_hidden=0.4, dropout_output=0.5),
+    "dropout per step": RecurrentSettings(dropout=0.3),
+    "embedding dropout": RecurrentSettings(dropout_embedding=0.4),
+    "weight drop": RecurrentSettings(weight_drop=0.5),
+    "AR": RecurrentSettings(ar=2.0),
+    "TAR": RecurrentSettings(tar=3.0),
+    "all": RecurrentSettings(dropout_input=0.2, dropout_hidden=0.3, dropout_output=0.4, dropout_embedding=0.3,
+                             weight_drop=0.4, ar=1.5, tar=2.5),
 }
+ROLES = RNNModel.array_roles  # (model, settings): each array's role, for Steps made here
+
+
+def kernel_masks(network):
+    """Copies of the last training segment's masks of the regularisers in use (the kernel's
+    named buffers): Xmask (capacity x streams x m), mask{l} (capacity x streams x h),
+    Wmask{l} (as W{l}), word_scale (|V|)."""
+    return {name: array.copy() for name, array in network.named.items()
+            if (name in ("Xmask", "word_scale") or name[:-1] in ("mask", "Wmask")) and array.size > 1}
 
 
 def regularised_objective(model, rows, masks, regularisation):
@@ -163,7 +173,7 @@ def regularised_objective(model, rows, masks, regularisation):
 
 
 def shaped_masks(masks, rows_shape, params):
-    """RecurrentNetwork.masks as reference_logprobs takes them: per step, or as W."""
+    """kernel_masks as reference_logprobs takes them: per step, or as W."""
     steps, _, streams = rows_shape
     return {name: mask.reshape(params[f"W{name[-1]}"].shape) if name.startswith("Wmask") else
             mask if name == "word_scale" else mask.reshape(steps, streams, -1) for name, mask in masks.items()}
@@ -178,10 +188,10 @@ def test_each_regulariser_matches_finite_differences_under_fixed_masks(arch, sha
     model = random_model(arch, shape)
     regularisation = REGULARISERS[regulariser]
     rows, _ = stream_rows(Corpus.from_lines(TEXT, VOCAB), 2, VOCAB)
-    network = model._network(2, len(rows), trainable=True, regularisation=regularisation, seed=4)
+    network = model._network(2, len(rows), trainable=True, regularisers=Regularisers.of(regularisation), seed=4)
     grads = {k: np.zeros_like(v) for k, v in model.params.items()}
     total = network.gradients(rows, grads, regularised=True)
-    masks = shaped_masks(network.masks(), rows.shape, model.params)
+    masks = shaped_masks(kernel_masks(network), rows.shape, model.params)
     expected = {"locked dropouts": {"Xmask", "mask0"} | ({"mask1"} if shape.get("layers") else set()),
                 "dropout per step": {"Xmask", "mask0"} | ({"mask1"} if shape.get("layers") else set()),
                 "embedding dropout": {"word_scale"}, "weight drop": {"Wmask0"} | ({"Wmask1"} if shape.get("layers")
@@ -203,16 +213,16 @@ def test_regularisers_are_off_when_scoring_and_their_masks_new_each_segment():
     draw different masks; the exact gradient (regularised False) is the plain network's."""
     model = random_model("lstm", dict(layers=2))
     rows, _ = stream_rows(Corpus.from_lines(TEXT, VOCAB), 2, VOCAB)
-    network = model._network(2, len(rows), trainable=True, regularisation=REGULARISERS["all"], seed=5)
+    network = model._network(2, len(rows), trainable=True, regularisers=Regularisers.of(REGULARISERS["all"]), seed=5)
     out, plain = np.full(rows.shape[0] * 2, -np.inf), np.full(rows.shape[0] * 2, -np.inf)
     network.logprobs(rows, out)
     model._network(2, len(rows)).logprobs(rows, plain)
     np.testing.assert_array_equal(out, plain)
     grads = {k: np.zeros_like(v) for k, v in model.params.items()}
     network.gradients(rows, grads, regularised=True)
-    first = network.masks()
+    first = kernel_masks(network)
     network.gradients(rows, grads, regularised=True)
-    assert all(not np.array_equal(first[name], mask) for name, mask in network.masks().items())
+    assert all(not np.array_equal(first[name], mask) for name, mask in kernel_masks(network).items())
     exact = {k: np.zeros_like(v) for k, v in model.params.items()}
     model._network(2, len(rows), trainable=True).gradients(rows, exact)
     network.gradients(rows, grads)
@@ -306,7 +316,8 @@ def test_algorithm_4_undoes_a_block_with_the_streams_state_and_adam_moments():
     from nplmtk.neural.sampling import ImportanceSampling
     model = random_model("lstm", {})
     corpus = Corpus.from_lines(TEXT * 4, VOCAB)
-    config = TrainingConfig(criterion="is-adaptive", samples=4, streams=2, bptt=3, optimizer="adam", progress=False)
+    config = TrainingConfig.of(model, criterion="is-adaptive", samples=4, streams=2, bptt=3, optimizer="adam",
+                               progress=False)
     steps = model.training_examples(corpus, config)
     state = {"samples": 4}
     sampling = ImportanceSampling(model, steps, config, state)
@@ -319,7 +330,8 @@ def test_algorithm_4_undoes_a_block_with_the_streams_state_and_adam_moments():
     chunk = np.ascontiguousarray(steps[np.arange(len(steps))])
     updates = -(-len(chunk) // 3)
     network.train(chunk, sgd_steps(3, np.full(updates, 0.5), np.ones(updates, np.float32), np.ones(updates, np.float32),
-                                   sampling=Draws(4, sampling.proposal, 1), adam=ADAM, clip=config.clip))
+                                   sampling=Draws(4, sampling.proposal, 1), clip=config.settings.clip,
+                                   roles=ROLES(model, config.settings)))
     model.params["V"] *= 40  # and a block that made things worse
     assert sampling.end_round(model, [(-50.0, 10, 10.0)], 120, state, last=True) == (-50.0, 120, 0)
     assert state["samples"] == 8
@@ -395,13 +407,13 @@ def test_training_in_two_chunks_equals_one_pass(optimizer):
     results = []
     for cuts in ([len(rows)], [8, len(rows) - 8]):
         model = random_model("lstm", {"peephole": True})
-        network = model._network(2, 4, trainable=True, adam=optimizer == "adam")
+        network = model._network(2, 4, trainable=True, adam=ADAM if optimizer == "adam" else None)
         start = 0
         for size in cuts:
             updates = -(-size // 4)
             network.train(rows[start:start + size], sgd_steps(4, np.full(updates, 0.01), np.full(updates, 0.999, np.float32),
                                                               np.ones(updates, np.float32), clip=0.5,
-                                                              adam=ADAM if optimizer == "adam" else None))
+                                                              roles=ROLES(model, None)))
             start += size
         results.append(model.params)
     for name in results[0]:
@@ -437,8 +449,8 @@ def test_an_lstm_matches_a_bracket_twenty_words_back_where_a_5gram_cannot():
     test = Corpus.from_lines(bracket_sentences(60, 2), vocab)
     # 32 units learn it from every seed tried (16 from some: the test hung on rounding)
     lstm = ARCHITECTURES["lstm"].initial(vocab, features=8, hidden=32, seed=1)
-    config = TrainingConfig(epochs=30, lr=0.01, optimizer="adam", streams=16, bptt=50, clip=1, weight_decay=0,
-                            progress=False)
+    config = TrainingConfig.of(lstm, epochs=30, lr=0.01, optimizer="adam", streams=16, bptt=50, clip=1,
+                               weight_decay=0, progress=False)
     Trainer(lstm, config).run(train)
     kn5 = estimate(NgramCounts.from_corpus(train, 5))
     assert closing_choice(lstm, test) > 0.9
@@ -457,9 +469,9 @@ def test_resumed_run_finishes_like_an_uninterrupted_one(toy_texts, tmp_path, cri
 
     def fresh():
         return ARCHITECTURES["lstm"].initial(model_vocab, features=6, hidden=6, layers=2, seed=1)
-    straight = Trainer(fresh(), TrainingConfig(**settings)).run(train, valid)
-    Trainer(fresh(), TrainingConfig(**{**settings, "epochs": 1})).run(train, valid)
-    resumed = Trainer.resume(str(tmp_path / "checkpoint.nplm"), TrainingConfig(**settings))
+    straight = Trainer(fresh(), TrainingConfig.of(RNNModel, **settings)).run(train, valid)
+    Trainer(fresh(), TrainingConfig.of(RNNModel, **{**settings, "epochs": 1})).run(train, valid)
+    resumed = Trainer.resume(str(tmp_path / "checkpoint.nplm"), TrainingConfig.of(RNNModel, **settings))
     os.truncate(tmp_path / "checkpoint.nplm", 0)  # by another program, in place: a memory map of it would fault
     resumed = resumed.run(train, valid)
     for name in straight.params:

@@ -12,8 +12,8 @@ from conftest import assert_one_line_error, run_nplm, scored_as_ppl_says
 from nplmtk.corpus import Corpus
 from nplmtk.models import ARCHITECTURES
 from nplmtk.neural.optimizer import Optimizer, sgd_steps, update_schedule
-from nplmtk.neural.recurrent import stream_rows
-from nplmtk.neural.regularisation import nonmonotone_trigger, random_segment_lengths
+from nplmtk.neural.recurrent import RecurrentSettings, RNNModel, stream_rows
+from nplmtk.neural.regularisation import Regularisers, nonmonotone_trigger, random_segment_lengths
 from nplmtk.neural.train import Trainer, TrainingConfig
 from test_recurrent import TEXT, VOCAB, random_model
 
@@ -44,12 +44,12 @@ def test_a_chunk_ends_in_a_short_segment_only_when_the_draws_leave_half_of_one()
 
 def test_the_optimizer_draws_a_chunks_lengths_again_on_resuming():
     model = random_model("lstm", {})
-    optimizer = Optimizer(model, TrainingConfig(bptt=10, random_bptt=True, weight_decay=0.01, seed=3))
+    optimizer = Optimizer(model, TrainingConfig.of(model, bptt=10, random_bptt=True, weight_decay=0.01, seed=3))
     steps = optimizer.steps(500, first_update=7)
     assert steps.lengths.sum() == 500 and steps.rates.shape == (1, len(steps.lengths))
     np.testing.assert_array_equal(optimizer.steps(500, first_update=7).lengths, steps.lengths)
     assert not np.array_equal(optimizer.steps(500, first_update=8).lengths[:5], steps.lengths[:5])
-    assert Optimizer(model, TrainingConfig(bptt=10)).steps(500).lengths is None
+    assert Optimizer(model, TrainingConfig.of(model, bptt=10)).steps(500).lengths is None
 
 
 def test_update_schedule_of_sizes_is_that_of_batches_when_they_are_equal():
@@ -67,19 +67,21 @@ def test_segments_of_given_lengths_train_as_one_update_each():
     rows, _ = stream_rows(Corpus.from_lines(TEXT * 3, VOCAB), 2, VOCAB)
     lengths = np.array([3, 6, 1, 5, 4, 6, 2, 6, 6, 4], dtype=np.int32)
     assert lengths[:-1].sum() < len(rows) <= lengths.sum()
-    regularisation = TrainingConfig(dropout_input=0.2, dropout_output=0.3, weight_drop=0.3, ar=1, tar=1)
+    regularisers = Regularisers.of(RecurrentSettings(dropout_input=0.2, dropout_output=0.3, weight_drop=0.3, ar=1,
+                                                     tar=1))
     results = []
     for together in (True, False):
         model = random_model("lstm", {"layers": 2})
-        network = model._network(2, 6, trainable=True, regularisation=regularisation, seed=3)
+        network = model._network(2, 6, trainable=True, regularisers=regularisers, seed=3)
+        roles = model.array_roles(None)
         if together:
             network.train(rows, sgd_steps(4, np.full(len(lengths), 0.01), None, np.ones(len(lengths), np.float32),
-                                          clip=0.5, lengths=lengths))
+                                          clip=0.5, lengths=lengths, roles=roles))
         else:
             start = 0
             for size in lengths:
                 part = np.ascontiguousarray(rows[start:start + size])
-                network.train(part, sgd_steps(len(part), [0.01], None, [1.0], clip=0.5))
+                network.train(part, sgd_steps(len(part), [0.01], None, [1.0], clip=0.5, roles=roles))
                 start += size
         results.append(model.params)
     for name in results[0]:
@@ -106,7 +108,7 @@ def test_nt_asgd_validates_and_keeps_the_mean_of_the_parameters_after_each_round
     folder, vocab = toy_texts
     train, valid = (Corpus.read(str(folder / f"{name}.txt"), vocab) for name in ("train", "valid"))
     model = ARCHITECTURES["lstm"].initial(vocab, features=6, hidden=6, seed=1)
-    trainer = Trainer(model, TrainingConfig(epochs=3, lr=0.05, streams=4, bptt=5, optimizer="nt-asgd", patience=1,
+    trainer = Trainer(model, TrainingConfig.of(model, epochs=3, lr=0.05, streams=4, bptt=5, optimizer="nt-asgd", patience=1,
                                             dropout_output=0.2, random_bptt=True, progress=False))
     monkeypatch.setattr(train_module, "nonmonotone_trigger", lambda ppls, interval: True)
     snapshots, averaged = [], trainer._average_parameters
@@ -151,10 +153,10 @@ def test_a_resumed_nt_asgd_run_finishes_like_an_uninterrupted_one(toy_texts, tmp
 
     def fresh():
         return ARCHITECTURES["lstm"].initial(vocab, features=6, hidden=6, layers=2, seed=1)
-    straight = Trainer(fresh(), TrainingConfig(**settings))
+    straight = Trainer(fresh(), TrainingConfig.of(RNNModel, **settings))
     straight.run(train, valid)
-    Trainer(fresh(), TrainingConfig(**{**settings, "epochs": 2})).run(train, valid)
-    resumed = Trainer.resume(str(tmp_path / "checkpoint.nplm"), TrainingConfig(**settings))
+    Trainer(fresh(), TrainingConfig.of(RNNModel, **{**settings, "epochs": 2})).run(train, valid)
+    resumed = Trainer.resume(str(tmp_path / "checkpoint.nplm"), TrainingConfig.of(RNNModel, **settings))
     assert resumed.average is not None
     resumed.run(train, valid)
     for name in straight.model.params:

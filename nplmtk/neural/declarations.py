@@ -1,9 +1,10 @@
 """What an architecture declares about itself, as plain data (fairseq's `add_args`, without
 its parser): its options (`Option`: name, kind, domain, default, help, and where the value
-goes) and its capabilities (`Capabilities`: what the trainer and the scorer may ask of it).
-A model class holds them as `OPTIONS` and `CAPABILITIES`; `nplm train-nplm` builds its flags
-from them, the trainer and `nplm ppl` read them instead of looking for methods. No click here:
-the CLI turns an Option into a flag (cli/train.py)."""
+goes), its capabilities (`Capabilities`: what the trainer and the scorer may ask of it), its
+own training settings (a `Settings` dataclass) and the role of each of its arrays (`Role`).
+A model class holds them as `OPTIONS`, `CAPABILITIES`, `SETTINGS` and `array_roles`; `nplm
+train-nplm` builds its flags from them, the trainer and `nplm ppl` read them instead of
+looking for methods or names. No click here: the CLI turns an Option into a flag (cli/train.py)."""
 from dataclasses import dataclass, replace
 
 CRITERIA = ("full", "is", "is-adaptive")  # the trainer's: exact softmax gradient, importance sampling
@@ -19,7 +20,8 @@ class Option:
     `choices_from`, only those of the architecture's Capabilities field of that name),
     "blocks" (BLOCK=VALUE,... repeatable, VALUE a "real" of the domain) or "text".
     `target` "network": a keyword of the model's `initial`; "training": a field of
-    TrainingConfig. Its name there is `key`, or the option's name with '_' for '-'."""
+    TrainingConfig (every architecture's); "settings": a field of the architecture's own
+    `SETTINGS`. Its name there is `key`, or the option's name with '_' for '-'."""
     name: str
     kind: str
     help: str
@@ -51,10 +53,42 @@ class Capabilities:
     criteria: tuple = ("full",)  # "is", "is-adaptive": its kernel has train_sampled
     mpi_modes: tuple = ("data",)  # "param": it has output_block(rows, capacity)
     optimizers: tuple = ("sgd",)
-    parameter_blocks: bool = False  # blocks(), BLOCKS and is_bias(): a schedule per block
+    parameter_blocks: bool = False  # blocks() and BLOCKS: a schedule per block (each block's role its array's)
     worker_state: bool = False  # its training networks carry state from chunk to chunk (`carried`): checkpoints keep it
-    recurrent_state: bool = False  # ... the streams' state, which a new pass resets (`reset()`)
+    # its examples are steps of word streams, whose state its training networks carry and a new
+    # pass resets (`reset()`); the one way to say a model is recurrent (NeuralModel.RECURRENT reads it)
+    recurrent_state: bool = False
     oov_estimate: bool = False  # logprobs_estimating_oov (ppl -oov-estimate)
+
+
+@dataclass(frozen=True)
+class Role:
+    """What the optimizer does with one parameter array (`array_roles`), handed to the kernels
+    in Steps.roles: a weight or a bias; kept fixed (`frozen`: rate 0, not stepped); scaled by
+    the weight decay (`decayed`: the weights, and the biases when asked)."""
+    bias: bool = False
+    frozen: bool = False
+    decayed: bool = True
+
+
+@dataclass
+class Settings:
+    """An architecture's own training settings (its options of target "settings", as the
+    fields of a subclass: TrainingConfig.settings). The Optimizer asks them, by these methods,
+    for what they add to a chunk's Steps; the base has no fields and adds nothing."""
+
+    def gradient_cap(self):
+        """The cap on the gradient's norm per word that its kernel applies (Steps.clip; 0: none)."""
+        return 0.0
+
+    def segment_lengths(self, examples, per_update, seed, first_update):
+        """Each update's examples for a chunk (Steps.lengths), or None: per_update each."""
+        return None
+
+    def gradient_scales(self):
+        """The names of those given that scale the gradient besides the rate (named when
+        training diverges)."""
+        return ()
 
 
 def declare(base, *added, drop=(), defaults=None):

@@ -5,19 +5,20 @@ word by a gate s_i = 2 logistic(B^T h + gate_bias) of the hidden layer h =
 logistic(A^T f + a) over the context features f; Model 2 (eq. 4) adds S^T h to p;
 Model 3 (eq. 5) does both (cython_ext/lbl_kernels.pyx). Trained with the exact softmax
 or by importance sampling (the score is an energy); each parameter block may have its
-own rate, momentum and weight decay (sec. 3: TrainingConfig's block_* settings). With
+own rate, momentum and weight decay (sec. 3: its LBLSettings' block_* settings). With
 `output` "hs" the hierarchical softmax over the Huffman tree of the training counts (node
 rows Vn and biases bn, no b) replaces the softmax over b_w + r(w) . p; with "class" the
 class-factored softmax p(c(w) | p) p(w | c(w), p) over `classes` classes by frequency
 (class rows Vc and biases bc; the words' rows stay R's and b's):
 cython_ext/lbl_factored_kernels.pyx."""
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..errors import ParameterError
-from .declarations import CRITERIA, MPI_MODES, OUTPUT_LAYERS, Capabilities, Option, declare
+from .declarations import CRITERIA, MPI_MODES, OUTPUT_LAYERS, Capabilities, Option, Role, declare
 from .network import SCORING_BATCH, NeuralModel, check_parameters_fit, uniform_initialiser
+from .optimizer import BlockSettings
 from .word_classes import class_lists
 
 # "small random values" (sec. 3) for A, so that the gates start at exactly 1
@@ -25,8 +26,17 @@ GATING_INIT = 0.01
 WEIGHT_BLOCKS = ("R", "C", "A", "B", "S", "Vn", "Vc")  # the others are biases
 IN_PLACE_BLOCKS = ("R", "b", "Vn", "bn")  # the factored output layers step a few rows of these, without momentum
 
-# Each block's rate, momentum and weight decay (sec. 3): TrainingConfig's, which block_schedule reads.
-BLOCK_OPTIONS = tuple(replace(option, target="training") for option in (
+
+
+@dataclass
+class LBLSettings(BlockSettings):
+    """The log-bilinear family's own training settings: each block's (BlockSettings, which
+    the Optimizer's block_schedule reads), and R kept fixed (its role `frozen`)."""
+    freeze_features: bool = False
+
+
+# Each block's rate, momentum and weight decay (sec. 3): LBLSettings' fields.
+BLOCK_OPTIONS = tuple(replace(option, target="settings") for option in (
     Option("momentum", "real", "Momentum of every parameter block (sec. 3: 0.5 for C, 0.9 for the others with 100 "
            "hidden units, 0.8 with 200-300, 0.5 with 500).", 0.0, low=0, high=1, high_open=True),
     Option("block-lr", "blocks", "A block's own eps0 (blocks R C d b A a B gate_bias S; sec. 3: C=1e-3, A=1e-1, "
@@ -53,6 +63,7 @@ class LBLModel(NeuralModel):
     ACTIVATIONS = ("linear",)
     CAPABILITIES = Capabilities(outputs=OUTPUT_LAYERS, criteria=CRITERIA, mpi_modes=MPI_MODES,
                                 parameter_blocks=True, worker_state=True)  # momentum's velocities
+    SETTINGS = LBLSettings
     OPTIONS = declare(NeuralModel.OPTIONS, *BLOCK_OPTIONS, drop=("h", "direct", "activation"))
     FEATURES = "R"  # the C_i are m x m matrices
     GATED = False  # Models 1 and 3: gates s_i on the context words
@@ -143,22 +154,29 @@ class LBLModel(NeuralModel):
     def blocks(self):
         return [name for name in self.BLOCKS if name in self.params]
 
-    @staticmethod
-    def is_bias(block):
-        return block not in WEIGHT_BLOCKS
+    def array_roles(self, settings):
+        """Each block's role: the weights (WEIGHT_BLOCKS) decayed, the biases only with
+        decay_biases; R frozen with freeze_features."""
+        roles = {}
+        for name in self.params:
+            frozen = name == self.FEATURES and settings.freeze_features
+            roles[name] = Role(bias=name not in WEIGHT_BLOCKS, frozen=frozen,
+                               decayed=not frozen and (name in WEIGHT_BLOCKS or settings.decay_biases))
+        return roles
 
     def check_training(self, config):
+        settings = config.settings_for(self)
         if self.output != "full" and (config.criterion != "full" or config.mpi == "param"):
             raise ParameterError(f"{{output}} {self.output} trains with its exact gradient, on whole models: not "
                                  "with {criterion} is* nor {mpi} param")
-        if config.criterion != "full" and (config.momentum or any(config.block_momentum.values())):
+        if config.criterion != "full" and (settings.momentum or any(settings.block_momentum.values())):
             raise ParameterError("{momentum} applies to the exact softmax gradient: give {criterion} full "
                                  "or no momentum")
         if self.output != "full":
+            roles = self.array_roles(settings)
             moving = [name for name in IN_PLACE_BLOCKS if name in self.params
-                      and config.block_momentum.get(name, config.momentum) != 0
-                      and config.block_lr.get(name, config.lr) != 0
-                      and not (name == "R" and config.freeze_features)]
+                      and settings.block_momentum.get(name, settings.momentum) != 0
+                      and settings.block_lr.get(name, config.lr) != 0 and not roles[name].frozen]
             if moving:
                 raise ParameterError(f"{{output}} {self.output} steps a few rows of {', '.join(moving)} in place, "
                                      "without momentum: give them {block_momentum} "

@@ -11,7 +11,7 @@ from .. import container
 from ..errors import InputError, ParameterError
 from ..lm import LanguageModel
 from .blas import blas_thread_count, on_workers
-from .declarations import OUTPUT_LAYERS, TRAINING_OPTIONS, Capabilities, Option
+from .declarations import OUTPUT_LAYERS, TRAINING_OPTIONS, Capabilities, Option, Role, Settings
 from .huffman import huffman_tree, tree_paths
 from .word_classes import frequency_classes
 
@@ -55,6 +55,14 @@ def distinct_rows(rows):
     return np.ascontiguousarray(ordered[starts], dtype=np.int32), where
 
 
+class _Recurrent:
+    """NeuralModel.RECURRENT, of a class or a model: its CAPABILITIES.recurrent_state, the one
+    place that says it (read by the lattice decoder)."""
+
+    def __get__(self, model, model_class):
+        return model_class.CAPABILITIES.recurrent_state
+
+
 class NeuralModel(LanguageModel):
     """A network whose parameters are `params` (name -> float32 array) and whose shape is
     `meta` (the keys in `ARCHITECTURE`). A subclass gives:
@@ -69,16 +77,20 @@ class NeuralModel(LanguageModel):
       the trainer's and the network's, the latter keywords of its `initial`), and
       `CAPABILITIES`, what it has beyond this protocol (output layers, criteria, MPI modes,
       parameter blocks and their `output_block`, state carried by its training networks);
+    - `SETTINGS`, the dataclass of its own training settings (declarations.Settings: the
+      fields of its options of target "settings"), and `array_roles(settings)`, each array's
+      role (declarations.Role) for the optimizer and the kernels;
     - optionally `check_training(config)`.
     """
 
     arch = None
     summary = ""
-    RECURRENT = False  # examples are steps of word streams, not windows (nplmtk.neural.recurrent)
+    RECURRENT = _Recurrent()  # examples are steps of word streams, not windows (CAPABILITIES.recurrent_state)
     FEATURES = "C"  # the array of the words' feature vectors (|V| x m)
     ARCHITECTURE = ("features", "hidden", "direct", "bias")  # the meta keys that shape the network
     ACTIVATIONS = ("tanh",)  # the hidden activations its files may name
     CAPABILITIES = Capabilities()
+    SETTINGS = Settings  # none of its own
     OPTIONS = TRAINING_OPTIONS + (
         Option("order", "int", "n: the network sees the n-1 previous words.", 5, low=2, high=MAX_ORDER),
         Option("m", "int", "Word feature dimension.", 30, low=1, key="features"),
@@ -127,6 +139,17 @@ class NeuralModel(LanguageModel):
             class_of = frequency_classes(counts, classes or max(1, round(len(vocab) ** 0.5)))
             meta.update(classes=int(class_of.max()) + 1, class_of=class_of.tolist())
         return meta
+
+    @classmethod
+    def bias_arrays(cls, shape):
+        """The names of its bias arrays (every other array is a weight), for a network of `shape` (meta)."""
+        return {"b", "d", "bn", "bc"}
+
+    def array_roles(self, settings):
+        """Each array's role (declarations.Role) under the architecture's `settings`: the
+        weights decayed, the biases (bias_arrays) not, none frozen."""
+        biases = self.bias_arrays(self.meta)
+        return {name: Role(bias=name in biases, decayed=name not in biases) for name in self.params}
 
     def output_touches_few_rows(self):
         """Whether an update reads and steps only a few rows of the output layer (the
@@ -357,9 +380,10 @@ class NeuralModel(LanguageModel):
         if vocab is None or len(vocab) < 3:
             raise InputError(f"{cls.arch} network without a vocabulary", path=path)
         order = meta.get("order")
-        if cls.RECURRENT and order is not None:
+        recurrent = cls.CAPABILITIES.recurrent_state
+        if recurrent and order is not None:
             raise InputError(f"{cls.arch} network with an order ({order!r}): recurrent models have none", path=path)
-        if not cls.RECURRENT and (type(order) is not int or not 2 <= order <= MAX_ORDER):
+        if not recurrent and (type(order) is not int or not 2 <= order <= MAX_ORDER):
             raise InputError(f"{cls.arch} network of order {order!r} (an integer from 2 to {MAX_ORDER})", path=path)
         activation = meta.get("activation", "tanh")
         if activation not in cls.ACTIVATIONS:

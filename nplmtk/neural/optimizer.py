@@ -6,22 +6,25 @@ protocol").
 - SGD with the rate eps_t = eps0 / (1 + r t) of update t (Bengio et al. 2003, sec. 4),
   eps0 halved by each epoch without progress under -lr-halve (`halve`, `lr_scale`);
 - weight decay lambda: 1 - eps_t lambda on the rows of C an update touches, and on the
-  dense weights in bulk every DENSE_DECAY_PERIOD examples (not the biases);
-- for a model with parameter blocks (the log-bilinear family, Zhang et al. sec. 3): each
-  block's rate, weight decay and momentum, a frozen block at rate 0;
-- Adam (Kingma & Ba 2015) for the recurrent models, and the cap on the gradient's norm
-  per word (-clip), which their kernel applies with these numbers;
-- with -random-bptt, a recurrent chunk's segment lengths (regularisation.py), drawn from
-  the seed and the chunk's first update.
+  arrays whose role is `decayed` (the model's `array_roles`: the weights) in bulk every
+  DENSE_DECAY_PERIOD examples; each array's role goes to the kernel in Steps.roles;
+- for a model with parameter blocks (the log-bilinear family, Zhang et al. sec. 3: its
+  settings a BlockSettings): each block's rate, weight decay and momentum, a `frozen` block
+  at rate 0;
+- Adam (Kingma & Ba 2015) for the recurrent models (`adam_of`: its numbers, given to their
+  kernel once, when it is built);
+- what the architecture's own settings add (declarations.Settings): the cap on the
+  gradient's norm per word, and a recurrent chunk's segment lengths under -random-bptt
+  (regularisation.py), drawn from the seed and the chunk's first update.
 """
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 
 import numpy as np
 
 from ..errors import ParameterError
-from .regularisation import random_segment_lengths
+from .declarations import Settings
 
 # Examples between bulk decays of the dense weights (U, H, W): the full softmax touches
 # them at every update anyway; the sampled steps, and those of the factored output layers
@@ -56,6 +59,25 @@ class Draws:
     seed: int
 
 
+def adam_of(config):
+    """Adam's numbers when config.optimizer is "adam", else None (SGD): what a recurrent
+    model's training networks are built with (their kernel then steps by Adam every chunk)."""
+    return Adam() if config.optimizer == "adam" else None
+
+
+@dataclass
+class BlockSettings(Settings):
+    """The settings of a model with parameter blocks (the log-bilinear family, Zhang et al.
+    sec. 3), which block_schedule reads: each block's rate (eps0 scaled as eps0 is), momentum
+    and weight decay, by block name; with decay_biases the weight decay applies to the biases
+    too (their role `decayed`)."""
+    momentum: float = 0.0  # every block's, unless block_momentum names it
+    block_lr: dict = field(default_factory=dict)
+    block_momentum: dict = field(default_factory=dict)
+    block_weight_decay: dict = field(default_factory=dict)
+    decay_biases: bool = False
+
+
 @dataclass
 class Steps:
     """A chunk's updates as a kernel takes them (cython_ext/batch_driver.pxd walks them)."""
@@ -64,17 +86,17 @@ class Steps:
     row_keep: np.ndarray    # float32 (updates,): 1 - eps_t lambda for the rows of C an update touches
     dense_keep: np.ndarray  # float32 (blocks, updates): bulk decay after update u (1: none)
     momentum: np.ndarray    # float32 (blocks,)
-    adam: Adam = None       # None: SGD
     clip: float = 0.0       # the gradient's norm capped at this per word (0: no cap)
     sampling: Draws = None  # None: the exact gradient; else importance sampling's draws
     lengths: np.ndarray = None  # int32 (updates,): each update's examples (segments of random lengths); None: batch
+    roles: dict = None      # array name -> declarations.Role (the model's array_roles)
 
     @property
     def updates(self):
         return self.rates.shape[1]
 
 
-def sgd_steps(batch, rates, row_keep, dense_keep, momentum=None, sampling=None, adam=None, clip=0.0, lengths=None):
+def sgd_steps(batch, rates, row_keep, dense_keep, momentum=None, sampling=None, clip=0.0, lengths=None, roles=None):
     """Steps from update_schedule's numbers (1-D) or block_schedule's (2-D)."""
     rates = np.ascontiguousarray(np.atleast_2d(rates), dtype=np.float64)
     dense_keep = np.ascontiguousarray(np.atleast_2d(dense_keep), dtype=np.float32)
@@ -83,7 +105,7 @@ def sgd_steps(batch, rates, row_keep, dense_keep, momentum=None, sampling=None, 
     if momentum is None:
         momentum = np.zeros(rates.shape[0], dtype=np.float32)
     return Steps(batch, rates, np.ascontiguousarray(row_keep, dtype=np.float32), dense_keep,
-                 np.ascontiguousarray(momentum, dtype=np.float32), adam, clip, sampling, lengths)
+                 np.ascontiguousarray(momentum, dtype=np.float32), clip, sampling, lengths, roles)
 
 
 def walk(steps, count):
@@ -102,10 +124,9 @@ class Optimizer:
 
     def __init__(self, model, config, state=None):
         self.model, self.config = model, config
+        self.settings = config.settings_for(model)  # the architecture's own
+        self.roles = model.array_roles(self.settings)
         self.state = {"lr_scale": 1.0} if state is None else state
-        self.adam = Adam() if config.optimizer == "adam" else None
-        # the gradient's cap applies to the architectures that declare -clip
-        self.clip = config.clip if any(option.name == "clip" for option in model.OPTIONS) else 0.0
 
     @property
     def lr_scale(self):
@@ -117,21 +138,17 @@ class Optimizer:
         self._check_decay_below_rate()
 
     def _check_blocks(self):
-        cfg = self.config
         if not self.model.CAPABILITIES.parameter_blocks:
-            given = [name for name, value in cfg.block_settings().items() if value]
-            if given:
-                raise ParameterError(f"{{{given[0]}}}: the {self.model.arch} network has no parameter blocks")
             return
-        blocks = self.model.blocks()
+        blocks, settings = self.model.blocks(), self.settings
         for setting in ("block_lr", "block_momentum", "block_weight_decay"):
-            for name, value in getattr(cfg, setting).items():
+            for name, value in getattr(settings, setting).items():
                 if name not in blocks:
                     raise ParameterError(f"{{{setting}}}: no block '{name}' in {self.model.arch} "
                                          f"(its blocks: {', '.join(blocks)})")
                 if value < 0 or (setting == "block_momentum" and value >= 1):
                     raise ParameterError(f"{{{setting}}}: {name}={value} is out of range")
-        if not 0 <= cfg.momentum < 1:
+        if not 0 <= settings.momentum < 1:
             raise ParameterError("{momentum} must be in [0, 1)")
 
     def _check_decay_below_rate(self):
@@ -139,11 +156,13 @@ class Optimizer:
         `keep`): with a product above 1 they flip sign, above 2 they blow up and the
         schedule overflows (lr 1000, weight decay 1, batch 512 ended in an OverflowError)."""
         cfg = self.config
-        for block in set(cfg.block_lr) | set(cfg.block_weight_decay) | {None}:
-            rate, decay = cfg.block_lr.get(block, cfg.lr), cfg.block_weight_decay.get(block, cfg.weight_decay)
+        blocks = self.settings if self.model.CAPABILITIES.parameter_blocks else BlockSettings()
+        block_lr, block_weight_decay = blocks.block_lr, blocks.block_weight_decay
+        for block in set(block_lr) | set(block_weight_decay) | {None}:
+            rate, decay = block_lr.get(block, cfg.lr), block_weight_decay.get(block, cfg.weight_decay)
             if rate * decay > 1:
-                rate_name = f"{{block_lr}} {block}=" if block in cfg.block_lr else "{lr} "
-                decay_name = f"{{block_weight_decay}} {block}=" if block in cfg.block_weight_decay else "{weight_decay} "
+                rate_name = f"{{block_lr}} {block}=" if block in block_lr else "{lr} "
+                decay_name = f"{{block_weight_decay}} {block}=" if block in block_weight_decay else "{weight_decay} "
                 raise ParameterError(f"{rate_name}{rate:g} times {decay_name}{decay:g} must be at most 1 (each update "
                                      "scales the weights by 1 - rate x decay)")
 
@@ -165,16 +184,16 @@ class Optimizer:
         period = DENSE_DECAY_PERIOD["sampled" if sampling is not None or model.output_touches_few_rows() else "full"]
         per_update = model.examples_per_update(cfg)
         if model.CAPABILITIES.parameter_blocks:
-            rates, dense_keep, momentum = block_schedule(model, cfg, examples, self.lr_scale, period, first_update,
-                                                         stride)
-            return sgd_steps(per_update, rates, None, dense_keep, momentum, sampling)
-        lengths = None
-        if getattr(cfg, "random_bptt", False):  # the same lengths for a chunk when a run resumes
-            lengths = random_segment_lengths(examples, per_update, np.random.default_rng([cfg.seed, first_update]))
+            rates, dense_keep, momentum = block_schedule(model, cfg, self.settings, self.roles, examples,
+                                                         self.lr_scale, period, first_update, stride)
+            return sgd_steps(per_update, rates, None, dense_keep, momentum, sampling, roles=self.roles)
+        # the same lengths for a chunk when a run resumes: drawn from the seed and its first update
+        lengths = self.settings.segment_lengths(examples, per_update, cfg.seed, first_update)
         rates, row_keep, dense_keep = update_schedule(examples, per_update, self.initial_rate(), cfg.lr_decay,
                                                       cfg.weight_decay, period, first_update, stride=stride,
                                                       sizes=lengths)
-        return sgd_steps(per_update, rates, row_keep, dense_keep, None, sampling, self.adam, self.clip, lengths)
+        return sgd_steps(per_update, rates, row_keep, dense_keep, None, sampling, self.settings.gradient_cap(),
+                         lengths, self.roles)
 
 
 def learning_rates(lr0, lr_decay, updates):
@@ -182,28 +201,28 @@ def learning_rates(lr0, lr_decay, updates):
     return lr0 / (1 + lr_decay * np.asarray(updates, dtype=np.int64))
 
 
-def block_schedule(model, config, examples, lr_scale, dense_decay_period, first_update=0, stride=1):
+def block_schedule(model, config, blocks, roles, examples, lr_scale, dense_decay_period, first_update=0, stride=1):
     """update_schedule for a model with parameter blocks (model.BLOCKS, in the kernel's
-    order): (rates, dense_keep) with one row per block, absent blocks 0 and 1, and each
-    block's momentum. A block's rate is config.block_lr's or eps0 (0 for R with
-    freeze_features), scaled by lr_scale; its weight decay is block_weight_decay's, or
-    weight_decay on the weights (the biases too with decay_biases)."""
-    present = set(model.blocks())
+    order; `blocks` its BlockSettings, `roles` its arrays' roles): (rates, dense_keep) with
+    one row per block, absent blocks 0 and 1, and each block's momentum. A block's rate is
+    blocks.block_lr's or eps0 (0 for a `frozen` block), scaled by lr_scale; its weight decay
+    is block_weight_decay's, or weight_decay on the `decayed` blocks."""
     updates = -(-examples // config.batch)
     rates = np.zeros((len(model.BLOCKS), updates))
     dense_keep = np.ones((len(model.BLOCKS), updates), dtype=np.float32)
     momentum = np.zeros(len(model.BLOCKS), dtype=np.float32)
     schedules = {}  # blocks of the same rate and decay share one schedule
     for row, name in enumerate(model.BLOCKS):
-        if name not in present or (name == "R" and config.freeze_features):
+        role = roles.get(name)
+        if role is None or role.frozen:  # absent, or kept fixed
             continue
-        decay = config.weight_decay if config.decay_biases or not model.is_bias(name) else 0.0
-        settings = (config.block_lr.get(name, config.lr) * lr_scale, config.block_weight_decay.get(name, decay))
+        decay = config.weight_decay if role.decayed else 0.0
+        settings = (blocks.block_lr.get(name, config.lr) * lr_scale, blocks.block_weight_decay.get(name, decay))
         if settings not in schedules:
             schedules[settings] = update_schedule(examples, config.batch, settings[0], config.lr_decay, settings[1],
                                                   dense_decay_period, first_update, stride=stride)
         rates[row], _, dense_keep[row] = schedules[settings]
-        momentum[row] = config.block_momentum.get(name, config.momentum)
+        momentum[row] = blocks.block_momentum.get(name, blocks.momentum)
     return rates, dense_keep, momentum
 
 

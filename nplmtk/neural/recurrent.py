@@ -13,6 +13,7 @@ and in scoring; with "never" the state runs on through the whole text, and scori
 it as a single stream (validation during training as VALIDATION_STREAMS parts)."""
 import contextlib
 import functools
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -20,10 +21,11 @@ from ..lm import LN10
 
 from ..errors import ParameterError
 from .blas import blas_threads, on_workers
-from .declarations import CRITERIA, OPTIMIZERS, OUTPUT_LAYERS, Capabilities, Option, declare
+from .declarations import CRITERIA, OPTIMIZERS, OUTPUT_LAYERS, Capabilities, Option, Settings, declare
 from .network import ACTIVATION_CODES, NeuralModel, check_fits, check_parameters_fit, uniform_initialiser
+from .optimizer import adam_of
 from .output_draws import OutputLayer
-from .regularisation import kernel_settings, longest_segment
+from .regularisation import Regularisers, longest_segment, random_segment_lengths
 from .word_classes import class_lists
 
 RESET_STATES = ("sentence", "never")
@@ -41,38 +43,71 @@ RECURRENT_OPTIONS = (
            "text; scoring follows the model's rule (the -valid text, during training: 10 parts side by side, as "
            "PyTorch's word_language_model and AWD-LSTM score it).", "sentence", choices=RESET_STATES),
     Option("bptt", "int", "Truncated BPTT: one update per this many steps of every stream.", 35, low=1,
-           target="training"),
+           target="settings"),
     Option("streams", "int", "The training text as this many parallel streams (the state carried along each).",
-           32, low=1, target="training"),
+           32, low=1, target="settings"),
     # the kernels keep a unit with probability 1 - p in float32: 0.99999999 rounds to 1 there
     Option("dropout", "real", "Dropout probability on the non-recurrent connections (input features, between "
            "layers, output), a mask per unit and step; the -dropout-input/-hidden/-output options replace it.", 0.0,
-           low=0, high=0.99, target="training"),
+           low=0, high=0.99, target="settings"),
     # AWD-LSTM's regularisers (Merity et al. 2018; nplmtk/neural/regularisation.py)
     Option("dropout-input", "real", "Locked dropout on the input features: a mask per stream and segment, the same "
-           "at every step (AWD-LSTM's dropouti).", 0.0, low=0, high=0.99, target="training"),
+           "at every step (AWD-LSTM's dropouti).", 0.0, low=0, high=0.99, target="settings"),
     Option("dropout-hidden", "real", "Locked dropout between stacked layers (dropouth).", 0.0, low=0, high=0.99,
-           target="training"),
+           target="settings"),
     Option("dropout-output", "real", "Locked dropout on the last layer's output (dropout).", 0.0, low=0,
-           high=0.99, target="training"),
+           high=0.99, target="settings"),
     Option("dropout-embedding", "real", "Embedding dropout: whole words of the input features dropped for a "
-           "segment, the others scaled by 1 / (1 - p) (dropoute).", 0.0, low=0, high=0.99, target="training"),
+           "segment, the others scaled by 1 / (1 - p) (dropoute).", 0.0, low=0, high=0.99, target="settings"),
     Option("weight-drop", "real", "DropConnect on the hidden-to-hidden weights W, a mask per segment (wdrop).", 0.0,
-           low=0, high=0.99, target="training"),
+           low=0, high=0.99, target="settings"),
     Option("ar", "real", "Activation regularisation: this times the mean square of the last layer's dropped "
-           "output, per step (alpha).", 0.0, low=0, target="training"),
+           "output, per step (alpha).", 0.0, low=0, target="settings"),
     Option("tar", "real", "Temporal activation regularisation: this times the mean square of s_t - s_t-1 of the "
-           "last layer, per step within a sentence (beta).", 0.0, low=0, target="training"),
+           "last layer, per step within a sentence (beta).", 0.0, low=0, target="settings"),
     Option("random-bptt", "flag", "Segments of random lengths: -bptt, or half of it 5% of the time, plus normal "
-           "noise of 5 steps (AWD-LSTM's).", target="training"),
+           "noise of 5 steps (AWD-LSTM's).", target="settings"),
     Option("nonmono", "int", "-optimizer nt-asgd: start averaging when the valid ppl is worse than the best of "
            "the epochs more than this many before it.", 5, low=1, target="training"),
     Option("clip", "real", "Cap on the gradient's norm per word of a segment (PyTorch's clip_grad_norm_ of the "
-           "mean loss; 0: none).", 0.25, low=0, target="training"),
+           "mean loss; 0: none).", 0.25, low=0, target="settings"),
     Option("optimizer", "choice", "Plain SGD (the papers'), Adam (Kingma & Ba; -lr is then its step size, e.g. "
            "1e-3) or NT-ASGD (SGD, then the parameters averaged over the updates once the valid ppl stops "
            "improving, -nonmono; Merity et al. 2018).", "sgd", choices=OPTIMIZERS, target="training"),
 )
+
+
+
+
+@dataclass
+class RecurrentSettings(Settings):
+    """A recurrent model's own training settings (its options of target "settings"): truncated
+    BPTT over `streams` parallel streams in segments of `bptt` steps (of random lengths with
+    random_bptt), the gradient's norm per word capped at `clip` (0: no cap), dropout on the
+    non-recurrent connections and AWD-LSTM's regularisers (regularisation.py)."""
+    bptt: int = 35
+    streams: int = 32
+    dropout: float = 0.0
+    clip: float = 0.25
+    dropout_input: float = 0.0
+    dropout_hidden: float = 0.0
+    dropout_output: float = 0.0
+    dropout_embedding: float = 0.0
+    weight_drop: float = 0.0
+    ar: float = 0.0
+    tar: float = 0.0
+    random_bptt: bool = False
+
+    def gradient_cap(self):
+        return self.clip
+
+    def segment_lengths(self, examples, per_update, seed, first_update):
+        if not self.random_bptt:
+            return None
+        return random_segment_lengths(examples, per_update, np.random.default_rng([seed, first_update]))
+
+    def gradient_scales(self):
+        return tuple(name for name in ("ar", "tar") if getattr(self, name))
 
 
 class RNNModel(NeuralModel):
@@ -85,11 +120,11 @@ class RNNModel(NeuralModel):
     ACTIVATIONS = tuple(ACTIVATION_CODES)
     CAPABILITIES = Capabilities(outputs=OUTPUT_LAYERS, criteria=CRITERIA, optimizers=OPTIMIZERS, worker_state=True,
                                 recurrent_state=True)
+    SETTINGS = RecurrentSettings
     # one update per segment of -bptt steps, each a window of every stream: no -order nor -batch;
     # -lr is per word: the gradient is summed over a segment
     OPTIONS = declare(NeuralModel.OPTIONS, *RECURRENT_OPTIONS, drop=("order", "batch"),
                       defaults={"lr": 0.01, "weight-decay": 0.0})
-    RECURRENT = True
     LSTM = False
 
     def __init__(self, vocab, params, order=None, activation="tanh", meta=None):
@@ -134,8 +169,9 @@ class RNNModel(NeuralModel):
         check_parameters_fit(cls, len(vocab), None, meta)
         uniform = uniform_initialiser(seed)
         params = {}
+        biases = cls.bias_arrays(meta)
         for name, shape in cls.array_shapes(len(vocab), None, meta).items():
-            if name[0] in "bdP":  # biases and peepholes start at zero
+            if name in biases or name[0] == "P":  # biases and peepholes start at zero
                 params[name] = np.zeros(shape, dtype=np.float32)
             else:
                 params[name] = uniform(shape, shape[-1])
@@ -152,6 +188,10 @@ class RNNModel(NeuralModel):
         if shape["tie"] and widths:
             widths[-1] = shape["features"]
         return widths
+
+    @classmethod
+    def bias_arrays(cls, shape):
+        return {f"b{layer}" for layer in range(shape["layers"])} | {"d", "bn", "bc"}
 
     @classmethod
     def array_shapes(cls, vocab_size, order, shape):
@@ -191,36 +231,37 @@ class RNNModel(NeuralModel):
 
     # -- the training protocol ----------------------------------------------------------
     def check_training(self, config):
+        settings = config.settings_for(self)
         if config.criterion != "full" and self.output != "full":
             raise ParameterError(f"{{output}} {self.output} trains with its exact gradient: {{criterion}} "
                                  f"{config.criterion} samples the full softmax")
         if config.batch != 1:
             raise ParameterError("{batch}: a recurrent model updates once per {bptt} steps of its {streams} streams")
-        if config.bptt < 1 or config.streams < 1 or config.clip < 0 or config.nonmono < 1:
+        if settings.bptt < 1 or settings.streams < 1 or settings.clip < 0 or config.nonmono < 1:
             raise ParameterError("{bptt}, {streams} and {nonmono} must be at least 1, {clip} at least 0")
         for name in ("dropout", "dropout_input", "dropout_hidden", "dropout_output", "dropout_embedding",
                      "weight_drop"):
-            if not 0 <= getattr(config, name) < 1:
+            if not 0 <= getattr(settings, name) < 1:
                 raise ParameterError(f"{{{name}}} must be in [0, 1)")
-        if config.ar < 0 or config.tar < 0:
+        if settings.ar < 0 or settings.tar < 0:
             raise ParameterError("{ar} and {tar} must be at least 0")
-        if config.dropout_hidden and self.meta["layers"] == 1:
+        if settings.dropout_hidden and self.meta["layers"] == 1:
             raise ParameterError("{dropout_hidden} applies between stacked layers: with one layer give "
                                  "{dropout_output}")
-        if config.dropout > 0 and (config.dropout_input or config.dropout_hidden or config.dropout_output):
+        if settings.dropout > 0 and (settings.dropout_input or settings.dropout_hidden or settings.dropout_output):
             raise ParameterError("{dropout} draws a mask per step on every non-recurrent connection, "
                                  "{dropout_input}, {dropout_hidden} and {dropout_output} one per segment: give one "
                                  "kind")
 
     def training_examples(self, corpus, config):
         """The steps of `streams` parallel streams, gathered chunk by chunk from the corpus."""
-        return corpus.stream_steps(config.streams, self.vocab.unk)
+        return corpus.stream_steps(config.settings_for(self).streams, self.vocab.unk)
 
     def example_order(self, rng, count):
         return np.arange(count)  # in order: each worker carries its streams' state
 
     def examples_per_update(self, config):
-        return config.bptt
+        return config.settings_for(self).bptt
 
     def example_words(self, rows):
         """Targets in the vocabulary: of a chunk's rows, or of all the steps (counted when made)."""
@@ -230,25 +271,26 @@ class RNNModel(NeuralModel):
         """Refuse streams and segments whose buffers cannot fit in memory: of each worker's,
         at least the inputs, the output scores and each layer's states and cells of every
         step of a segment."""
-        meta = self.meta
+        meta, settings = self.meta, config.settings_for(self)
         per_step = meta["features"] + len(self.vocab) + 2 * sum(self.widths(meta))
-        steps = longest_segment(config.bptt, config.random_bptt)
-        check_fits(4 * workers * config.streams * (steps + 1) * per_step,
-                   f"{{streams}} {config.streams} x {{bptt}} {config.bptt} ({workers} worker{'s' if workers > 1 else ''})")
+        steps = longest_segment(settings.bptt, settings.random_bptt)
+        check_fits(4 * workers * settings.streams * (steps + 1) * per_step,
+                   f"{{streams}} {settings.streams} x {{bptt}} {settings.bptt} ({workers} worker{'s' if workers > 1 else ''})")
 
     def training_network(self, config, worker):
-        return self._network(config.streams, longest_segment(config.bptt, config.random_bptt), True,
-                             config, config.seed * 1000 + worker, config.optimizer == "adam")
+        settings = config.settings_for(self)
+        return self._network(settings.streams, longest_segment(settings.bptt, settings.random_bptt), True,
+                             Regularisers.of(settings), config.seed * 1000 + worker, adam_of(config))
 
-    def _network(self, streams, capacity, trainable=False, regularisation=None, seed=1, adam=False):
-        """A kernel network (rnn_kernels.RecurrentNetwork); `regularisation`, a TrainingConfig
-        whose dropouts and penalties the network applies when training (None: none)."""
+    def _network(self, streams, capacity, trainable=False, regularisers=None, seed=1, adam=None):
+        """A kernel network (rnn_kernels.RecurrentNetwork); `regularisers` (regularisation.
+        Regularisers) those the network applies when training (None: none), `adam` Adam's
+        numbers (optimizer.Adam; None: SGD)."""
         from .._ext.rnn_kernels import RecurrentNetwork
         meta = self.meta
         return RecurrentNetwork(self.params, meta["layers"], self.LSTM, ACTIVATION_CODES[self.activation], streams,
                                 capacity, meta["reset_state"] == "sentence", self.vocab.bos,
-                                None if regularisation is None else kernel_settings(regularisation), seed,
-                                trainable, adam, class_lists(meta["class_of"]) if meta.get("classes") else None,
+                                regularisers, seed, trainable, adam, class_lists(meta["class_of"]) if meta.get("classes") else None,
                                 self.hs_paths() if meta.get("hs") else None)
 
     # -- scoring --------------------------------------------------------------------------

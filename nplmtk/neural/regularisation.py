@@ -13,6 +13,8 @@ loops in cython_ext/rnn_kernels.pyx.
 - the random BPTT length, sec. 4.1 (`random_segment_lengths`);
 - NT-ASGD, sec. 3 (`nonmonotone_trigger`; the trainer averages).
 """
+from dataclasses import dataclass
+
 import numpy as np
 
 RANDOM_BPTT_HALF = 0.05  # a segment is bptt / 2 long (before the noise) with this probability
@@ -21,14 +23,30 @@ RANDOM_BPTT_SHORTEST = 5  # no segment shorter (AWD-LSTM's max(5, ...)), unless 
 RANDOM_BPTT_SPREAD = 4  # no segment longer than bptt + this many standard deviations (the buffers')
 
 
-def kernel_settings(config):
-    """What the recurrent kernel takes of a TrainingConfig (rnn_kernels.RecurrentNetwork):
-    the dropouts on the input features, between layers and on the output (-dropout's, a
-    mask per value and step, or the locked ones that replace it), embedding dropout, weight
-    drop, AR, TAR, and whether the masks are locked."""
-    per_step = config.dropout
-    return (per_step or config.dropout_input, per_step or config.dropout_hidden, per_step or config.dropout_output,
-            config.dropout_embedding, config.weight_drop, config.ar, config.tar, per_step == 0)
+@dataclass(frozen=True)
+class Regularisers:
+    """What the recurrent kernel applies when training (rnn_kernels.RecurrentNetwork's
+    `regularisers`, its struct Regularisers): the dropouts on the input features, between
+    layers and on the output, embedding dropout, weight drop, AR, TAR, and whether the
+    dropouts' masks are locked (one per stream and segment) or one per step."""
+    dropout_input: float = 0.0
+    dropout_hidden: float = 0.0
+    dropout_output: float = 0.0
+    dropout_embedding: float = 0.0
+    weight_drop: float = 0.0
+    ar: float = 0.0
+    tar: float = 0.0
+    locked: bool = True
+
+    @classmethod
+    def of(cls, settings):
+        """A recurrent model's settings (recurrent.RecurrentSettings) as the kernel takes them:
+        -dropout's mask per value and step on every non-recurrent connection, or the locked
+        ones that replace it."""
+        per_step = settings.dropout
+        return cls(per_step or settings.dropout_input, per_step or settings.dropout_hidden,
+                   per_step or settings.dropout_output, settings.dropout_embedding, settings.weight_drop, settings.ar,
+                   settings.tar, per_step == 0)
 
 
 def longest_segment(bptt, random):

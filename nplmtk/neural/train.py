@@ -17,7 +17,7 @@ import time
 import warnings
 from collections import namedtuple
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, fields, replace
 
 import numpy as np
 
@@ -28,7 +28,7 @@ from ..io import open_output
 from ..lm import perplexity_of
 from ..models import CHECKPOINT_KIND, checkpoint_model
 from .blas import blas_threads
-from .declarations import CRITERIA, MPI_MODES, OPTIMIZERS
+from .declarations import CRITERIA, MPI_MODES, OPTIMIZERS, Settings
 from .optimizer import Draws, Optimizer
 from .parallel import ParameterAverager, ParamParallelNetwork
 from .regularisation import nonmonotone_trigger
@@ -75,39 +75,31 @@ class TrainingConfig:
     tiny_set: int = 1000  # is-adaptive: training examples whose exact ppl is checked
     proposal: str = "unigram"  # Q for importance sampling: "unigram" or "bigram"
     lr_halve: bool = False  # not in the paper: an epoch without progress restarts from the best at eps0 / 2
-    # Models with parameter blocks (the log-bilinear family, Zhang et al. sec. 3): each
-    # block's rate (eps0 scaled as eps0 is), momentum and weight decay, by block name.
-    momentum: float = 0.0  # every block's, unless block_momentum names it
-    block_lr: dict = field(default_factory=dict)
-    block_momentum: dict = field(default_factory=dict)
-    block_weight_decay: dict = field(default_factory=dict)
-    decay_biases: bool = False  # weight_decay on the biases too (not only on the weights)
-    freeze_features: bool = False  # R kept fixed
-    # Recurrent models: truncated BPTT over `streams` parallel streams in segments of
-    # `bptt` steps, dropout on the non-recurrent connections, the gradient's norm per
-    # word capped at `clip` (0: no cap).
-    bptt: int = 35
-    streams: int = 32
-    dropout: float = 0.0
-    clip: float = 0.25
-    optimizer: str = "sgd"  # or "adam", "nt-asgd" (recurrent models; -lr is then Adam's step size)
-    # AWD-LSTM's regularisers (regularisation.py): locked dropouts, embedding dropout, weight
-    # drop, AR, TAR, segments of random lengths; NT-ASGD's non-monotone interval
-    dropout_input: float = 0.0
-    dropout_hidden: float = 0.0
-    dropout_output: float = 0.0
-    dropout_embedding: float = 0.0
-    weight_drop: float = 0.0
-    ar: float = 0.0
-    tar: float = 0.0
-    random_bptt: bool = False
-    nonmono: int = 5
+    optimizer: str = "sgd"  # or "adam", "nt-asgd" (those of the architecture's CAPABILITIES.optimizers)
+    nonmono: int = 5  # NT-ASGD's non-monotone interval (regularisation.nonmonotone_trigger)
+    # the architecture's own settings (its SETTINGS: declarations.Settings; None: its defaults),
+    # e.g. a recurrent model's bptt, streams and regularisers, the log-bilinear family's blocks
+    settings: Settings = None
 
-    def block_settings(self):
-        """The settings that need a model with parameter blocks."""
-        return {"momentum": self.momentum != 0, "block_lr": self.block_lr, "block_momentum": self.block_momentum,
-                "block_weight_decay": self.block_weight_decay, "decay_biases": self.decay_biases,
-                "freeze_features": self.freeze_features}
+    @classmethod
+    def of(cls, model, **values):
+        """A config for `model` (a model or its class) from keywords of both kinds: the
+        trainer's fields, and the architecture's own settings (model.SETTINGS's fields)."""
+        own = {name: values.pop(name) for name in list(values) if name in _fields(model.SETTINGS)}
+        return cls(**values, settings=model.SETTINGS(**own))
+
+    def settings_for(self, model):
+        """The architecture's own settings: those given, or (None) its defaults."""
+        if self.settings is None:
+            return model.SETTINGS()
+        if not isinstance(self.settings, model.SETTINGS):
+            raise ParameterError(f"{{settings}}: a {type(self.settings).__name__}, not the "
+                                 f"{model.SETTINGS.__name__} of {model.arch}")
+        return self.settings
+
+
+def _fields(settings_class):
+    return {f.name for f in fields(settings_class)}
 
 
 class Trainer:
@@ -118,7 +110,8 @@ class Trainer:
         output layer split across them (sec. 3.2), or data-parallel shards with parameter
         averaging. Only its rank 0 writes checkpoints and the log."""
         self.model = model
-        self.config = config
+        self.config = replace(config, settings=config.settings_for(model))  # the architecture's, or its defaults
+        config = self.config
         self.comm = comm
         self.writer = comm is None or comm.rank == 0
         self.state = {"epoch": 0, "round": 0, "updates": 0, "best_valid": None, "bad_epochs": 0,
@@ -371,7 +364,7 @@ class Trainer:
         cfg, state = self.config, self.state
         train_ppl = perplexity_of(logp_sum / max(seen, 1))
         if not math.isfinite(train_ppl):  # before this epoch's checkpoint: the last one keeps the epoch before
-            given = [f"{{{name}}}" for name in ("ar", "tar") if getattr(cfg, name)]  # they scale the gradients too
+            given = [f"{{{name}}}" for name in cfg.settings.gradient_scales()]  # they scale the gradients too
             raise ParameterError(f"training diverged in epoch {state['epoch'] + 1}: the training perplexity is "
                                  f"not finite (try a lower {' or '.join(['{lr}'] + given)})")
         record = {"epoch": state["epoch"] + 1, "updates": state["updates"], "lr": self.learning_rate(),
