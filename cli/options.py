@@ -106,14 +106,16 @@ class Real(click.ParamType):
     with it is false), and inf too; here neither passes, whatever the interval."""
     name = "NUMBER"
 
-    def __init__(self, low=-math.inf, high=math.inf, low_open=False, high_open=False):
+    def __init__(self, low=-math.inf, high=math.inf, low_open=False, high_open=False, auto=False):
         self.low, self.high, self.low_open, self.high_open = low, high, low_open, high_open
+        self.auto = auto  # "auto" is taken too (a setting picked on held-out text)
 
     @property
     def domain(self):
         """The interval as written in the tests and docs: "(0, inf)", "[0, 1)"."""
         return (("(" if self.low_open or self.low == -math.inf else "[") + f"{_number(self.low)}, "
-                + _number(self.high) + (")" if self.high_open or self.high == math.inf else "]"))
+                + _number(self.high) + (")" if self.high_open or self.high == math.inf else "]")
+                + (" or auto" if self.auto else ""))
 
     @property
     def help_range(self):
@@ -127,7 +129,7 @@ class Real(click.ParamType):
         below = f"{'below' if self.high_open else 'at most'} {_number(self.high)}"
         if math.isinf(self.low) or math.isinf(self.high):
             bounds = [bound for bound, end in ((above, self.low), (below, self.high)) if not math.isinf(end)]
-            return "must be a finite number" + "".join(" " + bound for bound in bounds)
+            return "must be a finite number" + "".join(" " + bound for bound in bounds) + (" or auto" if self.auto else "")
         return f"must be a number in {self.domain}"
 
     def admits(self, number):
@@ -143,6 +145,8 @@ class Real(click.ParamType):
         return number if self.admits(number) else None
 
     def convert(self, value, param, ctx):
+        if self.auto and str(value).strip() == "auto":
+            return "auto"
         number = self.number(value)
         if number is None:
             raise OptionValueError(value, self.requirement(), param, ctx)
@@ -153,18 +157,20 @@ class Integer(click.ParamType):
     """An integer from `low` to `high` (both included)."""
     name = "INTEGER"
 
-    def __init__(self, low, high=INT_MAX):
-        self.low, self.high = low, high
+    def __init__(self, low, high=INT_MAX, auto=False):
+        self.low, self.high, self.auto = low, high, auto
 
     @property
     def domain(self):
-        return f"[{self.low}, {self.high}]"
+        return f"[{self.low}, {self.high}]" + (" or auto" if self.auto else "")
 
     @property
     def help_range(self):
         return help_range(self.low, self.high)
 
     def convert(self, value, param, ctx):
+        if self.auto and str(value).strip() == "auto":
+            return "auto"
         try:
             number = value if isinstance(value, int) else int(str(value).strip())
         except ValueError:  # also more digits than Python converts (4,300)

@@ -52,8 +52,9 @@ def _mix_options(function):
         "interpolated, back-off weights recomputed; -order and -limit-vocab apply to each model, -renorm and -prune* "
         "to the merged one); with -bayes 0, or when a model is not a back-off n-gram (a network, a mixture, "
         "-classes: SRILM cannot merge those either), the mixture is exact, word by word.")
-@option("lambda", "main_weight", type=Real(0, 1), default=0.5,
-        help="Weight of -lm in the mixture; -mix-lm gets what the others leave.")
+@option("lambda", "main_weight", type=Real(0, 1, auto=True), default=0.5,
+        help="Weight of -lm in the mixture; -mix-lm gets what the others leave. auto: every model's weight by EM "
+        "on -tune-text (as `nplm mix` and SRILM's compute-best-mix fit them).")
 @option("bayes", type=Real(0, 0), default=None,
         help="0: interpolate the models' probabilities exactly, word by word, as SRILM's -bayes 0 (without it "
         "back-off n-gram models are merged statically); only 0 is supported.")
@@ -81,16 +82,17 @@ def _mix_options(function):
 @option("map-unk", metavar="WORD", default=None, help="The ARPA model's unknown word is WORD, not <unk>.")
 @option("unk-prob", type=Real(high=0), default=None, metavar="LOGP",
         help="Give unknown words this log10 probability in every context (-99: probability 0, an OOV).")
-@option("cache", type=Integer(0), default=0, metavar="N",
-        help="Mix the model with a unigram cache of the last N words scored (SRILM's -cache): (1 - L) p + L p_cache.")
+@option("cache", type=Integer(0, auto=True), default=0, metavar="N",
+        help="Mix the model with a unigram cache of the last N words scored (SRILM's -cache): (1 - L) p + L p_cache. "
+        "auto: N and L picked on -tune-text.")
 @option("cache-lambda", type=Real(0, 1), default=0.05, metavar="L", help="The weight L of -cache.")
-@option("neural-cache", type=Integer(0), default=0, metavar="W",
+@option("neural-cache", type=Integer(0, auto=True), default=0, metavar="W",
         help="Mix a recurrent network with the continuous cache of Grave et al. 2017 over the last W tokens: "
         "the words that followed states like the present one.")
 @option("neural-cache-theta", type=Real(0), default=0.3, metavar="T",
         help="-neural-cache's sharpness: weights exp(T h_t . h_i).")
 @option("neural-cache-lambda", type=Real(0, 1), default=0.2, metavar="L", help="-neural-cache's weight.")
-@option("dynamic-eval", type=Integer(0), default=0, metavar="N",
+@option("dynamic-eval", type=Integer(0, auto=True), default=0, metavar="N",
         help="Dynamic evaluation of a network (Krause et al. 2018): score the text in segments of N predictions, "
         "each scored before a gradient step on it; the model is as trained again afterwards.")
 @option("dynamic-lr", type=Real(0, low_open=True), default=None, metavar="R", help="The step size of -dynamic-eval.")
@@ -103,6 +105,10 @@ def _mix_options(function):
         help="The words of -dynamic-rms-text to take (its first sentences).")
 @option("dynamic-epsilon", type=Real(0, low_open=True), default=1e-3, metavar="E",
         help="Added to the root mean square of -dynamic-rms-text.")
+@option("tune-text", metavar="FILE", default=None,
+        help="Held-out text (never the test text) on which each setting given as auto (-lambda, -cache, "
+        "-neural-cache, -dynamic-eval) is picked: the best of a grid, or by EM for -lambda; the picks are printed "
+        "on stderr.")
 @flag("quiet", help="No progress bar (-dynamic-eval's).")
 @option("counts", metavar="FILE", default=None,
         help="Score the n-grams of a counts file (w1 ... wk<TAB>count): p(wk | w1 .. wk-1) times the count, as "
@@ -132,8 +138,8 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
             allow_paths, vocab, limit_vocab, renorm, prune, prune_budget, minprune, prune_lowprobs, classes,
             simple_classes, map_unk, unk_prob, cache, cache_lambda, neural_cache, neural_cache_theta,
             neural_cache_lambda, dynamic_eval, dynamic_lr, dynamic_decay, dynamic_rms_text, dynamic_rms_words,
-            dynamic_epsilon, quiet, counts, gen, seed, write_lm, write_bin_lm, server_port, server_maxclients,
-            server_host, **more):
+            dynamic_epsilon, tune_text, quiet, counts, gen, seed, write_lm, write_bin_lm, server_port,
+            server_maxclients, server_host, **more):
     """Report the perplexity of a model on a text in SRILM's `ngram -ppl` format, and/or
     rewrite an n-gram model (`-write-lm`)."""
     if text is not None and ppl_file is not None or (text is None and ppl_file is None and write_lm is None
@@ -152,6 +158,7 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
         check_readable(counts)
     if limit_vocab != (vocab is not None):
         raise NplmError("-limit-vocab and -vocab go together (the words to keep)")
+    _check_tuning(tune_text, text or ppl_file, main_weight, cache, neural_cache, dynamic_eval, more)
     dynamic = None
     if dynamic_eval:
         dynamic = DynamicSpec(dynamic_eval, dynamic_lr, dynamic_decay, dynamic_rms_text, dynamic_rms_words,
@@ -159,7 +166,7 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
     built = build_model(PplSpec(
         lm, allow_paths, map_unk, order, neural_cache, neural_cache_theta, neural_cache_lambda, dynamic, vocab,
         mix_lm, [(more[f"mix_lm{i}"], more[f"mix_lambda{i}"]) for i in range(2, MAX_MIX + 1) if more[f"mix_lm{i}"]],
-        main_weight, bayes, renorm, prune, prune_budget, minprune, prune_lowprobs, classes))
+        main_weight, bayes, renorm, prune, prune_budget, minprune, prune_lowprobs, classes, tune_text))
     if built.threshold is not None:
         from nplmtk.convert import entries
         click.echo(f"nplm ppl: -prune-to-entries {prune_budget}: -prune {built.threshold:.6g} keeps "
@@ -179,7 +186,8 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
     model = built.model
     if text is not None or ppl_file is not None:
         if cache:
-            model = built.model = built.with_cache(cache, cache_lambda, unk_is_word=unk)
+            model = built.model = built.with_cache(cache, cache_lambda, unk_is_word=unk, tune_text=tune_text)
+        _print_picks(built.picks, tune_text)
         _score_text(model, lm, text or ppl_file, debug, lower, map_numbers, oov_estimate, unk_prob)
     if gen:
         built.backoff("{gen} samples back-off n-gram models as SRILM does (`nplm generate` samples any model)")
@@ -189,6 +197,31 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
             click.echo(" ".join(words))
     if server_port is not None:
         _serve(model, built.subject, server_port, server_host, server_maxclients, debug)
+
+
+AUTO_OPTIONS = {"main_weight": "lambda", "cache": "cache", "neural_cache": "neural-cache", "dynamic_eval": "dynamic-eval"}
+
+
+def _check_tuning(tune_text, scored, main_weight, cache, neural_cache, dynamic_eval, more):
+    given = {"main_weight": main_weight, "cache": cache, "neural_cache": neural_cache, "dynamic_eval": dynamic_eval}
+    autos = [f"-{AUTO_OPTIONS[name]} auto" for name, value in given.items() if value == "auto"]
+    if autos and tune_text is None:
+        raise NplmError(f"{autos[0]} picks its setting on held-out text: give -tune-text FILE (not the test text)")
+    if tune_text is not None and not autos:
+        raise NplmError("-tune-text picks the settings given as auto (-lambda, -cache, -neural-cache, -dynamic-eval): "
+                        "give one")
+    if tune_text is not None:
+        check_readable(tune_text)
+        if scored is not None and scored != "-" and os.path.exists(scored) and os.path.samefile(tune_text, scored):
+            raise NplmError(f"{tune_text}: -tune-text is the text scored: settings are picked on held-out text")
+    if main_weight == "auto" and any(more[f"mix_lambda{i}"] for i in range(2, MAX_MIX + 1)):
+        raise NplmError("-lambda auto fits every model's weight: give no -mix-lambdaN")
+
+
+def _print_picks(picks, tune_text):
+    for parameter, pick in picks:
+        click.echo(f"nplm ppl: -{AUTO_OPTIONS.get(parameter, parameter)} auto on {tune_text}: {pick.describe()}",
+                   err=True)
 
 
 def _progress_bar(total, quiet):

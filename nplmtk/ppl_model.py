@@ -12,6 +12,8 @@ from .io import check_readable
 from .models import load
 from .ngram.backoff import BackoffModel
 
+RMS_SEGMENT = 20  # -dynamic-eval auto with -dynamic-rms-text: the segments the RMS scale is taken over
+
 
 @dataclass
 class DynamicSpec:
@@ -54,6 +56,7 @@ class PplSpec:
     minprune: int = 2
     prune_lowprobs: bool = False
     classes: str = None
+    tune_text: str = None  # held-out text on which the settings given as "auto" are picked
 
 
 class PplModel:
@@ -61,9 +64,10 @@ class PplModel:
     back-off model), `subject` (what the model is, for messages) and `threshold` (the
     -prune that -prune-to-entries found, or None)."""
 
-    def __init__(self, model, names, mixed, merged, bayes, threshold):
+    def __init__(self, model, names, mixed, merged, bayes, threshold, picks=()):
         self.model, self.names, self.mixed, self.merged = model, names, mixed, merged
         self.bayes, self.threshold = bayes, threshold
+        self.picks = list(picks)  # (parameter, nplmtk.tuning.Pick) of each setting given as "auto"
         self.subject = names[0] if not mixed else f"the mixture of {' and '.join(names)}"
 
     def writable(self, parameter):
@@ -82,9 +86,16 @@ class PplModel:
             raise ParameterError(why, path=subject or self.subject)
         return self.model
 
-    def with_cache(self, length, weight, unk_is_word):
-        """The model mixed with a unigram cache of the last `length` words (-cache)."""
+    def with_cache(self, length, weight, unk_is_word, tune_text=None):
+        """The model mixed with a unigram cache of the last `length` words (-cache); a
+        length of "auto" picks the length and the weight on `tune_text`."""
         from .cache import with_cache
+        if length == "auto":
+            from .tuning import tune_cache
+            pick = tune_cache(self.model, _tuning_corpus(tune_text, self.model.vocab, "cache"),
+                              unk_is_word=unk_is_word)
+            self.picks.append(("cache", pick))
+            length, weight = pick.setting["length"], pick.setting["weight"]
         return with_cache(self.model, self.subject, length, weight, unk_is_word=unk_is_word)
 
 
@@ -93,9 +104,21 @@ def _braced(text):
     return text.replace("{", "{{").replace("}", "}}")
 
 
+def _tuning_corpus(tune_text, vocab, parameter):
+    """The held-out text a setting given as "auto" is picked on."""
+    from .corpus import Corpus
+    if tune_text is None:
+        raise ParameterError(f"{{{parameter}}} auto picks its setting on held-out text: give {{tune_text}}")
+    check_readable(tune_text)
+    return Corpus.read(tune_text, vocab, unk=True)
+
+
 def build_model(spec):
-    """The PplModel of `spec` (a PplSpec); refuses what SRILM cannot do with the model."""
+    """The PplModel of `spec` (a PplSpec); refuses what SRILM cannot do with the model.
+    Settings given as "auto" (neural_cache, dynamic.length, main_weight) are picked on
+    spec.tune_text, and the picks kept in the PplModel's `picks`."""
     lm = spec.lm
+    picks = []
     if spec.classes is not None:
         check_readable(spec.classes)
     if spec.map_unk is not None:
@@ -109,9 +132,9 @@ def build_model(spec):
             raise ParameterError("{order} applies to n-gram models only", path=lm)
         model = model.truncated(spec.order)
     if spec.neural_cache:
-        model = _with_neural_cache(model, spec)
+        model = _with_neural_cache(model, spec, picks)
     if spec.dynamic is not None:
-        model = _dynamic(model, lm, spec.dynamic)
+        model = _dynamic(model, lm, spec.dynamic, spec.tune_text, picks)
     if spec.prune and spec.prune_to_entries is not None:
         raise ParameterError("choose one of {prune} and {prune_to_entries}")
     if (spec.renorm or spec.prune or spec.prune_to_entries or spec.prune_lowprobs or spec.vocab is not None) \
@@ -128,13 +151,19 @@ def build_model(spec):
         raise ParameterError("{mix_lm}2 and the like need {mix_lm}")
     if spec.mix_lm is not None:
         names += [spec.mix_lm] + [name for name, _ in spec.mix_more]
-        weights = [spec.main_weight, 1.0 - spec.main_weight] + [w for _, w in spec.mix_more]
-        for w in weights[2:]:  # ngram.cc's order of subtraction
-            weights[1] -= w
-        if weights[1] < -1e-9:
-            raise ParameterError("{lambda} and {mix_lambda}N add up to more than 1")
-        weights = [max(w, 0.0) for w in weights]
         components = [model] + [load(name, spec.allow_paths) for name in names[1:]]
+        if spec.main_weight == "auto":  # every weight by EM on the held-out text
+            from .tuning import tune_mixture
+            pick = tune_mixture(components, names, _tuning_corpus(spec.tune_text, model.vocab, "lambda"))
+            picks.append(("lambda", pick))
+            weights = [pick.setting[name] for name in names]
+        else:
+            weights = [spec.main_weight, 1.0 - spec.main_weight] + [w for _, w in spec.mix_more]
+            for w in weights[2:]:  # ngram.cc's order of subtraction
+                weights[1] -= w
+            if weights[1] < -1e-9:
+                raise ParameterError("{lambda} and {mix_lambda}N add up to more than 1")
+            weights = [max(w, 0.0) for w in weights]
         merged = spec.bayes is None and spec.classes is None and all(isinstance(m, BackoffModel) for m in components)
         if merged:  # SRILM's static mixture: each model read with -order and -limit-vocab, then merged
             from .ngram.merge import merge_backoff
@@ -152,7 +181,7 @@ def build_model(spec):
     if spec.mix_lm is not None and not merged:
         from .mixture import Mixture
         model = Mixture([model] + components[1:], weights, names)
-    return PplModel(model, names, spec.mix_lm is not None, merged, spec.bayes, threshold)
+    return PplModel(model, names, spec.mix_lm is not None, merged, spec.bayes, threshold, picks)
 
 
 def _pruned(model, spec):
@@ -173,32 +202,52 @@ def _pruned(model, spec):
     return model, threshold
 
 
-def _with_neural_cache(model, spec):
+def _with_neural_cache(model, spec, picks):
     from .cache import ContinuousCache
     from .neural.network import NeuralModel
     if not (isinstance(model, NeuralModel) and model.CAPABILITIES.recurrent_state):
         raise ParameterError("{neural_cache} keys on a recurrent network's states", path=spec.lm)
     if spec.dynamic is not None:
         raise ParameterError("choose one of {neural_cache} and {dynamic_eval}")
-    return ContinuousCache(model, spec.neural_cache, spec.neural_cache_theta, spec.neural_cache_lambda)
+    window, theta, weight = spec.neural_cache, spec.neural_cache_theta, spec.neural_cache_lambda
+    if window == "auto":
+        from .tuning import tune_neural_cache
+        pick = tune_neural_cache(model, _tuning_corpus(spec.tune_text, model.vocab, "neural_cache"))
+        picks.append(("neural_cache", pick))
+        window, theta, weight = pick.setting["window"], pick.setting["theta"], pick.setting["weight"]
+    return ContinuousCache(model, window, theta, weight)
 
 
-def _dynamic(model, lm, dynamic):
-    """The network `model` scored by dynamic evaluation."""
+def _dynamic(model, lm, dynamic, tune_text, picks):
+    """The network `model` scored by dynamic evaluation; a length of "auto" picks the
+    length, rate and decay on `tune_text` (the model as trained when nothing beats it)."""
     from .corpus import Corpus
     from .neural.dynamic import DynamicEvaluation, DynamicModel, gradient_scale
     from .neural.network import NeuralModel
     if not isinstance(model, NeuralModel):
         raise ParameterError("{dynamic_eval} adapts neural models (a network's gradients move it)", path=lm)
-    if dynamic.lr is None:
+    auto = dynamic.length == "auto"
+    if dynamic.lr is None and not auto:
         raise ParameterError("{dynamic_eval} needs {dynamic_lr} (e.g. 0.1; with {dynamic_rms_text} about 0.003)")
     if dynamic.text is None:
         raise ParameterError("{dynamic_eval} scores a text ({text} or {ppl})")
-    settings = DynamicEvaluation(dynamic.length, dynamic.lr, dynamic.decay, dynamic.epsilon)
+    length = RMS_SEGMENT if auto else dynamic.length
     scale = None
     if dynamic.rms_text is not None:
         check_readable(dynamic.rms_text)
         corpus = Corpus.read(dynamic.rms_text, model.vocab, unk=True).within_words(dynamic.rms_words)
-        scale = gradient_scale(model, corpus, dynamic.length)
-    return DynamicModel(model, settings, scale, dynamic.progress)
+        scale = gradient_scale(model, corpus, length)
+    if auto:
+        from .tuning import DYNAMIC_LENGTHS, OFF, tune_dynamic
+        # the RMS step's scale is of segments of one length: its grid keeps that length
+        pick = tune_dynamic(model, _tuning_corpus(tune_text, model.vocab, "dynamic_eval"),
+                            lengths=(length,) if scale is not None else DYNAMIC_LENGTHS, scale=scale,
+                            epsilon=dynamic.epsilon, workers=2, progress=dynamic.progress)
+        picks.append(("dynamic_eval", pick))
+        if pick.setting == OFF:
+            return model
+        length, lr, decay = pick.setting["length"], pick.setting["lr"], pick.setting["decay"]
+    else:
+        lr, decay = dynamic.lr, dynamic.decay
+    return DynamicModel(model, DynamicEvaluation(length, lr, decay, dynamic.epsilon), scale, dynamic.progress)
 

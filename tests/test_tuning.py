@@ -117,3 +117,83 @@ def test_the_mixture_weights_are_ems_and_beat_every_weight_of_a_grid(network, tm
     for weight in np.linspace(0, 1, 21):
         assert pick.ppl <= reported_ppl(Mixture([network, other], [weight, 1 - weight], ["lstm", "rnn"]),
                                         tmp_path) * (1 + 1e-6)
+
+
+# -- `nplm ppl` with settings given as auto (cli/ppl.py, nplmtk/ppl_model.py)
+
+def _texts(toy_texts, tmp_path):
+    """The toy valid text as the tuning text, and a test text apart from it."""
+    from nplmtk.toy import ToyGrammar
+    folder, _ = toy_texts
+    test = tmp_path / "test.txt"
+    test.write_text("\n".join(" ".join(s) for s in ToyGrammar().sentences(30, 7)) + "\n")
+    return str(folder / "valid.txt"), str(test)
+
+
+def _pick(err, option):
+    """The values of the one pick line of `option`: {name: number}."""
+    lines = [line for line in err.splitlines() if line.startswith(f"nplm ppl: -{option} auto on ")]
+    assert len(lines) == 1, err
+    words = lines[0].split(": ", 2)[2].split(" (ppl ")[0].split()
+    return dict(zip(words[::2], map(float, words[1::2])))
+
+
+def test_neural_cache_auto_prints_its_pick_and_scores_as_the_pick_given(capsys, toy_texts, toy_lstm, tmp_path):
+    from conftest import run_main
+    tune, test = _texts(toy_texts, tmp_path)
+    status, out, err = run_main(capsys, "ppl", "-lm", str(toy_lstm), "-ppl", test, "-neural-cache", "auto",
+                                "-tune-text", tune)
+    assert status == 0, err
+    pick = _pick(err, "neural-cache")
+    status, given, _ = run_main(capsys, "ppl", "-lm", str(toy_lstm), "-ppl", test, "-neural-cache",
+                                str(int(pick["window"])), "-neural-cache-theta", repr(pick["theta"]),
+                                "-neural-cache-lambda", repr(pick["weight"]))
+    assert status == 0 and out == given
+
+
+def test_cache_and_lambda_auto_with_back_off_models(capsys, toy_texts, tmp_path):
+    from conftest import run_main
+    folder, _ = toy_texts
+    tune, test = _texts(toy_texts, tmp_path)
+    for order in (2, 3):
+        assert run_main(capsys, "ngram-count", "-text", str(folder / "train.txt"), "-order", str(order), "-lm",
+                        str(tmp_path / f"kn{order}.arpa"))[0] == 0
+    status, out, err = run_main(capsys, "ppl", "-lm", str(tmp_path / "kn3.arpa"), "-ppl", test, "-cache", "auto",
+                                "-tune-text", tune)
+    assert status == 0, err
+    pick = _pick(err, "cache")
+    status, given, _ = run_main(capsys, "ppl", "-lm", str(tmp_path / "kn3.arpa"), "-ppl", test, "-cache",
+                                str(int(pick["length"])), "-cache-lambda", repr(pick["weight"]))
+    assert status == 0 and out == given
+    written = tmp_path / "mixed.arpa"
+    status, out, err = run_main(capsys, "ppl", "-lm", str(tmp_path / "kn3.arpa"), "-mix-lm", str(tmp_path / "kn2.arpa"),
+                                "-lambda", "auto", "-tune-text", tune, "-ppl", test, "-write-lm", str(written))
+    assert status == 0 and "ppl=" in out and written.exists(), err
+    weights = _pick(err, "lambda")
+    assert sum(weights.values()) == pytest.approx(1, abs=1e-5) and len(weights) == 2
+
+
+def test_dynamic_eval_auto_prints_its_pick(capsys, toy_texts, toy_lstm, tmp_path):
+    from conftest import run_main
+    tune, test = _texts(toy_texts, tmp_path)
+    status, out, err = run_main(capsys, "ppl", "-lm", str(toy_lstm), "-ppl", test, "-dynamic-eval", "auto",
+                                "-tune-text", tune, "-quiet")
+    assert status == 0 and "ppl=" in out, err
+    pick = _pick(err, "dynamic-eval")
+    assert set(pick) == {"length", "lr", "decay"}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-neural-cache", "auto"], "-neural-cache auto picks its setting on held-out text: give -tune-text FILE"),
+    (["-tune-text", "TUNE"], "-tune-text picks the settings given as auto"),
+    (["-cache", "auto", "-tune-text", "TEST"], "-tune-text is the text scored"),
+    (["-lambda", "auto", "-tune-text", "TUNE", "-mix-lm", "LM", "-mix-lm2", "LM", "-mix-lambda2", "0.2"],
+     "-lambda auto fits every model's weight: give no -mix-lambdaN"),
+    (["-cache", "often"], "-cache often: must be an integer in [0, 2147483647] or auto"),
+])
+def test_auto_without_held_out_text_and_the_like_are_one_line(capsys, toy_texts, toy_lstm, tmp_path, args, message):
+    from conftest import run_main
+    tune, test = _texts(toy_texts, tmp_path)
+    names = {"TUNE": tune, "TEST": test, "LM": str(toy_lstm)}
+    status, out, err = run_main(capsys, "ppl", "-lm", str(toy_lstm), "-ppl", test, *[names.get(a, a) for a in args])
+    assert status == 2 and out == "" and len(err.splitlines()) == 1 and message in err, err
