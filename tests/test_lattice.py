@@ -453,3 +453,31 @@ def test_approx_order_is_for_networks(tmp_path):
     status, _, stderr = run_nplm("lattice-tool", "-read-htk", "-in-lattice", LATTICES / "sent00001.lat.gz", "-lm",
                                  DATA / "kn3-unk.arpa.gz", "-approx-order", 3, "-viterbi-decode")
     assert status == 2 and stderr == "nplm: -approx-order applies to a network -lm (a back-off model's is -order)\n"
+
+
+def test_lattice_tools_job_runs_from_a_spec_without_click(tmp_path, monkeypatch):
+    """nplmtk.lattice.tool: the spec's 1-best is SRILM's reference, a bad lattice goes to
+    `failed` and the others on, and the refusals name parameters."""
+    from nplmtk.errors import ParameterError
+    from nplmtk.lattice.tool import LatticeTool, LatticeToolSpec
+    monkeypatch.chdir(LATTICES)
+    lines, errors = [], []
+    tool = LatticeTool(LatticeToolSpec(in_lattice_list="list", lm=str(DATA / "kn3-unk.arpa.gz"), order=3, unk=True,
+                                       viterbi_decode=True))
+    assert tool.run(lines.append, errors.append) is False
+    assert "".join(line + "\n" for line in lines) == (LATTICES / "1best-kn3.txt").read_text() and errors == []
+    bad = tmp_path / "bad.lat"
+    bad.write_text(GOOD.replace("E=2 W=dog", "E=8 W=dog"))
+    good = tmp_path / "good.lat"
+    good.write_text(GOOD)
+    lines = []
+    assert LatticeTool(LatticeToolSpec(in_lattice=[str(bad), str(good)], viterbi_decode=True)).run(
+        lines.append, errors.append) is True
+    assert lines == ["u1 <s> a dog </s>"] and [str(err) for err in errors] == \
+        [f"{bad}:12: link J=2 refers to node 8, which is not defined"]
+    for spec, names in ((LatticeToolSpec(nbest_decode=5), ("nbest_decode", "out_nbest_dir")),
+                        (LatticeToolSpec(write_htk=True), ("write_htk", "out_lattice_dir")),
+                        (LatticeToolSpec(lm=str(DATA / "kn3-unk.arpa.gz"), approx_order=3), ("approx_order", "lm"))):
+        with pytest.raises(ParameterError) as err:
+            LatticeTool(spec)
+        assert set(names) <= set(err.value.parameters)
