@@ -13,6 +13,7 @@ from nplmtk.corpus import Corpus
 from nplmtk.errors import NplmError
 from nplmtk.io import check_readable, check_writable
 from nplmtk.models import ARCHITECTURES, load
+from nplmtk.neural import recipes
 from nplmtk.neural.parallel import world
 from nplmtk.neural.train import Trainer, TrainingConfig
 from nplmtk.scratch import folder_in_use
@@ -28,17 +29,41 @@ ARCH_HELP = ("Architecture: " + "; ".join(f"{name} ({model.summary})" for name, 
              + ". `-arch NAME --help` lists NAME's options.")
 
 
-def chosen_arch(args):
-    """The architecture that `args` name (the last -arch, as click takes it), read before
-    they are parsed, or None."""
-    arch = None
+def given_value(args, option):
+    """The value of the last -option in `args` (as click takes it), read before they are
+    parsed, or None."""
+    value = None
     for i, arg in enumerate(args):
         if arg == "--":
             break
-        name, equals, value = arg.partition("=")
-        if name in ("-arch", "--arch"):
-            arch = value if equals else args[i + 1] if i + 1 < len(args) else None
+        name, equals, rest = arg.partition("=")
+        if name in (f"-{option}", f"--{option}"):
+            value = rest if equals else args[i + 1] if i + 1 < len(args) else None
+    return value
+
+
+def chosen_arch(args):
+    """The architecture that `args` name, or the recipe's when they name a recipe and no
+    -arch (every recipe is an LSTM's), or None."""
+    arch = given_value(args, "arch")
+    if arch is None and (given_value(args, "recipe") is not None or auto_recipe(args)):
+        return "lstm"
     return arch
+
+
+# options that leave the network and its training to `-max-time`'s recipe
+RUN_OPTIONS = {"max-time", "seed", "threads"}
+
+
+def auto_recipe(args):
+    """`-max-time` given with no option of the network or its training besides RUN_OPTIONS
+    (nor -arch, -recipe, -init-from, -resume): train-nplm picks the recipe for the budget."""
+    if given_value(args, "max-time") is None:
+        return False
+    own = {f"{dash}{name}" for name in ("arch", "recipe", "init-from", "resume") for dash in ("-", "--")}
+    declared = {f"{dash}{option.name}" for model in ARCHITECTURES.values() for option in model.OPTIONS
+                if option.name not in RUN_OPTIONS for dash in ("-", "--")}
+    return not any(arg.partition("=")[0] in own | declared for arg in args)
 
 
 class ArchitectureChoice(click.ParamType):
@@ -118,6 +143,7 @@ class ArchitectureCommand(click.Command):
 
     def parse_args(self, ctx, args):
         ctx.meta["nplm.arch"] = chosen_arch(args)
+        ctx.meta["nplm.auto-recipe"] = auto_recipe(args)
         return super().parse_args(ctx, args)
 
     def get_params(self, ctx):
@@ -156,6 +182,10 @@ class ArchitectureCommand(click.Command):
         help="Vocabulary (other words train as <unk>). Default: the training words.")
 @option("lm", metavar="FILE", default=None, help="Write the trained model (nplm container).")
 @option("arch", default=DEFAULT_ARCH, help=ARCH_HELP)
+@option("recipe", type=click.Choice(sorted(recipes.RECIPES)), default=None,
+        help="Whole settings by name: fast (make brown-fast's LSTM, 194 s) or best (make brown-best's, 7000 s); "
+        "options given beside it win, -max-time its budget. -max-time alone (no option of the network or its "
+        "training) picks one for the corpus and the budget. docs/training.md, Recipes.")
 @option("init-from", metavar="MODEL[:BLOCK,...]", multiple=True,
         help="Start from MODEL's parameters of the same names and shapes, or only the blocks named; repeat to "
         "take blocks from several models, later ones winning (-init-from first.nplm -init-from second.nplm:A,a).")
@@ -167,8 +197,8 @@ class ArchitectureCommand(click.Command):
 @option("min-count", type=Integer(1), default=1, help="Without -vocab: rarer words train as <unk>.")
 @flag("lower", help="Lower-case the texts first.")
 @flag("map-numbers", help="Map numeric tokens to <num>.")
-def command(text, valid, vocab, lm, arch, init_from, checkpoint, checkpoint_every, resume, log, quiet, min_count,
-            lower, map_numbers, **given):
+def command(text, valid, vocab, lm, arch, recipe, init_from, checkpoint, checkpoint_every, resume, log, quiet,
+            min_count, lower, map_numbers, **given):
     """Train a neural probabilistic language model of the architecture -arch (each one
     described under -arch, its options listed by -arch NAME --help) by stochastic gradient
     descent with the schedule of Bengio et al. (2003), early stopping on -valid and
@@ -176,9 +206,17 @@ def command(text, valid, vocab, lm, arch, init_from, checkpoint, checkpoint_ever
     if arch not in ARCHITECTURES:
         raise NplmError(f"-arch: unknown value '{arch}' (choose from {', '.join(ARCHITECTURES)})")
     context = click.get_current_context()
+    chosen = _recipe(context, recipe, text, valid, vocab, min_count, Normalizer(lower=lower, map_numbers=map_numbers),
+                     given)
+    if chosen is not None:
+        arch = _recipe_arch(context, arch, chosen)
     context.command.refuse_foreign_options(context, arch)
     declared = ARCHITECTURES[arch].OPTIONS
     values = {option.name: given[option.name.replace("-", "_")] for option in declared}
+    if chosen is not None:
+        values.update(_recipe_values(context, chosen, declared))
+        print(f"train-nplm: recipe {chosen.name}: {chosen.command_line()}" + (f" ({chosen.why})" if chosen.why else ""),
+              file=sys.stderr)
     if "nonmono" in values and context.get_parameter_source("nonmono") is click.core.ParameterSource.COMMANDLINE \
             and values.get("optimizer") != "nt-asgd":
         raise NplmError("-nonmono applies to -optimizer nt-asgd, which is not given: it would do nothing")
@@ -224,10 +262,11 @@ def command(text, valid, vocab, lm, arch, init_from, checkpoint, checkpoint_ever
             if resume:
                 _check_resumed_network(trainer.model, network, declared, os.path.join(checkpoint, "checkpoint.nplm"))
                 _check_resumed_run(trainer, config, os.path.join(checkpoint, "checkpoint.nplm"))
+        recipe_meta = {"recipe": chosen.meta()} if chosen is not None else {}
         if comm is None:
-            return _finish(trainer, corpora, text, lm)
+            return _finish(trainer, corpora, text, lm, recipe_meta)
         try:  # a failing rank must not leave the others waiting in a collective
-            _finish(trainer, corpora, text, lm)
+            _finish(trainer, corpora, text, lm, recipe_meta)
         except BaseException as error:  # noqa: B902 (KeyboardInterrupt too: stop every rank)
             abort_on_error(comm, error)
 
@@ -268,10 +307,54 @@ def _prepare(text, valid, vocab, network, config, resume, checkpoint, min_count,
     return trainer, (train_corpus, valid_corpus)
 
 
-def _finish(trainer, corpora, text, lm):
+def _finish(trainer, corpora, text, lm, extra_meta):
     model = trainer.run(*corpora)
     if lm and trainer.writer:
-        model.save(lm, {"training": text, "history": trainer.state["history"]})
+        model.save(lm, {"training": text, "history": trainer.state["history"], **extra_meta})
+
+
+def _given(context, name):
+    return context.get_parameter_source(name.replace("-", "_")) is click.core.ParameterSource.COMMANDLINE
+
+
+def _recipe(context, name, text, valid, vocab, min_count, normalize, given):
+    """The recipe -recipe names (with -max-time as its budget if given), the one chosen for
+    the corpus when -max-time comes alone, or None."""
+    budget = given["max_time"] if _given(context, "max-time") else None
+    if name is not None:
+        return recipes.named(name, budget)
+    if not context.meta.get("nplm.auto-recipe"):
+        return None
+    if budget == 0:
+        raise NplmError("-max-time 0 is no budget: give the seconds the recipe may train for")
+    for path in [text] + [p for p in (valid, vocab) if p]:
+        check_readable(path)
+    counts = count_words([text], normalize)
+    vocab_size = len(Vocabulary.read(vocab)) if vocab else sum(1 for n in counts.values() if n >= min_count) + 3
+    valid_words = sum(count_words([valid], normalize).values()) if valid else 0
+    return recipes.choose(sum(counts.values()), valid_words, vocab_size, budget, recipes.machine_scale())
+
+
+def _recipe_arch(context, arch, recipe):
+    """The recipe's architecture; an -arch given that differs is refused."""
+    wanted = recipe.values()["arch"]
+    if _given(context, "arch") and arch != wanted:
+        raise NplmError(f"-recipe {recipe.name} trains -arch {wanted}, not -arch {arch}")
+    return wanted
+
+
+def _recipe_values(context, recipe, declared):
+    """The recipe's option values, as their click types read them, for each option of
+    `declared` not given on the command line (those given win); the budget as -max-time."""
+    params = {param.name: param for param in context.command.get_params(context)}
+    chosen = {**recipe.values(), "max-time": recipe.budget}
+    values = {}
+    for option in declared:
+        if option.name in chosen and not _given(context, option.name):
+            param = params[option.name.replace("-", "_")]
+            value = chosen[option.name]
+            values[option.name] = value if option.kind == "flag" else param.type_cast_value(context, str(value))
+    return values
 
 
 def _check_resumed_vocabulary(given, path, trainer):
