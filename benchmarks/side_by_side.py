@@ -137,8 +137,15 @@ def main():
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--blas-threads", type=int, default=1,
                         help="OPENBLAS/OMP/MKL_NUM_THREADS of the runs (0: leave the environment as it is)")
+    parser.add_argument("--settings", default=",".join(setting.name for setting in SETTINGS),
+                        help="the rows to run, by name (default: every one)")
     parser.add_argument("--out", default="BENCHMARKS.md")
     args = parser.parse_args()
+    by_name = {setting.name: setting for setting in SETTINGS}
+    unknown = [name for name in args.settings.split(",") if name not in by_name]
+    if unknown:
+        parser.error(f"--settings: unknown {', '.join(unknown)} (choose from {', '.join(by_name)})")
+    settings = [by_name[name] for name in args.settings.split(",")]
     builds = {"old": args.baseline, "new": args.nplm}
     for side, nplm in builds.items():
         if not (os.path.isfile(nplm) and os.access(nplm, os.X_OK)):
@@ -162,7 +169,7 @@ def main():
     for side, nplm in builds.items():
         train_once(WARM_UP, nplm, vocab, 0, side, env)
     rows, commands = [], {}
-    for setting in SETTINGS:
+    for setting in settings:
         for pair in range(1, args.pairs + 1):
             for side, nplm in builds.items():
                 row, command = train_once(setting, nplm, vocab, pair, side, env)
@@ -178,7 +185,7 @@ def main():
         return " ".join(["$NPLM"] + command[1:]).replace(args.brown.rstrip("/") + "/", "BROWN/")
 
     texts = [f"head -n {s.lines} BROWN/train.txt > {s.text}" if s.lines else
-             f"cat BROWN/train.txt BROWN/train.txt > {s.text}" for s in SETTINGS]
+             f"cat BROWN/train.txt BROWN/train.txt > {s.text}" for s in settings]
     blas = " ".join(f"{name}={env[name]}" for name in BLAS_VARIABLES if name in env) or "unset"
     body = [HEADING, "", stamp(checkout_commit(paths=BUILD_PATHS) or "unknown"), "",
             "Written by `make bench-vs BASELINE=...` (benchmarks/side_by_side.py); `make bench` keeps this section "
@@ -196,10 +203,10 @@ def main():
             f"Commands (`$NPLM` is each build's nplm, `BROWN` is {args.brown}; pair 1 of this build, the "
             "other runs differ in `-log` and `-lm` only):", "",
             "```sh", shown(vocab_command), *texts,
-            *(shown(commands[s, "new"]) for s in SETTINGS), "```", "",
+            *(shown(commands[s, "new"]) for s in settings), "```", "",
             "| setting | words | old words/s | new words/s | new/old median | min-max | same train ppl |",
             "| --- | --- | --- | --- | --- | --- | --- |"]
-    body += [table_row(s, words[s.text], [row for row in rows if row["setting"] == s.name]) for s in SETTINGS]
+    body += [table_row(s, words[s.text], [row for row in rows if row["setting"] == s.name]) for s in settings]
     body += ["", f"1-minute load average at the runs' starts: min {min(loads):.2f}, median "
              f"{statistics.median(loads):.2f}, max {max(loads):.2f}; {len(rows) + 2} runs in "
              f"{time.perf_counter() - started:,.0f} s. Per run: {WORK}/runs.csv (not kept in git)."]
