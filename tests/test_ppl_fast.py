@@ -247,3 +247,22 @@ def test_the_kernel_takes_the_orders_the_loader_takes():
     from nplmtk.ngram.counts import MAX_ORDER
     assert MAX_LEVELS == MAX_ORDER
 
+
+
+def test_log_0_and_nan_in_the_tables_as_the_usual_path_reads_them(tmp_path):
+    """Every unigram at log 0 (-99): the words the walk backs off to are zeroprobs, counted as
+    the usual path counts them (exact IEEE comparisons: the kernel is built without
+    fast-math); a NaN, checksums valid, is refused as the usual loader refuses it."""
+    import numpy as np
+
+    def zero_unigrams(arrays):
+        arrays["logp.1"][3:] = -99.0
+    path = saved_with(tmp_path, list(words_of(tmp_path)), arrays_change=zero_unigrams)
+    fast = fast_report(path, f"{DATA}/test.txt", 2)
+    assert fast is not None and not fast[-1].startswith("0 zeroprobs")
+    assert fast == usual_report(path, f"{DATA}/test.txt", 2)
+
+    def nan_bow(arrays):
+        arrays["bow.2"][7] = np.nan
+    path = saved_with(tmp_path, list(words_of(tmp_path)), arrays_change=nan_bow)
+    assert fast_report(path, f"{DATA}/test.txt", 0) is None and usual_refuses(path)
