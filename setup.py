@@ -15,7 +15,7 @@ from setuptools import Extension, setup
 # Every other .pyx is a network's kernel: a new architecture's file needs no line here.
 TEXT_KERNELS = ("corpus_kernels", "arpa_format", "arpa_parse", "backoff_kernels", "count_kernels", "ngram_sorting",
                 "text_kernels", "checksum_kernels", "lattice_kernels", "lattice_nbest", "htk_reader", "lattice_graph",
-                "lattice_write")
+                "lattice_write", "ngram_fast_score")
 KERNELS = sorted(os.path.basename(path)[:-len(".pyx")] for path in glob.glob("cython_ext/*.pyx"))
 FAST_MATH = set(KERNELS) - set(TEXT_KERNELS)
 

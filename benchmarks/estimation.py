@@ -18,7 +18,7 @@ HEADING = "## KN5 estimation on Brown against lmplz (issue 21)"
 PHASES = """
 import json, sys, time
 start = time.perf_counter()
-import nplmtk.cli.main  # what `nplm ngram-count` imports, in its order (numpy first, cli/main.py)
+import nplmtk.cli.group  # what `nplm ngram-count` imports, in its order (numpy first, cli/group.py)
 import nplmtk.cli.ngram_count
 from nplmtk.corpus import Corpus
 from nplmtk.scratch import scratch_folder

@@ -18,7 +18,7 @@ BINARY_AIM = 0.2  # seconds, load and score (issue 21)
 PHASES = """
 import json, sys, time
 start = time.perf_counter()
-import nplmtk.cli.main  # what `nplm ppl` imports, in its order (numpy first, cli/main.py)
+import nplmtk.cli.group  # what `nplm ppl` imports on its usual path, in its order (numpy first, cli/group.py)
 import nplmtk.cli.ppl
 from nplmtk.models import load
 from nplmtk.ppl import read_scored_text, report

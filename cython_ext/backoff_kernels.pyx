@@ -1,6 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """The back-off walk of SRILM's Ngram::wordProbBO over the sorted n-gram tables of
-nplmtk/ngram/index.py, one token at a time.
+nplmtk/ngram/index.py, one token at a time (the walk itself: backoff_walk.pxd).
 
 The k-grams are sorted by key `row of the (k-1)-word prefix * V + word`, so the
 children of a (k-1)-gram (the k-grams extending it) are one contiguous run of the
@@ -13,8 +13,9 @@ from cython.parallel cimport prange, threadid
 from libc.math cimport INFINITY
 from libc.stdlib cimport free, malloc
 from openmp cimport omp_get_max_threads
+from backoff_walk cimport MAX_LEVELS, walk_find, walk_stream
 from ngram_tables cimport find_key
-# MAX_LEVELS and BackoffTables' attributes: nplmtk/_ext/backoff_kernels.pxd
+# BackoffTables' attributes: nplmtk/_ext/backoff_kernels.pxd
 
 
 def children_runs(Py_ssize_t parents, const long long[::1] keys, long long vocab_size):
@@ -202,18 +203,6 @@ def context_nodes(list keys, list has_bow, list children, long long vocab_size):
     return node
 
 
-cdef inline long long find_row(BackoffTables t, int level, long long parent, long long word) noexcept nogil:
-    """The row of (the n-gram at row `parent` of table level - 1, word) in table `level`."""
-    if word < 0 or word >= t.vocab_size:
-        return -1
-    if level == 0:
-        return t.unigram_row[word]
-    if parent < 0:
-        return -1
-    return find_key(t.keys[level], t.children[level - 1][parent], t.children[level - 1][parent + 1],
-                    parent * t.vocab_size + word)
-
-
 cdef class BackoffTables:
     """Read-only views of one model's tables and the children runs built from them (their
     attributes in nplmtk/_ext/backoff_kernels.pxd)."""
@@ -257,6 +246,9 @@ cdef class BackoffTables:
         self.owners.append(unigram_row)
         out = unigram_row
         self.unigram_row = &out[0]
+        self.walk.order, self.walk.vocab_size, self.walk.unigram_row = self.order, vocab_size, self.unigram_row
+        self.walk.keys, self.walk.logp, self.walk.bow = self.keys, self.logp, self.bow
+        self.walk.node, self.walk.children = self.node, self.children
 
     def score_sentences(self, const int[::1] ids, const long long[::1] offsets, int bos, int eos):
         """log10 p of every word and `</s>` of each sentence ids[offsets[s]:offsets[s+1]]
@@ -368,43 +360,9 @@ cdef class BackoffTables:
         return length
 
     cdef long long find(self, int level, long long parent, long long word) noexcept nogil:
-        return find_row(self, level, parent, word)
+        return walk_find(&self.walk, level, parent, word)
 
     cdef void walk_stream(self, const long long *tokens, Py_ssize_t length, Py_ssize_t first,
                           long long *chain, float *scores, signed char *orders) noexcept nogil:
-        """Score tokens[first:length], each after the tokens before it. chain[a * order + m]
-        is the row of tokens[a:a+m+1] in table m (-1 if absent): each n-gram of the
-        stream is looked up once, by extending the one a word shorter."""
-        cdef Py_ssize_t a, m, t, j, context_length
-        cdef long long row, found, context
-        cdef float result, weight
-        cdef signed char used
-        for a in range(length):
-            row = -1
-            for m in range(self.order):
-                if a + m < length and (m == 0 or row >= 0):
-                    row = find_row(self, m, row, tokens[a + m])
-                else:
-                    row = -1
-                chain[a * self.order + m] = row
-        for t in range(first, length):
-            # as SRILM's Ngram::wordProbBO: the longest n-gram found gives the probability,
-            # plus the back-off weights of the longer contexts, while those contexts exist
-            context_length = min(t, self.order - 1)
-            result = -INFINITY
-            weight = 0
-            used = 0
-            for j in range(context_length + 1):
-                found = chain[(t - j) * self.order + j]
-                if found >= 0:
-                    result = self.logp[j][found]
-                    weight = 0
-                    used = j + 1
-                if j == context_length:
-                    break
-                context = chain[(t - j - 1) * self.order + j]
-                if context < 0 or not self.node[j][context]:
-                    break
-                weight += self.bow[j][context]
-            scores[t - first] = result + weight
-            orders[t - first] = used
+        """Score tokens[first:length], each after the tokens before it (backoff_walk.pxd)."""
+        walk_stream(&self.walk, tokens, length, first, chain, scores, orders)

@@ -8,83 +8,47 @@ cimport numpy as cnp
 from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp, memcpy
+from word_hash cimport EncodedText, Entry, encode_text, entry_insert, entry_slot, fnv1a, new_entries, next_word
 
 cnp.import_array()
 
 
-cdef inline bint is_space(unsigned char c) noexcept nogil:
-    return c == 32 or (9 <= c <= 13)
-
-
-cdef inline bint next_word(const unsigned char *base, Py_ssize_t n, Py_ssize_t *pos,
-                           Py_ssize_t *start) noexcept nogil:
-    """Move *pos past blanks to the next word of this line and past that word, setting
-    *start to its beginning; False at the end of the line (pos then at its newline)."""
-    while pos[0] < n and base[pos[0]] != 10 and is_space(base[pos[0]]):
-        pos[0] += 1
-    if pos[0] >= n or base[pos[0]] == 10:
-        return False
-    start[0] = pos[0]
-    while pos[0] < n and not is_space(base[pos[0]]):
-        pos[0] += 1
-    return True
-
-
 cdef class WordTable:
     """Open-addressing map from byte strings (kept alive by the caller) to int64 (its
-    fields and the Entry struct: nplmtk/_ext/text_kernels.pxd)."""
+    fields: nplmtk/_ext/text_kernels.pxd; the table's functions: cython_ext/word_hash.pxd)."""
 
     def __cinit__(self):
         self.capacity = 1 << 12
         self.size = 0
-        self.entries = <Entry *> malloc(self.capacity * sizeof(Entry))
+        self.entries = new_entries(self.capacity)
         if not self.entries:
             raise MemoryError()
-        for i in range(self.capacity):
-            self.entries[i].text = NULL
 
     def __dealloc__(self):
         free(self.entries)
 
     cdef Entry *slot(self, const unsigned char *text, Py_ssize_t length, uint64_t h) noexcept nogil:
-        cdef Py_ssize_t mask = self.capacity - 1, i = h & mask
-        while self.entries[i].text != NULL:
-            if (self.entries[i].hash == h and self.entries[i].length == length
-                    and memcmp(self.entries[i].text, text, length) == 0):
-                return &self.entries[i]
-            i = (i + 1) & mask
-        return &self.entries[i]
+        return entry_slot(self.entries, self.capacity, text, length, h)
 
     cdef int grow(self) except -1 nogil:
-        cdef Entry *old = self.entries
-        cdef Py_ssize_t old_capacity = self.capacity, i
-        cdef Entry *target
-        self.capacity *= 2
-        self.entries = <Entry *> malloc(self.capacity * sizeof(Entry))
-        if not self.entries:
+        cdef Entry *grown = new_entries(2 * self.capacity)
+        cdef Py_ssize_t i
+        if not grown:
             with gil:
                 raise MemoryError()
         for i in range(self.capacity):
-            self.entries[i].text = NULL
-        for i in range(old_capacity):
-            if old[i].text != NULL:
-                target = self.slot(old[i].text, old[i].length, old[i].hash)
-                target[0] = old[i]
-        free(old)
+            if self.entries[i].text != NULL:
+                entry_slot(grown, 2 * self.capacity, self.entries[i].text, self.entries[i].length,
+                           self.entries[i].hash)[0] = self.entries[i]
+        free(self.entries)
+        self.entries, self.capacity = grown, 2 * self.capacity
         return 0
 
     cdef Entry *insert(self, const unsigned char *text, Py_ssize_t length, int64_t value) except NULL nogil:
-        cdef uint64_t h = fnv1a(text, length)
-        cdef Entry *e = self.slot(text, length, h)
-        if e.text == NULL:
-            if 2 * (self.size + 1) > self.capacity:
-                self.grow()
-                e = self.slot(text, length, h)
-            e.hash = h
-            e.text = text
-            e.length = length
-            e.value = value
-            self.size += 1
+        cdef Entry *e = entry_insert(&self.entries, &self.capacity, &self.size, text, length, value)
+        if e == NULL:
+            with gil:
+                raise MemoryError()
         return e
 
 
@@ -154,42 +118,20 @@ def encode_words(const unsigned char[::1] data, list words, int missing, int bos
     """Word ids (int32; `missing` for words not in `words`, a list of utf-8 bytes whose
     positions are the ids) and the number of words of each sentence (int64)."""
     cdef WordTable table = word_table(words)
-    cdef Py_ssize_t i, n = data.shape[0], pos = 0, start, line_start, count = 0, lines = 0
-    cdef Py_ssize_t capacity = 1 << 16, line_capacity = 1 << 12
-    cdef int *ids = <int *> malloc(capacity * sizeof(int))
-    cdef int64_t *lengths = <int64_t *> malloc(line_capacity * sizeof(int64_t))
+    cdef Py_ssize_t n = data.shape[0]
     cdef const unsigned char *base = &data[0] if n else NULL
-    cdef Entry *e
-    cdef int value
-    if not ids or not lengths:
-        raise MemoryError()
+    cdef EncodedText text
+    cdef int status
     with nogil:
-        while pos < n:
-            line_start = count
-            while next_word(base, n, &pos, &start):
-                e = table.slot(base + start, pos - start, fnv1a(base + start, pos - start))
-                value = <int> e.value if e.text != NULL else missing
-                if count == capacity:
-                    capacity *= 2
-                    ids = <int *> realloc(ids, capacity * sizeof(int))
-                ids[count] = value
-                count += 1
-            pos += 1
-            if count > line_start and ids[line_start] == bos:
-                for i in range(line_start, count - 1):
-                    ids[i] = ids[i + 1]
-                count -= 1
-            if count > line_start and ids[count - 1] == eos:
-                count -= 1
-            if count > line_start:
-                if lines == line_capacity:
-                    line_capacity *= 2
-                    lengths = <int64_t *> realloc(lengths, line_capacity * sizeof(int64_t))
-                lengths[lines] = count - line_start
-                lines += 1
-    ids_array, lengths_array = copied_array(ids, count, np.int32), copied_array(lengths, lines, np.int64)
-    free(ids)
-    free(lengths)
+        status = encode_text(base, n, table.entries, table.capacity, missing, bos, eos, &text)
+    if status < 0:
+        free(text.ids)
+        free(text.lengths)
+        raise MemoryError()
+    ids_array, lengths_array = copied_array(text.ids, text.count, np.int32), copied_array(text.lengths, text.lines,
+                                                                                         np.int64)
+    free(text.ids)
+    free(text.lengths)
     return ids_array, lengths_array
 
 

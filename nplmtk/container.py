@@ -4,7 +4,9 @@ Layout: 8-byte magic, uint32 format version, uint32 header length, uint32 header
 4 reserved bytes, the JSON header, then 64-byte-aligned little-endian arrays. The header
 holds the model kind, its metadata, the vocabulary and a table of arrays (name, dtype,
 shape, offset, bytes, CRC32 and XXH64; files written before XXH64 have CRC32 alone).
-Arrays load by memory map, or, from a small file, into memory (`load`).
+Arrays load by memory map, or, from a small file, into memory (`load`). Opening and
+checking a file (`opened`) imports neither numpy nor the vocabulary's kernels: `nplm ppl`
+scores a binary back-off model without them (nplmtk/ngram/mapped.py).
 """
 import json
 import mmap
@@ -13,12 +15,8 @@ import stat
 import struct
 import zlib
 
-import numpy as np
-
 from ._ext.checksum_kernels import Xxh64, xxh64
 from .errors import InputError, NplmError, os_error
-from .io import open_output
-from .vocab import Vocabulary
 
 MAGIC = b"\x89NPLM\r\n\x1a"
 FORMAT_VERSION = 1
@@ -36,11 +34,15 @@ class PiecedArray:
     checksums, then the bytes)."""
 
     def __init__(self, dtype, shape, pieces):
+        import numpy as np
         self.dtype, self.shape, self.pieces = np.dtype(dtype), tuple(shape), pieces
 
 
 def save(path, kind, arrays, meta=None, vocab=None):
     """Write a model atomically: `arrays` maps names to numpy arrays or PiecedArrays."""
+    import numpy as np
+
+    from .io import open_output
     table = []
     sources = []
     for name, array in arrays.items():
@@ -96,8 +98,9 @@ def save(path, kind, arrays, meta=None, vocab=None):
         out.write(b"\0" * (header["file_size"] - written))
 
 
-# The dtypes a container may hold (little-endian): model arrays, counts, ids.
-DTYPES = ("<f4", "<f8", "<i4", "<i8", "<u4", "<u8", "|u1", "|i1", "|b1")
+# The dtypes a container may hold (little-endian): model arrays, counts, ids; each one's bytes.
+ITEM_BYTES = {"<f4": 4, "<f8": 8, "<i4": 4, "<i8": 8, "<u4": 4, "<u8": 8, "|u1": 1, "|i1": 1, "|b1": 1}
+DTYPES = tuple(ITEM_BYTES)
 
 
 def _checked_header(body, file_size, path):
@@ -127,7 +130,7 @@ def _checked_header(body, file_size, path):
         for n in shape:
             count *= n
         if not all(_natural(entry.get(key)) for key in ("offset", "nbytes", "crc32")) \
-                or entry["nbytes"] != count * np.dtype(entry["dtype"]).itemsize \
+                or entry["nbytes"] != count * ITEM_BYTES[entry["dtype"]] \
                 or entry["offset"] + entry["nbytes"] > header["file_size"] \
                 or not (_natural(entry.get("xxh64", 0)) and entry.get("xxh64", 0) < 2 ** 64):
             refuse(f"array '{entry['name']}': its bytes")
@@ -182,7 +185,8 @@ def load(path, verify=True, mapped=None):
     """Open a container; refuse a truncated, corrupt, empty, foreign or newer file. Its arrays are
     read-only: views of a memory map when `mapped` (default: a file of MAPPED_FROM bytes or more),
     else of its bytes read into memory."""
-    header, buffer = _opened(path, mapped=mapped)
+    import numpy as np
+    header, buffer = opened(path, mapped=mapped)
     arrays = {}
     for entry in header["arrays"]:
         view = memoryview(buffer)[entry["offset"]:entry["offset"] + entry["nbytes"]]
@@ -199,11 +203,12 @@ def read_header(path):
     """The checked header of a container (kind, meta, the table of arrays with their
     offsets and checksums) and its vocabulary, for a reader that reads the arrays
     itself a piece at a time (a memory map would count in its memory)."""
-    header, _ = _opened(path, arrays=False)
+    header, _ = opened(path, arrays=False)
     return header, _header_vocab(header, path)
 
 
 def _header_vocab(header, path):
+    from .vocab import Vocabulary
     vocab = None
     if header.get("vocab") is not None:
         try:
@@ -214,9 +219,10 @@ def _header_vocab(header, path):
     return vocab
 
 
-def _opened(path, mapped=None, arrays=True):
+def opened(path, mapped=None, arrays=True):
     """(the checked header, the file's bytes when `arrays`: a read-only memory map when `mapped`
-    (None: when the file has MAPPED_FROM bytes or more), else a numpy buffer read)."""
+    (None: when the file has MAPPED_FROM bytes or more), else a bytearray read); refused as
+    `load` refuses a file."""
     try:
         with open(path, "rb") as f:
             if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # a pipe or a device: no size, no memory map
@@ -246,10 +252,11 @@ def _opened(path, mapped=None, arrays=True):
             if arrays and (mapped or mapped is None and size >= MAPPED_FROM):
                 buffer = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
             elif arrays:
-                buffer = np.empty(header["file_size"], np.uint8)
+                buffer = bytearray(header["file_size"])
                 f.seek(0)
-                f.readinto(buffer)
-            if buffer is not None and len(buffer) < header["file_size"]:  # f.readinto: a short read
+                if f.readinto(buffer) < len(buffer):
+                    raise InputError("truncated nplm model file (it shrank as it was read)", path=path)
+            if buffer is not None and len(buffer) < header["file_size"]:
                 raise InputError("truncated nplm model file (it shrank as it was read)", path=path)
     except OSError as err:
         raise os_error(path, err) from None

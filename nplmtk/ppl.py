@@ -10,39 +10,8 @@ from .io import read_lines
 from .lm import LN10
 from .ngram.backoff import PSEUDO_ZERO
 from .ngram.counts import byte_ranks, parse_count
-from .text import split_words
-from .vocab import sentence_tokens
-
-
-class TextStats:
-    """Counts and the log10 total of a text or a sentence (SRILM's TextStats)."""
-
-    def __init__(self, sentences=0, words=0, oovs=0, zeroprobs=0, logprob=0.0):
-        self.sentences, self.words, self.oovs = sentences, words, oovs
-        self.zeroprobs, self.logprob = zeroprobs, logprob
-
-    def add(self, other):
-        self.sentences += other.sentences
-        self.words += other.words
-        self.oovs += other.oovs
-        self.zeroprobs += other.zeroprobs
-        self.logprob += other.logprob
-
-    @property
-    def ppl(self):
-        denominator = self.words - self.oovs - self.zeroprobs + self.sentences
-        return math.exp(-(self.logprob / denominator) * LN10) if denominator > 0 else None
-
-    @property
-    def ppl1(self):
-        denominator = self.words - self.oovs - self.zeroprobs
-        return math.exp(-(self.logprob / denominator) * LN10) if denominator > 0 else None
-
-    def lines(self):
-        def g(value):
-            return "undefined" if value is None else f"{value:.7g}"
-        return [f"{self.sentences} sentences, {self.words} words, {self.oovs} OOVs",
-                f"{self.zeroprobs} zeroprobs, logprob= {g(self.logprob)} ppl= {g(self.ppl)} ppl1= {g(self.ppl1)}"]
+from .ppl_report import TextStats, order_tag, write_sentences, write_totals
+from .text import sentences_as_read, split_words
 
 
 def read_scored_text(path, vocab, normalize=None, words=True):
@@ -54,7 +23,7 @@ def read_scored_text(path, vocab, normalize=None, words=True):
         lines = read_lines(path)
         if normalize:
             lines = normalize("\n".join(lines)).split("\n")
-        raw = [tokens for tokens in map(split_words, lines) if sentence_tokens(" ".join(tokens))]
+        raw = sentences_as_read(lines)
     return raw, Corpus.read(path, vocab, unk=True, normalize=normalize)
 
 
@@ -120,7 +89,7 @@ def count_perplexity(model, path, debug=0, write=print, unk_log10prob=None):
                 stats.logprob += count * logp
             if debug >= 2:
                 context = " ".join(vocab.words[w] for w in reversed(gram[:-1]))
-                tag = f"[{order}gram]" if order else "[OOV]"
+                tag = order_tag(order)
                 weight = f" *{float(count):.7g}" if count != 1 else ""
                 write(f"\tp( {vocab.words[gram[-1]]} | {context} ) \t= {tag} {math.exp(logp * LN10):.7g} "
                       f"[ {logp:.7g}{weight} ]")
@@ -128,44 +97,23 @@ def count_perplexity(model, path, debug=0, write=print, unk_log10prob=None):
         for line in stats.lines():
             write(line)
         write("")
-    first, second = stats.lines()
-    write(f"file {path}: {first}")
-    write(second)
+    write_totals(path, stats, write)
     return stats
 
 
 def report(model, raw, corpus, log10, debug=0, write=print):
     """SRILM's report of scores `log10` (one per predicted token of `corpus`)."""
-    path = corpus.name
     logprob, oovs, zeroprobs, text_logprob = sentence_totals(
         np.ascontiguousarray(log10, dtype=np.float64), corpus.ids, corpus.offsets, model.vocab.unk)
     if debug == 0:  # the totals alone
         total = TextStats(corpus.num_sentences, corpus.num_words, int(oovs.sum()), int(zeroprobs.sum()),
                           text_logprob)
     else:
-        total = TextStats()
-        targets = corpus.targets()
-        tags = model.hit_tags(corpus) if debug >= 2 else None
-        words = model.vocab.words
-        bounds = (corpus.offsets + np.arange(len(corpus.offsets))).tolist()
-        logprob, oovs, zeroprobs = logprob.tolist(), oovs.tolist(), zeroprobs.tolist()
-    for s in range(corpus.num_sentences if debug >= 1 else 0):
-        first, last = bounds[s], bounds[s + 1]
-        stats = TextStats(1, last - first - 1, oovs[s], zeroprobs[s], logprob[s])
-        write(" ".join(raw[s]))
+        tokens = {}
         if debug >= 2:
-            for t in range(first, last):
-                word = words[targets[t]]
-                context = words[targets[t - 1]] if t > first else "<s>"
-                more = " ..." if t > first else " "
-                logp = float(np.float32(log10[t]))
-                tag = tags[t] if tags else ""
-                write(f"\tp( {word} | {context}{more}) \t= {tag} {math.exp(logp * LN10):.7g} [ {logp:.7g} ]")
-        for line in stats.lines():
-            write(line)
-        write("")
-        total.add(stats)
-    first, second = total.lines()
-    write(f"file {path}: {first}")
-    write(second)
+            tokens = {"words": model.vocab.words, "targets": corpus.targets().tolist(), "tags": model.hit_tags(corpus),
+                      "log10": np.asarray(log10, dtype=np.float32).tolist()}
+        bounds = (corpus.offsets + np.arange(len(corpus.offsets))).tolist()
+        total = write_sentences(raw, bounds, logprob.tolist(), oovs.tolist(), zeroprobs.tolist(), write, **tokens)
+    write_totals(corpus.name, total, write)
     return total

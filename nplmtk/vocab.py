@@ -6,22 +6,12 @@ from ._ext import text_kernels
 from .errors import InputError, NplmError, ParameterError
 from .io import (check_tokens, check_words, comes_once, max_token_bytes, open_output, read_bytes, read_lines,
                  read_text_blocks)
-from .text import Normalizer, split_words
+from .text import Normalizer, sentence_tokens, split_words  # noqa: F401 (sentence_tokens: from here too)
 from .threads import in_order
 
 COUNT_BLOCK_BYTES = 16 << 20  # count_words' blocks, counted two at a time (three held at once)
 
 UNK, BOS, EOS = "<unk>", "<s>", "</s>"
-
-
-def sentence_tokens(line):
-    """The words of one line, without a leading `<s>` or trailing `</s>` (SRILM adds them)."""
-    tokens = split_words(line)
-    if tokens and tokens[0] == BOS:
-        tokens = tokens[1:]
-    if tokens and tokens[-1] == EOS:
-        tokens = tokens[:-1]
-    return tokens
 
 
 class Vocabulary:

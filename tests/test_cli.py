@@ -123,15 +123,17 @@ def test_the_entry_point_ends_the_process_after_atexit_and_the_output(tmp_path, 
     (no interpreter teardown): atexit's functions have run, the output is whole, and a
     thread still running makes it return, for the usual exit, which waits for the thread."""
     marker = tmp_path / "atexit.txt"
-    script = ("import atexit, sys, threading, time\n"
+    script = ("import atexit, sys, threading\n"
               "from nplmtk.cli.main import main\n"
               "marker = sys.argv[1]\n"
               "atexit.register(lambda: open(marker, 'a').write('atexit\\n'))\n"
+              "returned = threading.Event()\n"  # the thread runs on until main() has returned, however slow
               "if sys.argv[2] == 'thread':\n"
-              "    threading.Thread(target=lambda: (time.sleep(0.2), print('thread'))).start()\n"
+              "    threading.Thread(target=lambda: (returned.wait(), print('thread'))).start()\n"
               "sys.argv = ['nplm', 'vocab', '-text', sys.argv[3]]\n"
               "main()\n"
-              "print('not reached')\n")
+              "print('not reached')\n"
+              "returned.set()\n")
     for thread in ("none", "thread"):
         proc = subprocess.run([sys.executable, "-c", script, marker, thread, train], capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr

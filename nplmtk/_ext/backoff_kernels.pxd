@@ -1,8 +1,7 @@
 # The C interface of nplmtk._ext.backoff_kernels (cython_ext/backoff_kernels.pyx): the
 # back-off model's tables and SRILM's back-off walk over them, which the lattice kernels
 # (lattice_kernels.pyx) call for each word they score.
-cdef enum:
-    MAX_LEVELS = 10  # nplmtk.ngram.counts.MAX_ORDER
+from backoff_walk cimport MAX_LEVELS, WalkTables  # MAX_LEVELS: nplmtk.ngram.counts.MAX_ORDER
 
 
 cdef class BackoffTables:
@@ -16,6 +15,7 @@ cdef class BackoffTables:
     cdef const long long *children[MAX_LEVELS]
     cdef const long long *unigram_row  # word id -> row of the 1-gram table, -1 if absent
     cdef list owners  # the arrays behind the pointers
+    cdef WalkTables walk  # the pointers above, as the walk takes them (cython_ext/backoff_walk.pxd)
 
     cdef signed char step(self, const int *words, Py_ssize_t stride, Py_ssize_t used, long long *tokens,
                           long long *chain, float *score) noexcept nogil

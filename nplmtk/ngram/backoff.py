@@ -6,16 +6,8 @@ import numpy as np
 from .._ext.backoff_kernels import BackoffTables, children_runs, context_nodes
 from ..lm import LanguageModel
 from .index import NgramIndex
+from .layout import MAX_LOG10_BACKOFF, PSEUDO_ZERO
 
-PSEUDO_ZERO = -99.0  # log10 0 as ARPA files write it: no probability or weight lies below
-# The largest log10 back-off weight a model may hold. bow(h) = (1 - sum p(w | h)) /
-# (1 - sum p(w | h')) over the words listed after h: the weight times the lower orders'
-# mass of the other words must stay within 1. SRILM's computeBOW, and nplm's, take a
-# denominator below Prob_Epsilon (3e-6) for 0, so their weights stay within 10^5.52 (the
-# largest in nplm's models of Brown, every discounting method, orders 3 and 5: 10^5.51);
-# KenLM's are interpolation weights, within 1. A denominator below 1e-7 lies under the
-# rounding of the 7-digit probabilities it is computed from: a larger weight is no estimate.
-MAX_LOG10_BACKOFF = 7.0
 
 
 def log10_fault(value, weight):
@@ -175,7 +167,8 @@ class BackoffModel(LanguageModel):
 
     def hit_tags(self, corpus):
         """SRILM's -debug 2 tag of each token: the order of the n-gram used, or OOV."""
-        return [f"[{n}gram]" if n else "[OOV]" for n in self.hit_orders(corpus)]
+        from ..ppl_report import order_tag
+        return [order_tag(n) for n in self.hit_orders(corpus)]
 
     # -- a word at a time (nplmtk/incremental.py): the state is the context, as a tuple of
     # ids, cut to what the model can still use (BackoffTables.score_steps)

@@ -12,10 +12,8 @@ from ..errors import InputError, NplmError
 from .backoff import MAX_LOG10_BACKOFF, PSEUDO_ZERO, BackoffModel, log10_fault
 from .counts import MAX_ORDER
 from .index import NgramIndex
+from .layout import BINARY_KIND, TABLES
 
-BINARY_KIND = "backoff-ngram"
-# the arrays of each order k, stored as "NAME.k": name -> dtype in the container
-TABLES = {"keys": "<i8", "logp": "<f4", "bow": "<f4", "has_bow": "|b1", "node": "|b1"}
 
 
 def check_binary_name(path):
