@@ -121,24 +121,23 @@ class BucketedRuns:
         SortedRuns' runs), a bucket at a time."""
         if not self.sections:
             return
-        try:
-            with open(self.path, "rb", buffering=0) as source:
-                for bucket in range(len(self.bounds) + 1):
-                    sections = [(int(starts[bucket]), int(counts[bucket])) for starts, counts in self.sections
-                                if counts[bucket]]
-                    size = sum(count for _, count in sections)
-                    if size > self.OVERFULL * self.rows:
-                        pieces = (_read_records(source, self.dtype, first, count) for first, count in sections)
-                        yield from SortedRuns(pieces, self.rows, self.folder, f"{self.name}-{bucket}").pieces()
-                        continue
-                    records, at = np.empty(size, dtype=self.dtype), 0
-                    for first, count in sections:
-                        _read_records(source, self.dtype, first, count, records[at:at + count])
-                        at += count
-                    if size:
-                        yield _sorted(records)
-        finally:
-            os.remove(self.path)
+        with open(self.path, "rb", buffering=0) as source:
+            for bucket in range(len(self.bounds) + 1):
+                raise_if_stopping()  # the process ends on a signal: between two buckets
+                sections = [(int(starts[bucket]), int(counts[bucket])) for starts, counts in self.sections
+                            if counts[bucket]]
+                size = sum(count for _, count in sections)
+                if size > self.OVERFULL * self.rows:
+                    pieces = (_read_records(source, self.dtype, first, count) for first, count in sections)
+                    yield from SortedRuns(pieces, self.rows, self.folder, f"{self.name}-{bucket}").pieces()
+                    continue
+                records, at = np.empty(size, dtype=self.dtype), 0
+                for first, count in sections:
+                    _read_records(source, self.dtype, first, count, records[at:at + count])
+                    at += count
+                if size:
+                    yield _sorted(records)
+        os.remove(self.path)  # (a run stopped early leaves it to the scratch folder's removal)
 
 
 def _sorted(records):
