@@ -17,7 +17,7 @@ from nplmtk.ngram.counts import NgramCounts
 from nplmtk.ngram.sorted_counts import ROW_BYTES, write_counts_streamed
 from nplmtk.ngram.estimate import estimate, prune
 from nplmtk.ngram.store import CountStore
-from nplmtk.ngram.sorted_runs import sorted_records
+from nplmtk.ngram.sorted_runs import BucketedRuns, sorted_records
 from nplmtk.ngram.stream import StreamEstimate
 from nplmtk.ngram.stream.writers import write_arpa_streamed, write_binary_streamed
 from nplmtk.vocab import Vocabulary
@@ -102,6 +102,22 @@ def test_sorted_records_merge_runs_of_any_size(tmp_path):
         pieces.append(piece)
     out = list(sorted_records(iter(pieces), 300, str(tmp_path), "test"))
     assert len(out) > 1
+    assert np.concatenate(out)["value"].tolist() == list(range(5000))
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("bounds", [[], [1000, 2500, 2600, 4000], [-5, 10 ** 6], list(range(0, 5000, 7))])
+def test_bucketed_runs_sort_whatever_the_bounds(tmp_path, bounds):
+    """Buckets of any fill: empty ones, ones past OVERFULL rows (sorted by SortedRuns)."""
+    rng = np.random.default_rng(1)
+    record = np.dtype([("key", "<i8"), ("value", "<i4"), ("flag", "u1")])
+    keys = rng.permutation(5000)
+    pieces = []
+    for part in np.array_split(keys, 37):
+        piece = np.empty(len(part), dtype=record)
+        piece["key"], piece["value"] = part, part
+        pieces.append(piece)
+    out = list(BucketedRuns(iter(pieces), bounds, 300, str(tmp_path), "test").pieces())
     assert np.concatenate(out)["value"].tolist() == list(range(5000))
     assert os.listdir(tmp_path) == []
 

@@ -10,8 +10,12 @@ from ...threads import computed_ahead
 from ..arpa import _BackgroundWriter, format_section
 from ..binary import BINARY_KIND, TABLES, check_binary_name, stored_log10s
 from ..counts import byte_ranks
-from ..sorted_runs import SortedRuns
+from ..sorted_runs import BucketedRuns, SortedRuns
 from .files import BACKWARD, MODEL_KEYS
+
+# the sample of an order's keys that bounds its sort's buckets: blocks of rows spread evenly
+SAMPLE_BLOCKS, SAMPLE_BLOCK_ROWS = 4096, 8
+BUCKET_FILL = 0.8  # a bucket's expected records, a share of the records a sort holds
 
 
 def write_arpa_streamed(model, path, memory, folder, consume=False):
@@ -31,6 +35,27 @@ def write_arpa_streamed(model, path, memory, folder, consume=False):
 
     def rows_for(record):
         return max(1, memory // 12 // (3 * record.itemsize + 16))  # three sorts at once (see below)
+
+    def sampled_keys(k, key):
+        """`key(words, context places)` of a sample of order k's rows, sorted (read
+        through memory maps: a few pages of each file)."""
+        size = model.sizes[k - 1]
+        starts = np.linspace(0, max(0, size - SAMPLE_BLOCK_ROWS), SAMPLE_BLOCKS).astype(np.int64)
+        rows = np.unique(starts[:, None] + np.arange(SAMPLE_BLOCK_ROWS))
+        keys = np.array(files.mapped("fkeys", k, mode="r")[rows[rows < size]])
+        places = (np.zeros(len(keys), dtype=np.int64) if k == 1
+                  else np.array(files.mapped("backward", k - 1, mode="r")[keys // vocab_size]))
+        return np.sort(key(keys % vocab_size, places))
+
+    def sorted_by_key(records, size, rows, name, sample):
+        """The records (`size` of them) sorted by key, `rows` in memory at a time: in one
+        batch, or by buckets whose bounds `sample()` (sorted keys) gives."""
+        if size <= rows:
+            return SortedRuns(records, rows, folder, name)
+        buckets = -(-size // max(1, int(rows * BUCKET_FILL)))
+        keys = sample()
+        bounds = np.unique(keys[np.arange(1, buckets) * len(keys) // buckets])
+        return BucketedRuns(records, bounds, rows, folder, name)
 
     def context_places(k, start, stop):
         """The places of rows start..stop-1's contexts among the order below read
@@ -58,9 +83,13 @@ def write_arpa_streamed(model, path, memory, folder, consume=False):
                 out["row"] = np.arange(start, start + len(grams))
                 yield out
 
+        def sample():
+            return sampled_keys(k, lambda words, places: rank[words].astype(np.int64) * below + places)
+
+        backward_sorted = sorted_by_key(records(), size, rows, f"backward{k}", sample)
         if size * BACKWARD.row_bytes(k) <= memory // 4:  # the places fit in memory: the permutation inverted in place
             place, at = np.empty(size, dtype=np.int64), 0
-            for piece in SortedRuns(records(), rows, folder, f"backward{k}").pieces():
+            for piece in backward_sorted.pieces():
                 place[piece["row"]] = np.arange(at, at + len(piece))
                 at += len(piece)
             files.write("backward", k, place)
@@ -70,14 +99,16 @@ def write_arpa_streamed(model, path, memory, folder, consume=False):
             """(row, its place) in the order of places: sorted by row again below, which
             inverts the permutation in n log n (a window at a time took n^2 / memory)."""
             place = 0
-            for piece in SortedRuns(records(), rows, folder, f"backward{k}").pieces():
+            for piece in backward_sorted.pieces():
                 out = np.empty(len(piece), dtype=record)
                 out["key"], out["row"] = piece["row"], np.arange(place, place + len(piece))
                 place += len(piece)
                 yield out
 
         out = files.writer("backward", k)
-        for piece in SortedRuns(places(), rows, folder, f"backward-places{k}").pieces():
+        chunk = max(1, int(rows * BUCKET_FILL))  # the rows are 0..size-1: buckets of equal ranges
+        for piece in BucketedRuns(places(), np.arange(chunk, size, chunk), rows, folder,
+                                  f"backward-places{k}").pieces():
             out.append(np.ascontiguousarray(piece["row"]))
         out.close()
 
@@ -106,7 +137,10 @@ def write_arpa_streamed(model, path, memory, folder, consume=False):
                     out["bow"], out["node"] = bow, node
                 yield out
 
-        runs = SortedRuns(records(), rows, folder, f"arpa{k}")
+        def sample():
+            return sampled_keys(k, lambda words, places: places * len(vocab) + rank[words])
+
+        runs = sorted_by_key(records(), model.sizes[k - 1], rows, f"arpa{k}", sample)
         if consume and k == model.order:
             model.remove(k)
         return runs
@@ -120,17 +154,22 @@ def write_arpa_streamed(model, path, memory, folder, consume=False):
                 contextlib.closing(computed_ahead(sorted_order(k) for k in range(1, model.order + 1))) as orders:
             for k, runs in enumerate(orders, 1):
                 write(f"\n\\{k}-grams:\n".encode())
-                for piece in runs.pieces():
-                    grams = np.ascontiguousarray(piece["grams"]).reshape(-1, k)
-                    weighted = "bow" in piece.dtype.names
-                    for text in format_section(grams, np.ascontiguousarray(piece["logp"]),
-                                               np.ascontiguousarray(piece["bow"]) if weighted
-                                               else np.zeros(len(piece), dtype=np.float32),
-                                               np.ascontiguousarray(piece["node"]) if weighted
-                                               else np.zeros(len(piece), dtype=np.uint8),
-                                               np.arange(len(piece), dtype=np.int64), words, word_start):
-                        write(text)
+                # the next piece read and sorted in a thread while this one is formatted
+                with contextlib.closing(computed_ahead(runs.pieces())) as pieces:
+                    for piece in pieces:
+                        for text in formatted_records(piece, k, words, word_start):
+                            write(text)
         write(b"\n\\end\\\n")
+
+
+def formatted_records(piece, k, words, word_start):
+    """ARPA lines of sorted records of order k (format_section's pieces)."""
+    grams = np.ascontiguousarray(piece["grams"]).reshape(-1, k)
+    weighted = "bow" in piece.dtype.names
+    return format_section(grams, np.ascontiguousarray(piece["logp"]),
+                          np.ascontiguousarray(piece["bow"]) if weighted else np.zeros(len(piece), dtype=np.float32),
+                          np.ascontiguousarray(piece["node"]) if weighted else np.zeros(len(piece), dtype=np.uint8),
+                          np.arange(len(piece), dtype=np.int64), words, word_start)
 
 
 def write_binary_streamed(model, path, memory):
