@@ -3,7 +3,7 @@
 # segment of T positions of B streams, forward and back-propagation (Vaswani et al. 2017;
 # Radford et al. 2019's block order); optionally Transformer-XL's memory of the previous
 # segment and relative positions (Dai et al. 2019, sec. 3.2-3.3). Parameters and buffers are
-# arrays Python allocated.
+# arrays Python allocated; set_threads shares each pass among OpenMP threads.
 import numpy as np
 
 from cython.parallel cimport prange, threadid
