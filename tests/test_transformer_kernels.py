@@ -78,7 +78,7 @@ SHAPES = [  # blocks, d, heads, ff, streams, length
     (2, 8, 2, 16, 2, 5),
     (3, 6, 3, 10, 3, 1),
     (2, 12, 1, 8, 1, 7),
-    (1, 8, 2, 12, 2, 37),  # queries in two blocks (QUERY_BLOCK 32), the second short
+    (1, 8, 2, 12, 2, 69),  # queries in two blocks (QUERY_BLOCK 64), the second short
 ]
 
 
@@ -162,7 +162,7 @@ XL_SHAPES = [  # blocks, d, heads, ff, streams, length, memory
     (1, 8, 2, 12, 1, 4, 0),
     (2, 8, 2, 12, 2, 4, 3),
     (2, 6, 3, 10, 2, 3, 5),  # a memory longer than a segment fills over two
-    (1, 8, 2, 12, 1, 34, 6),  # queries in two blocks
+    (1, 8, 2, 12, 1, 66, 6),  # queries in two blocks
 ]
 
 
@@ -213,7 +213,7 @@ def test_threads_give_one_threads_results(memory):
     """set_threads(3) (on a single-threaded BLAS, as it asks): the top states, dL/dx and
     every gradient of one thread's pass, to float32 rounding (sums over rows in another
     order), dropout's masks included."""
-    blocks, d, heads, ff, streams, length = 2, 8, 2, 12, 3, 40
+    blocks, d, heads, ff, streams, length = 2, 8, 2, 12, 3, 70
     rng = np.random.default_rng(11)
     params = stack_params(blocks, d, ff, rng, relative=memory > 0)
     first, x, top_grad = (rng.normal(0, 1, (streams * length, d)).astype(np.float32) for _ in range(3))
