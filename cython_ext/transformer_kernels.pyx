@@ -3,9 +3,10 @@
 # segment of T positions of B streams, forward and back-propagation (Vaswani et al. 2017;
 # Radford et al. 2019's block order); optionally Transformer-XL's memory of the previous
 # segment and relative positions (Dai et al. 2019, sec. 3.2-3.3). Parameters and buffers are
-# arrays Python allocated.
+# arrays Python allocated; set_threads shares each pass among OpenMP threads.
 import numpy as np
 
+from cython.parallel cimport prange, threadid
 from libc.math cimport sqrtf
 from libc.string cimport memcpy, memset
 
@@ -16,6 +17,7 @@ from kernel_common cimport gemm
 
 cdef enum:
     MAX_BLOCKS = 64
+    MAX_THREADS = 64
     PARAMETERS = 15
     LN1_GAIN = 0
     LN1_BIAS = 1
@@ -72,29 +74,121 @@ cdef struct Block:
     float *ff_mask      # N x d: on the feed-forward output
 
 
-cdef inline void add_rows(float *A, const float *bias, Py_ssize_t rows, int width) noexcept nogil:
-    cdef Py_ssize_t r
-    for r in range(rows):
-        memcpy(A + r * width, bias, width * sizeof(float))
+cdef inline Py_ssize_t part_start(Py_ssize_t total, int parts, int p) noexcept nogil:
+    """Where part p of `parts` slices of 0 .. total starts (slices of whole 16s, the last shorter)."""
+    cdef Py_ssize_t chunk = ((total + parts - 1) // parts + 15) // 16 * 16
+    return min(total, p * chunk)
 
 
-cdef inline void residual_branch(float *branch, float *mask, const float *x, float *out, Py_ssize_t size, float p,
-                                 unsigned long long *rng) noexcept nogil:
-    """out = x + dropout(branch)."""
-    cdef Py_ssize_t i
+cdef void split_gemm(int parts, const float *bias, char ta, char tb, int M, int N, int K, float alpha, const float *A,
+                     int lda, const float *B, int ldb, float beta, float *C, int ldc) noexcept nogil:
+    """gemm (kernel_common) with C cut in `parts` slices of rows (or of columns, when it
+    has more columns), one a thread, each on a single-threaded BLAS; with a bias, C's rows
+    are set to it first (beta must then be 1)."""
+    cdef int p, lo, hi, r
+    if M >= N:
+        for p in prange(parts, num_threads=parts, schedule="static", chunksize=1, nogil=True):
+            lo, hi = part_start(M, parts, p), part_start(M, parts, p + 1)
+            if hi > lo:
+                if bias != NULL:
+                    for r in range(lo, hi):
+                        memcpy(C + <Py_ssize_t> r * ldc, bias, N * sizeof(float))
+                gemm(ta, tb, hi - lo, N, K, alpha, A + (<Py_ssize_t> lo * lda if ta == b'N' else lo), lda, B, ldb,
+                     beta, C + <Py_ssize_t> lo * ldc, ldc)
+    else:
+        for p in prange(parts, num_threads=parts, schedule="static", chunksize=1, nogil=True):
+            lo, hi = part_start(N, parts, p), part_start(N, parts, p + 1)
+            if hi > lo:
+                if bias != NULL:
+                    for r in range(M):
+                        memcpy(C + <Py_ssize_t> r * ldc + lo, bias + lo, (hi - lo) * sizeof(float))
+                gemm(ta, tb, M, hi - lo, K, alpha, A, lda, B + (lo if tb == b'N' else <Py_ssize_t> lo * ldb), ldb,
+                     beta, C + lo, ldc)
+
+
+cdef void split_layer_norm(int parts, const float *x, const float *gamma, const float *beta, float *xhat,
+                           float *inverse, float *y, Py_ssize_t rows, int d) noexcept nogil:
+    cdef int p
+    cdef Py_ssize_t lo, hi
+    for p in prange(parts, num_threads=parts, schedule="static", chunksize=1, nogil=True):
+        lo, hi = part_start(rows, parts, p), part_start(rows, parts, p + 1)
+        layer_norm(x + lo * d, gamma, beta, xhat + lo * d, inverse + lo, y + lo * d, hi - lo, d)
+
+
+cdef void split_layer_norm_backward(int parts, float *partial, Py_ssize_t stride, const float *dy, const float *xhat,
+                                    const float *inverse, const float *gamma, float *dx, float *dgamma, float *dbeta,
+                                    Py_ssize_t rows, int d) noexcept nogil:
+    """layer_norm_backward by slices of rows; each thread sums its dgamma and dbeta in its
+    `partial` (2d floats, `stride` apart), added to them after."""
+    cdef int p, c
+    cdef Py_ssize_t lo, hi
+    for p in prange(parts, num_threads=parts, schedule="static", chunksize=1, nogil=True):
+        lo, hi = part_start(rows, parts, p), part_start(rows, parts, p + 1)
+        memset(partial + p * stride, 0, 2 * d * sizeof(float))
+        layer_norm_backward(dy + lo * d, xhat + lo * d, inverse + lo, gamma, dx + lo * d, partial + p * stride,
+                            partial + p * stride + d, hi - lo, d)
+    for p in range(parts):
+        for c in range(d):
+            dgamma[c] += partial[p * stride + c]
+            dbeta[c] += partial[p * stride + d + c]
+
+
+cdef void split_column_sums(int parts, float *partial, Py_ssize_t stride, const float *A, Py_ssize_t rows, int cols,
+                            float *out) noexcept nogil:
+    """out = A's column sums, each thread's slice of rows summed in its `partial`."""
+    cdef int p, c
+    cdef Py_ssize_t lo, hi
+    if parts == 1:
+        column_sums(A, rows, cols, out)
+        return
+    for p in prange(parts, num_threads=parts, schedule="static", chunksize=1, nogil=True):
+        lo, hi = part_start(rows, parts, p), part_start(rows, parts, p + 1)
+        column_sums(A + lo * cols, hi - lo, cols, partial + p * stride)
+    memset(out, 0, cols * sizeof(float))
+    for p in range(parts):
+        for c in range(cols):
+            out[c] += partial[p * stride + c]
+
+
+cdef void split_gelu(int parts, float *out, float *pre, const float *c, Py_ssize_t rows, int width) noexcept nogil:
+    cdef int p
+    cdef Py_ssize_t lo, hi
+    for p in prange(parts, num_threads=parts, schedule="static", chunksize=1, nogil=True):
+        lo, hi = part_start(rows, parts, p), part_start(rows, parts, p + 1)
+        gelu_rows(out + lo * width, pre + lo * width, c, hi - lo, width)
+
+
+cdef void split_gelu_backward(int parts, float *grad, const float *x, Py_ssize_t size) noexcept nogil:
+    cdef int p
+    cdef Py_ssize_t lo, hi
+    for p in prange(parts, num_threads=parts, schedule="static", chunksize=1, nogil=True):
+        lo, hi = part_start(size, parts, p), part_start(size, parts, p + 1)
+        gelu_backward(grad + lo, x + lo, hi - lo)
+
+
+cdef void residual_branch(int parts, float *branch, float *mask, const float *x, float *out, Py_ssize_t size, float p,
+                          unsigned long long *rng) noexcept nogil:
+    """out = x + dropout(branch) (the mask drawn in one thread: the generator's sequence)."""
+    cdef int part
+    cdef Py_ssize_t lo, hi, i
     if mask != NULL:
         dropout(branch, mask, size, p, rng)
-    for i in range(size):
-        out[i] = x[i] + branch[i]
+    for part in prange(parts, num_threads=parts, schedule="static", chunksize=1, nogil=True):
+        lo, hi = part_start(size, parts, part), part_start(size, parts, part + 1)
+        for i in range(lo, hi):
+            out[i] = x[i] + branch[i]
 
 
-cdef inline void masked_copy(const float *grad, const float *mask, float *out, Py_ssize_t size) noexcept nogil:
-    cdef Py_ssize_t i
-    if mask == NULL:
-        memcpy(out, grad, size * sizeof(float))
-    else:
-        for i in range(size):
-            out[i] = grad[i] * mask[i]
+cdef void masked_copy(int parts, const float *grad, const float *mask, float *out, Py_ssize_t size) noexcept nogil:
+    cdef int part
+    cdef Py_ssize_t lo, hi, i
+    for part in prange(parts, num_threads=parts, schedule="static", chunksize=1, nogil=True):
+        lo, hi = part_start(size, parts, part), part_start(size, parts, part + 1)
+        if mask == NULL:
+            memcpy(out + lo, grad + lo, (hi - lo) * sizeof(float))
+        else:
+            for i in range(lo, hi):
+                out[i] = grad[i] * mask[i]
 
 
 cdef class TransformerStack:
@@ -123,11 +217,11 @@ cdef class TransformerStack:
     cdef float *scratch_f       # N x f
     cdef float *scratch_qkv     # B (M + T) x 3d
     cdef float *scratch_joined[2]  # B (M + T) x d each
-    cdef float *scratch_square[3]  # T x (M + T) each
-    cdef float *scratch_queries[2]  # T x dh each
-    cdef float *scratch_Rk      # (M + T) x d
+    cdef int threads            # the threads sharing each pass (set_threads)
+    cdef float *thread_scratch  # each thread's: 3 T x (M + T), 2 T x dh, then dL/d(Rk, u, v) (M + T + 2) x d,
+    cdef Py_ssize_t thread_stride  # then column sums of up to max(3d, f)
     cdef object arrays          # every array whose memory the pointers above use
-    cdef object top_array, input_grad_array
+    cdef object top_array, input_grad_array, thread_scratch_array
     cdef dict mask_arrays
 
     def __init__(self, params, grads, int blocks, int heads, int streams, int length, int memory=0,
@@ -167,6 +261,7 @@ cdef class TransformerStack:
         self.final_gain_grad = self._pointer(self._checked(grads, "final_gain", (d,), "grads"))
         self.final_bias_grad = self._pointer(self._checked(grads, "final_bias", (d,), "grads"))
         self._allocate()
+        self.set_threads(1)
         if relative:
             self.positions = self._pointer(relative_positions(self.keys, d))
 
@@ -218,13 +313,9 @@ cdef class TransformerStack:
         for i in range(2):
             self.residual[i] = self._buffer(N * d)
             self.scratch_joined[i] = self._buffer(joined * d)
-            self.scratch_queries[i] = self._buffer(<Py_ssize_t> self.length * (d // self.heads))
-        for i in range(3):
-            self.scratch_square[i] = self._buffer(square)
         for i in range(4):
             self.scratch_d[i] = self._buffer(N * d)
         self.scratch_f, self.scratch_qkv = self._buffer(N * f), self._buffer(joined * 3 * d)
-        self.scratch_Rk = self._buffer(self.keys * d)
         self.top_array = np.zeros((N, d), dtype=np.float32)
         self.input_grad_array = np.zeros((N, d), dtype=np.float32)
         view = self.top_array
@@ -239,6 +330,22 @@ cdef class TransformerStack:
     def reset(self):
         """Forget the memory: the next segment starts the streams."""
         self.filled = 0
+
+    def set_threads(self, int count):
+        """`count` threads (OpenMP) share each forward() and backward(): the big products by
+        slices of rows, the attention by (stream, head), the rest by rows. Above 1, call
+        them under a single-threaded BLAS (nplmtk.neural.blas.blas_threads(1)): each thread
+        calls BLAS on its own slice. The results differ from one thread's in the order of
+        the sums over rows only."""
+        if not 0 < count <= MAX_THREADS:
+            raise ValueError(f"threads: {count} is not in 1..{MAX_THREADS}")
+        cdef Py_ssize_t T = self.length, K = self.keys, d = self.d
+        self.thread_stride = 3 * T * K + 2 * T * (d // self.heads) + (K + 2) * d + max(3 * d, self.ff)
+        self.thread_stride = (self.thread_stride + 15) // 16 * 16  # each thread's on cache lines of its own
+        self.thread_scratch_array = np.zeros(count * self.thread_stride, dtype=np.float32)
+        cdef float[::1] view = self.thread_scratch_array
+        self.thread_scratch = &view[0]
+        self.threads = count
 
     def forward(self, const float[:, ::1] x, bint train=False):
         """The top states (an N x d array this object owns, N = streams x length, rows
@@ -256,8 +363,8 @@ cdef class TransformerStack:
                 current = self.residual[b % 2]
         self.filled = min(self.memory, self.filled + self.length)
         with nogil:
-            layer_norm(current, self.final_gain, self.final_bias, self.xhat_final, self.inverse_final, self.top,
-                       N, self.d)
+            split_layer_norm(self.threads, current, self.final_gain, self.final_bias, self.xhat_final,
+                             self.inverse_final, self.top, N, self.d)
         return self.top_array
 
     def backward(self, const float[:, ::1] top_grad):
@@ -273,8 +380,9 @@ cdef class TransformerStack:
             memset(grad, 0, N * self.d * sizeof(float))
             memset(self.final_gain_grad, 0, self.d * sizeof(float))
             memset(self.final_bias_grad, 0, self.d * sizeof(float))
-            layer_norm_backward(&top_grad[0, 0], self.xhat_final, self.inverse_final, self.final_gain, grad,
-                                self.final_gain_grad, self.final_bias_grad, N, self.d)
+            split_layer_norm_backward(self.threads, self.thread_scratch, self.thread_stride, &top_grad[0, 0],
+                                      self.xhat_final, self.inverse_final, self.final_gain, grad, self.final_gain_grad,
+                                      self.final_bias_grad, N, self.d)
             for b in range(self.blocks - 1, -1, -1):
                 below = &result[0, 0] if b == 0 else self.residual[spare]
                 self._block_backward(&self.block[b], grad, below)
@@ -305,112 +413,143 @@ cdef class TransformerStack:
                    M * d * sizeof(float))
         return k.joined
 
-    cdef void _block_forward(self, Block *k, const float *x, float *y, bint train) noexcept nogil:
-        cdef int d = self.d, f = self.ff, H = self.heads, T = self.length, K = self.keys, dh = self.d // self.heads
-        cdef int s, h
-        cdef Py_ssize_t N = <Py_ssize_t> self.streams * T, rows = <Py_ssize_t> self.streams * K
-        cdef Py_ssize_t square = <Py_ssize_t> T * K, i
-        cdef float kept
+    cdef void _draw_weight_masks(self, Block *k) noexcept nogil:
+        """Dropout's scales on the attention weights, head by head, stream by stream."""
+        cdef Py_ssize_t i, size = <Py_ssize_t> self.streams * self.heads * self.length * self.keys
+        cdef float kept = 1 / (1 - self.drop_attention)
         cdef float *mask
+        cdef int s, h
+        for h in range(self.heads):
+            for s in range(self.streams):
+                mask = k.weight_mask + (<Py_ssize_t> s * self.heads + h) * self.length * self.keys
+                for i in range(<Py_ssize_t> self.length * self.keys):
+                    mask[i] = 0 if uniform(&self.rng) < self.drop_attention else kept
+
+    cdef void _attention(self, Block *k, bint train) noexcept nogil:
+        """Every (stream, head)'s attention_head, shared among the threads."""
+        cdef int d = self.d, H = self.heads, T = self.length, K = self.keys, dh = self.d // self.heads
+        cdef int unit, s, h
+        cdef Py_ssize_t square = <Py_ssize_t> T * K
+        cdef float *mine
+        cdef Head g
+        cdef bint masked = train and k.weight_mask != NULL
+        if masked:
+            self._draw_weight_masks(k)
+        for unit in prange(self.streams * H, num_threads=self.threads, schedule="dynamic", nogil=True):
+            s, h = unit // H, unit % H
+            g = self._head(k, h)
+            mine = self.thread_scratch + threadid() * self.thread_stride
+            attention_head(&g, k.qkv + <Py_ssize_t> s * K * 3 * d + h * dh, k.weights + unit * square,
+                           k.weight_mask + unit * square if masked else NULL, mine, mine + square,
+                           mine + 3 * square, k.attention + <Py_ssize_t> s * T * d + h * dh)
+
+    cdef void _block_forward(self, Block *k, const float *x, float *y, bint train) noexcept nogil:
+        cdef int d = self.d, f = self.ff, K = self.keys, P = self.threads
+        cdef Py_ssize_t N = <Py_ssize_t> self.streams * self.length, rows = <Py_ssize_t> self.streams * K
         cdef float *branch = self.scratch_d[0]
         cdef const float *joined = self._joined_input(k, x)
-        cdef Head g
-        layer_norm(joined, k.param[LN1_GAIN], k.param[LN1_BIAS], k.xhat1, k.inverse1, k.h1, rows, d)
-        add_rows(k.qkv, k.param[QKV_BIAS], rows, 3 * d)
-        gemm(b'N', b'N', rows, 3 * d, d, 1, k.h1, d, k.param[QKV], 3 * d, 1, k.qkv, 3 * d)
+        split_layer_norm(P, joined, k.param[LN1_GAIN], k.param[LN1_BIAS], k.xhat1, k.inverse1, k.h1, rows, d)
+        split_gemm(P, k.param[QKV_BIAS], b'N', b'N', rows, 3 * d, d, 1, k.h1, d, k.param[QKV], 3 * d, 1, k.qkv, 3 * d)
         if self.relative:
-            gemm(b'N', b'N', K, d, d, 1, self.positions, d, k.param[REL], d, 0, k.Rk, d)
-        for h in range(H):
+            split_gemm(P, NULL, b'N', b'N', K, d, d, 1, self.positions, d, k.param[REL], d, 0, k.Rk, d)
+        self._attention(k, train)
+        split_gemm(P, k.param[OUT_BIAS], b'N', b'N', N, d, d, 1, k.attention, d, k.param[OUT], d, 1, branch, d)
+        residual_branch(P, branch, k.out_mask if train else NULL, x, k.x2, N * d, self.drop_residual, &self.rng)
+        split_layer_norm(P, k.x2, k.param[LN2_GAIN], k.param[LN2_BIAS], k.xhat2, k.inverse2, k.h2, N, d)
+        split_gemm(P, NULL, b'N', b'N', N, f, d, 1, k.h2, d, k.param[FF1], f, 0, k.pre, f)
+        split_gelu(P, k.activation, k.pre, k.param[FF1_BIAS], N, f)
+        split_gemm(P, k.param[FF2_BIAS], b'N', b'N', N, d, f, 1, k.activation, f, k.param[FF2], d, 1, branch, d)
+        residual_branch(P, branch, k.ff_mask if train else NULL, k.x2, y, N * d, self.drop_residual, &self.rng)
+
+    cdef void _attention_backward(self, Block *k, const float *dattention) noexcept nogil:
+        """Every (stream, head)'s attention_head_backward into scratch_qkv, shared among the
+        threads; with relative positions each thread sums dL/d(Rk, u, v) in its scratch,
+        added up after."""
+        cdef int d = self.d, H = self.heads, T = self.length, K = self.keys, dh = self.d // self.heads
+        cdef int unit, s, h, t
+        cdef Py_ssize_t square = <Py_ssize_t> T * K, queries = <Py_ssize_t> T * dh, sums = 3 * square + 2 * queries
+        cdef Py_ssize_t i
+        cdef float *mine
+        cdef float *weight_mask = k.weight_mask if self.masked else NULL
+        cdef Head g
+        if self.relative:
+            for t in range(self.threads):
+                memset(self.thread_scratch + t * self.thread_stride + sums, 0, (K + 2) * d * sizeof(float))
+        for unit in prange(self.streams * H, num_threads=self.threads, schedule="dynamic", nogil=True):
+            s, h = unit // H, unit % H
             g = self._head(k, h)
-            for s in range(self.streams):
-                mask = NULL
-                if train and k.weight_mask != NULL:
-                    mask = k.weight_mask + (s * H + h) * square
-                    kept = 1 / (1 - self.drop_attention)
-                    for i in range(square):
-                        mask[i] = 0 if uniform(&self.rng) < self.drop_attention else kept
-                attention_head(&g, k.qkv + <Py_ssize_t> s * K * 3 * d + h * dh, k.weights + (s * H + h) * square,
-                               mask, self.scratch_square[0], self.scratch_square[1], self.scratch_queries[0],
-                               k.attention + <Py_ssize_t> s * T * d + h * dh)
-        add_rows(branch, k.param[OUT_BIAS], N, d)
-        gemm(b'N', b'N', N, d, d, 1, k.attention, d, k.param[OUT], d, 1, branch, d)
-        residual_branch(branch, k.out_mask if train else NULL, x, k.x2, N * d, self.drop_residual, &self.rng)
-        layer_norm(k.x2, k.param[LN2_GAIN], k.param[LN2_BIAS], k.xhat2, k.inverse2, k.h2, N, d)
-        gemm(b'N', b'N', N, f, d, 1, k.h2, d, k.param[FF1], f, 0, k.pre, f)
-        gelu_rows(k.activation, k.pre, k.param[FF1_BIAS], N, f)
-        add_rows(branch, k.param[FF2_BIAS], N, d)
-        gemm(b'N', b'N', N, d, f, 1, k.activation, f, k.param[FF2], d, 1, branch, d)
-        residual_branch(branch, k.ff_mask if train else NULL, k.x2, y, N * d, self.drop_residual, &self.rng)
+            mine = self.thread_scratch + threadid() * self.thread_stride
+            attention_head_backward(&g, k.qkv + <Py_ssize_t> s * K * 3 * d + h * dh, k.weights + unit * square,
+                                    weight_mask + unit * square if weight_mask != NULL else NULL, mine,
+                                    dattention + <Py_ssize_t> s * T * d + h * dh,
+                                    self.scratch_qkv + <Py_ssize_t> s * K * 3 * d + h * dh, mine + square,
+                                    mine + 2 * square, mine + 3 * square, mine + 3 * square + queries,
+                                    mine + sums + K * d + h * dh, mine + sums + (K + 1) * d + h * dh,
+                                    mine + sums + h * dh)
+        if not self.relative:
+            return
+        memset(k.grad[REL_U], 0, d * sizeof(float))
+        memset(k.grad[REL_V], 0, d * sizeof(float))
+        for t in range(1, self.threads):  # thread 0's sums gather the others'
+            mine = self.thread_scratch + t * self.thread_stride + sums
+            for i in range((K + 2) * d):
+                self.thread_scratch[sums + i] += mine[i]
+        mine = self.thread_scratch + sums
+        for i in range(d):
+            k.grad[REL_U][i] = mine[K * d + i]
+            k.grad[REL_V][i] = mine[(K + 1) * d + i]
+        split_gemm(self.threads, NULL, b'T', b'N', d, d, K, 1, self.positions, d, mine, d, 0, k.grad[REL], d)
 
     cdef void _block_backward(self, Block *k, const float *dy, float *dx) noexcept nogil:
         """dy: dL/d(block output); dx (apart from dy) is set to dL/d(block input). The
         memory's rows pass no gradient back (Transformer-XL's stop-gradient)."""
-        cdef int d = self.d, f = self.ff, H = self.heads, T = self.length, K = self.keys, M = self.memory
-        cdef int dh = self.d // self.heads, s, h, c
-        cdef Py_ssize_t N = <Py_ssize_t> self.streams * T, rows = <Py_ssize_t> self.streams * K
-        cdef Py_ssize_t square = <Py_ssize_t> T * K, r
+        cdef int d = self.d, f = self.ff, T = self.length, K = self.keys, M = self.memory, P = self.threads
+        cdef int s
+        cdef Py_ssize_t N = <Py_ssize_t> self.streams * T, rows = <Py_ssize_t> self.streams * K, r
         cdef float *branch = self.scratch_d[0]
         cdef float *below = self.scratch_d[1]
         cdef float *dx2 = self.scratch_d[2]
         cdef float *dattention = self.scratch_d[3]
         cdef float *joined_grad = self.scratch_joined[0]
         cdef float *ln_grad = self.scratch_joined[1]
+        cdef float *partial = self.thread_scratch
+        cdef Py_ssize_t stride = self.thread_stride
         cdef float *out_mask = k.out_mask if self.masked else NULL
         cdef float *ff_mask = k.ff_mask if self.masked else NULL
-        cdef float *weight_mask = k.weight_mask if self.masked else NULL
-        cdef float *du = k.grad[REL_U] if self.relative else NULL
-        cdef float *dv = k.grad[REL_V] if self.relative else NULL
-        cdef Head g
         memset(k.grad[LN1_GAIN], 0, d * sizeof(float))
         memset(k.grad[LN1_BIAS], 0, d * sizeof(float))
         memset(k.grad[LN2_GAIN], 0, d * sizeof(float))
         memset(k.grad[LN2_BIAS], 0, d * sizeof(float))
         # the feed-forward branch
-        masked_copy(dy, ff_mask, branch, N * d)
-        gemm(b'T', b'N', f, d, N, 1, k.activation, f, branch, d, 0, k.grad[FF2], d)
-        column_sums(branch, N, d, k.grad[FF2_BIAS])
-        gemm(b'N', b'T', N, f, d, 1, branch, d, k.param[FF2], d, 0, self.scratch_f, f)
-        gelu_backward(self.scratch_f, k.pre, N * f)
-        gemm(b'T', b'N', d, f, N, 1, k.h2, d, self.scratch_f, f, 0, k.grad[FF1], f)
-        column_sums(self.scratch_f, N, f, k.grad[FF1_BIAS])
-        gemm(b'N', b'T', N, d, f, 1, self.scratch_f, f, k.param[FF1], f, 0, below, d)
-        memcpy(dx2, dy, N * d * sizeof(float))
-        layer_norm_backward(below, k.xhat2, k.inverse2, k.param[LN2_GAIN], dx2, k.grad[LN2_GAIN],
-                            k.grad[LN2_BIAS], N, d)
+        masked_copy(P, dy, ff_mask, branch, N * d)
+        split_gemm(P, NULL, b'T', b'N', f, d, N, 1, k.activation, f, branch, d, 0, k.grad[FF2], d)
+        split_column_sums(P, partial, stride, branch, N, d, k.grad[FF2_BIAS])
+        split_gemm(P, NULL, b'N', b'T', N, f, d, 1, branch, d, k.param[FF2], d, 0, self.scratch_f, f)
+        split_gelu_backward(P, self.scratch_f, k.pre, N * f)
+        split_gemm(P, NULL, b'T', b'N', d, f, N, 1, k.h2, d, self.scratch_f, f, 0, k.grad[FF1], f)
+        split_column_sums(P, partial, stride, self.scratch_f, N, f, k.grad[FF1_BIAS])
+        split_gemm(P, NULL, b'N', b'T', N, d, f, 1, self.scratch_f, f, k.param[FF1], f, 0, below, d)
+        masked_copy(P, dy, NULL, dx2, N * d)
+        split_layer_norm_backward(P, partial, stride, below, k.xhat2, k.inverse2, k.param[LN2_GAIN], dx2,
+                                  k.grad[LN2_GAIN], k.grad[LN2_BIAS], N, d)
         # the attention branch
-        masked_copy(dx2, out_mask, branch, N * d)
-        gemm(b'T', b'N', d, d, N, 1, k.attention, d, branch, d, 0, k.grad[OUT], d)
-        column_sums(branch, N, d, k.grad[OUT_BIAS])
-        gemm(b'N', b'T', N, d, d, 1, branch, d, k.param[OUT], d, 0, dattention, d)
+        masked_copy(P, dx2, out_mask, branch, N * d)
+        split_gemm(P, NULL, b'T', b'N', d, d, N, 1, k.attention, d, branch, d, 0, k.grad[OUT], d)
+        split_column_sums(P, partial, stride, branch, N, d, k.grad[OUT_BIAS])
+        split_gemm(P, NULL, b'N', b'T', N, d, d, 1, branch, d, k.param[OUT], d, 0, dattention, d)
         memset(self.scratch_qkv, 0, rows * 3 * d * sizeof(float))
-        if self.relative:
-            memset(du, 0, d * sizeof(float))
-            memset(dv, 0, d * sizeof(float))
-            memset(self.scratch_Rk, 0, K * d * sizeof(float))
-        for h in range(H):
-            g = self._head(k, h)
-            for s in range(self.streams):
-                attention_head_backward(&g, k.qkv + <Py_ssize_t> s * K * 3 * d + h * dh,
-                                        k.weights + (s * H + h) * square,
-                                        weight_mask + (s * H + h) * square if weight_mask != NULL else NULL,
-                                        self.scratch_square[0], dattention + <Py_ssize_t> s * T * d + h * dh,
-                                        self.scratch_qkv + <Py_ssize_t> s * K * 3 * d + h * dh,
-                                        self.scratch_square[1], self.scratch_square[2], self.scratch_queries[0],
-                                        self.scratch_queries[1], du + h * dh if du != NULL else NULL,
-                                        dv + h * dh if dv != NULL else NULL, self.scratch_Rk + h * dh)
-        if self.relative:
-            gemm(b'T', b'N', d, d, K, 1, self.positions, d, self.scratch_Rk, d, 0, k.grad[REL], d)
-        gemm(b'T', b'N', d, 3 * d, rows, 1, k.h1, d, self.scratch_qkv, 3 * d, 0, k.grad[QKV], 3 * d)
-        column_sums(self.scratch_qkv, rows, 3 * d, k.grad[QKV_BIAS])
-        gemm(b'N', b'T', rows, d, 3 * d, 1, self.scratch_qkv, 3 * d, k.param[QKV], 3 * d, 0, ln_grad, d)
+        self._attention_backward(k, dattention)
+        split_gemm(P, NULL, b'T', b'N', d, 3 * d, rows, 1, k.h1, d, self.scratch_qkv, 3 * d, 0, k.grad[QKV], 3 * d)
+        split_column_sums(P, partial, stride, self.scratch_qkv, rows, 3 * d, k.grad[QKV_BIAS])
+        split_gemm(P, NULL, b'N', b'T', rows, d, 3 * d, 1, self.scratch_qkv, 3 * d, k.param[QKV], 3 * d, 0, ln_grad, d)
         if M == 0:
-            memcpy(dx, dx2, N * d * sizeof(float))
-            layer_norm_backward(ln_grad, k.xhat1, k.inverse1, k.param[LN1_GAIN], dx, k.grad[LN1_GAIN],
-                                k.grad[LN1_BIAS], N, d)
+            masked_copy(P, dx2, NULL, dx, N * d)
+            split_layer_norm_backward(P, partial, stride, ln_grad, k.xhat1, k.inverse1, k.param[LN1_GAIN], dx,
+                                      k.grad[LN1_GAIN], k.grad[LN1_BIAS], N, d)
             return
         memset(joined_grad, 0, rows * d * sizeof(float))
-        layer_norm_backward(ln_grad, k.xhat1, k.inverse1, k.param[LN1_GAIN], joined_grad, k.grad[LN1_GAIN],
-                            k.grad[LN1_BIAS], rows, d)
+        split_layer_norm_backward(P, partial, stride, ln_grad, k.xhat1, k.inverse1, k.param[LN1_GAIN], joined_grad,
+                                  k.grad[LN1_GAIN], k.grad[LN1_BIAS], rows, d)
         for s in range(self.streams):
             for r in range(<Py_ssize_t> T * d):
                 dx[<Py_ssize_t> s * T * d + r] = dx2[<Py_ssize_t> s * T * d + r] + \

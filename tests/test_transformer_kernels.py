@@ -6,6 +6,7 @@ import pytest
 from scipy.special import erf
 
 from conftest import assert_gradients_match_finite_differences
+from nplmtk.neural.blas import blas_threads
 from nplmtk._ext.transformer_kernels import BLOCK_PARAMETERS, RELATIVE_PARAMETERS, TransformerStack, \
     relative_positions
 
@@ -77,6 +78,7 @@ SHAPES = [  # blocks, d, heads, ff, streams, length
     (2, 8, 2, 16, 2, 5),
     (3, 6, 3, 10, 3, 1),
     (2, 12, 1, 8, 1, 7),
+    (1, 8, 2, 12, 2, 69),  # queries in two blocks (QUERY_BLOCK 64), the second short
 ]
 
 
@@ -160,6 +162,7 @@ XL_SHAPES = [  # blocks, d, heads, ff, streams, length, memory
     (1, 8, 2, 12, 1, 4, 0),
     (2, 8, 2, 12, 2, 4, 3),
     (2, 6, 3, 10, 2, 3, 5),  # a memory longer than a segment fills over two
+    (1, 8, 2, 12, 1, 66, 6),  # queries in two blocks
 ]
 
 
@@ -203,3 +206,31 @@ def test_xl_gradients_match_finite_differences_with_the_memory_held(blocks, d, h
         {**params, "x": x}, grads,
         lambda: (reference_top(params, x, blocks, heads, streams, length, memories=[m.copy() for m in held],
                                filled=filled) * top_grad).sum(), rng)
+
+
+@pytest.mark.parametrize("memory", [0, 5])
+def test_threads_give_one_threads_results(memory):
+    """set_threads(3) (on a single-threaded BLAS, as it asks): the top states, dL/dx and
+    every gradient of one thread's pass, to float32 rounding (sums over rows in another
+    order), dropout's masks included."""
+    blocks, d, heads, ff, streams, length = 2, 8, 2, 12, 3, 70
+    rng = np.random.default_rng(11)
+    params = stack_params(blocks, d, ff, rng, relative=memory > 0)
+    first, x, top_grad = (rng.normal(0, 1, (streams * length, d)).astype(np.float32) for _ in range(3))
+    results = []
+    for threads in (1, 3):
+        grads = {name: np.zeros_like(value) for name, value in params.items()}
+        stack = TransformerStack(params, grads, blocks, heads, streams, length, memory=memory, relative=memory > 0,
+                                 drop_attention=0.2, drop_residual=0.1, seed=3)
+        stack.set_threads(threads)
+        with blas_threads(1):
+            stack.forward(first)
+            top = stack.forward(x, train=True).copy()
+            grads["x"] = stack.backward(top_grad).copy()
+        results.append((top, grads))
+    (top1, grads1), (top3, grads3) = results
+    assert np.allclose(top1, top3, rtol=1e-5, atol=1e-5)
+    for name in grads1:
+        assert np.allclose(grads1[name], grads3[name], rtol=1e-4, atol=1e-4), name
+    with pytest.raises(ValueError, match="threads"):
+        stack.set_threads(0)

@@ -1,0 +1,253 @@
+"""The Transformer's blocks against PyTorch on the CPU, side by side (issue 52, item 3): the
+same shape and threads, training (forward and back-propagation) and scoring (forward only,
+no dropout), each side in a worker process of its own, the sides' runs alternated and their
+medians compared; the anchor is the faster of two PyTorch models. Prints a markdown table
+with words/s and the share of the sgemm peak (a big sgemm of scipy's BLAS on the same
+threads, measured alternately with the others).
+
+    .venv/bin/python benchmarks/transformer_speed.py --torch-python /work/torch-venv/bin/python
+
+Sides (a function each, `SIDES`; a model-level comparison adds its own):
+  ours         cython_ext/transformer_kernels.pyx's TransformerStack (set_threads, BLAS single-threaded)
+  torch-layer  nn.TransformerEncoder of nn.TransformerEncoderLayer(norm_first=True, activation='gelu'),
+               a causal mask, then a LayerNorm
+  torch-sdpa   the same blocks by hand with F.scaled_dot_product_attention(is_causal=True)
+Training is forward plus backward of dL/d(top) given (and dL/dx); no optimizer step. torch is a
+benchmark-only dependency, never imported by nplmtk.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def stack_flops(shape):
+    """Floating-point operations of one forward pass: the products of the linear layers and
+    the attention's entries that the causal mask keeps (T (T + 1) / 2 per stream and head)."""
+    B, T, d, heads, ff, layers = (shape[k] for k in ("streams", "length", "d", "heads", "ff", "layers"))
+    linear = 2 * B * T * (4 * d * d + 2 * d * ff)
+    attention = 2 * 2 * B * (T * (T + 1) // 2) * d
+    return layers * (linear + attention)
+
+
+# ---- the sides: each returns {mode: a callable running one step}
+
+def side_ours(shape, threads, dropout):
+    import contextlib
+
+    from nplmtk._ext.transformer_kernels import BLOCK_PARAMETERS, TransformerStack
+    from nplmtk.neural.blas import blas_threads
+    B, T, d, heads, ff, layers = (shape[k] for k in ("streams", "length", "d", "heads", "ff", "layers"))
+    rng = np.random.default_rng(0)
+    sizes = {"d": d, "3d": 3 * d, "f": ff}
+    params = {f"{name}{b}": rng.normal(0, 0.02, tuple(sizes[s] for s in dims)).astype(np.float32)
+              for b in range(layers) for name, dims in BLOCK_PARAMETERS}
+    for b in range(layers):
+        params[f"ln1_gain{b}"] += 1
+        params[f"ln2_gain{b}"] += 1
+    params["final_gain"], params["final_bias"] = np.ones(d, np.float32), np.zeros(d, np.float32)
+    grads = {name: np.zeros_like(value) for name, value in params.items()}
+    stack = TransformerStack(params, grads, layers, heads, B, T, drop_attention=dropout, drop_residual=dropout)
+    stack.set_threads(threads)
+    held = contextlib.ExitStack()
+    held.enter_context(blas_threads(1 if threads > 1 else threads))  # the threads slice the products
+    x = rng.normal(0, 1, (B * T, d)).astype(np.float32)
+    top_grad = rng.normal(0, 1, (B * T, d)).astype(np.float32)
+
+    def train():
+        stack.forward(x, True)
+        stack.backward(top_grad)
+
+    return {"train": train, "score": lambda: stack.forward(x), "held": held}
+
+
+def side_sgemm(shape, threads, dropout):
+    """The peak: C = A B of 2048 x 2048 matrices with scipy's sgemm on `threads` threads."""
+    import contextlib
+
+    from scipy.linalg.blas import sgemm
+
+    from nplmtk.neural.blas import blas_threads
+    held = contextlib.ExitStack()
+    held.enter_context(blas_threads(threads))
+    a = np.asfortranarray(np.random.default_rng(0).normal(0, 1, (2048, 2048)).astype(np.float32))
+    return {"peak": lambda: sgemm(1.0, a, a), "held": held, "flops": 2 * 2048 ** 3}
+
+
+def _torch_inputs(shape, threads):
+    import torch
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    B, T, d = shape["streams"], shape["length"], shape["d"]
+    return torch, torch.randn(B, T, d, requires_grad=True), torch.randn(B, T, d)
+
+
+def _torch_modes(torch, model, run, x, top_grad):
+    def train():
+        model.train()
+        model.zero_grad(set_to_none=True)
+        x.grad = None
+        run(x).backward(top_grad)
+
+    def score():
+        model.eval()
+        with torch.inference_mode():
+            run(x.detach())
+
+    return {"train": train, "score": score}
+
+
+def side_torch_layer(shape, threads, dropout):
+    torch, x, top_grad = _torch_inputs(shape, threads)
+    nn = torch.nn
+    d, heads, ff, layers, T = (shape[k] for k in ("d", "heads", "ff", "layers", "length"))
+    layer = nn.TransformerEncoderLayer(d, heads, ff, dropout=dropout, activation="gelu", batch_first=True,
+                                       norm_first=True)
+    model = nn.TransformerEncoder(layer, layers, norm=nn.LayerNorm(d), enable_nested_tensor=False)
+    mask = nn.Transformer.generate_square_subsequent_mask(T)
+    return _torch_modes(torch, model, lambda inputs: model(inputs, mask=mask, is_causal=True), x, top_grad)
+
+
+def side_torch_sdpa(shape, threads, dropout):
+    torch, x, top_grad = _torch_inputs(shape, threads)
+    nn, F = torch.nn, torch.nn.functional
+    d, heads, ff, layers = (shape[k] for k in ("d", "heads", "ff", "layers"))
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.qkv, self.out = nn.LayerNorm(d), nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.ln2, self.ff1, self.ff2 = nn.LayerNorm(d), nn.Linear(d, ff), nn.Linear(ff, d)
+
+        def forward(self, h):
+            B, T, _ = h.shape
+            q, k, v = self.qkv(self.ln1(h)).view(B, T, 3, heads, d // heads).permute(2, 0, 3, 1, 4)
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout if self.training else 0.0)
+            h = h + F.dropout(self.out(a.transpose(1, 2).reshape(B, T, d)), dropout, self.training)
+            return h + F.dropout(self.ff2(F.gelu(self.ff1(self.ln2(h)))), dropout, self.training)
+
+    model = nn.Sequential(*[Block() for _ in range(layers)], nn.LayerNorm(d))
+    return _torch_modes(torch, model, model, x, top_grad)
+
+
+SIDES = {"ours": side_ours, "sgemm": side_sgemm, "torch-layer": side_torch_layer, "torch-sdpa": side_torch_sdpa}
+TORCH_SIDES = ("torch-layer", "torch-sdpa")
+LABELS = {"torch-layer": "PyTorch nn.TransformerEncoderLayer", "torch-sdpa": "PyTorch scaled_dot_product_attention"}
+
+
+def worker(args):
+    """Builds one side, then for each line "MODE STEPS" on stdin runs that many steps (one
+    untimed first) and prints the median seconds of one."""
+    shape = json.loads(args.shape)
+    modes = SIDES[args.worker](shape, args.threads, args.dropout)
+    print("ready", flush=True)
+    for line in sys.stdin:
+        mode, steps = line.split()
+        modes[mode]()
+        times = []
+        for _ in range(int(steps)):
+            start = time.perf_counter()
+            modes[mode]()
+            times.append(time.perf_counter() - start)
+        print(statistics.median(times), flush=True)
+
+
+class Worker:
+    def __init__(self, side, python, args, shape):
+        command = [python, os.path.abspath(__file__), "--worker", side, "--threads", str(args.threads),
+                   "--dropout", str(args.dropout), "--shape", json.dumps(shape)]
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                        cwd=os.path.dirname(HERE))
+        if self.process.stdout.readline().strip() != "ready":
+            raise SystemExit(f"transformer_speed: the {side} worker did not start")
+
+    def seconds(self, mode, steps):
+        self.process.stdin.write(f"{mode} {steps}\n")
+        self.process.stdin.flush()
+        return float(self.process.stdout.readline())
+
+    def close(self):
+        self.process.stdin.close()
+        self.process.wait()
+
+
+def compare(args, shape):
+    """{(side, mode): [seconds of each run]}, the sides' runs alternated."""
+    sides = {"ours": sys.executable, "sgemm": sys.executable}
+    sides.update({side: args.torch_python for side in TORCH_SIDES})
+    workers = {side: Worker(side, python, args, shape) for side, python in sides.items()}
+    times = {}
+    try:
+        for _ in range(args.runs):
+            for mode in ("train", "score"):
+                for side in ("ours",) + TORCH_SIDES:
+                    times.setdefault((side, mode), []).append(workers[side].seconds(mode, args.steps))
+            times.setdefault(("sgemm", "peak"), []).append(workers["sgemm"].seconds("peak", args.steps))
+    finally:
+        for w in workers.values():
+            w.close()
+    return times
+
+
+def table(times, shape, args):
+    words = shape["streams"] * shape["length"]
+    peak = 2 * 2048 ** 3 / statistics.median(times[("sgemm", "peak")])
+    flops = {"train": 3 * stack_flops(shape), "score": stack_flops(shape)}
+    lines = [f"sgemm peak (scipy's BLAS, 2048^3, {args.threads} threads): {peak / 1e9:.1f} GFLOP/s (median of "
+             f"{args.runs})", "",
+             "| pass | side | median ms | words/s | GFLOP/s | share of sgemm peak | speed vs anchor |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for mode in ("train", "score"):
+        medians = {side: statistics.median(times[(side, mode)]) for side in ("ours",) + TORCH_SIDES}
+        anchor = min(TORCH_SIDES, key=medians.get)
+        for side in ("ours",) + TORCH_SIDES:
+            rate = flops[mode] / medians[side]
+            label = "ours (TransformerStack)" if side == "ours" else LABELS[side] + (" (anchor)" if side == anchor
+                                                                                   else "")
+            lines.append(f"| {'training' if mode == 'train' else 'scoring'} | {label} | {medians[side] * 1e3:.1f} | "
+                         f"{words / medians[side]:,.0f} | {rate / 1e9:.1f} | {rate / peak:.0%} | "
+                         f"{medians[anchor] / medians[side]:.2f}x |")
+        paired = [a / o for o, a in zip(times[("ours", mode)], times[(anchor, mode)])]
+        lines.append(f"| {'training' if mode == 'train' else 'scoring'} | paired runs: anchor / ours, median of "
+                     f"{len(paired)} | | | | | {statistics.median(paired):.2f}x |")
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--torch-python", default="/work/torch-venv/bin/python",
+                        help="a Python with torch installed (a benchmark-only dependency)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=7, help="alternated runs of each side")
+    parser.add_argument("--steps", type=int, default=3, help="timed steps a run (their median)")
+    parser.add_argument("--dropout", type=float, default=0.0, help="on attention weights and residual branches")
+    parser.add_argument("--streams", type=int, default=16)
+    parser.add_argument("--length", type=int, default=128)
+    parser.add_argument("--d", type=int, default=256)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--ff", type=int, default=1024)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--worker", choices=sorted(SIDES), help=argparse.SUPPRESS)
+    parser.add_argument("--shape", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args)
+        return
+    shape = {k: getattr(args, k) for k in ("streams", "length", "d", "heads", "ff", "layers")}
+    load = os.getloadavg()[0]
+    times = compare(args, shape)
+    print(f"shape {shape}, threads {args.threads}, dropout {args.dropout}, {args.runs} alternated runs of "
+          f"{args.steps} steps (median of each run); load average {load:.1f} before, {os.getloadavg()[0]:.1f} after")
+    print(table(times, shape, args))
+    print(json.dumps({f"{side} {mode}": [round(t * 1e3, 1) for t in values] for (side, mode), values in times.items()}))
+
+
+if __name__ == "__main__":
+    main()
