@@ -125,7 +125,7 @@ class TransformerModel(NeuralModel):
         rng = np.random.default_rng(seed)
         params = {}
         for name, shape in cls.array_shapes(len(vocab), None, meta).items():
-            if name.endswith("gain"):
+            if name.rstrip("0123456789").endswith("gain"):
                 params[name] = np.ones(shape, dtype=np.float32)
             elif name in cls.bias_arrays(meta):
                 params[name] = np.zeros(shape, dtype=np.float32)
