@@ -354,6 +354,13 @@ class TransformerModel(NeuralModel):
             rows += relative_positions(int(np.max(positions)) + 1, d)[positions]
         return np.ascontiguousarray(rows, dtype=np.float32)
 
+    @staticmethod
+    def widths(shape):
+        """(The lattice decoder's question to a recurrent network: its layers' state widths.)
+        A Transformer's state is its keys and values, not a vector a layer: refused."""
+        raise ParameterError("{lm}: lattice decoding carries a recurrent network's state vectors from node to node; "
+                             "the Transformer's (its keys and values) is not built for it yet")
+
     # the word-at-a-time API the generic way (each state the sentence so far, scored alone)
     begin_state = LanguageModel.begin_state
     score_words = LanguageModel.score_words
