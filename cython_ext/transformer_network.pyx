@@ -39,8 +39,8 @@ cdef class TransformerNetwork:
     """Views of a Transformer model's arrays (float32, C-contiguous, owned by Python: C, P
     with learned positions, the stack's, V unless tied or hierarchical, d, Vc and bc, Vn
     and bn) and one worker's buffers for segments of `length` positions of `streams`
-    streams. `carried`: what a worker carries from chunk to chunk (the dropout generator,
-    Adam's moments and step count); the stack's memory of the last segment (relative
+    streams. `carried`: what a worker carries from chunk to chunk (the dropout generators,
+    the embeddings' and the stack's, Adam's moments and step count); the stack's memory of the last segment (relative
     positions with a memory) is carried inside the stack and forgotten by reset()."""
     cdef object stack, params, x_array, dtop_array, top_array
     cdef Output out
@@ -82,6 +82,7 @@ cdef class TransformerNetwork:
                                                     if name not in ("C", "P", "V", "d", "Vc", "bc", "Vn", "bn")}
         self.stack = TransformerStack(params, stack_grads, blocks, heads, streams, length, memory, positions == 2,
                                       drop_attention, drop_residual, seed + 1)
+        self.carried["stack_rng"] = np.array([self.stack.generator()], dtype=np.uint64)
         self.C, self.gC = pointer(params["C"]), self._grad("C")
         self.P, self.gP, self.table = NULL, NULL, NULL
         if positions == 0:
@@ -282,6 +283,7 @@ cdef class TransformerNetwork:
         self._check_rows(np.asarray(rows))
         self.roles, self.clip = steps.roles, steps.clip
         rates, dense_keep = np.asarray(steps.rates), np.asarray(steps.dense_keep)
+        self.stack.generator(int(self.carried["stack_rng"][0]))  # a checkpoint may have replaced it
         while start < count:
             T = <int> min(<Py_ssize_t> (s.lengths[u] if s.lengths != NULL else s.batch), count - start)
             words = self._load(rows, start, T)
@@ -292,6 +294,7 @@ cdef class TransformerNetwork:
                 self._decay(dense_keep[0, u])
             start += T
             u += 1
+        self.carried["stack_rng"][0] = self.stack.generator()
         return total, s.updates, 0.0
 
     def logprobs(self, const int[:, :, ::1] rows, double[::1] out, float[:, ::1] states=None):

@@ -77,13 +77,12 @@ def test_neural_cache_and_dynamic_evaluation(trained):
 
 
 def test_a_resumed_run_ends_as_an_uninterrupted_one(toy_texts, tmp_path):
-    """Checkpoints hold each worker's Adam moments and step count (the stack's own dropout
-    generator is not carried yet: no dropout here)."""
+    """Checkpoints hold each worker's Adam moments and step count and its dropout generators."""
     from nplmtk.neural.train import Trainer, TrainingConfig
     from nplmtk.neural.transformer import TransformerModel
     folder, vocab = toy_texts
     train, valid = (Corpus.read(str(folder / f"{name}.txt"), vocab) for name in ("train", "valid"))
-    settings = dict(epochs=2, lr=3e-3, warmup=5, streams=4, dropout=0.0, progress=False,
+    settings = dict(epochs=2, lr=3e-3, warmup=5, streams=4, dropout=0.1, dropout_attention=0.1, progress=False,
                     checkpoint_dir=str(tmp_path), checkpoint_every=7)
 
     def fresh():
