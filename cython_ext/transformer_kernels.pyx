@@ -554,3 +554,11 @@ cdef class TransformerStack:
             for r in range(<Py_ssize_t> T * d):
                 dx[<Py_ssize_t> s * T * d + r] = dx2[<Py_ssize_t> s * T * d + r] + \
                     joined_grad[(<Py_ssize_t> s * K + M) * d + r]
+
+    def generator(self, state=None):
+        """The dropout generator's state (xorshift64*), first set to `state` when given: a
+        worker carries it from chunk to chunk, and checkpoints keep it (added for
+        transformer_network.pyx)."""
+        if state is not None:
+            self.rng = int(state) or 1
+        return self.rng

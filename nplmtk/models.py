@@ -88,6 +88,7 @@ ARCHITECTURES = Architectures({
     "lbl3": ".neural.lbl:GatedHiddenTermLBLModel",
     "rnn": ".neural.recurrent:RNNModel",
     "lstm": ".neural.recurrent:LSTMModel",
+    "transformer": ".neural.transformer:TransformerModel",
 })
 
 CHECKPOINT_KIND = "nplm-checkpoint"

@@ -517,7 +517,7 @@ def test_importance_sampling_trains_saves_and_scores_from_the_command_line(toy_t
 
 @pytest.mark.parametrize("args, fragment", [
     (["-arch", "lstm", "-order", "3"], "-order is an option of -arch mlp, energy, lbl, lbl1, lbl2, lbl3, not of -arch lstm"),
-    (["-dropout", "0.5"], "-dropout is an option of -arch rnn, lstm, not of -arch mlp"),
+    (["-dropout", "0.5"], "-dropout is an option of -arch rnn, lstm, transformer, not of -arch mlp"),
     (["-arch", "rnn", "-tie"], "-tie makes the output layer the word features, read from the last layer, which is "
                                "then -m wide: with one layer -h must equal -m"),
     (["-arch", "rnn", "-peephole"], "-peephole is an option of -arch lstm, not of -arch rnn"),
@@ -526,7 +526,7 @@ def test_importance_sampling_trains_saves_and_scores_from_the_command_line(toy_t
     (["-arch", "rnn", "-output", "hs", "-criterion", "is-adaptive"],
      "-output hs trains with its exact gradient: -criterion is-adaptive samples the full softmax"),
     (["-arch", "lstm", "-batch", "4"], "-batch is an option of -arch mlp, energy, lbl, lbl1, lbl2, lbl3, not of -arch lstm"),
-    (["-optimizer", "adam"], "-optimizer is an option of -arch rnn, lstm, not of -arch mlp"),
+    (["-optimizer", "adam"], "-optimizer is an option of -arch rnn, lstm, transformer, not of -arch mlp"),
     # the output layers
     (["-arch", "energy", "-output", "hs"], "-output hs: -arch energy has full"),
     (["-arch", "lbl", "-output", "class", "-criterion", "is"],

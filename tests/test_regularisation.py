@@ -193,7 +193,7 @@ def test_nt_asgd_trains_saves_and_scores_from_the_command_line(toy_texts, tmp_pa
     (["-tar", -1], "-tar"),
     (["-nonmono", 0], "-nonmono"),
     (["-arch", "mlp", "-ar", 1], "-ar is an option of -arch rnn, lstm, not of -arch mlp"),
-    (["-arch", "mlp", "-optimizer", "nt-asgd"], "-optimizer is an option of -arch rnn, lstm, not of -arch mlp"),
+    (["-arch", "mlp", "-optimizer", "nt-asgd"], "-optimizer is an option of -arch rnn, lstm, transformer, not of -arch mlp"),
 ])
 def test_regularisers_refused_in_one_line(tmp_path, args, fragment):
     (tmp_path / "t.txt").write_text("a b c\n")

@@ -29,8 +29,11 @@ MAX_UNITS = 1 << 20  # features or hidden units a file may declare
 MAX_PARAMETER = 1e4
 # the meta keys of model files: their types (or the values allowed) and integer minima
 META_TYPES = {"features": int, "hidden": int, "direct": bool, "bias": bool, "layers": int, "tie": bool,
-              "peephole": bool, "reset_state": ("sentence", "never"), "classes": int, "hs": bool}
-META_MINIMUM = {"features": 1, "hidden": 0, "layers": 1, "classes": 0}
+              "peephole": bool, "reset_state": ("sentence", "never"), "classes": int, "hs": bool,
+              "heads": int, "ff": int, "positions": ("learned", "sinusoidal", "relative"), "memory": int,
+              "context": int}
+META_MINIMUM = {"features": 1, "hidden": 0, "layers": 1, "classes": 0, "heads": 1, "ff": 1, "memory": 0,
+                "context": 1}
 META_DEFAULTS = {"classes": 0, "hs": False}  # keys newer than some model files: the value those files mean
 
 

@@ -4,7 +4,9 @@ in Python and handed to the kernels as plain numbers, one `Steps` per chunk of e
 protocol").
 
 - SGD with the rate eps_t = eps0 / (1 + r t) of update t (Bengio et al. 2003, sec. 4),
-  eps0 halved by each epoch without progress under -lr-halve (`halve`, `lr_scale`);
+  eps0 halved by each epoch without progress under -lr-halve (`halve`, `lr_scale`); or
+  the schedule Transformers need (`RateSchedule`): a linear warm-up over the first updates,
+  then eps0 / (1 + r t), a cosine decay to 0 at a horizon, or the inverse square root of t;
 - weight decay lambda: 1 - eps_t lambda on the rows of C an update touches, and on the
   arrays whose role is `decayed` (the model's `array_roles`: the weights) in bulk every
   DENSE_DECAY_PERIOD examples; each array's role goes to the kernel in Steps.roles;
@@ -30,6 +32,47 @@ from .declarations import Settings
 # them at every update anyway; the sampled steps, and those of the factored output layers
 # (hierarchical or class softmax), touch a few rows of the output layer, so they wait longer.
 DENSE_DECAY_PERIOD = {"full": 64, "sampled": 1024}
+LR_SCHEDULES = ("inverse", "cosine", "inv-sqrt")
+
+
+@dataclass(frozen=True)
+class RateSchedule:
+    """eps_t of update t (counted from 0) for eps0: times t+1 / warmup during the first
+    `warmup` updates (a linear warm-up), and after them "inverse": eps0 / (1 + r t) (r the
+    lr_decay; without a warm-up, learning_rates' numbers exactly); "cosine": eps0 (1 +
+    cos(pi s)) / 2, s going from 0 at the warm-up's end to 1 at update `horizon` (then 0);
+    "inv-sqrt": eps0 sqrt(warmup / (t + 1)) (fairseq's inverse_sqrt; warmup 0 as 1)."""
+    lr_decay: float = 0.0
+    warmup: int = 0
+    kind: str = "inverse"
+    horizon: int = 0
+
+    @classmethod
+    def of(cls, config):
+        return cls(config.lr_decay, config.warmup, config.lr_schedule, config.lr_horizon)
+
+    def check(self):
+        if self.kind not in LR_SCHEDULES:
+            raise ParameterError(f"{{lr_schedule}}: unknown value '{self.kind}' (choose from "
+                                 f"{', '.join(LR_SCHEDULES)})")
+        if self.warmup < 0 or self.horizon < 0:
+            raise ParameterError("{warmup} and {lr_horizon} must be at least 0")
+        if self.kind == "cosine" and self.horizon <= self.warmup:
+            raise ParameterError(f"{{lr_schedule}} cosine decays to 0 at {{lr_horizon}} updates, which must be more "
+                                 f"than {{warmup}} ({self.horizon} and {self.warmup})")
+
+    def rates(self, lr0, updates):
+        t = np.asarray(updates, dtype=np.int64)
+        if self.kind == "inverse":
+            rates = learning_rates(lr0, self.lr_decay, t)
+        elif self.kind == "cosine":
+            progress = np.clip((t - self.warmup) / (self.horizon - self.warmup), 0, 1)
+            rates = lr0 * 0.5 * (1 + np.cos(np.pi * progress))
+        else:
+            rates = lr0 * np.sqrt(np.minimum(1, max(self.warmup, 1) / (t + 1)))
+        if self.warmup:
+            rates = rates * np.minimum(1, (t + 1) / self.warmup)
+        return rates
 
 
 @dataclass(frozen=True)
@@ -126,6 +169,7 @@ class Optimizer:
         self.model, self.config = model, config
         self.settings = config.settings_for(model)  # the architecture's own
         self.roles = model.array_roles(self.settings)
+        self.schedule = RateSchedule.of(config)
         self.state = {"lr_scale": 1.0} if state is None else state
 
     @property
@@ -136,6 +180,7 @@ class Optimizer:
         """Refuse settings no update can take (before any input is read)."""
         self._check_blocks()
         self._check_decay_below_rate()
+        self.schedule.check()
 
     def _check_blocks(self):
         if not self.model.CAPABILITIES.parameter_blocks:
@@ -172,7 +217,7 @@ class Optimizer:
 
     def rate(self, updates):
         """The rate of update number `updates` (the next one, for the progress bar and log)."""
-        return float(learning_rates(self.initial_rate(), self.config.lr_decay, updates))
+        return float(self.schedule.rates(self.initial_rate(), updates))
 
     def halve(self):
         self.state["lr_scale"] /= 2
@@ -185,13 +230,13 @@ class Optimizer:
         per_update = model.examples_per_update(cfg)
         if model.CAPABILITIES.parameter_blocks:
             rates, dense_keep, momentum = block_schedule(model, cfg, self.settings, self.roles, examples,
-                                                         self.lr_scale, period, first_update, stride)
+                                                         self.lr_scale, period, first_update, stride, self.schedule)
             return sgd_steps(per_update, rates, None, dense_keep, momentum, sampling, roles=self.roles)
         # the same lengths for a chunk when a run resumes: drawn from the seed and its first update
         lengths = self.settings.segment_lengths(examples, per_update, cfg.seed, first_update)
         rates, row_keep, dense_keep = update_schedule(examples, per_update, self.initial_rate(), cfg.lr_decay,
                                                       cfg.weight_decay, period, first_update, stride=stride,
-                                                      sizes=lengths)
+                                                      sizes=lengths, schedule=self.schedule)
         return sgd_steps(per_update, rates, row_keep, dense_keep, None, sampling, self.settings.gradient_cap(),
                          lengths, self.roles)
 
@@ -201,7 +246,8 @@ def learning_rates(lr0, lr_decay, updates):
     return lr0 / (1 + lr_decay * np.asarray(updates, dtype=np.int64))
 
 
-def block_schedule(model, config, blocks, roles, examples, lr_scale, dense_decay_period, first_update=0, stride=1):
+def block_schedule(model, config, blocks, roles, examples, lr_scale, dense_decay_period, first_update=0, stride=1,
+                   schedule=None):
     """update_schedule for a model with parameter blocks (model.BLOCKS, in the kernel's
     order; `blocks` its BlockSettings, `roles` its arrays' roles): (rates, dense_keep) with
     one row per block, absent blocks 0 and 1, and each block's momentum. A block's rate is
@@ -220,23 +266,25 @@ def block_schedule(model, config, blocks, roles, examples, lr_scale, dense_decay
         settings = (blocks.block_lr.get(name, config.lr) * lr_scale, blocks.block_weight_decay.get(name, decay))
         if settings not in schedules:
             schedules[settings] = update_schedule(examples, config.batch, settings[0], config.lr_decay, settings[1],
-                                                  dense_decay_period, first_update, stride=stride)
+                                                  dense_decay_period, first_update, stride=stride,
+                                                  schedule=schedule)
         rates[row], _, dense_keep[row] = schedules[settings]
         momentum[row] = blocks.block_momentum.get(name, blocks.momentum)
     return rates, dense_keep, momentum
 
 
 def update_schedule(examples, batch, lr0, lr_decay, weight_decay, dense_decay_period, first_update=0, stride=1,
-                    sizes=None):
+                    sizes=None, schedule=None):
     """The numbers a kernel takes for a chunk of `examples` in batches of `batch` (or of
     the `sizes` given, covering them), one per update u of the chunk, t = first_update + stride * u:
-    - rates[u] = eps0 / (1 + r t) (float64);
+    - rates[u] = eps0 / (1 + r t) (float64), or the RateSchedule `schedule`'s eps_t;
     - row_keep[u] = 1 - eps_t lambda, the weight decay of the rows of C the update touches;
     - dense_keep[u]: the bulk weight decay of the dense weights (U, H, W) applied after
       update u: the product of (1 - eps_t lambda)^K over the updates since the last one,
       every `dense_decay_period` examples (and after the chunk's last update); 1: none."""
     updates = -(-examples // batch) if sizes is None else len(sizes)
-    rates = learning_rates(lr0, lr_decay, first_update + stride * np.arange(updates, dtype=np.int64))
+    t = first_update + stride * np.arange(updates, dtype=np.int64)
+    rates = learning_rates(lr0, lr_decay, t) if schedule is None else schedule.rates(lr0, t)
     keep = 1 - rates * weight_decay
     row_keep = keep.astype(np.float32)
     dense_keep = np.ones(updates, dtype=np.float32)

@@ -56,6 +56,9 @@ class TrainingConfig:
     batch: int = 1
     lr: float = 1e-3
     lr_decay: float = 1e-8
+    warmup: int = 0  # updates of a linear warm-up of the rate (optimizer.RateSchedule)
+    lr_schedule: str = "inverse"  # after it: eps0 / (1 + r t), "cosine" to 0 at lr_horizon, or "inv-sqrt"
+    lr_horizon: int = 0
     weight_decay: float = 1e-4
     threads: int = 1
     seed: int = 1

@@ -1,0 +1,109 @@
+# An output layer over N rows of any network's top states (width wide), inline: the full
+# softmax (scores by sgemm), Mikolov's class-factored softmax (class_output.pxd) or the
+# hierarchical softmax (hs_output.pxd), forward (log p of each row's target) and back (the
+# layer's gradients and dL/d(top)). recurrent_output.pxi is the recurrent kernel's own
+# (with its direct connections, over its Rnn struct); this one is the Transformer's
+# (transformer_network.pyx), over a struct of its own.
+from libc.math cimport log
+from libc.string cimport memcpy, memset
+
+from class_output cimport Classes, class_backward, class_distribution, class_forward, class_pairs
+from hs_output cimport Tree, tree_backward, tree_distribution, tree_forward
+from elementwise cimport column_sums
+from kernel_common cimport gemm, softmax_row
+
+
+cdef struct Output:
+    int vocab, width
+    const float *V      # |V| x width (the input embeddings when tied)
+    const float *d      # |V| biases
+    Classes classes     # classes.count 0: not class-factored
+    const float *Vc     # classes x width, and their biases
+    const float *bc
+    Tree tree           # tree.nodes 0: not hierarchical
+    const float *Vn     # (|V| - 1) x width, and their biases
+    const float *bn
+    float *Y            # N x |V| (full), N x classes (class): the scores, then probabilities
+    float *U            # N x largest class: the probabilities within each target's class
+    float *G            # N x longest path: dL/dz at each node (hs)
+    float *gV           # the gradients (NULL: not trained); gV adds to the tied embeddings' gradient
+    float *gd
+    float *gVc
+    float *gbc
+    float *gVn
+    float *gbn
+
+
+cdef inline double output_forward(Output *o, const float *top, Py_ssize_t N, const int *targets,
+                                  double *logp) noexcept nogil:
+    """The sum of log p of targets[r] (those >= 0) after the rows of top (N x width), each
+    also in logp[r] when logp is given; keeps what output_backward needs."""
+    cdef int V = o.vocab, target
+    cdef Py_ssize_t r
+    cdef double total = 0, value
+    if o.tree.nodes:
+        return tree_forward(&o.tree, top, N, o.width, o.Vn, o.bn, targets, 1, o.G, logp)
+    if o.classes.count:
+        return class_forward(&o.classes, top, N, o.width, o.Vc, o.bc, o.V, o.d, targets, o.Y, o.U, logp)
+    for r in range(N):
+        if o.d != NULL:
+            memcpy(o.Y + r * V, o.d, V * sizeof(float))
+        else:
+            memset(o.Y + r * V, 0, V * sizeof(float))
+    gemm(b'N', b'T', <int> N, V, o.width, 1.0, top, o.width, o.V, o.width, 1.0, o.Y, V)
+    for r in range(N):
+        target = targets[r]
+        if target >= 0:
+            value = softmax_row(o.Y + r * V, V, target)
+            total += value
+            if logp != NULL:
+                logp[r] = value
+    return total
+
+
+cdef inline void output_backward(Output *o, const float *top, Py_ssize_t N, const int *targets,
+                                 float *dTop) noexcept nogil:
+    """From output_forward's probabilities: the gradients of -sum log p (gV added to, the
+    others written) and dL/d(top) in dTop (N x width, written)."""
+    cdef int V = o.vocab, width = o.width
+    cdef Py_ssize_t r
+    if o.tree.nodes:
+        memset(o.gVn, 0, <Py_ssize_t> (V - 1) * width * sizeof(float))
+        if o.gbn != NULL:
+            memset(o.gbn, 0, (V - 1) * sizeof(float))
+        memset(dTop, 0, N * width * sizeof(float))
+        tree_backward(&o.tree, top, N, width, o.Vn, targets, 1, o.G, 1.0, o.gVn, o.gbn, dTop)
+        return
+    if o.gd != NULL:
+        memset(o.gd, 0, V * sizeof(float))
+    if o.classes.count:
+        class_backward(&o.classes, top, N, width, o.Vc, o.V, targets, o.Y, o.U, o.gVc, o.gbc, 1.0, o.gV, 1.0, o.gd,
+                       dTop)
+        return
+    for r in range(N):  # dL/dy = p - 1[target]; no loss on padding
+        if targets[r] >= 0:
+            o.Y[r * V + targets[r]] -= 1
+        else:
+            memset(o.Y + r * V, 0, V * sizeof(float))
+    gemm(b'T', b'N', V, width, <int> N, 1.0, o.Y, V, top, width, 1.0, o.gV, width)
+    if o.gd != NULL:
+        column_sums(o.Y, N, V, o.gd)
+    gemm(b'N', b'N', <int> N, width, V, 1.0, o.Y, V, o.V, width, 0.0, dTop, width)
+
+
+cdef inline void output_distribution(Output *o, const float *h, double *out) noexcept nogil:
+    """log p of every word after the top state h (o.Y and o.U: work space of a row)."""
+    cdef int j
+    if o.tree.nodes:
+        tree_distribution(&o.tree, h, o.width, o.Vn, o.bn, o.vocab, o.Y, out)
+    elif o.classes.count:
+        class_distribution(&o.classes, h, o.width, o.Vc, o.bc, o.V, o.d, o.Y, o.U, out)
+    else:
+        if o.d != NULL:
+            memcpy(o.Y, o.d, o.vocab * sizeof(float))
+        else:
+            memset(o.Y, 0, o.vocab * sizeof(float))
+        gemm(b'N', b'T', 1, o.vocab, o.width, 1.0, h, o.width, o.V, o.width, 1.0, o.Y, o.vocab)
+        softmax_row(o.Y, o.vocab, 0)
+        for j in range(o.vocab):
+            out[j] = log(<double> o.Y[j])
