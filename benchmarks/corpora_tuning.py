@@ -52,16 +52,22 @@ def ppl_of(nplm, model, text, options):
     return float(PPL.findall(done.stdout)[-1]), done.stderr, seconds
 
 
-def rows(nplm, folder, model):
-    """The table's rows of one corpus: (setting, picks, valid ppl, test ppl, seconds)."""
+def rows(nplm, folder, model, budget=None, jobs=1):
+    """The table's rows of one corpus: (setting, picks, valid ppl, test ppl, seconds);
+    `budget` is each row's -tune-max-time, `jobs` rows run side by side."""
+    from concurrent.futures import ThreadPoolExecutor
     names = {"valid": os.path.join(folder, "valid.txt"), "kn5": os.path.join(folder, "kn5.arpa")}
     test = os.path.join(folder, "test.txt")
     kn5_valid, _, _ = ppl_of(nplm, names["kn5"], names["valid"], [])
     kn5_test, _, seconds = ppl_of(nplm, names["kn5"], test, [])
     found = [("KN5 alone", "", kn5_valid, kn5_test, seconds)]
     alone_valid, _, _ = ppl_of(nplm, model, names["valid"], [])
-    for setting, options in SETTINGS:
-        test_ppl, err, seconds = ppl_of(nplm, model, test, [option.format(**names) for option in options])
+    limit = ["-tune-max-time", str(budget)] if budget else []
+    with ThreadPoolExecutor(jobs) as pool:
+        done = list(pool.map(lambda options: ppl_of(nplm, model, test, [option.format(**names) for option in options]
+                                                      + (limit if "auto" in options else [])),
+                             [options for _, options in SETTINGS]))
+    for (setting, options), (test_ppl, err, seconds) in zip(SETTINGS, done):
         picks, valid = [], alone_valid
         for line in err.splitlines():
             match = PICK.match(line)
@@ -94,6 +100,8 @@ def main():
     parser.add_argument("--model", action="append", required=True, help="NAME=MODEL (the network of that corpus)")
     parser.add_argument("--train", action="store_true", help="Train each model first (brown-fast's recipe)")
     parser.add_argument("--out", required=True, help="The markdown table is written here")
+    parser.add_argument("--tune-max-time", type=float, default=None, help="Each row's -tune-max-time")
+    parser.add_argument("--jobs", type=int, default=1, help="Rows run side by side")
     args = parser.parse_args()
     folders = dict(item.split("=", 1) for item in args.corpus)
     models = dict(item.split("=", 1) for item in args.model)
@@ -101,7 +109,7 @@ def main():
     for name, folder in folders.items():
         if args.train:
             subprocess.run(train_command(args.nplm, folder, models[name]), check=True)
-        corpora[name] = rows(args.nplm, folder, models[name])
+        corpora[name] = rows(args.nplm, folder, models[name], args.tune_max_time, args.jobs)
         with open(args.out, "w") as out:
             out.write(table(corpora))
 
