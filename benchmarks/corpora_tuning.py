@@ -88,8 +88,8 @@ def table(corpora):
     for corpus, (found, kn5_test) in corpora.items():
         alone = next(test for setting, _, _, test, _ in found if setting == "network alone")
         for setting, picks, valid, test, seconds in found:
-            lines.append(f"| {corpus} | {setting} | {picks or '—'} | {valid:.2f} | {test:.2f} | {test / kn5_test:.3f} | "
-                         f"{test / alone:.3f} | {seconds:.0f} s |")
+            lines.append(f"| {corpus} | {setting} | {picks or '—'} | {valid:.2f} | {test:.2f} | "
+                         f"{test / kn5_test:.3f} | {test / alone:.3f} | {seconds:.0f} s |")
     return "\n".join(lines) + "\n"
 
 

@@ -213,10 +213,13 @@ def tune_mixture(models, names, corpus, iterations=200, tolerance=1e-7):
     return Pick(tried[-1][0], tried[-1][1], tried)
 
 
-def neural_cache_probabilities(states, targets, windows, thetas, block=BLOCK_TOKENS, progress=None, workers=2):
+def neural_cache_probabilities(states, targets, windows, thetas, block=BLOCK_TOKENS, progress=None, workers=2,
+                               deadline=None, finished=None, at_least=1):
     """p_cache of each token for every (window, theta): an array (windows, thetas,
     tokens), as nplmtk.cache.continuous_cache_probabilities gives them one at a time; the
-    blocks of tokens shared among `workers` threads (numpy's loops release the GIL)."""
+    blocks of tokens shared among `workers` threads (numpy's loops release the GIL). Past
+    `deadline` the blocks not started are skipped (those of the first `at_least` tokens are
+    always scored); the set `finished`, when given, gets the first token of each block scored."""
     from .neural.blas import on_workers
     windows = sorted(windows)
     count = len(targets)
@@ -228,7 +231,11 @@ def neural_cache_probabilities(states, targets, windows, thetas, block=BLOCK_TOK
 
     def work(q):
         for start in starts[q::workers]:
+            if start >= at_least and _past(deadline):
+                break
             _cache_block(states, targets, windows, thetas, start, min(count, start + block), p)
+            if finished is not None:
+                finished.add(start)
             if progress is not None:
                 progress(min(count, start + block) - start)
     on_workers(work, workers)
@@ -273,6 +280,7 @@ def tune_neural_cache(model, corpus, windows=NEURAL_CACHE_WINDOWS, thetas=NEURAL
     finite = np.isfinite(logp)
     model_p = np.exp(np.where(finite, logp, -np.inf))
     cached = {}  # (window, theta): p_cache of every token
+    text = [corpus, len(targets)]  # what the grid is scored on: the budget may cut it to its first sentences
 
     def score(settings):
         missing = {(setting["window"], setting["theta"]) for setting in settings} - set(cached)
@@ -280,24 +288,50 @@ def tune_neural_cache(model, corpus, windows=NEURAL_CACHE_WINDOWS, thetas=NEURAL
             new_windows = sorted({window for window, _ in missing})
             new_thetas = sorted({theta for _, theta in missing})
             bar = progress(len(targets)) if progress else None
+            finished = set()
+            # only the first grid is cut (an extension's figures must be on the text of the others'),
+            # never inside the first sentence
             p = neural_cache_probabilities(states, targets, new_windows, new_thetas,
-                                           progress=bar.update if bar is not None else None)
+                                           deadline=None if cached else deadline, finished=finished,
+                                           progress=bar.update if bar is not None else None,
+                                           at_least=corpus.offsets[1] + 1 if corpus.num_sentences else 1)
             if bar is not None:
                 bar.close()
+            text[:] = _scored_sentences(corpus, finished, text[1])
             for i, window in enumerate(new_windows):
                 for j, theta in enumerate(new_thetas):
                     cached[window, theta] = p[i, j]
+        scored, tokens = text
         figures = []
         for setting in settings:
             weight = setting["weight"]
             with np.errstate(divide="ignore"):
-                mixed = np.log((1 - weight) * model_p + weight * cached[setting["window"], setting["theta"]])
-            figures.append(text_ppl(np.where(finite, mixed, -np.inf) / LN10, corpus, model.vocab.unk))
+                cache = cached[setting["window"], setting["theta"]][:tokens]
+                mixed = np.log((1 - weight) * model_p[:tokens] + weight * cache)
+            figures.append(text_ppl(np.where(finite[:tokens], mixed, -np.inf) / LN10, scored, model.vocab.unk))
         return figures
 
-    return _grid_search({"window": tuple(sorted(windows)), "theta": tuple(thetas), "weight": tuple(weights)}, score,
+    pick = _grid_search({"window": tuple(sorted(windows)), "theta": tuple(thetas), "weight": tuple(weights)}, score,
                         deadline, {"window": ("count", len(targets)), "theta": ("scale", None),
                                    "weight": ("weight", None)})
+    if text[1] < len(targets):
+        pick.notes.insert(0, f"the budget cut the grid's scoring: picked on the first {text[0].num_sentences:,} "
+                             f"sentences ({text[1]:,} of {len(targets):,} tokens) of the tuning text")
+    return pick
+
+
+def _scored_sentences(corpus, finished, tokens, block=BLOCK_TOKENS):
+    """(the corpus's first sentences whose tokens the blocks `finished` all scored, their
+    token count), within the first `tokens`; the whole corpus when every block was."""
+    done = 0
+    while done in finished:
+        done += block
+    done = min(done, tokens)
+    if done >= _predictions(corpus):
+        return [corpus, _predictions(corpus)]
+    ends = corpus.offsets[1:] + np.arange(1, corpus.num_sentences + 1)  # predictions up to each sentence's end
+    count = int(np.searchsorted(ends, done, side="right"))  # at least 1: the first sentence is always scored
+    return [corpus.first_sentences(count), int(ends[count - 1])]
 
 
 def _dynamic_ppl(model, corpus, setting, scale, epsilon):

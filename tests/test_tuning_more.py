@@ -106,6 +106,19 @@ def test_a_budget_cuts_the_dynamic_search_and_says_what_it_skipped(network):
     assert not any("budget" in note for note in whole.notes)
 
 
+def test_a_budget_cuts_the_neural_cache_grid_to_the_first_sentences(network):
+    corpus = Corpus.from_lines(TEXT, VOCAB)
+    grid = dict(windows=(5, 40), thetas=(0.1, 1.0), weights=(0.0, 0.1, 0.4))
+    assert corpus.num_words + corpus.num_sentences > 256  # more than one block of tokens
+    cut = tune_neural_cache(network, corpus, deadline=time.monotonic() - 1, **grid)
+    assert cut.notes[0].startswith("the budget cut the grid's scoring: picked on the first "), cut.notes
+    sentences = int(cut.notes[0].split("first ")[1].split()[0])
+    assert 0 < sentences < corpus.num_sentences
+    # the same figures as the grid on those sentences alone (the network and the cache look back only)
+    alone = tune_neural_cache(network, corpus.first_sentences(sentences), deadline=time.monotonic() - 1, **grid)
+    assert [ppl for _, ppl in cut.tried] == pytest.approx([ppl for _, ppl in alone.tried], rel=1e-6)
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_the_dynamic_pick_past_a_rate_edge(network, workers):
     corpus = Corpus.from_lines(TEXT, VOCAB)
