@@ -113,8 +113,8 @@ def _mix_options(function):
         "on stderr. A grid is extended past a pick on its edge (said on stderr, as an edge that stays).")
 @option("tune-max-time", type=Real(0, low_open=True), default=None, metavar="SECONDS",
         help="A time budget for the searches of -tune-text together: past it, dynamic evaluation's settings not yet "
-        "started and the grids' extensions are skipped (a setting being scored ends first; a cache's first grid is "
-        "scored whole), and what was skipped is said on stderr.")
+        "started and the grids' extensions are skipped (a setting being scored ends first), -neural-cache's grid is "
+        "scored on the sentences done, and what was skipped is said on stderr.")
 @flag("quiet", help="No progress bars (-dynamic-eval's and the searches of -tune-text).")
 @option("counts", metavar="FILE", default=None,
         help="Score the n-grams of a counts file (w1 ... wk<TAB>count): p(wk | w1 .. wk-1) times the count, as "
