@@ -16,7 +16,8 @@ from .options import SEED_MAX, Integer, Real, check_given_with, example, flag, o
 
 # options that only tune another one (given alone they would do nothing): option -> its main option
 TUNING_OPTIONS = {"cache_lambda": "cache", "neural_cache_theta": "neural_cache", "neural_cache_lambda": "neural_cache",
-                  **{f"dynamic_{name}": "dynamic_eval" for name in ("lr", "decay", "rms_text", "rms_words", "epsilon")}}
+                  **{f"dynamic_{name}": "dynamic_eval" for name in ("lr", "decay", "rms_text", "rms_words", "epsilon")},
+                  "tune_max_time": "tune_text"}
 
 
 MAX_MIX = 9  # SRILM's -mix-lm2 .. -mix-lm9
@@ -88,7 +89,8 @@ def _mix_options(function):
 @option("cache-lambda", type=Real(0, 1), default=0.05, metavar="L", help="The weight L of -cache.")
 @option("neural-cache", type=Integer(0, auto=True), default=0, metavar="W",
         help="Mix a recurrent network with the continuous cache of Grave et al. 2017 over the last W tokens: "
-        "the words that followed states like the present one.")
+        "the words that followed states like the present one (with -dynamic-eval: the adapted network's states). "
+        "auto: W, T and L picked on -tune-text (after -dynamic-eval's pick).")
 @option("neural-cache-theta", type=Real(0), default=0.3, metavar="T",
         help="-neural-cache's sharpness: weights exp(T h_t . h_i).")
 @option("neural-cache-lambda", type=Real(0, 1), default=0.2, metavar="L", help="-neural-cache's weight.")
@@ -108,8 +110,12 @@ def _mix_options(function):
 @option("tune-text", metavar="FILE", default=None,
         help="Held-out text (never the test text) on which each setting given as auto (-lambda, -cache, "
         "-neural-cache, -dynamic-eval) is picked: the best of a grid, or by EM for -lambda; the picks are printed "
-        "on stderr.")
-@flag("quiet", help="No progress bar (-dynamic-eval's).")
+        "on stderr. A grid is extended past a pick on its edge (said on stderr, as an edge that stays).")
+@option("tune-max-time", type=Real(0, low_open=True), default=None, metavar="SECONDS",
+        help="A time budget for the searches of -tune-text together: past it, dynamic evaluation's settings not yet "
+        "started and the grids' extensions are skipped (a setting being scored ends first), -neural-cache's grid is "
+        "scored on the sentences done, and what was skipped is said on stderr.")
+@flag("quiet", help="No progress bars (-dynamic-eval's and the searches of -tune-text).")
 @option("counts", metavar="FILE", default=None,
         help="Score the n-grams of a counts file (w1 ... wk<TAB>count): p(wk | w1 .. wk-1) times the count, as "
         "SRILM's -counts; back-off n-gram models.")
@@ -138,7 +144,7 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
             allow_paths, vocab, limit_vocab, renorm, prune, prune_budget, minprune, prune_lowprobs, classes,
             simple_classes, map_unk, unk_prob, cache, cache_lambda, neural_cache, neural_cache_theta,
             neural_cache_lambda, dynamic_eval, dynamic_lr, dynamic_decay, dynamic_rms_text, dynamic_rms_words,
-            dynamic_epsilon, tune_text, quiet, counts, gen, seed, write_lm, write_bin_lm, server_port,
+            dynamic_epsilon, tune_text, tune_max_time, quiet, counts, gen, seed, write_lm, write_bin_lm, server_port,
             server_maxclients, server_host, **more):
     """Report the perplexity of a model on a text in SRILM's `ngram -ppl` format, and/or
     rewrite an n-gram model (`-write-lm`)."""
@@ -166,7 +172,8 @@ def command(lm, text, ppl_file, order, unk, debug, lower, map_numbers, mix_lm, m
     built = build_model(PplSpec(
         lm, allow_paths, map_unk, order, neural_cache, neural_cache_theta, neural_cache_lambda, dynamic, vocab,
         mix_lm, [(more[f"mix_lm{i}"], more[f"mix_lambda{i}"]) for i in range(2, MAX_MIX + 1) if more[f"mix_lm{i}"]],
-        main_weight, bayes, renorm, prune, prune_budget, minprune, prune_lowprobs, classes, tune_text))
+        main_weight, bayes, renorm, prune, prune_budget, minprune, prune_lowprobs, classes, tune_text, tune_max_time,
+        lambda total, what: _progress_bar(total, quiet, what)))
     if built.threshold is not None:
         from nplmtk.convert import entries
         click.echo(f"nplm ppl: -prune-to-entries {prune_budget}: -prune {built.threshold:.6g} keeps "
@@ -219,17 +226,20 @@ def _check_tuning(tune_text, scored, main_weight, cache, neural_cache, dynamic_e
 
 
 def _print_picks(picks, tune_text):
+    """Each pick on stderr, then what its search says besides (grids extended, edges, the budget)."""
     for parameter, pick in picks:
-        click.echo(f"nplm ppl: -{AUTO_OPTIONS.get(parameter, parameter)} auto on {tune_text}: {pick.describe()}",
-                   err=True)
+        option = AUTO_OPTIONS.get(parameter, parameter)
+        click.echo(f"nplm ppl: -{option} auto on {tune_text}: {pick.describe()}", err=True)
+        for note in pick.notes:
+            click.echo(f"nplm ppl: -{option} auto: {note}", err=True)
 
 
-def _progress_bar(total, quiet):
-    """-dynamic-eval's progress bar on a terminal, else None."""
+def _progress_bar(total, quiet, what="dynamic evaluation"):
+    """A progress bar of `what` on a terminal, else None."""
     if quiet or not sys.stderr.isatty():
         return None
     from tqdm import tqdm
-    return tqdm(total=total, desc="dynamic evaluation", unit="w", unit_scale=True, leave=False, file=sys.stderr)
+    return tqdm(total=total, desc=what, unit="w", unit_scale=True, leave=False, file=sys.stderr)
 
 
 def _serve(model, subject, port, host, max_clients, debug):

@@ -1,10 +1,11 @@
 """The model `ngram -ppl` scores, built from a plain specification as SRILM's ngram.cc
-builds it: read with -order and -limit-vocab, a continuous cache or dynamic evaluation
-around a network, mixed (merged statically when every component is a back-off n-gram),
-then -renorm, -prune, -prune-to-entries and -prune-lowprobs in SRILM's order, then
+builds it: read with -order and -limit-vocab, dynamic evaluation and a continuous cache
+(over the adapted network's states) around a network, mixed (merged statically when every
+component is a back-off n-gram), then -renorm, -prune, -prune-to-entries and -prune-lowprobs in SRILM's order, then
 -classes. Parameters are named as the command's options (a ParameterError's `{name}`);
 nothing here prints. What only some specifications need is imported where they ask for
 it: plain scoring loads neither the estimator nor the networks."""
+import time
 from dataclasses import dataclass, field
 
 from .errors import ParameterError
@@ -57,6 +58,8 @@ class PplSpec:
     prune_lowprobs: bool = False
     classes: str = None
     tune_text: str = None  # held-out text on which the settings given as "auto" are picked
+    tune_max_time: float = None  # seconds the searches of those settings may take together (None: no limit)
+    progress: object = None  # progress(total, what): a progress bar (update(n)) of a search, or None
 
 
 class PplModel:
@@ -64,10 +67,11 @@ class PplModel:
     back-off model), `subject` (what the model is, for messages) and `threshold` (the
     -prune that -prune-to-entries found, or None)."""
 
-    def __init__(self, model, names, mixed, merged, bayes, threshold, picks=()):
+    def __init__(self, model, names, mixed, merged, bayes, threshold, picks=(), deadline=None):
         self.model, self.names, self.mixed, self.merged = model, names, mixed, merged
         self.bayes, self.threshold = bayes, threshold
         self.picks = list(picks)  # (parameter, nplmtk.tuning.Pick) of each setting given as "auto"
+        self.deadline = deadline  # when the searches of settings given as "auto" stop (time.monotonic())
         self.subject = names[0] if not mixed else f"the mixture of {' and '.join(names)}"
 
     def writable(self, parameter):
@@ -93,7 +97,7 @@ class PplModel:
         if length == "auto":
             from .tuning import tune_cache
             pick = tune_cache(self.model, _tuning_corpus(tune_text, self.model.vocab, "cache"),
-                              unk_is_word=unk_is_word)
+                              unk_is_word=unk_is_word, deadline=self.deadline)
             self.picks.append(("cache", pick))
             length, weight = pick.setting["length"], pick.setting["weight"]
         return with_cache(self.model, self.subject, length, weight, unk_is_word=unk_is_word)
@@ -119,6 +123,7 @@ def build_model(spec):
     spec.tune_text, and the picks kept in the PplModel's `picks`."""
     lm = spec.lm
     picks = []
+    deadline = None if spec.tune_max_time is None else time.monotonic() + spec.tune_max_time
     if spec.classes is not None:
         check_readable(spec.classes)
     if spec.map_unk is not None:
@@ -131,10 +136,12 @@ def build_model(spec):
         if not backoff:
             raise ParameterError("{order} applies to n-gram models only", path=lm)
         model = model.truncated(spec.order)
+    if spec.neural_cache and not (isinstance(model, _neural_model()) and model.CAPABILITIES.recurrent_state):
+        raise ParameterError("{neural_cache} keys on a recurrent network's states", path=lm)
+    if spec.dynamic is not None:  # first: the continuous cache reads the adapted network's states
+        model = _dynamic(model, lm, spec, picks, deadline)
     if spec.neural_cache:
-        model = _with_neural_cache(model, spec, picks)
-    if spec.dynamic is not None:
-        model = _dynamic(model, lm, spec.dynamic, spec.tune_text, picks)
+        model = _with_neural_cache(model, spec, picks, deadline)
     if spec.prune and spec.prune_to_entries is not None:
         raise ParameterError("choose one of {prune} and {prune_to_entries}")
     if (spec.renorm or spec.prune or spec.prune_to_entries or spec.prune_lowprobs or spec.vocab is not None) \
@@ -181,7 +188,7 @@ def build_model(spec):
     if spec.mix_lm is not None and not merged:
         from .mixture import Mixture
         model = Mixture([model] + components[1:], weights, names)
-    return PplModel(model, names, spec.mix_lm is not None, merged, spec.bayes, threshold, picks)
+    return PplModel(model, names, spec.mix_lm is not None, merged, spec.bayes, threshold, picks, deadline)
 
 
 def _pruned(model, spec):
@@ -202,29 +209,41 @@ def _pruned(model, spec):
     return model, threshold
 
 
-def _with_neural_cache(model, spec, picks):
+def _neural_model():
+    from .neural.network import NeuralModel  # here: plain scoring loads no network
+    return NeuralModel
+
+
+def _bar(spec, what):
+    """A progress bar factory (total -> bar or None) for the search `what`, or None."""
+    return None if spec.progress is None else lambda total: spec.progress(total, what)
+
+
+def _with_neural_cache(model, spec, picks, deadline):
+    """The continuous cache around the recurrent network `model` (a DynamicModel: over
+    the adapted network's states); a window of "auto" picks window, theta and weight on
+    spec.tune_text, after dynamic evaluation's pick when that is auto too."""
     from .cache import ContinuousCache
-    from .neural.network import NeuralModel
-    if not (isinstance(model, NeuralModel) and model.CAPABILITIES.recurrent_state):
-        raise ParameterError("{neural_cache} keys on a recurrent network's states", path=spec.lm)
-    if spec.dynamic is not None:
-        raise ParameterError("choose one of {neural_cache} and {dynamic_eval}")
     window, theta, weight = spec.neural_cache, spec.neural_cache_theta, spec.neural_cache_lambda
     if window == "auto":
         from .tuning import tune_neural_cache
-        pick = tune_neural_cache(model, _tuning_corpus(spec.tune_text, model.vocab, "neural_cache"))
+        pick = tune_neural_cache(model, _tuning_corpus(spec.tune_text, model.vocab, "neural_cache"),
+                                 progress=_bar(spec, "-neural-cache auto"), deadline=deadline)
+        if model.kind == "dynamic":
+            pick.notes.insert(0, "over the states of the network adapted by dynamic evaluation (its setting "
+                              "first: the cache reads the adapted states, the adaptation does not see the cache)")
         picks.append(("neural_cache", pick))
         window, theta, weight = pick.setting["window"], pick.setting["theta"], pick.setting["weight"]
     return ContinuousCache(model, window, theta, weight)
 
 
-def _dynamic(model, lm, dynamic, tune_text, picks):
+def _dynamic(model, lm, spec, picks, deadline):
     """The network `model` scored by dynamic evaluation; a length of "auto" picks the
-    length, rate and decay on `tune_text` (the model as trained when nothing beats it)."""
+    length, rate and decay on spec.tune_text (the model as trained when nothing beats it)."""
     from .corpus import Corpus
     from .neural.dynamic import DynamicEvaluation, DynamicModel, gradient_scale
-    from .neural.network import NeuralModel
-    if not isinstance(model, NeuralModel):
+    dynamic, tune_text = spec.dynamic, spec.tune_text
+    if not isinstance(model, _neural_model()):
         raise ParameterError("{dynamic_eval} adapts neural models (a network's gradients move it)", path=lm)
     auto = dynamic.length == "auto"
     if dynamic.lr is None and not auto:
@@ -242,7 +261,8 @@ def _dynamic(model, lm, dynamic, tune_text, picks):
         # the RMS step's scale is of segments of one length: its grid keeps that length
         pick = tune_dynamic(model, _tuning_corpus(tune_text, model.vocab, "dynamic_eval"),
                             lengths=(length,) if scale is not None else DYNAMIC_LENGTHS, scale=scale,
-                            epsilon=dynamic.epsilon, workers=2, progress=dynamic.progress)
+                            epsilon=dynamic.epsilon, workers=2, progress=_bar(spec, "-dynamic-eval auto"),
+                            deadline=deadline)
         picks.append(("dynamic_eval", pick))
         if pick.setting == OFF:
             return model
@@ -250,4 +270,3 @@ def _dynamic(model, lm, dynamic, tune_text, picks):
     else:
         lr, decay = dynamic.lr, dynamic.decay
     return DynamicModel(model, DynamicEvaluation(length, lr, decay, dynamic.epsilon), scale, dynamic.progress)
-

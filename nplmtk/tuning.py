@@ -8,10 +8,19 @@ grid, so a pick is never worse on the tuning text than the model alone.
 - The continuous cache (Grave et al. 2017, eq. 2-3; nplmtk.cache.ContinuousCache): the
   network's scores and states once; the dot products of each token with the `window`
   states before it once, for the largest window; every (window, theta) from running sums
-  over the distance, every lambda from those."""
+  over the distance, every lambda from those. Over a DynamicModel: the adapted states.
+- Dynamic evaluation (nplmtk.neural.dynamic): by successive halving, in worker processes
+  that each get the model once.
+- The mixture's weights by EM; lattice-tool's history approximation order on held-out
+  lattices (the smallest whose 1-best paths are the largest order's).
+
+A pick on the edge of its grid goes on past it (a few times, while it stays there), and
+what stayed on an edge is said in the pick's notes; a deadline (time.monotonic()) cuts a
+search between settings, its notes saying what was skipped."""
 import concurrent.futures
 import itertools
 import multiprocessing
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -28,6 +37,7 @@ CACHE_WEIGHTS = (0.0, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3)
 NEURAL_CACHE_WINDOWS = (100, 200, 500, 1000, 2000, 4000)
 NEURAL_CACHE_THETAS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.8)
 NEURAL_CACHE_WEIGHTS = (0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4)
+EXTENSION_ROUNDS = 3  # a grid is extended past a pick on its edge at most this many times
 BLOCK_TOKENS = 256  # tokens whose windows are scored at once
 DYNAMIC_LENGTHS = (10, 20, 50)
 DYNAMIC_SGD_RATES = (0.01, 0.03, 0.1, 0.3, 1.0)
@@ -45,6 +55,7 @@ class Pick:
     setting: dict
     ppl: float
     tried: list = field(default_factory=list)
+    notes: list = field(default_factory=list)  # what stderr says besides: grids extended, edges, budget cuts
 
     def describe(self):
         values = " ".join(f"{name} {value:g}" for name, value in self.setting.items())
@@ -69,19 +80,120 @@ def _check_grid(name, values, low, high):
         raise ParameterError(f"{{{name}}}: a grid of values in [{low}, {high}], got {list(values)}")
 
 
-def tune_cache(model, corpus, lengths=CACHE_LENGTHS, weights=CACHE_WEIGHTS, unk_is_word=False):
-    """SRILM's unigram cache for `model` on the tuning `corpus`: (length, weight)."""
+def _past(deadline):
+    return deadline is not None and time.monotonic() > deadline
+
+
+def _beyond(value, edge, kind, limit=None):
+    """The next value past `value` at the `edge` ("largest" or "smallest") of a grid of
+    `kind`, or None where the domain (or `limit`) ends: a "weight" (of a mixture) steps by
+    0.1 up to 0.9, a "decay" doubles up to 0.5, a "count" (an integer from 1) and a "scale"
+    (a positive real) double or halve. A weight's or decay's 0 is "off", not an edge."""
+    if kind in ("weight", "decay"):
+        if edge == "smallest":
+            return None
+        new = round(value + 0.1, 6) if kind == "weight" else value * 2
+        return new if 0 < new <= (0.9 if kind == "weight" else 0.5) + 1e-9 else None
+    new = value * 2 if edge == "largest" else value / 2
+    if kind == "count":
+        new = int(new)
+        if new < 1 or new == value or (limit is not None and value >= limit):
+            return None
+    return new
+
+
+def _edges(setting, grids, kinds):
+    """(name, "largest" or "smallest") of each value of `setting` on the edge of its grid
+    (of two values or more; a weight's or decay's 0 is off, no edge); none when the pick
+    is off (every mixture weight 0: the other values do not matter)."""
+    if any(kinds[name][0] == "weight" and setting[name] == 0 for name in grids if name in kinds):
+        return []
+    found = []
+    for name, values in grids.items():
+        if len(values) < 2 or name not in kinds:
+            continue
+        if setting[name] == max(values):
+            found.append((name, "largest"))
+        elif setting[name] == min(values) and not (kinds[name][0] in ("weight", "decay") and setting[name] == 0):
+            found.append((name, "smallest"))
+    return found
+
+
+def _extensions(setting, grids, kinds):
+    """{name: the value past the pick's} for each grid the pick is on an edge of and that
+    extends there."""
+    extended = {}
+    for name, edge in _edges(setting, grids, kinds):
+        new = _beyond(setting[name], edge, *kinds[name])
+        if new is not None:
+            extended[name] = new
+    return extended
+
+
+def _edge_notes(setting, grids, kinds, budget_cut=False):
+    """What stderr says of the pick's values still on an edge of their (extended) grid."""
+    notes = []
+    for name, edge in _edges(setting, grids, kinds):
+        why = "the budget stopped the extension" if budget_cut else \
+            "the domain ends there" if _beyond(setting[name], edge, *kinds[name]) is None else \
+            f"after {EXTENSION_ROUNDS} extensions"
+        notes.append(f"{name} {setting[name]:g} is the {edge} of its grid ({why}): a value past it may be better")
+    return notes
+
+
+def _grid_search(grids, score, deadline, kinds):
+    """The best of the product of `grids` ({name: values}), scored by `score(settings)`
+    (ppls of a list of settings), each grid extended past the pick while it lands on its
+    edge (up to EXTENSION_ROUNDS times; `kinds` {name: (kind, limit)}, as _beyond takes);
+    the pick's notes say what was extended and what stays on an edge."""
+    grids = {name: tuple(values) for name, values in grids.items()}
+    figures, notes, cut = {}, [], False
+    for round_ in range(EXTENSION_ROUNDS + 1):
+        settings = [dict(zip(grids, values)) for values in itertools.product(*grids.values())]
+        missing = [setting for setting in settings if tuple(setting.items()) not in figures]
+        figures.update(zip((tuple(setting.items()) for setting in missing), score(missing)))
+        pick = _best([(setting, figures[tuple(setting.items())]) for setting in settings])
+        extended = _extensions(pick.setting, grids, kinds)
+        if not extended or round_ == EXTENSION_ROUNDS:
+            break
+        if _past(deadline):
+            cut = True
+            break
+        for name, new in extended.items():
+            notes.append(_extension_note(name, pick.setting[name], grids[name], new))
+            grids[name] = tuple(sorted(grids[name] + (new,)))
+    pick.notes = notes + _edge_notes(pick.setting, grids, kinds, cut)
+    return pick
+
+
+def _extension_note(name, value, values, new):
+    edge = "largest" if value == max(values) else "smallest"
+    return f"{name} {value:g} was the {edge} of its grid: {new:g} tried too"
+
+
+def tune_cache(model, corpus, lengths=CACHE_LENGTHS, weights=CACHE_WEIGHTS, unk_is_word=False, deadline=None):
+    """SRILM's unigram cache for `model` on the tuning `corpus`: (length, weight), the
+    grids extended where the pick lands on an edge."""
     _check_grid("lengths", lengths, 1, 1e9)
     _check_grid("weights", weights, 0, 1)
     own = model.logprobs(corpus)
-    tried = []
-    for length in lengths:
-        logp = np.array([own, UnigramCache(model.vocab, length, unk_is_word).logprobs(corpus)])
-        for weight in weights:
+    cached = {}  # each length's cache probabilities
+
+    def score(settings):
+        figures = []
+        for setting in settings:
+            length, weight = setting["length"], setting["weight"]
+            if length not in cached:
+                cached[length] = UnigramCache(model.vocab, length, unk_is_word).logprobs(corpus)
+            logp = np.array([own, cached[length]])
             mixed = mix_logprobs(logp, np.tile([1 - weight, weight], (logp.shape[1], 1))) / LN10
             log10 = mixed.astype(np.float32).astype(np.float64)  # SRILM's LogP, as Mixture rounds it
-            tried.append(({"length": length, "weight": weight}, text_ppl(log10, corpus, model.vocab.unk)))
-    return _best(tried)
+            figures.append(text_ppl(log10, corpus, model.vocab.unk))
+        return figures
+
+    tokens = corpus.num_words + corpus.num_sentences
+    return _grid_search({"length": tuple(lengths), "weight": tuple(weights)}, score, deadline,
+                        {"length": ("count", tokens), "weight": ("weight", None)})
 
 
 def tune_mixture(models, names, corpus, iterations=200, tolerance=1e-7):
@@ -101,63 +213,125 @@ def tune_mixture(models, names, corpus, iterations=200, tolerance=1e-7):
     return Pick(tried[-1][0], tried[-1][1], tried)
 
 
-def neural_cache_probabilities(states, targets, windows, thetas, block=BLOCK_TOKENS, progress=None):
+def neural_cache_probabilities(states, targets, windows, thetas, block=BLOCK_TOKENS, progress=None, workers=2,
+                               deadline=None, finished=None, at_least=1):
     """p_cache of each token for every (window, theta): an array (windows, thetas,
-    tokens), as nplmtk.cache.continuous_cache_probabilities gives them one at a time."""
+    tokens), as nplmtk.cache.continuous_cache_probabilities gives them one at a time; the
+    blocks of tokens shared among `workers` threads (numpy's loops release the GIL). Past
+    `deadline` the blocks not started are skipped (those of the first `at_least` tokens are
+    always scored); the set `finished`, when given, gets the first token of each block scored."""
+    from .neural.blas import on_workers
     windows = sorted(windows)
-    widest = windows[-1]
     count = len(targets)
     states = np.asarray(states)
     targets = np.asarray(targets)
     p = np.zeros((len(windows), len(thetas), count))
-    distance = np.arange(1, widest + 1)
-    for start in range(0, count, block):
-        stop = min(count, start + block)
-        low = max(0, start - widest)
-        dots = (states[start:stop] @ states[low:stop].T).astype(np.float64)
-        t = np.arange(start, stop)[:, None]
-        key = t - distance[None, :]  # the token `distance` before each one
-        seen = key >= 0
-        column = np.where(seen, key - low, 0)
-        rows = np.arange(stop - start)[:, None]
-        scores = np.where(seen, dots[rows, column], -np.inf)
-        match = seen & (targets[np.maximum(key, 0)] == targets[start:stop][:, None])
-        top = scores.max(axis=1, keepdims=True)
-        shift = np.where(np.isfinite(top), top, 0.0)
-        for j, theta in enumerate(thetas):
-            weights = np.exp(theta * (scores - shift))  # max-subtracted: the shift cancels
-            total = np.cumsum(weights, axis=1)
-            hits = np.cumsum(weights * match, axis=1)
-            for i, window in enumerate(windows):
-                denominator = total[:, window - 1]
-                p[i, j, start:stop] = np.where(denominator > 0, hits[:, window - 1] / np.maximum(denominator, 1e-300),
-                                               0.0)
-        if progress is not None:
-            progress(stop - start)
+    starts = range(0, count, block)
+    workers = max(1, min(workers, len(starts)))
+
+    def work(q):
+        for start in starts[q::workers]:
+            if start >= at_least and _past(deadline):
+                break
+            _cache_block(states, targets, windows, thetas, start, min(count, start + block), p)
+            if finished is not None:
+                finished.add(start)
+            if progress is not None:
+                progress(min(count, start + block) - start)
+    on_workers(work, workers)
     return p
 
 
+def _cache_block(states, targets, windows, thetas, start, stop, p):
+    """p[:, :, start:stop] of neural_cache_probabilities."""
+    widest = windows[-1]
+    distance = np.arange(1, widest + 1)
+    low = max(0, start - widest)
+    dots = (states[start:stop] @ states[low:stop].T).astype(np.float64)
+    key = np.arange(start, stop)[:, None] - distance[None, :]  # the token `distance` before each one
+    seen = key >= 0
+    column = np.where(seen, key - low, 0)
+    rows = np.arange(stop - start)[:, None]
+    scores = np.where(seen, dots[rows, column], -np.inf)
+    match = seen & (targets[np.maximum(key, 0)] == targets[start:stop][:, None])
+    top = scores.max(axis=1, keepdims=True)
+    shift = np.where(np.isfinite(top), top, 0.0)
+    for j, theta in enumerate(thetas):
+        weights = np.exp(theta * (scores - shift))  # max-subtracted: the shift cancels
+        total = np.cumsum(weights, axis=1)
+        hits = np.cumsum(weights * match, axis=1)
+        for i, window in enumerate(windows):
+            denominator = total[:, window - 1]
+            p[i, j, start:stop] = np.where(denominator > 0, hits[:, window - 1] / np.maximum(denominator, 1e-300), 0.0)
+
+
 def tune_neural_cache(model, corpus, windows=NEURAL_CACHE_WINDOWS, thetas=NEURAL_CACHE_THETAS,
-                      weights=NEURAL_CACHE_WEIGHTS, progress=None):
+                      weights=NEURAL_CACHE_WEIGHTS, progress=None, deadline=None):
     """The continuous cache for the recurrent `model` on the tuning `corpus`: (window,
-    theta, weight), as nplmtk.cache.ContinuousCache scores it."""
+    theta, weight), as nplmtk.cache.ContinuousCache scores it, the grids extended where
+    the pick lands on an edge. `model` may be a DynamicModel: the cache over the adapted
+    network's states. `progress(total)` makes a bar over the tokens each grid of windows
+    and thetas scores, or None."""
     _check_grid("windows", windows, 1, 1e7)
     _check_grid("thetas", thetas, 0, 1e3)
     _check_grid("weights", weights, 0, 1)
     logp, states = model.logprobs_and_states(corpus)
-    cache = neural_cache_probabilities(states, np.asarray(corpus.targets()), windows, thetas, progress=progress)
+    targets = np.asarray(corpus.targets())
     finite = np.isfinite(logp)
     model_p = np.exp(np.where(finite, logp, -np.inf))
-    tried = []
-    for i, window in enumerate(sorted(windows)):
-        for j, theta in enumerate(thetas):
-            for weight in weights:
-                with np.errstate(divide="ignore"):
-                    mixed = np.log((1 - weight) * model_p + weight * cache[i, j])
-                log10 = np.where(finite, mixed, -np.inf) / LN10
-                tried.append(({"window": window, "theta": theta, "weight": weight},
-                              text_ppl(log10, corpus, model.vocab.unk)))
-    return _best(tried)
+    cached = {}  # (window, theta): p_cache of every token
+    text = [corpus, len(targets)]  # what the grid is scored on: the budget may cut it to its first sentences
+
+    def score(settings):
+        missing = {(setting["window"], setting["theta"]) for setting in settings} - set(cached)
+        if missing:
+            new_windows = sorted({window for window, _ in missing})
+            new_thetas = sorted({theta for _, theta in missing})
+            bar = progress(len(targets)) if progress else None
+            finished = set()
+            # only the first grid is cut (an extension's figures must be on the text of the others'),
+            # never inside the first sentence
+            p = neural_cache_probabilities(states, targets, new_windows, new_thetas,
+                                           deadline=None if cached else deadline, finished=finished,
+                                           progress=bar.update if bar is not None else None,
+                                           at_least=corpus.offsets[1] + 1 if corpus.num_sentences else 1)
+            if bar is not None:
+                bar.close()
+            text[:] = _scored_sentences(corpus, finished, text[1])
+            for i, window in enumerate(new_windows):
+                for j, theta in enumerate(new_thetas):
+                    cached[window, theta] = p[i, j]
+        scored, tokens = text
+        figures = []
+        for setting in settings:
+            weight = setting["weight"]
+            with np.errstate(divide="ignore"):
+                cache = cached[setting["window"], setting["theta"]][:tokens]
+                mixed = np.log((1 - weight) * model_p[:tokens] + weight * cache)
+            figures.append(text_ppl(np.where(finite[:tokens], mixed, -np.inf) / LN10, scored, model.vocab.unk))
+        return figures
+
+    pick = _grid_search({"window": tuple(sorted(windows)), "theta": tuple(thetas), "weight": tuple(weights)}, score,
+                        deadline, {"window": ("count", len(targets)), "theta": ("scale", None),
+                                   "weight": ("weight", None)})
+    if text[1] < len(targets):
+        pick.notes.insert(0, f"the budget cut the grid's scoring: picked on the first {text[0].num_sentences:,} "
+                             f"sentences ({text[1]:,} of {len(targets):,} tokens) of the tuning text")
+    return pick
+
+
+def _scored_sentences(corpus, finished, tokens, block=BLOCK_TOKENS):
+    """(the corpus's first sentences whose tokens the blocks `finished` all scored, their
+    token count), within the first `tokens`; the whole corpus when every block was."""
+    done = 0
+    while done in finished:
+        done += block
+    done = min(done, tokens)
+    if done >= _predictions(corpus):
+        return [corpus, _predictions(corpus)]
+    ends = corpus.offsets[1:] + np.arange(1, corpus.num_sentences + 1)  # predictions up to each sentence's end
+    count = int(np.searchsorted(ends, done, side="right"))  # at least 1: the first sentence is always scored
+    return [corpus.first_sentences(count), int(ends[count - 1])]
 
 
 def _dynamic_ppl(model, corpus, setting, scale, epsilon):
@@ -183,52 +357,189 @@ def _prefix(corpus, share):
     return corpus.first_sentences(max(1, int(np.searchsorted(ends, wanted)) + 1))
 
 
+_WORKER = {}  # a worker process's model, tuning text and RMS scale, handed once by _start_worker
+
+
+def _start_worker(model, corpus, scale, epsilon):
+    _WORKER.update(model=model, corpus=corpus, scale=scale, epsilon=epsilon)
+
+
+def _worker_ppl(share, setting):
+    return _dynamic_ppl(_WORKER["model"], _prefix(_WORKER["corpus"], share), setting, _WORKER["scale"],
+                        _WORKER["epsilon"])
+
+
+class _Scorer:
+    """Dynamic evaluation settings scored on a share of the tuning text, in this process or
+    in `workers` processes that each get the model once (not with every setting); a
+    setting not started by `deadline` is skipped (one already running ends)."""
+
+    def __init__(self, model, corpus, scale, epsilon, workers, bar):
+        self.model, self.corpus, self.scale, self.epsilon, self.bar = model, corpus, scale, epsilon, bar
+        self.pool = None
+        if workers > 1:
+            self.pool = concurrent.futures.ProcessPoolExecutor(
+                workers, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker,
+                initargs=(model, corpus, scale, epsilon))
+
+    def figures(self, settings, share, deadline):
+        """{index in `settings`: ppl} of those scored before the deadline."""
+        size = _predictions(_prefix(self.corpus, share))
+        if self.bar is not None:
+            self.bar.total += len(settings) * size
+            self.bar.refresh()
+        found = {}
+        if self.pool is None:
+            for index, setting in enumerate(settings):
+                if _past(deadline):
+                    break
+                found[index] = _dynamic_ppl(self.model, _prefix(self.corpus, share), setting, self.scale, self.epsilon)
+                self._done(size)
+            return found
+        futures = {self.pool.submit(_worker_ppl, share, setting): index for index, setting in enumerate(settings)}
+        for future in concurrent.futures.as_completed(futures):
+            if future.cancelled():
+                continue
+            found[futures[future]] = future.result()
+            self._done(size)
+            if _past(deadline):
+                for waiting in futures:
+                    waiting.cancel()  # those not started; the running ones end and count
+        return found
+
+    def _done(self, size):
+        if self.bar is not None:
+            self.bar.update(size)
+
+    def close(self):
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _predictions(corpus):
+    return corpus.num_words + corpus.num_sentences
+
+
+DYNAMIC_KINDS = {"length": ("count", None), "lr": ("scale", None), "decay": ("decay", None)}
+
+
 def tune_dynamic(model, corpus, lengths=DYNAMIC_LENGTHS, rates=None, decays=DYNAMIC_DECAYS, scale=None,
-                 epsilon=1e-3, workers=1, margin=DYNAMIC_MARGIN, stages=DYNAMIC_STAGES, progress=None):
+                 epsilon=1e-3, workers=1, margin=DYNAMIC_MARGIN, stages=DYNAMIC_STAGES, progress=None,
+                 deadline=None):
     """Dynamic evaluation of the network `model` on the tuning `corpus`: (length, lr,
     decay), or OFF when no setting beats the model as trained. `scale` (gradient_scale's)
-    selects the RMS step; `rates` defaults to the SGD or RMS grid. `progress(total)` makes
-    a bar (update(n)) over the predictions scored, or None."""
+    selects the RMS step; `rates` defaults to the SGD or RMS grid. Successive halving:
+    each stage scores the settings left on a longer share of the text (1 / `stages`), and
+    those more than `margin` worse than its best stop. A pick on a grid's edge is then
+    tried past it on the whole text (up to EXTENSION_ROUNDS times). `deadline`
+    (time.monotonic()) cuts the search: the pick is then the best of the last share every
+    setting left was scored on (said in its notes). `progress(total)` makes a bar
+    (update(n)) over the predictions scored, or None."""
     rates = rates or (DYNAMIC_SGD_RATES if scale is None else DYNAMIC_RMS_RATES)
     _check_grid("lengths", lengths, 1, 1e7)
     _check_grid("rates", rates, 1e-12, 1e6)
     _check_grid("decays", decays, 0, 0.999)
-    candidates = [OFF] + [{"length": length, "lr": lr, "decay": decay}
-                          for length, lr, decay in itertools.product(lengths, rates, decays)]
-    texts = [_prefix(corpus, share) for share in stages]
-    sizes = [text.num_words + text.num_sentences for text in texts]
-    bar = progress(0) if progress else None
-    tried = []
-    pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) \
-        if workers > 1 else None
+    grids = {"length": tuple(lengths), "lr": tuple(rates), "decay": tuple(decays)}
+    candidates = [OFF] + [dict(zip(grids, values)) for values in itertools.product(*grids.values())]
+    scorer = _Scorer(model, corpus, scale, epsilon, workers, progress(0) if progress else None)
+    notes = []
     try:
-        for stage, (text, size) in enumerate(zip(texts, sizes)):
-            if bar is not None:
-                bar.total += len(candidates) * size
-                bar.refresh()
-            if pool is None:
-                figures = []
-                for setting in candidates:
-                    figures.append(_dynamic_ppl(model, text, setting, scale, epsilon))
-                    if bar is not None:
-                        bar.update(size)
-            else:
-                futures = [pool.submit(_dynamic_ppl, model, text, setting, scale, epsilon) for setting in candidates]
-                for future in concurrent.futures.as_completed(futures):
-                    if bar is not None:
-                        bar.update(size)
-                figures = [future.result() for future in futures]
-            best = min(figures)
-            if stage == len(texts) - 1:
-                tried = list(zip(candidates, figures))
-                break
-            ranked = sorted(zip(figures, range(len(candidates))))
-            kept = {index for figure, index in ranked if figure <= best * (1 + margin)} | \
-                {index for _, index in ranked[:2]} | {0}  # "off" goes to the end: the pick must beat it there
-            candidates = [candidates[index] for index in sorted(kept)]
+        tried, share = _halving(scorer, candidates, stages, margin, deadline, notes)
+        if share == stages[-1]:
+            tried = _extend_dynamic(scorer, tried, grids, share, deadline, notes)
     finally:
-        if pool is not None:
-            pool.shutdown(cancel_futures=True)
-        if bar is not None:
-            bar.close()
-    return _best(tried)
+        scorer.close()
+    pick = _best(tried)
+    pick.notes = notes
+    return pick
+
+
+def _halving(scorer, candidates, stages, margin, deadline, notes):
+    """Successive halving: (setting, ppl) of the settings the last share scored, and that
+    share; "off" goes to the end, so that a pick beats it on the text it is picked on."""
+    tried, done_share = [], None
+    for stage, share in enumerate(stages):
+        found = scorer.figures(candidates, share, deadline)
+        if len(found) < len(candidates):
+            skipped = len(candidates) - len(found)
+            if 0 in found and len(found) > 1:  # off and another on this share: pick among those
+                tried, done_share = [(candidates[index], found[index]) for index in sorted(found)], share
+            notes.append(f"the budget cut the search at 1/{share:g} of the tuning text: {skipped} of "
+                         f"{len(candidates)} settings not scored there" + (
+                             f"; the rest of the stages ({', '.join(f'1/{s:g}' for s in stages[stage + 1:])}) "
+                             "skipped" if stage + 1 < len(stages) else "") +
+                         (f"; picked on 1/{done_share:g} of the text" if done_share else
+                          "; no setting scored: the model as trained"))
+            break
+        figures = [found[index] for index in range(len(candidates))]
+        tried, done_share = list(zip(candidates, figures)), share
+        if stage == len(stages) - 1:
+            break
+        best = min(figures)
+        ranked = sorted(zip(figures, range(len(candidates))))
+        kept = {index for figure, index in ranked if figure <= best * (1 + margin)} | \
+            {index for _, index in ranked[:2]} | {0}
+        candidates = [candidates[index] for index in sorted(kept)]
+    if not tried:  # the budget ran out before any setting: the model as trained
+        tried = [(OFF, scorer.figures([OFF], stages[-1], None)[0])]
+        done_share = stages[-1]
+    return tried, done_share
+
+
+def _extend_dynamic(scorer, tried, grids, share, deadline, notes):
+    """The pick's neighbours past each grid edge it is on, scored on the whole text, while
+    the pick lands on an edge (up to EXTENSION_ROUNDS times)."""
+    grids = dict(grids)
+    cut = False
+    for _ in range(EXTENSION_ROUNDS):
+        pick = _best(tried)
+        if pick.setting == OFF:
+            return tried
+        extended = _extensions(pick.setting, grids, DYNAMIC_KINDS)
+        if not extended:
+            break
+        if _past(deadline):
+            cut = True
+            break
+        neighbours = []
+        for name, new in extended.items():
+            notes.append(_extension_note(name, pick.setting[name], grids[name], new))
+            grids[name] = tuple(sorted(grids[name] + (new,)))
+            neighbours.append({**pick.setting, name: new})
+        found = scorer.figures(neighbours, share, deadline)
+        tried = tried + [(neighbours[index], found[index]) for index in sorted(found)]
+    pick = _best(tried)
+    if pick.setting != OFF:
+        notes.extend(_edge_notes(pick.setting, grids, DYNAMIC_KINDS, cut))
+    return tried
+
+
+APPROX_ORDERS = (2, 3, 4, 5, 6, 7)
+APPROX_TOLERANCE = 0.005  # word edits between an order's 1-bests and the largest order's, per word
+
+
+def tune_approx_order(one_bests, orders=APPROX_ORDERS, tolerance=APPROX_TOLERANCE):
+    """The order of a recurrent network's n-gram history approximation in a lattice
+    decoder, on held-out lattices and without their references: the smallest order whose
+    1-best paths differ from the largest order's (the nearest to exact decoding tried) in
+    at most `tolerance` word edits per word of those. `one_bests(order)` gives the tuning
+    lattices' 1-best word lists at an order (None: no path). Pick.ppl holds that share
+    (not a perplexity); tried each order scored, the largest first."""
+    orders = sorted(set(orders))
+    if len(orders) < 2 or orders[0] < 2:
+        raise ParameterError(f"{{orders}}: two orders or more, each at least 2, got {orders}")
+    if not 0 <= tolerance < 1:
+        raise ParameterError(f"{{tolerance}} must be in [0, 1), got {tolerance}")
+    from .lattice.wer import word_error_rate
+    reference = [words or [] for words in one_bests(orders[-1])]
+    tried = [({"order": orders[-1]}, 0.0)]
+    for order in orders[:-1]:
+        share, _, _ = word_error_rate(reference, [words or [] for words in one_bests(order)])
+        tried.append(({"order": order}, share))
+        if share <= tolerance:
+            return Pick({"order": order}, share, tried)
+    return Pick({"order": orders[-1]}, 0.0, tried,
+                [f"order {orders[-1]} is the largest of its grid: no smaller order's 1-best paths are within "
+                 f"{tolerance:g} word edits per word of its own; a larger order may change them still"])

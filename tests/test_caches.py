@@ -59,9 +59,13 @@ def test_the_cache_from_the_command_line(toy_texts, toy_lstm, tmp_path):
     status, out, err = run_nplm("ppl", "-lm", model, "-ppl", folder / "valid.txt", "-neural-cache", 100)
     assert status == 0 and err == "", err
     assert out.splitlines()[0] == plain.splitlines()[0] and out.splitlines()[1] != plain.splitlines()[1]
-    status, _, err = run_nplm("ppl", "-lm", model, "-ppl", folder / "valid.txt", "-neural-cache", 100,
-                              "-dynamic-eval", 5, "-dynamic-lr", 0.1)
-    assert_one_line_error(status, err, "choose one of -neural-cache and -dynamic-eval")
+    # with dynamic evaluation: the cache over the adapted network's states, neither one alone
+    status, both, err = run_nplm("ppl", "-lm", model, "-ppl", folder / "valid.txt", "-neural-cache", 100,
+                                 "-dynamic-eval", 5, "-dynamic-lr", 0.1)
+    status, dynamic, _ = run_nplm("ppl", "-lm", model, "-ppl", folder / "valid.txt", "-dynamic-eval", 5,
+                                  "-dynamic-lr", 0.1)
+    assert status == 0 and err == "", err
+    assert len({both.splitlines()[1], dynamic.splitlines()[1], out.splitlines()[1]}) == 3
     mlp = tmp_path / "mlp.nplm"
     status, _, err = run_nplm("train-nplm", "-text", folder / "train.txt", "-order", 3, "-m", 4, "-h", 4, "-epochs", 1,
                               "-lm", mlp)

@@ -108,7 +108,7 @@ DOMAINS = {
     ("plot", "words"): f"[2, {C_INT}]",
     ("rescore", "lm-weight"): "(-inf, inf)",
     ("rescore", "word-penalty"): "(-inf, inf)",
-    ("lattice-tool", "approx-order"): "[2, 20]",
+    ("lattice-tool", "approx-order"): "[2, 20] or auto",
     ("lattice-tool", "htk-acscale"): "[-1e+30, 1e+30]",
     ("lattice-tool", "htk-lmscale"): "[-1e+30, 1e+30]",
     ("lattice-tool", "htk-wdpenalty"): "[-1e+30, 1e+30]",
@@ -125,6 +125,7 @@ DOMAINS = {
     ("ppl", "dynamic-decay"): "[0, 1)",
     ("ppl", "dynamic-rms-words"): f"[1, {C_INT}]",
     ("ppl", "dynamic-epsilon"): "(0, inf)",
+    ("ppl", "tune-max-time"): "(0, inf)",
     ("ppl", "server-port"): "[1, 65535]",
     ("ppl", "server-maxclients"): f"[1, {C_INT}]",
 }

@@ -50,7 +50,7 @@ def test_the_neural_cache_pick_is_the_best_report_of_its_grid(network, tmp_path)
     corpus = Corpus.from_lines(TEXT, VOCAB)
     grid = dict(windows=(5, 40), thetas=(0.1, 1.0), weights=(0.0, 0.1, 0.4))
     pick = tune_neural_cache(network, corpus, **grid)
-    assert len(pick.tried) == 12
+    assert len(pick.tried) >= 12  # the grid, and past its edges where the pick landed on one
     reports = [(setting, reported_ppl(ContinuousCache(network, setting["window"], setting["theta"],
                                                       setting["weight"]), tmp_path)) for setting, _ in pick.tried]
     for (_, ppl), (_, report) in zip(pick.tried, reports):
@@ -58,7 +58,7 @@ def test_the_neural_cache_pick_is_the_best_report_of_its_grid(network, tmp_path)
     assert pick.setting == min(reports, key=lambda pair: pair[1])[0]
     assert pick.setting["weight"] > 0  # the cache helps on this text
     assert pick.ppl <= reported_ppl(network, tmp_path) * (1 + 1e-6)
-    assert "window" in pick.describe() and "best of 12" in pick.describe()
+    assert "window" in pick.describe() and f"best of {len(pick.tried)}" in pick.describe()
 
 
 def test_the_unigram_cache_pick_is_the_best_report_of_its_grid(network, tmp_path):
@@ -84,7 +84,7 @@ def test_the_dynamic_evaluation_pick_is_the_best_report_of_its_grid(network, tmp
     corpus = Corpus.from_lines(TEXT, VOCAB)
     grid = dict(lengths=(5,), rates=(0.05, 0.5, 1e5), decays=(0.0, 0.1))
     pick = tune_dynamic(network, corpus, margin=float("inf"), **grid)  # every setting to the end
-    assert len(pick.tried) == 7 and pick.tried[0][0] == OFF
+    assert len(pick.tried) >= 7 and pick.tried[0][0] == OFF  # the grid, then past an edge the pick is on
     for setting, ppl in pick.tried:
         if setting == OFF:
             assert ppl == pytest.approx(reported_ppl(network, tmp_path), rel=1e-9)

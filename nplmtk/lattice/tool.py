@@ -47,6 +47,7 @@ class LatticeToolSpec:
     ppl: str = None
     write_htk: bool = False
     out_lattice_dir: str = None
+    tune_lattice_list: str = None  # held-out lattices on which an approx_order of "auto" is picked
 
 
 def _neural_model():
@@ -88,6 +89,38 @@ class LatticeTool:
             check_readable(spec.ppl)
             self.sentences = [words for words in map(sentence_tokens, read_lines(spec.ppl)) if words]
         self.scales = Scales(spec.htk_acscale, spec.htk_lmscale, spec.htk_wdpenalty)
+        self.approx_pick = None  # nplmtk.tuning.Pick of an approx_order of "auto"
+        if (spec.approx_order == "auto") != (spec.tune_lattice_list is not None):
+            raise ParameterError("{approx_order} auto picks the order on held-out lattices ({tune_lattice_list}); "
+                                 "they go together")
+        if spec.approx_order == "auto" and self.model is not None:
+            self._tune_approx_order(spec.tune_lattice_list)
+
+    def _tune_approx_order(self, listing):
+        """The history approximation's order picked on the lattices `listing` names
+        (nplmtk.tuning.tune_approx_order: their 1-best paths, no references); a
+        feed-forward network's is its own order (exact)."""
+        from ..tuning import Pick, tune_approx_order
+        check_readable(listing)
+        if not self.model.RECURRENT:
+            self.approx_pick = Pick({"order": self.context_order}, 0.0, notes=["exact: a feed-forward network's own "
+                                                                               "order"])
+            return
+        paths = [line.strip() for line in read_lines(listing) if line.strip()]
+        if not paths:
+            raise ParameterError("{tune_lattice_list}: no lattice named", path=listing)
+        lattices = [htk.read_htk(path) for path in paths]
+
+        def one_bests(order):
+            found = []
+            for lattice in lattices:
+                settings = self.scales.of(lattice)
+                check_scales(lattice, settings, nbest=False, with_model=True)
+                self.scores.forget()
+                found.append(decode(lattice, settings, self.word_of, self.scores, order).best_words())
+            return found
+        self.approx_pick = tune_approx_order(one_bests)
+        self.context_order = self.approx_pick.setting["order"]
 
     def _load_model(self, spec):
         from ..models import load
@@ -100,7 +133,8 @@ class LatticeTool:
             self.scores = BackoffScores(self.model)
         elif isinstance(model, _neural_model()):
             self.model = model
-            self.context_order = spec.approx_order or (RECURRENT_APPROX_ORDER if model.RECURRENT else model.order)
+            given = spec.approx_order if spec.approx_order != "auto" else None
+            self.context_order = given or (RECURRENT_APPROX_ORDER if model.RECURRENT else model.order)
             self.scores = NetworkScores(model)
         else:
             raise ParameterError(f"{{lm}}: a {model.kind} model cannot score lattice paths (a back-off n-gram model "

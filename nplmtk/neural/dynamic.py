@@ -48,17 +48,25 @@ def _float_blocks(model):
     return {name: array for name, array in model.params.items() if array.dtype == np.float32}
 
 
-def _segment_gradients(model, corpus, length):
+def _segment_gradients(model, corpus, length, keys=None):
     """(positions, log p, gradient of -sum log p, the predictions it sums) of each segment
     in order, each gradient computed at the parameters as they are when its segment comes
-    (the caller moves them, dividing by the count: the mean's gradient)."""
+    (the caller moves them, dividing by the count: the mean's gradient). `keys` (a
+    recurrent network's: a row a prediction, the top layer's width), when given, gets the
+    state that predicted each token."""
     blocks = _float_blocks(model)
     grads = {name: np.zeros_like(array) for name, array in blocks.items()}
     step = model.adaptation(length)
+    states = None if keys is None else np.zeros((length, keys.shape[1]), dtype=np.float32)
     for rows, positions in model.adaptation_segments(corpus, length):
         for array in grads.values():
             array[...] = 0
-        logp = step(rows, grads)
+        if keys is None:
+            logp = step(rows, grads)
+        else:
+            logp = step(rows, grads, states[:len(rows)])
+            predicted = positions >= 0
+            keys[positions[predicted]] = states[:len(rows)][predicted]
         yield positions, logp, grads, max(int(np.isfinite(logp).sum()), 1)
 
 
@@ -77,10 +85,12 @@ def gradient_scale(model, corpus, length):
     return {name: np.sqrt(total / count).astype(np.float32) for name, total in squares.items()}
 
 
-def dynamic_logprobs(model, corpus, settings, scale=None, progress=None):
+def dynamic_logprobs(model, corpus, settings, scale=None, progress=None, keys=False):
     """Natural-log probability of every predicted token of `corpus` (as model.logprobs
     orders them) under dynamic evaluation; `scale` (gradient_scale's) selects RMS.
-    `progress(total)`, when given, makes a bar (update(n)) or None."""
+    `progress(total)`, when given, makes a bar (update(n)) or None. With `keys` (a
+    recurrent network), (log p, the adapted network's state that predicted each token),
+    as model.logprobs_and_states gives them: the continuous cache over dynamic evaluation."""
     settings.check()
     predictions = corpus.num_words + corpus.num_sentences
     # a segment longer than the text is the text: its buffers are sized by what is scored
@@ -96,23 +106,24 @@ def dynamic_logprobs(model, corpus, settings, scale=None, progress=None):
         mean = np.mean([float(ms.mean()) for ms in scale.values()])
         rates = {name: np.minimum(ms / mean, 1 / settings.decay if settings.decay else np.inf).astype(np.float32)
                  for name, ms in scale.items()}
-    out = np.full(corpus.num_words + corpus.num_sentences, -np.inf)
+    out = np.full(predictions, -np.inf)
+    states = np.zeros((predictions, model.widths(model.meta)[-1]), dtype=np.float32) if keys else None
     try:
         with blas_threads(1):  # a segment's products are small: more threads only wait on each other
-            _adapt(model, corpus, settings, scale, rates, blocks, trained, out, bar)
+            _adapt(model, corpus, settings, scale, rates, blocks, trained, out, bar, states)
     finally:
         for name, array in blocks.items():
             array[...] = trained[name]
         if bar is not None:
             bar.close()
-    return out
+    return (out, states) if keys else out
 
 
-def _adapt(model, corpus, settings, scale, rates, blocks, trained, out, bar):
+def _adapt(model, corpus, settings, scale, rates, blocks, trained, out, bar, keys):
     """Score each segment, then move the parameters by its gradient. Without decay only
     the rows with a gradient move: a segment touches few of the embedding's rows."""
     total, count, done = 0.0, 0, 0
-    for positions, logp, grads, scored in _segment_gradients(model, corpus, settings.length):
+    for positions, logp, grads, scored in _segment_gradients(model, corpus, settings.length, keys):
         lr = settings.lr / scored  # the step of the mean's gradient, without dividing every block
         predicted = positions >= 0
         out[positions[predicted]] = logp[predicted]
@@ -156,3 +167,8 @@ class DynamicModel(LanguageModel):
 
     def logprobs(self, corpus):
         return dynamic_logprobs(self.model, corpus, self.settings, self.scale, self.progress)
+
+    def logprobs_and_states(self, corpus):
+        """log p and the adapted network's state that predicted each token (a recurrent
+        network's): the continuous cache's keys, as the network's own logprobs_and_states."""
+        return dynamic_logprobs(self.model, corpus, self.settings, self.scale, self.progress, keys=True)

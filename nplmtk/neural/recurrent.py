@@ -337,14 +337,16 @@ class RNNModel(NeuralModel):
 
     def adaptation(self, length):
         """As NeuralModel.adaptation, the state carried from segment to segment by the pass
-        that scores each (the gradients start from the state before it)."""
+        that scores each (the gradients start from the state before it); `states` (a row a
+        step, the top layer's width), when given, gets the outputs that predicted each step
+        (the continuous cache's keys of the adapted network)."""
         network = self._network(1, length, trainable=True)
         carried = network.carried
 
-        def step(rows, grads):
+        def step(rows, grads, states=None):
             before = {name: array.copy() for name, array in carried.items()}
             logp = np.full(rows.shape[0], -np.inf)
-            network.logprobs(rows, logp)
+            network.logprobs(rows, logp, states)
             after = {name: array.copy() for name, array in carried.items()}
             for name, array in carried.items():
                 array[...] = before[name]
