@@ -5,12 +5,13 @@ device in place; open_output one at a time, OutputBatch many with one sync)."""
 from .reading import (BLOCK_BYTES, GZIP_MAGIC, MAX_LINE_BYTES, MAX_TOKEN_BYTES, READ_BYTES, begin_command,
                       byte_limit, check_readable, check_tokens, check_words, comes_once, decoded_lines, is_stream,
                       line_starts_near, line_too_long, long_line_start, max_line_bytes, max_token_bytes, read_bytes,
-                      read_lines, read_mapped, read_small_bytes, read_text, read_text_blocks, read_text_range, release_mapped,
-                      token_too_long)
+                      read_lines, read_mapped, read_small_bytes, read_text, read_text_blocks, read_text_range,
+                      release_mapped, token_too_long)
 from .writing import OutputBatch, check_writable, gzipped, open_output
 
 __all__ = ["BLOCK_BYTES", "GZIP_MAGIC", "MAX_LINE_BYTES", "MAX_TOKEN_BYTES", "READ_BYTES", "OutputBatch",
            "begin_command", "byte_limit", "check_readable", "check_tokens", "check_words", "check_writable",
            "comes_once", "decoded_lines", "gzipped", "is_stream", "line_starts_near", "line_too_long",
            "long_line_start", "max_line_bytes", "max_token_bytes", "open_output", "read_bytes", "read_lines",
-           "read_mapped", "read_small_bytes", "read_text", "read_text_blocks", "read_text_range", "release_mapped", "token_too_long"]
+           "read_mapped", "read_small_bytes", "read_text", "read_text_blocks", "read_text_range", "release_mapped",
+           "token_too_long"]
