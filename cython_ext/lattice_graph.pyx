@@ -9,9 +9,10 @@ once, every link's nodes defined, the start and end nodes, no cycle, the end rea
 says only whether they hold: where one does not, the caller takes htk.py's Python checks,
 which name the problem, file and line."""
 import numpy as np
+from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.math cimport INFINITY, isnan, log10
 from libc.stdlib cimport free, malloc
-from libc.string cimport memset
+from libc.string cimport memcmp, memset
 from lattice_tables cimport Numbers, numbers_find, numbers_init
 
 cdef enum:
@@ -129,6 +130,38 @@ def lattice_order(const long long[:, ::1] node_ints, const long long[:, ::1] lin
         free(by_node.values)
         free(by_link.keys)
         free(by_link.values)
+
+
+cdef inline bint no_word(const unsigned char *p, long long n) noexcept nogil:
+    """Whether the word p[:n] is none of a link's: <s>, </s> or !NULL."""
+    return ((n == 3 and memcmp(p, b"<s>", 3) == 0) or (n == 4 and memcmp(p, b"</s>", 4) == 0)
+            or (n == 5 and memcmp(p, b"!NULL", 5) == 0))
+
+
+def link_words(const unsigned char[::1] data, const long long[:, ::1] node_ints, const long long[:, ::1] link_ints,
+               const int[::1] link_end, dict known, new_word):
+    """Each link node's word as decode.srilm_graph takes it (the link's W=, else its end
+    node's; <s>, </s>, !NULL: none) and its id: (words, a list, None for none; ids, int32,
+    -1 for none). A word's bytes are looked up in `known` (bytes -> (word, id)), else
+    given to `new_word(bytes)`, which returns (word, id)."""
+    cdef Py_ssize_t links = link_ints.shape[0], j
+    cdef long long b, e
+    cdef const unsigned char *p = &data[0] if data.shape[0] else NULL
+    ids_array = np.full(links, -1, dtype=np.int32)
+    cdef int[::1] ids = ids_array
+    words = [None] * links
+    for j in range(links):
+        b, e = link_ints[j, 4], link_ints[j, 5]
+        if b < 0 or no_word(p + b, e - b):
+            b, e = node_ints[link_end[j], 2], node_ints[link_end[j], 3]
+            if b < 0 or no_word(p + b, e - b):
+                continue
+        raw = PyBytes_FromStringAndSize(<const char *> (p + b), e - b)
+        found = known.get(raw)
+        if found is None:
+            found = new_word(raw)
+        words[j], ids[j] = found
+    return words, ids_array
 
 
 cdef inline float score_of(double value, double factor, bint probabilities) noexcept nogil:

@@ -169,7 +169,28 @@ cdef inline void text_add(Text *t, const char *s, Py_ssize_t n) noexcept nogil:
 
 
 cdef inline void text_int(Text *t, const char *key, long long value) noexcept nogil:
-    t.size += snprintf(t.data + t.size, 48, "%s%lld", key, value)
+    """key then value in decimal, as printf's %lld (without its cost: most of a line's)."""
+    cdef char digits[24]
+    cdef int n = 0, k = 0
+    cdef unsigned long long v = <unsigned long long> value
+    while key[k]:
+        t.data[t.size] = key[k]
+        t.size += 1
+        k += 1
+    if value < 0:
+        t.data[t.size] = 45  # '-'
+        t.size += 1
+        v = 0 - v
+    while True:
+        digits[n] = <char> (48 + v % 10)
+        n += 1
+        v //= 10
+        if v == 0:
+            break
+    while n:
+        n -= 1
+        t.data[t.size] = digits[n]
+        t.size += 1
 
 
 cdef inline void text_g7(Text *t, const char *key, float value) noexcept nogil:

@@ -157,3 +157,33 @@ def test_the_compiled_checks_refuse_what_the_python_checks_name(tmp_path, change
     path.write_text(text)
     with pytest.raises(InputError, match=fragment):
         htk.read_htk(str(path))
+
+
+def test_the_quick_reader_of_a_lattice_gives_read_bytes_result_or_error(tmp_path, monkeypatch):
+    """read_small_bytes (zlib in one call for one gzip member of ASCII text) gives what
+    read_bytes gives, its refusals word for word: plain text, one member, two members, a
+    word in UTF-8, a bad CRC, a truncated file, a line past the limit, a text past the size."""
+    from nplmtk.errors import InputError
+    from nplmtk.io import read_bytes, read_small_bytes
+    text = LATTICE.format(name="x", word="the").encode()
+    one = gzip.compress(text)
+    cases = {"plain.lat": text, "one.lat.gz": one, "two.lat.gz": one + gzip.compress(b"I=9\n"),
+             "utf8.lat.gz": gzip.compress(text.replace(b"the", "th\u00e9".encode())),
+             "crc.lat.gz": one[:-8] + bytes([one[-8] ^ 1]) + one[-7:], "cut.lat.gz": one[:-3],
+             "long.lat.gz": gzip.compress(text + b"x" * 2000), "big.lat.gz": gzip.compress(text * 20)}
+    limit = (len(text) * 10, "NPLM_MAX_LATTICE_BYTES")
+
+    def outcome(read, path):
+        try:
+            return read(path)
+        except InputError as err:
+            return str(err)
+    monkeypatch.setenv("NPLM_MAX_LINE_BYTES", "1000")
+    seen = set()
+    for name, data in cases.items():
+        (tmp_path / name).write_bytes(data)
+        path = str(tmp_path / name)
+        expected = outcome(lambda p: read_bytes(p, keep=False, size_limit=limit), path)
+        assert outcome(lambda p: read_small_bytes(p, limit), path) == expected, name
+        seen.add(expected if isinstance(expected, str) else len(expected))
+    assert len(seen) == len(cases) - 1  # the plain and the one-member file: the same text

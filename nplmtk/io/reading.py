@@ -250,6 +250,34 @@ def read_bytes(path, keep=True, check_piece=None, size_limit=None):
     return data
 
 
+def read_small_bytes(path, size_limit):
+    """read_bytes(path, keep=False, size_limit=size_limit) of a small file read whole (a
+    lattice), sooner: a regular file holding one gzip member of ASCII text is unpacked by
+    zlib in one call and its lines checked at once (no GzipFile, no UTF-8 decoder a piece);
+    anything else, or anything read_bytes would refuse, is read_bytes' own, message and all."""
+    if _stream_key(path) is not None or is_stream(path):
+        return read_bytes(path, keep=False, size_limit=size_limit)
+    with contextlib.closing(_open(path)) as f:
+        try:  # as many bytes as the file has (a read of the limit's size would allocate all of it)
+            wanted = min(os.fstat(f.fileno()).st_size, size_limit[0]) + 1
+            data = f.read(wanted)
+        except OSError as err:
+            raise os_error(path, err) from None
+    if len(data) >= wanted:  # past the limit, or grown since: read_bytes' way
+        return read_bytes(path, keep=False, size_limit=size_limit)
+    if data[:2] != GZIP_MAGIC:  # read_bytes' check of a plain regular file (within the limit: read so)
+        return _checked_lines(data, path, max_line_bytes())
+    unpack = zlib.decompressobj(16 + zlib.MAX_WBITS)  # one gzip member, its CRC and length checked by zlib
+    try:
+        text = unpack.decompress(data, size_limit[0] + 1)
+    except zlib.error:
+        text = None
+    if text is None or not unpack.eof or unpack.unused_data or len(text) > size_limit[0] or not text.isascii() \
+            or long_line_start(text, max_line_bytes()) >= 0:
+        return read_bytes(path, keep=False, size_limit=size_limit)
+    return text
+
+
 def _size_check(path, size, variable):
     """A check_piece for _read_checked that refuses a content past `size` bytes."""
     total = 0

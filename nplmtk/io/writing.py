@@ -221,6 +221,7 @@ class OutputBatch:
     def __init__(self, pending_limit=256):
         self.pending, self.pending_limit, self.cleaned = [], pending_limit, set()
         self.umask = _umask()
+        self.folders, self.pid, self.serial = {}, os.getpid(), 0  # each folder's real path; temporary files made
         self.committing, self.failed = None, None  # the batch's thread, and its error
 
     def __enter__(self):
@@ -237,7 +238,7 @@ class OutputBatch:
             return
         if path.endswith(".gz"):
             data = gzipped(data)
-        target, in_place = _output_target(path)
+        target, in_place = self._target(path)
         if in_place:
             with _in_place(target, path) as raw:
                 raw.write(data)
@@ -246,8 +247,10 @@ class OutputBatch:
         if directory not in self.cleaned:  # one pass over a folder for all the files written in it
             _remove_stale_temporaries(directory)
             self.cleaned.add(directory)
-        with _temporary_content(target, path, self.umask) as (raw, tmp):
-            raw.write(data)
+        tmp = self._temporary(target, data)
+        if tmp is None:  # as open_output makes it, its error named
+            with _temporary_content(target, path, self.umask) as (raw, tmp):
+                raw.write(data)
         self.pending.append((tmp, target, path))
         if len(self.pending) >= self.pending_limit:
             import threading
@@ -255,6 +258,48 @@ class OutputBatch:
             pending, self.pending = self.pending, []
             self.committing = threading.Thread(target=self._commit_apart, args=(pending,))
             self.committing.start()
+
+    def _target(self, path):
+        """_output_target(path) at one lstat for a new or regular file in a folder seen
+        before (its real path kept: a symlink or a FIFO there still goes the long way)."""
+        folder, name = os.path.split(path)
+        real = self.folders.get(folder)
+        if real is not None and name not in ("", ".", ".."):
+            target = os.path.join(real, name)
+            try:
+                if stat.S_ISREG(os.lstat(target).st_mode):
+                    return target, False
+            except FileNotFoundError:
+                return target, False
+            except OSError:
+                pass
+        target, in_place = _output_target(path)
+        self.folders[folder] = os.path.realpath(folder or ".")
+        return target, in_place
+
+    def _temporary(self, target, data):
+        """The name of a new temporary file beside `target` (`.NAME.PID-SERIAL.tmp`) holding
+        `data` with a new file's mode, made without tempfile's random names; None when it
+        cannot be made (_temporary_content then names the error)."""
+        folder, name = os.path.split(target)
+        for _ in range(100):
+            self.serial += 1
+            tmp = os.path.join(folder, f".{name}.{self.pid}-{self.serial:08x}.tmp")
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            except FileExistsError:
+                continue
+            except OSError:
+                return None
+            try:
+                with open(fd, "wb") as raw:
+                    raw.write(data)
+                    os.fchmod(fd, 0o666 & ~self.umask)
+            except OSError:
+                _remove_quietly(tmp)
+                return None
+            return tmp
+        return None
 
     def commit(self):
         """Sync the files written so far, then rename them into place."""

@@ -301,19 +301,27 @@ def hypothesis_line(nodes, path, language):
 def sentence_logprobs(model, sentences):
     """log10 P(words </s> | <s>) of each sentence as SRILM's sentenceProb adds it (OOVs
     and zero probabilities left out), as float32."""
-    vocab = model.vocab
     if not sentences:
         return []
-    ids = np.array([vocab.index.get(w, -1) for s in sentences for w in s], dtype=np.int32)
-    lengths = np.array([len(s) for s in sentences], dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    index = model.vocab.index
+    ids = np.array([index.get(w, -1) for s in sentences for w in s], dtype=np.int32)
+    return id_logprobs(model, ids, np.array([len(s) for s in sentences], dtype=np.int64))
+
+
+def id_logprobs(model, ids, lengths):
+    """sentence_logprobs of sentences given as the model's word ids (-1: a word the model
+    lacks), `lengths` of them each, all scored in one call."""
+    vocab = model.vocab
+    if not len(lengths):
+        return []
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
     known = np.where(ids >= 0, ids, vocab.unk).astype(np.int32)
     scores = np.asarray(model.log10probs(Corpus(known, offsets, vocab, name="<n-best>")), dtype=np.float64)
-    starts = offsets[:-1] + np.arange(len(sentences))
-    for s, word_ids in enumerate(np.split(ids, offsets[1:-1])):  # an unknown word scores nothing
-        scores[starts[s]:starts[s] + len(word_ids)][word_ids < 0] = -np.inf
+    unknown = np.flatnonzero(ids < 0)  # an unknown word scores nothing; sentence s's scores start at offsets[s] + s
+    scores[unknown + np.searchsorted(offsets, unknown, side="right") - 1] = -np.inf
     totals = sentence_totals(scores, known, offsets, vocab.unk)[0]
-    return [f32(t) for t in totals]
+    return [f32(t) for t in totals.tolist()]
 
 
 def check_scales(lattice, scales, nbest, with_model=False):

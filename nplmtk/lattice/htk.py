@@ -17,7 +17,7 @@ import numpy as np
 from .._ext.htk_reader import scan_slf
 from .._ext.lattice_graph import lattice_order
 from ..errors import InputError
-from ..io import byte_limit, decoded_lines, read_bytes
+from ..io import byte_limit, decoded_lines, read_small_bytes
 
 NULL_WORD = "!NULL"
 FLOAT32_ROUNDS_TO_INF = 3.4028235677973366e38  # and above: infinite as a float32
@@ -210,7 +210,7 @@ def read_htk(path):
     node and link number defined once, every link's nodes defined, N= and L= right, start
     and end nodes present, no cycle, the end reachable from the start. A text past
     MAX_LATTICE_BYTES (gunzipped) is refused as it is read."""
-    data = read_bytes(path, keep=False, size_limit=(byte_limit(LIMIT_VARIABLE, MAX_LATTICE_BYTES), LIMIT_VARIABLE))
+    data = read_small_bytes(path, (byte_limit(LIMIT_VARIABLE, MAX_LATTICE_BYTES), LIMIT_VARIABLE))
     read = _scanned(path, data)
     if read is None:  # not the plain form htk_reader takes: line by line, with every check's message
         return _checked(path, *_read_lines(path, decoded_lines(data, path)))

@@ -18,9 +18,18 @@ class BackoffScores:
         self.model = model
         self.index = model.vocab.index
         self.cache = {}
+        self._known_for, self._known = None, {}
 
     def forget(self):
         self.cache = {}
+
+    def known_words(self, word_of):
+        """A lattice word's bytes -> (the word as `word_of` maps it, its id), for the words
+        the model knows (search.ScannedGraph fills it): kept from lattice to lattice while
+        `word_of` is the same."""
+        if self._known_for != word_of:
+            self._known_for, self._known = word_of, {}
+        return self._known
 
     def start(self):
         return None

@@ -8,11 +8,11 @@ import math
 
 import numpy as np
 
-from .._ext.lattice_graph import graph_arrays
+from .._ext.lattice_graph import graph_arrays, link_words
 from .._ext.lattice_kernels import expand_contexts, viterbi_states
 from .._ext.lattice_write import expanded_slf, written_arrays, written_form
 from .._ext.lattice_nbest import nbest_paths, path_sums
-from .decode import BOS, EOS, State, best_words, f32, nbest_lines, path_lines, sentence_logprobs, srilm_graph, viterbi
+from .decode import BOS, EOS, State, best_words, f32, id_logprobs, nbest_lines, path_lines, srilm_graph, viterbi
 from .expand import ExpandedLattice
 from .htk import NULL_WORD
 from .scores import BackoffScores
@@ -63,30 +63,30 @@ class ScannedGraph(GraphArrays):
     (`scores`, htk.SCORE_KEYS' columns, NaN absent); `nodes` (srilm_graph's) made when
     asked for."""
 
-    def __init__(self, lattice, scales, word_of, word_id, lmscale):
+    def __init__(self, lattice, scales, word_of, word_id, lmscale, known=None):
         scanned = self.scanned = lattice.scanned
         self.lattice, self.scales, self.word_of, self._nodes = lattice, scales, word_of, None
-        data, order = scanned.data, scanned.order
-        spans = scanned.node_ints[:, 2:4].tolist()
-        node_text = [None if b < 0 else data[b:e].decode("ascii") for b, e in spans]
-        node_text = [None if w in NO_WORD else w for w in node_text]
-        text, ids = [None] * len(order), []
+        order = scanned.order
+        known = {} if known is None else known
+
+        def new_word(raw):  # a word's bytes not in `known` yet: kept there when the model knows it
+            word = word_of(raw.decode("ascii"))
+            found = word, word_id(word)
+            if found[1] < word_id.size:
+                known[raw] = found
+            return found
+        words, ids = link_words(scanned.data, scanned.node_ints, scanned.link_ints, scanned.link_end, known, new_word)
         position = np.empty(len(order), dtype=np.int64)
         position[order] = np.arange(len(order))
         start, end = int(position[scanned.start]), int(position[scanned.end])
+        text = [None] * len(order)
         text[start], text[end] = BOS, EOS
-        for (b, e), to in zip(scanned.link_ints[:, 4:6].tolist(), scanned.link_end.tolist()):
-            word = data[b:e].decode("ascii") if b >= 0 else None
-            if word is None or word in NO_WORD:
-                word = node_text[to]
-            word = None if word is None else word_of(word)
-            text.append(word)
-            ids.append(-1 if word is None else word_id(word))
+        text += words
         base = lattice.base
         factor = math.log10(f32(base)) if base > 0 else 0.0
         found = graph_arrays(order, scanned.start, scanned.end, scanned.node_ints, scanned.node_reals,
                              scanned.link_ints, scanned.link_reals, scanned.link_start, scanned.link_end,
-                             np.array(ids, dtype=np.int32), word_id(BOS), word_id(EOS), factor, base == 0,
+                             ids, word_id(BOS), word_id(EOS), factor, base == 0,
                              np.array([scales[key] for key in WEIGHED], dtype=np.float64), scales["wdpenalty"],
                              lmscale or 0.0)
         if isinstance(found, int):
@@ -96,7 +96,7 @@ class ScannedGraph(GraphArrays):
         (self.words, self.old, self.language, self.first, self.source, self.weight, self.visit, self.acoustic,
          self.scores) = found
         self.word_text = text
-        self.start, self.end = start, end
+        self.start, self.end, self.bos, self.eos = start, end, word_id(BOS), word_id(EOS)
 
     @property
     def nodes(self):
@@ -189,8 +189,17 @@ class Decoding:
         return words[::-1]
 
     def nbest_lines(self, count, model=None):
+        """The `count` best paths as decode.nbest_lines writes them (`model`: the language
+        scores' model, None: the lattice's own)."""
+        hypotheses = self.nbest(count, model)
+        return hypotheses.lines(None if hypotheses.ids is None else id_logprobs(model, hypotheses.ids,
+                                                                                 hypotheses.lengths))
+
+    def nbest(self, count, model=None):
+        """The `count` best paths as Hypotheses, their language scores still to come from
+        `model` (ids given) when the compiled search found them; else their lines made."""
         if self.arrays is None:
-            return nbest_lines(self.nodes, self.finals, count, model)
+            return Hypotheses(lines=nbest_lines(self.nodes, self.finals, count, model))
         node, prob, prev, preds, words = self.arrays
         head, entry_state, entry_next, diff, _ = preds
         ends = self.ends()
@@ -198,20 +207,46 @@ class Decoding:
         if self.graph is None:
             paths = node[states].tolist()
             offsets = offsets.tolist()
-            return path_lines(self.nodes, [paths[a:b] for a, b in zip(offsets, offsets[1:])], model)
-        return self._lines(offsets, node[states], model)
+            return Hypotheses(lines=path_lines(self.nodes, [paths[a:b] for a, b in zip(offsets, offsets[1:])], model))
+        return self._hypotheses(offsets, node[states], model)
 
-    def _lines(self, offsets, path_nodes, model):
-        """decode.path_lines of the paths (`path_nodes` from offsets[i] to offsets[i + 1])."""
+    def _hypotheses(self, offsets, path_nodes, model):
+        """decode.path_lines' parts of the paths (`path_nodes` from offsets[i] to offsets[i + 1])."""
         acoustic, language = path_sums(offsets, path_nodes, self.graph.acoustic, self.graph.language)
-        text, offsets, path_nodes = self.graph.word_text, offsets.tolist(), path_nodes.tolist()
+        text, words = self.graph.word_text, self.graph.words[path_nodes]
+        bounds = offsets.tolist()
+        path_nodes = path_nodes.tolist()
         sentences = [[w for w in (text[n] for n in path_nodes[a:b]) if w is not None]
-                     for a, b in zip(offsets, offsets[1:])]
-        inner = [words[1:-1] if words[0] == BOS and words[-1] == EOS and BOS not in words[1:-1] and
-                 EOS not in words[1:-1] else [w for w in words if w not in (BOS, EOS)] for words in sentences]
-        language = sentence_logprobs(model, inner) if model is not None else language.tolist()
-        return [f"{a:.7g} {g:.7g} {len(words)} {' '.join(path)} "
-                for a, g, words, path in zip(acoustic.tolist(), language, inner, sentences)]
+                     for a, b in zip(bounds, bounds[1:])]
+        # the words between <s> and </s> (text None: no word; <s> and </s> only at the start and end)
+        inner = (words >= 0) & (words != self.graph.bos) & (words != self.graph.eos)
+        before = np.zeros(len(inner) + 1, dtype=np.int64)
+        np.cumsum(inner, out=before[1:])
+        lengths = before[offsets[1:]] - before[offsets[:-1]]
+        if model is None:
+            return Hypotheses(acoustic.tolist(), sentences, lengths.tolist(), language=language.tolist())
+        ids = words[inner]
+        ids[ids >= len(model.vocab)] = -1  # a word the model lacks (WordIds' own ids)
+        return Hypotheses(acoustic.tolist(), sentences, lengths.tolist(), ids=ids, lengths=lengths)
+
+
+class Hypotheses:
+    """A lattice's N best paths as SRILM's N-best lines: `lines(languages)`, each path's
+    acoustic score, language score, the number of words and the words (<s> and </s>
+    included). With `ids` the language scores are the model's, to be computed
+    (decode.id_logprobs of `ids` and `lengths`, for many lattices in one call), else
+    `language`; or the lines are given whole."""
+
+    def __init__(self, acoustic=(), sentences=(), counts=(), language=None, ids=None, lengths=None, lines=None):
+        self.acoustic, self.sentences, self.counts, self.language = acoustic, sentences, counts, language
+        self.ids, self.lengths, self._lines = ids, lengths, lines
+
+    def lines(self, languages=None):
+        if self._lines is not None:
+            return self._lines
+        languages = self.language if languages is None else languages
+        return [f"{a:.7g} {g:.7g} {n} {' '.join(words)} "
+                for a, g, n, words in zip(self.acoustic, languages, self.counts, self.sentences)]
 
 
 def decode(lattice, scales, word_of, scorer, order, nbest=False):
@@ -227,7 +262,8 @@ def decode(lattice, scales, word_of, scorer, order, nbest=False):
     else:
         word_id, tables = WordIds({}, 0), None
     if lattice.scanned is not None:
-        nodes, graph = None, ScannedGraph(lattice, scales, word_of, word_id, lmscale)
+        nodes, graph = None, ScannedGraph(lattice, scales, word_of, word_id, lmscale,
+                                          scorer.known_words(word_of) if use_lm else None)
         start, end = graph.start, graph.end
     else:
         nodes, order_of_nodes, start, end = srilm_graph(lattice, scales, word_of)
@@ -260,7 +296,7 @@ def expand(lattice, scales, word_of, scores):
     BackoffScores of the model that BackoffContexts would read)."""
     word_id = WordIds(scores.index, len(scores.model.vocab))
     if lattice.scanned is not None:
-        graph = nodes = ScannedGraph(lattice, scales, word_of, word_id, None)
+        graph = nodes = ScannedGraph(lattice, scales, word_of, word_id, None, scores.known_words(word_of))
         start, end = graph.start, graph.end
         visit = np.concatenate([[start], graph.visit]).astype(np.int32)
     else:

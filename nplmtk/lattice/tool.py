@@ -8,11 +8,13 @@ import os
 import warnings
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..errors import NplmError, NplmWarning, ParameterError
 from ..io import OutputBatch, check_readable, read_lines
 from ..vocab import sentence_tokens
 from . import htk
-from .decode import Graph, Scales, check_scales, srilm_graph
+from .decode import Graph, Scales, check_scales, id_logprobs, srilm_graph
 from .expand import expanded_graph, from_decoder, write_expanded, written_form
 from .lattice_lm import text_stats
 from .posterior import posterior_words
@@ -20,6 +22,7 @@ from .scores import BackoffScores, NetworkScores
 from .search import decode, expand
 
 RECURRENT_APPROX_ORDER = 5  # -approx-order's default for a recurrent network
+NBEST_BATCH = 64  # lattices whose N-best sentences the model scores in one call
 
 
 @dataclass
@@ -147,17 +150,43 @@ class LatticeTool:
         """Every lattice in turn: each output line to `echo`, a bad lattice's NplmError to
         `failed` (the others go on). Returns whether any lattice failed."""
         written = {}  # each output name, the lattice it was written from
+        waiting = []  # (N-best file, Hypotheses) whose language scores are still to come
         any_failed = False
         with OutputBatch() as outputs:
-            for path in self.paths:
-                try:
-                    self._one(path, echo, outputs, written)
-                except NplmError as err:
-                    failed(err)
-                    any_failed = True
+            try:
+                for path in self.paths:
+                    try:
+                        self._one(path, echo, outputs, written, waiting)
+                    except NplmError as err:
+                        failed(err)
+                        any_failed = True
+                    if len(waiting) >= NBEST_BATCH:
+                        any_failed = self._write_nbest(waiting, outputs, failed) or any_failed
+            finally:
+                any_failed = self._write_nbest(waiting, outputs, failed) or any_failed
         return any_failed
 
-    def _one(self, path, echo, outputs, written):
+    def _write_nbest(self, waiting, outputs, failed):
+        """Write the N-best files `waiting`, their model's language scores computed in one
+        call. Returns whether a file could not be written (its NplmError to `failed`)."""
+        scored = [hypotheses for _, hypotheses in waiting if hypotheses.ids is not None]
+        languages = iter(())
+        if scored:
+            languages = iter(id_logprobs(self.model, np.concatenate([h.ids for h in scored]),
+                                         np.concatenate([h.lengths for h in scored])))
+        any_failed = False
+        for name, hypotheses in waiting:
+            lines = hypotheses.lines([next(languages) for _ in hypotheses.sentences]
+                                     if hypotheses.ids is not None else None)
+            try:
+                outputs.write(name, "".join(line + "\n" for line in lines).encode("utf-8"))
+            except NplmError as err:
+                failed(err)
+                any_failed = True
+        waiting.clear()
+        return any_failed
+
+    def _one(self, path, echo, outputs, written, waiting):
         spec, scores = self.spec, self.scores
         lattice = htk.read_htk(path)
         settings = self.scales.of(lattice)
@@ -196,9 +225,8 @@ class LatticeTool:
             self.vocabulary.update(node.word for node in graph.nodes if node.word is not None)
             echo(f"file {spec.ppl}: " + "\n".join(text_stats(graph, self.sentences, self.vocabulary).lines()))
         if spec.nbest_decode:
-            lines = decoding.nbest_lines(spec.nbest_decode, self.model)
-            outputs.write(os.path.join(spec.out_nbest_dir, name + ".gz"),
-                          "".join(line + "\n" for line in lines).encode("utf-8"))
+            waiting.append((os.path.join(spec.out_nbest_dir, name + ".gz"),
+                            decoding.nbest(spec.nbest_decode, self.model)))
         if spec.write_htk:
             text = io.StringIO()
             if expanded is None:
