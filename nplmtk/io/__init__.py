@@ -7,10 +7,10 @@ load the writers."""
 import importlib
 
 _READING = ("BLOCK_BYTES", "GZIP_MAGIC", "MAX_LINE_BYTES", "MAX_TOKEN_BYTES", "READ_BYTES", "begin_command",
-            "byte_limit", "check_readable", "check_tokens", "check_words", "comes_once", "decoded_lines", "is_stream",
-            "line_starts_near", "line_too_long", "long_line_start", "max_line_bytes", "max_token_bytes", "read_bytes",
-            "read_lines", "read_mapped", "read_small_bytes", "read_text", "read_text_blocks", "read_text_range", "release_mapped",
-            "token_too_long")
+            "byte_limit", "check_readable", "check_tokens", "check_words", "comes_once", "decoded_lines",
+            "is_stream", "line_starts_near", "line_too_long", "long_line_start", "max_line_bytes", "max_token_bytes",
+            "read_bytes", "read_lines", "read_mapped", "read_small_bytes", "read_text", "read_text_blocks",
+            "read_text_range", "release_mapped", "token_too_long")
 _WRITING = ("OutputBatch", "check_writable", "gzipped", "open_output")
 _MODULES = {**{name: ".reading" for name in _READING}, **{name: ".writing" for name in _WRITING}}
 
