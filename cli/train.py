@@ -329,10 +329,7 @@ def _recipe(context, name, text, valid, vocab, min_count, normalize, given):
         raise NplmError("-max-time 0 is no budget: give the seconds the recipe may train for")
     for path in [text] + [p for p in (valid, vocab) if p]:
         check_readable(path)
-    counts = count_words([text], normalize)
-    vocab_size = len(Vocabulary.read(vocab)) if vocab else sum(1 for n in counts.values() if n >= min_count) + 3
-    valid_words = sum(count_words([valid], normalize).values()) if valid else 0
-    return recipes.choose(sum(counts.values()), valid_words, vocab_size, budget, recipes.machine_scale())
+    return recipes.for_corpus(text, valid, vocab, min_count, normalize, budget)
 
 
 def _recipe_arch(context, arch, recipe):

@@ -96,3 +96,13 @@ def test_a_recipe_with_another_architecture_is_refused(toy_texts, tmp_path, caps
     status, _, err = run_main(capsys, "train-nplm", "-text", folder / "train.txt", "-recipe", "best", "-arch", "rnn",
                               "-lm", tmp_path / "x.nplm")
     assert_one_line_error(status, err, "-recipe best trains -arch lstm, not -arch rnn")
+
+
+def test_for_corpus_counts_what_train_nplm_reads(toy_texts):
+    from nplmtk.text import Normalizer
+    from nplmtk.vocab import Vocabulary, count_words
+    folder, _ = toy_texts
+    chosen = recipes.for_corpus(str(folder / "train.txt"), str(folder / "valid.txt"), None, 1, Normalizer(), 60)
+    words = sum(count_words([str(folder / "train.txt")], Normalizer()).values())
+    size = len(Vocabulary.from_counts(count_words([str(folder / "train.txt")], Normalizer()), 1))
+    assert f"of {words:,} words in 60 s" in chosen.why and f"for {size:,} words" in chosen.why

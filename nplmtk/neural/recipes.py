@@ -117,6 +117,18 @@ def choose(train_words, valid_words, vocab_size, budget, machine_scale=1.0):
 FULL_SOFTMAX_WORDS = 2_000  # below this the class output's two softmaxes cost about what one full one does
 
 
+def for_corpus(text, valid, vocab, min_count, normalize, budget):
+    """choose() for the training text `text` (and `valid`, None for none) as train-nplm reads
+    them: the vocabulary the file `vocab` or the one train-nplm would make (the words seen
+    `min_count` times), this machine's speed by machine_scale()."""
+    from ..vocab import Vocabulary, count_words
+
+    counts = count_words([text], normalize)
+    vocab_size = len(Vocabulary.read(vocab) if vocab else Vocabulary.from_counts(counts, min_count))
+    valid_words = sum(count_words([valid], normalize).values()) if valid else 0
+    return choose(sum(counts.values()), valid_words, vocab_size, budget, machine_scale())
+
+
 def machine_scale(seconds=0.2):
     """This machine's single-threaded sgemm speed on 256 x 256 matrices (the size of a
     recurrent step's products) over the reference machine's."""
