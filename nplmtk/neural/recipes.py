@@ -1,12 +1,9 @@
 """Recipes: whole training settings by name (`train-nplm -recipe fast|best`), or chosen for
 a corpus and a time budget (`train-nplm -text T -valid V -max-time SECONDS` with no other
 option). The choice is a rule over three numbers, the words of the training text, its
-vocabulary and the seconds of the budget, with this machine's speed from a short sgemm
-probe; docs/training.md ("Recipes") says where each threshold comes from."""
-import time
+vocabulary and the seconds of the budget, at the reference machine's speeds;
+docs/training.md ("Recipes") says where each threshold comes from."""
 from dataclasses import dataclass, field
-
-import numpy as np
 
 # Every recipe: a recurrent network with the class output tied to its features, its state
 # carried across sentences, Adam with the rate halved after an epoch without progress,
@@ -34,9 +31,11 @@ class Recipe:
     options: tuple
     budget: float
     why: str = ""
-    # training words a second on both cores of the reference machine (a 2-core AMD EPYC
-    # whose single-threaded sgemm does REFERENCE_GFLOPS): brown-ablation's ar-tar run for
-    # fast's network, brown-best's 17 epochs for best's
+    # training words a second on both cores of the reference machine (the 2-core AMD EPYC of
+    # BENCHMARKS.md, quiet): fast's network
+    # with weight-drop and random-bptt ran 16,400 on Brown (2026-11-28); fast's alone and
+    # best's in the ratios that brown-ablation and brown-best measured on one machine
+    # (ar-tar 24,137 against weight-drop 22,915 and random-bptt 23,593; best 0.15 of lstm-class)
     reference_speed: float = field(default=0.0, compare=False)
 
     def values(self):
@@ -60,12 +59,11 @@ def _spelt(value):
 
 
 RECIPES = {
-    "fast": Recipe("fast", _FAST, 194.0, "make brown-fast's network and budget", reference_speed=24_000.0),
-    "best": Recipe("best", _BEST, 7000.0, "make brown-best's network and budget", reference_speed=3_000.0),
+    "fast": Recipe("fast", _FAST, 194.0, "make brown-fast's network and budget", reference_speed=17_300.0),
+    "best": Recipe("best", _BEST, 7000.0, "make brown-best's network and budget", reference_speed=2_500.0),
 }
-_FAST_LONGER_RECIPE = Recipe("fast", _FAST_LONGER, 0.0, reference_speed=23_500.0)
+_FAST_LONGER_RECIPE = Recipe("fast", _FAST_LONGER, 0.0, reference_speed=16_400.0)
 
-REFERENCE_GFLOPS = 22.0  # single-threaded sgemm of 256 x 256 matrices on the reference machine (19-23 measured)
 # The rule's thresholds, in expected epochs within the budget (see docs/training.md):
 BEST_EPOCHS = 15  # brown-best reached 91.6 valid after 17 epochs; after 4 (brown-ablation's
 #                   600 s) its network was worse than fast's
@@ -120,29 +118,11 @@ FULL_SOFTMAX_WORDS = 2_000  # below this the class output's two softmaxes cost a
 def for_corpus(text, valid, vocab, min_count, normalize, budget):
     """choose() for the training text `text` (and `valid`, None for none) as train-nplm reads
     them: the vocabulary the file `vocab` or the one train-nplm would make (the words seen
-    `min_count` times), this machine's speed by machine_scale()."""
+    `min_count` times). The reference machine's speeds: the same command picks the same
+    recipe anywhere (a probe of the machine's speed swung 1.7x within minutes here)."""
     from ..vocab import Vocabulary, count_words
 
     counts = count_words([text], normalize)
     vocab_size = len(Vocabulary.read(vocab) if vocab else Vocabulary.from_counts(counts, min_count))
     valid_words = sum(count_words([valid], normalize).values()) if valid else 0
-    return choose(sum(counts.values()), valid_words, vocab_size, budget, machine_scale())
-
-
-def machine_scale(seconds=0.2):
-    """This machine's single-threaded sgemm speed on 256 x 256 matrices (the size of a
-    recurrent step's products) over the reference machine's."""
-    from scipy.linalg.blas import sgemm
-
-    from .blas import blas_threads
-
-    a = np.random.default_rng(1).standard_normal((256, 256), dtype=np.float32)
-    flops, runs = 2 * 256 ** 3, 0
-    with blas_threads(1):
-        sgemm(1.0, a, a)  # warm
-        start = time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            sgemm(1.0, a, a)
-            runs += 1
-        elapsed = time.perf_counter() - start
-    return runs * flops / elapsed / 1e9 / REFERENCE_GFLOPS
+    return choose(sum(counts.values()), valid_words, vocab_size, budget)
