@@ -329,11 +329,7 @@ class RNNModel(NeuralModel):
         """The text as one stream, `length` steps a segment: (rows, the index of each step's
         prediction in corpus order, -1 for none)."""
         self.check_vocab(corpus)
-        rows, positions = stream_rows(corpus, 1, self.vocab)
-        prediction = np.full(len(rows), -1, dtype=np.int64)
-        prediction[positions] = np.arange(len(positions))
-        for start in range(0, len(rows), length):
-            yield np.ascontiguousarray(rows[start:start + length]), prediction[start:start + length]
+        return stream_segments(corpus, self.vocab, length)
 
     def adaptation(self, length):
         """As NeuralModel.adaptation, the state carried from segment to segment by the pass
@@ -581,6 +577,16 @@ def _one_column():
     """BLAS single-threaded for a pass of one stream: its products have one column a step,
     and threads only wait on each other (25x slower on a busy machine, 2 cores)."""
     return blas_threads(1)
+
+
+def stream_segments(corpus, vocab, length):
+    """The text as one stream, `length` steps a segment: (rows, the index of each step's
+    prediction in corpus order, -1 for none), for dynamic evaluation."""
+    rows, positions = stream_rows(corpus, 1, vocab)
+    prediction = np.full(len(rows), -1, dtype=np.int64)
+    prediction[positions] = np.arange(len(positions))
+    for start in range(0, len(rows), length):
+        yield np.ascontiguousarray(rows[start:start + length]), prediction[start:start + length]
 
 
 def stream_rows(corpus, streams, vocab):

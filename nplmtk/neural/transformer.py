@@ -23,7 +23,7 @@ from .blas import on_workers
 from .declarations import OUTPUT_LAYERS, Capabilities, Option, Settings, declare
 from .network import NeuralModel, check_fits, check_parameters_fit
 from .optimizer import adam_of
-from .recurrent import stream_rows
+from .recurrent import stream_rows, stream_segments
 from .word_classes import class_lists
 
 POSITIONS = ("learned", "sinusoidal", "relative")  # transformer_network.POSITIONS, by code
@@ -318,11 +318,7 @@ class TransformerModel(NeuralModel):
             raise ParameterError(f"{{dynamic_eval}} segments of {length} steps: the Transformer reads at most its "
                                  f"{{bptt}} {self.meta['context']} at a time")
         self.check_vocab(corpus)
-        rows, positions = stream_rows(corpus, 1, self.vocab)
-        prediction = np.full(len(rows), -1, dtype=np.int64)
-        prediction[positions] = np.arange(len(positions))
-        for start in range(0, len(rows), length):
-            yield np.ascontiguousarray(rows[start:start + length]), prediction[start:start + length]
+        return stream_segments(corpus, self.vocab, length)
 
     def adaptation(self, length):
         """A step of dynamic evaluation: each segment scored and its gradients taken in one
