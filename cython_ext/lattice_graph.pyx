@@ -278,3 +278,25 @@ cdef object _transitions(const int[::1] order, int start, const int[::1] link_st
             v += 1
     return (words_array, old_array, language_array, first_array, source_array, weight_array,
             visit_array[from_start:v], acoustic_array, scores_array)
+
+
+def outgoing_transitions(const int[::1] first, const int[::1] source):
+    """The transitions out of each node (CSR: first, target) of the transitions into each
+    (`first`, `source`), each node's listed by target, then as the target lists them (a
+    stable counting sort by source). Every source must be a node: 0 <= source < nodes."""
+    cdef int nodes = first.shape[0] - 1, count = source.shape[0], n, k, s
+    out_first_array = np.zeros(nodes + 1, dtype=np.int32)
+    target_array = np.empty(count, dtype=np.int32)
+    fill_array = np.empty(max(nodes, 1), dtype=np.int32)
+    cdef int[::1] out_first = out_first_array, target = target_array, fill = fill_array
+    for k in range(count):
+        out_first[source[k] + 1] += 1
+    for n in range(nodes):
+        out_first[n + 1] += out_first[n]
+        fill[n] = out_first[n]
+    for n in range(nodes):
+        for k in range(first[n], first[n + 1]):
+            s = source[k]
+            target[fill[s]] = n
+            fill[s] += 1
+    return out_first_array, target_array

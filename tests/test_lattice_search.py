@@ -122,3 +122,21 @@ def test_the_compiled_expansion_is_the_python_expansion(tmp_path, model, order, 
         ours, theirs = io.StringIO(), io.StringIO()
         assert write_expanded(lattice, settings, got, ours) == write_expanded(lattice, settings, expected, theirs)
         assert ours.getvalue() == theirs.getvalue()
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_outgoing_transitions_list_each_nodes_targets_as_a_stable_sort_by_source(seed):
+    """lattice_graph.outgoing_transitions (GraphArrays.outgoing) against a stable argsort
+    of the transitions by source, on random graphs (nodes without transitions included)."""
+    import numpy as np
+    from nplmtk._ext.lattice_graph import outgoing_transitions
+    rng = np.random.default_rng(seed)
+    nodes = int(rng.integers(1, 30))
+    counts = rng.integers(0, 4, size=nodes)
+    first = np.zeros(nodes + 1, dtype=np.int32)
+    np.cumsum(counts, out=first[1:])
+    source = rng.integers(0, nodes, size=int(first[-1])).astype(np.int32)
+    out_first, target = outgoing_transitions(first, source)
+    targets = np.repeat(np.arange(nodes, dtype=np.int32), counts)
+    assert target.tolist() == targets[np.argsort(source, kind="stable")].tolist()
+    assert out_first.tolist() == [0] + np.cumsum(np.bincount(source, minlength=nodes)).tolist()

@@ -291,10 +291,14 @@ class OutputBatch:
                 continue
             except OSError:
                 return None
-            try:
-                with open(fd, "wb") as raw:
-                    raw.write(data)
+            try:  # by os.write, without a file object's own calls (isatty, lseek, fstat)
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view):]
                     os.fchmod(fd, 0o666 & ~self.umask)
+                finally:
+                    os.close(fd)
             except OSError:
                 _remove_quietly(tmp)
                 return None

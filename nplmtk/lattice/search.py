@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from .._ext.lattice_graph import graph_arrays, link_words
+from .._ext.lattice_graph import graph_arrays, link_words, outgoing_transitions
 from .._ext.lattice_kernels import expand_contexts, viterbi_states
 from .._ext.lattice_write import expanded_slf, written_arrays, written_form
 from .._ext.lattice_nbest import nbest_paths, path_sums
@@ -49,11 +49,7 @@ class GraphArrays:
     def outgoing(self):
         """The transitions out of each node (CSR: `first`, `target`), each node's in the
         order expand_to_lm lists them: by target, then as the target lists them."""
-        targets = np.repeat(np.arange(len(self.words), dtype=np.int32), np.diff(self.first))
-        by_source = np.argsort(self.source, kind="stable")
-        first = np.zeros(len(self.words) + 1, dtype=np.int32)
-        np.cumsum(np.bincount(self.source, minlength=len(self.words)), out=first[1:])
-        return first, np.ascontiguousarray(targets[by_source])
+        return outgoing_transitions(self.first, self.source)  # sources are nodes: both graphs make them so
 
 
 class ScannedGraph(GraphArrays):
