@@ -136,7 +136,7 @@ def write_texts(tmp_path):
 
 @pytest.mark.parametrize("output", ["full", "class"])
 def test_train_ppl_checkpoint_resume_rescore_and_word_at_a_time(tmp_path, output):
-    from nplmtk.models import load_model
+    from nplmtk.models import load
     from nplmtk.vocab import sentence_tokens
     train, valid = write_texts(tmp_path)
     common = ["train-nplm", "-text", train, "-valid", valid, "-arch", "lstm", "-m", "8", "-h", "8", "-mos", "3",
@@ -152,7 +152,7 @@ def test_train_ppl_checkpoint_resume_rescore_and_word_at_a_time(tmp_path, output
     scored = [run_nplm("ppl", "-lm", tmp_path / name, "-ppl", valid, "-debug", "2") for name in
               ("resumed.nplm", "straight.nplm")]
     assert scored[0][0] == 0 and scored[0][1] == scored[1][1]  # resumed as if never stopped
-    model = load_model(str(tmp_path / "straight.nplm"))
+    model = load(str(tmp_path / "straight.nplm"))
     assert model.meta["mos"] == 3
     corpus = Corpus.from_lines(VALID, model.vocab)
     whole = model.log10probs(corpus)
@@ -162,3 +162,8 @@ def test_train_ppl_checkpoint_resume_rescore_and_word_at_a_time(tmp_path, output
         stepped.append(score)
     assert np.allclose(stepped, whole[:len(stepped)], atol=1e-5)
     assert np.allclose(model.log10probs_sharing_prefixes(corpus), whole, atol=1e-5)  # nplm rescore's path
+    for extra in (["-dynamic-eval", "5", "-dynamic-lr", "0.01"], ["-neural-cache", "50"]):
+        status, out, err = run_nplm("ppl", "-lm", tmp_path / "straight.nplm", "-ppl", valid, *extra)
+        assert status == 0 and "ppl=" in out, err
+    status, out, err = run_nplm("generate", "-lm", tmp_path / "straight.nplm", "-n", "3", "-seed", "1")
+    assert status == 0 and len(out.splitlines()) == 3, err

@@ -78,8 +78,6 @@ RECURRENT_OPTIONS = (
 )
 
 
-
-
 @dataclass
 class RecurrentSettings(Settings):
     """A recurrent model's own training settings (its options of target "settings"): truncated
@@ -298,8 +296,8 @@ class RNNModel(NeuralModel):
         from .._ext.rnn_kernels import RecurrentNetwork
         meta = self.meta
         return RecurrentNetwork(self.params, meta["layers"], self.LSTM, ACTIVATION_CODES[self.activation], streams,
-                                   capacity, meta["reset_state"] == "sentence", self.vocab.bos, regularisers, seed, trainable,
-                                adam, class_lists(meta["class_of"]) if meta.get("classes") else None,
+                                capacity, meta["reset_state"] == "sentence", self.vocab.bos, regularisers, seed,
+                                trainable, adam, class_lists(meta["class_of"]) if meta.get("classes") else None,
                                 self.hs_paths() if meta.get("hs") else None, mixture_drop)
 
     # -- scoring --------------------------------------------------------------------------
@@ -448,8 +446,7 @@ class RNNModel(NeuralModel):
         conditions on the whole sentence, so for h not at a sentence start this is its
         probability as if h began one."""
         if self.output == "hs" or self.meta.get("mos"):
-            raise ParameterError("{output} hs and {mos}: scoring single n-grams is built for one softmax, full or "
-                                 "class")
+            raise ParameterError("{output} hs and {mos}: scoring single n-grams is built for one softmax")
         grams = np.asarray(grams, dtype=np.int64)
         out = np.empty(len(grams))
         contexts, of_row = np.unique(grams[:, :-1], axis=0, return_inverse=True)
