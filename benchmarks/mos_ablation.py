@@ -4,6 +4,9 @@ lstm-fast) trained for the same -max-time without and with `-mos K` (each K give
 runs side by side or one after the other, then each model's valid ppl (`nplm ppl`; test only
 with --test, once the settings are fixed) and its training words/s and epochs from the -log.
 Writes a markdown table to --out (a scratch file: the merger inserts it in BENCHMARKS.md).
+-max-time counts whole epochs (train-nplm starts no epoch it expects to end past the budget,
+and always runs the first), so the budget must hold several epochs of the slower variant for
+the comparison to be one at equal time; the table gives each run's epochs.
 
     python benchmarks/mos_ablation.py --run lstm-awd --budget 7000 --mos 3 5 --threads 2 --out mos.md
 """
