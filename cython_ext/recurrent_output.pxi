@@ -2,7 +2,8 @@
 # where its functions stand, its cimports there (an include, not an inline .pxd: the C, and so
 # the arithmetic gcc makes of it under fast-math, stays the kernel's own, bit for bit): the
 # full softmax forward (scores by sgemm, each row's softmax; the class-factored and
-# hierarchical softmax's through their own pxds) and back (its gradients and dL/d(top)).
+# hierarchical softmax's through their own pxds, the mixture of softmaxes' through
+# mixture_output.pxi) and back (its gradients and dL/d(top); `backward` picks the layer's).
 
 
 cdef double output_forward(Rnn *net, const float *top, const float *X, Py_ssize_t N, const int *targets,
