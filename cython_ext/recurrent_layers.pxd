@@ -14,7 +14,7 @@ from kernel_common cimport gemm
 
 cdef enum:
     MAX_LAYERS = 8
-    MAX_SLOTS = 4 * MAX_LAYERS + 4
+    MAX_SLOTS = 4 * MAX_LAYERS + 7
 
 
 cdef struct Slot:
@@ -56,6 +56,30 @@ cdef struct Layer:
     float *Wmask      # gates h x h: weight drop's scale (0 or 1 / (1 - p)), one per segment
 
 
+cdef struct Mixture:
+    # the mixture of softmaxes (Yang et al. 2018) over the top layer's output h: K components
+    # (count 0: none), prior pi = softmax(Wp h), contexts h_k = tanh(Wk_k h + bk_k); mixture_output.pxi
+    int count
+    float drop        # dropout on the contexts (given; 0 while not regularised)
+    float given_drop
+    float *Wp         # K x w
+    float *Wk         # K w x w
+    float *bk         # K w
+    float *gWp
+    float *gWk
+    float *gbk
+    float *prior      # N x K: the prior's scores, then pi, then dL/d(scores)
+    float *resp       # N x K: each component's posterior given the target
+    float *A          # N x K w: the contexts, tanh's output
+    float *H          # N x K w: after dropout (A itself without)
+    float *mask       # N x K w
+    float *Y          # N K x |V| (full) or N K x classes: the components' scores, then probabilities
+    float *U          # N K x largest class (class output)
+    float *dH         # N K x w
+    int *targets      # N K: each row's target, once per component
+    double *logp      # N K: log p of the target under each component
+
+
 cdef struct Rnn:
     int vocab, m, layers, streams, capacity, lstm, activation, bias, direct, tied, reset, bos
     float drop_input  # dropout on the input features (the layers' on their outputs: Layer.drop)
@@ -74,6 +98,7 @@ cdef struct Rnn:
     float *gV
     float *gd
     float *gM
+    Mixture mos       # the mixture of softmaxes (mos.count 0: one softmax)
     Classes classes   # the class-factored output layer (classes.count 0: the full softmax)
     float *Vc         # its class rows (K x h) and biases
     float *bc

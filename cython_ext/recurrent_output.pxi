@@ -2,7 +2,8 @@
 # where its functions stand, its cimports there (an include, not an inline .pxd: the C, and so
 # the arithmetic gcc makes of it under fast-math, stays the kernel's own, bit for bit): the
 # full softmax forward (scores by sgemm, each row's softmax; the class-factored and
-# hierarchical softmax's through their own pxds) and back (its gradients and dL/d(top)).
+# hierarchical softmax's through their own pxds, the mixture of softmaxes' through
+# mixture_output.pxi) and back (its gradients and dL/d(top); `backward` picks the layer's).
 
 
 cdef double output_forward(Rnn *net, const float *top, const float *X, Py_ssize_t N, const int *targets,
@@ -55,3 +56,31 @@ cdef void full_backward(Rnn *net, Py_ssize_t N, int width) noexcept nogil:
     else:
         memset(net.dX, 0, N * m * sizeof(float))
     gemm(b'N', b'N', <int> N, width, V, 1.0, net.Y, V, net.V, width, 0.0, net.dOut, width)
+
+
+cdef int backward(Rnn *net, int T) noexcept nogil:
+    """The gradients of -sum log p of the segment just run forward (with train set), in
+    the g* arrays; gC only in the rows of the words that occur (listed in net.touched,
+    their count returned) unless tied."""
+    cdef int m = net.m, V = net.vocab, width = net.layer[net.layers - 1].hidden
+    cdef Py_ssize_t N = <Py_ssize_t> T * net.streams
+    if net.mos.count:
+        mixture_backward(net, N, width)
+    elif net.tree.nodes:  # no direct connections with these two (refused by the model)
+        memset(net.gVn, 0, <Py_ssize_t> (V - 1) * width * sizeof(float))
+        if net.gbn != NULL:
+            memset(net.gbn, 0, (V - 1) * sizeof(float))
+        memset(net.dOut, 0, N * width * sizeof(float))
+        tree_backward(&net.tree, net.layer[net.layers - 1].out, N, width, net.Vn, net.targets, 1, net.G, 1.0,
+                      net.gVn, net.gbn, net.dOut)
+        memset(net.dX, 0, N * m * sizeof(float))
+    elif net.classes.count:
+        memset(net.gV, 0, <Py_ssize_t> V * width * sizeof(float))
+        if net.gd != NULL:
+            memset(net.gd, 0, V * sizeof(float))
+        class_backward(&net.classes, net.layer[net.layers - 1].out, N, width, net.Vc, net.V, net.targets, net.Y,
+                       net.U, net.gVc, net.gbc, 1.0, net.gV, 1.0, net.gd, net.dOut)
+        memset(net.dX, 0, N * m * sizeof(float))
+    else:
+        full_backward(net, N, width)
+    return inputs_backward(net, T)

@@ -26,7 +26,7 @@ from batch_driver cimport Schedule, Update, drive, schedule_of
 from elementwise cimport column_sums
 from kernel_common cimport gemm, scale, softmax_row
 from nplmtk._ext.sampling_kernels cimport Sampling, draw_samples, merge_duplicates, sampling_free, sampling_start
-from recurrent_layers cimport MAX_LAYERS, Layer, Regularisers, Rnn, layer_backward, layer_forward
+from recurrent_layers cimport MAX_LAYERS, Layer, Mixture, Regularisers, Rnn, layer_backward, layer_forward
 from recurrent_updates cimport carry_state, decay_weights, load_segment, step
 from recurrent_regularisers cimport (activation_gradient, drop, drop_weights, drop_words, temporal_gradient,
                                      weight_drop_gradient)
@@ -71,36 +71,12 @@ cdef double forward(Rnn *net, int T, bint train, double *logp) noexcept nogil:
     """Scores of a segment of T steps (net.inputs, net.targets): the sum of log p of its
     targets (those >= 0), each also in logp[step * B + stream] when logp is given."""
     cdef const float *top = layers_forward(net, T, train)
+    if net.mos.count:
+        return mixture_forward(net, top, <Py_ssize_t> T * net.streams, T, train, net.targets, logp)
     return output_forward(net, top, net.X, <Py_ssize_t> T * net.streams, net.targets, logp)
 
 
 include "recurrent_output.pxi"
-
-
-cdef int backward(Rnn *net, int T) noexcept nogil:
-    """The gradients of -sum log p of the segment just run forward (with train set), in
-    the g* arrays; gC only in the rows of the words that occur (listed in net.touched,
-    their count returned) unless tied."""
-    cdef int m = net.m, V = net.vocab, width = net.layer[net.layers - 1].hidden
-    cdef Py_ssize_t N = <Py_ssize_t> T * net.streams
-    if net.tree.nodes:  # no direct connections with these two (refused by the model)
-        memset(net.gVn, 0, <Py_ssize_t> (V - 1) * width * sizeof(float))
-        if net.gbn != NULL:
-            memset(net.gbn, 0, (V - 1) * sizeof(float))
-        memset(net.dOut, 0, N * width * sizeof(float))
-        tree_backward(&net.tree, net.layer[net.layers - 1].out, N, width, net.Vn, net.targets, 1, net.G, 1.0,
-                      net.gVn, net.gbn, net.dOut)
-        memset(net.dX, 0, N * m * sizeof(float))
-    elif net.classes.count:
-        memset(net.gV, 0, <Py_ssize_t> V * width * sizeof(float))
-        if net.gd != NULL:
-            memset(net.gd, 0, V * sizeof(float))
-        class_backward(&net.classes, net.layer[net.layers - 1].out, N, width, net.Vc, net.V, net.targets, net.Y,
-                       net.U, net.gVc, net.gbc, 1.0, net.gV, 1.0, net.gd, net.dOut)
-        memset(net.dX, 0, N * m * sizeof(float))
-    else:
-        full_backward(net, N, width)
-    return inputs_backward(net, T)
 
 
 cdef double sampled_forward_backward(Rnn *net, Sampling *sp, int T, int *touched, double *ess) noexcept nogil:
@@ -225,7 +201,7 @@ cdef class RecurrentNetwork:
 
     def __init__(self, params, int layers, bint lstm, int activation, int streams, int capacity, bint reset,
                  int bos, regularisers=None, unsigned long long seed=1, bint trainable=True, adam=None,
-                 classes=None, tree=None):
+                 classes=None, tree=None, float mixture_drop=0):
         cdef int V = params["C"].shape[0], m = params["C"].shape[1], G = 4 if lstm else 1, l, h, inputs = m
         cdef Py_ssize_t N = <Py_ssize_t> capacity * streams
         cdef Regularisers *g = &self.given
@@ -293,6 +269,7 @@ cdef class RecurrentNetwork:
         net.gV = net.gC if net.tied else self._grad("V", params, trainable)
         self._classes(params, classes, N, trainable)
         self._tree(params, tree, N, trainable)
+        mixture_attach(self, params, N, trainable, mixture_drop)
         net.adam, net.slots = adam is not None and trainable, 0
         if net.adam:  # decided once, here: every chunk then steps by Adam with these numbers
             net.settings.beta1, net.settings.beta2, net.settings.epsilon = adam.beta1, adam.beta2, adam.epsilon
@@ -312,7 +289,7 @@ cdef class RecurrentNetwork:
         """What `step` updates: each array but C's rows (unless tied), with Adam's moments;
         their roles (decayed, frozen) come with each chunk's Steps."""
         names = [f"{kind}{l}" for l in range(layers) for kind in "UWbP"] + ["C" if self.net.tied else "V", "d", "M",
-                                                                             "Vc", "bc", "Vn", "bn"]
+                                                                             "Vc", "bc", "Vn", "bn", "Wp", "Wk", "bk"]
         self.slot_names = [name for name in names if name in params]
         for name in self.slot_names:
             slot = &self.net.slot[self.net.slots]
@@ -366,6 +343,7 @@ cdef class RecurrentNetwork:
         self.net.drop_input, self.net.drop_words, self.net.drop_weight = g.dropout_input, g.dropout_embedding, \
             g.weight_drop
         self.net.ar, self.net.tar = g.ar, g.tar
+        self.net.mos.drop = self.net.mos.given_drop if on else 0
         for l in range(self.net.layers):
             self.net.layer[l].drop = g.dropout_hidden if l < self.net.layers - 1 else g.dropout_output
 
@@ -462,7 +440,7 @@ cdef class RecurrentNetwork:
     cdef _start_sampling(self, Sampling *sp, int samples, proposal, unsigned long long seed):
         if samples < 1 or proposal.vocab_size != self.net.vocab:
             raise ValueError("no samples, or a proposal of the wrong size")
-        if self.net.tree.nodes or self.net.classes.count or not self.grads:
+        if self.net.tree.nodes or self.net.classes.count or self.net.mos.count or not self.grads:
             raise ValueError("importance sampling estimates the full softmax's gradient, of a trainable network")
         sampling_start(sp, proposal, samples, self.net.capacity * self.net.streams,
                        self.net.layer[self.net.layers - 1].hidden, self.net.m, seed)
@@ -511,13 +489,14 @@ cdef class RecurrentNetwork:
         cdef float[::1] Z, totals, u
         if inputs.shape[0] != B or targets.shape[0] != P or out.shape[0] != P:
             raise ValueError("an input per stream, and a target and an output per pair")
-        if not self.net.classes.count and P > <Py_ssize_t> self.net.capacity * B:
+        cdef bint paired = self.net.classes.count and not self.net.mos.count  # class_pairs shares class softmaxes
+        if not paired and P > <Py_ssize_t> self.net.capacity * B:
             raise ValueError("more pairs than the network's streams times its capacity")
         self._check_rows(np.stack([np.asarray(inputs), np.full(B, -1, dtype=np.int32)])[None])
         pair_rows, pair_targets = np.asarray(rows), np.asarray(targets)
         if P and (pair_rows.min() < 0 or pair_rows.max() >= B or pair_targets.max() >= self.net.vocab):
             raise ValueError("pairs of streams or words outside the network's")
-        if self.net.classes.count:
+        if paired:
             Z = np.empty(B * self.net.classes.count, dtype=np.float32)
             totals, u = np.empty(B, dtype=np.float32), np.empty(self.net.classes.largest, dtype=np.float32)
         else:  # the pairs' rows side by side for the output layer
@@ -529,7 +508,7 @@ cdef class RecurrentNetwork:
                 self.net.inputs[k] = inputs[k]
                 self.net.targets[k] = -1
             top = layers_forward(&self.net, 1, False)
-            if self.net.classes.count:
+            if paired:
                 class_pairs(&self.net.classes, top, B, width, self.net.Vc, self.net.bc, self.net.V, self.net.d,
                             &rows[0], &targets[0], P, &Z[0], &totals[0], &u[0], &out[0])
             elif P:
@@ -551,6 +530,9 @@ cdef class RecurrentNetwork:
         self.net.targets[T - 1] = 0
         forward(&self.net, T, False, NULL)
         width = self.net.layer[self.net.layers - 1].hidden
+        if self.net.mos.count:
+            mixture_distribution(&self.net, T - 1, &out[0], np.empty(self.net.vocab))
+            return
         if self.net.tree.nodes:
             tree_distribution(&self.net.tree, self.net.layer[self.net.layers - 1].out + (T - 1) * width, width,
                               self.net.Vn, self.net.bn, self.net.vocab, self.net.Y, &out[0])
@@ -597,3 +579,6 @@ cdef class RecurrentNetwork:
             for w in {int(v) for v in np.asarray(rows)[:, 0].reshape(-1)}:
                 grads["C"][w] = self.grads["C"][w]
         return total
+
+
+include "mixture_output.pxi"

@@ -47,6 +47,8 @@ DOMAINS = {
     ("train-nplm", "m"): f"[1, {C_INT}]",
     ("train-nplm", "h"): f"[0, {C_INT}]",
     ("train-nplm", "layers"): "[1, 8]",
+    ("train-nplm", "mos"): "[0, 64]",
+    ("train-nplm", "dropout-mos"): "[0, 0.99]",
     ("train-nplm", "classes"): f"[1, {C_INT}]",
     ("train-nplm", "bptt"): f"[1, {C_INT}]",
     ("train-nplm", "streams"): f"[1, {C_INT}]",

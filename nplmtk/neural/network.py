@@ -31,10 +31,10 @@ MAX_PARAMETER = 1e4
 META_TYPES = {"features": int, "hidden": int, "direct": bool, "bias": bool, "layers": int, "tie": bool,
               "peephole": bool, "reset_state": ("sentence", "never"), "classes": int, "hs": bool,
               "heads": int, "ff": int, "positions": ("learned", "sinusoidal", "relative"), "memory": int,
-              "context": int}
+              "context": int, "mos": int}
 META_MINIMUM = {"features": 1, "hidden": 0, "layers": 1, "classes": 0, "heads": 1, "ff": 1, "memory": 0,
-                "context": 1}
-META_DEFAULTS = {"classes": 0, "hs": False}  # keys newer than some model files: the value those files mean
+                "context": 1, "mos": 0}
+META_DEFAULTS = {"classes": 0, "hs": False, "mos": 0}  # keys newer than some model files: the value those files mean
 
 
 # The hidden activations the feed-forward and recurrent kernels switch on, by their codes.

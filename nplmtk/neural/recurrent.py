@@ -27,6 +27,7 @@ from .optimizer import adam_of
 from .output_draws import OutputLayer
 from .regularisation import Regularisers, longest_segment, random_segment_lengths
 from .word_classes import class_lists
+from .mixture import MIXTURE_OPTIONS, check_mixture, mixture_shapes
 
 RESET_STATES = ("sentence", "never")
 MAX_LAYERS = 8
@@ -77,8 +78,6 @@ RECURRENT_OPTIONS = (
 )
 
 
-
-
 @dataclass
 class RecurrentSettings(Settings):
     """A recurrent model's own training settings (its options of target "settings"): truncated
@@ -97,6 +96,7 @@ class RecurrentSettings(Settings):
     ar: float = 0.0
     tar: float = 0.0
     random_bptt: bool = False
+    dropout_mos: float = 0.0  # the mixture's (mixture.py)
 
     def gradient_cap(self):
         return self.clip
@@ -116,14 +116,14 @@ class RNNModel(NeuralModel):
     summary = ("recurrent network (survey sec. 2.2): s_t = act(U x_t + W s_t-1 + b), y_t = V s_t + M x_t + d, "
                "trained by truncated BPTT over -streams streams of -bptt steps")
     ARCHITECTURE = ("features", "hidden", "direct", "bias", "layers", "tie", "peephole", "reset_state", "classes",
-                    "hs")
+                    "hs", "mos")
     ACTIVATIONS = tuple(ACTIVATION_CODES)
     CAPABILITIES = Capabilities(outputs=OUTPUT_LAYERS, criteria=CRITERIA, optimizers=OPTIMIZERS, worker_state=True,
                                 recurrent_state=True)
     SETTINGS = RecurrentSettings
     # one update per segment of -bptt steps, each a window of every stream: no -order nor -batch;
     # -lr is per word: the gradient is summed over a segment
-    OPTIONS = declare(NeuralModel.OPTIONS, *RECURRENT_OPTIONS, drop=("order", "batch"),
+    OPTIONS = declare(NeuralModel.OPTIONS, *RECURRENT_OPTIONS, *MIXTURE_OPTIONS, drop=("order", "batch"),
                       defaults={"lr": 0.01, "weight-decay": 0.0})
     LSTM = False
 
@@ -133,7 +133,7 @@ class RNNModel(NeuralModel):
     @classmethod
     def initial(cls, vocab, order=None, features=100, hidden=200, direct=False, bias=True, activation="tanh",
                 seed=1, layers=1, tie=False, peephole=False, reset_state="sentence", output="full", classes=None,
-                counts=None):
+                counts=None, mos=0):
         """`output` "class": the class-factored output layer over `classes` classes (default
         sqrt |V|) by frequency from `counts` (each word's count in the training text, </s>
         included); "hs": the hierarchical softmax over the Huffman tree of `counts`."""
@@ -163,9 +163,10 @@ class RNNModel(NeuralModel):
                                  "reads the hidden state only)")
         if activation not in ACTIVATION_CODES:
             raise ParameterError(f"{{activation}}: unknown '{activation}' (choose from {', '.join(ACTIVATION_CODES)})")
+        check_mixture(mos, output, direct)
         meta = {"features": features, "hidden": hidden, "direct": direct, "bias": bias, "layers": layers,
                 "tie": tie, "peephole": peephole, "reset_state": reset_state,
-                **cls.output_meta(vocab, output, classes, counts)}
+                **cls.output_meta(vocab, output, classes, counts), **({"mos": mos} if mos else {})}
         check_parameters_fit(cls, len(vocab), None, meta)
         uniform = uniform_initialiser(seed)
         params = {}
@@ -191,7 +192,7 @@ class RNNModel(NeuralModel):
 
     @classmethod
     def bias_arrays(cls, shape):
-        return {f"b{layer}" for layer in range(shape["layers"])} | {"d", "bn", "bc"}
+        return {f"b{layer}" for layer in range(shape["layers"])} | {"d", "bn", "bc", "bk"}
 
     @classmethod
     def array_shapes(cls, vocab_size, order, shape):
@@ -208,8 +209,9 @@ class RNNModel(NeuralModel):
             if shape["peephole"]:
                 arrays[f"P{layer}"] = (3, h)
             inputs = h
+        arrays.update(mixture_shapes(shape.get("mos", 0), h))
         if shape["hs"]:  # the tree's node vectors and biases instead of V and d
-            if shape["tie"] or shape["direct"] or shape["classes"]:
+            if shape["tie"] or shape["direct"] or shape["classes"] or shape.get("mos"):
                 return {}
             arrays["Vn"] = (vocab_size - 1, h)
             if shape["bias"]:
@@ -235,6 +237,8 @@ class RNNModel(NeuralModel):
         if config.criterion != "full" and self.output != "full":
             raise ParameterError(f"{{output}} {self.output} trains with its exact gradient: {{criterion}} "
                                  f"{config.criterion} samples the full softmax")
+        if config.criterion != "full" and self.meta.get("mos"):
+            raise ParameterError(f"{{mos}}: trains with its exact gradient, not {{criterion}} {config.criterion}")
         if config.batch != 1:
             raise ParameterError("{batch}: a recurrent model updates once per {bptt} steps of its {streams} streams")
         if settings.bptt < 1 or settings.streams < 1 or settings.clip < 0 or config.nonmono < 1:
@@ -272,7 +276,9 @@ class RNNModel(NeuralModel):
         at least the inputs, the output scores and each layer's states and cells of every
         step of a segment."""
         meta, settings = self.meta, config.settings_for(self)
-        per_step = meta["features"] + len(self.vocab) + 2 * sum(self.widths(meta))
+        mixture = meta.get("mos", 0)  # the components' scores and contexts
+        per_step = meta["features"] + max(1, mixture) * len(self.vocab) + 2 * sum(self.widths(meta)) \
+            + 3 * mixture * self.widths(meta)[-1]
         steps = longest_segment(settings.bptt, settings.random_bptt)
         check_fits(4 * workers * settings.streams * (steps + 1) * per_step,
                    f"{{streams}} {settings.streams} x {{bptt}} {settings.bptt} ({workers} worker{'s' if workers > 1 else ''})")
@@ -280,18 +286,19 @@ class RNNModel(NeuralModel):
     def training_network(self, config, worker):
         settings = config.settings_for(self)
         return self._network(settings.streams, longest_segment(settings.bptt, settings.random_bptt), True,
-                             Regularisers.of(settings), config.seed * 1000 + worker, adam_of(config))
+                             Regularisers.of(settings), config.seed * 1000 + worker, adam_of(config),
+                             settings.dropout_mos)
 
-    def _network(self, streams, capacity, trainable=False, regularisers=None, seed=1, adam=None):
+    def _network(self, streams, capacity, trainable=False, regularisers=None, seed=1, adam=None, mixture_drop=0.0):
         """A kernel network (rnn_kernels.RecurrentNetwork); `regularisers` (regularisation.
         Regularisers) those the network applies when training (None: none), `adam` Adam's
         numbers (optimizer.Adam; None: SGD)."""
         from .._ext.rnn_kernels import RecurrentNetwork
         meta = self.meta
         return RecurrentNetwork(self.params, meta["layers"], self.LSTM, ACTIVATION_CODES[self.activation], streams,
-                                capacity, meta["reset_state"] == "sentence", self.vocab.bos,
-                                regularisers, seed, trainable, adam, class_lists(meta["class_of"]) if meta.get("classes") else None,
-                                self.hs_paths() if meta.get("hs") else None)
+                                capacity, meta["reset_state"] == "sentence", self.vocab.bos, regularisers, seed,
+                                trainable, adam, class_lists(meta["class_of"]) if meta.get("classes") else None,
+                                self.hs_paths() if meta.get("hs") else None, mixture_drop)
 
     # -- scoring --------------------------------------------------------------------------
     def logprobs(self, corpus):
@@ -438,8 +445,8 @@ class RNNModel(NeuralModel):
         one step from its parent's state, NGRAM_STREAMS side by side. A recurrent network
         conditions on the whole sentence, so for h not at a sentence start this is its
         probability as if h began one."""
-        if self.output == "hs":
-            raise ParameterError("{output} hs: scoring single n-grams is built for the full and class output layers")
+        if self.output == "hs" or self.meta.get("mos"):
+            raise ParameterError("{output} hs and {mos}: scoring single n-grams is built for one softmax")
         grams = np.asarray(grams, dtype=np.int64)
         out = np.empty(len(grams))
         contexts, of_row = np.unique(grams[:, :-1], axis=0, return_inverse=True)
@@ -467,7 +474,7 @@ class RNNModel(NeuralModel):
     def sampling_streams(self, count, start):
         """`count` streams stepped together, each with its state (the hierarchical softmax
         draws through next_distribution, one stream)."""
-        if self.output == "hs":
+        if self.output == "hs" or self.meta.get("mos"):  # through next_distribution
             return super().sampling_streams(count, start)
         return RecurrentStreams(self, count, start)
 

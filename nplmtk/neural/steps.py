@@ -130,6 +130,7 @@ class RecurrentStepper:
         parent_states = np.zeros((1, self.bounds[-1]), dtype=np.float32)  # the root's parent: a zero state
         top = slice(self.bounds[-3], self.bounds[-2])  # the top layer's output, in a node's vectors
         levels = list(prefix_levels(corpus, model.vocab))
+        every_pair = model.output == "hs" or model.meta.get("mos")  # no output layer in numpy: a column a pair
         words = np.unique(np.concatenate([level.word for level in levels])) if levels else np.zeros(0, np.int64)
         # a node's input product from a table of the distinct words when they are few (N-best lists)
         table = self.input_projections(words) if 2 * len(words) < sum(len(l.word) for l in levels) else None
@@ -137,7 +138,7 @@ class RecurrentStepper:
             logp = np.empty(len(level.pair_node))
             states = np.empty((len(level.parent), self.bounds[-1]), dtype=np.float32)
             first = np.diff(level.pair_node, prepend=-1) > 0  # pairs sorted by node: each node's first
-            columns = np.flatnonzero(first) if model.output != "hs" else np.arange(len(logp))
+            columns = np.arange(len(logp)) if every_pair else np.flatnonzero(first)
             for lo in range(0, len(columns), STEP_COLUMNS):
                 pairs = columns[lo:lo + STEP_COLUMNS]
                 node = level.pair_node[pairs]
@@ -146,7 +147,7 @@ class RecurrentStepper:
                                                        level.pair_target[pairs], projected)
                 carriers = first[pairs]
                 states[node[carriers]] = after[carriers]
-            others = np.flatnonzero(~first) if model.output != "hs" else np.zeros(0, dtype=np.int64)
+            others = np.zeros(0, dtype=np.int64) if every_pair else np.flatnonzero(~first)
             if len(others):
                 node, target = level.pair_node[others], level.pair_target[others]
                 known = target >= 0
