@@ -96,8 +96,9 @@ def write_arpa_streamed(model, path, memory, folder, consume=False):
             return
 
         def places():
-            """(row, its place) in the order of places: sorted by row again below, which
-            inverts the permutation in n log n (a window at a time took n^2 / memory)."""
+            """(row, its place) in the order of places: distributed by row below into
+            buckets of equal ranges of rows, each bucket then a scatter (a window at a
+            time took n^2 / memory; sorting each bucket, n log n)."""
             place = 0
             for piece in backward_sorted.pieces():
                 out = np.empty(len(piece), dtype=record)
@@ -107,9 +108,13 @@ def write_arpa_streamed(model, path, memory, folder, consume=False):
 
         out = files.writer("backward", k)
         chunk = max(1, int(rows * BUCKET_FILL))  # the rows are 0..size-1: buckets of equal ranges
-        for piece in BucketedRuns(places(), np.arange(chunk, size, chunk), rows, folder,
-                                  f"backward-places{k}").pieces():
-            out.append(np.ascontiguousarray(piece["row"]))
+        done = 0  # each bucket holds every row of its range, once: rows done..done+len-1
+        for bucket in BucketedRuns(places(), np.arange(chunk, size, chunk), rows, folder,
+                                   f"backward-places{k}").buckets():
+            place = np.empty(len(bucket), dtype=np.int64)
+            place[bucket["key"] - done] = bucket["row"]
+            out.append(place)
+            done += len(bucket)
         out.close()
 
     def sorted_order(k):
