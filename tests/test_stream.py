@@ -120,6 +120,12 @@ def test_bucketed_runs_sort_whatever_the_bounds(tmp_path, bounds):
     out = list(BucketedRuns(iter(pieces), bounds, 300, str(tmp_path), "test").pieces())
     assert np.concatenate(out)["value"].tolist() == list(range(5000))
     assert os.listdir(tmp_path) == []
+    # buckets(): each bucket's records as they lie, bucket after bucket (an overfull one in pieces)
+    buckets = list(BucketedRuns(iter(pieces), bounds, 300, str(tmp_path), "test").buckets())
+    numbers = [np.unique(np.searchsorted(bounds, bucket["key"], side="right")).tolist() for bucket in buckets]
+    assert all(len(number) == 1 for number in numbers) and numbers == sorted(numbers)
+    assert sorted(np.concatenate(buckets)["key"].tolist()) == list(range(5000))
+    assert os.listdir(tmp_path) == []
 
 
 def test_merge_records_keeps_equal_keys_in_the_order_of_their_pieces():

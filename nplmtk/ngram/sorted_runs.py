@@ -119,6 +119,19 @@ class BucketedRuns:
     def pieces(self):
         """The records in the order of their keys (equal keys in no set order, as in
         SortedRuns' runs), a bucket at a time."""
+        for records, in_order in self._buckets():
+            yield records if in_order else _sorted(records)
+
+    def buckets(self):
+        """Each bucket's records as they lie, bucket after bucket (a bucket past OVERFULL
+        times `rows` in sorted pieces): for a reader that needs no sort within a bucket
+        (keys that are a permutation of a range, bounds of equal ranges: a scatter puts
+        each in its place)."""
+        for records, _ in self._buckets():
+            yield records
+
+    def _buckets(self):
+        """(records, whether they are in the order of their keys), a bucket at a time."""
         if not self.sections:
             return
         with open(self.path, "rb", buffering=0) as source:
@@ -129,14 +142,15 @@ class BucketedRuns:
                 size = sum(count for _, count in sections)
                 if size > self.OVERFULL * self.rows:
                     pieces = (_read_records(source, self.dtype, first, count) for first, count in sections)
-                    yield from SortedRuns(pieces, self.rows, self.folder, f"{self.name}-{bucket}").pieces()
+                    for piece in SortedRuns(pieces, self.rows, self.folder, f"{self.name}-{bucket}").pieces():
+                        yield piece, True
                     continue
                 records, at = np.empty(size, dtype=self.dtype), 0
                 for first, count in sections:
                     _read_records(source, self.dtype, first, count, records[at:at + count])
                     at += count
                 if size:
-                    yield _sorted(records)
+                    yield records, False
         os.remove(self.path)  # (a run stopped early leaves it to the scratch folder's removal)
 
 
