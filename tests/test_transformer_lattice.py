@@ -118,3 +118,20 @@ def test_lattice_tool_decodes_rescores_and_writes_with_a_transformer(tmp_path):
     assert sorted(line[4] for line in lines) == ["a", "b"]
     for line in lines:
         assert float(line[1]) == pytest.approx(loaded.score(" ".join(line[4:-1])), abs=1e-5)
+
+
+def test_lattice_ppl_of_a_short_sentence_is_nplm_ppls(tmp_path):
+    """-ppl on the expanded lattice (order 5: the whole sentence in every window) against
+    `nplm ppl` of the same sentence: the same logprob to float32's rounding (the lattice's
+    sums are SRILM's float32; ppl's are doubles)."""
+    path, lattice, text = tmp_path / "t.nplm", tmp_path / "x.lat", tmp_path / "s.txt"
+    _model("sinusoidal", "full").save(str(path))
+    lattice.write_text(CHAIN)
+    text.write_text("b c d\n")
+    status, by_lattice, err = run_nplm("lattice-tool", "-read-htk", "-in-lattice", lattice, "-lm", path,
+                                       "-approx-order", 5, "-ppl", text)
+    assert status == 0, err
+    status, by_ppl, err = run_nplm("ppl", "-lm", path, "-ppl", text)
+    assert status == 0, err
+    logprob = [report.split("logprob= ")[1].split()[0] for report in (by_lattice, by_ppl)]
+    assert float(logprob[0]) == pytest.approx(float(logprob[1]), abs=5e-6) and float(logprob[0]) < -1
