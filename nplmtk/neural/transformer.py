@@ -389,7 +389,8 @@ class TransformerModel(NeuralModel):
         pair = np.repeat(np.arange(len(words)), lengths)
         at = np.arange(len(pair)) - np.repeat(np.cumsum(lengths) - lengths, lengths) + np.repeat(starts[words], lengths)
         nodes = points[at]
-        z = np.einsum("ij,ij->i", top[rows[pair]], self.params["Vn"][nodes], dtype=np.float64) + self.params["bn"][nodes]
+        z = np.einsum("ij,ij->i", top[rows[pair]], self.params["Vn"][nodes], dtype=np.float64)
+        z += self.params["bn"][nodes]
         signed = np.where(turns[at] == 0, z, -z)
         return np.bincount(pair, weights=-np.logaddexp(0, -signed), minlength=len(words))
 
