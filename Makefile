@@ -6,7 +6,8 @@ STAMP  := $(VENV)/.installed
 BROWN  ?= ../shared/data/brown
 
 .PHONY: install bytecode demo test wheel-check fuzz bench bench-vs outputs-vs clean sharded-lm brown-shards brown-mlp9 brown-mlp1 brown-is brown-lbl brown-lbl-outputs brown-survey brown-lstm brown-fast \
-	brown-energy brown-energy-exact other-corpora brown-lattices brown-caches brown-best brown-ablation brown-convert bench-scale brown-ctc
+	brown-energy brown-energy-exact other-corpora brown-lattices brown-caches brown-best brown-ablation brown-convert bench-scale brown-ctc \
+	brown-transformer
 
 install: $(STAMP)
 
@@ -137,6 +138,15 @@ brown-caches: install
 # training and 45 min of scoring, most of it dynamic evaluation).
 brown-best: install
 	$(BIN)/python benchmarks/best.py --brown $(BROWN) --nplm $(BIN)/nplm --out BENCHMARKS.md
+
+# The Transformer on Brown in 2 hours (issue 52, benchmarks/brown_transformer.py): its ablation
+# (XL memory, positions, schedule: 6 runs of 900 s), the variant best on valid trained for 7,000 s,
+# then test ppl alone, mixed with KN5 and with brown-best's LSTM (runs/lstm-awd.nplm, trained first
+# when missing), each weight picked on valid; about 4 hours on 2 cores. A smoke run on a cut of
+# Brown: BROWN=cut TRANSFORMER_FLAGS='--budget-scale 0.01 --runs /tmp/tf-smoke --out /tmp/tf.md'.
+brown-transformer: install
+	$(BIN)/python benchmarks/brown_transformer.py --brown $(BROWN) --nplm $(BIN)/nplm --out BENCHMARKS.md \
+		$(TRANSFORMER_FLAGS)
 
 # What each of brown-best's additions gives on its own (issue 36, benchmarks/best.py --ablation):
 # lstm-class's network for 600 s on 2 cores, alone and with one addition each, then all (9 runs,

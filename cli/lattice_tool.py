@@ -28,9 +28,9 @@ from .options import Integer, Real, example, flag, option, spell
 @option("approx-order", type=Integer(2, 20, auto=True), help="A network -lm: the n-gram history approximation's order "
         "K (Liu et al. 2016): paths into a lattice node whose last K-1 words agree merge, the best one's network "
         "state carried on, and the written lattice has a node per (node, last K-1 words). Exact for a "
-        "feed-forward network of order K. auto: the smallest K from 2 to 7 whose 1-best paths of the "
+        "feed-forward network of order K; a Transformer reads each path's last K-1 words alone. auto: the smallest K from 2 to 7 whose 1-best paths of the "
         "-tune-lattice-list lattices are within 0.5% word edits of K 7's (no references needed), printed on stderr. "
-        "[a feed-forward network's order; 5 for a recurrent one]")
+        "[a feed-forward network's order; 5 for a recurrent one or a Transformer]")
 @option("tune-lattice-list", metavar="FILE", help="Held-out lattices (not the ones decoded), one a line, on which "
         "-approx-order auto is picked.")
 @flag("unk", help="Words outside the model's vocabulary (and -vocab) are <unk>.")

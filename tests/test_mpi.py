@@ -86,16 +86,20 @@ def test_bad_settings_and_bad_input_are_one_line_for_the_whole_job(corpus, tmp_p
 
 
 @pytest.mark.parametrize("network", [
-    ["-order", 3, "-batch", 4, "-lr", 0.02],
+    ["-order", 3, "-batch", 4, "-lr", 0.02, "-h", 16],
     # a recurrent model: each rank's streams are its own contiguous part of the text
-    ["-arch", "lstm", "-streams", 4, "-bptt", 10, "-optimizer", "adam", "-lr", 0.01],
+    ["-arch", "lstm", "-streams", 4, "-bptt", 10, "-optimizer", "adam", "-lr", 0.01, "-h", 16],
+    # the Transformer: its streams, like the LSTM's, each rank's own part of the text
+    ["-arch", "transformer", "-layers", 1, "-heads", 2, "-ff", 16, "-streams", 4, "-bptt", 10, "-lr", 0.01,
+     "-dropout", 0],
 ])
 def test_data_parallel_training_reaches_the_serial_perplexity(tmp_path, network):
     for name, count, seed in (("train", 2000, 5), ("valid", 300, 6)):
         assert run_nplm("toy-corpus", "-sentences", count, "-seed", seed, "-write", tmp_path / f"{name}.txt")[0] == 0
     common = ["train", "-text", tmp_path / "train.txt", "-valid", tmp_path / "valid.txt", "-m", 8,
-              "-h", 16, "-epochs", 3, *network, "-quiet"]
-    assert run_nplm(*common, "-lm", tmp_path / "s.nplm", "-log", tmp_path / "s.log")[0] == 0
+              "-epochs", 3, *network, "-quiet"]
+    status, _, err = run_nplm(*common, "-lm", tmp_path / "s.nplm", "-log", tmp_path / "s.log")
+    assert status == 0, err
     status, _, err = mpi_nplm(2, *common, "-mpi", "data", "-sync-every", 20, "-lm", tmp_path / "d.nplm",
                               "-log", tmp_path / "d.log")
     assert status == 0, err

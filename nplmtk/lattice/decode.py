@@ -317,7 +317,9 @@ def id_logprobs(model, ids, lengths):
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     known = np.where(ids >= 0, ids, vocab.unk).astype(np.int32)
-    scores = np.asarray(model.log10probs(Corpus(known, offsets, vocab, name="<n-best>")), dtype=np.float64)
+    # each sentence alone (a Transformer's or a recurrent network's scoring streams run on across sentences)
+    scores = np.asarray(model.log10probs_sharing_prefixes(Corpus(known, offsets, vocab, name="<n-best>")),
+                        dtype=np.float64)
     unknown = np.flatnonzero(ids < 0)  # an unknown word scores nothing; sentence s's scores start at offsets[s] + s
     scores[unknown + np.searchsorted(offsets, unknown, side="right") - 1] = -np.inf
     totals = sentence_totals(scores, known, offsets, vocab.unk)[0]

@@ -1,12 +1,14 @@
 """A language model's log10 p(word | path) as the lattice decoder asks for them
 (nplmtk/lattice/decode.py's `scorer`): a back-off n-gram model's by the path's last
 order-1 words (`BackoffScores`), a network's by the memory each path carries
-(`NetworkScores`: a feed-forward network's last n-1 words, a recurrent network's state).
+(`NetworkScores`: a feed-forward network's last n-1 words, a recurrent network's state, a
+Transformer's window of the path's last order-1 words).
 Each is computed once per lattice (`forget()` between lattices bounds the memory)."""
 import math
 
 import numpy as np
 
+from ..errors import ParameterError
 from ..lm import LN10
 from .decode import f32
 
@@ -94,20 +96,25 @@ class NetworkScores:
     """A neural model's log10 p(word | path): a feed-forward network of order n reads the
     path's last n-1 words (the memory), exactly; a recurrent network the state of the
     path's words, which the decoder carries along the best path into each merged state
-    (Liu et al. 2016's n-gram history approximation). The words of a lattice node's
+    (Liu et al. 2016's n-gram history approximation); a network that scores windows
+    (`window_logprobs`: the Transformer, whose state is its keys and values) reads the
+    decoder's context of each path, its last order-1 words (<s> first at the start), as a
+    window alone, so that merged paths share it exactly. The words of a lattice node's
     paths are scored in one batch (`prefetch`). A word outside the model's vocabulary
     has probability 0; as input, and in a context, it reads as <unk>."""
 
     def __init__(self, model):
         self.model = model
         self.index = model.vocab.index
-        self.recurrent = bool(model.RECURRENT)
-        self.networks = {}  # a recurrent network's kernels by batch size
+        self.windowed = callable(getattr(model, "window_logprobs", None))
+        self.recurrent = bool(model.RECURRENT) and not self.windowed
+        self.networks = {}  # a recurrent network's kernels by batch size (a windowed one's output layer)
         self.forget()
 
     def forget(self):
         self.cache = {}
         self.children = {}  # a recurrent memory by its parent's and its word: each state computed once
+        self.windows = {}  # a decoder's context -> its window of word ids
         if self.recurrent:  # the states, a row each (row 0 the zero state), per layer
             widths = self.model.widths(self.model.meta)
             self.states = [{name: np.zeros((64, widths[l]), dtype=np.float32) for name in ("state", "cell")}
@@ -118,10 +125,14 @@ class NetworkScores:
         return self.index.get(word, self.model.vocab.unk)
 
     def start(self):
+        if self.windowed:
+            return None
         bos = self.model.vocab.bos
         return RecurrentMemory(None, bos) if self.recurrent else (bos,) * (self.model.order - 1)
 
     def advance(self, memory, word):
+        if self.windowed:
+            return None
         if self.recurrent:
             key = (id(memory), self._id(word))
             if key not in self.children:  # (the memory itself keeps its parent, and so the id, alive)
@@ -134,7 +145,16 @@ class NetworkScores:
             return -math.inf
         if self.recurrent:
             return path.memory.logp[word]
-        return self.cache[(path.memory, word)]
+        return self.cache[(self._window(path.context) if self.windowed else path.memory, word)]
+
+    def _window(self, context):
+        """The window of word ids (oldest first) of a decoder's context (recent first)."""
+        if context not in self.windows:
+            if not context:
+                raise ParameterError("{approx_order}: a Transformer reads the path's last {approx_order} - 1 "
+                                     "words; at least 2")
+            self.windows[context] = tuple(self._id(word) for word in reversed(context))
+        return self.windows[context]
 
     def prefetch(self, paths, words):
         words = [w for w in words if w in self.index]
@@ -143,12 +163,30 @@ class NetworkScores:
         if self.recurrent:
             self._step(paths, words)
             return
+        if self.windowed:
+            self._score_windows({self._window(path.context) for path in paths}, words)
+            return
         pending = [(memory, word) for memory in {path.memory for path in paths} for word in words
                    if (memory, word) not in self.cache]
         if pending:
             rows = np.array([memory + (self.index[word],) for memory, word in pending], dtype=np.int32)
             for key, logp in zip(pending, (self.model.example_logprobs(rows) / LN10).tolist()):
                 self.cache[key] = f32(logp)
+
+    def _score_windows(self, windows, words):
+        """Each of `words` after each window not yet scored for it, the windows side by side
+        (at most MAX_PAIRS pairs a call)."""
+        pending = [(window, word) for window in windows for word in words if (window, word) not in self.cache]
+        distinct = list(dict.fromkeys(window for window, _ in pending))
+        per_call = max(1, MAX_PAIRS // len(words))
+        for first in range(0, len(distinct), per_call):
+            chunk = distinct[first:first + per_call]
+            row_of = {window: row for row, window in enumerate(chunk)}
+            keys = [(window, word) for window, word in pending if window in row_of]
+            logp = self.model.window_logprobs(chunk, [row_of[window] for window, _ in keys],
+                                              [self.index[word] for _, word in keys], self.networks)
+            for key, value in zip(keys, (logp / LN10).tolist()):
+                self.cache[key] = f32(value)
 
     def _step(self, paths, words):
         """One step of the network for every distinct memory of `paths` not yet scored for

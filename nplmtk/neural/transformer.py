@@ -19,7 +19,7 @@ import numpy as np
 from ..corpus import Corpus
 from ..errors import ParameterError
 from ..lm import LanguageModel
-from .blas import on_workers
+from .blas import blas_threads, on_workers
 from .declarations import OUTPUT_LAYERS, Capabilities, Option, Settings, declare
 from .network import NeuralModel, check_fits, check_parameters_fit
 from .optimizer import adam_of
@@ -349,6 +349,50 @@ class TransformerModel(NeuralModel):
             from .._ext.transformer_kernels import relative_positions
             rows += relative_positions(int(np.max(positions)) + 1, d)[positions]
         return np.ascontiguousarray(rows, dtype=np.float32)
+
+    def window_logprobs(self, windows, rows, words, kept):
+        """Natural-log p(words[k] | windows[rows[k]]), each window (word ids, <s> first at a
+        sentence's start) read alone from position 0, its last {bptt} ids: the lattice
+        decoder's n-gram history approximation (nplmtk/lattice/scores.py). The windows step
+        side by side a position at a time (transformer_steps, its cache dropped after the
+        call); the output layer in numpy, built once into `kept` (the caller's dict)."""
+        from .._ext.transformer_steps import TransformerSteps
+        meta = self.meta
+        windows = [window[-meta["context"]:] for window in windows]
+        lengths = np.array([len(window) for window in windows])
+        steps = TransformerSteps(self.params, meta["layers"], meta["heads"], len(windows), int(lengths.max()),
+                                 meta["positions"] == "relative")
+        top = np.zeros((len(windows), meta["features"]), dtype=np.float32)
+        with blas_threads(1):  # a step's products are small: threads only wait (80 against 1 ms CPU, 10 windows)
+            for t in range(int(lengths.max())):
+                here = np.flatnonzero(lengths > t).astype(np.int32)
+                x = self.input_rows(np.array([windows[i][t] for i in here.tolist()], dtype=np.int64),
+                                    np.full(len(here), t))
+                steps.step(here, x)
+                top[here] = x
+        rows, words = np.asarray(rows, dtype=np.int64), np.asarray(words, dtype=np.int64)
+        if meta.get("hs"):
+            return self._tree_logprobs(top, rows, words)
+        if "output" not in kept:
+            from .output_draws import OutputLayer
+            params = self.params
+            kept["output"] = OutputLayer(params.get("V", params["C"]), params["d"], None,
+                                         meta["class_of"] if meta.get("classes") else None, params.get("Vc"),
+                                         params.get("bc"))
+        return kept["output"].log_probabilities(top, None, rows, words)
+
+    def _tree_logprobs(self, top, rows, words):
+        """The hierarchical softmax's log p(words[k] | top[rows[k]]): log sigma(+-z) summed
+        down each word's path (turn 0: +z)."""
+        starts, points, turns = self.hs_paths()
+        lengths = starts[words + 1] - starts[words]
+        pair = np.repeat(np.arange(len(words)), lengths)
+        at = np.arange(len(pair)) - np.repeat(np.cumsum(lengths) - lengths, lengths) + np.repeat(starts[words], lengths)
+        nodes = points[at]
+        z = np.einsum("ij,ij->i", top[rows[pair]], self.params["Vn"][nodes], dtype=np.float64)
+        z += self.params["bn"][nodes]
+        signed = np.where(turns[at] == 0, z, -z)
+        return np.bincount(pair, weights=-np.logaddexp(0, -signed), minlength=len(words))
 
     @staticmethod
     def widths(shape):
