@@ -14,7 +14,7 @@ from class_output cimport Classes, class_backward, class_distribution, class_for
 from hs_output cimport Tree, tree_backward, tree_distribution, tree_forward
 from elementwise cimport column_sums
 from kernel_common cimport gemm, softmax_row, softmax_terms
-from transformer_parts cimport part_start, split_gemm
+from transformer_parts cimport part_start, split_gemm, split_gradient_transposed
 
 
 cdef struct Output:
@@ -31,6 +31,7 @@ cdef struct Output:
     float *U            # N x largest class: the probabilities within each target's class
     float *G            # N x longest path: dL/dz at each node (hs)
     float *gV           # the gradients (NULL: not trained); gV adds to the tied embeddings' gradient
+    float *gVt          # width x |V|: gV's product transposed (full softmax, trained)
     float *gd
     float *gVc
     float *gbc
@@ -125,7 +126,7 @@ cdef inline void full_softmax_backward(Output *o, const float *top, Py_ssize_t N
                 o.Y[r * V + targets[r]] -= 1
             else:
                 memset(o.Y + r * V, 0, V * sizeof(float))
-    split_gemm(o.parts, NULL, b'T', b'N', V, width, <int> N, 1.0, o.Y, V, top, width, 1.0, o.gV, width)
+    split_gradient_transposed(o.parts, V, width, <int> N, o.Y, V, top, width, 1.0, o.gV, width, o.gVt)
     if o.gd != NULL:
         if o.parts == 1:
             column_sums(o.Y, N, V, o.gd)

@@ -13,7 +13,7 @@ from libc.string cimport memcpy, memset
 from attention_layers cimport Head, attention_head, attention_head_backward, gelu_backward, gelu_rows, layer_norm, \
     layer_norm_backward
 from elementwise cimport column_sums, dropout, uniform
-from transformer_parts cimport part_start, split_gemm
+from transformer_parts cimport part_start, split_gemm, split_gradient_transposed
 
 cdef enum:
     MAX_BLOCKS = 64
@@ -183,6 +183,7 @@ cdef class TransformerStack:
     cdef float *residual[2]     # N x d: the residual stream between blocks
     cdef float *scratch_d[4]    # N x d each
     cdef float *scratch_f       # N x f
+    cdef float *scratch_weights  # f x d: a weight's gradient transposed
     cdef float *scratch_qkv     # B (M + T) x 3d
     cdef float *scratch_joined[2]  # B (M + T) x d each
     cdef int threads            # the threads sharing each pass (set_threads)
@@ -284,6 +285,7 @@ cdef class TransformerStack:
         for i in range(4):
             self.scratch_d[i] = self._buffer(N * d)
         self.scratch_f, self.scratch_qkv = self._buffer(N * f), self._buffer(joined * 3 * d)
+        self.scratch_weights = self._buffer(f * d)
         self.top_array = np.zeros((N, d), dtype=np.float32)
         self.input_grad_array = np.zeros((N, d), dtype=np.float32)
         view = self.top_array
@@ -490,7 +492,7 @@ cdef class TransformerStack:
         memset(k.grad[LN2_BIAS], 0, d * sizeof(float))
         # the feed-forward branch
         masked_copy(P, dy, ff_mask, branch, N * d)
-        split_gemm(P, NULL, b'T', b'N', f, d, N, 1, k.activation, f, branch, d, 0, k.grad[FF2], d)
+        split_gradient_transposed(P, f, d, N, k.activation, f, branch, d, 0, k.grad[FF2], d, self.scratch_weights)
         split_column_sums(P, partial, stride, branch, N, d, k.grad[FF2_BIAS])
         split_gemm(P, NULL, b'N', b'T', N, f, d, 1, branch, d, k.param[FF2], d, 0, self.scratch_f, f)
         split_gelu_backward(P, self.scratch_f, k.pre, N * f)

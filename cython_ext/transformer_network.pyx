@@ -176,6 +176,8 @@ cdef class TransformerNetwork:
             o.G = self._keep(np.zeros(N * o.tree.longest, dtype=np.float32))
             rows = 0
         o.Y = self._keep(np.zeros(max(rows, V), dtype=np.float32))
+        if o.gV != NULL and classes is None and tree is None:
+            o.gVt = self._keep(np.zeros(<Py_ssize_t> V * d, dtype=np.float32))
 
     def reset(self):
         """Every stream starts again: the stack's memory forgotten."""
