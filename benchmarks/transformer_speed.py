@@ -12,8 +12,15 @@ Sides (a function each, `SIDES`; a model-level comparison adds its own):
   torch-layer  nn.TransformerEncoder of nn.TransformerEncoderLayer(norm_first=True, activation='gelu'),
                a causal mask, then a LayerNorm
   torch-sdpa   the same blocks by hand with F.scaled_dot_product_attention(is_causal=True)
-Training is forward plus backward of dL/d(top) given (and dL/dx); no optimizer step. torch is a
-benchmark-only dependency, never imported by nplmtk.
+Training is forward plus backward of dL/d(top) given (and dL/dx); no optimizer step. With --whole,
+each side's whole model instead (ours-model, torch-layer-model, torch-sdpa-model): the embeddings
+and learned positions, the stack, the full softmax over --vocab words (Brown's 14,119 of nplm vocab
+-min-count 4), the summed cross-entropy, the gradient's norm clipped at 1 a word, Adam's step;
+scoring = log p of each target. Each step is timed in wall and in CPU time (the process's, every
+thread's), and the paired ratios of both printed. torch is a benchmark-only dependency, never
+imported by nplmtk.
+
+    .venv/bin/python benchmarks/transformer_speed.py --whole --threads 2 --runs 7 --steps 2
 """
 import argparse
 import json
