@@ -3,14 +3,18 @@
 # hierarchical softmax (hs_output.pxd), forward (log p of each row's target) and back (the
 # layer's gradients and dL/d(top)). recurrent_output.pxi is the recurrent kernel's own
 # (with its direct connections, over its Rnn struct); this one is the Transformer's
-# (transformer_network.pyx), over a struct of its own.
+# (transformer_network.pyx), over a struct of its own. The full softmax's passes are shared
+# among `parts` threads (transformer_parts.pxd: each on a single-threaded BLAS); the class
+# and hierarchical ones run on one.
+from cython.parallel cimport prange
 from libc.math cimport log
 from libc.string cimport memcpy, memset
 
 from class_output cimport Classes, class_backward, class_distribution, class_forward, class_pairs
 from hs_output cimport Tree, tree_backward, tree_distribution, tree_forward
 from elementwise cimport column_sums
-from kernel_common cimport gemm, softmax_row
+from kernel_common cimport gemm, softmax_row, softmax_terms
+from transformer_parts cimport part_start, split_gemm, split_gradient_transposed
 
 
 cdef struct Output:
@@ -27,34 +31,60 @@ cdef struct Output:
     float *U            # N x largest class: the probabilities within each target's class
     float *G            # N x longest path: dL/dz at each node (hs)
     float *gV           # the gradients (NULL: not trained); gV adds to the tied embeddings' gradient
+    float *gVt          # width x |V|: gV's product transposed (full softmax, trained)
     float *gd
     float *gVc
     float *gbc
     float *gVn
     float *gbn
+    int parts           # threads sharing the full softmax's passes
+    double *sums        # `parts` partial sums of log p
 
 
-cdef inline double output_forward(Output *o, const float *top, Py_ssize_t N, const int *targets,
-                                  double *logp) noexcept nogil:
+cdef inline double output_forward(Output *o, const float *top, Py_ssize_t N, const int *targets, double *logp,
+                                  bint probabilities=True) noexcept nogil:
     """The sum of log p of targets[r] (those >= 0) after the rows of top (N x width), each
-    also in logp[r] when logp is given; keeps what output_backward needs."""
-    cdef int V = o.vocab, target
-    cdef Py_ssize_t r
-    cdef double total = 0, value
+    also in logp[r] when logp is given; keeps what output_backward needs, unless not
+    `probabilities` (scoring: the full softmax's scores are then left as they are)."""
+    cdef int p
+    cdef Py_ssize_t lo, hi
+    cdef double total = 0
     if o.tree.nodes:
         return tree_forward(&o.tree, top, N, o.width, o.Vn, o.bn, targets, 1, o.G, logp)
     if o.classes.count:
         return class_forward(&o.classes, top, N, o.width, o.Vc, o.bc, o.V, o.d, targets, o.Y, o.U, logp)
-    for r in range(N):
+    if o.parts == 1:
+        return full_softmax_rows(o, top, 0, N, targets, logp, probabilities)
+    for p in prange(o.parts, num_threads=o.parts, schedule="static", chunksize=1, nogil=True):
+        lo, hi = part_start(N, o.parts, p), part_start(N, o.parts, p + 1)
+        o.sums[p] = full_softmax_rows(o, top, lo, hi, targets, logp, probabilities) if hi > lo else 0
+    for p in range(o.parts):
+        total += o.sums[p]
+    return total
+
+
+cdef inline double full_softmax_rows(Output *o, const float *top, Py_ssize_t lo, Py_ssize_t hi, const int *targets,
+                                     double *logp, bint probabilities) noexcept nogil:
+    """output_forward's full softmax of rows lo .. hi - 1 (o.Y's rows the same)."""
+    cdef int V = o.vocab, target
+    cdef Py_ssize_t r
+    cdef double total = 0, value
+    cdef float terms
+    for r in range(lo, hi):
         if o.d != NULL:
             memcpy(o.Y + r * V, o.d, V * sizeof(float))
         else:
             memset(o.Y + r * V, 0, V * sizeof(float))
-    gemm(b'N', b'T', <int> N, V, o.width, 1.0, top, o.width, o.V, o.width, 1.0, o.Y, V)
-    for r in range(N):
+    gemm(b'N', b'T', <int> (hi - lo), V, o.width, 1.0, top + lo * o.width, o.width, o.V, o.width, 1.0, o.Y + lo * V,
+         V)
+    for r in range(lo, hi):
         target = targets[r]
         if target >= 0:
-            value = softmax_row(o.Y + r * V, V, target)
+            if probabilities:
+                value = softmax_row(o.Y + r * V, V, target)
+            else:  # softmax_row's log p to the bit, without its pass writing the probabilities
+                terms = softmax_terms(o.Y + r * V, V)
+                value = log(<double> o.Y[r * V + target] / terms)
             total += value
             if logp != NULL:
                 logp[r] = value
@@ -66,7 +96,6 @@ cdef inline void output_backward(Output *o, const float *top, Py_ssize_t N, cons
     """From output_forward's probabilities: the gradients of -sum log p (gV added to, the
     others written) and dL/d(top) in dTop (N x width, written)."""
     cdef int V = o.vocab, width = o.width
-    cdef Py_ssize_t r
     if o.tree.nodes:
         memset(o.gVn, 0, <Py_ssize_t> (V - 1) * width * sizeof(float))
         if o.gbn != NULL:
@@ -80,15 +109,34 @@ cdef inline void output_backward(Output *o, const float *top, Py_ssize_t N, cons
         class_backward(&o.classes, top, N, width, o.Vc, o.V, targets, o.Y, o.U, o.gVc, o.gbc, 1.0, o.gV, 1.0, o.gd,
                        dTop)
         return
-    for r in range(N):  # dL/dy = p - 1[target]; no loss on padding
-        if targets[r] >= 0:
-            o.Y[r * V + targets[r]] -= 1
-        else:
-            memset(o.Y + r * V, 0, V * sizeof(float))
-    gemm(b'T', b'N', V, width, <int> N, 1.0, o.Y, V, top, width, 1.0, o.gV, width)
+    full_softmax_backward(o, top, N, targets, dTop)
+
+
+cdef inline void full_softmax_backward(Output *o, const float *top, Py_ssize_t N, const int *targets,
+                                       float *dTop) noexcept nogil:
+    """output_backward's full softmax (o.gd zeroed): dL/dy = p - 1[target] (no loss on
+    padding), then gV, gd and dTop from it, the passes shared among o.parts threads (gV
+    and gd by slices of the vocabulary)."""
+    cdef int V = o.vocab, width = o.width, p, c
+    cdef Py_ssize_t r, lo, hi
+    for p in prange(o.parts, num_threads=o.parts, schedule="static", chunksize=1, nogil=True):
+        lo, hi = part_start(N, o.parts, p), part_start(N, o.parts, p + 1)
+        for r in range(lo, hi):
+            if targets[r] >= 0:
+                o.Y[r * V + targets[r]] -= 1
+            else:
+                memset(o.Y + r * V, 0, V * sizeof(float))
+    split_gradient_transposed(o.parts, V, width, <int> N, o.Y, V, top, width, 1.0, o.gV, width, o.gVt)
     if o.gd != NULL:
-        column_sums(o.Y, N, V, o.gd)
-    gemm(b'N', b'N', <int> N, width, V, 1.0, o.Y, V, o.V, width, 0.0, dTop, width)
+        if o.parts == 1:
+            column_sums(o.Y, N, V, o.gd)
+        else:
+            for p in prange(o.parts, num_threads=o.parts, schedule="static", chunksize=1, nogil=True):
+                lo, hi = part_start(V, o.parts, p), part_start(V, o.parts, p + 1)
+                for r in range(N):
+                    for c in range(<int> lo, <int> hi):
+                        o.gd[c] += o.Y[r * V + c]
+    split_gemm(o.parts, NULL, b'N', b'N', <int> N, width, V, 1.0, o.Y, V, o.V, width, 0.0, dTop, width)
 
 
 cdef inline void output_distribution(Output *o, const float *h, double *out) noexcept nogil:

@@ -13,7 +13,7 @@ from libc.string cimport memcpy, memset
 from attention_layers cimport Head, attention_head, attention_head_backward, gelu_backward, gelu_rows, layer_norm, \
     layer_norm_backward
 from elementwise cimport column_sums, dropout, uniform
-from kernel_common cimport gemm
+from transformer_parts cimport part_start, split_gemm, split_gradient_transposed
 
 cdef enum:
     MAX_BLOCKS = 64
@@ -72,38 +72,6 @@ cdef struct Block:
     float *activation   # N x f: GELU of them
     float *out_mask     # N x d: dropout's scale on the attention's output (NULL: none)
     float *ff_mask      # N x d: on the feed-forward output
-
-
-cdef inline Py_ssize_t part_start(Py_ssize_t total, int parts, int p) noexcept nogil:
-    """Where part p of `parts` slices of 0 .. total starts (slices of whole 16s, the last shorter)."""
-    cdef Py_ssize_t chunk = ((total + parts - 1) // parts + 15) // 16 * 16
-    return min(total, p * chunk)
-
-
-cdef void split_gemm(int parts, const float *bias, char ta, char tb, int M, int N, int K, float alpha, const float *A,
-                     int lda, const float *B, int ldb, float beta, float *C, int ldc) noexcept nogil:
-    """gemm (kernel_common) with C cut in `parts` slices of rows (or of columns, when it
-    has more columns), one a thread, each on a single-threaded BLAS; with a bias, C's rows
-    are set to it first (beta must then be 1)."""
-    cdef int p, lo, hi, r
-    if M >= N:
-        for p in prange(parts, num_threads=parts, schedule="static", chunksize=1, nogil=True):
-            lo, hi = part_start(M, parts, p), part_start(M, parts, p + 1)
-            if hi > lo:
-                if bias != NULL:
-                    for r in range(lo, hi):
-                        memcpy(C + <Py_ssize_t> r * ldc, bias, N * sizeof(float))
-                gemm(ta, tb, hi - lo, N, K, alpha, A + (<Py_ssize_t> lo * lda if ta == b'N' else lo), lda, B, ldb,
-                     beta, C + <Py_ssize_t> lo * ldc, ldc)
-    else:
-        for p in prange(parts, num_threads=parts, schedule="static", chunksize=1, nogil=True):
-            lo, hi = part_start(N, parts, p), part_start(N, parts, p + 1)
-            if hi > lo:
-                if bias != NULL:
-                    for r in range(M):
-                        memcpy(C + <Py_ssize_t> r * ldc + lo, bias + lo, (hi - lo) * sizeof(float))
-                gemm(ta, tb, M, hi - lo, K, alpha, A, lda, B + (lo if tb == b'N' else <Py_ssize_t> lo * ldb), ldb,
-                     beta, C + lo, ldc)
 
 
 cdef void split_layer_norm(int parts, const float *x, const float *gamma, const float *beta, float *xhat,
@@ -215,6 +183,7 @@ cdef class TransformerStack:
     cdef float *residual[2]     # N x d: the residual stream between blocks
     cdef float *scratch_d[4]    # N x d each
     cdef float *scratch_f       # N x f
+    cdef float *scratch_weights  # f x d: a weight's gradient transposed
     cdef float *scratch_qkv     # B (M + T) x 3d
     cdef float *scratch_joined[2]  # B (M + T) x d each
     cdef int threads            # the threads sharing each pass (set_threads)
@@ -316,6 +285,7 @@ cdef class TransformerStack:
         for i in range(4):
             self.scratch_d[i] = self._buffer(N * d)
         self.scratch_f, self.scratch_qkv = self._buffer(N * f), self._buffer(joined * 3 * d)
+        self.scratch_weights = self._buffer(f * d)
         self.top_array = np.zeros((N, d), dtype=np.float32)
         self.input_grad_array = np.zeros((N, d), dtype=np.float32)
         view = self.top_array
@@ -522,7 +492,7 @@ cdef class TransformerStack:
         memset(k.grad[LN2_BIAS], 0, d * sizeof(float))
         # the feed-forward branch
         masked_copy(P, dy, ff_mask, branch, N * d)
-        split_gemm(P, NULL, b'T', b'N', f, d, N, 1, k.activation, f, branch, d, 0, k.grad[FF2], d)
+        split_gradient_transposed(P, f, d, N, k.activation, f, branch, d, 0, k.grad[FF2], d, self.scratch_weights)
         split_column_sums(P, partial, stride, branch, N, d, k.grad[FF2_BIAS])
         split_gemm(P, NULL, b'N', b'T', N, f, d, 1, branch, d, k.param[FF2], d, 0, self.scratch_f, f)
         split_gelu_backward(P, self.scratch_f, k.pre, N * f)

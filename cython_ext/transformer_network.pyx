@@ -6,7 +6,9 @@ positions, which the stack's attention reads), dropout on them, the stack of blo
 (transformer_kernels.TransformerStack: its own loops, called once a segment), the output
 layer (output_layer.pxd: full, class or hierarchical) and back, then one step of SGD or
 Adam of every array from the segment's gradient, capped at `clip` per word, and the
-weights' bulk decay, with the trainer's numbers (optimizer.Steps). Rows of a segment are
+weights' bulk decay, with the trainer's numbers (optimizer.Steps; recurrent_updates.pxd's
+steps of whole arrays). `threads` OpenMP threads share the stack's passes, the full
+softmax's and the update (on a single-threaded BLAS). Rows of a segment are
 stream-major, as the stack's: row b L + t."""
 import numpy as np
 cimport numpy as cnp
@@ -16,9 +18,11 @@ from libc.string cimport memcpy, memset
 from batch_driver cimport Schedule, schedule_of
 from class_output cimport class_attach
 from hs_output cimport tree_attach
-from elementwise cimport Adam, adam_corrections, dropout, squares, update
-from kernel_common cimport axpy_row, scale
+from elementwise cimport Adam, adam_corrections, dropout
+from kernel_common cimport axpy_row
 from output_layer cimport Output, output_backward, output_distribution, output_forward
+from recurrent_layers cimport Slot
+from recurrent_updates cimport clip_factor, decay_slots, slot_squares, step_slots
 
 from nplmtk._ext.transformer_kernels import TransformerStack, relative_positions
 
@@ -41,12 +45,16 @@ cdef class TransformerNetwork:
     and bn) and one worker's buffers for segments of `length` positions of `streams`
     streams. `carried`: what a worker carries from chunk to chunk (the dropout generators,
     the embeddings' and the stack's, Adam's moments and step count); the stack's memory of the last segment (relative
-    positions with a memory) is carried inside the stack and forgotten by reset()."""
+    positions with a memory) is carried inside the stack and forgotten by reset(). `threads`
+    share each pass (call it under a single-threaded BLAS when above 1)."""
     cdef object stack, params, x_array, dtop_array, top_array
     cdef Output out
     cdef Adam adam
     cdef bint use_adam
-    cdef int vocab, d, streams, length, positions, bos
+    cdef int vocab, d, streams, length, positions, bos, threads
+    cdef Slot *slot             # every array stepped (trainable), in the order of params
+    cdef int slots
+    cdef double *partial        # slots x threads: slot_squares' partial sums
     cdef float embed_scale, drop_embedding, clip
     cdef float *C
     cdef float *P
@@ -60,18 +68,17 @@ cdef class TransformerNetwork:
     cdef unsigned long long *rng
     cdef double *adam_step
     cdef list buffers, slot_names
-    cdef dict roles
     cdef public dict carried, grads
 
     def __init__(self, params, int blocks, int heads, int streams, int length, int positions, int memory, int bos,
                  float drop_embedding=0, float drop_attention=0, float drop_residual=0, unsigned long long seed=1,
-                 bint trainable=False, adam=None, classes=None, tree=None):
+                 bint trainable=False, adam=None, classes=None, tree=None, int threads=1):
         cdef int V = params["C"].shape[0], d = params["C"].shape[1]
         cdef Py_ssize_t N = <Py_ssize_t> streams * length
         if not 0 <= positions < len(POSITIONS) or streams < 1 or length < 1 or not 0 <= bos < V \
-                or not 0 <= drop_embedding < 1 or (memory and positions != 2):
+                or not 0 <= drop_embedding < 1 or (memory and positions != 2) or not 1 <= threads <= 64:
             raise ValueError("transformer network settings out of range")
-        self.params, self.buffers, self.roles = params, [], {}
+        self.params, self.buffers, self.threads = params, [], threads
         self.vocab, self.d, self.streams, self.length, self.positions, self.bos = V, d, streams, length, positions, bos
         self.embed_scale, self.drop_embedding, self.clip = <float> sqrt(d), drop_embedding, 0
         self.carried = {"rng": np.array([(int(seed) * 0x9E3779B97F4A7C15 | 1) % 2 ** 64], dtype=np.uint64)}
@@ -82,6 +89,7 @@ cdef class TransformerNetwork:
                                                     if name not in ("C", "P", "V", "d", "Vc", "bc", "Vn", "bn")}
         self.stack = TransformerStack(params, stack_grads, blocks, heads, streams, length, memory, positions == 2,
                                       drop_attention, drop_residual, seed + 1)
+        self.stack.set_threads(threads)
         self.carried["stack_rng"] = np.array([self.stack.generator()], dtype=np.uint64)
         self.C, self.gC = pointer(params["C"]), self._grad("C")
         self.P, self.gP, self.table = NULL, NULL, NULL
@@ -110,6 +118,22 @@ cdef class TransformerNetwork:
             self.carried["adam_step"] = np.zeros(1)
             self.adam_step = <double *> cnp.PyArray_DATA(self.carried["adam_step"])
         self.slot_names = list(params) if trainable else []
+        self._slots()
+
+    cdef _slots(self):
+        """A Slot per array of slot_names: its gradient and Adam's moments (roles come with
+        each chunk's Steps)."""
+        slots = np.zeros(max(1, len(self.slot_names)) * sizeof(Slot), dtype=np.uint8)
+        partial = np.zeros(max(1, len(self.slot_names)) * self.threads)
+        self.buffers += [slots, partial]
+        self.slot = <Slot *> cnp.PyArray_DATA(slots)
+        self.partial = <double *> cnp.PyArray_DATA(partial)
+        self.slots = len(self.slot_names)
+        for k, name in enumerate(self.slot_names):
+            self.slot[k].param, self.slot[k].grad = pointer(self.params[name]), pointer(self.grads[name])
+            self.slot[k].size = self.params[name].size
+            self.slot[k].m = pointer(self.carried[f"adam_m.{name}"]) if self.use_adam else NULL
+            self.slot[k].v = pointer(self.carried[f"adam_v.{name}"]) if self.use_adam else NULL
 
     cdef float *_keep(self, array) except? NULL:
         self.buffers.append(array)
@@ -129,6 +153,10 @@ cdef class TransformerNetwork:
         if "d" in params:
             o.d, o.gd = pointer(params["d"]), self._grad("d")
         rows = N * V
+        o.parts = self.threads
+        sums = np.zeros(self.threads)
+        self.buffers.append(sums)
+        o.sums = <double *> cnp.PyArray_DATA(sums)
         if classes is not None:
             class_attach(&o.classes, classes, V)
             self.buffers.append(classes)
@@ -148,6 +176,8 @@ cdef class TransformerNetwork:
             o.G = self._keep(np.zeros(N * o.tree.longest, dtype=np.float32))
             rows = 0
         o.Y = self._keep(np.zeros(max(rows, V), dtype=np.float32))
+        if o.gV != NULL and classes is None and tree is None:
+            o.gVt = self._keep(np.zeros(<Py_ssize_t> V * d, dtype=np.float32))
 
     def reset(self):
         """Every stream starts again: the stack's memory forgotten."""
@@ -190,8 +220,9 @@ cdef class TransformerNetwork:
             if train and self.drop_embedding > 0:
                 dropout(self.X, self.Xmask, N * d, self.drop_embedding, self.rng)
 
-    cdef double _forward(self, bint train, double *logp):
-        """The segment loaded: forward through the output layer; the top states kept."""
+    cdef double _forward(self, bint train, double *logp, bint probabilities=True):
+        """The segment loaded: forward through the output layer; the top states kept (and,
+        with `probabilities`, what the backward pass needs)."""
         cdef float[:, ::1] top
         cdef double total
         self._embed(train)
@@ -199,7 +230,7 @@ cdef class TransformerNetwork:
         top = self.top_array
         with nogil:
             total = output_forward(&self.out, &top[0, 0], <Py_ssize_t> self.streams * self.length, self.targets,
-                                   logp)
+                                   logp, probabilities)
         return total
 
     cdef _backward(self, bint train):
@@ -231,39 +262,16 @@ cdef class TransformerNetwork:
     cdef _step(self, int words, double rate):
         """One update of every array not frozen from the segment's gradient, capped at
         clip * words in norm."""
-        cdef double norm = 0
-        cdef float clipped = 1, step_rate = <float> rate
-        cdef float[::1] param, grad, m, v
-        cdef float *moment = NULL
-        cdef float *second = NULL
-        if self.clip > 0:
-            for name in self.slot_names:
-                grad = self.grads[name].reshape(-1)
-                with nogil:
-                    norm += squares(&grad[0], grad.shape[0])
-            norm = sqrt(norm)
-            if norm > self.clip * words:
-                clipped = <float> (self.clip * words / norm)
-        if self.use_adam:
-            self.adam_step[0] += 1
-            adam_corrections(&self.adam, self.adam_step[0])
-        for name in self.slot_names:
-            if self.roles[name].frozen:
-                continue
-            param, grad = self.params[name].reshape(-1), self.grads[name].reshape(-1)
+        cdef float clipped = 1
+        cdef double total
+        with nogil:
+            if self.clip > 0:
+                total = slot_squares(self.slot, self.slots, self.threads, self.partial)
+                clipped = clip_factor(total, self.clip, words)
             if self.use_adam:
-                m, v = self.carried[f"adam_m.{name}"].reshape(-1), self.carried[f"adam_v.{name}"].reshape(-1)
-                moment, second = &m[0], &v[0]
-            with nogil:
-                update(&param[0], &grad[0], moment, second, param.shape[0], step_rate, clipped, &self.adam)
-
-    cdef _decay(self, float keep):
-        cdef float[::1] param
-        for name in self.slot_names:
-            if self.roles[name].decayed and not self.roles[name].frozen:
-                param = self.params[name].reshape(-1)
-                with nogil:
-                    scale(<int> param.shape[0], keep, &param[0])
+                self.adam_step[0] += 1
+                adam_corrections(&self.adam, self.adam_step[0])
+            step_slots(self.slot, self.slots, <float> rate, clipped, &self.adam, self.threads)
 
     def train(self, const int[:, :, ::1] rows, steps):
         """Segments of steps.batch steps (or steps.lengths) of `rows` (steps x (inputs,
@@ -281,7 +289,9 @@ cdef class TransformerNetwork:
             raise ValueError("the Transformer trains with its exact gradient")
         schedule_of(&s, steps, count, self.length, 1)
         self._check_rows(np.asarray(rows))
-        self.roles, self.clip = steps.roles, steps.clip
+        self.clip = steps.clip
+        for k, name in enumerate(self.slot_names):
+            self.slot[k].decayed, self.slot[k].frozen = steps.roles[name].decayed, steps.roles[name].frozen
         rates, dense_keep = np.asarray(steps.rates), np.asarray(steps.dense_keep)
         self.stack.generator(int(self.carried["stack_rng"][0]))  # a checkpoint may have replaced it
         while start < count:
@@ -291,7 +301,7 @@ cdef class TransformerNetwork:
             self._backward(True)
             self._step(words, rates[0, u])
             if dense_keep[0, u] != 1:
-                self._decay(dense_keep[0, u])
+                decay_slots(self.slot, self.slots, dense_keep[0, u])
             start += T
             u += 1
         self.carried["stack_rng"][0] = self.stack.generator()
@@ -313,7 +323,7 @@ cdef class TransformerNetwork:
         while start < count:
             T = <int> min(<Py_ssize_t> L, count - start)
             self._load(rows, start, T)
-            self._forward(False, &logp[0])
+            self._forward(False, &logp[0], False)
             top = self.top_array
             for b in range(B):
                 for t in range(T):

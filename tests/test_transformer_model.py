@@ -9,6 +9,7 @@ import pytest
 from conftest import (assert_gradients_match_finite_differences, class_logprobs, hs_logprobs, log_softmax,
                       run_nplm, scored_as_ppl_says)
 from test_transformer_kernels import reference_top
+from nplmtk.neural.blas import blas_threads
 from nplmtk.neural.optimizer import RateSchedule, learning_rates
 from nplmtk.neural.train import TrainingConfig
 from nplmtk.neural.transformer import BLOCK_ARRAYS, RELATIVE_ARRAYS, TransformerModel
@@ -129,6 +130,35 @@ def test_training_steps_lower_the_loss_with_adam_and_a_warm_up():
     total, updates, _ = network.train(rows, optimizer.steps(len(rows)))
     assert updates == 8 and network.carried["adam_step"][0] == 8
     assert model.example_logprobs(rows[:5]).sum() > before + 1
+
+
+@pytest.mark.parametrize("output", ["full", "class"])
+def test_threads_share_each_segment_as_one_thread_runs_it(output):
+    """-threads 3: one worker whose network's threads share the stack, the full softmax and
+    the update; after Adam's steps (dropout drawn) the arrays, and then the scores of ppl's
+    path (threads from the BLAS's), are one thread's to float32 rounding. Not the keys'
+    biases: their gradient is 0 but for rounding (a softmax ignores a shift of its scores),
+    which Adam's normalised step turns into steps of the rate."""
+    results = []
+    for threads in (1, 3):
+        model = tiny_model(output, "learned")
+        config = TrainingConfig.of(model, lr=3e-3, optimizer="adam", streams=3, threads=threads, dropout=0.1,
+                                   dropout_attention=0.1, progress=False)
+        assert model.threads_per_worker(config) == threads
+        from nplmtk.neural.optimizer import Optimizer
+        rows = random_rows(model, 15, 3)
+        with blas_threads(1):
+            total, updates, _ = model.training_network(config, 0).train(rows, Optimizer(model, config).steps(15))
+        with blas_threads(threads):
+            scores = model._stream_logprobs(rows)
+        results.append((total, model.params, scores))
+    (total1, params1, scores1), (total3, params3, scores3) = results
+    assert updates == 3 and abs(total1 - total3) < 1e-4 * abs(total1)
+    for name in params1:
+        if name.startswith("qkv_bias"):
+            params1[name][8:16] = params3[name][8:16]  # d = 8: Q, K, V's biases
+        np.testing.assert_allclose(params3[name], params1[name], rtol=1e-4, atol=1e-5, err_msg=name)
+    np.testing.assert_allclose(scores3, scores1, rtol=1e-5, atol=1e-5)
 
 
 def test_the_rate_schedules():

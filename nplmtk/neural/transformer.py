@@ -12,6 +12,7 @@ steps of every stream. Without a memory each segment is read on its own (positio
 bptt - 1); with one, each block also attends to its inputs of the last `memory` steps of
 the stream. Scoring reads the text the same way, as SCORING_STREAMS streams that run on
 across sentences; hypotheses (N-best lists, the word-at-a-time API) are each scored alone."""
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,7 +20,7 @@ import numpy as np
 from ..corpus import Corpus
 from ..errors import ParameterError
 from ..lm import LanguageModel
-from .blas import blas_threads, on_workers
+from .blas import blas_threads
 from .declarations import OUTPUT_LAYERS, Capabilities, Option, Settings, declare
 from .network import NeuralModel, check_fits, check_parameters_fit
 from .optimizer import adam_of
@@ -201,21 +202,27 @@ class TransformerModel(NeuralModel):
         check_fits(4 * workers * rows * per_row, f"{{streams}} {settings.streams} x {{bptt}} {meta['context']} "
                                                  f"({workers} worker{'s' if workers > 1 else ''})")
 
+    def threads_per_worker(self, config):
+        """All of them: one worker, whose threads share each segment's passes (the stack's,
+        the full softmax's and the update), as a PyTorch model's threads do."""
+        return config.threads
+
     def training_network(self, config, worker):
         settings = config.settings_for(self)
-        return self._network(settings.streams, True, settings, config.seed * 1000 + worker, adam_of(config))
+        return self._network(settings.streams, True, settings, config.seed * 1000 + worker, adam_of(config),
+                             self.threads_per_worker(config))
 
-    def _network(self, streams, trainable=False, settings=None, seed=1, adam=None):
+    def _network(self, streams, trainable=False, settings=None, seed=1, adam=None, threads=1):
         """A kernel network (transformer_network.TransformerNetwork) of `streams` streams;
         `settings` the dropouts it applies when training (None: none), `adam` Adam's numbers
-        (None: SGD)."""
+        (None: SGD); `threads` share its passes (on a single-threaded BLAS)."""
         from .._ext.transformer_network import TransformerNetwork
         meta = self.meta
         drops = (settings.dropout, settings.dropout_attention, settings.dropout) if settings else (0, 0, 0)
         return TransformerNetwork(self.params, meta["layers"], meta["heads"], streams, meta["context"],
                                   POSITIONS.index(meta["positions"]), meta["memory"], self.vocab.bos, *drops, seed,
                                   trainable, adam, class_lists(meta["class_of"]) if meta.get("classes") else None,
-                                  self.hs_paths() if meta.get("hs") else None)
+                                  self.hs_paths() if meta.get("hs") else None, threads)
 
     # -- scoring --------------------------------------------------------------------------
     def logprobs(self, corpus):
@@ -233,7 +240,7 @@ class TransformerModel(NeuralModel):
         out = np.full(rows.shape[0] * streams, -np.inf)
         states = np.zeros((rows.shape[0] * streams, self.meta["features"]), dtype=np.float32)
         if len(rows):
-            self._network(streams).logprobs(rows, out, states)
+            self._score_streams(rows, out, states)
         return out[positions], states[positions]
 
     def log10probs_sharing_prefixes(self, corpus):
@@ -262,22 +269,18 @@ class TransformerModel(NeuralModel):
 
     def _stream_logprobs(self, rows):
         """log p of every target >= 0 of stream steps at step * streams + stream (-inf
-        elsewhere); the streams shared among workers (as many as BLAS threads)."""
-        steps, streams = rows.shape[0], rows.shape[2]
-        out = np.full((steps, streams), -np.inf)
-        if out.size == 0:
-            return out.reshape(-1)
-        workers = self.scoring_workers(streams, self.meta["context"])
-        bounds = [streams * q // workers for q in range(workers + 1)]
+        elsewhere)."""
+        out = np.full(rows.shape[0] * rows.shape[2], -np.inf)
+        if out.size:
+            self._score_streams(rows, out)
+        return out
 
-        def score(q):
-            lo, hi = bounds[q], bounds[q + 1]
-            part = np.full(steps * (hi - lo), -np.inf)
-            self._network(hi - lo).logprobs(np.ascontiguousarray(rows[:, :, lo:hi]), part)
-            out[:, lo:hi] = part.reshape(steps, hi - lo)
-
-        on_workers(score, workers)
-        return out.reshape(-1)
+    def _score_streams(self, rows, out, states=None):
+        """One network's logprobs of stream steps, its passes shared among threads (as many
+        as scoring workers: BLAS threads), each on a single-threaded BLAS."""
+        threads = self.scoring_workers(rows.shape[2], self.meta["context"])
+        with blas_threads(1) if threads > 1 else contextlib.nullcontext():
+            self._network(rows.shape[2], threads=threads).logprobs(rows, out, states)
 
     def next_distribution(self, history):
         """p of every word after <s> and `history`, of which the model reads the last
