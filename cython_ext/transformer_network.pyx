@@ -347,18 +347,22 @@ cdef class TransformerNetwork:
         top = self.top_array
         output_distribution(&self.out, &top[T - 1, 0], &out[0])
 
-    def gradients(self, const int[:, :, ::1] rows, grads, double[::1] logp=None):
+    def gradients(self, const int[:, :, ::1] rows, grads, double[::1] logp=None, float[:, ::1] states=None):
         """The gradients of -sum log p over one segment (after the stack's memory), without
         dropout, clipping or a step, written into `grads` (arrays shaped like the
         parameters); returns the sum of log p, and with `logp` (a row per step and stream)
-        each target's (>= 0; others untouched). For tests and dynamic evaluation."""
+        each target's (>= 0; others untouched), with `states` (the same rows) the top state
+        that predicted each step. For tests and dynamic evaluation (with the neural cache)."""
         cdef int T = rows.shape[0], B = self.streams, L = self.length, t, b
         cdef double total
         cdef double[::1] each = np.empty(B * L)
+        cdef float[:, ::1] top
         if not 1 <= T <= L or not self.grads:
             raise ValueError("one segment of at most its length, on a trainable network")
         if logp is not None and logp.shape[0] != T * B:
             raise ValueError("logp of the wrong size")
+        if states is not None and (states.shape[0] != T * B or states.shape[1] != self.d):
+            raise ValueError("states of the wrong shape")
         self._check_rows(np.asarray(rows))
         self._load(rows, 0, T)
         total = self._forward(False, &each[0])
@@ -367,6 +371,11 @@ cdef class TransformerNetwork:
                 for t in range(T):
                     if self.targets[b * L + t] >= 0:
                         logp[t * B + b] = each[b * L + t]
+        if states is not None:
+            top = self.top_array
+            for b in range(B):
+                for t in range(T):
+                    states[t * B + b, :] = top[b * L + t, :]
         self._backward(False)
         for name, array in self.grads.items():
             grads[name][...] = array

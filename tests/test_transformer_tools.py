@@ -76,6 +76,23 @@ def test_neural_cache_and_dynamic_evaluation(trained):
     assert status == 0 and "ppl=" in text, err
 
 
+def test_the_neural_cache_over_dynamic_evaluation_reads_the_adapted_top_states(trained):
+    from nplmtk.neural.dynamic import DynamicEvaluation, dynamic_logprobs
+    folder, _, model = trained
+    network = nplmtk.load(str(model))
+    corpus = Corpus.read(str(folder / "valid.txt"), network.vocab)
+    first = corpus.offsets[1] + 1  # the first sentence's predictions: the same context on both paths
+    plain_logp, plain_states = network.logprobs_and_states(corpus)
+    still, keys = dynamic_logprobs(network, corpus, DynamicEvaluation(8, 1e-12), keys=True)
+    assert keys.shape == (len(still), network.top_width())
+    np.testing.assert_allclose(keys[:min(first, 8)], plain_states[:min(first, 8)], atol=1e-4)
+    adapted, keys = dynamic_logprobs(network, corpus, DynamicEvaluation(8, 0.5), keys=True)
+    assert not np.allclose(keys[8:], plain_states[8:], atol=1e-3)  # the adapted network's states
+    status, text, err = run_nplm("ppl", "-lm", model, "-ppl", folder / "valid.txt", "-neural-cache", 50,
+                                 "-dynamic-eval", 8, "-dynamic-lr", 0.01)
+    assert status == 0 and "ppl=" in text, err
+
+
 def test_a_resumed_run_ends_as_an_uninterrupted_one(toy_texts, tmp_path):
     """Checkpoints hold each worker's Adam moments and step count and its dropout generators."""
     from nplmtk.neural.train import Trainer, TrainingConfig

@@ -52,7 +52,7 @@ def _segment_gradients(model, corpus, length, keys=None):
     """(positions, log p, gradient of -sum log p, the predictions it sums) of each segment
     in order, each gradient computed at the parameters as they are when its segment comes
     (the caller moves them, dividing by the count: the mean's gradient). `keys` (a
-    recurrent network's: a row a prediction, the top layer's width), when given, gets the
+    row a prediction, the network's top_width()), when given, gets the
     state that predicted each token."""
     blocks = _float_blocks(model)
     grads = {name: np.zeros_like(array) for name, array in blocks.items()}
@@ -107,7 +107,7 @@ def dynamic_logprobs(model, corpus, settings, scale=None, progress=None, keys=Fa
         rates = {name: np.minimum(ms / mean, 1 / settings.decay if settings.decay else np.inf).astype(np.float32)
                  for name, ms in scale.items()}
     out = np.full(predictions, -np.inf)
-    states = np.zeros((predictions, model.widths(model.meta)[-1]), dtype=np.float32) if keys else None
+    states = np.zeros((predictions, model.top_width()), dtype=np.float32) if keys else None
     try:
         with blas_threads(1):  # a segment's products are small: more threads only wait on each other
             _adapt(model, corpus, settings, scale, rates, blocks, trained, out, bar, states)

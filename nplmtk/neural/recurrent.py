@@ -181,6 +181,10 @@ class RNNModel(NeuralModel):
                 params[f"b{layer}"][width:2 * width] = 1
         return cls(vocab, params, None, activation, meta)
 
+    def top_width(self):
+        """The width of the top state that predicts a word (a neural cache's keys)."""
+        return self.widths(self.meta)[-1]
+
     @staticmethod
     def widths(shape):
         """Each layer's width: -h, but the last -m wide when the output layer is tied to C

@@ -328,9 +328,9 @@ class TransformerModel(NeuralModel):
         pass (the memory, if any, moving on once)."""
         network = self._network(1, trainable=True)
 
-        def step(rows, grads):
+        def step(rows, grads, states=None):
             logp = np.full(rows.shape[0], -np.inf)
-            network.gradients(rows, grads, logp)
+            network.gradients(rows, grads, logp, states)
             return logp
         return step
 
@@ -397,12 +397,9 @@ class TransformerModel(NeuralModel):
         signed = np.where(turns[at] == 0, z, -z)
         return np.bincount(pair, weights=-np.logaddexp(0, -signed), minlength=len(words))
 
-    @staticmethod
-    def widths(shape):
-        """(The lattice decoder's question to a recurrent network: its layers' state widths.)
-        A Transformer's state is its keys and values, not a vector a layer: refused."""
-        raise ParameterError("{lm}: lattice decoding carries a recurrent network's state vectors from node to node; "
-                             "the Transformer's (its keys and values) is not built for it yet")
+    def top_width(self):
+        """The width of the top state that predicts a word (a neural cache's keys)."""
+        return self.meta["features"]
 
     # the word-at-a-time API the generic way (each state the sentence so far, scored alone)
     begin_state = LanguageModel.begin_state
