@@ -34,7 +34,8 @@ META_TYPES = {"features": int, "hidden": int, "direct": bool, "bias": bool, "lay
               "context": int, "mos": int}
 META_MINIMUM = {"features": 1, "hidden": 0, "layers": 1, "classes": 0, "heads": 1, "ff": 1, "memory": 0,
                 "context": 1, "mos": 0}
-META_DEFAULTS = {"classes": 0, "hs": False, "mos": 0}  # keys newer than some model files: the value those files mean
+META_DEFAULTS = {"classes": 0, "hs": False}  # keys newer than some model files: the value those files mean
+META_ONLY_WHEN_SET = {"mos"}  # keys a model file has only when they are not 0 (its meta is as it was written)
 
 
 # The hidden activations the feed-forward and recurrent kernels switch on, by their codes.
@@ -394,6 +395,8 @@ class NeuralModel(LanguageModel):
                              f"(expected {' or '.join(cls.ACTIVATIONS)})", path=path)
         shape = {}
         for key in cls.ARCHITECTURE:
+            if key in META_ONLY_WHEN_SET and key not in meta:
+                continue
             value, kind = meta.get(key, META_DEFAULTS.get(key)), META_TYPES[key]
             if isinstance(kind, tuple):
                 if type(value) is not str or value not in kind:
