@@ -69,19 +69,22 @@ def computed_ahead(items):
     """The items of the iterator `items`, each computed in a thread of its own while the
     caller works on the one before (one at a time: their memory); an error raised in the
     caller's thread. Closed early (the caller failed), it waits for the item under way, so
-    that nothing is still writing when the caller cleans up. The caller waits on an Event,
-    not Thread.join: a join that a signal's exception interrupts marks the thread ended
-    (CPython 3.11's _wait_for_tstate_lock), and the join after it returned at once, with the
-    thread still in the `items` generator (SIGTERM while the ARPA file was written: exit
-    status 1, "generator already executing")."""
+    that nothing is still in `items` when the caller cleans up. A signal's exception can
+    strike anywhere in the caller's thread, even inside Thread.start or Thread.join (an
+    interrupted join marks the thread ended: CPython 3.11's _wait_for_tstate_lock), so
+    the wait is a lock that each thread holds while it is in `items`, and a thread that
+    takes it after the close computes nothing (SIGTERM while the ARPA file was written
+    once gave exit status 1, "generator already executing")."""
     done = object()
+    in_items, closed = threading.Lock(), []
 
     def start():
         box, finished = {}, threading.Event()
 
         def compute():
             try:
-                box["item"] = next(items, done)
+                with in_items:
+                    box["item"] = done if closed else next(items, done)
             except BaseException as err:
                 box["failure"] = err
             finally:
@@ -102,7 +105,8 @@ def computed_ahead(items):
             pending = start()
             yield box["item"]
     finally:
-        pending[0].wait()
+        with in_items:
+            closed.append(True)
 
 
 def in_order(function, items, threads=2):

@@ -2,6 +2,7 @@
 normalisation, counts files, ARPA round trips and the KenLM cross-check."""
 import math
 import os
+import time
 from collections import Counter
 
 import numpy as np
@@ -262,3 +263,28 @@ def test_arpa_values_are_printed_as_printf_prints_them_at_every_exponent():
             | (rng.integers(0, 2, 200_000) << 31)).astype(np.uint32)
     values = bits.view(np.float32)
     assert format_values(values) == ["-99" if np.isneginf(v) else "%.7g" % float(v) for v in values]
+
+
+def test_an_arpa_write_that_fails_gives_up_what_waits_and_its_thread():
+    """A signal's exception in the writing block: the pieces still queued are not written
+    and the writing thread ends (waiting on the queue after such an exception once hung
+    ngram-count -memory for good)."""
+    from nplmtk.ngram.arpa import _BackgroundWriter
+
+    class SlowFile:
+        def __init__(self):
+            self.pieces = []
+
+        def write(self, piece):
+            time.sleep(0.3)
+            self.pieces.append(piece)
+
+    out = SlowFile()
+    writer = _BackgroundWriter(out)
+    with pytest.raises(KeyboardInterrupt):
+        with writer as write:
+            for piece in (b"a", b"b", b"c", b"d"):
+                write(piece)
+            raise KeyboardInterrupt
+    assert not writer.thread.is_alive()
+    assert out.pieces in ([b"a"], [b"a", b"b"])

@@ -1,4 +1,5 @@
 """threads.py: work computed side by side, given back in order."""
+import inspect
 import signal
 import threading
 import time
@@ -79,3 +80,29 @@ def test_computed_ahead_stopped_by_a_signal_waits_for_the_item_under_way():
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, before)
     assert finished
+
+
+def test_computed_ahead_failed_inside_a_threads_start_waits_for_that_thread(monkeypatch):
+    """A signal's exception inside Thread.start, after the thread began: closing waits for
+    the item that thread computes (the caller would otherwise close `items` while it
+    runs: "generator already executing"), and no item begins after the close."""
+    started = []
+    original_start = threading.Thread.start
+
+    def start_then_fail(thread):
+        original_start(thread)
+        started.append(thread)
+        if len(started) == 2:
+            raise KeyboardInterrupt
+
+    def items():
+        yield 1
+        time.sleep(0.3)
+        yield 2
+
+    source = items()
+    monkeypatch.setattr(threading.Thread, "start", start_then_fail)
+    with pytest.raises(KeyboardInterrupt):
+        next(computed_ahead(source))
+    assert inspect.getgeneratorstate(source) == inspect.GEN_SUSPENDED
+    source.close()

@@ -81,18 +81,26 @@ class _BackgroundWriter:
     """Writes pieces to `out` in a thread of its own, in the order given, so that the
     write calls (copying into the page cache) overlap sorting and formatting the next
     section; at most MAX_PENDING pieces wait (their memory). The first error of a write is
-    raised when the block ends."""
+    raised when the block ends. When the block fails, what waits is given up."""
 
     MAX_PENDING = 3
+    POLL_SECONDS = 0.05  # how soon the thread sees that the block failed
+    GIVE_UP_SECONDS = 1.0  # the longest a failed block waits for the piece being written
 
     def __init__(self, out):
-        self.out, self.failure = out, None
+        self.out, self.failure, self.given_up = out, None, False
         self.pending = queue.Queue(maxsize=self.MAX_PENDING)
         self.thread = threading.Thread(target=self._drain, daemon=True)
 
     def _drain(self):
-        while (piece := self.pending.get()) is not None:
-            if self.failure is None:
+        while not self.given_up:
+            try:
+                piece = self.pending.get(timeout=self.POLL_SECONDS)
+            except queue.Empty:
+                continue
+            if piece is None:
+                return
+            if self.failure is None and not self.given_up:
                 try:
                     self.out.write(piece)
                 except BaseException as err:  # raised in the caller's thread at the end
@@ -103,9 +111,16 @@ class _BackgroundWriter:
         return self.pending.put
 
     def __exit__(self, *exc):
+        if exc[0] is not None:
+            # A signal's exception may have struck inside the queue's own locks, so the
+            # queue is not used again (waiting on it once hung the process for good): the
+            # thread stops by itself after the piece it is writing.
+            self.given_up = True
+            self.thread.join(self.GIVE_UP_SECONDS)
+            return
         self.pending.put(None)
         self.thread.join()
-        if self.failure is not None and exc[0] is None:
+        if self.failure is not None:
             raise self.failure
 
 
