@@ -72,9 +72,8 @@ class ScannedGraph(GraphArrays):
                 known[raw] = found
             return found
         words, ids = link_words(scanned.data, scanned.node_ints, scanned.link_ints, scanned.link_end, known, new_word)
-        position = np.empty(len(order), dtype=np.int64)
-        position[order] = np.arange(len(order))
-        start, end = int(position[scanned.start]), int(position[scanned.end])
+        order_list = order.tolist()  # a few nodes: list look-ups beat numpy's calls
+        start, end = order_list.index(scanned.start), order_list.index(scanned.end)
         text = [None] * len(order)
         text[start], text[end] = BOS, EOS
         text += words
