@@ -10,8 +10,8 @@ says only whether they hold: where one does not, the caller takes htk.py's Pytho
 which name the problem, file and line."""
 import numpy as np
 from cpython.bytes cimport PyBytes_FromStringAndSize
-from libc.math cimport INFINITY, isnan, log10
-from libc.stdlib cimport free, malloc
+from libc.math cimport INFINITY, NAN, isnan, log10
+from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcmp, memset
 from lattice_tables cimport Numbers, numbers_find, numbers_init
 
@@ -46,14 +46,16 @@ def lattice_order(const long long[:, ::1] node_ints, const long long[:, ::1] lin
     memset(&by_link, 0, sizeof(Numbers))
     order_array = np.empty(nodes, dtype=np.int32)
     link_start_array, link_end_array = np.empty(links, dtype=np.int32), np.empty(links, dtype=np.int32)
-    out_first_array, out_link_array = np.zeros(nodes + 1, dtype=np.int32), np.empty(links, dtype=np.int32)
-    remaining_array, stack_array = np.zeros(nodes, dtype=np.int32), np.empty(nodes, dtype=np.int32)
-    reached_array = np.zeros(nodes, dtype=np.uint8)
     cdef int[::1] order = order_array, link_start = link_start_array, link_end = link_end_array
-    cdef int[::1] out_first = out_first_array, out_link = out_link_array, remaining = remaining_array
-    cdef int[::1] stack = stack_array
-    cdef unsigned char[::1] reached = reached_array
+    # the scratch arrays in one zeroed block (a numpy array costs about 1 us, much of a small lattice's call)
+    cdef int *out_first = <int *> calloc(3 * nodes + links + 1, sizeof(int))
+    cdef int *out_link = out_first + nodes + 1
+    cdef int *remaining = out_link + links
+    cdef int *stack = remaining + nodes
+    cdef unsigned char *reached = <unsigned char *> calloc(nodes + 1, 1)
     try:
+        if not (out_first and reached):
+            raise MemoryError()
         if nodes == 0 or numbers_init(&by_node) < 0 or numbers_init(&by_link) < 0:
             return None
         found = number_index(&by_node, node_ints, nodes)
@@ -126,6 +128,8 @@ def lattice_order(const long long[:, ::1] node_ints, const long long[:, ::1] lin
             return None
         return order_array, start, end, link_start_array, link_end_array
     finally:
+        free(out_first)
+        free(reached)
         free(by_node.keys)
         free(by_node.values)
         free(by_link.keys)
@@ -147,10 +151,11 @@ def link_words(const unsigned char[::1] data, const long long[:, ::1] node_ints,
     cdef Py_ssize_t links = link_ints.shape[0], j
     cdef long long b, e
     cdef const unsigned char *p = &data[0] if data.shape[0] else NULL
-    ids_array = np.full(links, -1, dtype=np.int32)
+    ids_array = np.empty(links, dtype=np.int32)
     cdef int[::1] ids = ids_array
     words = [None] * links
     for j in range(links):
+        ids[j] = -1
         b, e = link_ints[j, 4], link_ints[j, 5]
         if b < 0 or no_word(p + b, e - b):
             b, e = node_ints[link_end[j], 2], node_ints[link_end[j], 3]
@@ -181,18 +186,46 @@ def graph_arrays(const int[::1] order, int start, int end, const long long[:, ::
     weight overflows (an int). `scales`: acscale ngscale lmscale prscale duscale; lmscale
     > 0 gives `old`, else zeros. `acoustic`, `language`: NaN for none; `scores`: each
     link node's scores (its end node's, then its own over them; NaN absent), log10."""
-    cdef int nodes = order.shape[0], links = link_ints.shape[0], total = nodes + links, i, j, k, n, e
-    cdef float s
-    cdef bint infinite
-    words_array = np.full(total, -1, dtype=np.int32)
+    cdef int nodes = order.shape[0], links = link_ints.shape[0], total = nodes + links, i, j, k
+    words_array = np.empty(total, dtype=np.int32)  # filled below: np.full is a Python function, slow
     old_array = np.zeros(total, dtype=np.float32)
     language_array = np.zeros(total, dtype=np.float32)
-    acoustic_array = np.full(total, np.nan, dtype=np.float32)
-    scores_array = np.full((links, SCORES), np.nan, dtype=np.float32)
-    weight_array = np.zeros(max(links, 1), dtype=np.float32)
-    position_array = np.empty(nodes, dtype=np.int32)
-    cdef int[::1] words = words_array, position = position_array
-    cdef float[::1] old = old_array, language = language_array, acoustic = acoustic_array, weights = weight_array
+    acoustic_array = np.empty(total, dtype=np.float32)
+    scores_array = np.empty((links, SCORES), dtype=np.float32)
+    cdef int[::1] words = words_array
+    cdef float[::1] old = old_array, language = language_array, acoustic = acoustic_array
+    cdef float[:, ::1] scores = scores_array
+    for k in range(total):
+        words[k], acoustic[k] = -1, NAN
+    for j in range(links):
+        for i in range(SCORES):
+            scores[j, i] = NAN
+    # scratch: each node row's position in `order`, each link's weight
+    cdef int *position = <int *> malloc((nodes + 1) * sizeof(int))
+    cdef float *weights = <float *> calloc(links + 1, sizeof(float))
+    try:
+        if not (position and weights):
+            raise MemoryError()
+        return _graph_arrays(order, start, end, node_reals, link_reals, link_start, link_end, link_word, bos, eos,
+                             factor, probabilities, scales, wdpenalty, lmscale, nodes, links, position, weights,
+                             words_array, old_array, language_array, acoustic_array, scores_array)
+    finally:
+        free(position)
+        free(weights)
+
+
+cdef object _graph_arrays(const int[::1] order, int start, int end, const double[:, ::1] node_reals,
+                          const double[:, ::1] link_reals, const int[::1] link_start, const int[::1] link_end,
+                          const int[::1] link_word, int bos, int eos, double factor, bint probabilities,
+                          const double[::1] scales, double wdpenalty, float lmscale, int nodes, int links,
+                          int *position, float *weights, words_array, old_array, language_array, acoustic_array,
+                          scores_array):
+    """graph_arrays' work, its outputs made and its scratch (`position`, `weights`) given."""
+    cdef int i, j, k, n, e
+    cdef float s
+    cdef bint infinite
+    cdef int[::1] words = words_array
+    cdef float[::1] old = old_array, language = language_array, acoustic = acoustic_array
     cdef float[:, ::1] scores = scores_array
     for k in range(nodes):
         position[order[k]] = k
@@ -228,26 +261,44 @@ def graph_arrays(const int[::1] order, int start, int end, const long long[:, ::
             if lmscale > 0:
                 old[k] = <float> (<double> scores[j, 2] * <double> lmscale)
     return _transitions(order, start, link_start, link_end, nodes, links, position, words_array, old_array,
-                        language_array, acoustic_array, scores_array, weight_array)
+                        language_array, acoustic_array, scores_array, weights)
 
 
 cdef object _transitions(const int[::1] order, int start, const int[::1] link_start, const int[::1] link_end,
-                         int nodes, int links, int[::1] position, words_array, old_array, language_array,
-                         acoustic_array, scores_array, link_weight_array):
+                         int nodes, int links, const int *position, words_array, old_array, language_array,
+                         acoustic_array, scores_array, const float *link_weight):
     """graph_arrays' transitions into each node (a link node's from its start node, with
     its weight; a lattice node's from its links' nodes, in the file's order) and the
     visiting order (srilm_graph's: each lattice node, then the nodes of its links out in
     the file's order; from the start on)."""
-    cdef int total = nodes + links, j, k, n, v = 0, e, from_start = 0
+    cdef int total = nodes + links
+    cdef int bounds[2]
     first_array = np.zeros(total + 1, dtype=np.int32)
     source_array = np.empty(2 * links, dtype=np.int32)
     weight_array = np.zeros(2 * links, dtype=np.float32)
     visit_array = np.empty(total, dtype=np.int32)
-    out_first_array, fill_array = np.zeros(nodes + 1, dtype=np.int32), np.empty(max(nodes, 1), dtype=np.int32)
-    out_link_array = np.empty(max(links, 1), dtype=np.int32)
-    cdef int[::1] first = first_array, source = source_array, visit = visit_array, out_first = out_first_array
-    cdef int[::1] fill = fill_array, out_link = out_link_array
-    cdef float[::1] weights = weight_array, link_weight = link_weight_array
+    cdef int[::1] first = first_array, source = source_array, visit = visit_array
+    cdef float[::1] weights = weight_array
+    cdef int *out_first = <int *> calloc(2 * nodes + links + 2, sizeof(int))  # scratch, zeroed
+    cdef int *fill = out_first + nodes + 1
+    cdef int *out_link = fill + nodes + 1
+    if not out_first:
+        raise MemoryError()
+    try:
+        _transition_loops(order, start, link_start, link_end, nodes, links, position, link_weight, first, source,
+                          weights, visit, out_first, fill, out_link, bounds)
+    finally:
+        free(out_first)
+    return (words_array, old_array, language_array, first_array, source_array, weight_array,
+            visit_array[bounds[0]:bounds[1]], acoustic_array, scores_array)
+
+
+cdef void _transition_loops(const int[::1] order, int start, const int[::1] link_start, const int[::1] link_end,
+                            int nodes, int links, const int *position, const float *link_weight, int[::1] first,
+                            int[::1] source, float[::1] weights, int[::1] visit, int *out_first, int *fill,
+                            int *out_link, int *bounds) noexcept:
+    """_transitions' loops in its scratch; `bounds`: the visiting order's, from the start."""
+    cdef int total = nodes + links, j, k, n, v = 0, e, from_start = 0
     for j in range(links):
         first[position[link_end[j]] + 1] += 1
         first[nodes + j + 1] = 1
@@ -276,8 +327,7 @@ cdef object _transitions(const int[::1] order, int start, const int[::1] link_st
         for e in range(out_first[n], out_first[n + 1]):
             visit[v] = nodes + out_link[e]
             v += 1
-    return (words_array, old_array, language_array, first_array, source_array, weight_array,
-            visit_array[from_start:v], acoustic_array, scores_array)
+    bounds[0], bounds[1] = from_start, v
 
 
 def outgoing_transitions(const int[::1] first, const int[::1] source):
@@ -287,8 +337,10 @@ def outgoing_transitions(const int[::1] first, const int[::1] source):
     cdef int nodes = first.shape[0] - 1, count = source.shape[0], n, k, s
     out_first_array = np.zeros(nodes + 1, dtype=np.int32)
     target_array = np.empty(count, dtype=np.int32)
-    fill_array = np.empty(max(nodes, 1), dtype=np.int32)
-    cdef int[::1] out_first = out_first_array, target = target_array, fill = fill_array
+    cdef int[::1] out_first = out_first_array, target = target_array
+    cdef int *fill = <int *> malloc(max(nodes, 1) * sizeof(int))
+    if not fill:
+        raise MemoryError()
     for k in range(count):
         out_first[source[k] + 1] += 1
     for n in range(nodes):
@@ -299,4 +351,5 @@ def outgoing_transitions(const int[::1] first, const int[::1] source):
             s = source[k]
             target[fill[s]] = n
             fill[s] += 1
+    free(fill)
     return out_first_array, target_array

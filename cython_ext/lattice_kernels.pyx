@@ -333,9 +333,10 @@ cdef int follow_words(const int *words, const int[::1] out_first, const int[::1]
 def expand_contexts(BackoffTables tables, const int[::1] words, const int[::1] out_first, const int[::1] out_target,
                     const int[::1] visit, int start, int end, int bos, int eos):
     """expand.expand_to_lm's walk: the new nodes (each its graph node) and the links
-    (from, to, log10 language score), in expand_to_lm's order. `visit`: the graph's
-    nodes from the start in topological order; the transitions out of each node CSR in
-    `out_first`, `out_target`, in expand_to_lm's order."""
+    (from, to, log10 language score), in expand_to_lm's order, and whether each new node
+    is a null node (uint8). `visit`: the graph's nodes after the start in topological
+    order; the transitions out of each node CSR in `out_first`, `out_target`, in
+    expand_to_lm's order."""
     cdef int nodes = words.shape[0], limit = tables.order - 1, i, j, e, n, n2, w, k, ul, length, trie, here, number
     cdef int ctx, ctx2, f
     cdef float language, total
@@ -343,6 +344,7 @@ def expand_contexts(BackoffTables tables, const int[::1] words, const int[::1] o
     cdef Numbers h
     cdef Ints node_of, context_of, next_of, from_, to, stack, follows
     cdef Floats languages
+    cdef unsigned char[::1] null
     cdef long long tokens[MAX_LEVELS]
     cdef long long chain[MAX_LEVELS * MAX_LEVELS]
     cdef long long rows[MAX_LEVELS]
@@ -382,8 +384,8 @@ def expand_contexts(BackoffTables tables, const int[::1] words, const int[::1] o
             if ints_push(&node_of, n) < 0 or ints_push(&context_of, ctx) < 0 or ints_push(&next_of, -1) < 0:
                 raise MemoryError()
         head[start] = tail[start] = 0
-        for i in range(visit.shape[0]):
-            n = visit[i]
+        for i in range(-1, visit.shape[0]):  # the start, then the nodes after it
+            n = start if i < 0 else visit[i]
             if n == end:
                 continue
             here = head[n]
@@ -410,9 +412,12 @@ def expand_contexts(BackoffTables tables, const int[::1] words, const int[::1] o
                     trie = trie_rows(tables, used, min(ul, limit), rows) if ul and limit else 0
                     length = 0
                     for f in range(follow_first[n2], follow_first[n2] + follow_count[n2]):
-                        for j in range(length + 1, trie + 1):  # Ngram::contextID: the longest with an n-gram
-                            if tables.find(j, rows[j - 1], follows.data[f]) >= 0:
-                                length = j
+                        if length == trie:
+                            break
+                        j = trie  # Ngram::contextID: the longest with an n-gram (longest first: fewer finds)
+                        while j > length and tables.find(j, rows[j - 1], follows.data[f]) < 0:
+                            j -= 1
+                        length = j
                     if ul == 0 or used[0] != eos:
                         total = 0
                         for j in range(length, trie):
@@ -440,8 +445,12 @@ def expand_contexts(BackoffTables tables, const int[::1] words, const int[::1] o
                             or floats_push(&languages, language) < 0:
                         raise MemoryError()
                 here = next_of.data[here]
+        null_array = np.empty(node_of.count, dtype=np.uint8)
+        null = null_array
+        for i in range(node_of.count):
+            null[i] = words[node_of.data[i]] < 0
         return (_ints(node_of.data, node_of.count), _ints(from_.data, from_.count), _ints(to.data, to.count),
-                _floats(languages.data, languages.count))
+                _floats(languages.data, languages.count), null_array)
     finally:
         contexts_free(&c)
         free(head)

@@ -9,7 +9,7 @@ import numpy as np
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
 from libc.math cimport INFINITY, isnan
 from libc.stdio cimport snprintf
-from libc.stdlib cimport free, malloc, realloc
+from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcpy
 
 cdef extern from "format_g7.h":
@@ -37,19 +37,42 @@ def written_arrays(const int[::1] sources, const int[::1] targets, const float[:
     word) as arrays: the nodes written as nodes (ascending), and the written links' from,
     to (their numbers among those nodes), language and carrier (the new node whose word
     and scores the link carries); None if no path is left."""
-    cdef int nodes = null.shape[0], links = sources.shape[0], i, j, n, m, count, after, before, value
+    cdef int nodes = null.shape[0], links = sources.shape[0]
+    cdef int room = max(nodes, links, 1)
+    # the scratch arrays in one block (numpy arrays cost about 1 us each, a tenth of a small lattice's call)
+    cdef int *block = <int *> calloc(2 * (nodes + 1) + 2 * room + room + 5 * max(nodes, 1), sizeof(int))
+    cdef unsigned char *flags = <unsigned char *> calloc(2 * room, 1)
+    if not (block and flags):
+        free(block)
+        free(flags)
+        raise MemoryError()
+    try:
+        return _written_arrays(sources, targets, languages, null, start, end, nodes, links, block, flags, room)
+    finally:
+        free(block)
+        free(flags)
+
+
+cdef object _written_arrays(const int[::1] sources, const int[::1] targets, const float[::1] languages,
+                            const unsigned char[::1] null, int start, int end, int nodes, int links, int *block,
+                            unsigned char *flags, int room):
+    """written_arrays' work in the zeroed scratch `block` (ints) and `flags` (bytes)."""
+    cdef int i, j, n, m, count, after, before, value
     cdef float language
-    fwd_array, back_array = np.zeros(nodes + 1, dtype=np.int32), np.zeros(nodes + 1, dtype=np.int32)
-    fwd_target, back_target = np.empty(max(links, 1), dtype=np.int32), np.empty(max(links, 1), dtype=np.int32)
-    alive_array = np.zeros(max(links, 1), dtype=np.uint8)
-    mark_array = np.zeros(nodes, dtype=np.uint8)
-    stack_array = np.empty(max(nodes, links, 1), dtype=np.int32)
-    state_array = np.full(nodes, -1, dtype=np.int32)  # as a link: -1 not known, 0 no, 1 yes
-    single_in, single_out = np.full(nodes, -1, dtype=np.int32), np.full(nodes, -1, dtype=np.int32)
-    cdef int[::1] fwd = fwd_array, back = back_array, fwd_to = fwd_target, back_to = back_target
-    cdef int[::1] stack = stack_array, state = state_array, one_in = single_in, one_out = single_out
-    cdef unsigned char[::1] alive = alive_array, mark = mark_array
-    cdef int[::1] degree_in = np.zeros(nodes, dtype=np.int32), degree_out = np.zeros(nodes, dtype=np.int32)
+    cdef int *fwd = block
+    cdef int *back = fwd + nodes + 1
+    cdef int *fwd_to = back + nodes + 1
+    cdef int *back_to = fwd_to + room
+    cdef int *stack = back_to + room
+    cdef int *state = stack + room  # as a link: -1 not known, 0 no, 1 yes
+    cdef int *one_in = state + max(nodes, 1)
+    cdef int *one_out = one_in + max(nodes, 1)
+    cdef int *degree_in = one_out + max(nodes, 1)
+    cdef int *degree_out = degree_in + max(nodes, 1)
+    cdef unsigned char *alive = flags
+    cdef unsigned char *mark = flags + room
+    for n in range(nodes):
+        state[n] = one_in[n] = one_out[n] = -1
     for i in range(links):  # links of probability 0 left out
         alive[i] = languages[i] > -INFINITY
         if alive[i]:
@@ -67,8 +90,8 @@ def written_arrays(const int[::1] sources, const int[::1] targets, const float[:
     for n in range(nodes, 0, -1):
         fwd[n], back[n] = fwd[n - 1], back[n - 1]
     fwd[0] = back[0] = 0
-    reach(start, &fwd[0], &fwd_to[0], &mark[0], 1, &stack[0])
-    reach(end, &back[0], &back_to[0], &mark[0], 2, &stack[0])
+    reach(start, fwd, fwd_to, mark, 1, stack)
+    reach(end, back, back_to, mark, 2, stack)
     if mark[end] != 3:
         return None
     for i in range(links):  # the links between kept nodes: each node's one link in and out, if one

@@ -187,3 +187,17 @@ def test_the_quick_reader_of_a_lattice_gives_read_bytes_result_or_error(tmp_path
         assert outcome(lambda p: read_small_bytes(p, limit), path) == expected, name
         seen.add(expected if isinstance(expected, str) else len(expected))
     assert len(seen) == len(cases) - 1  # the plain and the one-member file: the same text
+
+
+def test_header_lines_shared_by_lattices_keep_each_files_line_numbers_and_checks(tmp_path):
+    """htk._scanned keeps a header line's checked fields for the next lattice: each file's
+    own line numbers still come out, and a bad line is still refused naming its file."""
+    from nplmtk.errors import InputError
+    from nplmtk.lattice.htk import read_htk
+    first = read_htk(lattice(tmp_path, "a.lat"))
+    assert first.header_lines["lmscale"] == 4 and first.header["lmscale"] == "8"
+    moved = read_htk(lattice(tmp_path, "b.lat", change=("VERSION=1.0\n", "VERSION=1.0\n\n\n")))
+    assert moved.header_lines["lmscale"] == 6 and moved.header == first.header
+    with pytest.raises(InputError, match="lmscale=8x: not a finite number") as err:
+        read_htk(lattice(tmp_path, "c.lat", change=("lmscale=8", "lmscale=8x")))
+    assert "c.lat" in str(err.value) and ":4" in str(err.value)

@@ -26,8 +26,8 @@ class ExpandedLattice:
     the other scores those of the graph node `to` copies; `start`, `end`: new nodes;
     `form`: written_form's result computed otherwise (a compiled expansion's), None: by
     written_form; `text`: write_expanded's text computed otherwise (None: from `form`), as
-    (start, end: their numbers; nodes, links: their counts; the node and link lines), or
-    None if no path is left."""
+    (start, end: their numbers; nodes, links: their counts; the node and link lines as
+    UTF-8 bytes), or None if no path is left."""
 
     def __init__(self, graph, nodes, links, start, end, form=None, text=None):
         self.graph, self._nodes, self._links, self.start, self.end = graph, nodes, links, start, end
@@ -176,11 +176,10 @@ def write_expanded(lattice, scales, expanded, out):
     path are left out. The header carries the scales used (wdpenalty in log10). False if
     no path is left."""
     if expanded.text is not None:  # the compiled expansion's text
-        found = expanded.text()
+        found = expanded_bytes(lattice, scales, expanded)
         if found is None:
             return False
-        start, end, node_count, link_count, body = found
-        out.write(_header(lattice, scales, start, end, node_count, link_count) + body)
+        out.write(found.decode("utf-8"))
         return True
     form = expanded.form() if expanded.form else written_form(expanded)
     if form is None:
@@ -204,6 +203,16 @@ def write_expanded(lattice, scales, expanded, out):
         lines.append(f"J={j}\tS={a}\tE={b}\t{carried[carrier]}\tl={language:.7g}\n")
     out.write("".join(lines))
     return True
+
+
+def expanded_bytes(lattice, scales, expanded):
+    """write_expanded's text of a compiled expansion (`expanded.text` given) as UTF-8
+    bytes, without the text stream; None if no path is left."""
+    found = expanded.text()
+    if found is None:
+        return None
+    start, end, node_count, link_count, body = found
+    return _header(lattice, scales, start, end, node_count, link_count).encode("utf-8") + body
 
 
 def _header(lattice, scales, start, end, nodes, links):

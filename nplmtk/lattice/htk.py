@@ -203,6 +203,8 @@ def _read_link(items, path, line):
 
 MAX_LATTICE_BYTES, LIMIT_VARIABLE = 64 << 20, "NPLM_MAX_LATTICE_BYTES"  # a lattice's text, gunzipped
 HEADER_LINES = 64  # header lines htk_reader takes; a file with more is read line by line
+HEADER_ITEMS_KEPT = 1024  # header lines whose checked fields are kept: lattices share most of theirs
+_HEADER_ITEMS = {}  # a header line's bytes -> its fields, checked
 
 
 def read_htk(path):
@@ -268,7 +270,16 @@ def _scanned(path, data):
         return None
     header, header_lines = {}, {}
     for number, begin, end in header_spans[:header_count].tolist():
-        _read_header(fields(data[begin:end].decode("ascii")), path, number, header, header_lines)
+        line = data[begin:end]
+        items = _HEADER_ITEMS.get(line)
+        if items is None:  # checked here (its error names this file and line), then kept
+            items = fields(line.decode("ascii"))
+            _read_header(items, path, number, header, header_lines)
+            if len(_HEADER_ITEMS) < HEADER_ITEMS_KEPT:
+                _HEADER_ITEMS[line] = items
+        else:
+            for key, value in items:
+                header[key], header_lines[key] = value, number
     return header, header_lines, Scanned(data, node_ints[:node_count], node_reals[:node_count],
                                          link_ints[:link_count], link_reals[:link_count])
 

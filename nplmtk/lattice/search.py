@@ -72,9 +72,8 @@ class ScannedGraph(GraphArrays):
                 known[raw] = found
             return found
         words, ids = link_words(scanned.data, scanned.node_ints, scanned.link_ints, scanned.link_end, known, new_word)
-        position = np.empty(len(order), dtype=np.int64)
-        position[order] = np.arange(len(order))
-        start, end = int(position[scanned.start]), int(position[scanned.end])
+        order_list = order.tolist()  # a few nodes: list look-ups beat numpy's calls
+        start, end = order_list.index(scanned.start), order_list.index(scanned.end)
         text = [None] * len(order)
         text[start], text[end] = BOS, EOS
         text += words
@@ -294,15 +293,12 @@ def expand(lattice, scales, word_of, scores):
     if lattice.scanned is not None:
         graph = nodes = ScannedGraph(lattice, scales, word_of, word_id, None, scores.known_words(word_of))
         start, end = graph.start, graph.end
-        visit = np.concatenate([[start], graph.visit]).astype(np.int32)
     else:
         nodes, order, start, end = srilm_graph(lattice, scales, word_of)
         graph = GraphArrays(nodes, order, start, word_id, None)
-        visit = np.array(order[order.index(start):], dtype=np.int32)
     out_first, out_target = graph.outgoing()
-    node_of, sources, targets, languages = expand_contexts(scores.model.tables, graph.words, out_first, out_target,
-                                                           visit, start, end, word_id(BOS), word_id(EOS))
-    null = (graph.words[node_of] < 0).astype(np.uint8)
+    node_of, sources, targets, languages, null = expand_contexts(
+        scores.model.tables, graph.words, out_first, out_target, graph.visit, start, end, word_id(BOS), word_id(EOS))
 
     def links():
         return list(zip(sources.tolist(), targets.tolist(), languages.tolist()))
@@ -319,8 +315,7 @@ def expand(lattice, scales, word_of, scores):
         found = written_arrays(sources, targets, languages, null, 0, 1)
         if found is None:
             return None
-        start, end = np.searchsorted(found[0], [0, 1]).tolist()
-        body = graph.written_text(node_of, found).decode("utf-8")
-        return start, end, len(found[0]), len(found[1]), body
+        # the start and end (new nodes 0 and 1) are kept and never written as links: nodes 0 and 1
+        return 0, 1, len(found[0]), len(found[1]), graph.written_text(node_of, found)
 
     return ExpandedLattice(nodes, node_of.tolist, links, 0, 1, form, text if lattice.scanned is not None else None)

@@ -15,7 +15,7 @@ from ..io import OutputBatch, check_readable, read_lines
 from ..vocab import sentence_tokens
 from . import htk
 from .decode import Graph, Scales, check_scales, id_logprobs, srilm_graph
-from .expand import expanded_graph, from_decoder, write_expanded, written_form
+from .expand import expanded_bytes, expanded_graph, from_decoder, write_expanded, written_form
 from .lattice_lm import text_stats
 from .posterior import posterior_words
 from .scores import BackoffScores, NetworkScores
@@ -228,12 +228,22 @@ class LatticeTool:
             waiting.append((os.path.join(spec.out_nbest_dir, name + ".gz"),
                             decoding.nbest(spec.nbest_decode, self.model)))
         if spec.write_htk:
+            outputs.write(os.path.join(spec.out_lattice_dir, name + ".lat.gz"), self._slf(lattice, settings, expanded))
+        if spec.nbest_decode or spec.write_htk:
+            written[name] = lattice.path
+
+    @staticmethod
+    def _slf(lattice, settings, expanded):
+        """-write-htk's text of `lattice` (as read when `expanded` is None), UTF-8."""
+        if expanded is not None and expanded.text is not None:  # the compiled expansion's: bytes already
+            data = expanded_bytes(lattice, settings, expanded)
+        else:
             text = io.StringIO()
             if expanded is None:
                 htk.write_htk(lattice, text)
-            elif not write_expanded(lattice, settings, expanded, text):
-                raise NplmError("no path through the lattice has a probability above 0 with -lm: nothing "
-                                "to write", path=lattice.path)
-            outputs.write(os.path.join(spec.out_lattice_dir, name + ".lat.gz"), text.getvalue().encode("utf-8"))
-        if spec.nbest_decode or spec.write_htk:
-            written[name] = lattice.path
+            written = expanded is None or write_expanded(lattice, settings, expanded, text)
+            data = text.getvalue().encode("utf-8") if written else None
+        if data is None:
+            raise NplmError("no path through the lattice has a probability above 0 with -lm: nothing to write",
+                            path=lattice.path)
+        return data
