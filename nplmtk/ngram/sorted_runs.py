@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from .._ext.ngram_sorting import merge_records
+from .._ext.ngram_sorting import key_order, merge_records
 from ..scratch import ScratchFile
 from ..threads import raise_if_stopping
 
@@ -155,7 +155,8 @@ class BucketedRuns:
 
 
 def _sorted(records):
-    return np.take(records, np.argsort(records["key"]))  # 7x faster than records[order] for structured records
+    # take: 7x faster than records[order] for structured records
+    return np.take(records, key_order(np.ascontiguousarray(records["key"])))
 
 
 def _read_records(source, dtype, first, count, records=None):
