@@ -121,6 +121,40 @@ def key_order(const int64_t[::1] keys):
     return packed_array
 
 
+def bucket_order(const int64_t[::1] keys, const int64_t[::1] bounds, int64_t[::1] counts):
+    """The order that groups `keys` by bucket, keeping their order within each (a stable
+    counting sort), bucket b holding the keys from bounds[b-1] (inclusive) up to bounds[b]
+    (`bounds` sorted); `counts` (len(bounds) + 1, zeroed) gets each bucket's keys."""
+    cdef Py_ssize_t n = keys.shape[0], buckets = bounds.shape[0] + 1, i, low, high, middle
+    cdef int64_t total = 0, size
+    if counts.shape[0] != buckets:
+        raise ValueError("counts must have one more entry than bounds")
+    bucket_array, order_array = np.empty(n, np.int32), np.empty(n, np.int64)
+    cdef int[::1] bucket = bucket_array
+    cdef int64_t[::1] order = order_array
+    cdef int64_t *starts = <int64_t *> malloc(buckets * sizeof(int64_t))
+    if not starts:
+        raise MemoryError()
+    with nogil:
+        for i in range(n):
+            low, high = 0, buckets - 1  # the first bound above the key (searchsorted, side="right")
+            while low < high:
+                middle = (low + high) // 2
+                if bounds[middle] <= keys[i]:
+                    low = middle + 1
+                else:
+                    high = middle
+            bucket[i] = <int> low
+            counts[low] += 1
+        for i in range(buckets):
+            starts[i], total = total, total + counts[i]
+        for i in range(n):
+            order[starts[bucket[i]]] = i
+            starts[bucket[i]] += 1
+    free(starts)
+    return order_array
+
+
 cdef inline int compare_rows(const int *a, const int *b, Py_ssize_t width) noexcept nogil:
     cdef Py_ssize_t j
     for j in range(width):
