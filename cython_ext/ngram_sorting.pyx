@@ -2,8 +2,8 @@
 """Ordering the n-grams of one order: counted entries into lexicographic order, and a
 table into the order SRILM writes an ARPA section in. Each n-gram's sort key is packed in
 one int64 by a loop here (the place of its prefix or context among the order below's
-n-grams, then its last word), numpy's argsort sorts the keys (SIMD: faster than counting
-sorts here), and one more loop gathers the sorted tables. Sorted runs of one order (counted
+n-grams, then its last word), numpy's SIMD sort orders the keys (key_order: faster than
+counting sorts here), and one more loop gathers the sorted tables. Sorted runs of one order (counted
 in pieces of a text) are merged on a heap of the runs' next rows. A table read from an ARPA
 file is sorted in place instead (sort_keys_carrying): no permutation and no gathered copies
 where the memory is the model's."""
@@ -34,7 +34,7 @@ def sort_counted(const int64_t[::1] entry_keys, const int64_t[::1] entry_counts,
             word = entry_keys[e] % vocab_size
             prefix = 0 if unigrams else lower_rank[entry_keys[e] // vocab_size]
             sort_keys[e] = prefix * vocab_size + word
-    order_array = np.argsort(sort_keys_array)
+    order_array = key_order(sort_keys_array)
     rank_array, keys_array = np.empty(n, np.int64), np.empty(n, np.int64)
     rows_array, counts_array = np.empty((n, width), np.int32), np.empty(n, np.int64)
     suffix_array = np.empty(n if with_suffix else 0, np.int64)
@@ -78,14 +78,81 @@ def srilm_order(const int64_t[::1] keys, int64_t vocab_size, const int[::1] word
             if want_reversed:
                 # read backwards, the row is its last word, then its prefix read backwards
                 backward[i] = word * contexts + context
-    order = np.argsort(forward_array)
+    order = key_order(forward_array)
     if not want_reversed:
         return order, None
-    cdef const int64_t[::1] backward_order = np.argsort(backward_array)
+    cdef const int64_t[::1] backward_order = key_order(backward_array)
     with nogil:
         for i in range(n):
             backward[backward_order[i]] = i
     return order, backward_array
+
+
+def key_order(const int64_t[::1] keys):
+    """The order that sorts `keys` (argsort's, equal keys by place). When the keys' spread
+    and their places fit in 63 bits, each key less the least is packed above its place and
+    the packed values sorted (numpy's SIMD sort of int64 values: 3-7x its argsort, 450k to
+    4M keys); argsort otherwise."""
+    cdef Py_ssize_t n = keys.shape[0], i
+    cdef int64_t low = INT64_MAX, high = 0, mask
+    cdef int place_bits = (<object> max(n - 1, 1)).bit_length()
+    if n < 2:
+        return np.zeros(n, np.int64)
+    with nogil:
+        for i in range(n):
+            if keys[i] < low:
+                low = keys[i]
+        high = low
+        for i in range(n):
+            if keys[i] > high:
+                high = keys[i]
+    if (<object> high - <object> low).bit_length() + place_bits > 63:
+        return np.argsort(keys)
+    packed_array = np.empty(n, np.int64)
+    cdef int64_t[::1] packed = packed_array
+    mask = (<int64_t> 1 << place_bits) - 1
+    with nogil:
+        for i in range(n):
+            packed[i] = ((keys[i] - low) << place_bits) | i
+    packed_array.sort()
+    with nogil:
+        for i in range(n):
+            packed[i] &= mask
+    return packed_array
+
+
+def bucket_order(const int64_t[::1] keys, const int64_t[::1] bounds, int64_t[::1] counts):
+    """The order that groups `keys` by bucket, keeping their order within each (a stable
+    counting sort), bucket b holding the keys from bounds[b-1] (inclusive) up to bounds[b]
+    (`bounds` sorted); `counts` (len(bounds) + 1, zeroed) gets each bucket's keys."""
+    cdef Py_ssize_t n = keys.shape[0], buckets = bounds.shape[0] + 1, i, low, high, middle
+    cdef int64_t total = 0, size
+    if counts.shape[0] != buckets:
+        raise ValueError("counts must have one more entry than bounds")
+    bucket_array, order_array = np.empty(n, np.int32), np.empty(n, np.int64)
+    cdef int[::1] bucket = bucket_array
+    cdef int64_t[::1] order = order_array
+    cdef int64_t *starts = <int64_t *> malloc(buckets * sizeof(int64_t))
+    if not starts:
+        raise MemoryError()
+    with nogil:
+        for i in range(n):
+            low, high = 0, buckets - 1  # the first bound above the key (searchsorted, side="right")
+            while low < high:
+                middle = (low + high) // 2
+                if bounds[middle] <= keys[i]:
+                    low = middle + 1
+                else:
+                    high = middle
+            bucket[i] = <int> low
+            counts[low] += 1
+        for i in range(buckets):
+            starts[i], total = total, total + counts[i]
+        for i in range(n):
+            order[starts[bucket[i]]] = i
+            starts[bucket[i]] += 1
+    free(starts)
+    return order_array
 
 
 cdef inline int compare_rows(const int *a, const int *b, Py_ssize_t width) noexcept nogil:

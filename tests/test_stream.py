@@ -7,7 +7,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from nplmtk._ext.ngram_sorting import merge_records, search_sorted_forward, sort_keys_carrying
+from nplmtk._ext.ngram_sorting import bucket_order, key_order, merge_records, search_sorted_forward, sort_keys_carrying
 from nplmtk.corpus import Corpus
 from nplmtk.errors import NplmError
 from nplmtk.ngram.arpa import arpa_bytes
@@ -126,6 +126,24 @@ def test_bucketed_runs_sort_whatever_the_bounds(tmp_path, bounds):
     assert all(len(number) == 1 for number in numbers) and numbers == sorted(numbers)
     assert sorted(np.concatenate(buckets)["key"].tolist()) == list(range(5000))
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("size, spread", [(0, 5), (1, 5), (2, 1), (1000, 3), (1000, 1 << 40), (5000, 1 << 62)])
+def test_key_order_is_a_stable_argsort(size, spread):
+    """Packed keys (spread and places within 63 bits) and argsort's fallback (wider) alike;
+    equal keys keep their places' order, negative keys sort below the rest."""
+    keys = np.random.default_rng(size).integers(-spread, spread, size)
+    assert key_order(keys).tolist() == np.argsort(keys, kind="stable").tolist()
+
+
+@pytest.mark.parametrize("bounds", [[], [0], [-3, 4, 4, 90], list(range(-100, 100, 7))])
+def test_bucket_order_groups_keys_by_bucket_stably(bounds):
+    keys = np.random.default_rng(len(bounds)).integers(-120, 120, 3000)
+    bounds = np.array(bounds, dtype=np.int64)
+    bucket = np.searchsorted(bounds, keys, side="right")
+    counts = np.zeros(len(bounds) + 1, dtype=np.int64)
+    assert bucket_order(keys, bounds, counts).tolist() == np.argsort(bucket, kind="stable").tolist()
+    assert counts.tolist() == np.bincount(bucket, minlength=len(bounds) + 1).tolist()
 
 
 def test_merge_records_keeps_equal_keys_in_the_order_of_their_pieces():

@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from .._ext.ngram_sorting import merge_records
+from .._ext.ngram_sorting import bucket_order, key_order, merge_records
 from ..scratch import ScratchFile
 from ..threads import raise_if_stopping
 
@@ -102,13 +102,11 @@ class BucketedRuns:
         out, written = None, 0
         try:
             for piece in pieces:
-                # bucket numbers as uint16: numpy's stable sort of 16-bit integers is a radix sort
-                bucket = np.searchsorted(self.bounds, piece["key"], side="right").astype(
-                    np.uint16 if buckets <= 1 << 16 else np.int64)
-                counts = np.bincount(bucket, minlength=buckets)
+                counts = np.zeros(buckets, dtype=np.int64)
+                order = bucket_order(np.ascontiguousarray(piece["key"]), self.bounds, counts)
                 if out is None:
                     out, self.dtype = ScratchFile(self.path), piece.dtype
-                out.append(np.take(piece, np.argsort(bucket, kind="stable")))
+                out.append(np.take(piece, order))
                 starts = np.concatenate([[0], np.cumsum(counts)[:-1]]) + written
                 self.sections.append((starts, counts))
                 written += len(piece)
@@ -155,7 +153,8 @@ class BucketedRuns:
 
 
 def _sorted(records):
-    return np.take(records, np.argsort(records["key"]))  # 7x faster than records[order] for structured records
+    # take: 7x faster than records[order] for structured records
+    return np.take(records, key_order(np.ascontiguousarray(records["key"])))
 
 
 def _read_records(source, dtype, first, count, records=None):

@@ -5,7 +5,7 @@ import threading
 
 import numpy as np
 
-from ..._ext.ngram_sorting import find_sorted_rows, search_sorted_forward
+from ..._ext.ngram_sorting import find_sorted_rows, key_order, search_sorted_forward
 from ...errors import NplmError
 from ...threads import in_order
 from ..row_files import row_bytes
@@ -101,7 +101,7 @@ def suffix_rows_by_windows(estimate, k):
         def fill(start, stop, found):
             query = suffix_keys(estimate, k, start, stop)
             inside = np.flatnonzero((query >= keys[0]) & (query <= keys[-1]))
-            by_key = inside[np.argsort(query[inside])]  # sorted queries: a search that runs forward
+            by_key = inside[key_order(query[inside])]  # sorted queries: a search that runs forward
             place = np.empty(len(by_key), dtype=np.int64)
             search_sorted_forward(keys, query[by_key], place)
             np.minimum(place, len(keys) - 1, out=place)

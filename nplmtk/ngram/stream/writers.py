@@ -17,6 +17,9 @@ from .files import BACKWARD, MODEL_KEYS
 SAMPLE_BLOCKS, SAMPLE_BLOCK_ROWS = 4096, 8
 BUCKET_FILL = 0.8  # a bucket's expected records, a share of the records a sort holds
 TAKEN_FAST_BYTES = 32  # the largest record numpy's take copies without a memmove each
+# a sort record's back-off weight (float32 bits) where its row is no context: a signalling
+# NaN, which no arithmetic makes; no flag byte (order 4's records 32 bytes, not 33)
+NO_WEIGHT = np.uint32(0x7FA00001)
 
 
 def write_arpa_streamed(model, path, memory, folder, consume=False):
@@ -127,7 +130,7 @@ def write_arpa_streamed(model, path, memory, folder, consume=False):
             next(backward)  # order k-1's places, computed beside order k-1's sort; order k's begun
             if consume:
                 model.remove(k - 1)  # order k-1 sorted, its places known: its records are in its runs
-        weights = [("bow", "<f4"), ("node", "u1")] if k < model.order else []
+        weights = [("bow", "<u4")] if k < model.order else []  # NO_WEIGHT where the row is no context
         record = padded_record(np.dtype([("key", "<i8"), ("logp", "<f4")] + weights + [("grams", "<i4", (k,))]))
         rows = rows_for(record)
 
@@ -140,7 +143,7 @@ def write_arpa_streamed(model, path, memory, folder, consume=False):
                     out["key"] += context_places(k, start, start + rows) * len(vocab)
                 out["logp"], out["grams"] = logp, grams
                 if weights:
-                    out["bow"], out["node"] = bow, node
+                    out["bow"] = np.where(node, bow.view(np.uint32), NO_WEIGHT)
                 yield out
 
         def sample():
@@ -171,7 +174,7 @@ def write_arpa_streamed(model, path, memory, folder, consume=False):
 def padded_record(record):
     """`record` padded to TAKEN_FAST_BYTES when shorter: numpy's take (the sorts' copies)
     copies records of that size by assignment, others by a memmove each (2x slower at
-    21 to 29 bytes: orders 1 to 3 of the ARPA writer)."""
+    20 to 28 bytes: orders 1 to 3 of the ARPA writer)."""
     if record.itemsize >= TAKEN_FAST_BYTES:
         return record
     fields = [record.fields[name] for name in record.names]
@@ -182,10 +185,13 @@ def padded_record(record):
 def formatted_records(piece, k, words, word_start):
     """ARPA lines of sorted records of order k (format_section's pieces)."""
     grams = np.ascontiguousarray(piece["grams"]).reshape(-1, k)
-    weighted = "bow" in piece.dtype.names
-    return format_section(grams, np.ascontiguousarray(piece["logp"]),
-                          np.ascontiguousarray(piece["bow"]) if weighted else np.zeros(len(piece), dtype=np.float32),
-                          np.ascontiguousarray(piece["node"]) if weighted else np.zeros(len(piece), dtype=np.uint8),
+    if "bow" in piece.dtype.names:
+        bow = np.ascontiguousarray(piece["bow"])
+        node = (bow != NO_WEIGHT).view(np.uint8)
+        bow = bow.view(np.float32)
+    else:
+        bow, node = np.zeros(len(piece), dtype=np.float32), np.zeros(len(piece), dtype=np.uint8)
+    return format_section(grams, np.ascontiguousarray(piece["logp"]), bow, node,
                           np.arange(len(piece), dtype=np.int64), words, word_start)
 
 
