@@ -4,6 +4,7 @@ and the leftovers of killed processes removed first; each file written a piece a
 every failure one error naming the folder. Outputs are io's writer's (open_output)."""
 import contextlib
 import os
+import sys
 
 from .errors import Interrupted, NplmError, os_error
 from .threads import allow_threads, raise_if_stopping, stop_threads
@@ -161,19 +162,32 @@ class _SignalsStopWork:
             self.before[signal.SIGTERM] = signal.signal(signal.SIGTERM, self._stop)
             if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not when ignored (nohup, &)
                 self.before[signal.SIGINT] = signal.signal(signal.SIGINT, self._stop)
+            self.unraisable_before, sys.unraisablehook = sys.unraisablehook, self._unraisable
         return self
 
     def __exit__(self, *exc):
         import signal
         for number, handler in self.before.items():  # None: not set from Python
             signal.signal(number, signal.SIG_DFL if handler is None else handler)
+        if self.before:
+            sys.unraisablehook = self.unraisable_before
 
     def _stop(self, signum, frame):
         import signal
         if self.interrupted is None:
             self.interrupted = Interrupted(signum, self.REASONS[signal.Signals(signum).name])
             stop_threads(self.interrupted)
-            self._raise()
+        self._raise()
+
+    def _unraisable(self, unraisable):
+        """The signal's exception raised where no exception can go (a weakref callback, a
+        __del__): not printed ("Exception ignored ..."), since the threads and the main
+        thread's work stop at their next chunk (raise_if_stopping) with its status and
+        line; a second signal may raise it again."""
+        if self.interrupted is not None and unraisable.exc_value is self.interrupted:
+            self.raised = False
+        else:
+            self.unraisable_before(unraisable)
 
     def _raise(self):
         if self.interrupted is not None and not self.holding and not self.raised:

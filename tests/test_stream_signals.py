@@ -6,6 +6,7 @@ is removed by the next run."""
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import numpy as np
@@ -94,3 +95,33 @@ def test_what_a_killed_run_left_is_removed_by_the_next_run(tmp_path, text):
     rerun = [NPLM, "ngram-count", "-text", text, "-order", "3", "-temp", temp, "-lm", out / "lm.arpa"]
     subprocess.run(rerun, check=True)  # in memory: quicker
     assert (os.listdir(temp), os.listdir(out)) == ([], ["lm.arpa"])
+
+
+def test_a_signal_whose_exception_python_swallows_still_stops_the_work_quietly(tmp_path, monkeypatch):
+    """SIGTERM handled inside a weakref callback (a thread object's, as computed_ahead's
+    threads end): Python would print "Exception ignored" and go on; the work still stops at
+    its next chunk with the signal's status, and nothing is printed."""
+    import weakref
+
+    from nplmtk.errors import Interrupted
+    from nplmtk.scratch import scratch_folder
+    from nplmtk.threads import raise_if_stopping
+
+    class Thing:
+        pass
+
+    def terminate_inside(ref):
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(1000):  # the handler runs here, between two bytecodes of the callback
+            pass
+
+    printed = []  # what Python's hook would print as "Exception ignored ..."
+    monkeypatch.setattr(sys, "unraisablehook", printed.append)
+    with pytest.raises(Interrupted) as stopped:
+        with scratch_folder("signal-test", root=str(tmp_path)):
+            thing = Thing()
+            watch = weakref.ref(thing, terminate_inside)  # noqa: F841 (the callback needs the ref alive)
+            del thing
+            raise_if_stopping()  # as the work does between two chunks
+    assert stopped.value.code == 128 + signal.SIGTERM
+    assert printed == [] and os.listdir(tmp_path) == []
