@@ -115,6 +115,6 @@ def run(argv):
         where = err.ctx.command_path if err.ctx else "nplm"
         print(f"{where}: {_usage_message(err, argv)}", file=sys.stderr)
         sys.exit(2)
-    except click.Abort:
-        print("nplm: aborted", file=sys.stderr)
+    except click.Abort:  # click's for a KeyboardInterrupt: Ctrl-C's one line, as everywhere else
+        print("nplm: interrupted", file=sys.stderr)
         sys.exit(130)

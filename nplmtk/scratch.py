@@ -4,7 +4,6 @@ and the leftovers of killed processes removed first; each file written a piece a
 every failure one error naming the folder. Outputs are io's writer's (open_output)."""
 import contextlib
 import os
-import sys
 
 from .errors import Interrupted, NplmError, os_error
 from .threads import allow_threads, raise_if_stopping, stop_threads
@@ -59,8 +58,8 @@ def folder_in_use(folder, name):
 def scratch_folder(kind, root=None):
     """A new folder in `root` (default TMPDIR) for temporary files of `kind` (say
     "counts"), removed with its files at the end, on an error, on Ctrl-C and on SIGTERM
-    (which within the block ends the process as SystemExit, status 128 + 15, so that the
-    removal runs; both stop the threads' work at their next chunk); those of processes
+    (within the block both stop the work at its next chunk and end the process as
+    Interrupted, status 128 + the signal, once the removal has run); those of processes
     that were killed otherwise (SIGKILL) are removed first."""
     import shutil
     import tempfile
@@ -72,7 +71,7 @@ def scratch_folder(kind, root=None):
                 shutil.rmtree(os.path.join(root, name), ignore_errors=True)
     # named before it is made, with SIGTERM's handler set: a signal at any moment leaves no folder
     folder = os.path.join(root, f"{prefix}{os.getpid()}-{os.urandom(6).hex()}")
-    with _SignalsStopWork() as signals:
+    with _SignalsStopWork():
         try:
             try:
                 os.mkdir(folder, 0o700)
@@ -81,8 +80,7 @@ def scratch_folder(kind, root=None):
                        else os_error(root, err)) from None
             yield folder
         finally:
-            with signals.held():
-                shutil.rmtree(folder, ignore_errors=True)
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def scratch_error(folder, err):
@@ -142,65 +140,43 @@ def rename_scratch(path, new_path, folder=None):
 
 
 class _SignalsStopWork:
-    """Within the block SIGTERM and SIGINT raise Interrupted (SystemExit with status 128 +
-    the signal: Python's default for SIGTERM ends the process at once, with no `finally`),
-    after stopping the work of other threads at their next chunk (stop_threads), which the
-    main thread waits for before removing the files; a second signal only waits for that,
-    and one that comes while the files go (`held()`) is raised once they are gone.
-    Outside the main thread signals cannot be set: nothing is done."""
+    """Within the block SIGTERM and SIGINT stop the work: the handler only notes the signal
+    and stops every thread's work at its next chunk (stop_threads); the main thread raises
+    it there too (raise_if_stopping, as Stopped: exit status 128 + the signal), so that it
+    never strikes inside threading's or a queue's own locks, a weakref callback or the
+    files' removal. A signal noted but not yet raised when the block ends is raised then
+    (the work was done: its status still says how the process ended). Python's default
+    for SIGTERM ends the process at once, with no `finally`. Outside the main thread
+    signals cannot be set: nothing is done."""
 
     REASONS = {"SIGTERM": "terminated", "SIGINT": "interrupted"}
 
     def __init__(self):
-        self.interrupted, self.holding, self.raised, self.before = None, False, False, {}
+        self.interrupted, self.before = None, {}
 
     def __enter__(self):
         import signal
         import threading
         if threading.current_thread() is threading.main_thread():
             allow_threads()
-            self.before[signal.SIGTERM] = signal.signal(signal.SIGTERM, self._stop)
+            self.before[signal.SIGTERM] = signal.signal(signal.SIGTERM, self._note)
             if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not when ignored (nohup, &)
-                self.before[signal.SIGINT] = signal.signal(signal.SIGINT, self._stop)
-            self.unraisable_before, sys.unraisablehook = sys.unraisablehook, self._unraisable
+                self.before[signal.SIGINT] = signal.signal(signal.SIGINT, self._note)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, kind, value, traceback):
         import signal
         for number, handler in self.before.items():  # None: not set from Python
             signal.signal(number, signal.SIG_DFL if handler is None else handler)
         if self.before:
-            sys.unraisablehook = self.unraisable_before
+            allow_threads()  # the block's threads are done: later work is not stopped
+        # from here on a signal takes its usual course; one noted before it is raised now,
+        # unless the block already ends on an error (Stopped, most often)
+        if self.interrupted is not None and kind is None:
+            raise self.interrupted
 
-    def _stop(self, signum, frame):
+    def _note(self, signum, frame):
         import signal
         if self.interrupted is None:
             self.interrupted = Interrupted(signum, self.REASONS[signal.Signals(signum).name])
             stop_threads(self.interrupted)
-        self._raise()
-
-    def _unraisable(self, unraisable):
-        """The signal's exception raised where no exception can go (a weakref callback, a
-        __del__): not printed ("Exception ignored ..."), since the threads and the main
-        thread's work stop at their next chunk (raise_if_stopping) with its status and
-        line; a second signal may raise it again."""
-        if self.interrupted is not None and unraisable.exc_value is self.interrupted:
-            self.raised = False
-        else:
-            self.unraisable_before(unraisable)
-
-    def _raise(self):
-        if self.interrupted is not None and not self.holding and not self.raised:
-            self.raised = True
-            raise self.interrupted
-
-    @contextlib.contextmanager
-    def held(self):
-        """Within the block a signal is noted, not raised (the files' removal runs to its
-        end); it is raised after the block."""
-        self.holding = True
-        try:
-            yield
-        finally:
-            self.holding = False
-        self._raise()

@@ -125,3 +125,72 @@ def test_a_signal_whose_exception_python_swallows_still_stops_the_work_quietly(t
             raise_if_stopping()  # as the work does between two chunks
     assert stopped.value.code == 128 + signal.SIGTERM
     assert printed == [] and os.listdir(tmp_path) == []
+
+
+def test_a_signal_is_raised_where_the_work_checks_not_where_it_strikes(tmp_path):
+    """Within the block the handler only notes the signal: the code it interrupted runs on
+    (a signal's exception inside threading's or a queue's locks once hung the process), and
+    the work ends at its next check between chunks with the signal's status."""
+    from nplmtk.errors import Interrupted
+    from nplmtk.scratch import scratch_folder
+    from nplmtk.threads import raise_if_stopping
+
+    ran_on = []
+    with pytest.raises(Interrupted) as stopped:
+        with scratch_folder("signal-test", root=str(tmp_path)):
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):  # the handler runs in here
+                pass
+            ran_on.append(True)
+            raise_if_stopping()
+            ran_on.append(False)
+    assert ran_on == [True] and stopped.value.code == 128 + signal.SIGTERM
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_signal_after_the_last_check_still_ends_with_its_status(tmp_path):
+    """A signal in the last moments of the work, after its last check between chunks, and
+    handled where Python swallows exceptions (a weakref callback, as a finished thread's):
+    raised when the block ends, the folder removed first (it once ended with status 0)."""
+    import weakref
+
+    from nplmtk.errors import Interrupted
+    from nplmtk.scratch import scratch_folder
+
+    class Thing:
+        pass
+
+    def interrupt_inside(ref):
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(1000):  # the handler runs here
+            pass
+
+    with pytest.raises(Interrupted) as stopped:
+        with scratch_folder("signal-test", root=str(tmp_path)):
+            thing = Thing()
+            watch = weakref.ref(thing, interrupt_inside)  # noqa: F841 (the callback needs the ref alive)
+            del thing
+    assert stopped.value.code == 128 + signal.SIGINT and stopped.value.reason == "interrupted"
+    assert os.listdir(tmp_path) == []
+
+
+def test_an_output_written_when_a_signal_came_is_not_put_in_place(tmp_path):
+    """A signal noted while an output was written: the old file stays (the partial model
+    never replaces it), and once the block has ended later work is not stopped."""
+    from nplmtk.errors import Interrupted
+    from nplmtk.io import open_output
+    from nplmtk.scratch import scratch_folder
+    from nplmtk.threads import raise_if_stopping
+
+    model = tmp_path / "lm.arpa"
+    model.write_text("old\n")
+    work = tmp_path / "temp"
+    work.mkdir()
+    with pytest.raises(Interrupted):
+        with scratch_folder("signal-test", root=str(work)):
+            with open_output(str(model)) as out:
+                out.write("new\n")
+                os.kill(os.getpid(), signal.SIGTERM)
+    assert model.read_text() == "old\n" and sorted(os.listdir(tmp_path)) == ["lm.arpa", "temp"]
+    assert os.listdir(work) == []
+    raise_if_stopping()

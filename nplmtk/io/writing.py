@@ -11,6 +11,7 @@ import time
 
 from ..errors import NplmError, os_error
 from ..scratch import process_alive
+from ..threads import raise_if_stopping
 
 # gzip and tempfile are imported where they are used: a command that writes no file
 # (scoring) starts some 3 ms sooner without them
@@ -165,6 +166,7 @@ def open_output(path, binary=False):
         yield from _encoded(raw, path, binary)
         raw.flush()
         os.fsync(raw.fileno())
+        raise_if_stopping()  # a signal noted while it was written: the old file stays
     try:
         os.replace(tmp, target)
     except OSError as err:

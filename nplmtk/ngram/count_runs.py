@@ -15,7 +15,7 @@ from .._ext.ngram_sorting import merge_sorted_rows, sort_counted
 from ..errors import InputError
 from ..io import BLOCK_BYTES
 from ..scratch import scratch_error
-from ..threads import usable_cores
+from ..threads import raise_if_stopping, usable_cores
 from .counts import (COUNTS_BLOCK_BYTES, NgramCounts, check_ids, check_order, check_orders, check_read_orders,
                      read_counts_blocks)
 from .store import CountStore, StoreWriter
@@ -106,6 +106,7 @@ class CountAccumulator:
         cuts = np.unique(np.concatenate([[0], cuts, [len(offsets) - 1]]))  # sentences of no words count too
         for first, last in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
             start, end = int(offsets[first]), int(offsets[last])
+            raise_if_stopping()  # the process ends on a signal: between two pieces
             padded = end - start + 2 * (last - first)  # at most this many new n-grams of each order
             if self.counter.entries() and self.counter.bytes_after(padded) > self.table_memory:
                 self.runs.append(self._spill(self._new_folder("run")))
@@ -121,6 +122,7 @@ class CountAccumulator:
         orders = set()
         block_bytes = int(min(COUNTS_BLOCK_BYTES, max(1 << 16, self.memory * COUNTS_BLOCK_MEMORY_SHARE)))
         for tables in read_counts_blocks(path, self.vocab, limit_vocab, block_bytes):
+            raise_if_stopping()
             if tables:
                 writer = StoreWriter(self.vocab, self._new_folder("read"), max(tables))
                 for k, (rows, counts) in sorted(tables.items()):
