@@ -26,6 +26,7 @@ from .ngram.backoff import BackoffModel
 from .ngram.count_runs import CountAccumulator
 from .ngram.counts import check_order
 from .ngram.estimate import estimate, prune, renormalise
+from .threads import raise_if_stopping
 
 CHUNK_TOKENS = 1 << 20  # sampled words counted a chunk at a time
 MAX_SENTENCE_WORDS = 50_000  # SRILM's bound on a generated sentence (`nplm generate -max-words`'s largest)
@@ -45,6 +46,7 @@ def sampled_counts(model, words, order, folder, seed=1, batch=DEFAULT_BATCH, mem
     accumulator = CountAccumulator(vocab, order, memory, folder)
     ids, offsets, drawn = [], [0], 0
     for sentence in sampled_ids(model, 1 << 62, seed=seed, batch=batch, max_words=MAX_SENTENCE_WORDS):
+        raise_if_stopping()  # a signal in the scratch folder's block: between two sentences
         ids.extend(sentence)
         offsets.append(len(ids))
         drawn += len(sentence)
