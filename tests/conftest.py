@@ -8,6 +8,23 @@ import pytest
 NPLM = os.path.join(os.path.dirname(sys.executable), "nplm")
 
 
+# an HTK lattice of the paths a c d and b c d (then </s>), through a null node at the end
+CHAIN_LATTICE = """VERSION=1.0
+base=10 lmscale=1
+start=0 end=4
+I=0
+I=1
+I=2
+I=3
+I=4
+J=0 S=0 E=1 W=a a=-1
+J=1 S=0 E=1 W=b a=-1.5
+J=2 S=1 E=2 W=c a=-1
+J=3 S=2 E=3 W=d a=-1
+J=4 S=3 E=4 W=!NULL
+"""
+
+
 def run_nplm(*args, stdin=None, cwd=None):
     """Run the installed `nplm` and return (status, stdout, stderr)."""
     proc = subprocess.run([NPLM, *map(str, args)], input=stdin, capture_output=True,

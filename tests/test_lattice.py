@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_nplm
+from conftest import CHAIN_LATTICE as CHAIN, run_nplm
 from nplmtk.errors import InputError
 from nplmtk.lattice.htk import read_htk
 from nplmtk.lattice.noise import Confusions, sentence_lattice
@@ -304,21 +304,6 @@ def test_a_bad_lattice_among_expanded_ones_is_one_line(tmp_path):
 
 
 # -- networks: the n-gram history approximation ----------------------------------------
-
-CHAIN = """VERSION=1.0
-base=10 lmscale=1
-start=0 end=4
-I=0
-I=1
-I=2
-I=3
-I=4
-J=0 S=0 E=1 W=a a=-1
-J=1 S=0 E=1 W=b a=-1.5
-J=2 S=1 E=2 W=c a=-1
-J=3 S=2 E=3 W=d a=-1
-J=4 S=3 E=4 W=!NULL
-"""
 
 
 def _network(kind, order=None):

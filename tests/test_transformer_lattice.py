@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import nplmtk
-from conftest import run_nplm
+from conftest import CHAIN_LATTICE as CHAIN, run_nplm
 from nplmtk.corpus import Corpus
 from nplmtk.lattice.decode import Scales, nbest_paths, viterbi
 from nplmtk.lattice.htk import read_htk
@@ -15,21 +15,6 @@ from nplmtk.lattice.scores import NetworkScores
 from nplmtk.neural.transformer import TransformerModel
 from nplmtk.vocab import Vocabulary
 
-# a c d and b c d (then </s>), through a null node at the end
-CHAIN = """VERSION=1.0
-base=10 lmscale=1
-start=0 end=4
-I=0
-I=1
-I=2
-I=3
-I=4
-J=0 S=0 E=1 W=a a=-1
-J=1 S=0 E=1 W=b a=-1.5
-J=2 S=1 E=2 W=c a=-1
-J=3 S=2 E=3 W=d a=-1
-J=4 S=3 E=4 W=!NULL
-"""
 VOCAB = Vocabulary(list("abcdefgh"))
 
 
