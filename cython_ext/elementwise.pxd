@@ -1,7 +1,7 @@
 # Elementwise helpers of the recurrent kernel (rnn_kernels.pyx), inline: activations and
 # their slopes, an LSTM step's cells, dropout with a xorshift generator, column sums, and the SGD or Adam step
 # of one parameter array.
-from libc.math cimport expf, sqrtf, tanhf
+from libc.math cimport sqrtf, tanhf
 from libc.string cimport memset
 
 cdef inline float uniform(unsigned long long *state) noexcept nogil:
@@ -25,6 +25,12 @@ cdef inline void dropout(float *values, float *mask, Py_ssize_t size, float p, u
 cdef extern from *:
     """
     #include <math.h>
+    /* The logistic function, kept finite under -ffast-math: below -88 expf(-z) overflows,
+       and the vectorised 1 / (1 + inf) is then NaN (libmvec's expf), so one saturated gate
+       (after weight drop and dropout scaled the weights up) once turned a whole LSTM into
+       NaN mid-training. Below -80 it is 1.8e-35, as good as its true value. */
+    #define NPLM_LOGISTIC(z) (1 / (1 + expf(-fmaxf((z), -80.0f))))
+
     /* One LSTM step's cells for `rows` streams, tanh as the activation: z holds each row's
        pre-activations of the gates i, f, o, g (h each; the peepholes P added when not
        NULL), replaced by the gates; c = f cp + i g and s = o tanh(c). Its loops vectorise
@@ -45,8 +51,8 @@ cdef extern from *:
                     zo[j] += P[2 * h + j] * cr[j];
                 }
             for (int j = 0; j < h; j++) {
-                float gi = 1 / (1 + expf(-zi[j])), gf = 1 / (1 + expf(-zf[j]));
-                float go = 1 / (1 + expf(-zo[j])), gg = tanhf(zg[j]);
+                float gi = NPLM_LOGISTIC(zi[j]), gf = NPLM_LOGISTIC(zf[j]);
+                float go = NPLM_LOGISTIC(zo[j]), gg = tanhf(zg[j]);
                 zi[j] = gi;
                 zf[j] = gf;
                 zo[j] = go;
@@ -129,10 +135,7 @@ cdef extern from *:
                                     float clipped, float beta1, float rest1, float beta2, float rest2, float c1,
                                     float c2, float epsilon) noexcept nogil
     void tanh_into "nplm_tanh_into"(float *out, const float *values, long size) noexcept nogil
-
-
-cdef inline float logistic(float z) noexcept nogil:
-    return 1 / (1 + expf(-z))
+    float logistic "NPLM_LOGISTIC"(float z) noexcept nogil
 
 
 cdef inline float act(float z, int kind) noexcept nogil:

@@ -121,6 +121,24 @@ def random_model(arch, shape, seed=2):
     return model
 
 
+@pytest.mark.parametrize("arch, shape", [("lstm", {"features": 16, "hidden": 16}),
+                                         ("lstm", {"features": 16, "hidden": 16, "layers": 2}),
+                                         ("rnn", {"hidden": 16, "activation": "sigmoid"})])
+def test_saturated_gates_stay_finite(arch, shape):
+    """Gate pre-activations far below -88 (weight drop and dropout scale weights up): the
+    logistic is 0, not NaN (under -ffast-math the vectorised 1 / (1 + expf(88+)) was NaN,
+    and one such gate turned brown-best's LSTM into NaN in its fourth epoch)."""
+    model = random_model(arch, shape)
+    for name in model.params:
+        if name[0] in "UW":
+            model.params[name] *= 1000
+    rows, _ = stream_rows(Corpus.from_lines(TEXT, VOCAB), 2, VOCAB)
+    grads = {k: np.zeros_like(v) for k, v in model.params.items()}
+    total = model._network(2, len(rows), trainable=True).gradients(rows, grads)
+    assert math.isfinite(total) and all(np.isfinite(g).all() for g in grads.values())
+    assert np.isfinite(model.logprobs(Corpus.from_lines(TEXT, VOCAB))).all()
+
+
 @pytest.mark.parametrize("arch, shape", SHAPES)
 def test_every_parameter_matches_finite_differences_through_time(arch, shape):
     model = random_model(arch, shape)
