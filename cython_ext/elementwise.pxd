@@ -31,6 +31,16 @@ cdef extern from *:
        NaN mid-training. Below -80 it is 1.8e-35, as good as its true value. */
     #define NPLM_LOGISTIC(z) (1 / (1 + expf(-fmaxf((z), -80.0f))))
 
+    /* Whether x is finite, by its exponent's bits: -ffast-math lets the compiler take
+       isfinite() and x == x as always true. */
+    #include <stdint.h>
+    #include <string.h>
+    static inline int nplm_finite(double x) {
+        uint64_t bits;
+        memcpy(&bits, &x, sizeof bits);
+        return (bits & 0x7ff0000000000000ULL) != 0x7ff0000000000000ULL;
+    }
+
     /* One LSTM step's cells for `rows` streams, tanh as the activation: z holds each row's
        pre-activations of the gates i, f, o, g (h each; the peepholes P added when not
        NULL), replaced by the gates; c = f cp + i g and s = o tanh(c). Its loops vectorise
@@ -136,6 +146,7 @@ cdef extern from *:
                                     float c2, float epsilon) noexcept nogil
     void tanh_into "nplm_tanh_into"(float *out, const float *values, long size) noexcept nogil
     float logistic "NPLM_LOGISTIC"(float z) noexcept nogil
+    bint finite "nplm_finite"(double x) noexcept nogil
 
 
 cdef inline float act(float z, int kind) noexcept nogil:

@@ -26,12 +26,14 @@ cdef extern from *:
             total += y[j]; \
         }
 
-    /* Scores y in, probabilities out, with max-subtraction; returns log p(target) in double. */
+    /* Scores y in, probabilities out, with max-subtraction; returns log p(target) in double,
+       from the target's score itself when its exponential underflows (p below 1e-38 in
+       float: log 0 would make a training epoch's perplexity infinite). */
     __attribute__((target_clones("avx512f", "avx2", "default"), unused))
     static double nplm_softmax_row(float *restrict y, int size, int target) {
-        float total = 0;
+        float total = 0, score = y[target];
         NPLM_EXPONENTIALS(y, size, total)
-        double logp = log((double) y[target] / total);
+        double logp = y[target] > 0 ? log((double) y[target] / total) : (double) (score - top) - log((double) total);
         float inverse = 1 / total;
         for (int j = 0; j < size; j++)
             y[j] *= inverse;
@@ -57,7 +59,8 @@ cdef extern from *:
             top = y[j] > top ? y[j] : top;
         for (int j = 0; j < size; j++)
             total += expf(y[j] - top);
-        return log((double) expf(y[target] - top) / total);
+        float e = expf(y[target] - top);  /* as softmax_row, from the score when it underflows */
+        return e > 0 ? log((double) e / total) : (double) (y[target] - top) - log((double) total);
     }
     """
     double softmax_row "nplm_softmax_row"(float *y, int size, int target) noexcept nogil

@@ -134,6 +134,7 @@ cdef struct Rnn:
     float *mC         # Adam's moments of the rows of C (untied)
     float *vC
     double *adam_step
+    long long skipped # updates skipped: their gradient was not finite (step)
 
 
 cdef inline void layer_forward(Rnn *net, Layer *L, const float *input, int T) noexcept nogil:

@@ -8,7 +8,7 @@ from cython.parallel cimport prange
 from libc.math cimport sqrt
 from libc.string cimport memcpy
 
-from elementwise cimport Adam, adam_corrections, squares, update
+from elementwise cimport Adam, adam_corrections, finite, squares, update
 from kernel_common cimport scale
 from recurrent_layers cimport Rnn, Slot
 
@@ -76,16 +76,19 @@ cdef inline void decay_slots(Slot *slot, int slots, float keep) noexcept nogil:
 cdef inline void step(Rnn *net, int touched, int words, float rate, float keep_c) noexcept nogil:
     """One update from the segment's gradient (clipped to a norm of clip * words): every
     slot's array by SGD or Adam; the rows of C that occur (unless tied, when C is a slot)
-    decayed by keep_c first."""
+    decayed by keep_c first. A gradient that is not finite (BPTT's product through a
+    segment overflowed) is skipped, counted in net.skipped, as mixed-precision trainers skip
+    an overflowing step: applied, even clipped, it turns every parameter into NaN."""
     cdef int k, m = net.m
-    cdef double norm = 0
+    cdef double norm = slot_squares(net.slot, net.slots, 1, NULL)
     cdef float clipped = 1
     cdef Py_ssize_t row
-    if net.clip > 0:  # the gradient's norm, only to clip it
-        norm = slot_squares(net.slot, net.slots, 1, NULL)
-        for k in range(touched):
-            norm += squares(net.gC + <Py_ssize_t> net.touched[k] * m, m)
-        clipped = clip_factor(norm, net.clip, words)
+    for k in range(touched):
+        norm += squares(net.gC + <Py_ssize_t> net.touched[k] * m, m)
+    if not finite(norm):
+        net.skipped += 1
+        return
+    clipped = clip_factor(norm, net.clip, words)
     if net.adam:
         net.adam_step[0] += 1
         adam_corrections(&net.settings, net.adam_step[0])

@@ -223,7 +223,7 @@ cdef class RecurrentNetwork:
         cdef Layer *L
         net.vocab, net.m, net.layers, net.streams, net.capacity = V, m, layers, streams, capacity
         net.lstm, net.activation, net.reset, net.bos = lstm, activation, reset, bos
-        net.projected = NULL
+        net.projected, net.skipped = NULL, 0
         net.clip, net.locked = 0, g.locked
         net.bias, net.direct, net.tied = "d" in params, "M" in params, "V" not in params and "Vn" not in params
         net.C, net.d, net.M = pointer(params["C"]), self._param(params, "d"), self._param(params, "M")
@@ -361,6 +361,11 @@ cdef class RecurrentNetwork:
             return NULL
         self.grads[name] = np.zeros(params[name].shape, dtype=np.float32)
         return pointer(self.grads[name])
+
+    @property
+    def skipped_updates(self):
+        """The updates skipped so far: their gradient was not finite."""
+        return self.net.skipped
 
     def reset(self):
         """Every stream starts again from a zero state."""

@@ -139,6 +139,20 @@ def test_saturated_gates_stay_finite(arch, shape):
     assert np.isfinite(model.logprobs(Corpus.from_lines(TEXT, VOCAB))).all()
 
 
+def test_a_target_whose_probability_underflows_has_its_true_log_probability():
+    """p(target) below float's smallest (its score 200 below the others'): log p from the
+    score itself, not log 0 (a training epoch's perplexity was then infinite)."""
+    model = random_model("lstm", {})
+    model.params["d"][VOCAB.index["w3"]] = -200
+    rows, _ = stream_rows(Corpus.from_lines(TEXT, VOCAB), 2, VOCAB)
+    grads = {k: np.zeros_like(v) for k, v in model.params.items()}
+    total = model._network(2, len(rows), trainable=True).gradients(rows, grads)
+    expected = reference_logprobs(model, rows).sum()
+    assert expected < -400 and math.isclose(total, expected, rel_tol=1e-5)
+    scored = model.logprobs(Corpus.from_lines(TEXT, VOCAB))
+    assert np.isfinite(scored).all() and scored.min() < -190
+
+
 @pytest.mark.parametrize("arch, shape", SHAPES)
 def test_every_parameter_matches_finite_differences_through_time(arch, shape):
     model = random_model(arch, shape)

@@ -201,3 +201,24 @@ def test_regularisers_refused_in_one_line(tmp_path, args, fragment):
     status, _, err = run_nplm("train", "-text", tmp_path / "t.txt", "-lm", tmp_path / "m.nplm", *arch, *args)
     assert_one_line_error(status, err, fragment)
     assert not (tmp_path / "m.nplm").exists()
+
+
+def test_an_update_whose_gradient_is_not_finite_is_skipped():
+    """A segment whose backward pass overflows (here AR's gradient, at a weight of 3e38)
+    leaves every parameter as it was and is counted; applied, even clipped, it made every
+    parameter NaN (make brown-best's LSTM, in its fourth epoch). Finite ones still train."""
+    rows, _ = stream_rows(Corpus.from_lines(TEXT * 2, VOCAB), 2, VOCAB)
+    model = random_model("lstm", {"layers": 2})
+    before = {name: value.copy() for name, value in model.params.items()}
+    overflowing = Regularisers.of(RecurrentSettings(ar=3e38))
+    network = model._network(2, 4, trainable=True, regularisers=overflowing)
+    updates = -(-len(rows) // 4)
+    total, done, _ = network.train(rows, sgd_steps(4, np.full(updates, 0.01), None, np.ones(updates, np.float32),
+                                                   clip=0.25, roles=model.array_roles(None)))
+    assert np.isfinite(total) and network.skipped_updates == updates
+    for name, value in model.params.items():
+        np.testing.assert_array_equal(value, before[name])
+    network = model._network(2, 4, trainable=True, regularisers=Regularisers.of(RecurrentSettings(ar=2)))
+    network.train(rows, sgd_steps(4, np.full(updates, 0.01), None, np.ones(updates, np.float32), clip=0.25,
+                                  roles=model.array_roles(None)))
+    assert network.skipped_updates == 0 and not np.array_equal(model.params["W0"], before["W0"])

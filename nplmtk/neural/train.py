@@ -127,6 +127,7 @@ class Trainer:
         self.average = None  # NT-ASGD, once triggered: the mean of the parameters after each round since
         self.resumed_from = None  # the checkpoint's path, when resumed
         self.networks = []
+        self.skipped_before = 0  # updates the kernels skipped before this epoch (their skipped_updates)
         self.saved_carried = {}
         self.optimizer = Optimizer(model, config, self.state)
         self._refuse_impossible_settings()
@@ -373,6 +374,12 @@ class Trainer:
         record = {"epoch": state["epoch"] + 1, "updates": state["updates"], "lr": self.learning_rate(),
                   "train_ppl": train_ppl, "words_per_s": seen_here / seconds,
                   "seconds": seconds}
+        skipped = sum(getattr(network, "skipped_updates", 0) for network in networks)
+        if skipped > self.skipped_before:  # their gradient was not finite (the kernel's step)
+            record["skipped_updates"] = skipped - self.skipped_before
+            warnings.warn(f"epoch {record['epoch']}: {record['skipped_updates']} of its updates skipped, their "
+                          "gradient not finite (an overflow in backpropagation through time)", NplmWarning)
+        self.skipped_before = skipped
         if self.sampling:  # the sampled estimate of log p is biased: report exact ppl of the tiny set
             sampling = self.sampling
             record.update(train_ppl=sampling.tiny_ppl(self.model), train_ppl_of="tiny set (exact)",
