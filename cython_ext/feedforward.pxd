@@ -12,7 +12,6 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport saxpy
 
-from elementwise cimport logistic
 from kernel_common cimport (add_column_sums, axpy_row, dot, exp_shifted, gemm, log_softmax_at, matvec, matvec_t,
                             rational_tanh, rows_dot, rows_weighted_sum, scale, softmax_block, softmax_row)
 
@@ -63,7 +62,7 @@ cdef inline void activate(float *a, Py_ssize_t size, int kind) noexcept nogil:
             a[i] = rational_tanh(a[i])
     elif kind == 1:
         for i in range(size):
-            a[i] = logistic(a[i])
+            a[i] = 1.0 / (1.0 + expf(-a[i]))
     elif kind == 2:
         for i in range(size):
             if a[i] < 0:

@@ -6,7 +6,7 @@ import contextlib
 import os
 
 from .errors import Interrupted, NplmError, os_error
-from .threads import allow_threads, raise_if_stopping, stop_threads
+from .threads import allow_threads, raise_if_stopping, stop_threads, waiting_on_input
 
 
 def process_alive(pid):
@@ -144,7 +144,8 @@ class _SignalsStopWork:
     and stops every thread's work at its next chunk (stop_threads); the main thread raises
     it there too (raise_if_stopping, as Stopped: exit status 128 + the signal), so that it
     never strikes inside threading's or a queue's own locks, a weakref callback or the
-    files' removal. A signal noted but not yet raised when the block ends is raised then
+    files' removal; only a wait on input (threads.input_wait), which may never end, is
+    ended at once. A signal noted but not yet raised when the block ends is raised then
     (the work was done: its status still says how the process ended). Python's default
     for SIGTERM ends the process at once, with no `finally`. Outside the main thread
     signals cannot be set: nothing is done."""
@@ -180,3 +181,5 @@ class _SignalsStopWork:
         if self.interrupted is None:
             self.interrupted = Interrupted(signum, self.REASONS[signal.Signals(signum).name])
             stop_threads(self.interrupted)
+        if waiting_on_input():  # a wait that may never end, and nothing else under way: raise now
+            raise self.interrupted

@@ -3,6 +3,7 @@ nogil loops): items computed ahead of their use, one at a time or several side b
 given back in order; the one malloc arena that such threads share; and the flag that
 stops them all between two chunks when the process ends on a signal."""
 import collections
+import contextlib
 import ctypes
 import os
 import threading
@@ -16,6 +17,7 @@ HEAP_BLOCKS_UP_TO = 32 << 20  # glibc's largest mmap threshold: larger blocks ar
 FREED_HEAP_KEPT = 256 << 20
 
 _stopping = []  # the signal's Interrupted, once stop_threads was called
+_input_waits = [0]  # how deep the main thread is in calls that wait on input (input_wait)
 
 
 class Stopped(Interrupted):
@@ -33,6 +35,24 @@ def stop_threads(interrupted):
 def allow_threads():
     """A new job begins: work runs again (after stop_threads in an earlier job)."""
     _stopping.clear()
+
+
+@contextlib.contextmanager
+def input_wait():
+    """Around a call that may wait on input for good (opening a FIFO no one writes, reading
+    a pipe that sends nothing): a stopping signal's handler raises at once there, where
+    nothing else is under way, instead of waiting for the next chunk (which may never come)."""
+    main = threading.current_thread() is threading.main_thread()
+    _input_waits[0] += main
+    try:
+        yield
+    finally:
+        _input_waits[0] -= main
+
+
+def waiting_on_input():
+    """Whether the main thread is within input_wait (the handler asks, in the main thread)."""
+    return _input_waits[0] > 0
 
 
 def raise_if_stopping():

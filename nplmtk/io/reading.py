@@ -10,6 +10,7 @@ import sys
 import zlib
 
 from ..errors import InputError, NplmError, os_error
+from ..threads import input_wait
 
 GZIP_MAGIC = b"\x1f\x8b"
 # gzip is imported where it is used: a command that reads a plain text (scoring) starts
@@ -116,7 +117,7 @@ def _read_checked(source, path, limit, check_piece=None):
     import codecs
     pieces, lines, tail = [], 0, 0  # tail: bytes of the unfinished last line so far
     utf8, plain = codecs.getincrementaldecoder("utf-8")(), None
-    while piece := source.read(READ_BYTES):
+    while piece := _read_input(source, READ_BYTES):
         if check_piece:
             check_piece(piece, lines)
         if plain is None:
@@ -201,9 +202,18 @@ def _read_once(path):
 
 def _open(path):
     try:
-        return sys.stdin.buffer if path == "-" else open(path, "rb")
+        if path == "-":
+            return sys.stdin.buffer
+        with input_wait():  # a FIFO's open waits for its writer
+            return open(path, "rb")
     except (OSError, ValueError) as err:
         raise os_error(path, err) from None
+
+
+def _read_input(source, size):
+    """source.read(size), where a signal that stops the work may end the wait at once."""
+    with input_wait():
+        return source.read(size)
 
 
 def read_bytes(path, keep=True, check_piece=None, size_limit=None):
@@ -402,7 +412,7 @@ def read_text_blocks(path, normalize=None, block_bytes=BLOCK_BYTES, source=None)
 
 def _text_blocks(source, path, normalize, block_bytes):
     """read_text_blocks' blocks of the open file `source`."""
-    head = source.read(2)
+    head = _read_input(source, 2)
     raw = source
     if head == GZIP_MAGIC:
         import gzip
@@ -411,7 +421,7 @@ def _text_blocks(source, path, normalize, block_bytes):
     carry, lines, limit = head, 0, max_line_bytes()
     while True:
         try:
-            chunk = raw.read(block_bytes)
+            chunk = _read_input(raw, block_bytes)
         except (OSError, EOFError, zlib.error) as err:
             raise InputError(f"corrupt gzip data ({err})", path=path) from None
         data = _checked_lines(carry + chunk, path, limit, lines)
