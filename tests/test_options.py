@@ -306,11 +306,12 @@ def test_weight_decay_times_the_rate_must_be_at_most_1(capsys, toy_texts, tmp_pa
 
 
 def test_a_regulariser_that_makes_training_diverge_is_named(capsys, toy_texts, tmp_path):
-    """-ar 1e300 made training diverge and the message blamed -lr alone."""
+    """-ar 1e300 made training diverge and the message blamed -lr alone (its updates are all skipped, their
+    gradient not finite: the epoch is refused as diverged, not kept)."""
     folder, _ = toy_texts
     status, out, err = run_main(capsys, "train-nplm", "-text", folder / "valid.txt", "-lm", tmp_path / "m.nplm",
                                 "-arch", "lstm", "-m", 4, "-h", 3, "-epochs", 1, "-bptt", 5, "-ar", 1e300, "-quiet")
-    assert (status, out, err) == (2, "", "nplm: training diverged in epoch 1: the training perplexity is not finite "
+    assert (status, out, err) == (2, "", "nplm: training diverged in epoch 1: no update's gradient was finite "
                                          "(try a lower -lr or -ar)\n")
 
 

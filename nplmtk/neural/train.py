@@ -270,9 +270,10 @@ class Trainer:
         if state["round"] == 0 and self.model.CAPABILITIES.recurrent_state:  # a new pass: streams from a zero state
             for network in networks:
                 network.reset()
-        start = time.perf_counter()
+        start, updates_before = time.perf_counter(), state["updates"]
         logp_sum, seen, seen_here = self._rounds(examples, networks, pool, plan)
-        record = self._record(logp_sum, seen, seen_here, time.perf_counter() - start, networks)
+        record = self._record(logp_sum, seen, seen_here, time.perf_counter() - start, networks,
+                              state["updates"] - updates_before)
         stop = self._validate(record, valid)
         state["last_epoch_seconds"] = time.perf_counter() - start
         state["elapsed"] = state.get("elapsed", 0.0) + state["last_epoch_seconds"]
@@ -361,25 +362,29 @@ class Trainer:
             logp_sum, seen, seen_here = self.averager.sum([logp_sum, seen, seen_here])
         return logp_sum, seen, seen_here
 
-    def _record(self, logp_sum, seen, seen_here, seconds, networks):
+    def _record(self, logp_sum, seen, seen_here, seconds, networks, updates):
         """The epoch's line of the log (its validation added by _validate): the training ppl of
         the epoch's `seen` words, the speed of the `seen_here` trained in `seconds` (a resumed
-        epoch's last part)."""
+        epoch's last part), and its updates the kernels skipped (their gradient not finite)
+        among the `updates` it made."""
         cfg, state = self.config, self.state
         train_ppl = perplexity_of(logp_sum / max(seen, 1))
-        if not math.isfinite(train_ppl):  # before this epoch's checkpoint: the last one keeps the epoch before
+        skipped = sum(getattr(network, "skipped_updates", 0) for network in networks) - self.skipped_before
+        self.skipped_before += skipped
+        if not math.isfinite(train_ppl) or (updates and skipped >= updates):
+            # before this epoch's checkpoint: the last one keeps the epoch before
             given = [f"{{{name}}}" for name in cfg.settings.gradient_scales()]  # they scale the gradients too
-            raise ParameterError(f"training diverged in epoch {state['epoch'] + 1}: the training perplexity is "
-                                 f"not finite (try a lower {' or '.join(['{lr}'] + given)})")
+            why = "the training perplexity is not finite" if not math.isfinite(train_ppl) else \
+                "no update's gradient was finite"
+            raise ParameterError(f"training diverged in epoch {state['epoch'] + 1}: {why} (try a lower "
+                                 f"{' or '.join(['{lr}'] + given)})")
         record = {"epoch": state["epoch"] + 1, "updates": state["updates"], "lr": self.learning_rate(),
                   "train_ppl": train_ppl, "words_per_s": seen_here / seconds,
                   "seconds": seconds}
-        skipped = sum(getattr(network, "skipped_updates", 0) for network in networks)
-        if skipped > self.skipped_before:  # their gradient was not finite (the kernel's step)
-            record["skipped_updates"] = skipped - self.skipped_before
-            warnings.warn(f"epoch {record['epoch']}: {record['skipped_updates']} of its updates skipped, their "
-                          "gradient not finite (an overflow in backpropagation through time)", NplmWarning)
-        self.skipped_before = skipped
+        if skipped:
+            record["skipped_updates"] = skipped
+            warnings.warn(f"epoch {record['epoch']}: {skipped} of its {updates} updates skipped, their gradient "
+                          "not finite (an overflow in backpropagation through time)", NplmWarning)
         if self.sampling:  # the sampled estimate of log p is biased: report exact ppl of the tiny set
             sampling = self.sampling
             record.update(train_ppl=sampling.tiny_ppl(self.model), train_ppl_of="tiny set (exact)",
