@@ -125,7 +125,10 @@ cdef extern from *:
             float g = clipped * grad[i];
             m[i] = beta1 * m[i] + rest1 * g;
             v[i] = beta2 * v[i] + rest2 * g * g;
-            param[i] -= rate * (m[i] / c1) / (sqrtf(v[i] / c2) + epsilon);
+            /* v / c2 at least FLT_MIN: -ffast-math's vectorised sqrtf (x rsqrt(x)) is NaN for a
+               denormal x, and Adam's v decays into denormals where a gradient stays near 0 (it
+               made 6 weights of brown-best's LSTM NaN); below FLT_MIN the step is the same. */
+            param[i] -= rate * (m[i] / c1) / (sqrtf(fmaxf(v[i] / c2, 1.17549435e-38f)) + epsilon);
         }
     }
 

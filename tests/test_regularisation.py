@@ -222,3 +222,22 @@ def test_an_update_whose_gradient_is_not_finite_is_skipped():
     network.train(rows, sgd_steps(4, np.full(updates, 0.01), None, np.ones(updates, np.float32), clip=0.25,
                                   roles=model.array_roles(None)))
     assert network.skipped_updates == 0 and not np.array_equal(model.params["W0"], before["W0"])
+
+
+def test_adam_steps_stay_finite_when_its_second_moments_are_denormal():
+    """Adam's v decays into denormal floats where a gradient stays near 0; -ffast-math's
+    vectorised square root of a denormal is NaN, which made 6 weights of brown-best's LSTM
+    NaN in its fourth epoch (and the network with them)."""
+    from nplmtk.neural.optimizer import Adam
+    rows, _ = stream_rows(Corpus.from_lines(TEXT * 2, VOCAB), 2, VOCAB)
+    model = random_model("lstm", {"hidden": 16, "features": 16})
+    # the input features a segment's locked mask drops get no gradient: their v only decays
+    network = model._network(2, 4, trainable=True, adam=Adam(),
+                             regularisers=Regularisers.of(RecurrentSettings(dropout_input=0.9)))
+    for name, moment in network.carried.items():
+        if name.startswith("adam_v."):
+            moment[...] = np.float32(1e-44)
+    updates = -(-len(rows) // 4)
+    network.train(rows, sgd_steps(4, np.full(updates, 0.001), None, np.ones(updates, np.float32), clip=0.25,
+                                  roles=model.array_roles(None)))
+    assert all(np.isfinite(value).all() for value in model.params.values())
