@@ -368,12 +368,13 @@ cdef class RecurrentNetwork:
         return self.net.skipped
 
     def reset(self):
-        """Every stream starts again from a zero state."""
+        """Every stream starts again from a zero state (Adam's moments and step and the
+        dropout generator carry on: a new pass is not a new optimiser)."""
+        cdef int l
+        for l in range(self.net.layers):
+            self.carried[f"state{l}"][...] = 0
+            self.carried[f"cell{l}"][...] = 0
         self._restore_state()
-        for name, array in self.carried.items():
-            if name != "rng":
-                array[...] = 0
-        self._save_state()
 
     cdef _restore_state(self):
         """carried -> block 0 of the state buffers (a checkpoint may have replaced it)."""

@@ -45,6 +45,8 @@ def input_wait():
     main = threading.current_thread() is threading.main_thread()
     _input_waits[0] += main
     try:
+        if main:  # a signal noted just before the wait began (the handler did not raise): now
+            raise_if_stopping()
         yield
     finally:
         _input_waits[0] -= main

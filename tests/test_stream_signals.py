@@ -194,3 +194,40 @@ def test_an_output_written_when_a_signal_came_is_not_put_in_place(tmp_path):
     assert model.read_text() == "old\n" and sorted(os.listdir(tmp_path)) == ["lm.arpa", "temp"]
     assert os.listdir(work) == []
     raise_if_stopping()
+
+
+def test_a_signal_just_before_a_wait_on_input_ends_the_wait(tmp_path):
+    """A signal noted after the folder was made but before the open of a FIFO no one writes
+    (the handler only notes it there): the wait raises it as it begins, and does not block
+    for good (the CI of 0e65b3a saw ngram-count -text FIFO hang on SIGTERM so)."""
+    import threading
+
+    from nplmtk.errors import Interrupted
+    from nplmtk.io.reading import read_bytes
+    from nplmtk.scratch import scratch_folder
+
+    fifo = tmp_path / "text"
+    os.mkfifo(fifo)
+    work = tmp_path / "temp"
+    work.mkdir()
+    blocked = []
+
+    def writer():  # ends a wait that hangs, to tell of it: a FIFO opens for writing only with a reader
+        try:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            blocked.append(True)
+        except OSError:
+            pass
+
+    unblock = threading.Timer(3, writer)
+    unblock.start()
+    try:
+        with pytest.raises(Interrupted) as stopped:
+            with scratch_folder("signal-test", root=str(work)):
+                os.kill(os.getpid(), signal.SIGTERM)
+                for _ in range(1000):  # the handler runs in here, and only notes it
+                    pass
+                read_bytes(str(fifo))
+    finally:
+        unblock.cancel()
+    assert blocked == [] and stopped.value.code == 128 + signal.SIGTERM and os.listdir(work) == []
