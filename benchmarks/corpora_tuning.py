@@ -8,8 +8,11 @@ ppl on valid the last pick reports, the test ppl, its ratio to KN5's and the wal
         --model abc=runs/abc-fast.nplm --out table.md
 
 A corpus folder holds train.txt, valid.txt, test.txt, vocab.txt and kn5.arpa. With
---train, the model is trained first by brown-fast's recipe (benchmarks/runs.py's
-lstm-fast options) on train.txt, valid.txt for early stopping."""
+--train, the model is trained first on train.txt (valid.txt for early stopping) as a user
+would: `-recipe fast` (the default, make brown-fast's), `-recipe best`, or with --recipe
+auto `-max-time SECONDS` and no other option (train-nplm picks the recipe); --max-time
+overrides a named recipe's budget. A model that exists is not trained again, and a run cut
+short resumes from its checkpoint."""
 import argparse
 import os
 import re
@@ -17,8 +20,6 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from runs import RUNS  # noqa: E402
 
 AUTO = ["-tune-text", "{valid}", "-quiet"]
 SETTINGS = [  # (row, options after -lm MODEL)
@@ -35,12 +36,18 @@ PPL = re.compile(r"\bppl= *([0-9.]+|undefined)")
 PICK = re.compile(r"^nplm ppl: -(\S+) auto on \S+: (.*) \(ppl ([0-9.]+) on the tuning text")
 
 
-def train_command(nplm, folder, model):
-    """brown-fast's `nplm train-nplm` with the corpus's files in place of Brown's."""
-    run = RUNS["lstm-fast"]
+def train_command(nplm, folder, model, recipe="fast", budget=None):
+    """`nplm train-nplm` on the corpus's files by `recipe` (fast, best, or auto: the one
+    train-nplm picks for `budget` seconds); a named recipe's run resumes from its checkpoint
+    (train-nplm picks an auto run's recipe only when it starts)."""
+    if recipe == "auto" and not budget:
+        raise SystemExit("--recipe auto needs --max-time")
+    chosen = [] if recipe == "auto" else ["-recipe", recipe]
+    checkpoint = model + "-ckpt"
+    resume = ["-resume"] if chosen and os.path.exists(os.path.join(checkpoint, "checkpoint.nplm")) else []
     return [nplm, "train-nplm", "-text", os.path.join(folder, "train.txt"), "-vocab", os.path.join(folder, "vocab.txt"),
-            "-valid", os.path.join(folder, "valid.txt"), "-checkpoint", model + "-ckpt", *run.options(),
-            "-log", model + ".log", "-lm", model]
+            "-valid", os.path.join(folder, "valid.txt"), "-checkpoint", checkpoint, *resume, *chosen,
+            *(["-max-time", f"{budget:g}"] if budget else []), "-log", model + ".log", "-lm", model]
 
 
 def ppl_of(nplm, model, text, options):
@@ -98,7 +105,10 @@ def main():
     parser.add_argument("--nplm", required=True)
     parser.add_argument("--corpus", action="append", required=True, help="NAME=FOLDER")
     parser.add_argument("--model", action="append", required=True, help="NAME=MODEL (the network of that corpus)")
-    parser.add_argument("--train", action="store_true", help="Train each model first (brown-fast's recipe)")
+    parser.add_argument("--train", action="store_true", help="Train each model first, unless it exists")
+    parser.add_argument("--recipe", choices=["fast", "best", "auto"], default="fast",
+                        help="How --train trains: -recipe fast or best, or auto: -max-time alone")
+    parser.add_argument("--max-time", type=float, default=None, help="--train's budget in seconds (-max-time)")
     parser.add_argument("--out", required=True, help="The markdown table is written here")
     parser.add_argument("--tune-max-time", type=float, default=None, help="Each row's -tune-max-time")
     parser.add_argument("--jobs", type=int, default=1, help="Rows run side by side")
@@ -107,8 +117,8 @@ def main():
     models = dict(item.split("=", 1) for item in args.model)
     corpora = {}
     for name, folder in folders.items():
-        if args.train:
-            subprocess.run(train_command(args.nplm, folder, models[name]), check=True)
+        if args.train and not os.path.exists(models[name]):
+            subprocess.run(train_command(args.nplm, folder, models[name], args.recipe, args.max_time), check=True)
         corpora[name] = rows(args.nplm, folder, models[name], args.tune_max_time, args.jobs)
         with open(args.out, "w") as out:
             out.write(table(corpora))
