@@ -44,11 +44,30 @@ def given_value(args, option):
 
 def chosen_arch(args):
     """The architecture that `args` name, or the recipe's when they name a recipe and no
-    -arch (every recipe is an LSTM's), or None."""
+    -arch (every recipe is an LSTM's), or the checkpoint's under -resume, or None."""
     arch = given_value(args, "arch")
     if arch is None and (given_value(args, "recipe") is not None or auto_recipe(args)):
         return "lstm"
+    if arch is None and _flag_given(args, "resume"):
+        return saved_run(given_value(args, "checkpoint")).get("arch")
     return arch
+
+
+def _flag_given(args, flag_name):
+    return any(arg in (f"-{flag_name}", f"--{flag_name}") for arg in args[:args.index("--") if "--" in args else None])
+
+
+def saved_run(checkpoint):
+    """The checkpoint's meta in the folder `checkpoint` (its "arch", its "config": the
+    settings the run began with), or {} when there is none to read (the run's own checks
+    say why, later)."""
+    from nplmtk import container
+    try:
+        header, _ = container.read_header(os.path.join(checkpoint, "checkpoint.nplm"))
+    except (NplmError, OSError, TypeError):
+        return {}
+    meta = header.get("meta")
+    return meta if isinstance(meta, dict) else {}
 
 
 # options that leave the network and its training to `-max-time`'s recipe
@@ -191,7 +210,8 @@ class ArchitectureCommand(click.Command):
         "take blocks from several models, later ones winning (-init-from first.nplm -init-from second.nplm:A,a).")
 @option("checkpoint", metavar="DIR", default=None, help="Write checkpoint.nplm here each epoch.")
 @option("checkpoint-every", type=Integer(0), default=0, help="Also checkpoint every N updates.")
-@flag("resume", help="Continue from DIR/checkpoint.nplm (given with -checkpoint).")
+@flag("resume", help="Continue the run of DIR/checkpoint.nplm (given with -checkpoint) as it began: "
+      "options not given again take its values.")
 @option("log", metavar="FILE", default=None, help="Per-epoch JSON-lines log.")
 @flag("quiet", help="No progress bar.")
 @option("min-count", type=Integer(1), default=1, help="Without -vocab: rarer words train as <unk>.")
@@ -203,9 +223,11 @@ def command(text, valid, vocab, lm, arch, recipe, init_from, checkpoint, checkpo
     described under -arch, its options listed by -arch NAME --help) by stochastic gradient
     descent with the schedule of Bengio et al. (2003), early stopping on -valid and
     lock-free threads. Words outside the vocabulary train as <unk>."""
+    context = click.get_current_context()
+    if resume and checkpoint:
+        arch = _resumed_arch(context, arch, checkpoint)
     if arch not in ARCHITECTURES:
         raise NplmError(f"-arch: unknown value '{arch}' (choose from {', '.join(ARCHITECTURES)})")
-    context = click.get_current_context()
     chosen = _recipe(context, recipe, text, valid, vocab, min_count, Normalizer(lower=lower, map_numbers=map_numbers),
                      given)
     if chosen is not None:
@@ -251,6 +273,8 @@ def command(text, valid, vocab, lm, arch, recipe, init_from, checkpoint, checkpo
                                    else values[option.name] for option in declared
                                    if option.target == target and values[option.name] is not None}
                                   for target in ("training", "settings"))
+            if resume:
+                _resumed_settings(context, declared, chosen, checkpoint, training, settings)
             config = TrainingConfig(**training, settings=ARCHITECTURES[arch].SETTINGS(**settings),
                                     checkpoint_dir=checkpoint, checkpoint_every=checkpoint_every, log=log,
                                     progress=not quiet)
@@ -363,6 +387,39 @@ def _check_resumed_vocabulary(given, path, trainer):
                    f"word {where} is '{given.words[where]}', the checkpoint's '{saved.words[where]}'")
         raise NplmError(f"-vocab {path} is not the checkpoint's vocabulary ({differs}): drop it, or start a new run",
                         path=trainer.resumed_from)
+
+
+def _resumed_arch(context, arch, checkpoint):
+    """-resume continues the checkpoint's architecture: an -arch given that differs is refused."""
+    saved = saved_run(checkpoint).get("arch")
+    if saved not in ARCHITECTURES:
+        return arch  # no checkpoint to read: the trainer's resume says why
+    if context.get_parameter_source("arch") is click.core.ParameterSource.COMMANDLINE and arch != saved:
+        raise NplmError(f"-arch {arch} contradicts the checkpoint's network (arch {saved}): drop it, or start a new run",
+                        path=os.path.join(checkpoint, "checkpoint.nplm"))
+    return saved
+
+
+def _resumed_settings(context, declared, recipe, checkpoint, training, settings):
+    """-resume continues the checkpoint's run as it began: each training option not given
+    on the command line (nor by -recipe) takes the value the checkpoint's run had, in
+    `training` and `settings` (the architecture's own), as fairseq restores its arguments.
+    A checkpoint written before it kept them changes nothing."""
+    saved = saved_run(checkpoint).get("config")
+    if not isinstance(saved, dict):
+        return
+    by_recipe = set(recipe.values()) if recipe is not None else set()
+    for option in declared:
+        if option.target not in ("training", "settings") or option.name in by_recipe or context.get_parameter_source(
+                option.name.replace("-", "_")) is click.core.ParameterSource.COMMANDLINE:
+            continue
+        source, into = (saved, training) if option.target == "training" else (saved.get("settings") or {}, settings)
+        if option.parameter in source:
+            value = source[option.parameter]
+            if value is None:
+                into.pop(option.parameter, None)
+            else:
+                into[option.parameter] = tuple(value) if isinstance(value, list) else value
 
 
 # what a resumed run cannot change: the optimizer's state is the checkpoint's, and so are the

@@ -387,3 +387,26 @@ def test_a_checkpoint_folder_in_use_by_a_live_run_is_refused(toy_texts, tmp_path
     status, _, err = run_nplm(*train)
     assert status == 0, err
     assert (tmp_path / "checkpoint.nplm").exists()
+
+
+def test_resume_alone_continues_the_run_with_the_checkpoints_settings(toy_texts, tmp_path):
+    """-resume with no option of the network or its training continues the run as it began
+    (its architecture, dropout, optimizer and rate, which the checkpoint keeps): the model of
+    one run straight through (it once failed: the defaults, an MLP's, do not fit an LSTM)."""
+    from nplmtk.models import load
+    texts, _ = toy_texts
+    files = ["-text", texts / "train.txt", "-valid", texts / "valid.txt", "-quiet", "-threads", 1]
+    options = ["-arch", "lstm", "-m", 8, "-h", 8, "-dropout", 0.3, "-optimizer", "adam", "-lr", 0.01, "-bptt", 5,
+               "-streams", 2]
+    for args in ([*options, "-epochs", 2, "-lm", tmp_path / "straight.nplm"],
+                 [*options, "-epochs", 1, "-checkpoint", tmp_path / "ck", "-lm", tmp_path / "first.nplm"],
+                 ["-epochs", 2, "-checkpoint", tmp_path / "ck", "-resume", "-lm", tmp_path / "resumed.nplm"]):
+        status, _, err = run_nplm("train", *files, *args)
+        assert status == 0, err
+    straight, resumed = load(str(tmp_path / "straight.nplm")), load(str(tmp_path / "resumed.nplm"))
+    assert resumed.arch == "lstm" and straight.params.keys() == resumed.params.keys()
+    for name in straight.params:
+        assert np.array_equal(straight.params[name], resumed.params[name]), name
+    status, _, err = run_nplm("train", *files, "-arch", "mlp", "-checkpoint", tmp_path / "ck", "-resume", "-lm",
+                              tmp_path / "other.nplm")
+    assert_one_line_error(status, err, "-arch mlp contradicts the checkpoint's network (arch lstm)")
