@@ -237,8 +237,6 @@ def command(text, valid, vocab, lm, arch, recipe, init_from, checkpoint, checkpo
     values = {option.name: given[option.name.replace("-", "_")] for option in declared}
     if chosen is not None:
         values.update(_recipe_values(context, chosen, declared))
-        print(f"train-nplm: recipe {chosen.name}: {chosen.command_line()}" + (f" ({chosen.why})" if chosen.why else ""),
-              file=sys.stderr)
     if "nonmono" in values and context.get_parameter_source("nonmono") is click.core.ParameterSource.COMMANDLINE \
             and values.get("optimizer") != "nt-asgd":
         raise NplmError("-nonmono applies to -optimizer nt-asgd, which is not given: it would do nothing")
@@ -284,9 +282,13 @@ def command(text, valid, vocab, lm, arch, recipe, init_from, checkpoint, checkpo
             trainer, corpora = _prepare(text, valid, vocab, network, config, resume, checkpoint, min_count, normalize,
                                         comm, init_from)
             if resume:
-                _check_resumed_network(trainer.model, network, declared, os.path.join(checkpoint, "checkpoint.nplm"))
+                _check_resumed_network(trainer.model, network, declared, os.path.join(checkpoint, "checkpoint.nplm"),
+                                       chosen)
                 _check_resumed_run(trainer, config, os.path.join(checkpoint, "checkpoint.nplm"))
         recipe_meta = {"recipe": chosen.meta()} if chosen is not None else {}
+        if chosen is not None and (comm is None or comm.rank == 0):  # once every input is checked: one line on error
+            print(f"train-nplm: recipe {chosen.name}: {chosen.command_line()}" + (f" ({chosen.why})" if chosen.why
+                                                                                  else ""), file=sys.stderr)
         if comm is None:
             return _finish(trainer, corpora, text, lm, recipe_meta)
         try:  # a failing rank must not leave the others waiting in a collective
@@ -439,18 +441,25 @@ def _check_resumed_run(trainer, config, path):
                             "it, or start a new run", path=path)
 
 
-def _check_resumed_network(model, network, declared, path):
-    """-resume continues the checkpoint's network: an option given on the command line
-    that says otherwise (-arch, or an option of the network) is refused, naming both values."""
+def _check_resumed_network(model, network, declared, path, recipe=None):
+    """-resume continues the checkpoint's network: an option given on the command line or
+    by -recipe that says otherwise (-arch, or an option of the network) is refused, naming
+    both values."""
     context = click.get_current_context()
     saved = {**model.file_meta(), "output": model.output}
+    by_recipe = recipe.values() if recipe is not None else {}
     for name, key in [("arch", "arch")] + [(o.name, o.parameter) for o in declared if o.target == "network"]:
         python_name = name.replace("-", "_")
-        if context.get_parameter_source(python_name) is not click.core.ParameterSource.COMMANDLINE:
+        if name in by_recipe and context.get_parameter_source(python_name) is not click.core.ParameterSource.COMMANDLINE:
+            value = by_recipe[name]
+            given = f"-recipe {recipe.name}'s -{name}" + ("" if value is True else f" {value}")
+        elif context.get_parameter_source(python_name) is click.core.ParameterSource.COMMANDLINE:
+            given = f"-{name} {context.params[python_name]}"
+        else:
             continue
         if network.get(key) != saved.get(key):
-            raise NplmError(f"-{name} {context.params[python_name]} contradicts the checkpoint's network "
-                            f"({key} {saved.get(key)}): drop it, or start a new run", path=path)
+            raise NplmError(f"{given} contradicts the checkpoint's network ({key} {saved.get(key)}): drop it, or "
+                            "start a new run", path=path)
 
 
 def _model_and_blocks(given):

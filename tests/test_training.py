@@ -410,3 +410,6 @@ def test_resume_alone_continues_the_run_with_the_checkpoints_settings(toy_texts,
     status, _, err = run_nplm("train", *files, "-arch", "mlp", "-checkpoint", tmp_path / "ck", "-resume", "-lm",
                               tmp_path / "other.nplm")
     assert_one_line_error(status, err, "-arch mlp contradicts the checkpoint's network (arch lstm)")
+    status, _, err = run_nplm("train", *files, "-recipe", "fast", "-checkpoint", tmp_path / "ck", "-resume", "-lm",
+                              tmp_path / "other.nplm")
+    assert_one_line_error(status, err, "-recipe fast's -m 256 contradicts the checkpoint's network (features 8)")
