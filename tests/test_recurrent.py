@@ -576,27 +576,3 @@ def test_network_options_refused_in_one_line(tmp_path, args, fragment):
     status, _, err = run_nplm("train", "-text", tmp_path / "t.txt", "-lm", tmp_path / "m.nplm", *args)
     assert_one_line_error(status, err, fragment)
     assert not (tmp_path / "m.nplm").exists()
-
-
-def test_a_new_pass_zeroes_the_streams_state_but_keeps_adams_moments():
-    """The trainer resets its networks at each epoch's start: the streams start from a zero
-    state, and Adam goes on with its moments and step count (it once restarted each epoch)."""
-    model = random_model("lstm", {})
-    corpus = Corpus.from_lines(TEXT * 4, VOCAB)
-    config = TrainingConfig.of(model, streams=2, bptt=3, optimizer="adam", progress=False)
-    steps = model.training_examples(corpus, config)
-    network = model.training_network(config, 0)
-    chunk = np.ascontiguousarray(steps[np.arange(len(steps))])
-    updates = -(-len(chunk) // 3)
-    network.train(chunk, sgd_steps(3, np.full(updates, 0.01), np.ones(updates, np.float32),
-                                   np.ones(updates, np.float32), clip=config.settings.clip,
-                                   roles=ROLES(model, config.settings)))
-    before = {k: v.copy() for k, v in network.carried.items()}
-    assert before["adam_step"][0] == updates and np.abs(before["state0"]).max() > 0
-    network.reset()
-    for name, array in network.carried.items():
-        if name.startswith(("state", "cell")):
-            assert not array.any(), name
-        else:
-            assert np.array_equal(array, before[name]), name
-    assert any(name.startswith("adam_v.") and before[name].any() for name in before)
