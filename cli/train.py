@@ -32,29 +32,31 @@ ARCH_HELP = ("Architecture: " + "; ".join(f"{name} ({model.summary})" for name, 
 def given_value(args, option):
     """The value of the last -option in `args` (as click takes it), read before they are
     parsed, or None."""
-    value = None
+    return _scan(args, option)[1]
+
+
+def _scan(args, option):
+    """(whether -option is in `args`, the value of its last occurrence or None), up to `--`."""
+    present, value = False, None
     for i, arg in enumerate(args):
         if arg == "--":
             break
         name, equals, rest = arg.partition("=")
         if name in (f"-{option}", f"--{option}"):
-            value = rest if equals else args[i + 1] if i + 1 < len(args) else None
-    return value
+            present, value = True, rest if equals else args[i + 1] if i + 1 < len(args) else None
+    return present, value
 
 
-def chosen_arch(args):
+def chosen_arch(args, saved):
     """The architecture that `args` name, or the recipe's when they name a recipe and no
-    -arch (every recipe is an LSTM's), or the checkpoint's under -resume, or None."""
+    -arch (every recipe is an LSTM's), or the checkpoint's (`saved`: saved_run's meta) under
+    -resume, or None."""
     arch = given_value(args, "arch")
     if arch is None and (given_value(args, "recipe") is not None or auto_recipe(args)):
         return "lstm"
-    if arch is None and _flag_given(args, "resume"):
-        return saved_run(given_value(args, "checkpoint")).get("arch")
+    if arch is None and _scan(args, "resume")[0]:
+        return saved.get("arch")
     return arch
-
-
-def _flag_given(args, flag_name):
-    return any(arg in (f"-{flag_name}", f"--{flag_name}") for arg in args[:args.index("--") if "--" in args else None])
 
 
 def saved_run(checkpoint):
@@ -161,7 +163,9 @@ class ArchitectureCommand(click.Command):
         return self._of_arch[arch]
 
     def parse_args(self, ctx, args):
-        ctx.meta["nplm.arch"] = chosen_arch(args)
+        # under -resume, the checkpoint's meta, read once: its network and the settings it began with
+        ctx.meta["nplm.saved-run"] = saved_run(given_value(args, "checkpoint")) if _scan(args, "resume")[0] else {}
+        ctx.meta["nplm.arch"] = chosen_arch(args, ctx.meta["nplm.saved-run"])
         ctx.meta["nplm.auto-recipe"] = auto_recipe(args)
         return super().parse_args(ctx, args)
 
@@ -224,8 +228,9 @@ def command(text, valid, vocab, lm, arch, recipe, init_from, checkpoint, checkpo
     descent with the schedule of Bengio et al. (2003), early stopping on -valid and
     lock-free threads. Words outside the vocabulary train as <unk>."""
     context = click.get_current_context()
+    saved = context.meta.get("nplm.saved-run", {})
     if resume and checkpoint:
-        arch = _resumed_arch(context, arch, checkpoint)
+        arch = _resumed_arch(context, arch, saved, checkpoint)
     if arch not in ARCHITECTURES:
         raise NplmError(f"-arch: unknown value '{arch}' (choose from {', '.join(ARCHITECTURES)})")
     chosen = _recipe(context, recipe, text, valid, vocab, min_count, Normalizer(lower=lower, map_numbers=map_numbers),
@@ -272,7 +277,7 @@ def command(text, valid, vocab, lm, arch, recipe, init_from, checkpoint, checkpo
                                    if option.target == target and values[option.name] is not None}
                                   for target in ("training", "settings"))
             if resume:
-                _resumed_settings(context, declared, chosen, checkpoint, training, settings)
+                _resumed_settings(context, declared, chosen, saved.get("config"), training, settings)
             config = TrainingConfig(**training, settings=ARCHITECTURES[arch].SETTINGS(**settings),
                                     checkpoint_dir=checkpoint, checkpoint_every=checkpoint_every, log=log,
                                     progress=not quiet)
@@ -391,9 +396,10 @@ def _check_resumed_vocabulary(given, path, trainer):
                         path=trainer.resumed_from)
 
 
-def _resumed_arch(context, arch, checkpoint):
-    """-resume continues the checkpoint's architecture: an -arch given that differs is refused."""
-    saved = saved_run(checkpoint).get("arch")
+def _resumed_arch(context, arch, saved_meta, checkpoint):
+    """-resume continues the checkpoint's architecture (`saved_meta`: saved_run's): an -arch
+    given that differs is refused."""
+    saved = saved_meta.get("arch")
     if saved not in ARCHITECTURES:
         return arch  # no checkpoint to read: the trainer's resume says why
     if context.get_parameter_source("arch") is click.core.ParameterSource.COMMANDLINE and arch != saved:
@@ -402,12 +408,11 @@ def _resumed_arch(context, arch, checkpoint):
     return saved
 
 
-def _resumed_settings(context, declared, recipe, checkpoint, training, settings):
+def _resumed_settings(context, declared, recipe, saved, training, settings):
     """-resume continues the checkpoint's run as it began: each training option not given
-    on the command line (nor by -recipe) takes the value the checkpoint's run had, in
-    `training` and `settings` (the architecture's own), as fairseq restores its arguments.
-    A checkpoint written before it kept them changes nothing."""
-    saved = saved_run(checkpoint).get("config")
+    on the command line (nor by -recipe) takes the value the checkpoint's run had (`saved`:
+    its config), in `training` and `settings` (the architecture's own), as fairseq restores
+    its arguments. A checkpoint written before it kept them changes nothing."""
     if not isinstance(saved, dict):
         return
     by_recipe = set(recipe.values()) if recipe is not None else set()
@@ -442,13 +447,13 @@ def _check_resumed_run(trainer, config, path):
 
 
 def _check_resumed_network(model, network, declared, path, recipe=None):
-    """-resume continues the checkpoint's network: an option given on the command line or
-    by -recipe that says otherwise (-arch, or an option of the network) is refused, naming
-    both values."""
+    """-resume continues the checkpoint's network: an option of the network given on the
+    command line or by -recipe that says otherwise is refused, naming both values (-arch:
+    _resumed_arch)."""
     context = click.get_current_context()
     saved = {**model.file_meta(), "output": model.output}
     by_recipe = recipe.values() if recipe is not None else {}
-    for name, key in [("arch", "arch")] + [(o.name, o.parameter) for o in declared if o.target == "network"]:
+    for name, key in [(o.name, o.parameter) for o in declared if o.target == "network"]:
         python_name = name.replace("-", "_")
         if name in by_recipe and context.get_parameter_source(python_name) is not click.core.ParameterSource.COMMANDLINE:
             value = by_recipe[name]

@@ -4,6 +4,8 @@ import math
 import os
 import subprocess
 import warnings
+from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -176,6 +178,36 @@ def test_time_budget_starts_no_epoch_that_would_overrun_it(toy):
                                                           "max_time": 3 * history[-1]["elapsed"] + 10}))
     roomy.run(train, valid)
     assert len(roomy.state["history"]) == 3
+
+
+def test_a_linear_rate_reaches_zero_at_the_budgets_end(toy, monkeypatch):
+    """-lr-schedule linear -lr-horizon 0 -max-time S: after each epoch the horizon is the
+    updates of the epochs that fit in what is left of S (and of -epochs)."""
+    from nplmtk.neural import train as train_module
+    vocab, train, valid, _ = toy
+    clock = iter(np.arange(0.0, 1e4, 10.0))  # every epoch (training, then validation) takes 20 s
+    monkeypatch.setattr(train_module, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
+    config = TrainingConfig(**{**CONFIG, "epochs": 9, "lr_decay": 0.0, "max_time": 65.0},
+                            lr_schedule="linear", lr_horizon=0)
+    trainer = Trainer(small_model(vocab), config)
+    trainer.run(train, valid)
+    history = trainer.state["history"]
+    assert len(history) == 3  # 20 s each: a 4th would end at 80 s
+    per_epoch = history[0]["updates"]
+    assert trainer.state["lr_horizon"] == 3 * per_epoch
+    # the rate of epoch 1 is -lr (no pace yet), then falls on a line to 0 at the last update
+    assert history[0]["lr"] == CONFIG["lr"]
+    assert math.isclose(history[1]["lr"], CONFIG["lr"] / 3, rel_tol=1e-9)
+    assert history[2]["lr"] == 0.0
+    capped = Trainer(small_model(vocab), replace(config, epochs=2, max_time=1e4))
+    capped.run(train, valid)  # -epochs ends the run before the budget does
+    assert capped.state["lr_horizon"] == 2 * per_epoch
+
+
+def test_a_budgeted_schedule_needs_a_budget(toy):
+    vocab, *_ = toy
+    with pytest.raises(ParameterError, match="max_time"):
+        Trainer(small_model(vocab), TrainingConfig(**CONFIG, lr_schedule="linear", lr_horizon=0))
 
 
 def test_cli_trains_saves_logs_and_scores(tmp_path):

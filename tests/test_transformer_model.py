@@ -170,6 +170,10 @@ def test_the_rate_schedules():
     cosine = RateSchedule(0.0, warmup=10, kind="cosine", horizon=30).rates(0.1, t)
     np.testing.assert_allclose(cosine[[9, 20, 30, 39]], [0.1, 0.05, 0.0, 0.0], atol=1e-12)
     assert (np.diff(cosine[10:31]) < 0).all()
+    linear = RateSchedule(0.0, warmup=10, kind="linear", horizon=30).rates(0.1, t)
+    np.testing.assert_allclose(linear[[9, 15, 20, 30, 39]], [0.1, 0.075, 0.05, 0.0, 0.0], atol=1e-12)
+    waiting = RateSchedule(0.0, warmup=10, kind="linear", horizon=0).rates(0.1, t)  # the budget's end not yet known
+    assert (waiting[9:] == 0.1).all()
     inv = RateSchedule(0.0, warmup=10, kind="inv-sqrt").rates(0.1, t)
     np.testing.assert_allclose(inv[[9, 39]], [0.1, 0.1 * np.sqrt(10 / 40)])
 

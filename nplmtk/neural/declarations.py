@@ -111,10 +111,11 @@ TRAINING_OPTIONS = tuple(replace(option, target="training") for option in (
            1e-3, low=0, low_open=True),
     Option("lr-decay", "real", "r in eps_t = eps0 / (1 + r t), t counting updates.", 1e-8, low=0),
     Option("warmup", "int", "Updates of a linear warm-up of the rate from 0 to -lr (then -lr-schedule).", 0, low=0),
-    Option("lr-schedule", "choice", "The rate after the warm-up: inverse: -lr / (1 + -lr-decay t); cosine: from -lr "
-           "to 0 at update -lr-horizon; inv-sqrt: -lr sqrt(-warmup / t).", "inverse",
-           choices=("inverse", "cosine", "inv-sqrt")),
-    Option("lr-horizon", "int", "-lr-schedule cosine: the update at which the rate reaches 0.", 0, low=0),
+    Option("lr-schedule", "choice", "The rate after the warm-up: inverse: -lr / (1 + -lr-decay t); cosine or linear: "
+           "from -lr to 0 at update -lr-horizon; inv-sqrt: -lr sqrt(-warmup / t).", "inverse",
+           choices=("inverse", "cosine", "linear", "inv-sqrt")),
+    Option("lr-horizon", "int", "-lr-schedule cosine or linear: the update at which the rate reaches 0 (0: at the "
+           "end of -max-time, as the epochs' pace foretells it, estimated again after each epoch).", 0, low=0),
     Option("weight-decay", "real", "Weight decay on the weights and the word features (not the biases).", 1e-4,
            low=0),
     Option("lr-halve", "flag", "Not in the paper: after an epoch without a better valid ppl, go back to the best "

@@ -6,7 +6,10 @@ protocol").
 - SGD with the rate eps_t = eps0 / (1 + r t) of update t (Bengio et al. 2003, sec. 4),
   eps0 halved by each epoch without progress under -lr-halve (`halve`, `lr_scale`); or
   the schedule Transformers need (`RateSchedule`): a linear warm-up over the first updates,
-  then eps0 / (1 + r t), a cosine decay to 0 at a horizon, or the inverse square root of t;
+  then eps0 / (1 + r t), a cosine or linear decay to 0 at a horizon, or the inverse square
+  root of t; a horizon of 0 under a time budget is the budget's end, which the trainer
+  estimates after each epoch (`state["lr_horizon"]`; Li, Yumer & Ramanan 2020, "Budgeted
+  training": a rate decayed linearly to 0 at the budget's end);
 - weight decay lambda: 1 - eps_t lambda on the rows of C an update touches, and on the
   arrays whose role is `decayed` (the model's `array_roles`: the weights) in bulk every
   DENSE_DECAY_PERIOD examples; each array's role goes to the kernel in Steps.roles;
@@ -20,7 +23,7 @@ protocol").
   (regularisation.py), drawn from the seed and the chunk's first update.
 """
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
 import numpy as np
@@ -32,7 +35,8 @@ from .declarations import Settings
 # them at every update anyway; the sampled steps, and those of the factored output layers
 # (hierarchical or class softmax), touch a few rows of the output layer, so they wait longer.
 DENSE_DECAY_PERIOD = {"full": 64, "sampled": 1024}
-LR_SCHEDULES = ("inverse", "cosine", "inv-sqrt")
+LR_SCHEDULES = ("inverse", "cosine", "linear", "inv-sqrt")
+DECAYS_TO_ZERO = ("cosine", "linear")  # schedules that end at a horizon
 
 
 @dataclass(frozen=True)
@@ -41,7 +45,9 @@ class RateSchedule:
     `warmup` updates (a linear warm-up), and after them "inverse": eps0 / (1 + r t) (r the
     lr_decay; without a warm-up, learning_rates' numbers exactly); "cosine": eps0 (1 +
     cos(pi s)) / 2, s going from 0 at the warm-up's end to 1 at update `horizon` (then 0);
-    "inv-sqrt": eps0 sqrt(warmup / (t + 1)) (fairseq's inverse_sqrt; warmup 0 as 1)."""
+    "linear": eps0 (1 - s); "inv-sqrt": eps0 sqrt(warmup / (t + 1)) (fairseq's inverse_sqrt;
+    warmup 0 as 1). A cosine or linear schedule with horizon 0 stays at eps0 (its horizon
+    not yet known: the budget's end, set once an epoch has shown the pace)."""
     lr_decay: float = 0.0
     warmup: int = 0
     kind: str = "inverse"
@@ -51,23 +57,33 @@ class RateSchedule:
     def of(cls, config):
         return cls(config.lr_decay, config.warmup, config.lr_schedule, config.lr_horizon)
 
-    def check(self):
+    def check(self, budget=0.0):
+        """`budget`: the run's seconds (0: none), whose end a horizon of 0 stands for."""
         if self.kind not in LR_SCHEDULES:
             raise ParameterError(f"{{lr_schedule}}: unknown value '{self.kind}' (choose from "
                                  f"{', '.join(LR_SCHEDULES)})")
         if self.warmup < 0 or self.horizon < 0:
             raise ParameterError("{warmup} and {lr_horizon} must be at least 0")
-        if self.kind == "cosine" and self.horizon <= self.warmup:
-            raise ParameterError(f"{{lr_schedule}} cosine decays to 0 at {{lr_horizon}} updates, which must be more "
-                                 f"than {{warmup}} ({self.horizon} and {self.warmup})")
+        if self.kind in DECAYS_TO_ZERO and self.horizon == 0 and not budget:
+            raise ParameterError(f"{{lr_schedule}} {self.kind} decays to 0 at update {{lr_horizon}}, or with "
+                                 "{lr_horizon} 0 at the end of {max_time}: give one of them")
+        if self.kind in DECAYS_TO_ZERO and 0 < self.horizon <= self.warmup:
+            raise ParameterError(f"{{lr_schedule}} {self.kind} decays to 0 at {{lr_horizon}} updates, which must be "
+                                 f"more than {{warmup}} ({self.horizon} and {self.warmup})")
+
+    def budgeted(self):
+        """True when the horizon is the time budget's end (the trainer sets it)."""
+        return self.kind in DECAYS_TO_ZERO and self.horizon == 0
 
     def rates(self, lr0, updates):
         t = np.asarray(updates, dtype=np.int64)
         if self.kind == "inverse":
             rates = learning_rates(lr0, self.lr_decay, t)
-        elif self.kind == "cosine":
-            progress = np.clip((t - self.warmup) / (self.horizon - self.warmup), 0, 1)
-            rates = lr0 * 0.5 * (1 + np.cos(np.pi * progress))
+        elif self.kind in DECAYS_TO_ZERO:
+            progress = np.zeros(t.shape)
+            if self.horizon > self.warmup:
+                progress = np.clip((t - self.warmup) / (self.horizon - self.warmup), 0, 1)
+            rates = lr0 * (0.5 * (1 + np.cos(np.pi * progress)) if self.kind == "cosine" else 1 - progress)
         else:
             rates = lr0 * np.sqrt(np.minimum(1, max(self.warmup, 1) / (t + 1)))
         if self.warmup:
@@ -169,18 +185,31 @@ class Optimizer:
         self.model, self.config = model, config
         self.settings = config.settings_for(model)  # the architecture's own
         self.roles = model.array_roles(self.settings)
-        self.schedule = RateSchedule.of(config)
+        self.given_schedule = RateSchedule.of(config)
         self.state = {"lr_scale": 1.0} if state is None else state
 
     @property
     def lr_scale(self):
         return self.state["lr_scale"]
 
+    @property
+    def schedule(self):
+        """The schedule given, its horizon the budget's end (`state["lr_horizon"]`) when it has one."""
+        horizon = self.state.get("lr_horizon")
+        if self.given_schedule.budgeted() and horizon:
+            return replace(self.given_schedule, horizon=horizon)
+        return self.given_schedule
+
+    def set_horizon(self, updates):
+        """The update at which a budgeted schedule reaches 0 (a whole number above its warm-up)."""
+        if self.given_schedule.budgeted():
+            self.state["lr_horizon"] = max(int(updates), self.given_schedule.warmup + 1)
+
     def check(self):
         """Refuse settings no update can take (before any input is read)."""
         self._check_blocks()
         self._check_decay_below_rate()
-        self.schedule.check()
+        self.given_schedule.check(self.config.max_time)
 
     def _check_blocks(self):
         if not self.model.CAPABILITIES.parameter_blocks:

@@ -57,8 +57,8 @@ class TrainingConfig:
     lr: float = 1e-3
     lr_decay: float = 1e-8
     warmup: int = 0  # updates of a linear warm-up of the rate (optimizer.RateSchedule)
-    lr_schedule: str = "inverse"  # after it: eps0 / (1 + r t), "cosine" to 0 at lr_horizon, or "inv-sqrt"
-    lr_horizon: int = 0
+    lr_schedule: str = "inverse"  # after it: eps0 / (1 + r t), "cosine" or "linear" to 0 at lr_horizon, "inv-sqrt"
+    lr_horizon: int = 0  # cosine or linear with max_time: 0 is the budget's end (Optimizer.set_horizon)
     weight_decay: float = 1e-4
     threads: int = 1
     seed: int = 1
@@ -281,6 +281,9 @@ class Trainer:
         state["history"].append(record)
         state["epoch"] += 1
         state["round"], state["epoch_logp"], state["epoch_words"] = 0, 0.0, 0
+        # a rate decaying to 0 at the budget's end: the updates of the epochs still to come
+        epochs_to_come = min(epochs_left(state, self.config.max_time), self.config.epochs - state["epoch"])
+        self.optimizer.set_horizon(state["updates"] * (1 + epochs_to_come / state["epoch"]))
         state["rng"] = rng.bit_generator.state
         self._log(record)
         self.save_checkpoint()
@@ -486,9 +489,15 @@ class Trainer:
 def out_of_time(state, budget):
     """True when the next epoch, as long as the last one (its validation included), would end
     after `budget` seconds of training (0: no budget). Resumed runs count the time before."""
+    return epochs_left(state, budget) == 0
+
+
+def epochs_left(state, budget):
+    """The epochs still to start within `budget` seconds, each as long as the last one (math.inf:
+    no budget, or no epoch yet)."""
     if not budget or "last_epoch_seconds" not in state:
-        return False
-    return state["elapsed"] + state["last_epoch_seconds"] > budget
+        return math.inf
+    return max(0, math.floor((budget - state["elapsed"]) / max(state["last_epoch_seconds"], 1e-9)))
 
 
 def _progress(total, epoch, enabled):
