@@ -204,6 +204,26 @@ def test_a_linear_rate_reaches_zero_at_the_budgets_end(toy, monkeypatch):
     assert capped.state["lr_horizon"] == 2 * per_epoch
 
 
+def test_ranks_stop_at_the_same_epoch_under_a_time_budget(toy, monkeypatch):
+    """Each rank's clock differs: its epoch's time is the slowest rank's, so that no rank
+    starts an epoch (and waits in its collectives) after the others have stopped."""
+    from nplmtk.neural import train as train_module
+
+    class TwoRanks:  # the other rank, 5 s slower each epoch
+        def allgather(self, value):
+            return [value, value + 5.0]
+
+    assert train_module.slowest(TwoRanks(), 20.0) == 25.0 and train_module.slowest(None, 20.0) == 20.0
+    clock = iter(np.arange(0.0, 1e4, 10.0))
+    monkeypatch.setattr(train_module, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
+    slowest = train_module.slowest
+    monkeypatch.setattr(train_module, "slowest", lambda comm, seconds: slowest(TwoRanks(), seconds))
+    trainer = Trainer(small_model(toy[0]), TrainingConfig(**{**CONFIG, "epochs": 9, "max_time": 70.0}))
+    trainer.run(toy[1])
+    assert len(trainer.state["history"]) == 2  # 25 s each by the slower rank: a 3rd would end at 75 s
+    assert trainer.state["elapsed"] == 50.0
+
+
 def test_a_budgeted_schedule_needs_a_budget(toy):
     vocab, *_ = toy
     with pytest.raises(ParameterError, match="max_time"):

@@ -275,7 +275,8 @@ class Trainer:
         record = self._record(logp_sum, seen, seen_here, time.perf_counter() - start, networks,
                               state["updates"] - updates_before)
         stop = self._validate(record, valid)
-        state["last_epoch_seconds"] = time.perf_counter() - start
+        # every rank takes the slowest one's time: their budgets must stop them at the same epoch
+        state["last_epoch_seconds"] = slowest(self.comm, time.perf_counter() - start)
         state["elapsed"] = state.get("elapsed", 0.0) + state["last_epoch_seconds"]
         record["elapsed"] = state["elapsed"]
         state["history"].append(record)
@@ -490,6 +491,11 @@ def out_of_time(state, budget):
     """True when the next epoch, as long as the last one (its validation included), would end
     after `budget` seconds of training (0: no budget). Resumed runs count the time before."""
     return epochs_left(state, budget) == 0
+
+
+def slowest(comm, seconds):
+    """The largest of the ranks' `seconds` (under MPI: a collective), else `seconds`."""
+    return seconds if comm is None else max(comm.allgather(seconds))
 
 
 def epochs_left(state, budget):
