@@ -188,6 +188,7 @@ def test_nt_asgd_trains_saves_and_scores_from_the_command_line(toy_texts, tmp_pa
     (["-optimizer", "nt-asgd"], "-optimizer nt-asgd starts averaging when the valid ppl stops improving: give a "
                                 "-valid text"),
     (["-dropout-hidden", 0.3], "-dropout-hidden applies between stacked layers: with one layer give -dropout-output"),
+    (["-min-improvement", 1.003], "-min-improvement 1.003: a ratio of at least 1, and above 1 only with -lr-halve"),
     (["-weight-drop", 1], "-weight-drop"),
     (["-dropout-embedding", -0.1], "-dropout-embedding"),
     (["-tar", -1], "-tar"),

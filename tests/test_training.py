@@ -382,6 +382,31 @@ def test_lr_halve_restarts_from_the_best_epoch_at_half_the_rate(toy):
     assert np.isclose(ppl(trainer.model, valid), best, rtol=1e-6)
 
 
+def test_min_improvement_halves_after_a_slight_gain_and_keeps_it(toy):
+    """rnnlm's -min-improvement: an epoch that improves the valid entropy by less than the
+    ratio is kept as the best and halves the rate; at 1 only a worse epoch halves."""
+    vocab, train, valid, _ = toy
+    plain = Trainer(small_model(vocab), TrainingConfig(**{**CONFIG, "lr": 0.005}, lr_halve=True))
+    plain.run(train, valid)
+    ppls = [r["valid_ppl"] for r in plain.state["history"]]
+    assert ppls == sorted(ppls, reverse=True) and not any("lr_halved_to" in r for r in plain.state["history"])
+    # a ratio between the first gain and the later, smaller ones (on the entropy, as rnnlm)
+    entropies = np.log(ppls)
+    ratio = float(np.sqrt(entropies[0] / entropies[1] * min(entropies[1:-1] / entropies[2:])))
+    assert entropies[0] / entropies[1] > ratio > max(entropies[1:-1] / entropies[2:])
+    trainer = Trainer(small_model(vocab), TrainingConfig(**{**CONFIG, "lr": 0.005}, lr_halve=True,
+                                                         min_improvement=ratio))
+    trainer.run(train, valid)
+    records = trainer.state["history"]
+    assert "lr_halved_to" not in records[0] and "lr_halved_to" not in records[1]
+    assert records[2]["valid_ppl"] == ppls[2] < ppls[1] and records[2]["lr_halved_to"] == 0.0025  # kept, halved
+    halved = [r["lr_halved_to"] for r in records if "lr_halved_to" in r]
+    assert halved == [0.005 / 2 ** (i + 1) for i in range(len(halved))]
+    assert np.isclose(ppl(trainer.model, valid), min(r["valid_ppl"] for r in records), rtol=1e-6)
+    with pytest.raises(ParameterError, match="min_improvement"):
+        Trainer(small_model(vocab), TrainingConfig(**CONFIG, min_improvement=1.003)).run(train, valid)
+
+
 def test_algorithm_4_stops_at_max_samples_and_warns_once(toy):
     """Issue 21: without a cap, N doubled 100 -> 800 within one epoch of the energy
     network and training stalled; at max_samples a rise is accepted, with one warning."""

@@ -78,6 +78,7 @@ class TrainingConfig:
     tiny_set: int = 1000  # is-adaptive: training examples whose exact ppl is checked
     proposal: str = "unigram"  # Q for importance sampling: "unigram" or "bigram"
     lr_halve: bool = False  # not in the paper: an epoch without progress restarts from the best at eps0 / 2
+    min_improvement: float = 1.0  # with lr_halve, rnnlm's: a valid entropy ratio below it also halves eps0
     optimizer: str = "sgd"  # or "adam", "nt-asgd" (those of the architecture's CAPABILITIES.optimizers)
     nonmono: int = 5  # NT-ASGD's non-monotone interval (regularisation.nonmonotone_trigger)
     # the architecture's own settings (its SETTINGS: declarations.Settings; None: its defaults),
@@ -150,6 +151,9 @@ class Trainer:
         if cfg.optimizer == "nt-asgd" and cfg.lr_halve:
             raise ParameterError("{optimizer} nt-asgd averages the parameters once the valid ppl stalls, {lr_halve} "
                                  "goes back to the best ones at half the rate: give one of them")
+        if cfg.min_improvement < 1 or (cfg.min_improvement > 1 and not cfg.lr_halve):
+            raise ParameterError(f"{{min_improvement}} {cfg.min_improvement:g}: a ratio of at least 1, "
+                                 "and above 1 only with {lr_halve} (it says when to halve the rate)")
         if cfg.max_samples < cfg.samples:
             raise ParameterError(f"{{max_samples}} {cfg.max_samples} is below {{samples}} {cfg.samples}")
         self.optimizer.check()
@@ -431,6 +435,9 @@ class Trainer:
         logp = self.model.validation_logprobs(valid)
         record["valid_ppl"] = perplexity_of(logp[np.isfinite(logp)].mean())
         better = state["best_valid"] is None or record["valid_ppl"] < state["best_valid"]
+        # rnnlm's test: the entropy fell by less than the ratio (ppl > 1 on real text)
+        slight = (better and cfg.lr_halve and state["best_valid"] is not None
+                  and math.log(record["valid_ppl"]) * cfg.min_improvement > math.log(state["best_valid"]))
         if better:
             state["best_valid"] = record["valid_ppl"]
             state["bad_epochs"] = 0
@@ -445,6 +452,9 @@ class Trainer:
                 state["averaged_rounds"] = 0
                 record["averaging_from"] = state["updates"]
             return False
+        if slight:  # kept as the best, and continued at half the rate
+            self.optimizer.halve()
+            record["lr_halved_to"] = self.optimizer.initial_rate()
         if better:
             return False
         state["bad_epochs"] += 1
