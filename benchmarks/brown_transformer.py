@@ -7,8 +7,10 @@ BENCHMARKS.md.
 The ablation (ABLATION_BUDGET seconds each, `-max-time`, early stopping on valid): the base
 (Transformer-XL's relative positions with a memory of MEMORY steps, cosine schedule), without
 the memory, with learned and with sinusoidal positions, and with the inverse and the inverse
-square-root schedules. The cosine schedule's horizon is the updates the budget allows at the
-speed measured (WORDS_PER_S before any run; the base ablation run's for the long run).
+square-root schedules. The cosine schedule reaches 0 at the end of each run's budget (`-lr-horizon 0`
+with `-max-time`: the trainer foretells the updates from the epochs' pace); the warm-up and
+the inverse schedule's decay follow the updates the budget allows at the speed measured
+(WORDS_PER_S before any run; the base ablation run's for the long run).
 Models and logs go to --runs (trained when missing: delete them to train again); brown-best's
 LSTM (runs/lstm-awd.nplm) is trained first when missing, at its own budget. --budget-scale
 scales every budget, so that a smoke run on a cut of Brown takes a minute or two."""
@@ -37,7 +39,7 @@ SHAPE = ("-arch", "transformer", "-m", "256", "-layers", "4", "-heads", "4", "-f
 TRAINING = ("-optimizer", "adam", "-lr", "1e-3", "-dropout", "0.1", "-threads", "2", "-epochs", "500", "-patience",
             "3")
 WARMUP = 400  # updates of the linear warm-up (fewer when the budget allows few updates)
-WORDS_PER_S = 3000  # training speed of SHAPE on 2 cores, for the ablation runs' cosine horizon
+WORDS_PER_S = 3000  # training speed of SHAPE on 2 cores, for the first ablation run's warm-up and decay
 XL = ("-positions", "relative", "-memory", str(MEMORY))
 VARIANTS = {  # name: (options, schedule)
     "base": (XL, "cosine"),
@@ -55,8 +57,8 @@ def schedule_options(schedule, budget, words_per_s):
     updates = max(int(budget * words_per_s / (STREAMS * BPTT)), 8)
     warmup = min(WARMUP, updates // 4)
     options = ["-lr-schedule", schedule, "-warmup", str(warmup)]
-    if schedule == "cosine":
-        options += ["-lr-horizon", str(updates)]
+    if schedule == "cosine":  # to 0 at the budget's end, as the trainer foretells it from the epochs' pace
+        options += ["-lr-horizon", "0"]
     elif schedule == "inverse":
         options += ["-lr-decay", str(round(4.0 / updates, 8))]  # the rate at a fifth of -lr after `updates`
     return options

@@ -1,6 +1,6 @@
 """make brown-transformer's script (benchmarks/brown_transformer.py, issue 52 item 4): the
 options it gives train-nplm are the Transformer's, and its schedules' numbers hold at every
-budget scale (the cosine horizon past the warm-up), so that a smoke run trains."""
+budget scale (the warm-up within the updates the budget allows), so that a smoke run trains."""
 import os
 import sys
 
@@ -29,8 +29,7 @@ def test_the_schedule_is_valid_at_every_budget(budget, schedule):
     options = schedule_options(schedule, budget, 3000)
     values = dict(zip(options[::2], options[1::2]))
     assert values["-lr-schedule"] == schedule and 0 < int(values["-warmup"]) <= WARMUP
-    rate = RateSchedule(float(values.get("-lr-decay", 0)), int(values["-warmup"]), schedule,
-                        int(values.get("-lr-horizon", 0)))
-    rate.check()
-    if schedule == "cosine":  # the horizon: the updates the budget allows at the speed given
-        assert int(values["-lr-horizon"]) == max(budget * 3000 // (16 * 64), 8)
+    if schedule == "cosine":  # the horizon: the budget's end, as the trainer foretells it
+        assert int(values["-lr-horizon"]) == 0
+        return
+    RateSchedule(float(values.get("-lr-decay", 0)), int(values["-warmup"]), schedule, 0).check()
