@@ -33,8 +33,10 @@ def epochs_table(log_path):
     lines = ["| epoch | train ppl | valid ppl | words/s | seconds | elapsed | |", "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in records:
         valid = f"**{r['valid_ppl']:.2f}**" if r["valid_ppl"] == best else f"{r['valid_ppl']:.2f}"
+        kept = r.get("halved_after") == "a slight gain"  # -min-improvement's halving keeps the epoch
         notes = (["averaged parameters"] if r.get("averaged") else []) + (
-            [f"rate halved to {r['lr_halved_to']:g}, back to the best"] if "lr_halved_to" in r else [])
+            [f"rate halved to {r['lr_halved_to']:g}, " + ("kept (a slight gain)" if kept else "back to the best")]
+            if "lr_halved_to" in r else [])
         lines.append(f"| {r['epoch']} | {r['train_ppl']:.2f} | {valid} | {r['words_per_s']:,.0f} | {r['seconds']:.0f} "
                      f"| {r['elapsed'] / 60:.1f} min | {'; '.join(notes)} |" if "elapsed" in r else "| |")
     return lines, records

@@ -384,9 +384,11 @@ def test_lr_halve_restarts_from_the_best_epoch_at_half_the_rate(toy):
 
 def test_min_improvement_halves_after_a_slight_gain_and_keeps_it(toy):
     """rnnlm's -min-improvement: an epoch that improves the valid entropy by less than the
-    ratio is kept as the best and halves the rate; at 1 only a worse epoch halves."""
+    ratio is kept as the best, training goes on from it at half the rate; at 1 only a worse
+    epoch halves."""
     vocab, train, valid, _ = toy
-    plain = Trainer(small_model(vocab), TrainingConfig(**{**CONFIG, "lr": 0.005}, lr_halve=True))
+    config = {**CONFIG, "lr": 0.005}
+    plain = Trainer(small_model(vocab), TrainingConfig(**config, lr_halve=True))
     plain.run(train, valid)
     ppls = [r["valid_ppl"] for r in plain.state["history"]]
     assert ppls == sorted(ppls, reverse=True) and not any("lr_halved_to" in r for r in plain.state["history"])
@@ -394,17 +396,28 @@ def test_min_improvement_halves_after_a_slight_gain_and_keeps_it(toy):
     entropies = np.log(ppls)
     ratio = float(np.sqrt(entropies[0] / entropies[1] * min(entropies[1:-1] / entropies[2:])))
     assert entropies[0] / entropies[1] > ratio > max(entropies[1:-1] / entropies[2:])
-    trainer = Trainer(small_model(vocab), TrainingConfig(**{**CONFIG, "lr": 0.005}, lr_halve=True,
-                                                         min_improvement=ratio))
+
+    class Watched(Trainer):
+        def _validate(self, record, valid):
+            stop = super()._validate(record, valid)
+            record["kept_in_place"] = all(np.array_equal(self.model.params[k], v) for k, v in self.best.items())
+            record["bad_epochs"] = self.state["bad_epochs"]
+            return stop
+
+    trainer = Watched(small_model(vocab), TrainingConfig(**config, lr_halve=True, min_improvement=ratio))
     trainer.run(train, valid)
     records = trainer.state["history"]
     assert "lr_halved_to" not in records[0] and "lr_halved_to" not in records[1]
-    assert records[2]["valid_ppl"] == ppls[2] < ppls[1] and records[2]["lr_halved_to"] == 0.0025  # kept, halved
+    slight = records[2]  # the same epoch as the plain run's third: halved, kept and trained on from
+    assert slight["valid_ppl"] == ppls[2] < ppls[1] and slight["lr_halved_to"] == 0.0025
+    assert slight["halved_after"] == "a slight gain" and slight["kept_in_place"] and slight["bad_epochs"] == 0
     halved = [r["lr_halved_to"] for r in records if "lr_halved_to" in r]
     assert halved == [0.005 / 2 ** (i + 1) for i in range(len(halved))]
     assert np.isclose(ppl(trainer.model, valid), min(r["valid_ppl"] for r in records), rtol=1e-6)
-    with pytest.raises(ParameterError, match="min_improvement"):
-        Trainer(small_model(vocab), TrainingConfig(**CONFIG, min_improvement=1.003)).run(train, valid)
+    for refused in ({"min_improvement": 1.003}, {"lr_halve": True, "min_improvement": 0.9},
+                    {"lr_halve": True, "min_improvement": math.nan}):
+        with pytest.raises(ParameterError, match="min_improvement"):
+            Trainer(small_model(vocab), TrainingConfig(**config, **refused)).run(train, valid)
 
 
 def test_algorithm_4_stops_at_max_samples_and_warns_once(toy):

@@ -4,7 +4,8 @@ in Python and handed to the kernels as plain numbers, one `Steps` per chunk of e
 protocol").
 
 - SGD with the rate eps_t = eps0 / (1 + r t) of update t (Bengio et al. 2003, sec. 4),
-  eps0 halved by each epoch without progress under -lr-halve (`halve`, `lr_scale`); or
+  eps0 halved by each epoch without progress under -lr-halve, or of too little with
+  -min-improvement (`halve`, `lr_scale`); or
   the schedule Transformers need (`RateSchedule`): a linear warm-up over the first updates,
   then eps0 / (1 + r t), a cosine or linear decay to 0 at a horizon, or the inverse square
   root of t; a horizon of 0 under a time budget is the budget's end, which the trainer
@@ -241,7 +242,7 @@ class Optimizer:
                                      "scales the weights by 1 - rate x decay)")
 
     def initial_rate(self):
-        """eps0, halved by each epoch without progress under -lr-halve."""
+        """eps0, halved by each epoch without progress under -lr-halve (or of too little)."""
         return self.config.lr * self.lr_scale
 
     def rate(self, updates):

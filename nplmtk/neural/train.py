@@ -78,7 +78,7 @@ class TrainingConfig:
     tiny_set: int = 1000  # is-adaptive: training examples whose exact ppl is checked
     proposal: str = "unigram"  # Q for importance sampling: "unigram" or "bigram"
     lr_halve: bool = False  # not in the paper: an epoch without progress restarts from the best at eps0 / 2
-    min_improvement: float = 1.0  # with lr_halve, rnnlm's: a valid entropy ratio below it also halves eps0
+    min_improvement: float = 1.0  # with lr_halve, rnnlm's: an epoch kept whose entropy fell less also halves eps0
     optimizer: str = "sgd"  # or "adam", "nt-asgd" (those of the architecture's CAPABILITIES.optimizers)
     nonmono: int = 5  # NT-ASGD's non-monotone interval (regularisation.nonmonotone_trigger)
     # the architecture's own settings (its SETTINGS: declarations.Settings; None: its defaults),
@@ -151,7 +151,7 @@ class Trainer:
         if cfg.optimizer == "nt-asgd" and cfg.lr_halve:
             raise ParameterError("{optimizer} nt-asgd averages the parameters once the valid ppl stalls, {lr_halve} "
                                  "goes back to the best ones at half the rate: give one of them")
-        if cfg.min_improvement < 1 or (cfg.min_improvement > 1 and not cfg.lr_halve):
+        if not 1 <= cfg.min_improvement < math.inf or (cfg.min_improvement > 1 and not cfg.lr_halve):
             raise ParameterError(f"{{min_improvement}} {cfg.min_improvement:g}: a ratio of at least 1, "
                                  "and above 1 only with {lr_halve} (it says when to halve the rate)")
         if cfg.max_samples < cfg.samples:
@@ -420,7 +420,8 @@ class Trainer:
 
     def _validate(self, record, valid):
         """Early stopping on the validation ppl (added to `record`): keep the best parameters;
-        after an epoch without progress, -lr-halve goes back to them at half the rate. True:
+        after an epoch without progress, -lr-halve goes back to them at half the rate (and with
+        -min-improvement, an epoch that gained too little is kept and halves the rate). True:
         -patience epochs without progress, stop. Under NT-ASGD the averaged parameters are
         validated and kept once averaging has begun, it begins by `nonmonotone_trigger`, and
         only epochs since count towards -patience."""
@@ -454,7 +455,7 @@ class Trainer:
             return False
         if slight:  # kept as the best, and continued at half the rate
             self.optimizer.halve()
-            record["lr_halved_to"] = self.optimizer.initial_rate()
+            record.update(lr_halved_to=self.optimizer.initial_rate(), halved_after="a slight gain")
         if better:
             return False
         state["bad_epochs"] += 1
@@ -463,7 +464,7 @@ class Trainer:
             for name, array in self.best.items():
                 self.model.params[name][...] = array
             self.optimizer.halve()
-            record["lr_halved_to"] = self.optimizer.initial_rate()
+            record.update(lr_halved_to=self.optimizer.initial_rate(), halved_after="no progress")
         return stop
 
     def _synchronise(self, networks):
