@@ -82,6 +82,19 @@ def reuse_freed_memory():
         pass
 
 
+def peak_resident_bytes():
+    """The most memory this process has held resident so far (Linux's VmHWM), or None where
+    /proc does not say: what -memory bounds, as /usr/bin/time's maximum resident set size."""
+    try:
+        with open("/proc/self/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def usable_cores(most):
     """`most`, or fewer: the processors this process may run on."""
     return max(1, min(most, len(os.sched_getaffinity(0))))

@@ -3,7 +3,9 @@ gathered on demand, counts merged from chunks and from sorted runs on disk."""
 import gzip
 import io
 import os
+import re
 import stat
+import subprocess
 import sys
 
 import numpy as np
@@ -151,8 +153,19 @@ def test_ngram_count_in_a_small_memory_writes_the_same_files(tmp_path, nplm):
                               stdin=(tmp_path / "t.txt").read_text())
         assert status == 0, err
         assert ("sorted runs on disk" in err) == (memory == "1M"), err
+        if memory == "1M":  # each stage's line says the process's peak memory so far, which only rises
+            peaks = [int(p.replace(",", "")) for p in re.findall(r" s, peak ([0-9,]+) MiB", err)]
+            assert "prefix and suffix rows: " in err and len(peaks) >= 6 and peaks == sorted(peaks), err
         outputs.append(((tmp_path / f"c{memory}.txt").read_text(), (tmp_path / f"lm{memory}.arpa").read_text()))
     assert outputs[0] == outputs[1]
+
+
+def test_peak_resident_bytes_sees_an_array_touched():
+    """In a process of its own: the peak only rises, and this one's tests have raised it."""
+    script = ("import numpy as np; from nplmtk.threads import peak_resident_bytes as peak\n"
+              "before = peak(); held = np.ones(96 << 20, dtype=np.uint8); print(peak() - before)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert int(done.stdout) >= 90 << 20  # 96 MiB, every page written
 
 
 def test_chunks_too_short_for_an_order_are_fine_the_whole_text_is_not(tmp_path, nplm):

@@ -26,7 +26,7 @@ from .deleted_interpolation import DeletedInterpolation
 from .estimate import estimate, prune
 from .sorted_counts import IN_MEMORY_WRITE_BYTES_PER_NGRAM, write_counts_streamed
 from .store import CountsFile, counts_file_vocabulary, write_counts_file
-from .stream import DiskModel, StreamEstimate, fits_in_memory, timed_stage
+from .stream import DiskModel, StreamEstimate, fits_in_memory, peak_so_far, timed_stage
 from .stream.writers import write_arpa_streamed, write_binary_streamed
 
 
@@ -176,14 +176,14 @@ class CountEstimate:
                 accumulator.runs or accumulator.counts_read or not fits_in_memory(entries, spec.memory)
                 or spec.write is not None and not fits_in_memory(entries, spec.memory,
                                                                  IN_MEMORY_WRITE_BYTES_PER_NGRAM)):
-            counted = time.perf_counter()
+            counted, counting_peak = time.perf_counter(), peak_so_far()
             store = accumulator.store(os.path.join(folder, "counts"), source=source)
-            return self._from_store(store, folder, len(accumulator.runs), counted)
+            return self._from_store(store, folder, len(accumulator.runs), counted, counting_peak)
         counts = accumulator.result(source=source)
         self._log_runs(len(accumulator.runs))
         return counts
 
-    def _from_store(self, store, folder, runs, counted):
+    def _from_store(self, store, folder, runs, counted, counting_peak):
         """The counts of `store` written, and the model estimated out of core when the
         in-memory estimate would not fit (then None); else the counts in memory."""
         spec = self.spec
@@ -198,8 +198,8 @@ class CountEstimate:
             return None
         if self.estimating and store.order == spec.order and not fits_in_memory(sum(store.sizes), spec.memory):
             self._log_runs(runs)
-            self.debug(2, f"counting: {counted - self.started:.1f} s; merging the sorted runs: "
-                          f"{time.perf_counter() - counted:.1f} s")
+            self.debug(2, f"counting: {counted - self.started:.1f} s{counting_peak}; merging the sorted runs: "
+                          f"{time.perf_counter() - counted:.1f} s{peak_so_far()}")
             self._out_of_core(store, folder)
             return None
         counts = store.load()
@@ -275,7 +275,7 @@ class CountEstimate:
             ranks.abort(error)
         if store is None:  # rank 0 writes
             return None
-        return self._from_store(store, folder, 0, time.perf_counter())
+        return self._from_store(store, folder, 0, time.perf_counter(), peak_so_far())
 
     def _rank_timing(self):
         """-mpi -debug 2: rank 0's stage timings, as `timing(line)` (None at the other ranks)."""

@@ -24,7 +24,8 @@ classes. One module a stage, in the order an estimate runs them:
 - writers.py: the model written as ARPA and binary files."""
 from .files import WALK
 from .model import DiskModel
-from .pipeline import StreamEstimate, fits_in_memory, timed_stage
+from .pipeline import StreamEstimate, fits_in_memory, peak_so_far, timed_stage
 from .rows import NO_ROW, prefix_rows
 
-__all__ = ["WALK", "DiskModel", "NO_ROW", "StreamEstimate", "fits_in_memory", "prefix_rows", "timed_stage"]
+__all__ = ["WALK", "DiskModel", "NO_ROW", "StreamEstimate", "fits_in_memory", "peak_so_far", "prefix_rows",
+           "timed_stage"]

@@ -9,7 +9,7 @@ import time
 import numpy as np
 
 from ...errors import ParameterError
-from ...threads import in_order, usable_cores
+from ...threads import in_order, peak_resident_bytes, usable_cores
 from ..discounts import METHODS
 from ..estimate import Events, _order_settings
 from ..row_files import RowFiles, row_bytes
@@ -40,11 +40,19 @@ def fits_in_memory(ngrams, memory, bytes_per_ngram=IN_MEMORY_BYTES_PER_NGRAM):
 
 @contextlib.contextmanager
 def timed_stage(name, timing):
-    """The block's wall time as `timing("name: 1.2 s")`, when `timing` is given."""
+    """The block's wall time and the process's peak memory so far as `timing("name: 1.2 s,
+    peak 512 MiB")`, when `timing` is given: the stage whose peak rises is the one that
+    set the process's peak (against -memory)."""
     started = time.perf_counter()
     yield
     if timing is not None:
-        timing(f"{name}: {time.perf_counter() - started:.1f} s")
+        timing(f"{name}: {time.perf_counter() - started:.1f} s{peak_so_far()}")
+
+
+def peak_so_far():
+    """", peak 512 MiB": the process's peak resident memory so far ("" where unknown)."""
+    peak = peak_resident_bytes()
+    return "" if peak is None else f", peak {peak / 2 ** 20:,.0f} MiB"
 
 
 class StreamEstimate:
