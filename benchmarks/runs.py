@@ -145,7 +145,7 @@ FAST_BUDGET = 194  # seconds (-max-time): what 3 epochs of lstm-class took on on
 BEST_BUDGET = 7000  # seconds of training and validation (-max-time): the 2 hours, less room to start
 _AWD = ("-layers", "2", "-tie", "-output", "class", "-reset-state", "never", "-max-time", str(BEST_BUDGET),
         "-dropout-input", "0.4", "-dropout-hidden", "0.3", "-dropout-output", "0.4", "-dropout-embedding", "0.1",
-        "-weight-drop", "0.3", "-ar", "2", "-tar", "1", "-random-bptt") + _RECURRENT
+        "-weight-drop", "0.3", "-ar", "2", "-tar", "1", "-random-bptt", "-min-improvement", "1.003") + _RECURRENT
 ABLATION_BUDGET = 600  # seconds of each ablation run (about 14 epochs of the one-layer network)
 _DROPOUT = ("-dropout", "0.3")  # lstm-class's: a mask per unit and step on every non-recurrent connection
 ABLATIONS = {  # brown-best's additions, each alone on lstm-class's network (none: lstm-class's -dropout)
