@@ -78,6 +78,7 @@ DOMAINS = {
     ("train-nplm", "block-momentum"): "each [0, 1)",
     ("train-nplm", "block-weight-decay"): "each [0, inf)",
     ("train-nplm", "lr-decay"): "[0, inf)",
+    ("train-nplm", "min-improvement"): "[1, inf)",
     ("train-nplm", "weight-decay"): "[0, inf)",
     ("train-nplm", "patience"): f"[1, {C_INT}]",
     ("train-nplm", "max-time"): "[0, inf)",

@@ -120,7 +120,7 @@ TRAINING_OPTIONS = tuple(replace(option, target="training") for option in (
            low=0),
     Option("lr-halve", "flag", "Not in the paper: after an epoch without a better valid ppl, go back to the best "
            "parameters and halve eps0 (stopping still follows -patience)."),
-    Option("min-improvement", "real", "With -lr-halve, as rnnlm's option: also halve eps0 (from the new best "
+    Option("min-improvement", "real", "With -lr-halve, as Mikolov's RNNLM toolkit: also halve eps0 (from the new best "
            "parameters) after an epoch whose valid entropy fell by less than this ratio, e.g. 1.003: by less than "
            "0.3% (1: only an epoch without progress halves).", 1.0, low=1),
     Option("patience", "int", "Stop after this many epochs without a better valid ppl (keeps the best model).", 2,
