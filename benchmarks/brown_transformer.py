@@ -95,6 +95,19 @@ def mixture_weight(transformer, other, valid):
     return min((ppl(mixed(logp_a, logp_b, weight)), weight) for weight in MIX_WEIGHTS)[::-1]
 
 
+def ablation_table(ablation, seconds):
+    """The ablation's lines: each variant's epochs, speed, best valid and test ppl."""
+    lines = [f"The ablation, each for {seconds} s on 2 cores (`-max-time`, early stopping on valid):", "",
+             "| variant | options | epochs | words/s | best valid ppl | test ppl | vs base |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    base = ablation["base"][1]
+    for name, (records, test) in ablation.items():
+        options, schedule = VARIANTS[name]
+        lines.append(f"| {name} | `{' '.join(options)} -lr-schedule {schedule}` | {len(records)} | "
+                     f"{median_speed(records):,.0f} | {min(r['valid_ppl'] for r in records):.2f} | {test:.2f} | "
+                     f"{test / base:.3f} |")
+    return lines
+
 
 def lstm_model(args):
     """brown-best's LSTM (runs/lstm-awd.nplm under --runs), trained when missing at its budget times the scale."""
@@ -119,6 +132,8 @@ def main():
     parser.add_argument("--runs", default="runs", help="where the models and logs go (and are found)")
     parser.add_argument("--budget-scale", type=float, default=1.0,
                         help="every training budget times this (a smoke run: 0.01 on a cut of Brown)")
+    parser.add_argument("--ablation-only", action="store_true",
+                        help="stop after the ablation, its table written (the whole job takes about 4 hours)")
     args = parser.parse_args()
     args.train, args.valid, args.test = (os.path.join(args.brown, f"{n}.txt") for n in ("train", "valid", "test"))
     os.makedirs(args.runs, exist_ok=True)
@@ -136,6 +151,14 @@ def main():
         records = train(args, f"transformer-{name}", [*options, *schedule_options(schedule, short, speed)], short)
         ablation[name] = (records, test_ppl(args, "-lm", os.path.join(args.runs, f"transformer-{name}.nplm")))
     picked = min(VARIANTS, key=lambda name: min(r["valid_ppl"] for r in ablation[name][0]))
+    if args.ablation_only:
+        body = [HEADING, "", machine_stamp(), "", f"`make brown-transformer TRANSFORMER_FLAGS=--ablation-only` "
+                f"(benchmarks/brown_transformer.py, budget scale {args.budget_scale:g}): the ablation alone; the "
+                f"variant best on valid, {picked}, is the one the 2-hour run will train.", "",
+                *ablation_table(ablation, short)]
+        write_sections(args.out, [body])
+        print("\n".join(body))
+        return
     options, schedule = VARIANTS[picked]
     long_options = [*options, *schedule_options(schedule, budget, median_speed(ablation["base"][0]))]
     start = time.perf_counter()
@@ -160,15 +183,7 @@ def main():
             "| --- | --- | --- | --- |"]
     lstm_ppl = rows[1][1]
     body += [f"| {label} | {value:.2f} | {value / lstm_ppl:.3f} | {notes} |" for label, value, notes in rows]
-    body += ["", f"The ablation, each for {short} s on 2 cores (`-max-time`, early stopping on valid):", "",
-             "| variant | options | epochs | words/s | best valid ppl | test ppl | vs base |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
-    base = ablation["base"][1]
-    for name, (records, test) in ablation.items():
-        options, schedule = VARIANTS[name]
-        body.append(f"| {name} | `{' '.join(options)} -lr-schedule {schedule}` | {len(records)} | "
-                    f"{median_speed(records):,.0f} | {min(r['valid_ppl'] for r in records):.2f} | {test:.2f} | "
-                    f"{test / base:.3f} |")
+    body += ["", *ablation_table(ablation, short)]
     write_sections(args.out, [body])
     print("\n".join(body))
 
