@@ -182,7 +182,7 @@ def test_time_budget_starts_no_epoch_that_would_overrun_it(toy):
 
 def test_a_linear_rate_reaches_zero_at_the_budgets_end(toy, monkeypatch):
     """-lr-schedule linear -lr-horizon 0 -max-time S: after each epoch the horizon is the
-    updates of the epochs that fit in what is left of S (and of -epochs)."""
+    updates that what is left of S (and of -epochs) holds at the last epoch's pace."""
     from nplmtk.neural import train as train_module
     vocab, train, valid, _ = toy
     clock = iter(np.arange(0.0, 1e4, 10.0))  # every epoch (training, then validation) takes 20 s
@@ -194,14 +194,33 @@ def test_a_linear_rate_reaches_zero_at_the_budgets_end(toy, monkeypatch):
     history = trainer.state["history"]
     assert len(history) == 3  # 20 s each: a 4th would end at 80 s
     per_epoch = history[0]["updates"]
-    assert trainer.state["lr_horizon"] == 3 * per_epoch
-    # the rate of epoch 1 is -lr (no pace yet), then falls on a line to 0 at the last update
+    assert trainer.state["lr_horizon"] == int(3.25 * per_epoch)  # 65 s at 20 s an epoch
+    # the rate of epoch 1 is -lr (no pace yet), then falls on a line to 0 at 65 s
     assert history[0]["lr"] == CONFIG["lr"]
-    assert math.isclose(history[1]["lr"], CONFIG["lr"] / 3, rel_tol=1e-9)
-    assert history[2]["lr"] == 0.0
+    assert math.isclose(history[1]["lr"], CONFIG["lr"] * (1 - 2 / 3.25), rel_tol=1e-3)
+    assert math.isclose(history[2]["lr"], CONFIG["lr"] * (1 - 3 / 3.25), rel_tol=1e-2)
     capped = Trainer(small_model(vocab), replace(config, epochs=2, max_time=1e4))
     capped.run(train, valid)  # -epochs ends the run before the budget does
     assert capped.state["lr_horizon"] == 2 * per_epoch
+
+
+def test_a_slow_first_epoch_does_not_end_a_budgeted_rate_early(toy, monkeypatch):
+    """The first epoch 30 s, the others 20 s, a budget of 75 s: 3 epochs run. Whole epochs
+    foretold from the first one's pace (one more) put the horizon at 2 epochs' updates: a
+    rate of 0 after epoch 2, then back up for epoch 3. The rate falls every epoch and stays
+    above 0 until the budget's end."""
+    from nplmtk.neural import train as train_module
+    vocab, train, valid, _ = toy
+    clock = iter(np.concatenate([[0.0, 10.0], np.arange(30.0, 1e4, 10.0)]))
+    monkeypatch.setattr(train_module, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
+    config = TrainingConfig(**{**CONFIG, "epochs": 9, "lr_decay": 0.0, "max_time": 75.0},
+                            lr_schedule="linear", lr_horizon=0)
+    trainer = Trainer(small_model(vocab), config)
+    trainer.run(train, valid)
+    history = trainer.state["history"]
+    assert [record["elapsed"] for record in history] == [30.0, 50.0, 70.0]
+    rates = [record["lr"] for record in history]
+    assert rates[0] > rates[1] > rates[2] > 0
 
 
 def test_ranks_stop_at_the_same_epoch_under_a_time_budget(toy, monkeypatch):

@@ -286,8 +286,10 @@ class Trainer:
         state["history"].append(record)
         state["epoch"] += 1
         state["round"], state["epoch_logp"], state["epoch_words"] = 0, 0.0, 0
-        # a rate decaying to 0 at the budget's end: the updates of the epochs still to come
-        epochs_to_come = min(epochs_left(state, self.config.max_time), self.config.epochs - state["epoch"])
+        # a rate decaying to 0 at the budget's end: the updates that the rest of it holds at the
+        # last epoch's pace, not rounded down to whole epochs (a slow first epoch then put the
+        # end an epoch early: a rate of 0, then back up when that epoch ran after all)
+        epochs_to_come = min(epochs_in_budget(state, self.config.max_time), self.config.epochs - state["epoch"])
         self.optimizer.set_horizon(state["updates"] * (1 + epochs_to_come / state["epoch"]))
         state["rng"] = rng.bit_generator.state
         self._log(record)
@@ -512,9 +514,16 @@ def slowest(comm, seconds):
 def epochs_left(state, budget):
     """The epochs still to start within `budget` seconds, each as long as the last one (math.inf:
     no budget, or no epoch yet)."""
+    epochs = epochs_in_budget(state, budget)
+    return epochs if epochs == math.inf else math.floor(epochs)
+
+
+def epochs_in_budget(state, budget):
+    """What is left of `budget` seconds in epochs as long as the last one, a fraction (math.inf:
+    no budget, or no epoch yet)."""
     if not budget or "last_epoch_seconds" not in state:
         return math.inf
-    return max(0, math.floor((budget - state["elapsed"]) / max(state["last_epoch_seconds"], 1e-9)))
+    return max(0.0, (budget - state["elapsed"]) / max(state["last_epoch_seconds"], 1e-9))
 
 
 def _progress(total, epoch, enabled):
