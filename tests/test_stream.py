@@ -277,3 +277,22 @@ def test_one_distinct_word_a_line_at_a_tiny_memory_writes_the_in_memory_model(tm
         assert ("estimated out of core" in proc.stderr) == (memory == "1M"), proc.stderr
     assert (tmp_path / "1M.arpa").read_bytes() == (tmp_path / "2G.arpa").read_bytes()
     assert sorted(os.listdir(tmp_path)) == ["1M.arpa", "2G.arpa", "t.txt"]
+
+
+def test_rows_read_at_scattered_places_equal_the_whole_file_indexed(tmp_path):
+    """RowFiles.read_at (the ARPA writer's key sample, the sorted counts' sparse rows):
+    rows in any order, repeated, near and far apart (shared and separate reads)."""
+    from nplmtk.ngram.row_files import RowFiles
+    from nplmtk.ngram.stream.files import STREAM_FILES
+    files = RowFiles(str(tmp_path), STREAM_FILES)
+    values = np.random.default_rng(3).integers(-2**40, 2**40, 50_000)
+    files.write("backward", 4, values)
+    rows = np.random.default_rng(4).integers(0, len(values), 3_000)
+    rows = np.concatenate([rows, rows[:50], np.arange(100, 140), [0, len(values) - 1]])
+    for gap in (8, 512, 1 << 20):
+        assert np.array_equal(files.read_at("backward", 4, rows, gap_bytes=gap), values[rows])
+    assert files.read_at("backward", 4, np.zeros(0, dtype=np.int64)).shape == (0,)
+    with pytest.raises(EOFError):
+        files.read_at("backward", 4, [len(values)])
+    with pytest.raises(ValueError):
+        files.read_at("fgrams", 3, [0])

@@ -66,6 +66,30 @@ class RowFiles:
                              offset=start * width * dtype.itemsize)
         return values.reshape(-1, width) if file.words else values
 
+    def read_at(self, name, k, rows, gap_bytes=512):
+        """Values of `name{k}` at `rows` (in any order, repeats allowed), by reads of
+        spans of nearby rows (rows less than `gap_bytes` apart share a read). Not through a
+        memory map: each page fault on a map of a file in the page cache maps the pages
+        around it too (fault-around), and a few thousand random rows of a file just written
+        made the whole file resident, beyond the memory budget."""
+        dtype = np.dtype(self.declaration(name).dtype)
+        if self.declaration(name).words:
+            raise ValueError(f"read_at reads files of one value a row, not {name}")
+        wanted, inverse = np.unique(np.asarray(rows, dtype=np.int64), return_inverse=True)
+        values = np.empty(len(wanted), dtype=dtype)
+        if len(wanted):
+            raise_if_stopping()
+            breaks = np.flatnonzero(np.diff(wanted) * dtype.itemsize > gap_bytes) + 1
+            starts, stops = np.concatenate([[0], breaks]), np.concatenate([breaks, [len(wanted)]])
+            with open(self.path(name, k), "rb", buffering=0) as source:
+                for first, last in zip(starts.tolist(), stops.tolist()):
+                    low, high = int(wanted[first]), int(wanted[last - 1]) + 1
+                    data = os.pread(source.fileno(), (high - low) * dtype.itemsize, low * dtype.itemsize)
+                    if len(data) != (high - low) * dtype.itemsize:
+                        raise EOFError(f"{source.name}: rows {low}..{high - 1} lie past its end")
+                    values[first:last] = np.frombuffer(data, dtype=dtype)[wanted[first:last] - low]
+        return values[inverse]
+
     def mapped(self, name, k, mode="r+", start=0, rows=None):
         """`name{k}` (rows start.. start+rows-1, or all) as a memory map, changed in place."""
         dtype = np.dtype(self.declaration(name).dtype)

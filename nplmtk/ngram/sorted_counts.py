@@ -109,16 +109,13 @@ class _SortedCounts:
 
     def _read_at(self, name, k, rows):
         """Values of `name{k}` (int64) at nondecreasing rows: the span read, or the rows
-        alone from a map of the file when they are sparse in it."""
+        alone when they are sparse in it."""
         if not len(rows):
             return np.zeros(0, dtype=np.int64)
         low, high = int(rows[0]), int(rows[-1]) + 1
         if high - low <= 4 * len(rows) + self.rows:
             return self.files.read(name, k, low, high)[rows - low]
-        mapped = self.files.mapped(name, k, mode="r", start=low, rows=high - low)
-        values = np.array(mapped[rows - low])
-        del mapped
-        return values
+        return self.files.read_at(name, k, rows)
 
     def _subtree(self, k, start, stop):
         """How many lines the subtrees of sorted rows start..stop-1 of order k take."""

@@ -41,14 +41,13 @@ def write_arpa_streamed(model, path, memory, folder, consume=False):
         return max(1, memory // 12 // (3 * record.itemsize + 16))  # three sorts at once (see below)
 
     def sampled_keys(k, key):
-        """`key(words, context places)` of a sample of order k's rows, sorted (read
-        through memory maps: a few pages of each file)."""
+        """`key(words, context places)` of a sample of order k's rows, sorted."""
         size = model.sizes[k - 1]
         starts = np.linspace(0, max(0, size - SAMPLE_BLOCK_ROWS), SAMPLE_BLOCKS).astype(np.int64)
         rows = np.unique(starts[:, None] + np.arange(SAMPLE_BLOCK_ROWS))
-        keys = np.array(files.mapped("fkeys", k, mode="r")[rows[rows < size]])
+        keys = files.read_at("fkeys", k, rows[rows < size])
         places = (np.zeros(len(keys), dtype=np.int64) if k == 1
-                  else np.array(files.mapped("backward", k - 1, mode="r")[keys // vocab_size]))
+                  else files.read_at("backward", k - 1, keys // vocab_size))
         return np.sort(key(keys % vocab_size, places))
 
     def sorted_by_key(records, size, rows, name, sample):
