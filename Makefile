@@ -144,6 +144,7 @@ brown-best: install
 # then test ppl alone, mixed with KN5 and with brown-best's LSTM (runs/lstm-awd.nplm, trained first
 # when missing), each weight picked on valid; about 4 hours on 2 cores. A smoke run on a cut of
 # Brown: BROWN=cut TRANSFORMER_FLAGS='--budget-scale 0.01 --runs /tmp/tf-smoke --out /tmp/tf.md'.
+# In two sittings: TRANSFORMER_FLAGS=--ablation-only (1.5 hours), then TRANSFORMER_FLAGS='--picked NAME'.
 brown-transformer: install
 	$(BIN)/python benchmarks/brown_transformer.py --brown $(BROWN) --nplm $(BIN)/nplm --out BENCHMARKS.md \
 		$(TRANSFORMER_FLAGS)

@@ -10,7 +10,9 @@ the memory, with learned and with sinusoidal positions, and with the inverse and
 square-root schedules. The cosine schedule reaches 0 at the end of each run's budget (`-lr-horizon 0`
 with `-max-time`: the trainer foretells the updates from the epochs' pace); the warm-up and
 the inverse schedule's decay follow the updates the budget allows at the speed measured
-(WORDS_PER_S before any run; the base ablation run's for the long run).
+(WORDS_PER_S before any run; the base ablation run's for the long run). The ablation's table
+and the long run's go to sections of their own: the whole job takes about 4 hours, so
+--ablation-only stops after the first, and --picked VARIANT runs the second alone.
 Models and logs go to --runs (trained when missing: delete them to train again); brown-best's
 LSTM (runs/lstm-awd.nplm) is trained first when missing, at its own budget. --budget-scale
 scales every budget, so that a smoke run on a cut of Brown takes a minute or two."""
@@ -31,6 +33,7 @@ from run import machine_stamp, write_sections  # noqa: E402
 from runs import RUNS, VOCAB_MIN_COUNT  # noqa: E402
 
 HEADING = "## The Transformer on Brown in 2 hours (issue 52)"
+ABLATION_HEADING = "## The Transformer's ablation on Brown (issue 52)"
 BUDGET = 7000  # seconds of training and validation (-max-time): the issue's 2 hours, less room to start
 ABLATION_BUDGET = 900
 STREAMS, BPTT, MEMORY = 16, 64, 64
@@ -73,6 +76,10 @@ def train(args, name, options, budget):
                    os.path.join(args.runs, f"{name}-ckpt"), "-log", log, "-lm", model, "-quiet"]
         print(" ".join(command), flush=True)
         subprocess.run(command, check=True)
+    return read_log(log)
+
+
+def read_log(log):
     return [json.loads(line) for line in open(log) if line.strip()]
 
 
@@ -134,6 +141,8 @@ def main():
                         help="every training budget times this (a smoke run: 0.01 on a cut of Brown)")
     parser.add_argument("--ablation-only", action="store_true",
                         help="stop after the ablation, its table written (the whole job takes about 4 hours)")
+    parser.add_argument("--picked", choices=tuple(VARIANTS),
+                        help="the ablation's pick, from its run before: the 2-hour run alone")
     args = parser.parse_args()
     args.train, args.valid, args.test = (os.path.join(args.brown, f"{n}.txt") for n in ("train", "valid", "test"))
     os.makedirs(args.runs, exist_ok=True)
@@ -145,22 +154,27 @@ def main():
         subprocess.run([args.nplm, "ngram-count", "-text", args.train, "-order", "5", "-vocab", args.vocab, "-unk",
                         "-lm", kn5], check=True)
     short, budget = (max(1, round(b * args.budget_scale)) for b in (ABLATION_BUDGET, BUDGET))
-    ablation = {}
-    for name, (options, schedule) in VARIANTS.items():
-        speed = median_speed(ablation["base"][0]) if "base" in ablation else WORDS_PER_S
-        records = train(args, f"transformer-{name}", [*options, *schedule_options(schedule, short, speed)], short)
-        ablation[name] = (records, test_ppl(args, "-lm", os.path.join(args.runs, f"transformer-{name}.nplm")))
-    picked = min(VARIANTS, key=lambda name: min(r["valid_ppl"] for r in ablation[name][0]))
-    if args.ablation_only:
-        body = [HEADING, "", machine_stamp(), "", f"`make brown-transformer TRANSFORMER_FLAGS=--ablation-only` "
-                f"(benchmarks/brown_transformer.py, budget scale {args.budget_scale:g}): the ablation alone; the "
-                f"variant best on valid, {picked}, is the one the 2-hour run will train.", "",
-                *ablation_table(ablation, short)]
+    if args.picked:  # the ablation run before (its section in --out): its base run's log gives the speed, if kept
+        picked, base_log = args.picked, os.path.join(args.runs, "transformer-base.log")
+        speed = median_speed(read_log(base_log)) if os.path.exists(base_log) else WORDS_PER_S
+    else:
+        ablation = {}
+        for name, (options, schedule) in VARIANTS.items():
+            speed = median_speed(ablation["base"][0]) if "base" in ablation else WORDS_PER_S
+            records = train(args, f"transformer-{name}", [*options, *schedule_options(schedule, short, speed)], short)
+            ablation[name] = (records, test_ppl(args, "-lm", os.path.join(args.runs, f"transformer-{name}.nplm")))
+        picked = min(VARIANTS, key=lambda name: min(r["valid_ppl"] for r in ablation[name][0]))
+        speed = median_speed(ablation["base"][0])
+        body = [ABLATION_HEADING, "", machine_stamp(), "",
+                f"`make brown-transformer` (benchmarks/brown_transformer.py, budget scale {args.budget_scale:g}): "
+                f"the variant best on valid, {picked}, is the one the 2-hour run trains (section \"{HEADING[3:]}\").",
+                "", *ablation_table(ablation, short)]
         write_sections(args.out, [body])
         print("\n".join(body))
-        return
+        if args.ablation_only:
+            return
     options, schedule = VARIANTS[picked]
-    long_options = [*options, *schedule_options(schedule, budget, median_speed(ablation["base"][0]))]
+    long_options = [*options, *schedule_options(schedule, budget, speed)]
     start = time.perf_counter()
     records = train(args, "transformer", long_options, budget)
     minutes = (time.perf_counter() - start) / 60
@@ -175,15 +189,15 @@ def main():
                         *long_options, "-max-time", str(budget)])
     body = [HEADING, "", machine_stamp(), "",
             f"`make brown-transformer` (benchmarks/brown_transformer.py, budget scale {args.budget_scale:g}): the "
-            f"variant best on valid among the ablation's ({picked}), trained for {budget} s of training and "
-            f"validation on 2 cores ({len(records)} epochs, {minutes:.1f} min in this run, median "
-            f"{median_speed(records):,.0f} words/s, best valid {min(r['valid_ppl'] for r in records):.2f}):", "",
+            f"variant best on valid in the ablation (section \"{ABLATION_HEADING[3:]}\"), {picked}, trained for "
+            f"{budget} s of training and validation on 2 cores ({len(records)} epochs, {minutes:.1f} min in this "
+            f"run, median {median_speed(records):,.0f} words/s, best valid "
+            f"{min(r['valid_ppl'] for r in records):.2f}):", "",
             f"    {command}", "", "Test ppl by `nplm ppl -lm MODEL [-mix-lm OTHER -lambda W] -ppl test.txt`, W (the "
             "Transformer's weight) picked on valid:", "", "| model | test ppl | vs brown-best's LSTM | notes |",
             "| --- | --- | --- | --- |"]
     lstm_ppl = rows[1][1]
     body += [f"| {label} | {value:.2f} | {value / lstm_ppl:.3f} | {notes} |" for label, value, notes in rows]
-    body += ["", *ablation_table(ablation, short)]
     write_sections(args.out, [body])
     print("\n".join(body))
 
