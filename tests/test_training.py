@@ -180,18 +180,27 @@ def test_time_budget_starts_no_epoch_that_would_overrun_it(toy):
     assert len(roomy.state["history"]) == 3
 
 
-def test_a_linear_rate_reaches_zero_at_the_budgets_end(toy, monkeypatch):
-    """-lr-schedule linear -lr-horizon 0 -max-time S: after each epoch the horizon is the
-    updates that what is left of S (and of -epochs) holds at the last epoch's pace."""
+def _budgeted_linear_run(toy, monkeypatch, times, max_time):
+    """A trainer run to its end with `-lr-schedule linear -lr-horizon 0` and `max_time`,
+    its clock reading `times` one after the other (each epoch's training, then validation)."""
     from nplmtk.neural import train as train_module
     vocab, train, valid, _ = toy
-    clock = iter(np.arange(0.0, 1e4, 10.0))  # every epoch (training, then validation) takes 20 s
+    clock = iter(times)
     monkeypatch.setattr(train_module, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
-    config = TrainingConfig(**{**CONFIG, "epochs": 9, "lr_decay": 0.0, "max_time": 65.0},
+    config = TrainingConfig(**{**CONFIG, "epochs": 9, "lr_decay": 0.0, "max_time": max_time},
                             lr_schedule="linear", lr_horizon=0)
     trainer = Trainer(small_model(vocab), config)
     trainer.run(train, valid)
-    history = trainer.state["history"]
+    return trainer
+
+
+def test_a_linear_rate_reaches_zero_at_the_budgets_end(toy, monkeypatch):
+    """-lr-schedule linear -lr-horizon 0 -max-time S: after each epoch the horizon is the
+    updates that what is left of S (and of -epochs) holds at the last epoch's pace."""
+    vocab, train, valid, _ = toy
+    # every epoch (training, then validation) takes 20 s
+    trainer = _budgeted_linear_run(toy, monkeypatch, np.arange(0.0, 1e4, 10.0), max_time=65.0)
+    config, history = trainer.config, trainer.state["history"]
     assert len(history) == 3  # 20 s each: a 4th would end at 80 s
     per_epoch = history[0]["updates"]
     assert trainer.state["lr_horizon"] == int(3.25 * per_epoch)  # 65 s at 20 s an epoch
@@ -209,14 +218,8 @@ def test_a_slow_first_epoch_does_not_end_a_budgeted_rate_early(toy, monkeypatch)
     foretold from the first one's pace (one more) put the horizon at 2 epochs' updates: a
     rate of 0 after epoch 2, then back up for epoch 3. The rate falls every epoch and stays
     above 0 until the budget's end."""
-    from nplmtk.neural import train as train_module
-    vocab, train, valid, _ = toy
-    clock = iter(np.concatenate([[0.0, 10.0], np.arange(30.0, 1e4, 10.0)]))
-    monkeypatch.setattr(train_module, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
-    config = TrainingConfig(**{**CONFIG, "epochs": 9, "lr_decay": 0.0, "max_time": 75.0},
-                            lr_schedule="linear", lr_horizon=0)
-    trainer = Trainer(small_model(vocab), config)
-    trainer.run(train, valid)
+    trainer = _budgeted_linear_run(toy, monkeypatch, np.concatenate([[0.0, 10.0], np.arange(30.0, 1e4, 10.0)]),
+                                   max_time=75.0)
     history = trainer.state["history"]
     assert [record["elapsed"] for record in history] == [30.0, 50.0, 70.0]
     rates = [record["lr"] for record in history]
