@@ -1,6 +1,7 @@
 """Encoded corpora: int32 word ids plus sentence offsets, and n-gram windows over them."""
 import numpy as np
 
+from ._ext.checksum_kernels import xxh64
 from ._ext.corpus_kernels import gather_stream_steps, gather_windows, ngram_windows
 from ._ext.text_kernels import encode_words
 from .errors import InputError, NplmError, ParameterError
@@ -84,6 +85,14 @@ class Corpus:
         offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         return cls(ids, offsets, corpora[0].vocab, name="+".join(c.name for c in corpora))
+
+    def fingerprint(self):
+        """The text as the network reads it (through its vocabulary and normalisation): its
+        size and the XXH64 of its word ids and sentence bounds; a few ms for 10^6 words. A
+        checkpoint records its training text's; dynamic evaluation knows a text it scored."""
+        offsets_hash = xxh64(np.ascontiguousarray(self.offsets).view(np.uint8))
+        return {"sentences": self.num_sentences, "words": len(self.ids),
+                "xxh64": xxh64(np.ascontiguousarray(self.ids).view(np.uint8), offsets_hash)}
 
     @property
     def num_sentences(self):

@@ -134,3 +134,32 @@ def test_a_diverging_adaptation_is_said(toy_texts, toy_lstm, lr):
     assert_one_line_error(status, err, f"-dynamic-lr {float(lr):g}: the adaptation diverged after",
                           "give a smaller -dynamic-lr")
     assert out == ""
+
+
+def test_a_text_scored_again_is_not_adapted_again(monkeypatch):
+    """Picking the continuous cache, the mixture's weights and the cache on one held-out
+    text asks dynamic evaluation for it three times: the first pass is kept (each pass
+    starts from the trained weights, so a second gives the same numbers)."""
+    import nplmtk.neural.dynamic as dynamic
+    model = random_model("lstm", dict(features=4, hidden=5))
+    settings = DynamicEvaluation(4, 0.5)
+    text, other = Corpus.from_lines([FIRST] + REST, VOCAB), Corpus.from_lines(REST, VOCAB)
+    expected, expected_keys = dynamic_logprobs(model, text, settings, keys=True)
+    passes = []
+    scored = dynamic.dynamic_logprobs
+    monkeypatch.setattr(dynamic, "dynamic_logprobs", lambda *args, **kw: passes.append(kw) or scored(*args, **kw))
+    adapted = dynamic.DynamicModel(model, settings)
+    np.testing.assert_array_equal(adapted.logprobs(text), expected)
+    logp, keys = adapted.logprobs_and_states(text)  # the states were not kept: a pass that keeps them
+    np.testing.assert_array_equal(logp, expected)
+    np.testing.assert_array_equal(keys, expected_keys)
+    again = Corpus.from_lines([FIRST] + REST, VOCAB)  # the same text, read again
+    np.testing.assert_array_equal(adapted.logprobs_and_states(again)[0], expected)
+    np.testing.assert_array_equal(adapted.logprobs(again), expected)
+    assert [kw.get("keys", False) for kw in passes] == [False, True]
+    adapted.logprobs(text)[:] = 0.0  # a caller's copy: what is kept stays
+    np.testing.assert_array_equal(adapted.logprobs(again), expected)
+    np.testing.assert_array_equal(adapted.logprobs(other), dynamic_logprobs(model, other, settings))
+    assert len(passes) == 3
+    np.testing.assert_array_equal(adapted.logprobs(text), expected)
+    assert len(passes) == 4  # only the last text is kept

@@ -158,17 +158,36 @@ def _adapt(model, corpus, settings, scale, rates, blocks, trained, out, bar, key
 
 
 class DynamicModel(LanguageModel):
-    """A network scored by dynamic evaluation: a model like the others to ppl and mixtures."""
+    """A network scored by dynamic evaluation: a model like the others to ppl and mixtures.
+    The last text scored is remembered (its fingerprint, log p and states): picking
+    settings on held-out text scores it with the adapted network once for the continuous
+    cache's grid, the mixture's EM and the cache's grid, not once for each (each pass
+    adapts from the trained weights again, so it would give the same numbers)."""
 
     kind = "dynamic"
 
     def __init__(self, model, settings, scale=None, progress=None):
         self.model, self.vocab, self.settings, self.scale, self.progress = model, model.vocab, settings, scale, progress
+        self._scored = None  # (fingerprint, log p, states or None) of the last text
 
     def logprobs(self, corpus):
-        return dynamic_logprobs(self.model, corpus, self.settings, self.scale, self.progress)
+        return self._scores(corpus, keys=False)[0]
 
     def logprobs_and_states(self, corpus):
         """log p and the adapted network's state that predicted each token (a recurrent
         network's): the continuous cache's keys, as the network's own logprobs_and_states."""
-        return dynamic_logprobs(self.model, corpus, self.settings, self.scale, self.progress, keys=True)
+        return self._scores(corpus, keys=True)
+
+    def _scores(self, corpus, keys):
+        """(log p, states or None) of `corpus`, from the last pass when it scored the same
+        text (and kept the states if `keys` asks for them); the states are read-only."""
+        fingerprint = corpus.fingerprint()
+        if self._scored is None or self._scored[0] != fingerprint or (keys and self._scored[2] is None):
+            self._scored = None  # the last text's states freed before this pass
+            scored = dynamic_logprobs(self.model, corpus, self.settings, self.scale, self.progress, keys=keys)
+            logp, states = scored if keys else (scored, None)
+            logp.flags.writeable = False
+            if states is not None:
+                states.flags.writeable = False
+            self._scored = (fingerprint, logp, states)
+        return self._scored[1].copy(), self._scored[2]

@@ -22,7 +22,6 @@ from dataclasses import asdict, dataclass, fields, replace
 import numpy as np
 
 from .. import container
-from .._ext.checksum_kernels import xxh64
 from ..errors import InputError, NplmWarning, ParameterError
 from ..io import open_output
 from ..lm import perplexity_of
@@ -35,15 +34,6 @@ from .regularisation import nonmonotone_trigger
 from .sampling import ImportanceSampling
 ROUND = 4096  # examples per thread between progress reports and checkpoint checks
 EpochPlan = namedtuple("EpochPlan", "shards per_round words rounds rounds_per_sync")
-
-
-def text_fingerprint(corpus):
-    """What a checkpoint records of its training corpus, for a resumed run to compare: its
-    size and the XXH64 of its word ids and sentence bounds, i.e. the text as the network
-    reads it (through its vocabulary and normalisation); a few ms for 10^6 words."""
-    offsets_hash = xxh64(np.ascontiguousarray(corpus.offsets).view(np.uint8))
-    return {"sentences": corpus.num_sentences, "words": len(corpus.ids),
-            "xxh64": xxh64(np.ascontiguousarray(corpus.ids).view(np.uint8), offsets_hash)}
 
 
 def _size(fingerprint):
@@ -205,10 +195,10 @@ class Trainer:
         return trainer
 
     def check_training_text(self, train):
-        """Record what the training corpus `train` is (`text_fingerprint`) in the state a
+        """Record what the training corpus `train` is (`Corpus.fingerprint`) in the state a
         checkpoint keeps; a resumed run refuses a corpus other than the checkpoint's. A
         checkpoint written before they recorded it is taken on trust, with a warning."""
-        fingerprint = text_fingerprint(train)
+        fingerprint = train.fingerprint()
         recorded = self.state.get("training_text")
         if recorded is None and self.resumed_from is not None:
             warnings.warn(f"{self.resumed_from}: this checkpoint does not record its training text (written by an "
