@@ -163,3 +163,6 @@ def test_a_text_scored_again_is_not_adapted_again(monkeypatch):
     assert len(passes) == 3
     np.testing.assert_array_equal(adapted.logprobs(text), expected)
     assert len(passes) == 4  # only the last text is kept
+    from nplmtk.errors import InputError
+    with pytest.raises(InputError, match="different vocabulary"):  # the same ids in another vocabulary
+        adapted.logprobs(Corpus(text.ids, text.offsets, Vocabulary(list(VOCAB.words) + ["extra"])))

@@ -162,7 +162,8 @@ class DynamicModel(LanguageModel):
     The last text scored is remembered (its fingerprint, log p and states): picking
     settings on held-out text scores it with the adapted network once for the continuous
     cache's grid, the mixture's EM and the cache's grid, not once for each (each pass
-    adapts from the trained weights again, so it would give the same numbers)."""
+    adapts from the trained weights again, so it would give the same numbers). The last text's
+    states stay until another text is scored."""
 
     kind = "dynamic"
 
@@ -181,6 +182,7 @@ class DynamicModel(LanguageModel):
     def _scores(self, corpus, keys):
         """(log p, states or None) of `corpus`, from the last pass when it scored the same
         text (and kept the states if `keys` asks for them); the states are read-only."""
+        self.check_vocab(corpus)  # the fingerprint is of ids: the same ids in another vocabulary are refused
         fingerprint = corpus.fingerprint()
         if self._scored is None or self._scored[0] != fingerprint or (keys and self._scored[2] is None):
             self._scored = None  # the last text's states freed before this pass
