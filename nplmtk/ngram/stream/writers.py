@@ -60,10 +60,11 @@ def write_arpa_streamed(model, path, memory, folder, consume=False):
         bounds = np.unique(keys[np.arange(1, buckets) * len(keys) // buckets])
         return BucketedRuns(records, bounds, rows, folder, name)
 
-    def context_places(k, start, stop):
-        """The places of rows start..stop-1's contexts among the order below read
-        backwards (srilm_order's `lower_reversed`), from `backward{k-1}`."""
-        prefix = model.keys(k, start, stop) // vocab_size
+    def context_places(k, keys):
+        """The places of the contexts of order k's rows whose keys (`fkeys`, in row order)
+        are `keys` among the order below read backwards (srilm_order's `lower_reversed`),
+        from `backward{k-1}`."""
+        prefix = keys // vocab_size
         places = files.read("backward", k - 1, int(prefix[0]), int(prefix[-1]) + 1)
         return places[prefix - prefix[0]]
 
@@ -80,10 +81,10 @@ def write_arpa_streamed(model, path, memory, folder, consume=False):
 
         def records():
             for start in range(0, size, rows):
-                grams = model.read(k, start, start + rows)[0]
-                out = np.empty(len(grams), dtype=record)
-                out["key"] = rank[grams[:, -1]].astype(np.int64) * below + context_places(k, start, start + rows)
-                out["row"] = np.arange(start, start + len(grams))
+                keys = model.keys(k, start, start + rows)  # a row's last word and its prefix's row: nothing else read
+                out = np.empty(len(keys), dtype=record)
+                out["key"] = rank[keys % vocab_size].astype(np.int64) * below + context_places(k, keys)
+                out["row"] = np.arange(start, start + len(keys))
                 yield out
 
         def sample():
@@ -139,7 +140,7 @@ def write_arpa_streamed(model, path, memory, folder, consume=False):
                 out = np.empty(len(grams), dtype=record)
                 out["key"] = rank[grams[:, -1]].astype(np.int64)
                 if k > 1:
-                    out["key"] += context_places(k, start, start + rows) * len(vocab)
+                    out["key"] += context_places(k, model.keys(k, start, start + rows)) * len(vocab)
                 out["logp"], out["grams"] = logp, grams
                 if weights:
                     out["bow"] = np.where(node, bow.view(np.uint32), NO_WEIGHT)
