@@ -21,7 +21,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
 
@@ -32,7 +31,7 @@ from caches import mixed, ppl  # noqa: E402
 from run import machine_stamp, write_sections  # noqa: E402
 from runs import RUNS, VOCAB_MIN_COUNT  # noqa: E402
 
-HEADING = "## The Transformer on Brown in 2 hours (issue 52)"
+HEADING = "## The Transformer on Brown within the 2-hour budget (issue 52)"
 ABLATION_HEADING = "## The Transformer's ablation on Brown (issue 52)"
 BUDGET = 7000  # seconds of training and validation (-max-time): the issue's 2 hours, less room to start
 ABLATION_BUDGET = 900
@@ -185,27 +184,31 @@ def main():
             return
     options, _ = VARIANTS[picked]  # the long run keeps its positions and memory; LONG_SCHEDULE replaces its schedule
     long_options = [*options, "-dropout", LONG_DROPOUT, *LONG_SCHEDULE]
-    start = time.perf_counter()
     records = train(args, "transformer", long_options, budget)
-    minutes = (time.perf_counter() - start) / 60
-    model, lstm = os.path.join(args.runs, "transformer.nplm"), lstm_model(args)
+    long_valid = min(r["valid_ppl"] for r in records)
+    # the model the budget gives: the long run, or the ablation's run of the variant when it is better on valid
+    short_records = read_log(os.path.join(args.runs, f"transformer-{picked}.log"))
+    short_valid = min(r["valid_ppl"] for r in short_records)
+    chosen = "transformer" if long_valid <= short_valid else f"transformer-{picked}"
+    model, lstm = os.path.join(args.runs, f"{chosen}.nplm"), lstm_model(args)
+    label = "Transformer" + ("" if chosen == "transformer" else f" (the ablation's {picked} run)")
     rows = [("KN5", test_ppl(args, "-lm", kn5), ""), ("brown-best's LSTM", test_ppl(args, "-lm", lstm), ""),
-            ("Transformer", test_ppl(args, "-lm", model), "")]
-    for label, other in (("KN5", kn5), ("brown-best's LSTM", lstm)):
+            (label, test_ppl(args, "-lm", model), f"valid {min(long_valid, short_valid):.2f}")]
+    for name, other in (("KN5", kn5), ("brown-best's LSTM", lstm)):
         weight, valid = mixture_weight(model, other, args.valid)
-        rows.append((f"Transformer + {label}", test_ppl(args, "-lm", model, "-mix-lm", other, "-lambda", str(weight)),
+        rows.append((f"{label} + {name}", test_ppl(args, "-lm", model, "-mix-lm", other, "-lambda", str(weight)),
                      f"weight {weight} (valid {valid:.2f})"))
     command = " ".join(["nplm train-nplm -text train.txt -valid valid.txt -vocab vocab.txt", *SHAPE, *TRAINING,
                         *long_options, "-max-time", str(budget)])
     body = [HEADING, "", machine_stamp(), "",
             f"`make brown-transformer` (benchmarks/brown_transformer.py, budget scale {args.budget_scale:g}): the "
             f"variant best on valid in the ablation (section \"{ABLATION_HEADING[3:]}\"), {picked}, trained for "
-            f"{budget} s of training and validation on 2 cores ({len(records)} epochs, {minutes:.1f} min in this "
-            f"run, median {median_speed(records):,.0f} words/s, best valid "
-            f"{min(r['valid_ppl'] for r in records):.2f}):", "",
-            f"    {command}", "", "Test ppl by `nplm ppl -lm MODEL [-mix-lm OTHER -lambda W] -ppl test.txt`, W (the "
-            "Transformer's weight) picked on valid:", "", "| model | test ppl | vs brown-best's LSTM | notes |",
-            "| --- | --- | --- | --- |"]
+            f"{budget} s of training and validation on 2 cores ({len(records)} epochs, "
+            f"{records[-1]['elapsed'] / 60:.1f} min, median {median_speed(records):,.0f} words/s, best valid "
+            f"{long_valid:.2f}; the ablation's {picked} run: {short_valid:.2f}):", "",
+            f"    {command}", "", f"The model better on valid, {chosen}.nplm, is scored. Test ppl by `nplm ppl -lm "
+            "MODEL [-mix-lm OTHER -lambda W] -ppl test.txt`, W (the Transformer's weight) picked on valid:", "",
+            "| model | test ppl | vs brown-best's LSTM | notes |", "| --- | --- | --- | --- |"]
     lstm_ppl = rows[1][1]
     body += [f"| {label} | {value:.2f} | {value / lstm_ppl:.3f} | {notes} |" for label, value, notes in rows]
     write_sections(args.out, [body])
