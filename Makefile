@@ -140,9 +140,10 @@ brown-best: install
 	$(BIN)/python benchmarks/best.py --brown $(BROWN) --nplm $(BIN)/nplm --out BENCHMARKS.md
 
 # The Transformer on Brown in 2 hours (issue 52, benchmarks/brown_transformer.py): its ablation
-# (XL memory, positions, schedule: 6 runs of 900 s), the variant best on valid trained for 7,000 s,
-# then test ppl alone, mixed with KN5 and with brown-best's LSTM (runs/lstm-awd.nplm, trained first
-# when missing), each weight picked on valid; about 4 hours on 2 cores. A smoke run on a cut of
+# (XL memory, positions, schedule: 6 runs of 900 s at dropout 0.1), the variant best on valid trained
+# for 7,000 s at dropout 0.3, its rate halved when valid stalls; the model better on valid (that run or
+# the ablation's) scored alone, mixed with KN5 and with brown-best's LSTM (runs/lstm-awd.nplm, trained
+# first when missing), each weight picked on valid; about 4 hours on 2 cores. A smoke run on a cut of
 # Brown: BROWN=cut TRANSFORMER_FLAGS='--budget-scale 0.01 --runs /tmp/tf-smoke --out /tmp/tf.md'.
 # In two sittings: TRANSFORMER_FLAGS=--ablation-only (1.5 hours), then TRANSFORMER_FLAGS='--picked NAME'.
 brown-transformer: install
