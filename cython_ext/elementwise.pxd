@@ -1,6 +1,6 @@
 # Elementwise helpers of the recurrent kernel (rnn_kernels.pyx), inline: activations and
-# their slopes, an LSTM step's cells, dropout with a xorshift generator, column sums, and the SGD or Adam step
-# of one parameter array.
+# their slopes, an LSTM step's cells, dropout with a xorshift generator (or drawn by index,
+# for threads), column sums, and the SGD or Adam step of one parameter array.
 from libc.math cimport sqrtf, tanhf
 from libc.string cimport memset
 
@@ -20,6 +20,47 @@ cdef inline void dropout(float *values, float *mask, Py_ssize_t size, float p, u
     for i in range(size):
         mask[i] = 0 if uniform(rng) < p else kept
         values[i] *= mask[i]
+
+
+cdef inline unsigned long long draw_key(unsigned long long *state) noexcept nogil:
+    """The key of one draw of many (dropout_at): the generator moves on once a draw."""
+    uniform(state)
+    return state[0] * 2685821657736338717ULL
+
+
+cdef extern from *:
+    """
+    #include <stdint.h>
+    /* lowbias32 (C. Wellons's hash prospector): a bijection of 32 bits that mixes well. */
+    static inline uint32_t nplm_mix32(uint32_t x) {
+        x ^= x >> 16;
+        x *= 0x7feb352dU;
+        x ^= x >> 15;
+        x *= 0x846ca68bU;
+        x ^= x >> 16;
+        return x;
+    }
+
+    /* Dropout by index: entry i of a draw of `key` is 0 with probability p, else 1 / (1 - p),
+       from a hash of (key, i) alone, so that threads share a draw in any slices and it is the
+       same whatever their number (a draw has fewer than 2^32 entries). Entries lo .. hi - 1;
+       values *= mask unless values is NULL. 32-bit products, so that it vectorises. */
+    __attribute__((target_clones("avx512f", "avx2", "default"), unused))
+    static void nplm_dropout_at(float *restrict values, float *restrict mask, long lo, long hi, float p,
+                                unsigned long long key) {
+        const float kept = 1 / (1 - p);
+        const uint32_t low = (uint32_t) key, high = (uint32_t) (key >> 32);
+        for (long i = lo; i < hi; i++) {
+            uint32_t h = nplm_mix32(nplm_mix32((uint32_t) i + low) ^ high);
+            mask[i] = (float) (h >> 8) * (1.0f / 16777216.0f) < p ? 0.0f : kept;
+        }
+        if (values != NULL)
+            for (long i = lo; i < hi; i++)
+                values[i] *= mask[i];
+    }
+    """
+    void dropout_at "nplm_dropout_at"(float *values, float *mask, Py_ssize_t lo, Py_ssize_t hi, float p,
+                                      unsigned long long key) noexcept nogil
 
 
 cdef extern from *:

@@ -12,7 +12,7 @@ from libc.string cimport memcpy, memset
 
 from attention_layers cimport Head, attention_head, attention_head_backward, gelu_backward, gelu_rows, layer_norm, \
     layer_norm_backward
-from elementwise cimport column_sums, dropout, uniform
+from elementwise cimport column_sums, draw_key, dropout_at
 from transformer_parts cimport part_start, split_gemm, split_gradient_transposed
 
 cdef enum:
@@ -136,13 +136,14 @@ cdef void split_gelu_backward(int parts, float *grad, const float *x, Py_ssize_t
 
 cdef void residual_branch(int parts, float *branch, float *mask, const float *x, float *out, Py_ssize_t size, float p,
                           unsigned long long *rng) noexcept nogil:
-    """out = x + dropout(branch) (the mask drawn in one thread: the generator's sequence)."""
+    """out = x + dropout(branch) (mask NULL: no dropout), the mask drawn by index."""
     cdef int part
     cdef Py_ssize_t lo, hi, i
-    if mask != NULL:
-        dropout(branch, mask, size, p, rng)
+    cdef unsigned long long key = draw_key(rng) if mask != NULL else 0
     for part in prange(parts, num_threads=parts, schedule="static", chunksize=1, nogil=True):
         lo, hi = part_start(size, parts, part), part_start(size, parts, part + 1)
+        if mask != NULL:
+            dropout_at(branch, mask, lo, hi, p, key)
         for i in range(lo, hi):
             out[i] = x[i] + branch[i]
 
@@ -383,18 +384,6 @@ cdef class TransformerStack:
                    M * d * sizeof(float))
         return k.joined
 
-    cdef void _draw_weight_masks(self, Block *k) noexcept nogil:
-        """Dropout's scales on the attention weights, head by head, stream by stream."""
-        cdef Py_ssize_t i, size = <Py_ssize_t> self.streams * self.heads * self.length * self.keys
-        cdef float kept = 1 / (1 - self.drop_attention)
-        cdef float *mask
-        cdef int s, h
-        for h in range(self.heads):
-            for s in range(self.streams):
-                mask = k.weight_mask + (<Py_ssize_t> s * self.heads + h) * self.length * self.keys
-                for i in range(<Py_ssize_t> self.length * self.keys):
-                    mask[i] = 0 if uniform(&self.rng) < self.drop_attention else kept
-
     cdef void _attention(self, Block *k, bint train) noexcept nogil:
         """Every (stream, head)'s attention_head, shared among the threads."""
         cdef int d = self.d, H = self.heads, T = self.length, K = self.keys, dh = self.d // self.heads
@@ -403,12 +392,13 @@ cdef class TransformerStack:
         cdef float *mine
         cdef Head g
         cdef bint masked = train and k.weight_mask != NULL
-        if masked:
-            self._draw_weight_masks(k)
+        cdef unsigned long long key = draw_key(&self.rng) if masked else 0
         for unit in prange(self.streams * H, num_threads=self.threads, schedule="dynamic", nogil=True):
             s, h = unit // H, unit % H
             g = self._head(k, h)
             mine = self.thread_scratch + threadid() * self.thread_stride
+            if masked:  # dropout's scales on the unit's weights, drawn by index
+                dropout_at(NULL, k.weight_mask, unit * square, (unit + 1) * square, self.drop_attention, key)
             attention_head(&g, k.qkv + <Py_ssize_t> s * K * 3 * d + h * dh, k.weights + unit * square,
                            k.weight_mask + unit * square if masked else NULL, mine, mine + square,
                            mine + 3 * square, k.attention + <Py_ssize_t> s * T * d + h * dh)

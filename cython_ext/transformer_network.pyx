@@ -12,17 +12,19 @@ softmax's and the update (on a single-threaded BLAS). Rows of a segment are
 stream-major, as the stack's: row b L + t."""
 import numpy as np
 cimport numpy as cnp
+from cython.parallel cimport prange
 from libc.math cimport sqrt
 from libc.string cimport memcpy, memset
 
 from batch_driver cimport Schedule, schedule_of
 from class_output cimport class_attach
 from hs_output cimport tree_attach
-from elementwise cimport Adam, adam_corrections, dropout
+from elementwise cimport Adam, adam_corrections, draw_key, dropout_at
 from kernel_common cimport axpy_row
 from output_layer cimport Output, output_backward, output_distribution, output_forward
 from recurrent_layers cimport Slot
 from recurrent_updates cimport clip_factor, decay_slots, slot_squares, step_slots
+from transformer_parts cimport part_start, split_zero
 
 from nplmtk._ext.transformer_kernels import TransformerStack, relative_positions
 
@@ -205,11 +207,15 @@ cdef class TransformerNetwork:
         return words
 
     cdef _embed(self, bint train):
-        """X = s C(input) + its position's row, dropped out when training."""
-        cdef Py_ssize_t r, N = <Py_ssize_t> self.streams * self.length
-        cdef int d = self.d, t
-        with nogil:
-            for r in range(N):
+        """X = s C(input) + its position's row, dropped out when training (the mask drawn by
+        index), the rows shared among the threads."""
+        cdef Py_ssize_t r, lo, hi, N = <Py_ssize_t> self.streams * self.length
+        cdef int d = self.d, t, p
+        cdef bint dropped = train and self.drop_embedding > 0
+        cdef unsigned long long key = draw_key(self.rng) if dropped else 0
+        for p in prange(self.threads, num_threads=self.threads, schedule="static", chunksize=1, nogil=True):
+            lo, hi = part_start(N, self.threads, p), part_start(N, self.threads, p + 1)
+            for r in range(lo, hi):
                 t = <int> (r % self.length)
                 memset(self.X + r * d, 0, d * sizeof(float))
                 axpy_row(d, self.embed_scale, self.C + <Py_ssize_t> self.inputs[r] * d, self.X + r * d)
@@ -217,8 +223,8 @@ cdef class TransformerNetwork:
                     axpy_row(d, 1, self.P + <Py_ssize_t> t * d, self.X + r * d)
                 elif self.table != NULL:
                     axpy_row(d, 1, self.table + <Py_ssize_t> t * d, self.X + r * d)
-            if train and self.drop_embedding > 0:
-                dropout(self.X, self.Xmask, N * d, self.drop_embedding, self.rng)
+            if dropped:
+                dropout_at(self.X, self.Xmask, lo * d, hi * d, self.drop_embedding, key)
 
     cdef double _forward(self, bint train, double *logp, bint probabilities=True):
         """The segment loaded: forward through the output layer; the top states kept (and,
@@ -241,12 +247,13 @@ cdef class TransformerNetwork:
         cdef float *flat
         cdef Py_ssize_t r, i, N = <Py_ssize_t> self.streams * self.length
         cdef int d = self.d
-        self.grads["C"][...] = 0
-        if self.gP != NULL:
-            self.grads["P"][...] = 0
-        if self.out.gV != NULL and self.out.gV != self.gC:
-            self.grads["V"][...] = 0
         with nogil:
+            if self.gC != NULL:
+                split_zero(self.threads, self.gC, <Py_ssize_t> self.vocab * d)
+            if self.gP != NULL:
+                split_zero(self.threads, self.gP, <Py_ssize_t> self.length * d)
+            if self.out.gV != NULL and self.out.gV != self.gC:
+                split_zero(self.threads, self.out.gV, <Py_ssize_t> self.vocab * d)
             output_backward(&self.out, &top[0, 0], N, self.targets, &dtop[0, 0])
         dx = self.stack.backward(self.dtop_array)
         flat = &dx[0, 0]

@@ -2,7 +2,7 @@
 # transformer_network.pyx's output layer and update): a pass cut in slices of rows (or of
 # columns), one a thread, each thread calling a single-threaded BLAS on its own slice.
 from cython.parallel cimport prange
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 
 from kernel_common cimport gemm
 
@@ -11,6 +11,15 @@ cdef inline Py_ssize_t part_start(Py_ssize_t total, int parts, int p) noexcept n
     """Where part p of `parts` slices of 0 .. total starts (slices of whole 16s, the last shorter)."""
     cdef Py_ssize_t chunk = ((total + parts - 1) // parts + 15) // 16 * 16
     return min(total, p * chunk)
+
+
+cdef inline void split_zero(int parts, float *values, Py_ssize_t size) noexcept nogil:
+    """values[0 .. size - 1] = 0, in `parts` slices."""
+    cdef int p
+    cdef Py_ssize_t lo, hi
+    for p in prange(parts, num_threads=parts, schedule="static", chunksize=1, nogil=True):
+        lo, hi = part_start(size, parts, p), part_start(size, parts, p + 1)
+        memset(values + lo, 0, (hi - lo) * sizeof(float))
 
 
 cdef inline void split_gemm(int parts, const float *bias, char ta, char tb, int M, int N, int K, float alpha,

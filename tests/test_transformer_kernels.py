@@ -139,6 +139,34 @@ def test_dropout_gradients_match_finite_differences_under_the_drawn_masks():
                        rtol=1e-4)
 
 
+def test_the_dropout_masks_are_the_same_whatever_the_threads_and_drop_at_their_rate():
+    """Threads draw each mask's slices by index: one thread's masks, three threads' masks and
+    the next segment's differ only where they should."""
+    blocks, d, heads, ff, streams, length = 2, 16, 2, 24, 6, 40
+    rng = np.random.default_rng(11)
+    params = stack_params(blocks, d, ff, rng)
+    x = rng.normal(0, 1, (streams * length, d)).astype(np.float32)
+    drawn = []
+    for threads in (1, 3):
+        grads = {name: np.zeros_like(value) for name, value in params.items()}
+        stack = TransformerStack(params, grads, blocks, heads, streams, length, drop_attention=0.3, drop_residual=0.2,
+                                 seed=5)
+        stack.set_threads(threads)
+        with blas_threads(1):
+            stack.forward(x, train=True)
+            drawn.append({key: value.copy() for key, value in stack.masks().items()})
+            stack.forward(x, train=True)
+            drawn.append(stack.masks())
+    one, next_one, three, next_three = drawn
+    for key, mask in one.items():
+        assert np.array_equal(mask, three[key]) and np.array_equal(next_one[key], next_three[key])
+        assert not np.array_equal(mask, next_one[key])
+        rate = 0.3 if key[1] == "weights" else 0.2
+        assert abs((mask == 0).mean() - rate) < 0.02, key
+        assert set(np.unique(mask)) == {0, np.float32(1 / (1 - rate))}
+    assert not np.array_equal(one[(0, "out")], one[(1, "out")])  # each draw its own key
+
+
 @pytest.mark.parametrize("change, message", [
     (lambda p: p.__setitem__("qkv0", p["qkv0"][:, :-1].copy()), "qkv0"),
     (lambda p: p.__setitem__("ff2_bias0", p["ff2_bias0"].astype(np.float64)), "ff2_bias0"),
