@@ -112,7 +112,8 @@ def mixture_weight(transformer, other, valid):
 
 def ablation_table(ablation, seconds):
     """The ablation's lines: each variant's epochs, speed, best valid and test ppl."""
-    lines = [f"The ablation, each for {seconds} s on 2 cores with dropout {ABLATION_DROPOUT} (`-max-time`, early stopping on valid):", "",
+    lines = [f"The ablation, each for {seconds} s on 2 cores with dropout {ABLATION_DROPOUT} "
+             "(`-max-time`, early stopping on valid):", "",
              "| variant | options | epochs | words/s | best valid ppl | test ppl | vs base |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     base = ablation["base"][1]
