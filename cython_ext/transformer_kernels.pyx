@@ -80,7 +80,8 @@ cdef void split_layer_norm(int parts, const float *x, const float *gamma, const 
     cdef Py_ssize_t lo, hi
     for p in prange(parts, num_threads=parts, schedule="static", chunksize=1, nogil=True):
         lo, hi = part_start(rows, parts, p), part_start(rows, parts, p + 1)
-        layer_norm(x + lo * d, gamma, beta, xhat + lo * d, inverse + lo, y + lo * d, hi - lo, d)
+        layer_norm(x + lo * d, gamma, beta, xhat + lo * d if xhat != NULL else NULL, inverse + lo, y + lo * d, hi - lo,
+                   d)
 
 
 cdef void split_layer_norm_backward(int parts, float *partial, Py_ssize_t stride, const float *dy, const float *xhat,
@@ -118,12 +119,13 @@ cdef void split_column_sums(int parts, float *partial, Py_ssize_t stride, const 
             out[c] += partial[p * stride + c]
 
 
-cdef void split_gelu(int parts, float *out, float *pre, const float *c, Py_ssize_t rows, int width) noexcept nogil:
+cdef void split_gelu(int parts, float *out, float *pre, const float *c, Py_ssize_t rows, int width,
+                     bint keep) noexcept nogil:
     cdef int p
     cdef Py_ssize_t lo, hi
     for p in prange(parts, num_threads=parts, schedule="static", chunksize=1, nogil=True):
         lo, hi = part_start(rows, parts, p), part_start(rows, parts, p + 1)
-        gelu_rows(out + lo * width, pre + lo * width, c, hi - lo, width)
+        gelu_rows(out + lo * width, pre + lo * width, c, hi - lo, width, keep)
 
 
 cdef void split_gelu_backward(int parts, float *grad, const float *x, Py_ssize_t size) noexcept nogil:
@@ -173,6 +175,7 @@ cdef class TransformerStack:
     cdef float *positions       # keys x d: R
     cdef float drop_attention, drop_residual
     cdef bint masked            # the last forward() drew dropout's masks
+    cdef bint kept              # the last forward() kept what backward() reads
     cdef unsigned long long rng
     cdef float *final_gain
     cdef float *final_bias
@@ -318,30 +321,34 @@ cdef class TransformerStack:
         self.thread_scratch = &view[0]
         self.threads = count
 
-    def forward(self, const float[:, ::1] x, bint train=False):
+    def forward(self, const float[:, ::1] x, bint train=False, bint keep=True):
         """The top states (an N x d array this object owns, N = streams x length, rows
-        b length + t) of the input rows x; train draws dropout's masks. With a memory, the
-        segment follows the last one forward() saw (since reset())."""
+        b length + t) of the input rows x; train draws dropout's masks; keep=False (scoring)
+        keeps nothing for backward(), which then refuses. With a memory, the segment follows
+        the last one forward() saw (since reset())."""
         self._check_rows(x, "x")
         cdef Py_ssize_t N = <Py_ssize_t> self.streams * self.length
         cdef const float *current = &x[0, 0]
         cdef int b
         self.masked = train and (self.drop_attention > 0 or self.drop_residual > 0)
         self.first = self.memory - self.filled
+        self.kept = keep
         with nogil:
             for b in range(self.blocks):
                 self._block_forward(&self.block[b], current, self.residual[b % 2], train)
                 current = self.residual[b % 2]
         self.filled = min(self.memory, self.filled + self.length)
         with nogil:
-            split_layer_norm(self.threads, current, self.final_gain, self.final_bias, self.xhat_final,
-                             self.inverse_final, self.top, N, self.d)
+            split_layer_norm(self.threads, current, self.final_gain, self.final_bias,
+                             self.xhat_final if keep else NULL, self.inverse_final, self.top, N, self.d)
         return self.top_array
 
     def backward(self, const float[:, ::1] top_grad):
         """From dL/d(top states) of the last forward(), set grads and return dL/dx (an
         array this object owns)."""
         self._check_rows(top_grad, "top_grad")
+        if not self.kept:
+            raise ValueError("backward() after a forward() that kept nothing (keep=False)")
         cdef Py_ssize_t N = <Py_ssize_t> self.streams * self.length
         cdef float[:, ::1] result = self.input_grad_array
         cdef float *grad = self.residual[0]
@@ -408,16 +415,18 @@ cdef class TransformerStack:
         cdef Py_ssize_t N = <Py_ssize_t> self.streams * self.length, rows = <Py_ssize_t> self.streams * K
         cdef float *branch = self.scratch_d[0]
         cdef const float *joined = self._joined_input(k, x)
-        split_layer_norm(P, joined, k.param[LN1_GAIN], k.param[LN1_BIAS], k.xhat1, k.inverse1, k.h1, rows, d)
+        split_layer_norm(P, joined, k.param[LN1_GAIN], k.param[LN1_BIAS], k.xhat1 if self.kept else NULL, k.inverse1,
+                         k.h1, rows, d)
         split_gemm(P, k.param[QKV_BIAS], b'N', b'N', rows, 3 * d, d, 1, k.h1, d, k.param[QKV], 3 * d, 1, k.qkv, 3 * d)
         if self.relative:
             split_gemm(P, NULL, b'N', b'N', K, d, d, 1, self.positions, d, k.param[REL], d, 0, k.Rk, d)
         self._attention(k, train)
         split_gemm(P, k.param[OUT_BIAS], b'N', b'N', N, d, d, 1, k.attention, d, k.param[OUT], d, 1, branch, d)
         residual_branch(P, branch, k.out_mask if train else NULL, x, k.x2, N * d, self.drop_residual, &self.rng)
-        split_layer_norm(P, k.x2, k.param[LN2_GAIN], k.param[LN2_BIAS], k.xhat2, k.inverse2, k.h2, N, d)
+        split_layer_norm(P, k.x2, k.param[LN2_GAIN], k.param[LN2_BIAS], k.xhat2 if self.kept else NULL, k.inverse2,
+                         k.h2, N, d)
         split_gemm(P, NULL, b'N', b'N', N, f, d, 1, k.h2, d, k.param[FF1], f, 0, k.pre, f)
-        split_gelu(P, k.activation, k.pre, k.param[FF1_BIAS], N, f)
+        split_gelu(P, k.activation, k.pre, k.param[FF1_BIAS], N, f, self.kept)
         split_gemm(P, k.param[FF2_BIAS], b'N', b'N', N, d, f, 1, k.activation, f, k.param[FF2], d, 1, branch, d)
         residual_branch(P, branch, k.ff_mask if train else NULL, k.x2, y, N * d, self.drop_residual, &self.rng)
 

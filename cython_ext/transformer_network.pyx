@@ -232,7 +232,7 @@ cdef class TransformerNetwork:
         cdef float[:, ::1] top
         cdef double total
         self._embed(train)
-        self.top_array = self.stack.forward(self.x_array, train)
+        self.top_array = self.stack.forward(self.x_array, train, probabilities)
         top = self.top_array
         with nogil:
             total = output_forward(&self.out, &top[0, 0], <Py_ssize_t> self.streams * self.length, self.targets,
@@ -350,7 +350,7 @@ cdef class TransformerNetwork:
         self._check_rows(np.asarray(rows))
         self._load(rows, 0, T)
         self._embed(False)
-        self.top_array = self.stack.forward(self.x_array, False)
+        self.top_array = self.stack.forward(self.x_array, False, False)
         top = self.top_array
         output_distribution(&self.out, &top[T - 1, 0], &out[0])
 

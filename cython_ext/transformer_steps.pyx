@@ -173,7 +173,7 @@ cdef class TransformerSteps:
             layer_norm(x + <Py_ssize_t> k * d, p[6], p[7], xhat, inverse, h + <Py_ssize_t> k * wide, 1, d)
         gemm(b'N', b'N', S, f, d, 1, h, wide, p[8], f, 0, qkv, wide)
         for k in range(S):
-            gelu_rows(attention + <Py_ssize_t> k * wide, qkv + <Py_ssize_t> k * wide, p[9], 1, f)
+            gelu_rows(attention + <Py_ssize_t> k * wide, qkv + <Py_ssize_t> k * wide, p[9], 1, f, 0)
             memcpy(branch + <Py_ssize_t> k * wide, p[11], d * sizeof(float))
         gemm(b'N', b'N', S, d, f, 1, attention, wide, p[10], d, 1, branch, wide)
         for k in range(S):

@@ -262,3 +262,20 @@ def test_threads_give_one_threads_results(memory):
         assert np.allclose(grads1[name], grads3[name], rtol=1e-4, atol=1e-4), name
     with pytest.raises(ValueError, match="threads"):
         stack.set_threads(0)
+
+
+def test_scoring_keeps_nothing_for_backward_and_gives_the_same_top_states():
+    """forward(keep=False) (ppl's scoring) skips what back-propagation reads; the top states
+    are the same to the bit, and a backward() after it is refused, not run on stale rows."""
+    blocks, d, heads, ff, streams, length = 2, 16, 2, 24, 2, 9
+    rng = np.random.default_rng(3)
+    params = stack_params(blocks, d, ff, rng)
+    grads = {name: np.zeros_like(value) for name, value in params.items()}
+    x = rng.normal(0, 1, (streams * length, d)).astype(np.float32)
+    stack = TransformerStack(params, grads, blocks, heads, streams, length)
+    kept = stack.forward(x).copy()
+    assert np.array_equal(stack.forward(x, keep=False), kept)
+    with pytest.raises(ValueError, match="kept nothing"):
+        stack.backward(np.ones_like(x))
+    stack.forward(x)
+    stack.backward(np.ones_like(x))
