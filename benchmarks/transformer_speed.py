@@ -55,7 +55,7 @@ def side_ours(shape, threads, dropout):
     import contextlib
 
     from nplmtk._ext.transformer_kernels import BLOCK_PARAMETERS, TransformerStack
-    from nplmtk.neural.blas import blas_threads
+    from nplmtk.neural.blas import blas_threads, transposed_products_direct
     B, T, d, heads, ff, layers = (shape[k] for k in ("streams", "length", "d", "heads", "ff", "layers"))
     rng = np.random.default_rng(0)
     sizes = {"d": d, "3d": 3 * d, "f": ff}
@@ -66,7 +66,8 @@ def side_ours(shape, threads, dropout):
         params[f"ln2_gain{b}"] += 1
     params["final_gain"], params["final_bias"] = np.ones(d, np.float32), np.zeros(d, np.float32)
     grads = {name: np.zeros_like(value) for name, value in params.items()}
-    stack = TransformerStack(params, grads, layers, heads, B, T, drop_attention=dropout, drop_residual=dropout)
+    stack = TransformerStack(params, grads, layers, heads, B, T, drop_attention=dropout, drop_residual=dropout,
+                             direct_gradients=transposed_products_direct())
     stack.set_threads(threads)
     held = contextlib.ExitStack()
     held.enter_context(blas_threads(1 if threads > 1 else threads))  # the threads slice the products

@@ -31,7 +31,8 @@ cdef struct Output:
     float *U            # N x largest class: the probabilities within each target's class
     float *G            # N x longest path: dL/dz at each node (hs)
     float *gV           # the gradients (NULL: not trained); gV adds to the tied embeddings' gradient
-    float *gVt          # width x |V|: gV's product transposed (full softmax, trained)
+    float *gVt          # width x |V|: gV's product transposed (full softmax, trained, not direct)
+    bint direct         # gV's product as it is (split_gradient_transposed)
     float *gd
     float *gVc
     float *gbc
@@ -126,7 +127,7 @@ cdef inline void full_softmax_backward(Output *o, const float *top, Py_ssize_t N
                 o.Y[r * V + targets[r]] -= 1
             else:
                 memset(o.Y + r * V, 0, V * sizeof(float))
-    split_gradient_transposed(o.parts, V, width, <int> N, o.Y, V, top, width, 1.0, o.gV, width, o.gVt)
+    split_gradient_transposed(o.parts, V, width, <int> N, o.Y, V, top, width, 1.0, o.gV, width, o.gVt, o.direct)
     if o.gd != NULL:
         if o.parts == 1:
             column_sums(o.Y, N, V, o.gd)

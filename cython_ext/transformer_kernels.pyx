@@ -166,12 +166,14 @@ cdef class TransformerStack:
     """The blocks and the final LayerNorm of one network for segments of `streams` x
     `length` positions. params holds each block's arrays (BLOCK_PARAMETERS, named with the
     block's number: "qkv0") and "final_gain", "final_bias"; grads the same names, set by
-    backward()."""
+    backward(). `direct_gradients`: split_gradient_transposed's choice for the feed-forward
+    layer's (nplmtk.neural.blas.transposed_products_direct)."""
     cdef Block block[MAX_BLOCKS]
     cdef int blocks, d, heads, ff, streams, length, memory, keys
     cdef int filled             # the memory's rows with content (0 after reset())
     cdef int first              # the first key with content in the last forward()
     cdef bint relative
+    cdef bint direct            # weights' gradients over the rows as they are (split_gradient_transposed)
     cdef float *positions       # keys x d: R
     cdef float drop_attention, drop_residual
     cdef bint masked            # the last forward() drew dropout's masks
@@ -198,7 +200,8 @@ cdef class TransformerStack:
     cdef dict mask_arrays
 
     def __init__(self, params, grads, int blocks, int heads, int streams, int length, int memory=0,
-                 bint relative=False, float drop_attention=0, float drop_residual=0, unsigned long long seed=1):
+                 bint relative=False, float drop_attention=0, float drop_residual=0, unsigned long long seed=1,
+                 bint direct_gradients=False):
         d = np.asarray(params["final_gain"]).shape[0]
         ff = np.asarray(params["ff1_bias0"]).shape[0] if blocks else 0
         if not 0 < blocks <= MAX_BLOCKS:
@@ -216,6 +219,7 @@ cdef class TransformerStack:
         self.blocks, self.d, self.heads, self.ff = blocks, d, heads, ff
         self.streams, self.length, self.memory, self.keys = streams, length, memory, memory + length
         self.relative, self.filled = relative, 0
+        self.direct = direct_gradients
         self.drop_attention, self.drop_residual = drop_attention, drop_residual
         self.rng = seed or 1
         self.arrays = []
@@ -491,7 +495,8 @@ cdef class TransformerStack:
         memset(k.grad[LN2_BIAS], 0, d * sizeof(float))
         # the feed-forward branch
         masked_copy(P, dy, ff_mask, branch, N * d)
-        split_gradient_transposed(P, f, d, N, k.activation, f, branch, d, 0, k.grad[FF2], d, self.scratch_weights)
+        split_gradient_transposed(P, f, d, N, k.activation, f, branch, d, 0, k.grad[FF2], d, self.scratch_weights,
+                                  self.direct)
         split_column_sums(P, partial, stride, branch, N, d, k.grad[FF2_BIAS])
         split_gemm(P, NULL, b'N', b'T', N, f, d, 1, branch, d, k.param[FF2], d, 0, self.scratch_f, f)
         split_gelu_backward(P, self.scratch_f, k.pre, N * f)

@@ -48,7 +48,8 @@ cdef class TransformerNetwork:
     streams. `carried`: what a worker carries from chunk to chunk (the dropout generators,
     the embeddings' and the stack's, Adam's moments and step count); the stack's memory of the last segment (relative
     positions with a memory) is carried inside the stack and forgotten by reset(). `threads`
-    share each pass (call it under a single-threaded BLAS when above 1)."""
+    share each pass (call it under a single-threaded BLAS when above 1); `direct_gradients`:
+    split_gradient_transposed's choice (nplmtk.neural.blas.transposed_products_direct)."""
     cdef object stack, params, x_array, dtop_array, top_array
     cdef Output out
     cdef Adam adam
@@ -74,7 +75,7 @@ cdef class TransformerNetwork:
 
     def __init__(self, params, int blocks, int heads, int streams, int length, int positions, int memory, int bos,
                  float drop_embedding=0, float drop_attention=0, float drop_residual=0, unsigned long long seed=1,
-                 bint trainable=False, adam=None, classes=None, tree=None, int threads=1):
+                 bint trainable=False, adam=None, classes=None, tree=None, int threads=1, bint direct_gradients=False):
         cdef int V = params["C"].shape[0], d = params["C"].shape[1]
         cdef Py_ssize_t N = <Py_ssize_t> streams * length
         if not 0 <= positions < len(POSITIONS) or streams < 1 or length < 1 or not 0 <= bos < V \
@@ -90,7 +91,7 @@ cdef class TransformerNetwork:
         stack_grads = self.grads if trainable else {name: np.zeros_like(array) for name, array in params.items()
                                                     if name not in ("C", "P", "V", "d", "Vc", "bc", "Vn", "bn")}
         self.stack = TransformerStack(params, stack_grads, blocks, heads, streams, length, memory, positions == 2,
-                                      drop_attention, drop_residual, seed + 1)
+                                      drop_attention, drop_residual, seed + 1, direct_gradients)
         self.stack.set_threads(threads)
         self.carried["stack_rng"] = np.array([self.stack.generator()], dtype=np.uint64)
         self.C, self.gC = pointer(params["C"]), self._grad("C")
@@ -109,7 +110,7 @@ cdef class TransformerNetwork:
         self.buffers.append(ints)
         cdef int[::1] view = ints
         self.inputs, self.targets = &view[0], &view[N]
-        self._output(params, classes, tree, N)
+        self._output(params, classes, tree, N, direct_gradients)
         self.use_adam = adam is not None and trainable
         if self.use_adam:
             self.adam.beta1, self.adam.beta2, self.adam.epsilon = adam.beta1, adam.beta2, adam.epsilon
@@ -144,7 +145,7 @@ cdef class TransformerNetwork:
     cdef float *_grad(self, name) except? NULL:
         return pointer(self.grads[name]) if name in self.grads else NULL
 
-    cdef _output(self, params, classes, tree, Py_ssize_t N):
+    cdef _output(self, params, classes, tree, Py_ssize_t N, bint direct):
         cdef Output *o = &self.out
         cdef int V = self.vocab, d = self.d
         memset(o, 0, sizeof(Output))
@@ -155,7 +156,7 @@ cdef class TransformerNetwork:
         if "d" in params:
             o.d, o.gd = pointer(params["d"]), self._grad("d")
         rows = N * V
-        o.parts = self.threads
+        o.parts, o.direct = self.threads, direct
         sums = np.zeros(self.threads)
         self.buffers.append(sums)
         o.sums = <double *> cnp.PyArray_DATA(sums)
@@ -178,7 +179,7 @@ cdef class TransformerNetwork:
             o.G = self._keep(np.zeros(N * o.tree.longest, dtype=np.float32))
             rows = 0
         o.Y = self._keep(np.zeros(max(rows, V), dtype=np.float32))
-        if o.gV != NULL and classes is None and tree is None:
+        if o.gV != NULL and classes is None and tree is None and not direct:
             o.gVt = self._keep(np.zeros(<Py_ssize_t> V * d, dtype=np.float32))
 
     def reset(self):

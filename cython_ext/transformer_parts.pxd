@@ -55,13 +55,19 @@ cdef inline void split_gemm(int parts, const float *bias, char ta, char tb, int 
 
 
 cdef inline void split_gradient_transposed(int parts, int M, int N, int K, const float *A, int lda, const float *B,
-                                           int ldb, float beta, float *C, int ldc, float *scratch) noexcept nogil:
+                                           int ldb, float beta, float *C, int ldc, float *scratch,
+                                           bint direct) noexcept nogil:
     """C (M x N) = beta C + A^T B for A (K x M) and B (K x N) of many rows K, with M > N:
-    computed as its transpose B^T A (N x M, in scratch) then added transposed. OpenBLAS
-    packs the long transposed operand 1.3-1.6x slower on the left (2048 rows, 1 thread:
-    14,119 x 256 at 36 GFLOP/s against 58 as its transpose; 1024 x 256 at 43 against 55)."""
+    `direct` (nplmtk.neural.blas.transposed_products_direct: the BLAS packs the long
+    transposed operand fast) as it is, else as its transpose B^T A (N x M, in scratch)
+    then added transposed, which OpenBLAS's AVX2 kernels pack 1.3-1.6x faster (AMD EPYC,
+    2048 rows, 1 thread: 14,119 x 256 at 36 GFLOP/s against 58 as its transpose; 1024 x 256
+    at 43 against 55) and its AVX-512 ones slower (Intel Xeon, 1024 rows: 82 against 71)."""
     cdef int p, i, j, i0, j0, lo, hi
     cdef float *row
+    if direct:
+        split_gemm(parts, NULL, b'T', b'N', M, N, K, 1, A, lda, B, ldb, beta, C, ldc)
+        return
     split_gemm(parts, NULL, b'T', b'N', N, M, K, 1, B, ldb, A, lda, 0, scratch, M)
     for p in prange(parts, num_threads=parts, schedule="static", chunksize=1, nogil=True):
         lo, hi = part_start(M, parts, p), part_start(M, parts, p + 1)

@@ -71,8 +71,11 @@ CASES = [("full", "learned", 0, False), ("full", "sinusoidal", 0, True), ("class
          ("class", "relative", 0, True), ("hs", "relative", 3, False), ("full", "relative", 3, True)]
 
 
+@pytest.mark.parametrize("direct", [False, True])  # the weights' gradients as they are or transposed: both ways
 @pytest.mark.parametrize("output, positions, memory, tie", CASES)
-def test_scores_and_every_gradient_match_the_reference(output, positions, memory, tie):
+def test_scores_and_every_gradient_match_the_reference(output, positions, memory, tie, direct, monkeypatch):
+    import nplmtk.neural.transformer as transformer
+    monkeypatch.setattr(transformer, "transposed_products_direct", lambda: direct)
     model = tiny_model(output, positions, memory, tie)
     streams, L = 2, model.meta["context"]
     network = model._network(streams, trainable=True)

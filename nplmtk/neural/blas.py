@@ -36,6 +36,24 @@ def blas_threads(count):
         lib.scipy_openblas_set_num_threads(before)
 
 
+# OpenBLAS's cores with AVX-512 kernels (openblas_get_corename)
+AVX512_CORES = ("skylakex", "cooperlake", "sapphirerapids")
+
+
+@functools.cache
+def transposed_products_direct():
+    """Whether a weight's gradient A^T B over many rows (A: rows x |V| or rows x f) is
+    faster as it is than as the transpose of B^T A: on OpenBLAS's AVX-512 kernels, whose
+    packing of the long transposed operand is fast (measured in cython_ext/
+    transformer_parts.pxd's split_gradient_transposed); not on its AVX2 ones."""
+    lib = _openblas()
+    if lib is None or not hasattr(lib, "scipy_openblas_get_corename"):
+        return False
+    corename = lib.scipy_openblas_get_corename
+    corename.restype = ctypes.c_char_p
+    return (corename() or b"").decode("ascii", "replace").lower() in AVX512_CORES
+
+
 def blas_thread_count():
     """The threads scipy's BLAS would use (OPENBLAS_NUM_THREADS, else one a core): the
     number of scoring workers, each then on a single-threaded BLAS."""

@@ -20,7 +20,7 @@ import numpy as np
 from ..corpus import Corpus
 from ..errors import ParameterError
 from ..lm import LanguageModel
-from .blas import blas_threads
+from .blas import blas_threads, transposed_products_direct
 from .declarations import OUTPUT_LAYERS, Capabilities, Option, Settings, declare
 from .network import NeuralModel, check_fits, check_parameters_fit
 from .optimizer import adam_of
@@ -222,7 +222,8 @@ class TransformerModel(NeuralModel):
         return TransformerNetwork(self.params, meta["layers"], meta["heads"], streams, meta["context"],
                                   POSITIONS.index(meta["positions"]), meta["memory"], self.vocab.bos, *drops, seed,
                                   trainable, adam, class_lists(meta["class_of"]) if meta.get("classes") else None,
-                                  self.hs_paths() if meta.get("hs") else None, threads)
+                                  self.hs_paths() if meta.get("hs") else None, threads,
+                                  trainable and transposed_products_direct())
 
     # -- scoring --------------------------------------------------------------------------
     def logprobs(self, corpus):
