@@ -34,6 +34,7 @@ cdef struct Output:
     float *gVt          # width x |V|: gV's product transposed (full softmax, trained, not direct)
     bint direct         # gV's product as it is (split_gradient_transposed)
     float *gd
+    float *gd_parts     # parts x |V|: each thread's sums of the probabilities of its rows (full, gd)
     float *gVc
     float *gbc
     float *gVn
@@ -55,22 +56,27 @@ cdef inline double output_forward(Output *o, const float *top, Py_ssize_t N, con
     if o.classes.count:
         return class_forward(&o.classes, top, N, o.width, o.Vc, o.bc, o.V, o.d, targets, o.Y, o.U, logp)
     if o.parts == 1:
-        return full_softmax_rows(o, top, 0, N, targets, logp, probabilities)
+        return full_softmax_rows(o, top, 0, N, targets, logp, probabilities, 0)
     for p in prange(o.parts, num_threads=o.parts, schedule="static", chunksize=1, nogil=True):
         lo, hi = part_start(N, o.parts, p), part_start(N, o.parts, p + 1)
-        o.sums[p] = full_softmax_rows(o, top, lo, hi, targets, logp, probabilities) if hi > lo else 0
+        o.sums[p] = full_softmax_rows(o, top, lo, hi, targets, logp, probabilities, p)
     for p in range(o.parts):
         total += o.sums[p]
     return total
 
 
 cdef inline double full_softmax_rows(Output *o, const float *top, Py_ssize_t lo, Py_ssize_t hi, const int *targets,
-                                     double *logp, bint probabilities) noexcept nogil:
-    """output_forward's full softmax of rows lo .. hi - 1 (o.Y's rows the same)."""
-    cdef int V = o.vocab, target
+                                     double *logp, bint probabilities, int part) noexcept nogil:
+    """output_forward's full softmax of rows lo .. hi - 1 (o.Y's rows the same), by thread
+    `part`, which sums the probabilities of its rows into its o.gd_parts row (when there is
+    one): the bias's gradient, from rows just written, not from all of o.Y read again."""
+    cdef int V = o.vocab, target, j
     cdef Py_ssize_t r
     cdef double total = 0, value
     cdef float terms
+    cdef float *sums = o.gd_parts + <Py_ssize_t> part * V if o.gd_parts != NULL and probabilities else NULL
+    if sums != NULL:
+        memset(sums, 0, V * sizeof(float))
     for r in range(lo, hi):
         if o.d != NULL:
             memcpy(o.Y + r * V, o.d, V * sizeof(float))
@@ -83,6 +89,9 @@ cdef inline double full_softmax_rows(Output *o, const float *top, Py_ssize_t lo,
         if target >= 0:
             if probabilities:
                 value = softmax_row(o.Y + r * V, V, target)
+                if sums != NULL:
+                    for j in range(V):
+                        sums[j] += o.Y[r * V + j]
             else:  # softmax_row's log p to the bit, without its pass writing the probabilities
                 terms = softmax_terms(o.Y + r * V, V)
                 value = log(<double> o.Y[r * V + target] / terms)
@@ -116,8 +125,8 @@ cdef inline void output_backward(Output *o, const float *top, Py_ssize_t N, cons
 cdef inline void full_softmax_backward(Output *o, const float *top, Py_ssize_t N, const int *targets,
                                        float *dTop) noexcept nogil:
     """output_backward's full softmax (o.gd zeroed): dL/dy = p - 1[target] (no loss on
-    padding), then gV, gd and dTop from it, the passes shared among o.parts threads (gV
-    and gd by slices of the vocabulary)."""
+    padding), then gV, gd (from o.gd_parts when the forward pass summed them) and dTop from
+    it, the passes shared among o.parts threads (gV and gd by slices of the vocabulary)."""
     cdef int V = o.vocab, width = o.width, p, c
     cdef Py_ssize_t r, lo, hi
     for p in prange(o.parts, num_threads=o.parts, schedule="static", chunksize=1, nogil=True):
@@ -128,7 +137,14 @@ cdef inline void full_softmax_backward(Output *o, const float *top, Py_ssize_t N
             else:
                 memset(o.Y + r * V, 0, V * sizeof(float))
     split_gradient_transposed(o.parts, V, width, <int> N, o.Y, V, top, width, 1.0, o.gV, width, o.gVt, o.direct)
-    if o.gd != NULL:
+    if o.gd != NULL and o.gd_parts != NULL:  # the probabilities' sums of the forward pass, less the targets
+        for p in range(o.parts):
+            for c in range(V):
+                o.gd[c] += o.gd_parts[<Py_ssize_t> p * V + c]
+        for r in range(N):
+            if targets[r] >= 0:
+                o.gd[targets[r]] -= 1
+    elif o.gd != NULL:
         if o.parts == 1:
             column_sums(o.Y, N, V, o.gd)
         else:

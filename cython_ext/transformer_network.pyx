@@ -181,6 +181,8 @@ cdef class TransformerNetwork:
         o.Y = self._keep(np.zeros(max(rows, V), dtype=np.float32))
         if o.gV != NULL and classes is None and tree is None and not direct:
             o.gVt = self._keep(np.zeros(<Py_ssize_t> V * d, dtype=np.float32))
+        if o.gd != NULL and classes is None and tree is None:
+            o.gd_parts = self._keep(np.zeros(<Py_ssize_t> self.threads * V, dtype=np.float32))
 
     def reset(self):
         """Every stream starts again: the stack's memory forgotten."""
