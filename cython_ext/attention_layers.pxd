@@ -191,8 +191,8 @@ cdef extern from *:
         return 1;
     }
 
-    /* out (rows x dh, stride ldo) = scale P V for P's rows (ld ldp, their first `width`
-       entries) and V's rows (stride ldv), 4 rows at a time, NV vectors of 16 a row. */
+    /* out (rows x dh, stride ldo) = P V for P's rows (ld ldp, their first `width` entries)
+       and V's rows (stride ldv), 4 rows at a time, NV vectors of 16 a row. */
     #define NPLM_HEAD_VALUES(NV) \
         for (int i = 0; i < rows; i += 4) { \
             int block = rows - i < 4 ? rows - i : 4; \
@@ -211,7 +211,7 @@ cdef extern from *:
                     a3[x] += p[3][j] * v; \
                 } \
             for (int x = 0; x < NV; x++) { \
-                nplm_att16 rows4[4] = {a0[x] * scale, a1[x] * scale, a2[x] * scale, a3[x] * scale}; \
+                nplm_att16 rows4[4] = {a0[x], a1[x], a2[x], a3[x]}; \
                 for (int r = 0; r < block; r++) \
                     __builtin_memcpy(out + (i + r) * ldo + 16 * x, &rows4[r], sizeof v); \
             } \
@@ -219,7 +219,7 @@ cdef extern from *:
 
     __attribute__((target_clones("avx512f", "avx2", "default"), unused))
     static int nplm_head_values(const float *restrict P, long ldp, const float *restrict V, long ldv, int width,
-                                int dh, float *restrict out, long ldo, int rows, float scale) {
+                                int dh, float *restrict out, long ldo, int rows) {
         switch (dh) {
         case 32: NPLM_HEAD_VALUES(2) return 1;
         case 64: NPLM_HEAD_VALUES(4) return 1;
@@ -261,7 +261,7 @@ cdef extern from *:
     int head_scores "nplm_head_scores"(const float *Q, long ldq, const float *KT, int keys, int width, int dh,
                                        float scale, float *S, long lds, int rows) noexcept nogil
     int head_values "nplm_head_values"(const float *P, long ldp, const float *V, long ldv, int width, int dh,
-                                       float *out, long ldo, int rows, float scale) noexcept nogil
+                                       float *out, long ldo, int rows) noexcept nogil
     void causal_softmax "nplm_causal_softmax"(float *S, long ld, int rows, int first, int last,
                                               int width) noexcept nogil
     void causal_softmax_backward "nplm_causal_softmax_backward"(const float *P, float *G, long ld, int rows, int first,
@@ -358,7 +358,7 @@ cdef inline void attention_head(const Head *g, const float *qkv, float *P, const
             masked_weights(S, mask + <Py_ssize_t> i0 * K, dropped, rows, width, K)
             weights = dropped
         if own:
-            head_values(weights, K, qkv + 2 * d, 3 * d, width, dh, out + <Py_ssize_t> i0 * d, d, rows, 1)
+            head_values(weights, K, qkv + 2 * d, 3 * d, width, dh, out + <Py_ssize_t> i0 * d, d, rows)
         else:
             gemm(b'N', b'N', rows, dh, width, 1, weights, K, qkv + 2 * d, 3 * d, 0, out + <Py_ssize_t> i0 * d, d)
 
@@ -366,21 +366,17 @@ cdef inline void attention_head(const Head *g, const float *qkv, float *P, const
 cdef inline void attention_head_backward(const Head *g, const float *qkv, const float *P, const float *mask,
                                          float *dropped, const float *dout, float *dqkv, float *G, float *shifted,
                                          float *queries, float *grad_queries, float *du, float *dv,
-                                         float *dRk, float *values_t) noexcept nogil:
+                                         float *dRk) noexcept nogil:
     """The head's gradient from dout (its columns of T x d): added to its columns of dqkv
     (keys x 3d, zero where nothing is added), and with relative positions to du, dv (dh)
-    and dRk (keys x d, at the head's columns). By blocks of queries as attention_head, and
-    its own products where attention_head takes them. Scratch: dropped, G, shifted T x
-    keys; queries and grad_queries T x dh; values_t dh x keys."""
+    and dRk (keys x d, at the head's columns). By blocks of queries as attention_head.
+    Scratch: dropped, G, shifted T x keys; queries and grad_queries T x dh."""
     cdef int K = g.keys, d = g.d, dh = g.dh, M = g.memory, i0, rows, width, r, j, i, block
     cdef const float *Q
     cdef const float *S
     cdef const float *weights
     cdef const float *dout_rows
     cdef float *dQ
-    cdef bint own = g.u == NULL and (dh == 32 or dh == 64 or dh == 128)  # head_scores and head_values
-    if own:
-        keys_transposed(qkv + 2 * d, 3 * d, K, dh, values_t)
     for block in range((g.T + QUERY_BLOCK - 1) // QUERY_BLOCK):
         i0 = block * QUERY_BLOCK
         rows = min(QUERY_BLOCK, g.T - i0)
@@ -393,18 +389,12 @@ cdef inline void attention_head_backward(const Head *g, const float *qkv, const 
         if mask != NULL:
             masked_weights(S, mask + <Py_ssize_t> i0 * K, dropped, rows, width, K)
             weights = dropped
-        if own:
-            head_scores(dout_rows, d, values_t, K, width, dh, 1, G, K, rows)
-        else:
-            gemm(b'N', b'T', rows, width, dh, 1, dout_rows, d, qkv + 2 * d, 3 * d, 0, G, K)
+        gemm(b'N', b'T', rows, width, dh, 1, dout_rows, d, qkv + 2 * d, 3 * d, 0, G, K)
         gemm(b'T', b'N', width, dh, rows, 1, weights, K, dout_rows, d, 1, dqkv + 2 * d, 3 * d)
         if mask != NULL:
             masked_weights(G, mask + <Py_ssize_t> i0 * K, G, rows, width, K)
         causal_softmax_backward(S, G, K, rows, g.first, M + i0, width)
-        if own:
-            head_values(G, K, qkv + d, 3 * d, width, dh, grad_queries, dh, rows, g.scale)
-        else:
-            gemm(b'N', b'N', rows, dh, width, g.scale, G, K, qkv + d, 3 * d, 0, grad_queries, dh)
+        gemm(b'N', b'N', rows, dh, width, g.scale, G, K, qkv + d, 3 * d, 0, grad_queries, dh)
         if g.u == NULL:
             gemm(b'T', b'N', width, dh, rows, g.scale, G, K, Q, 3 * d, 1, dqkv + d, 3 * d)
         else:

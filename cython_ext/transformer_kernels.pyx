@@ -460,7 +460,7 @@ cdef class TransformerStack:
                                     self.scratch_qkv + <Py_ssize_t> s * K * 3 * d + h * dh, mine + square,
                                     mine + 2 * square, mine + 3 * square, mine + 3 * square + queries,
                                     mine + sums + K * d + h * dh, mine + sums + (K + 1) * d + h * dh,
-                                    mine + sums + h * dh, mine + self.keys_offset)
+                                    mine + sums + h * dh)
         if not self.relative:
             return
         memset(k.grad[REL_U], 0, d * sizeof(float))
