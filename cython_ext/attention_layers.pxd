@@ -141,93 +141,6 @@ cdef extern from *:
         }
     }
 
-    /* One head's products of the forward pass for absolute positions, when dh is 32, 64 or
-       128: written with 16-float vectors that the clones widen, 4 rows' accumulators in
-       registers, where OpenBLAS spent a call, its packing and its small-size path on each
-       (64 x 128 x 64) product (11% of the stack's scoring on one thread). Each returns 0
-       for another dh (the caller then calls sgemm). */
-    typedef float nplm_att16 __attribute__((vector_size(64)));
-
-    /* KT (dh x keys, ld keys) = the transpose of K's first `keys` rows (stride ldk). */
-    static void nplm_keys_transposed(const float *restrict K, long ldk, int keys, int dh, float *restrict KT) {
-        for (int j = 0; j < keys; j++)
-            for (int c = 0; c < dh; c++)
-                KT[(long) c * keys + j] = K[j * ldk + c];
-    }
-
-    /* S (rows x width, ld lds) = scale Q KT for Q's rows (stride ldq) and KT (dh x keys, ld
-       keys, width <= keys), 4 rows x 16 keys at a time; the last keys of a row one by one. */
-    __attribute__((target_clones("avx512f", "avx2", "default"), unused))
-    static int nplm_head_scores(const float *restrict Q, long ldq, const float *restrict KT, int keys, int width,
-                                int dh, float scale, float *restrict S, long lds, int rows) {
-        if (dh != 32 && dh != 64 && dh != 128)
-            return 0;
-        for (int i = 0; i < rows; i += 4) {
-            int block = rows - i < 4 ? rows - i : 4, j = 0;
-            const float *q[4];
-            for (int r = 0; r < 4; r++)
-                q[r] = Q + (i + (r < block ? r : 0)) * ldq;
-            for (; j + 16 <= width; j += 16) {
-                nplm_att16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, k;
-                for (int c = 0; c < dh; c++) {
-                    __builtin_memcpy(&k, KT + (long) c * keys + j, sizeof k);
-                    a0 += q[0][c] * k;
-                    a1 += q[1][c] * k;
-                    a2 += q[2][c] * k;
-                    a3 += q[3][c] * k;
-                }
-                nplm_att16 sums[4] = {a0 * scale, a1 * scale, a2 * scale, a3 * scale};
-                for (int r = 0; r < block; r++)
-                    __builtin_memcpy(S + (i + r) * lds + j, &sums[r], sizeof k);
-            }
-            for (int r = 0; r < block; r++)
-                for (int jj = j; jj < width; jj++) {
-                    float a = 0;
-                    for (int c = 0; c < dh; c++)
-                        a += q[r][c] * KT[(long) c * keys + jj];
-                    S[(i + r) * lds + jj] = scale * a;
-                }
-        }
-        return 1;
-    }
-
-    /* out (rows x dh, stride ldo) = P V for P's rows (ld ldp, their first `width` entries)
-       and V's rows (stride ldv), 4 rows at a time, NV vectors of 16 a row. */
-    #define NPLM_HEAD_VALUES(NV) \
-        for (int i = 0; i < rows; i += 4) { \
-            int block = rows - i < 4 ? rows - i : 4; \
-            const float *p[4]; \
-            for (int r = 0; r < 4; r++) \
-                p[r] = P + (i + (r < block ? r : 0)) * ldp; \
-            nplm_att16 a0[NV], a1[NV], a2[NV], a3[NV], v; \
-            for (int x = 0; x < NV; x++) \
-                a0[x] = a1[x] = a2[x] = a3[x] = (nplm_att16) {0}; \
-            for (int j = 0; j < width; j++) \
-                for (int x = 0; x < NV; x++) { \
-                    __builtin_memcpy(&v, V + j * ldv + 16 * x, sizeof v); \
-                    a0[x] += p[0][j] * v; \
-                    a1[x] += p[1][j] * v; \
-                    a2[x] += p[2][j] * v; \
-                    a3[x] += p[3][j] * v; \
-                } \
-            for (int x = 0; x < NV; x++) { \
-                nplm_att16 rows4[4] = {a0[x], a1[x], a2[x], a3[x]}; \
-                for (int r = 0; r < block; r++) \
-                    __builtin_memcpy(out + (i + r) * ldo + 16 * x, &rows4[r], sizeof v); \
-            } \
-        }
-
-    __attribute__((target_clones("avx512f", "avx2", "default"), unused))
-    static int nplm_head_values(const float *restrict P, long ldp, const float *restrict V, long ldv, int width,
-                                int dh, float *restrict out, long ldo, int rows) {
-        switch (dh) {
-        case 32: NPLM_HEAD_VALUES(2) return 1;
-        case 64: NPLM_HEAD_VALUES(4) return 1;
-        case 128: NPLM_HEAD_VALUES(8) return 1;
-        default: return 0;
-        }
-    }
-
     /* Its gradient: G (dL/dP on entry) becomes dL/dS, P_ij (G_ij - sum_k P_ik G_ik) where
        key j is seen, 0 elsewhere up to `width`. */
     __attribute__((target_clones("avx512f", "avx2", "default"), unused))
@@ -257,11 +170,6 @@ cdef extern from *:
     void gelu_rows "nplm_gelu_rows"(float *out, float *pre, const float *c, long rows, int width,
                                     int keep) noexcept nogil
     void gelu_backward "nplm_gelu_backward"(float *grad, const float *x, long size) noexcept nogil
-    void keys_transposed "nplm_keys_transposed"(const float *K, long ldk, int keys, int dh, float *KT) noexcept nogil
-    int head_scores "nplm_head_scores"(const float *Q, long ldq, const float *KT, int keys, int width, int dh,
-                                       float scale, float *S, long lds, int rows) noexcept nogil
-    int head_values "nplm_head_values"(const float *P, long ldp, const float *V, long ldv, int width, int dh,
-                                       float *out, long ldo, int rows) noexcept nogil
     void causal_softmax "nplm_causal_softmax"(float *S, long ld, int rows, int first, int last,
                                               int width) noexcept nogil
     void causal_softmax_backward "nplm_causal_softmax_backward"(const float *P, float *G, long ld, int rows, int first,
@@ -318,30 +226,25 @@ cdef inline void masked_weights(const float *P, const float *mask, float *out, i
 
 
 cdef inline void attention_head(const Head *g, const float *qkv, float *P, const float *mask, float *dropped,
-                                float *shifted, float *queries, float *keys_t, float *out) noexcept nogil:
+                                float *shifted, float *queries, float *out) noexcept nogil:
     """One stream's head: P = softmax(S) under the causal mask, kept; out = P V, or
     (P * mask) V with dropout on the weights (mask NULL: none). qkv (keys x 3d) holds the
     memory's rows then the segment's, at the head's columns; out is T x d. Absolute
     positions: S = scale Q K^T. Relative (Transformer-XL's eq. for A^rel): S_ij =
     scale ((q_i + u) . k_j + (q_i + v) . W_R R_(i-j)). A block of QUERY_BLOCK queries
     computes its keys up to the last it sees; P's entries past them are never read.
-    Scratch: dropped and shifted T x keys, queries T x dh, keys_t dh x keys."""
+    Scratch: dropped and shifted T x keys, queries T x dh."""
     cdef int K = g.keys, d = g.d, dh = g.dh, M = g.memory, i0, rows, width, r, j, i, block
     cdef const float *Q
     cdef const float *weights
     cdef float *S
-    cdef bint own = g.u == NULL and (dh == 32 or dh == 64 or dh == 128)  # head_scores and head_values
-    if own:
-        keys_transposed(qkv + d, 3 * d, K, dh, keys_t)
     for block in range((g.T + QUERY_BLOCK - 1) // QUERY_BLOCK):
         i0 = block * QUERY_BLOCK
         rows = min(QUERY_BLOCK, g.T - i0)
         width = M + i0 + rows  # the keys the block's last query sees
         Q = qkv + <Py_ssize_t> (M + i0) * 3 * d
         S = P + <Py_ssize_t> i0 * K
-        if own:
-            head_scores(Q, 3 * d, keys_t, K, width, dh, g.scale, S, K, rows)
-        elif g.u == NULL:
+        if g.u == NULL:
             gemm(b'N', b'T', rows, width, dh, g.scale, Q, 3 * d, qkv + d, 3 * d, 0, S, K)
         else:
             biased_queries(Q, g.u, queries, rows, g)
@@ -357,10 +260,7 @@ cdef inline void attention_head(const Head *g, const float *qkv, float *P, const
         if mask != NULL:
             masked_weights(S, mask + <Py_ssize_t> i0 * K, dropped, rows, width, K)
             weights = dropped
-        if own:
-            head_values(weights, K, qkv + 2 * d, 3 * d, width, dh, out + <Py_ssize_t> i0 * d, d, rows)
-        else:
-            gemm(b'N', b'N', rows, dh, width, 1, weights, K, qkv + 2 * d, 3 * d, 0, out + <Py_ssize_t> i0 * d, d)
+        gemm(b'N', b'N', rows, dh, width, 1, weights, K, qkv + 2 * d, 3 * d, 0, out + <Py_ssize_t> i0 * d, d)
 
 
 cdef inline void attention_head_backward(const Head *g, const float *qkv, const float *P, const float *mask,

@@ -194,8 +194,7 @@ cdef class TransformerStack:
     cdef float *scratch_joined[2]  # B (M + T) x d each
     cdef int threads            # the threads sharing each pass (set_threads)
     cdef float *thread_scratch  # each thread's: 3 T x (M + T), 2 T x dh, then dL/d(Rk, u, v) (M + T + 2) x d,
-    cdef Py_ssize_t thread_stride  # then column sums of up to max(3d, f), then at keys_offset the keys
-    cdef Py_ssize_t keys_offset    # transposed, dh x (M + T)
+    cdef Py_ssize_t thread_stride  # then column sums of up to max(3d, f)
     cdef object arrays          # every array whose memory the pointers above use
     cdef object top_array, input_grad_array, thread_scratch_array
     cdef dict mask_arrays
@@ -319,8 +318,7 @@ cdef class TransformerStack:
         if not 0 < count <= MAX_THREADS:
             raise ValueError(f"threads: {count} is not in 1..{MAX_THREADS}")
         cdef Py_ssize_t T = self.length, K = self.keys, d = self.d
-        self.keys_offset = 3 * T * K + 2 * T * (d // self.heads) + (K + 2) * d + max(3 * d, self.ff)
-        self.thread_stride = self.keys_offset + (d // self.heads) * K
+        self.thread_stride = 3 * T * K + 2 * T * (d // self.heads) + (K + 2) * d + max(3 * d, self.ff)
         self.thread_stride = (self.thread_stride + 15) // 16 * 16  # each thread's on cache lines of its own
         self.thread_scratch_array = np.zeros(count * self.thread_stride, dtype=np.float32)
         cdef float[::1] view = self.thread_scratch_array
@@ -414,7 +412,7 @@ cdef class TransformerStack:
                 dropout_at(NULL, k.weight_mask, unit * square, (unit + 1) * square, self.drop_attention, key)
             attention_head(&g, k.qkv + <Py_ssize_t> s * K * 3 * d + h * dh, k.weights + unit * square,
                            k.weight_mask + unit * square if masked else NULL, mine, mine + square,
-                           mine + 3 * square, mine + self.keys_offset, k.attention + <Py_ssize_t> s * T * d + h * dh)
+                           mine + 3 * square, k.attention + <Py_ssize_t> s * T * d + h * dh)
 
     cdef void _block_forward(self, Block *k, const float *x, float *y, bint train) noexcept nogil:
         cdef int d = self.d, f = self.ff, K = self.keys, P = self.threads

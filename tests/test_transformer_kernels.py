@@ -279,25 +279,3 @@ def test_scoring_keeps_nothing_for_backward_and_gives_the_same_top_states():
         stack.backward(np.ones_like(x))
     stack.forward(x)
     stack.backward(np.ones_like(x))
-
-
-@pytest.mark.parametrize("d, heads", [(64, 2), (64, 1), (128, 1)])
-def test_the_heads_own_products_are_the_equations(d, heads):
-    """Heads of width 32, 64 and 128 take attention_layers.pxd's own products (head_scores,
-    head_values), not sgemm: two query blocks, the second short, rows not a multiple of 4,
-    keys not of 16; scoring, and training under the drawn masks."""
-    blocks, ff, streams, length = 1, 24, 2, 70
-    rng = np.random.default_rng(d + heads)
-    params = stack_params(blocks, d, ff, rng)
-    for name in params:
-        params[name] *= np.float32(0.5 if name.startswith(("qkv", "out", "ff")) else 1)
-    grads = {name: np.zeros_like(value) for name, value in params.items()}
-    x = rng.normal(0, 1, (streams * length, d)).astype(np.float32)
-    stack = TransformerStack(params, grads, blocks, heads, streams, length, drop_attention=0.2, seed=3)
-    stack.set_threads(2)
-    with blas_threads(1):
-        assert np.allclose(stack.forward(x, keep=False), reference_top(params, x, blocks, heads, streams, length),
-                           atol=2e-5, rtol=1e-4)
-        top = stack.forward(x, train=True)
-        assert np.allclose(top, reference_top(params, x, blocks, heads, streams, length, stack.masks()), atol=2e-5,
-                           rtol=1e-4)
