@@ -12,7 +12,6 @@ from libc.string cimport memcpy, memset
 
 from class_output cimport Classes, class_backward, class_distribution, class_forward, class_pairs
 from hs_output cimport Tree, tree_backward, tree_distribution, tree_forward
-from elementwise cimport column_sums
 from kernel_common cimport gemm, softmax_row, softmax_terms
 from transformer_parts cimport part_start, split_gemm, split_gradient_transposed
 
@@ -34,7 +33,7 @@ cdef struct Output:
     float *gVt          # width x |V|: gV's product transposed (full softmax, trained, not direct)
     bint direct         # gV's product as it is (split_gradient_transposed)
     float *gd
-    float *gd_parts     # parts x |V|: each thread's sums of the probabilities of its rows (full, gd)
+    float *gd_parts     # parts x |V|: each thread's sums of the probabilities of its rows (full, gd: required)
     float *gVc
     float *gbc
     float *gVn
@@ -125,8 +124,8 @@ cdef inline void output_backward(Output *o, const float *top, Py_ssize_t N, cons
 cdef inline void full_softmax_backward(Output *o, const float *top, Py_ssize_t N, const int *targets,
                                        float *dTop) noexcept nogil:
     """output_backward's full softmax (o.gd zeroed): dL/dy = p - 1[target] (no loss on
-    padding), then gV, gd (from o.gd_parts when the forward pass summed them) and dTop from
-    it, the passes shared among o.parts threads (gV and gd by slices of the vocabulary)."""
+    padding), then gV, gd (from the o.gd_parts the forward pass summed: a full softmax with a
+    bias always has them) and dTop from it, the passes shared among o.parts threads."""
     cdef int V = o.vocab, width = o.width, p, c
     cdef Py_ssize_t r, lo, hi
     for p in prange(o.parts, num_threads=o.parts, schedule="static", chunksize=1, nogil=True):
@@ -137,22 +136,13 @@ cdef inline void full_softmax_backward(Output *o, const float *top, Py_ssize_t N
             else:
                 memset(o.Y + r * V, 0, V * sizeof(float))
     split_gradient_transposed(o.parts, V, width, <int> N, o.Y, V, top, width, 1.0, o.gV, width, o.gVt, o.direct)
-    if o.gd != NULL and o.gd_parts != NULL:  # the probabilities' sums of the forward pass, less the targets
+    if o.gd != NULL:  # the probabilities' sums of the forward pass, less the targets
         for p in range(o.parts):
             for c in range(V):
                 o.gd[c] += o.gd_parts[<Py_ssize_t> p * V + c]
         for r in range(N):
             if targets[r] >= 0:
                 o.gd[targets[r]] -= 1
-    elif o.gd != NULL:
-        if o.parts == 1:
-            column_sums(o.Y, N, V, o.gd)
-        else:
-            for p in prange(o.parts, num_threads=o.parts, schedule="static", chunksize=1, nogil=True):
-                lo, hi = part_start(V, o.parts, p), part_start(V, o.parts, p + 1)
-                for r in range(N):
-                    for c in range(<int> lo, <int> hi):
-                        o.gd[c] += o.Y[r * V + c]
     split_gemm(o.parts, NULL, b'N', b'N', <int> N, width, V, 1.0, o.Y, V, o.V, width, 0.0, dTop, width)
 
 
