@@ -210,6 +210,19 @@ def test_a_large_section_is_formatted_in_two_pieces_that_join_to_the_one_text():
         format_section(grams[order], logp[order], bow[order], has_bow[order], np.arange(rows), data, start))
     lines = b"".join(pieces).decode().split("\n")
     assert len(lines) == rows + 1 and lines[0].split("\t")[1] == " ".join(words[w] for w in grams[0])
+    # records' fields read where they are: no order, the weights' NaN bits in place of has_bow, no weights
+    from nplmtk._ext.arpa_format import NO_WEIGHT
+    records = np.empty(rows, dtype=[("key", "<i8"), ("logp", "<f4"), ("bow", "<u4"), ("grams", "<i4", (3,))])
+    records["logp"], records["grams"] = logp, grams
+    records["bow"] = np.where(has_bow, bow.view(np.uint32), np.uint32(NO_WEIGHT))
+    strided = format_section(records["grams"], records["logp"], records["bow"].view(np.float32), None, None, data,
+                             start)
+    assert b"".join(strided) == b"".join(pieces)
+    unweighted = format_section(records["grams"], records["logp"], None, None, None, data, start)
+    assert b"".join(unweighted) == b"".join(format_section(grams, logp, bow, np.zeros(rows, dtype=np.uint8),
+                                                           np.arange(rows), data, start))
+    with pytest.raises(ValueError, match="differ in rows"):
+        format_section(grams, logp[:-1], bow, has_bow, None, data, start)
 
 
 def test_the_counters_suffixes_are_the_rows_that_lookups_find(sentences):

@@ -6,6 +6,7 @@ import numpy as np
 
 from ... import container
 from ...io import open_output
+from ..._ext.arpa_format import NO_WEIGHT as NO_WEIGHT_BITS
 from ...threads import computed_ahead
 from ..arpa import _BackgroundWriter, format_section
 from ..binary import BINARY_KIND, TABLES, check_binary_name, stored_log10s
@@ -17,9 +18,9 @@ from .files import BACKWARD, MODEL_KEYS
 SAMPLE_BLOCKS, SAMPLE_BLOCK_ROWS = 4096, 8
 BUCKET_FILL = 0.8  # a bucket's expected records, a share of the records a sort holds
 TAKEN_FAST_BYTES = 32  # the largest record numpy's take copies without a memmove each
-# a sort record's back-off weight (float32 bits) where its row is no context: a signalling
-# NaN, which no arithmetic makes; no flag byte (order 4's records 32 bytes, not 33)
-NO_WEIGHT = np.uint32(0x7FA00001)
+# a sort record's back-off weight (float32 bits) where its row is no context, as
+# format_section reads it: no flag byte (order 4's records 32 bytes, not 33)
+NO_WEIGHT = np.uint32(NO_WEIGHT_BITS)
 
 
 def write_arpa_streamed(model, path, memory, folder, consume=False):
@@ -183,16 +184,10 @@ def padded_record(record):
 
 
 def formatted_records(piece, k, words, word_start):
-    """ARPA lines of sorted records of order k (format_section's pieces)."""
-    grams = np.ascontiguousarray(piece["grams"]).reshape(-1, k)
-    if "bow" in piece.dtype.names:
-        bow = np.ascontiguousarray(piece["bow"])
-        node = (bow != NO_WEIGHT).view(np.uint8)
-        bow = bow.view(np.float32)
-    else:
-        bow, node = np.zeros(len(piece), dtype=np.float32), np.zeros(len(piece), dtype=np.uint8)
-    return format_section(grams, np.ascontiguousarray(piece["logp"]), bow, node,
-                          np.arange(len(piece), dtype=np.int64), words, word_start)
+    """ARPA lines of sorted records of order k (format_section's pieces), read from the
+    records' fields where they are (no copies)."""
+    bow = piece["bow"].view(np.float32) if "bow" in piece.dtype.names else None
+    return format_section(piece["grams"].reshape(-1, k), piece["logp"], bow, None, None, words, word_start)
 
 
 def write_binary_streamed(model, path, memory):
