@@ -136,7 +136,8 @@ def test_key_order_is_a_stable_argsort(size, spread):
     assert key_order(keys).tolist() == np.argsort(keys, kind="stable").tolist()
 
 
-@pytest.mark.parametrize("bounds", [[], [0], [-3, 4, 4, 90], list(range(-100, 100, 7))])
+@pytest.mark.parametrize("bounds", [[], [0], [-50, 50], [1, 2, 3], [-3, 4, 4, 90], [-9, -3, 0, 2, 7, 8, 40],
+                                    list(range(-100, 100, 7)), list(range(-119, 121, 3))])
 def test_bucket_order_groups_keys_by_bucket_stably(bounds):
     keys = np.random.default_rng(len(bounds)).integers(-120, 120, 3000)
     bounds = np.array(bounds, dtype=np.int64)
