@@ -257,7 +257,7 @@ def _dynamic(model, lm, spec, picks, deadline):
         corpus = Corpus.read(dynamic.rms_text, model.vocab, unk=True).within_words(dynamic.rms_words)
         scale = gradient_scale(model, corpus, length)
     if auto:
-        from .tuning import DYNAMIC_LENGTHS, OFF, tune_dynamic
+        from .tuning_dynamic import DYNAMIC_LENGTHS, OFF, tune_dynamic
         # the RMS step's scale is of segments of one length: its grid keeps that length
         pick = tune_dynamic(model, _tuning_corpus(tune_text, model.vocab, "dynamic_eval"),
                             lengths=(length,) if scale is not None else DYNAMIC_LENGTHS, scale=scale,

@@ -1,6 +1,6 @@
 """The package's structure: no import cycle inside nplmtk/ (counting imports inside
-functions too), one table of models that `load` and `train-nplm -arch` read, and no
-kernel file over about 600 lines."""
+functions too), one table of models that `load` and `train-nplm -arch` read, no kernel
+file over about 600 lines and no Python file of the library or the commands over 600."""
 import ast
 import os
 import re
@@ -137,3 +137,13 @@ def test_no_kernel_file_is_over_about_600_lines(suffix):
         if file.endswith(suffix):
             with open(os.path.join(KERNELS, file), encoding="utf-8") as f:
                 assert sum(1 for _ in f) <= 650, file
+
+
+def test_no_python_file_of_the_library_or_the_commands_is_over_600_lines():
+    top = os.path.dirname(PACKAGE)
+    for folder in ("nplmtk", "cli"):
+        for root, _, files in os.walk(os.path.join(top, folder)):
+            for file in files:
+                if file.endswith(".py"):
+                    with open(os.path.join(root, file), encoding="utf-8") as f:
+                        assert sum(1 for _ in f) <= 600, os.path.join(root, file)

@@ -80,7 +80,7 @@ def test_a_grid_without_off_or_out_of_range_is_refused(network):
 
 def test_the_dynamic_evaluation_pick_is_the_best_report_of_its_grid(network, tmp_path):
     from nplmtk.neural.dynamic import DynamicEvaluation, DynamicModel
-    from nplmtk.tuning import OFF, tune_dynamic
+    from nplmtk.tuning_dynamic import OFF, tune_dynamic
     corpus = Corpus.from_lines(TEXT, VOCAB)
     grid = dict(lengths=(5,), rates=(0.05, 0.5, 1e5), decays=(0.0, 0.1))
     pick = tune_dynamic(network, corpus, margin=float("inf"), **grid)  # every setting to the end

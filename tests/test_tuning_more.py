@@ -10,7 +10,8 @@ from nplmtk.cache import ContinuousCache, continuous_cache_probabilities
 from nplmtk.corpus import Corpus
 from nplmtk.models import ARCHITECTURES
 from nplmtk.neural.dynamic import DynamicEvaluation, DynamicModel, dynamic_logprobs
-from nplmtk.tuning import OFF, tune_cache, tune_dynamic, tune_neural_cache
+from nplmtk.tuning import tune_cache, tune_neural_cache
+from nplmtk.tuning_dynamic import OFF, tune_dynamic
 from nplmtk.vocab import Vocabulary
 
 VOCAB = Vocabulary([f"w{i}" for i in range(9)])
