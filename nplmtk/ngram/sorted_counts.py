@@ -70,10 +70,11 @@ class _SortedCounts:
         record = np.dtype([("key", "<i8"), ("row", "<i8"), ("count", "<i8"), ("grams", "<i4", (k,))])
 
         def records():
-            chunks = (((start, min(start + self.rows, size), None) for start in range(0, size, self.rows)) if k == 1
+            chunks = (((start, min(start + self.rows, size), None, self._grams(1, start, start + self.rows))
+                       for start in range(0, size, self.rows)) if k == 1
                       else prefix_rows(self._grams, k, size, self.rows, self.rows))
-            for start, stop, prefix in chunks:
-                grams, counts = self.store.read(k, start, stop)
+            for start, stop, prefix, grams in chunks:
+                counts = self.store.read_counts(k, start, stop)
                 out = np.empty(len(grams), dtype=record)
                 out["key"] = self.rank[grams[:, -1]]
                 if k > 1:

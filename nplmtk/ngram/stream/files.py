@@ -22,6 +22,7 @@ GRAMS = WorkingFile("grams", np.int32, "counting", words=True)
 PREFIX = WorkingFile("prefix", ROW, "rows", ("model",))
 SUFFIX = WorkingFile("suffix", ROW, "rows", LATER)
 CONTINUATION = WorkingFile("continuation", COUNT, "rows", ("discounts",))
+WORD = WorkingFile("word", np.int32, "rows", ("rows", "pruning"))  # each row's last word
 ADJUSTED = WorkingFile("adjusted", COUNT, "discounts", ("probabilities",))
 # probabilities: the suffix's walk, each row's probability, each context's weight
 LOWER = WorkingFile("lower", WALK, "probabilities", ("probabilities",))
@@ -58,7 +59,7 @@ def _new_version(prefix, file):
 
 
 STREAM_FILES = declared(
-    PREFIX, SUFFIX, CONTINUATION, ADJUSTED, LOWER, LOGP_FILE, PRESENT, BOW, NODE, WALKS, WANTED, NEED, REACH,
+    PREFIX, SUFFIX, WORD, CONTINUATION, ADJUSTED, LOWER, LOGP_FILE, PRESENT, BOW, NODE, WALKS, WANTED, NEED, REACH,
     FINAL_WALK, CONTEXT, HISTORY, EMPTIED, BEHIND, PRUNED_REACH, PRUNED_WALK, MODEL_GRAMS, MODEL_KEYS, MODEL_LOGP,
     MODEL_BOW, MODEL_NODE, MODEL_CONTEXT, BACKWARD,
     *(_new_version("fixed_", file) for file in (LOGP_FILE, PRESENT, WALKS)),

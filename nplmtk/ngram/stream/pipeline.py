@@ -97,6 +97,7 @@ class StreamEstimate:
         """The model (a DiskModel), stage by stage."""
         with self.stage("prefix and suffix rows"):
             prefix_and_suffix_rows(self)
+        self.finished("rows")
         with self.stage("continuation counts and discounts"):
             discounts = discounts_of_orders(self)
         self.finished("discounts")

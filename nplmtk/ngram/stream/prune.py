@@ -19,7 +19,8 @@ import numpy as np
 from ..discounts import PROB_EPSILON
 from ..estimate import context_bows, log10_to_prob, prune_contexts
 from ..row_files import row_bytes
-from .files import BEHIND, EMPTIED, GRAMS, HISTORY, LOGP_FILE, NODE, PREFIX
+from .files import BEHIND, EMPTIED, HISTORY, LOGP_FILE, NODE, PREFIX, WORD
+from .rows import last_words
 from .walks import backoff_walks
 
 
@@ -47,13 +48,13 @@ def _histories(estimate):
     files.write("history", 1, logp[np.where(words == vocab.bos, vocab.eos, words)])
     for k in range(2, estimate.order):
         with files.writer("history", k) as out:
-            rows = estimate.rows(row_bytes(k, GRAMS, PREFIX, LOGP_FILE, HISTORY, HISTORY))
+            rows = estimate.rows(row_bytes(k, WORD, PREFIX, LOGP_FILE, HISTORY, HISTORY))
             for start, stop in estimate.chunks(k, rows):
                 prefix = files.read("prefix", k, start, stop)
                 first = int(prefix[0])
                 below = files.read("history", k - 1, first, int(prefix[-1]) + 1)[prefix - first]
                 logp = files.read("logp", k, start, stop)
-                skip = np.isneginf(logp) & (estimate.grams(k, start, stop)[:, -1] == vocab.bos)
+                skip = np.isneginf(logp) & (last_words(estimate, k, start, stop) == vocab.bos)
                 out.append(np.where(skip, below, below + logp).astype(np.float32))
 
 

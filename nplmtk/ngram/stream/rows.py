@@ -1,6 +1,8 @@
 """The first stage: where each row's prefix and suffix lie among the order below
-(`prefix{k}`, `suffix{k}`), and Kneser-Ney's continuation counts (`continuation{k}`:
-how many words come before each row), from the store's sorted rows."""
+(`prefix{k}`, `suffix{k}`), each row's last word (`word{k}`: the keys' part that the
+later passes read, not the row's k words), and Kneser-Ney's continuation counts
+(`continuation{k}`: how many words come before each row), from the store's sorted rows."""
+import contextlib
 import threading
 
 import numpy as np
@@ -9,7 +11,7 @@ from ..._ext.ngram_sorting import find_sorted_rows, key_order, search_sorted_for
 from ...errors import NplmError
 from ...threads import in_order
 from ..row_files import row_bytes
-from .files import CONTINUATION, GRAMS, PREFIX, ROW, SUFFIX
+from .files import CONTINUATION, GRAMS, PREFIX, ROW, SUFFIX, WORD
 
 NO_ROW = -1
 # a search's keys, queries, their order, places and hits a row (suffix rows)
@@ -17,13 +19,15 @@ SEARCH_TEMPORARIES = 4 * (ROW,)
 
 
 def prefix_rows(grams, k, size, chunk_rows, block_rows):
-    """(start, stop, rows) for chunks of the `size` order-k rows: the row of each one's
-    first k-1 words among the order-(k-1) rows (NO_ROW where none is), both orders'
-    sorted rows (`grams(order, start, stop)`) read forward once and merged."""
+    """(start, stop, rows, chunk) for chunks of the `size` order-k rows: the row of each
+    one's first k-1 words among the order-(k-1) rows (NO_ROW where none is), both orders'
+    sorted rows (`grams(order, start, stop)`) read forward once and merged; `chunk` the
+    chunk's n-grams as read."""
     table, table_start = np.empty((0, k - 1), dtype=np.int32), 0
     for start in range(0, size, chunk_rows):
         stop = min(start + chunk_rows, size)
-        queries = np.ascontiguousarray(grams(k, start, stop)[:, :-1])
+        chunk = grams(k, start, stop)
+        queries = np.ascontiguousarray(chunk[:, :-1])
         found, done = np.full(len(queries), NO_ROW, dtype=np.int64), 0
         while True:
             resolved = find_sorted_rows(queries[done:], table, found[done:])
@@ -36,7 +40,7 @@ def prefix_rows(grams, k, size, chunk_rows, block_rows):
             table = grams(k - 1, table_start, table_start + block_rows)
             if not len(table):
                 break
-        yield start, stop, found
+        yield start, stop, found, chunk
         if found[-1] >= 0:
             drop = int(found[-1]) - table_start  # the next queries come at or after the last one
             table, table_start = table[drop:], table_start + drop
@@ -56,27 +60,34 @@ def prefix_and_suffix_rows(estimate):
 
 def write_prefix_rows(estimate, k):
     """`prefix{k}`: the row of each order-k row's first k-1 words among the order-(k-1)
-    rows, both read forward once and merged."""
+    rows, both read forward once and merged; and `word{k}`, each row's last word."""
     if k == 2:
-        return bigram_words(estimate, "prefix", 0)
-    with estimate.files.writer("prefix", k) as out:
-        for start, stop, found in prefix_rows(estimate.grams, k, estimate.sizes[k - 1],
-                                              estimate.pass_rows(row_bytes(k, GRAMS, PREFIX) + row_bytes(k - 1, GRAMS)),
-                                              estimate.pass_rows(row_bytes(k - 1, GRAMS))):
+        return bigram_words(estimate, "prefix", 0, last_words=True)
+    with estimate.files.writer("prefix", k) as out, estimate.files.writer("word", k) as words:
+        for start, stop, found, grams in prefix_rows(
+                estimate.grams, k, estimate.sizes[k - 1],
+                estimate.pass_rows(row_bytes(k, GRAMS, PREFIX, WORD) + row_bytes(k - 1, GRAMS)),
+                estimate.pass_rows(row_bytes(k - 1, GRAMS))):
             if np.any(found < 0):
-                not_closed(estimate, k, estimate.grams(k, start, stop)[np.argmax(found < 0)][:-1], "prefix")
+                not_closed(estimate, k, grams[np.argmax(found < 0)][:-1], "prefix")
             out.append(found + estimate.first_rows[k - 2])
+            words.append(grams[:, -1])
 
 
-def bigram_words(estimate, name, column):
-    """`name2`: a bigram's word `column`, which is its row among the unigrams (word ids);
-    returns how many bigrams each word is the word `column` of."""
+def bigram_words(estimate, name, column, last_words=False):
+    """`name2`: a bigram's word `column`, which is its row among the unigrams (word ids),
+    and with `last_words` `word2` too; returns how many bigrams each word is the word
+    `column` of."""
     counted = np.zeros(len(estimate.vocab), dtype=np.int64)
-    with estimate.files.writer(name, 2) as out:
-        for start, stop in estimate.chunks(2, estimate.rows(row_bytes(2, GRAMS, PREFIX))):
-            words = estimate.grams(2, start, stop)[:, column].astype(np.int64)
+    with estimate.files.writer(name, 2) as out, \
+            (estimate.files.writer("word", 2) if last_words else contextlib.nullcontext()) as last:
+        for start, stop in estimate.chunks(2, estimate.rows(row_bytes(2, GRAMS, PREFIX, WORD))):
+            grams = estimate.grams(2, start, stop)
+            words = grams[:, column].astype(np.int64)
             counted += np.bincount(words, minlength=len(counted))
             out.append(words)
+            if last is not None:
+                last.append(grams[:, -1])
     return counted
 
 
@@ -126,15 +137,22 @@ def suffix_keys(estimate, k, start, stop):
     the prefix's suffix * V + the last word)."""
     prefix = estimate.files.read("prefix", k, start, stop) - estimate.first_rows[k - 2]
     inner = estimate.files.read("suffix", k - 1, int(prefix[0]), int(prefix[-1]) + 1)
-    return inner[prefix - prefix[0]] * len(estimate.vocab) + estimate.grams(k, start, stop)[:, -1]
+    return inner[prefix - prefix[0]] * len(estimate.vocab) + last_words(estimate, k, start, stop)
 
 
 def row_keys(estimate, k, start, stop):
     """NgramIndex's keys of order-k rows start..stop-1 (their prefix row * V + word)."""
-    words = estimate.grams(k, start, stop)[:, -1].astype(np.int64)
+    words = last_words(estimate, k, start, stop).astype(np.int64)
     if k == 1:
         return words
     return estimate.files.read("prefix", k, start, stop) * len(estimate.vocab) + words
+
+
+def last_words(estimate, k, start, stop):
+    """The last word of each order-k row start..stop-1 (`word{k}`; a unigram's row is its word)."""
+    if k == 1:
+        return estimate.grams(1, start, stop)[:, 0]
+    return estimate.files.read("word", k, start, stop)
 
 
 def not_closed(estimate, k, words, part):
