@@ -92,10 +92,11 @@ def scratch_error(folder, err):
 class ScratchFile:
     """A binary file of temporary data in a scratch folder, written a piece at a time
     (numpy arrays or bytes): not an output (no atomic rename, no stdout), and every
-    failure, say a full disk, one scratch_error naming the folder."""
+    failure, say a full disk, one scratch_error naming the folder. With `dtype`, only
+    arrays of that dtype are taken (a file of rows has one kind of value; bytes are taken as they are)."""
 
-    def __init__(self, path):
-        self.folder = os.path.dirname(path)
+    def __init__(self, path, dtype=None):
+        self.folder, self.dtype = os.path.dirname(path), dtype
         try:
             self.out = open(path, "wb")
         except OSError as err:
@@ -104,6 +105,8 @@ class ScratchFile:
     def append(self, values):
         """The bytes of `values` (file.write, unlike ndarray.tofile, keeps the errno)."""
         raise_if_stopping()
+        if self.dtype is not None and getattr(values, "dtype", self.dtype) != self.dtype:
+            raise TypeError(f"{os.path.basename(self.out.name)}: {values.dtype} values for a file of {self.dtype}")
         view = memoryview(values)
         if not view.c_contiguous:
             view = memoryview(bytes(view))

@@ -297,3 +297,14 @@ def test_rows_read_at_scattered_places_equal_the_whole_file_indexed(tmp_path):
         files.read_at("backward", 4, [len(values)])
     with pytest.raises(ValueError):
         files.read_at("fgrams", 3, [0])
+
+
+def test_a_working_file_takes_only_values_of_its_declared_kind(tmp_path):
+    from nplmtk.ngram.row_files import RowFiles
+    from nplmtk.ngram.stream.files import STREAM_FILES
+    files = RowFiles(str(tmp_path), STREAM_FILES)
+    with files.writer("continuation", 2) as out:
+        out.append(np.array([1, 2], dtype=np.int32))
+        with pytest.raises(TypeError, match="continuation2: int64 values for a file of int32"):
+            out.append(np.array([3], dtype=np.int64))
+    np.testing.assert_array_equal(files.read("continuation", 2, 0, 5), [1, 2])

@@ -94,7 +94,7 @@ class RankExchange:
         """`suffix{k}` (k > 2), rows among all of order k-1, asked of the ranks that hold
         them by their keys, which count the askers into `continuation{k-1}`."""
         files, vocab_size = estimate.files, len(estimate.vocab)
-        files.write("continuation", k - 1, np.zeros(estimate.sizes[k - 2], dtype=np.int64))
+        files.write("continuation", k - 1, np.zeros(estimate.sizes[k - 2], dtype=CONTINUATION.dtype))
         key_starts = self.starts[k - 3] * vocab_size  # an order-(k-1) key: its prefix's row * V + word
 
         def answer(keys):

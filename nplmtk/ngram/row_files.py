@@ -97,8 +97,7 @@ class RowFiles:
                          shape=None if rows is None else (rows,))
 
     def writer(self, name, k):
-        self.declaration(name)  # a kind of file not declared is a mistake
-        return ScratchFile(self.path(name, k))
+        return ScratchFile(self.path(name, k), np.dtype(self.declaration(name).dtype))  # a kind not declared: a mistake
 
     def write(self, name, k, values):
         """`name{k}` holding `values`."""

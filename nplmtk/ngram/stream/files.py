@@ -21,7 +21,8 @@ GRAMS = WorkingFile("grams", np.int32, "counting", words=True)
 # rows: where each row's prefix and suffix are among the order below, Kneser-Ney's counts
 PREFIX = WorkingFile("prefix", ROW, "rows", ("model",))
 SUFFIX = WorkingFile("suffix", ROW, "rows", LATER)
-CONTINUATION = WorkingFile("continuation", COUNT, "rows", ("discounts",))
+# at most the vocabulary's size: 4 bytes, so that the suffix search's window holds more rows
+CONTINUATION = WorkingFile("continuation", np.int32, "rows", ("discounts",))
 WORD = WorkingFile("word", np.int32, "rows", ("rows", "pruning"))  # each row's last word
 ADJUSTED = WorkingFile("adjusted", COUNT, "discounts", ("probabilities",))
 # probabilities: the suffix's walk, each row's probability, each context's weight

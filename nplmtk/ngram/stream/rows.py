@@ -107,7 +107,7 @@ def suffix_rows_by_windows(estimate, k):
         for start in range(low, high, search_rows):
             keys[start - low:start - low + search_rows] = row_keys(estimate, k - 1, start,
                                                                    min(start + search_rows, high))
-        counted[:] = [np.zeros(high - low, dtype=np.int64)]
+        counted[:] = [np.zeros(high - low, dtype=CONTINUATION.dtype)]
 
         def fill(start, stop, found):
             query = suffix_keys(estimate, k, start, stop)
