@@ -308,3 +308,22 @@ def test_a_working_file_takes_only_values_of_its_declared_kind(tmp_path):
         with pytest.raises(TypeError, match="continuation2: int64 values for a file of int32"):
             out.append(np.array([3], dtype=np.int64))
     np.testing.assert_array_equal(files.read("continuation", 2, 0, 5), [1, 2])
+
+
+@pytest.mark.parametrize("rows", [1, 5, 17, 1000])
+def test_context_runs_end_at_the_first_context_end_past_their_rows(tmp_path, monkeypatch, rows):
+    from types import SimpleNamespace
+    from nplmtk.ngram.row_files import RowFiles
+    from nplmtk.ngram.stream import pipeline
+    from nplmtk.ngram.stream.files import STREAM_FILES
+    monkeypatch.setattr(pipeline, "CONTEXT_LOOK_ROWS", 2)  # contexts longer than the look-ahead, doubled
+    lengths = np.random.default_rng(5).choice([1, 2, 3, 40], 300)
+    prefix = np.repeat(np.arange(len(lengths)), lengths).astype(np.int64)  # contexts of 1 to 40 rows
+    files = RowFiles(str(tmp_path), STREAM_FILES)
+    files.write("prefix", 3, prefix)
+    estimate = SimpleNamespace(files=files, sizes=[0, 0, len(prefix)], pass_rows=lambda row_bytes: rows)
+    runs = list(pipeline.StreamEstimate.context_runs(estimate, 3))
+    assert runs[0][0] == 0 and runs[-1][1] == len(prefix) and all(a[1] == b[0] for a, b in zip(runs, runs[1:]))
+    for start, stop in runs:
+        assert stop == len(prefix) or prefix[stop] != prefix[stop - 1]  # whole contexts
+        assert not any(prefix[r] != prefix[r - 1] for r in range(start + rows, stop))  # the first end past the rows

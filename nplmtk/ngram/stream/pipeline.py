@@ -28,6 +28,7 @@ LARGEST_COUNT_OF_COUNTS = 4  # modified Kneser-Ney reads n1 .. n4 (Good-Turing u
 # files a run holds, about the 160 bytes a row measured of a whole pass)
 PROBABILITY_TEMPORARIES = 13 * (np.dtype(np.float64),)
 WALK_PIECE_ROWS = 1 << 20  # walks made from probabilities a piece at a time
+CONTEXT_LOOK_ROWS = 1 << 12  # prefix rows read past a run's end for its last context's end (doubled while one goes on)
 PASS_THREADS = usable_cores(2)  # chunks of a pass computed side by side
 IN_MEMORY_BYTES_PER_NGRAM = 112  # estimate.py's peak over the distinct n-grams (20M words of Zipf text)
 
@@ -238,15 +239,14 @@ class StreamEstimate:
                                         *PROBABILITY_TEMPORARIES))
         size, start = self.sizes[k - 1], 0
         while start < size:
-            stop = min(start + rows, size)
-            while stop < size:  # end the run where a context ends
-                prefix = self.files.read("prefix", k, start, min(stop + rows, size))
-                ends = np.flatnonzero(prefix[1:] != prefix[:-1]) + 1
-                ends = ends[ends >= stop - start]
+            stop, look = min(start + rows, size), CONTEXT_LOOK_ROWS
+            while stop < size:  # end the run where a context ends: the first row at or after stop of a new prefix
+                prefix = self.files.read("prefix", k, stop - 1, min(stop + look, size))
+                ends = np.flatnonzero(prefix[1:] != prefix[:-1])
                 if len(ends):
-                    stop = start + int(ends[0])
+                    stop += int(ends[0])
                     break
-                stop = min(stop + rows, size)
+                stop, look = min(stop + look, size), look * 2
             yield start, stop
             start = stop
 
