@@ -131,7 +131,10 @@ def tune_dynamic(model, corpus, lengths=DYNAMIC_LENGTHS, rates=None, decays=DYNA
     _check_grid("rates", rates, 1e-12, 1e6)
     _check_grid("decays", decays, 0, 0.999)
     grids = {"length": tuple(lengths), "lr": tuple(rates), "decay": tuple(decays)}
-    candidates = [OFF] + [dict(zip(grids, values)) for values in itertools.product(*grids.values())]
+    # decay by decay, the smallest first: a budget that cuts the first stage has scored every
+    # length and rate without decay, not a few rates with every decay
+    candidates = [OFF] + [{"length": length, "lr": lr, "decay": decay}
+                          for decay, length, lr in itertools.product(sorted(grids["decay"]), grids["length"], grids["lr"])]
     scorer = _Scorer(model, corpus, scale, epsilon, workers, progress(0) if progress else None)
     notes = []
     try:

@@ -1,6 +1,7 @@
 """The searches of nplmtk/tuning.py beyond a fixed grid (issue 51): a grid extended where
 its pick lands on an edge (and said), the continuous cache over dynamic evaluation's
 adapted states, and a time budget that cuts a search and says what it skipped."""
+import itertools
 import time
 
 import numpy as np
@@ -171,3 +172,16 @@ def test_tune_max_time_says_what_the_budget_cut(capsys, toy_texts, toy_lstm, tmp
     assert "nplm ppl: -dynamic-eval auto: the budget cut the search" in err
     status, _, err = run_main(capsys, "ppl", "-lm", toy_lstm, "-ppl", test, "-tune-max-time", "5")
     assert status == 2 and "-tune-max-time applies to -tune-text, which is not given" in err
+
+
+def test_a_cut_dynamic_search_has_scored_every_length_and_rate_without_decay_first(network, monkeypatch):
+    import nplmtk.tuning_dynamic as tuning_dynamic
+    checks = itertools.count()
+    monkeypatch.setattr(tuning_dynamic, "_past", lambda deadline: deadline is not None and next(checks) >= 7)
+    pick = tune_dynamic(network, Corpus.from_lines(TEXT, VOCAB), lengths=(5, 10), rates=(0.05, 0.5),
+                        decays=(0.1, 0.0), deadline=0.0)  # the budget runs out after 7 settings
+    scored = [setting for setting, _ in pick.tried]
+    assert len(scored) == 7 and scored[0] == OFF
+    assert {(s["length"], s["lr"]) for s in scored[1:5]} == {(5, 0.05), (5, 0.5), (10, 0.05), (10, 0.5)}
+    assert [s["decay"] for s in scored[1:]] == [0.0] * 4 + [0.1] * 2
+    assert any("the budget cut the search" in note for note in pick.notes)
