@@ -106,7 +106,8 @@ def _best(tried, is_off=None):
     kept = [(candidate, figure) for candidate, figure in tried if is_off(candidate) or _gains_on_each_half(figure, off)]
     pick = _best(kept)
     values = " ".join(f"{name} {value:g}" for name, value in setting.items())
-    halves = " and ".join(f"{mine:.2f} against {theirs:.2f}" for mine, theirs in zip(ppl.halves, off.halves))
+    halves = " and ".join(f"{mine:.2f} against {theirs:.2f}"
+                          for mine, theirs in zip(getattr(ppl, "halves", ()), getattr(off, "halves", ())))
     pick.tried = tried
     pick.notes = [f"{values} had the lowest ppl ({ppl:.2f}) but not on each half of the tuning text ({halves} "
                   f"without it): the best that gains on both halves is kept"]

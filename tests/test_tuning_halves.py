@@ -54,6 +54,8 @@ def test_a_setting_that_gains_on_one_half_only_is_not_picked():
                           "both halves is kept"]
     pick = _best([({"weight": 0}, off), ({"weight": 0.3}, one_half)], lambda setting: setting["weight"] == 0)
     assert pick.setting == {"weight": 0}  # nothing gains on both: off
+    tie = _best([({"weight": 0.1}, 100.0), ({"weight": 0}, 100.0)], lambda setting: setting["weight"] == 0)
+    assert tie.setting == {"weight": 0}  # no gain at all: off
     # a grid search applies it to every weight
     figures = {0: off, 0.1: both, 0.2: one_half}
     pick = _grid_search({"weight": (0.0, 0.1, 0.2)}, lambda settings: [figures[s["weight"]] for s in settings],
