@@ -82,11 +82,16 @@ def text_ppl(log10, corpus, unk):
     count = corpus.num_sentences
     halves = ()
     if count > 1:
-        ends = corpus.offsets[1:] + np.arange(1, count + 1)  # predictions up to each sentence's end
+        ends = prediction_ends(corpus)
         middle = min(max(int(np.searchsorted(ends, ends[-1] / 2)) + 1, 1), count - 1)
         halves = (ppl(0, middle, float(sentence_logprob[:middle].sum())),
                   ppl(middle, count, float(sentence_logprob[middle:].sum())))
     return Ppl(ppl(0, count, logprob), halves)
+
+
+def prediction_ends(corpus):
+    """The predictions (words and </s>) up to each sentence's end."""
+    return corpus.offsets[1:] + np.arange(1, corpus.num_sentences + 1)
 
 
 def _gains_on_each_half(ppl, off):
@@ -386,7 +391,7 @@ def _scored_sentences(corpus, finished, tokens, block=BLOCK_TOKENS):
     done = min(done, tokens)
     if done >= _predictions(corpus):
         return [corpus, _predictions(corpus)]
-    ends = corpus.offsets[1:] + np.arange(1, corpus.num_sentences + 1)  # predictions up to each sentence's end
+    ends = prediction_ends(corpus)
     count = int(np.searchsorted(ends, done, side="right"))  # at least 1: the first sentence is always scored
     return [corpus.first_sentences(count), int(ends[count - 1])]
 

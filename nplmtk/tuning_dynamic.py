@@ -12,7 +12,7 @@ import numpy as np
 from .errors import ParameterError
 from .lm import LN10
 from .tuning import (EXTENSION_ROUNDS, _best, _check_grid, _edge_notes, _extension_note, _extensions, _past,
-                     _predictions, text_ppl)
+                     _predictions, prediction_ends, text_ppl)
 
 DYNAMIC_LENGTHS = (10, 20, 50)
 DYNAMIC_SGD_RATES = (0.01, 0.03, 0.1, 0.3, 1.0)
@@ -42,7 +42,7 @@ def _prefix(corpus, share):
     if share == 1:
         return corpus
     wanted = (corpus.num_words + corpus.num_sentences) / share
-    ends = corpus.offsets[1:] + np.arange(1, corpus.num_sentences + 1)  # predictions up to each sentence's end
+    ends = prediction_ends(corpus)
     return corpus.first_sentences(max(1, int(np.searchsorted(ends, wanted)) + 1))
 
 

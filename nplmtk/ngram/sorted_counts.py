@@ -70,7 +70,7 @@ class _SortedCounts:
         record = np.dtype([("key", "<i8"), ("row", "<i8"), ("count", "<i8"), ("grams", "<i4", (k,))])
 
         def records():
-            chunks = (((start, min(start + self.rows, size), None, self._grams(1, start, start + self.rows))
+            chunks = (((start, min(start + self.rows, size), None, self.store.read_grams(1, start, start + self.rows))
                        for start in range(0, size, self.rows)) if k == 1
                       else prefix_rows(self._grams, k, size, self.rows, self.rows))
             for start, stop, prefix, grams in chunks:
