@@ -10,7 +10,8 @@ from ...threads import in_order
 from ..discounts import CountsOfCounts
 from ..estimate import _warn, fitted_discounts, unigram_probabilities
 from ..row_files import row_bytes
-from .files import ADJUSTED, CONTINUATION, ROW
+from .files import ADJUSTED, CONTINUATION, COUNT, FLAGS
+from .rows import FIRST_NON_EVENT, LAST_NON_EVENT, flags_of
 from .walks import backoff_walks
 
 
@@ -25,20 +26,20 @@ def adjusted_counts(estimate, k):
     """`adjusted{k}`: Kneser-Ney's continuation counts (the number of words seen before
     the n-gram; n-grams starting with `<s>` keep their counts; the highest order keeps
     its counts). Returns the counts-of-counts of the n-grams that predict events."""
-    largest, adjusting, events = estimate.largest_count, adjusts(estimate, k), estimate.events
+    largest, adjusting = estimate.largest_count, adjusts(estimate, k)
 
     def adjusted(chunk):
         low, high = chunk
-        grams, counts = estimate.grams(k, low, high), estimate.raw_counts(k, low, high)
+        flags, counts = flags_of(estimate, k, low, high), estimate.raw_counts(k, low, high)
         if adjusting:
-            counts = np.where(events.non_event(grams[:, 0]), counts, _continuation(estimate, k, low, high))
-        predicting = counts[~events.non_event(grams[:, -1])]
+            counts = np.where(flags & FIRST_NON_EVENT, counts, _continuation(estimate, k, low, high))
+        predicting = counts[(flags & LAST_NON_EVENT) == 0]
         return counts, np.bincount(np.minimum(predicting, largest + 1), minlength=largest + 2)[:largest + 1]
 
     histogram = np.zeros(largest + 1, dtype=np.int64)
     # counts not adjusted are the store's (counts_of): no file
     with estimate.files.writer("adjusted", k) if adjusting else contextlib.nullcontext() as out:
-        chunks = estimate.chunks(k, estimate.pass_rows(row_bytes(k, ROW, CONTINUATION, ADJUSTED)))
+        chunks = estimate.chunks(k, estimate.pass_rows(row_bytes(k, FLAGS, COUNT, CONTINUATION, ADJUSTED)))
         for counts, counted in in_order(adjusted, chunks):
             if out is not None:
                 out.append(counts)

@@ -24,6 +24,8 @@ SUFFIX = WorkingFile("suffix", ROW, "rows", LATER)
 # at most the vocabulary's size: 4 bytes, so that the suffix search's window holds more rows
 CONTINUATION = WorkingFile("continuation", np.int32, "rows", ("discounts",))
 WORD = WorkingFile("word", np.int32, "rows", ("rows", "pruning"))  # each row's last word
+# what the discounts and probabilities passes ask of a row's words (rows.row_flags): a byte, not k words
+FLAGS = WorkingFile("flags", np.uint8, "rows", ("probabilities",))
 ADJUSTED = WorkingFile("adjusted", COUNT, "discounts", ("probabilities",))
 # probabilities: the suffix's walk, each row's probability, each context's weight
 LOWER = WorkingFile("lower", WALK, "probabilities", ("probabilities",))
@@ -60,7 +62,7 @@ def _new_version(prefix, file):
 
 
 STREAM_FILES = declared(
-    PREFIX, SUFFIX, WORD, CONTINUATION, ADJUSTED, LOWER, LOGP_FILE, PRESENT, BOW, NODE, WALKS, WANTED, NEED, REACH,
+    PREFIX, SUFFIX, WORD, FLAGS, CONTINUATION, ADJUSTED, LOWER, LOGP_FILE, PRESENT, BOW, NODE, WALKS, WANTED, NEED, REACH,
     FINAL_WALK, CONTEXT, HISTORY, EMPTIED, BEHIND, PRUNED_REACH, PRUNED_WALK, MODEL_GRAMS, MODEL_KEYS, MODEL_LOGP,
     MODEL_BOW, MODEL_NODE, MODEL_CONTEXT, BACKWARD,
     *(_new_version("fixed_", file) for file in (LOGP_FILE, PRESENT, WALKS)),

@@ -14,7 +14,7 @@ from ..discounts import METHODS
 from ..estimate import Events, _order_settings
 from ..row_files import RowFiles, row_bytes
 from .discounts import discounts_of_orders, write_unigram_probabilities
-from .files import (ADJUSTED, GRAMS, LOGP_FILE, LOWER, PREFIX, PRESENT, STREAM_FILES, SUFFIX, WALK, WALKS, NO_WALK,
+from .files import (ADJUSTED, FLAGS, LOGP_FILE, LOWER, PREFIX, PRESENT, STREAM_FILES, SUFFIX, WALK, WALKS, NO_WALK,
                     last_stage)
 from .model import final_model
 from .probabilities import probabilities_and_weights
@@ -235,7 +235,7 @@ class StreamEstimate:
     def context_runs(self, k):
         """(start, stop) of runs of whole contexts of order k, about a chunk's rows each
         (a share of the memory for each of the runs computed side by side)."""
-        rows = self.pass_rows(row_bytes(k, GRAMS, ADJUSTED, PREFIX, LOWER, LOGP_FILE, PRESENT, WALKS,
+        rows = self.pass_rows(row_bytes(k, FLAGS, ADJUSTED, PREFIX, LOWER, LOGP_FILE, PRESENT, WALKS,
                                         *PROBABILITY_TEMPORARIES))
         size, start = self.sizes[k - 1], 0
         while start < size:

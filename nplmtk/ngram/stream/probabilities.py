@@ -6,6 +6,7 @@ import numpy as np
 
 from ..estimate import context_bows, context_probabilities, kept_log10, lmplz_bows, log10_to_prob
 from .discounts import counts_of
+from .rows import LAST_NON_EVENT, SKIPPED_CONTEXT, flags_of
 from .walks import backoff_walks
 
 
@@ -22,20 +23,17 @@ def probabilities_and_weights(estimate, k, discount):
 def _contexts(estimate, k, discount, start, stop):
     """The values of order-k rows start..stop-1 (whole contexts): (the first context's row,
     the rows' logp, presence and walks, the contexts' back-off weights and node flags)."""
-    events, vocab = estimate.events, estimate.vocab
-    grams = estimate.grams(k, start, stop)
+    events = estimate.events
+    flags = flags_of(estimate, k, start, stop)
     count = counts_of(estimate, k, start, stop)
     prefix = estimate.files.read("prefix", k, start, stop)
     suffix_walk = estimate.files.read("lower", k, start, stop)
     first_context = int(prefix[0])
     group, size = prefix - first_context, int(prefix[-1]) - first_context + 1
-    skipped_row = grams[:, -2] == vocab.eos
-    if not events.unk_is_word:
-        for column in range(k - 1):  # column by column: np.any(axis=1) over k-1 columns is slow
-            skipped_row |= grams[:, column] == vocab.unk
+    skipped_row = (flags & SKIPPED_CONTEXT) != 0
     skipped = np.zeros(size, dtype=bool)
     skipped[group] = skipped_row
-    eligible = ~skipped_row & ~events.non_event(grams[:, -1]) & (count > 0)
+    eligible = ((flags & (SKIPPED_CONTEXT | LAST_NON_EVENT)) == 0) & (count > 0)
     lower = log10_to_prob(np.where(eligible, suffix_walk["result"] + suffix_walk["weight"], -np.inf))
     prob, keep, gamma = context_probabilities(count, lower, group, size, eligible, skipped, discount,
                                               estimate.interpolate, estimate.always_interpolate, events)

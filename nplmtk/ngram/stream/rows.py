@@ -1,6 +1,7 @@
 """The first stage: where each row's prefix and suffix lie among the order below
 (`prefix{k}`, `suffix{k}`), each row's last word (`word{k}`: the keys' part that the
-later passes read, not the row's k words), and Kneser-Ney's continuation counts
+later passes read, not the row's k words) and its words' flags (`flags{k}`: what the
+discounts and probabilities ask of them), and Kneser-Ney's continuation counts
 (`continuation{k}`: how many words come before each row), from the store's sorted rows."""
 import contextlib
 import threading
@@ -11,11 +12,13 @@ from ..._ext.ngram_sorting import find_sorted_rows, key_order, search_sorted_for
 from ...errors import NplmError
 from ...threads import in_order
 from ..row_files import row_bytes
-from .files import CONTINUATION, GRAMS, PREFIX, ROW, SUFFIX, WORD
+from .files import CONTINUATION, FLAGS, GRAMS, PREFIX, ROW, SUFFIX, WORD
 
 NO_ROW = -1
 # a search's keys, queries, their order, places and hits a row (suffix rows)
 SEARCH_TEMPORARIES = 4 * (ROW,)
+# the bits of `flags{k}`
+FIRST_NON_EVENT, LAST_NON_EVENT, SKIPPED_CONTEXT = 1, 2, 4
 
 
 def prefix_rows(grams, k, size, chunk_rows, block_rows):
@@ -60,34 +63,63 @@ def prefix_and_suffix_rows(estimate):
 
 def write_prefix_rows(estimate, k):
     """`prefix{k}`: the row of each order-k row's first k-1 words among the order-(k-1)
-    rows, both read forward once and merged; and `word{k}`, each row's last word."""
+    rows, both read forward once and merged; and `word{k}` and `flags{k}`, each row's
+    last word and its words' flags."""
     if k == 2:
         return bigram_words(estimate, "prefix", 0, last_words=True)
-    with estimate.files.writer("prefix", k) as out, estimate.files.writer("word", k) as words:
+    with estimate.files.writer("prefix", k) as out, estimate.files.writer("word", k) as words, \
+            estimate.files.writer("flags", k) as flags:
         for start, stop, found, grams in prefix_rows(
                 estimate.grams, k, estimate.sizes[k - 1],
-                estimate.pass_rows(row_bytes(k, GRAMS, PREFIX, WORD) + row_bytes(k - 1, GRAMS)),
+                estimate.pass_rows(row_bytes(k, GRAMS, PREFIX, WORD, FLAGS) + row_bytes(k - 1, GRAMS)),
                 estimate.pass_rows(row_bytes(k - 1, GRAMS))):
             if np.any(found < 0):
                 not_closed(estimate, k, grams[np.argmax(found < 0)][:-1], "prefix")
             out.append(found + estimate.first_rows[k - 2])
             words.append(grams[:, -1])
+            flags.append(row_flags(estimate, grams))
+
+
+def row_flags(estimate, grams):
+    """The flags of n-grams `grams` (rows of k words): FIRST_NON_EVENT and LAST_NON_EVENT
+    where the first or last word is no event (`<s>`, or `<unk>` unless it is a word),
+    SKIPPED_CONTEXT where the context gets no probabilities (SRILM: it ends in `</s>`, or
+    holds `<unk>` unless it is a word)."""
+    events, vocab = estimate.events, estimate.vocab
+    flags = events.non_event(grams[:, 0]).astype(np.uint8) * np.uint8(FIRST_NON_EVENT)
+    flags |= events.non_event(grams[:, -1]).astype(np.uint8) * np.uint8(LAST_NON_EVENT)
+    if grams.shape[1] > 1:
+        skipped = grams[:, -2] == vocab.eos
+        if not events.unk_is_word:
+            for column in range(grams.shape[1] - 1):  # column by column: np.any(axis=1) over k-1 columns is slow
+                skipped |= grams[:, column] == vocab.unk
+        flags |= skipped.astype(np.uint8) * np.uint8(SKIPPED_CONTEXT)
+    return flags
+
+
+def flags_of(estimate, k, start, stop):
+    """`flags{k}` of order-k rows start..stop-1 (a unigram's from its word)."""
+    if k == 1:
+        return row_flags(estimate, estimate.grams(1, start, stop))
+    return estimate.files.read("flags", k, start, stop)
 
 
 def bigram_words(estimate, name, column, last_words=False):
     """`name2`: a bigram's word `column`, which is its row among the unigrams (word ids),
-    and with `last_words` `word2` too; returns how many bigrams each word is the word
+    and with `last_words` `word2` and `flags2` too; returns how many bigrams each word is the word
     `column` of."""
     counted = np.zeros(len(estimate.vocab), dtype=np.int64)
     with estimate.files.writer(name, 2) as out, \
-            (estimate.files.writer("word", 2) if last_words else contextlib.nullcontext()) as last:
-        for start, stop in estimate.chunks(2, estimate.rows(row_bytes(2, GRAMS, PREFIX, WORD))):
+            (estimate.files.writer("word", 2) if last_words else contextlib.nullcontext()) as last, \
+            (estimate.files.writer("flags", 2) if last_words else contextlib.nullcontext()) as flags:
+        for start, stop in estimate.chunks(2, estimate.rows(row_bytes(2, GRAMS, PREFIX, WORD, FLAGS))):
             grams = estimate.grams(2, start, stop)
             words = grams[:, column].astype(np.int64)
             counted += np.bincount(words, minlength=len(counted))
             out.append(words)
             if last is not None:
                 last.append(grams[:, -1])
+                flags.append(row_flags(estimate, grams))
     return counted
 
 
