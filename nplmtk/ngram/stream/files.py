@@ -23,7 +23,8 @@ PREFIX = WorkingFile("prefix", ROW, "rows", ("model",))
 SUFFIX = WorkingFile("suffix", ROW, "rows", LATER)
 # at most the vocabulary's size: 4 bytes, so that the suffix search's window holds more rows
 CONTINUATION = WorkingFile("continuation", np.int32, "rows", ("discounts",))
-WORD = WorkingFile("word", np.int32, "rows", ("rows", "pruning"))  # each row's last word
+# each row's last word: the keys' part (suffix search, pruning; the model's keys when every row is kept)
+WORD = WorkingFile("word", np.int32, "rows", ("rows", "pruning", "model"))
 # what the discounts and probabilities passes ask of a row's words (rows.row_flags): a byte, not k words
 FLAGS = WorkingFile("flags", np.uint8, "rows", ("probabilities",))
 ADJUSTED = WorkingFile("adjusted", COUNT, "discounts", ("probabilities",))
@@ -62,8 +63,8 @@ def _new_version(prefix, file):
 
 
 STREAM_FILES = declared(
-    PREFIX, SUFFIX, WORD, FLAGS, CONTINUATION, ADJUSTED, LOWER, LOGP_FILE, PRESENT, BOW, NODE, WALKS, WANTED, NEED, REACH,
-    FINAL_WALK, CONTEXT, HISTORY, EMPTIED, BEHIND, PRUNED_REACH, PRUNED_WALK, MODEL_GRAMS, MODEL_KEYS, MODEL_LOGP,
+    PREFIX, SUFFIX, WORD, FLAGS, CONTINUATION, ADJUSTED, LOWER, LOGP_FILE, PRESENT, BOW, NODE, WALKS, WANTED, NEED,
+    REACH, FINAL_WALK, CONTEXT, HISTORY, EMPTIED, BEHIND, PRUNED_REACH, PRUNED_WALK, MODEL_GRAMS, MODEL_KEYS, MODEL_LOGP,
     MODEL_BOW, MODEL_NODE, MODEL_CONTEXT, BACKWARD,
     *(_new_version("fixed_", file) for file in (LOGP_FILE, PRESENT, WALKS)),
     *(_new_version("pruned_", file) for file in (PRESENT, LOGP_FILE, NODE, BOW)))

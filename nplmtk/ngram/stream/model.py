@@ -64,14 +64,14 @@ def final_model(estimate):
         def model_rows(chunk, k=k, moved=moved, below=below, walked=walked):
             start, stop = chunk
             present = files.read("present", k, start, stop)
-            grams = (files.read("fgrams", k, start, stop) if "grams" in moved
-                     else estimate.grams(k, start, stop)[present])
+            # the n-grams moved whole (every row kept): their last words are in `word{k}`
+            grams = None if "grams" in moved else estimate.grams(k, start, stop)[present]
             if k == 1:
                 keys = grams[:, 0].astype(np.int64)
             else:  # the prefix's row among the model's rows of the order below, then the word
                 prefix = files.read("prefix", k, start, stop)[present] - estimate.first_rows[k - 2]
-                keys = (kept_first[k - 2] + (prefix if below is None else below.rows(prefix))) * vocab_size \
-                    + grams[:, -1]
+                words = files.read("word", k, start, stop) if grams is None else grams[:, -1]
+                keys = (kept_first[k - 2] + (prefix if below is None else below.rows(prefix))) * vocab_size + words
             values = {name: files.read(name, k, start, stop)[present]
                       for name in ("logp", "bow", "node") + walked if name not in moved}
             return dict(values, grams=grams, keys=keys), int(present.sum())
