@@ -62,6 +62,8 @@ bench: install bytecode
 # Training speed of this build against another, run alternately (benchmarks/side_by_side.py):
 # make bench-vs BASELINE=/path/to/other/.venv/bin/nplm (say the previous commit, checked out
 # and `make install`ed elsewhere). It replaces its own section of BENCHMARKS.md (~10 min).
+# BENCH_VS_OPTIONS='--at-once --pairs 10': each pair's builds at once, a core each (~16 min).
+BENCH_VS_OPTIONS ?=
 ifneq ($(filter bench-vs outputs-vs,$(MAKECMDGOALS)),)
 ifeq ($(BASELINE),)
 $(error make bench-vs and outputs-vs need BASELINE=/path/to/other/.venv/bin/nplm, the build to compare against)
@@ -72,7 +74,7 @@ endif
 endif
 bench-vs: install
 	$(BIN)/python benchmarks/side_by_side.py --baseline $(BASELINE) --nplm $(BIN)/nplm --brown $(BROWN) \
-		--out BENCHMARKS.md
+		--out BENCHMARKS.md $(BENCH_VS_OPTIONS)
 
 # The models of this build against the baseline's (benchmarks/same_outputs.py): every
 # architecture with each output layer, one epoch on a slice of Brown, test ppl of both (~3 min).

@@ -5,12 +5,16 @@ alternately, old, new, old, new, ... `--pairs` pairs per setting after one uncou
 warm-up run of each, reads words/s from each run's `-log`, and writes (replaces) one
 section of BENCHMARKS.md: the median words/s of each build and the median and range of the
 pair-by-pair ratios new/old. Run after run alternation keeps a drift of the machine (other
-work, frequency) from favouring one build. `--baseline` equal to `--nplm` measures the noise.
+work, frequency) from favouring one build. `--at-once` runs a pair's two builds at the same
+time instead, each on a core of its own (the cores swapped pair by pair), so that both see
+the same moment of a machine whose speed drifts within seconds. `--baseline` equal to
+`--nplm` measures the noise.
 """
 import argparse
 import csv
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -86,19 +90,44 @@ def build_identity(nplm):
     return f"`{path}`"
 
 
+class Run:
+    """One run started: `core` pins it to that core (None: anywhere)."""
+
+    def __init__(self, setting, nplm, vocab, pair, side, env, core=None):
+        self.setting, self.pair, self.side = setting, pair, side
+        self.stem = os.path.join(WORK, "logs", f"{setting.name}.{pair}.{side}")
+        self.log = self.stem + ".log"
+        if os.path.exists(self.log):
+            os.remove(self.log)
+        self.command = setting.command(nplm, vocab, self.log, os.path.join(WORK, "logs", f"{setting.name}.{side}.nplm"))
+        self.load = os.getloadavg()[0]
+        self.start = time.perf_counter()
+        pin = None if core is None else (lambda: os.sched_setaffinity(0, {core}))
+        with open(self.stem + ".out", "w") as out:
+            self.process = subprocess.Popen(self.command, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                            preexec_fn=pin)
+
+    def finish(self):
+        """Waits for the run; its row for runs.csv (words_per_s and train_ppl empty if it failed)."""
+        rc = self.process.wait()
+        return run_row(self.setting, self.pair, self.side, self.stem, self.log, rc, time.perf_counter() - self.start,
+                       self.load), self.command
+
+
 def train_once(setting, nplm, vocab, pair, side, env):
-    """One run; its row for runs.csv (words_per_s and train_ppl empty if it failed)."""
-    stem = os.path.join(WORK, "logs", f"{setting.name}.{pair}.{side}")
-    log = stem + ".log"
-    if os.path.exists(log):
-        os.remove(log)
-    command = setting.command(nplm, vocab, log, os.path.join(WORK, "logs", f"{setting.name}.{side}.nplm"))
-    load = os.getloadavg()[0]
-    start = time.perf_counter()
-    with open(stem + ".out", "w") as out:
-        rc = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=env).returncode
+    """One run, alone; its row for runs.csv and its command."""
+    return Run(setting, nplm, vocab, pair, side, env).finish()
+
+
+def train_at_once(setting, builds, vocab, pair, env, cores):
+    """A pair's runs at the same time, old on cores[0] and new on cores[1]."""
+    runs = [Run(setting, nplm, vocab, pair, side, env, core) for (side, nplm), core in zip(builds.items(), cores)]
+    return [run.finish() for run in runs]
+
+
+def run_row(setting, pair, side, stem, log, rc, wall, load):
     row = dict(setting=setting.name, pair=pair, side=side, words_per_s="", seconds="",
-               wall=f"{time.perf_counter() - start:.2f}", load1=f"{load:.2f}", train_ppl="", rc=rc)
+               wall=f"{wall:.2f}", load1=f"{load:.2f}", train_ppl="", rc=rc)
     try:
         record = json.loads(open(log).read().splitlines()[-1])
         row.update(words_per_s=record["words_per_s"], seconds=record["seconds"], train_ppl=repr(record["train_ppl"]))
@@ -107,7 +136,7 @@ def train_once(setting, nplm, vocab, pair, side, env):
     failed = f"  FAILED (exit status {rc}), see {stem}.out" if rc or row["words_per_s"] == "" else ""
     print(f"  {setting.name:9} pair {pair} {side:3} {row['words_per_s'] or 0:>10,.0f} words/s  "
           f"wall {row['wall']:>6} s  load {row['load1']}{failed}", file=sys.stderr)
-    return row, command
+    return row
 
 
 def table_row(setting, words, rows):
@@ -117,7 +146,7 @@ def table_row(setting, words, rows):
         pairs.setdefault(row["pair"], {})[row["side"]] = row
     complete = [p for p in pairs.values() if all(side in p and p[side]["words_per_s"] != "" for side in ("old", "new"))]
     if not complete:
-        return f"| {setting.label} | {words:,} | - | - | - | - | no run of both builds succeeded |"
+        return f"| {setting.label} | {words:,} | - | - | - | - | - | no run of both builds succeeded |"
     old = [float(p["old"]["words_per_s"]) for p in complete]
     new = [float(p["new"]["words_per_s"]) for p in complete]
     ratios = [n / o for o, n in zip(old, new)]
@@ -125,8 +154,18 @@ def table_row(setting, words, rows):
     same = (f"NO (old {differ[0]['old']['train_ppl']}, new {differ[0]['new']['train_ppl']})" if differ
             else "yes")
     missing = f" ({len(pairs) - len(complete)} pairs failed)" if len(complete) < len(pairs) else ""
+    low, high = median_interval(ratios)
     return (f"| {setting.label} | {words:,} | {statistics.median(old):,.0f} | {statistics.median(new):,.0f} | "
-            f"**{statistics.median(ratios):.3f}**{missing} | {min(ratios):.3f}-{max(ratios):.3f} | {same} |")
+            f"**{statistics.median(ratios):.3f}**{missing} | {low:.3f}-{high:.3f} | {min(ratios):.3f}-{max(ratios):.3f} "
+            f"| {same} |")
+
+
+def median_interval(ratios, draws=10000):
+    """A 95% bootstrap interval of the median of the pairs' ratios (seeded: the same pairs give
+    the same interval): the precision a table row can claim."""
+    rng = random.Random(0)
+    medians = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(draws))
+    return medians[int(0.025 * draws)], medians[int(0.975 * draws) - 1]
 
 
 def main():
@@ -137,6 +176,8 @@ def main():
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--blas-threads", type=int, default=1,
                         help="OPENBLAS/OMP/MKL_NUM_THREADS of the runs (0: leave the environment as it is)")
+    parser.add_argument("--at-once", action="store_true",
+                        help="run each pair's builds at the same time, one a core (the cores swapped pair by pair)")
     parser.add_argument("--settings", default=",".join(setting.name for setting in SETTINGS),
                         help="the rows to run, by name (default: every one)")
     parser.add_argument("--out", default="BENCHMARKS.md")
@@ -152,6 +193,9 @@ def main():
             parser.error(f"{nplm} ({side} build) is not an executable file")
     if args.pairs < 1:
         parser.error("--pairs must be at least 1")
+    cores = sorted(os.sched_getaffinity(0))
+    if args.at_once and len(cores) < 2:
+        parser.error("--at-once needs two cores")
     env = dict(os.environ)
     if args.blas_threads:
         # -threads 1 still lets OpenBLAS start one thread per core; on a shared 2-core machine
@@ -171,8 +215,11 @@ def main():
     rows, commands = [], {}
     for setting in settings:
         for pair in range(1, args.pairs + 1):
-            for side, nplm in builds.items():
-                row, command = train_once(setting, nplm, vocab, pair, side, env)
+            if args.at_once:
+                done = train_at_once(setting, builds, vocab, pair, env, cores[:2] if pair % 2 else [cores[1], cores[0]])
+            else:
+                done = [train_once(setting, nplm, vocab, pair, side, env) for side, nplm in builds.items()]
+            for (row, command), side in zip(done, builds):
                 commands.setdefault((setting, side), command)
                 rows.append(row)
     with open(os.path.join(WORK, "runs.csv"), "w", newline="") as f:
@@ -194,9 +241,12 @@ def main():
             f"- old (baseline): {build_identity(args.baseline)}",
             f"- machine: {cpu_model()}, {os.cpu_count()} cores; {blas} (`-threads 1` alone still lets OpenBLAS "
             "start one thread per core, which on a shared machine made runs up to 10x slower)",
-            f"- method: per setting {args.pairs} pairs of one-epoch runs, old then new, one after another, after "
-            "one uncounted warm-up run of each build (MLP9, `-batch 32`, 200 lines); words/s from each run's "
-            "`-log`; new/old is taken pair by pair (above 1: this build is faster): its median and range. "
+            f"- method: per setting {args.pairs} pairs of one-epoch runs, "
+            + ("old and new at the same time, each pinned to a core of its own, the cores swapped pair by pair, "
+               if args.at_once else "old then new, one after another, ")
+            + "after one uncounted warm-up run of each build (MLP9, `-batch 32`, 200 lines); words/s from each "
+            "run's `-log`; new/old is taken pair by pair (above 1: this build is faster): its median, a 95% "
+            "bootstrap interval of that median, and the range. "
             "Same train ppl: both builds logged the same training perplexity, to the last digit, in every pair.",
             f"- networks from benchmarks/runs.py: MLP9 is `mlp9` ({MLP9.architecture}); IS is `is-full`'s network "
             f"({IS.architecture}) trained by importance sampling with `is-adaptive`'s N0 = {N0} samples.", "",
@@ -204,8 +254,9 @@ def main():
             "other runs differ in `-log` and `-lm` only):", "",
             "```sh", shown(vocab_command), *texts,
             *(shown(commands[s, "new"]) for s in settings), "```", "",
-            "| setting | words | old words/s | new words/s | new/old median | min-max | same train ppl |",
-            "| --- | --- | --- | --- | --- | --- | --- |"]
+            "| setting | words | old words/s | new words/s | new/old median | its 95% interval | min-max "
+            "| same train ppl |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     body += [table_row(s, words[s.text], [row for row in rows if row["setting"] == s.name]) for s in settings]
     body += ["", f"1-minute load average at the runs' starts: min {min(loads):.2f}, median "
              f"{statistics.median(loads):.2f}, max {max(loads):.2f}; {len(rows) + 2} runs in "
