@@ -108,10 +108,21 @@ class Run:
                                             preexec_fn=pin)
 
     def finish(self):
-        """Waits for the run; its row for runs.csv (words_per_s and train_ppl empty if it failed)."""
+        """Waits for the run; its row for runs.csv (words_per_s and train_ppl empty if it
+        failed) and its command."""
         rc = self.process.wait()
-        return run_row(self.setting, self.pair, self.side, self.stem, self.log, rc, time.perf_counter() - self.start,
-                       self.load), self.command
+        row = dict(setting=self.setting.name, pair=self.pair, side=self.side, words_per_s="", seconds="",
+                   wall=f"{time.perf_counter() - self.start:.2f}", load1=f"{self.load:.2f}", train_ppl="", rc=rc)
+        try:
+            record = json.loads(open(self.log).read().splitlines()[-1])
+            row.update(words_per_s=record["words_per_s"], seconds=record["seconds"],
+                       train_ppl=repr(record["train_ppl"]))
+        except (OSError, IndexError, KeyError, ValueError):
+            pass
+        failed = f"  FAILED (exit status {rc}), see {self.stem}.out" if rc or row["words_per_s"] == "" else ""
+        print(f"  {self.setting.name:9} pair {self.pair} {self.side:3} {row['words_per_s'] or 0:>10,.0f} words/s  "
+              f"wall {row['wall']:>6} s  load {row['load1']}{failed}", file=sys.stderr)
+        return row, self.command
 
 
 def train_once(setting, nplm, vocab, pair, side, env):
@@ -123,20 +134,6 @@ def train_at_once(setting, builds, vocab, pair, env, cores):
     """A pair's runs at the same time, old on cores[0] and new on cores[1]."""
     runs = [Run(setting, nplm, vocab, pair, side, env, core) for (side, nplm), core in zip(builds.items(), cores)]
     return [run.finish() for run in runs]
-
-
-def run_row(setting, pair, side, stem, log, rc, wall, load):
-    row = dict(setting=setting.name, pair=pair, side=side, words_per_s="", seconds="",
-               wall=f"{wall:.2f}", load1=f"{load:.2f}", train_ppl="", rc=rc)
-    try:
-        record = json.loads(open(log).read().splitlines()[-1])
-        row.update(words_per_s=record["words_per_s"], seconds=record["seconds"], train_ppl=repr(record["train_ppl"]))
-    except (OSError, IndexError, KeyError, ValueError):
-        pass
-    failed = f"  FAILED (exit status {rc}), see {stem}.out" if rc or row["words_per_s"] == "" else ""
-    print(f"  {setting.name:9} pair {pair} {side:3} {row['words_per_s'] or 0:>10,.0f} words/s  "
-          f"wall {row['wall']:>6} s  load {row['load1']}{failed}", file=sys.stderr)
-    return row
 
 
 def table_row(setting, words, rows):
