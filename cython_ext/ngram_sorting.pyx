@@ -8,7 +8,7 @@ in pieces of a text) are merged on a heap of the runs' next rows. A table read f
 file is sorted in place instead (sort_keys_carrying): no permutation and no gathered copies
 where the memory is the model's."""
 import numpy as np
-from libc.stdint cimport INT64_MAX, int64_t
+from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t
 from libc.stdlib cimport free, malloc
 from cython.parallel cimport prange
 from libc.string cimport memcpy
@@ -88,37 +88,81 @@ def srilm_order(const int64_t[::1] keys, int64_t vocab_size, const int[::1] word
     return order, backward_array
 
 
+DEF MAX_DIGIT_BITS = 10  # 1024 buckets a pass: 11 bits took 1.5-1.9x the time a pass (more write streams)
+
+
 def key_order(const int64_t[::1] keys):
     """The order that sorts `keys` (argsort's, equal keys by place). When the keys' spread
     and their places fit in 63 bits, each key less the least is packed above its place and
-    the packed values sorted (numpy's SIMD sort of int64 values: 3-7x its argsort, 450k to
-    4M keys); argsort otherwise."""
+    the packed values put in order by a radix sort of the spread's bits alone (least
+    significant digit first, each pass stable, so that the places, in order to begin with,
+    stay in order among equal keys): 9-12 ns a key for 1-4M keys of 24-42 bits, where
+    numpy's AVX-512 sort took 50 on AMD's Zen 4 (which microcodes its compress-stores) and
+    its AVX2 sort 11. A stable argsort otherwise."""
     cdef Py_ssize_t n = keys.shape[0], i
-    cdef int64_t low = INT64_MAX, high = 0, mask
-    cdef int place_bits = (<object> max(n - 1, 1)).bit_length()
+    cdef int64_t low = INT64_MAX, high = INT64_MIN
+    cdef int place_bits = (<object> max(n - 1, 1)).bit_length(), spread_bits, passes, digit_bits, d, last
     if n < 2:
         return np.zeros(n, np.int64)
     with nogil:
         for i in range(n):
-            if keys[i] < low:
-                low = keys[i]
-        high = low
-        for i in range(n):
-            if keys[i] > high:
-                high = keys[i]
-    if (<object> high - <object> low).bit_length() + place_bits > 63:
-        return np.argsort(keys)
-    packed_array = np.empty(n, np.int64)
-    cdef int64_t[::1] packed = packed_array
-    mask = (<int64_t> 1 << place_bits) - 1
+            low = keys[i] if keys[i] < low else low
+            high = keys[i] if keys[i] > high else high
+    spread_bits = (<object> high - <object> low).bit_length()
+    if spread_bits + place_bits > 63:
+        return np.argsort(keys, kind="stable")
+    if spread_bits == 0:
+        return np.arange(n, dtype=np.int64)
+    passes = (spread_bits + MAX_DIGIT_BITS - 1) // MAX_DIGIT_BITS
+    digit_bits = (spread_bits + passes - 1) // passes
+    cdef int64_t buckets = <int64_t> 1 << digit_bits, digit_mask = buckets - 1
+    cdef int64_t place_mask = (<int64_t> 1 << place_bits) - 1, offset, value, total, count
+    counts_array = np.zeros((passes, buckets), np.int64)
+    packed_array, scratch_array = np.empty(n, np.int64), np.empty(n, np.int64)
+    cdef int64_t[:, ::1] counts = counts_array
+    cdef int64_t[::1] packed = packed_array, scratch = scratch_array
+    cdef int64_t *source = &packed[0]
+    cdef int64_t *target = &scratch[0]
+    cdef int64_t *starts
+    cdef int shift
+    cdef bint moves[7]  # at most 7 passes: 62 bits in digits of up to 10
+    cdef bint in_scratch = False
     with nogil:
         for i in range(n):
-            packed[i] = ((keys[i] - low) << place_bits) | i
-    packed_array.sort()
-    with nogil:
-        for i in range(n):
-            packed[i] &= mask
-    return packed_array
+            offset = keys[i] - low
+            source[i] = (offset << place_bits) | i
+            for d in range(passes):
+                counts[d, (offset >> (d * digit_bits)) & digit_mask] += 1
+        last = -1
+        for d in range(passes):
+            moves[d] = True
+            total = 0
+            for i in range(buckets):
+                count = counts[d, i]
+                moves[d] = moves[d] and count != n  # a digit all keys share moves nothing
+                counts[d, i] = total
+                total += count
+            if moves[d]:
+                last = d
+        for d in range(last + 1):
+            if not moves[d]:
+                continue
+            starts, shift = &counts[d, 0], place_bits + d * digit_bits
+            if d < last:
+                for i in range(n):
+                    value = source[i]
+                    offset = (value >> shift) & digit_mask
+                    target[starts[offset]] = value
+                    starts[offset] += 1
+            else:  # the last pass keeps the places alone
+                for i in range(n):
+                    value = source[i]
+                    offset = (value >> shift) & digit_mask
+                    target[starts[offset]] = value & place_mask
+                    starts[offset] += 1
+            source, target = target, source
+            in_scratch = not in_scratch
+    return scratch_array if in_scratch else packed_array
 
 
 def bucket_order(const int64_t[::1] keys, const int64_t[::1] bounds, int64_t[::1] counts):

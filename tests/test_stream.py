@@ -136,6 +136,24 @@ def test_key_order_is_a_stable_argsort(size, spread):
     assert key_order(keys).tolist() == np.argsort(keys, kind="stable").tolist()
 
 
+def _digit_cases():
+    rng = np.random.default_rng(7)
+    high, low = rng.integers(0, 1 << 10, 3000), rng.integers(0, 1 << 10, 3000)
+    return {"one key": np.full(1000, 7), "three values": rng.integers(0, 3, 100_000),
+            "low digits shared": rng.integers(0, 1 << 20, 3000) << 20,  # passes that move nothing skipped
+            "middle digits shared": (high << 30) | low,
+            "63 bits: radix": rng.integers(0, 1 << 53, 1000) | (1 << 52),  # 10 place bits
+            "64 bits: argsort": rng.integers(0, 1 << 54, 1000) | (1 << 53)}
+
+
+@pytest.mark.parametrize("case", _digit_cases())
+def test_key_order_radix_digits(case):
+    """The radix sort's digits: some shared by every key, the widest keys it takes, equal keys
+    by the thousand."""
+    keys = _digit_cases()[case].astype(np.int64)
+    assert key_order(keys).tolist() == np.argsort(keys, kind="stable").tolist()
+
+
 @pytest.mark.parametrize("bounds", [[], [0], [-50, 50], [1, 2, 3], [-3, 4, 4, 90], [-9, -3, 0, 2, 7, 8, 40],
                                     list(range(-100, 100, 7)), list(range(-119, 121, 3))])
 def test_bucket_order_groups_keys_by_bucket_stably(bounds):

@@ -22,7 +22,7 @@ from .stream import NO_ROW, prefix_rows
 
 # NgramCounts.write's peak beyond the counts (KN5 of Zipf text: 165 bytes), with them
 IN_MEMORY_WRITE_BYTES_PER_NGRAM = 200
-ROW_BYTES = 96  # of the largest pieces held at once: a sort's records and order, a window's rows and text
+ROW_BYTES = 104  # of the largest pieces held at once: a sort's records, order and scratch, a window's rows and text
 # the working files (all removed with their folder at the end), rows in the byte order of the n-grams
 SORTED_FILES = declared(
     WorkingFile("sortedgrams", np.int32, "sort", ("lines",), words=True),

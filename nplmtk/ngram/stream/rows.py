@@ -15,8 +15,8 @@ from ..row_files import row_bytes
 from .files import CONTINUATION, FLAGS, GRAMS, PREFIX, ROW, SUFFIX, WORD
 
 NO_ROW = -1
-# a search's keys, queries, their order, places and hits a row (suffix rows)
-SEARCH_TEMPORARIES = 4 * (ROW,)
+# a search's keys, queries, their order (and its sort's scratch), places and hits a row (suffix rows)
+SEARCH_TEMPORARIES = 5 * (ROW,)
 # the bits of `flags{k}`
 FIRST_NON_EVENT, LAST_NON_EVENT, SKIPPED_CONTEXT = 1, 2, 4
 

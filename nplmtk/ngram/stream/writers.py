@@ -39,7 +39,8 @@ def write_arpa_streamed(model, path, memory, folder, consume=False):
     files, vocab_size = model.files, len(vocab)
 
     def rows_for(record):
-        return max(1, memory // 12 // (3 * record.itemsize + 16))  # three sorts at once (see below)
+        # three sorts at once (see below); a row's key in each: a copy, packed, and the radix sort's scratch
+        return max(1, memory // 12 // (3 * record.itemsize + 24))
 
     def sampled_keys(k, key):
         """`key(words, context places)` of a sample of order k's rows, sorted."""
