@@ -2,8 +2,8 @@
 """Ordering the n-grams of one order: counted entries into lexicographic order, and a
 table into the order SRILM writes an ARPA section in. Each n-gram's sort key is packed in
 one int64 by a loop here (the place of its prefix or context among the order below's
-n-grams, then its last word), numpy's SIMD sort orders the keys (key_order: faster than
-counting sorts here), and one more loop gathers the sorted tables. Sorted runs of one order (counted
+n-grams, then its last word), a radix sort of the keys' bits orders them (key_order), and
+one more loop gathers the sorted tables. Sorted runs of one order (counted
 in pieces of a text) are merged on a heap of the runs' next rows. A table read from an ARPA
 file is sorted in place instead (sort_keys_carrying): no permutation and no gathered copies
 where the memory is the model's."""
