@@ -2,8 +2,8 @@
 """Ordering the n-grams of one order: counted entries into lexicographic order, and a
 table into the order SRILM writes an ARPA section in. Each n-gram's sort key is packed in
 one int64 by a loop here (the place of its prefix or context among the order below's
-n-grams, then its last word), a radix sort of the keys' bits orders them (key_order), and
-one more loop gathers the sorted tables. Sorted runs of one order (counted
+n-grams, then its last word), numpy's SIMD sort orders the keys (key_order; a radix sort of
+theirs on CPUs where numpy's is slow), and one more loop gathers the sorted tables. Sorted runs of one order (counted
 in pieces of a text) are merged on a heap of the runs' next rows. A table read from an ARPA
 file is sorted in place instead (sort_keys_carrying): no permutation and no gathered copies
 where the memory is the model's."""
@@ -90,18 +90,40 @@ def srilm_order(const int64_t[::1] keys, int64_t vocab_size, const int[::1] word
 
 DEF MAX_DIGIT_BITS = 10  # 1024 buckets a pass: 11 bits took 1.5-1.9x the time a pass (more write streams)
 
+cdef extern from *:
+    """
+    #if defined(__x86_64__) && defined(__GNUC__)
+    #include <cpuid.h>
+    /* AMD's family 0x19 with AVX-512 (Zen 4) executes vpcompressq to memory as microcode:
+       numpy's AVX-512 sort (x86-simd-sort) stores by it and takes 4-6x its AVX2 sort's time */
+    static int nplm_slow_compress_stores(void) {
+        unsigned int eax, ebx, ecx, edx;
+        if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx) || ebx != 0x68747541 || edx != 0x69746e65
+                || ecx != 0x444d4163)  /* "AuthenticAMD" */
+            return 0;
+        if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx))
+            return 0;
+        return ((eax >> 8) & 0xf) + ((eax >> 20) & 0xff) == 0x19 && __builtin_cpu_supports("avx512f");
+    }
+    #else
+    static int nplm_slow_compress_stores(void) { return 0; }
+    #endif
+    """
+    int nplm_slow_compress_stores() nogil
 
-def key_order(const int64_t[::1] keys):
+SLOW_COMPRESS_STORES = bool(nplm_slow_compress_stores())
+
+
+def key_order(const int64_t[::1] keys, radix=None):
     """The order that sorts `keys` (argsort's, equal keys by place). When the keys' spread
     and their places fit in 63 bits, each key less the least is packed above its place and
-    the packed values put in order by a radix sort of the spread's bits alone (least
-    significant digit first, each pass stable, so that the places, in order to begin with,
-    stay in order among equal keys): 9-12 ns a key for 1-4M keys of 24-42 bits, where
-    numpy's AVX-512 sort took 50 on AMD's Zen 4 (which microcodes its compress-stores) and
-    its AVX2 sort 11. A stable argsort otherwise."""
+    the packed values sorted: by numpy's SIMD sort, or by a radix sort of the spread's bits
+    where numpy's is slow (`radix` None: on AMD's Zen 4, where its AVX-512 sort took 50-60
+    ns a key and the radix sort 9-14 for 0.5-4M keys of 18-42 bits; numpy's AVX2 sort
+    12-14). A stable argsort otherwise."""
     cdef Py_ssize_t n = keys.shape[0], i
-    cdef int64_t low = INT64_MAX, high = INT64_MIN
-    cdef int place_bits = (<object> max(n - 1, 1)).bit_length(), spread_bits, passes, digit_bits, d, last
+    cdef int64_t low = INT64_MAX, high = INT64_MIN, place_mask
+    cdef int place_bits = (<object> max(n - 1, 1)).bit_length(), spread_bits
     if n < 2:
         return np.zeros(n, np.int64)
     with nogil:
@@ -113,7 +135,27 @@ def key_order(const int64_t[::1] keys):
         return np.argsort(keys, kind="stable")
     if spread_bits == 0:
         return np.arange(n, dtype=np.int64)
-    passes = (spread_bits + MAX_DIGIT_BITS - 1) // MAX_DIGIT_BITS
+    if SLOW_COMPRESS_STORES if radix is None else radix:
+        return radix_order(keys, low, place_bits, spread_bits)
+    packed_array = np.empty(n, np.int64)
+    cdef int64_t[::1] packed = packed_array
+    place_mask = (<int64_t> 1 << place_bits) - 1
+    with nogil:
+        for i in range(n):
+            packed[i] = ((keys[i] - low) << place_bits) | i
+    packed_array.sort()
+    with nogil:
+        for i in range(n):
+            packed[i] &= place_mask
+    return packed_array
+
+
+cdef radix_order(const int64_t[::1] keys, int64_t low, int place_bits, int spread_bits):
+    """key_order's packed values ordered by their spread's bits alone, least significant
+    digit first: each pass is stable, so the places, in order to begin with, stay in order
+    among equal keys."""
+    cdef Py_ssize_t n = keys.shape[0], i
+    cdef int passes = (spread_bits + MAX_DIGIT_BITS - 1) // MAX_DIGIT_BITS, digit_bits, d, last = -1, shift
     digit_bits = (spread_bits + passes - 1) // passes
     cdef int64_t buckets = <int64_t> 1 << digit_bits, digit_mask = buckets - 1
     cdef int64_t place_mask = (<int64_t> 1 << place_bits) - 1, offset, value, total, count
@@ -124,7 +166,6 @@ def key_order(const int64_t[::1] keys):
     cdef int64_t *source = &packed[0]
     cdef int64_t *target = &scratch[0]
     cdef int64_t *starts
-    cdef int shift
     cdef bint moves[7]  # at most 7 passes: 62 bits in digits of up to 10
     cdef bint in_scratch = False
     with nogil:
@@ -133,7 +174,6 @@ def key_order(const int64_t[::1] keys):
             source[i] = (offset << place_bits) | i
             for d in range(passes):
                 counts[d, (offset >> (d * digit_bits)) & digit_mask] += 1
-        last = -1
         for d in range(passes):
             moves[d] = True
             total = 0

@@ -128,12 +128,14 @@ def test_bucketed_runs_sort_whatever_the_bounds(tmp_path, bounds):
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("radix", [None, True, False])
 @pytest.mark.parametrize("size, spread", [(0, 5), (1, 5), (2, 1), (1000, 3), (1000, 1 << 40), (5000, 1 << 62)])
-def test_key_order_is_a_stable_argsort(size, spread):
-    """Packed keys (spread and places within 63 bits) and argsort's fallback (wider) alike;
-    equal keys keep their places' order, negative keys sort below the rest."""
+def test_key_order_is_a_stable_argsort(size, spread, radix):
+    """Packed keys (spread and places within 63 bits), by numpy's sort or the radix sort,
+    and argsort's fallback (wider) alike; equal keys keep their places' order, negative
+    keys sort below the rest."""
     keys = np.random.default_rng(size).integers(-spread, spread, size)
-    assert key_order(keys).tolist() == np.argsort(keys, kind="stable").tolist()
+    assert key_order(keys, radix).tolist() == np.argsort(keys, kind="stable").tolist()
 
 
 def _digit_cases():
@@ -151,7 +153,7 @@ def test_key_order_radix_digits(case):
     """The radix sort's digits: some shared by every key, the widest keys it takes, equal keys
     by the thousand."""
     keys = _digit_cases()[case].astype(np.int64)
-    assert key_order(keys).tolist() == np.argsort(keys, kind="stable").tolist()
+    assert key_order(keys, radix=True).tolist() == np.argsort(keys, kind="stable").tolist()
 
 
 @pytest.mark.parametrize("bounds", [[], [0], [-50, 50], [1, 2, 3], [-3, 4, 4, 90], [-9, -3, 0, 2, 7, 8, 40],
