@@ -134,12 +134,13 @@ def runs_of(tmp_path, vocab, rows_and_counts):
     return stores
 
 
+@pytest.mark.parametrize("sizes", [(0, 1, 50, 300, 7), tuple(range(0, 111, 3))])  # 5 and 37 runs
 @pytest.mark.parametrize("memory", [1, 10_000])
-def test_merge_sums_equal_rows_of_any_runs_whatever_the_blocks(tmp_path, memory):
+def test_merge_sums_equal_rows_of_any_runs_whatever_the_blocks(tmp_path, memory, sizes):
     vocab = Vocabulary([f"w{i}" for i in range(20)])
     rng = np.random.default_rng(5)
     parts = []
-    for n in (0, 1, 50, 300, 7):
+    for n in sizes:
         grams = np.unique(rng.integers(0, len(vocab), (n, 2)).astype(np.int32), axis=0)
         parts.append((grams, rng.integers(1, 1 << 40, len(grams))))
     out = tmp_path / "out"
