@@ -2,11 +2,11 @@
 """Ordering the n-grams of one order: counted entries into lexicographic order, and a
 table into the order SRILM writes an ARPA section in. Each n-gram's sort key is packed in
 one int64 by a loop here (the place of its prefix or context among the order below's
-n-grams, then its last word), numpy's SIMD sort orders the keys (key_order; a radix sort of
-theirs on CPUs where numpy's is slow), and one more loop gathers the sorted tables. Sorted runs of one order (counted
-in pieces of a text) are merged on a heap of the runs' next rows. A table read from an ARPA
-file is sorted in place instead (sort_keys_carrying): no permutation and no gathered copies
-where the memory is the model's."""
+n-grams, then its last word), numpy's SIMD sort orders the keys (key_order; a radix sort
+of ours on CPUs where numpy's is slow), and one more loop gathers the sorted tables.
+Sorted runs of one order (counted in pieces of a text) are merged on a heap of the runs'
+next rows. A table read from an ARPA file is sorted in place instead (sort_keys_carrying):
+no permutation and no gathered copies where the memory is the model's."""
 import numpy as np
 from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t
 from libc.stdlib cimport free, malloc
