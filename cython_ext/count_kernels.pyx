@@ -166,6 +166,7 @@ cdef class NgramHashCounter:
         cdef int *left = <int *> malloc(max(n, 1) * sizeof(int))  # tokens from here to the sentence's end
         cdef int64_t *found = <int64_t *> malloc(max(n, 1) * sizeof(int64_t))  # id at each position, or -1
         cdef int64_t key
+        cdef uint64_t slot
         cdef int word, failed = 0
         cdef Table *t
         if not (seq and left and found):
@@ -195,7 +196,9 @@ cdef class NgramHashCounter:
                     j = i + AHEAD
                     if j < n and left[j] >= k and (k == 1 or found[j] >= 0):
                         key = seq[j] if k == 1 else found[j] * self.vocab_size + seq[j + k - 1]
-                        PREFETCH(&t.slot_keys[mix(<uint64_t> key) & (t.capacity - 1)])
+                        slot = mix(<uint64_t> key) & (t.capacity - 1)
+                        PREFETCH(&t.slot_keys[slot])
+                        PREFETCH(&t.slot_ids[slot])  # a hit reads the id next
                     if left[i] < k or (k > 1 and found[i] < 0):
                         found[i] = -1
                         continue
