@@ -158,7 +158,7 @@ cdef radix_order(const int64_t[::1] keys, int64_t low, int place_bits, int sprea
     cdef int passes = (spread_bits + MAX_DIGIT_BITS - 1) // MAX_DIGIT_BITS, digit_bits, d, last = -1, shift
     digit_bits = (spread_bits + passes - 1) // passes
     cdef int64_t buckets = <int64_t> 1 << digit_bits, digit_mask = buckets - 1
-    cdef int64_t place_mask = (<int64_t> 1 << place_bits) - 1, offset, value, total, count
+    cdef int64_t place_mask = (<int64_t> 1 << place_bits) - 1, offset, value, total, count, kept
     counts_array = np.zeros((passes, buckets), np.int64)
     packed_array, scratch_array = np.empty(n, np.int64), np.empty(n, np.int64)
     cdef int64_t[:, ::1] counts = counts_array
@@ -188,18 +188,12 @@ cdef radix_order(const int64_t[::1] keys, int64_t low, int place_bits, int sprea
             if not moves[d]:
                 continue
             starts, shift = &counts[d, 0], place_bits + d * digit_bits
-            if d < last:
-                for i in range(n):
-                    value = source[i]
-                    offset = (value >> shift) & digit_mask
-                    target[starts[offset]] = value
-                    starts[offset] += 1
-            else:  # the last pass keeps the places alone
-                for i in range(n):
-                    value = source[i]
-                    offset = (value >> shift) & digit_mask
-                    target[starts[offset]] = value & place_mask
-                    starts[offset] += 1
+            kept = place_mask if d == last else -1  # the last pass keeps the places alone
+            for i in range(n):
+                value = source[i]
+                offset = (value >> shift) & digit_mask
+                target[starts[offset]] = value & kept
+                starts[offset] += 1
             source, target = target, source
             in_scratch = not in_scratch
     return scratch_array if in_scratch else packed_array
