@@ -71,47 +71,92 @@ cdef object copied_array(const void *values, Py_ssize_t count, object dtype):
     return array
 
 
-def count_words(const unsigned char[::1] data):
-    """({word bytes: count}, number of sentences) of a text."""
-    cdef WordTable table = WordTable()
-    cdef Py_ssize_t n = data.shape[0], pos = 0, start, line_tokens, sentences = 0
-    cdef const unsigned char *base = &data[0] if n else NULL
-    cdef const unsigned char *first_text = NULL
-    cdef const unsigned char *last_text = NULL
-    cdef Py_ssize_t first_length = 0, last_length = 0
-    cdef Entry *e
-    with nogil:
-        while pos < n:
-            line_tokens = 0
-            while next_word(base, n, &pos, &start):
-                e = table.insert(base + start, pos - start, 0)
-                e.value += 1
+cdef class WordCounts:
+    """Word counts of blocks of text counted one after another into one table (a block's
+    words would otherwise come back as a dict of its own, each merged in Python: most of
+    the time of a vocabulary's pass over a large text). Each new word's bytes are copied,
+    since a block goes once counted."""
+    cdef WordTable table
+    cdef readonly Py_ssize_t sentences
+
+    def __cinit__(self):
+        self.table = WordTable()
+        self.sentences = 0
+
+    def __dealloc__(self):
+        cdef Py_ssize_t i
+        if self.table is not None:
+            for i in range(self.table.capacity):
+                if self.table.entries[i].text != NULL:
+                    free(<void *> self.table.entries[i].text)
+                    self.table.entries[i].text = NULL
+
+    cdef Entry *counted(self, const unsigned char *text, Py_ssize_t length) except NULL nogil:
+        """The entry of `text`, its bytes copied when it is new."""
+        cdef Py_ssize_t before = self.table.size
+        cdef Entry *e = self.table.insert(text, length, 0)
+        cdef unsigned char *copy
+        if self.table.size != before:
+            copy = <unsigned char *> malloc(length if length else 1)
+            if copy == NULL:
+                e.text = NULL  # (the entry freed with the table; its slot left empty)
+                with gil:
+                    raise MemoryError()
+            memcpy(copy, text, length)
+            e.text = copy
+        return e
+
+    def add(self, const unsigned char[::1] data, Py_ssize_t limit):
+        """The words of `data` counted, up to its first word longer than `limit` bytes:
+        (that word's offset in `data`, its length), or (-1, 0)."""
+        cdef Py_ssize_t n = data.shape[0], pos = 0, start, line_tokens, long_start = -1
+        cdef const unsigned char *base = &data[0] if n else NULL
+        cdef const unsigned char *first_text = NULL
+        cdef const unsigned char *last_text = NULL
+        cdef Py_ssize_t first_length = 0, last_length = 0
+        cdef Entry *e
+        with nogil:
+            while pos < n and long_start < 0:
+                line_tokens = 0
+                while next_word(base, n, &pos, &start):
+                    if pos - start > limit:
+                        long_start = start
+                        break
+                    e = self.counted(base + start, pos - start)
+                    e.value += 1
+                    if line_tokens == 0:
+                        first_text = base + start
+                        first_length = pos - start
+                    last_text = base + start
+                    last_length = pos - start
+                    line_tokens += 1
+                if long_start >= 0:
+                    break
+                pos += 1
                 if line_tokens == 0:
-                    first_text = base + start
-                    first_length = pos - start
-                last_text = base + start
-                last_length = pos - start
-                line_tokens += 1
-            pos += 1
-            if line_tokens == 0:
-                continue
-            if first_length == 3 and memcmp(first_text, b"<s>", 3) == 0:
-                e = table.insert(first_text, 3, 0)
-                e.value -= 1
-                line_tokens -= 1
-            if line_tokens > 0 and last_length == 4 and memcmp(last_text, b"</s>", 4) == 0:
-                e = table.insert(last_text, 4, 0)
-                e.value -= 1
-                line_tokens -= 1
-            if line_tokens > 0:
-                sentences += 1
-    counts = {}
-    cdef Py_ssize_t i
-    for i in range(table.capacity):
-        e = &table.entries[i]
-        if e.text != NULL and e.value > 0:
-            counts[e.text[:e.length]] = e.value
-    return counts, sentences
+                    continue
+                if first_length == 3 and memcmp(first_text, b"<s>", 3) == 0:
+                    self.counted(first_text, 3).value -= 1
+                    line_tokens -= 1
+                if line_tokens > 0 and last_length == 4 and memcmp(last_text, b"</s>", 4) == 0:
+                    self.counted(last_text, 4).value -= 1
+                    line_tokens -= 1
+                if line_tokens > 0:
+                    self.sentences += 1
+        if long_start < 0:
+            return -1, 0
+        return long_start, pos - long_start
+
+    def counts(self):
+        """{word bytes: count} of the words seen (a count above 0)."""
+        counts = {}
+        cdef Py_ssize_t i
+        cdef Entry *e
+        for i in range(self.table.capacity):
+            e = &self.table.entries[i]
+            if e.text != NULL and e.value > 0:
+                counts[e.text[:e.length]] = e.value
+        return counts
 
 
 def encode_words(const unsigned char[::1] data, list words, int missing, int bos, int eos):

@@ -4,7 +4,7 @@
 # cimported, no module imported at run time.
 from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport malloc, realloc, free
-from libc.string cimport memcmp
+from libc.string cimport memcpy
 
 
 cdef inline uint64_t fnv1a(const unsigned char *text, Py_ssize_t length) noexcept nogil:
@@ -50,12 +50,33 @@ cdef inline Entry *new_entries(Py_ssize_t capacity) noexcept nogil:
     return entries
 
 
+cdef inline bint same_bytes(const unsigned char *a, const unsigned char *b, Py_ssize_t length) noexcept nogil:
+    """memcmp(a, b, length) == 0 inline, 8 bytes at a time: a word's bytes are few, and a
+    call of libc's memcmp for each took a sixth of a vocabulary's pass."""
+    cdef uint64_t x, y
+    while length >= 8:
+        memcpy(&x, a, 8)
+        memcpy(&y, b, 8)
+        if x != y:
+            return False
+        a += 8
+        b += 8
+        length -= 8
+    while length > 0:
+        if a[0] != b[0]:
+            return False
+        a += 1
+        b += 1
+        length -= 1
+    return True
+
+
 cdef inline Entry *entry_slot(Entry *entries, Py_ssize_t capacity, const unsigned char *text, Py_ssize_t length,
                               uint64_t h) noexcept nogil:
     """The entry of `text` (hash h), or the empty one where it would go."""
     cdef Py_ssize_t mask = capacity - 1, i = h & mask
     while entries[i].text != NULL:
-        if entries[i].hash == h and entries[i].length == length and memcmp(entries[i].text, text, length) == 0:
+        if entries[i].hash == h and entries[i].length == length and same_bytes(entries[i].text, text, length):
             return &entries[i]
         i = (i + 1) & mask
     return &entries[i]

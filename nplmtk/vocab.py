@@ -1,15 +1,17 @@
 """Vocabularies: word <-> id, with `<unk>`, `<s>` and `</s>` always at ids 0, 1, 2."""
 import itertools
+import queue
 from collections import Counter
 
 from ._ext import text_kernels
 from .errors import InputError, NplmError, ParameterError
 from .io import (check_tokens, check_words, comes_once, max_token_bytes, open_output, read_bytes, read_lines,
-                 read_text_blocks)
+                 read_text_blocks, token_too_long)
 from .text import Normalizer, sentence_tokens, split_words  # noqa: F401 (sentence_tokens: from here too)
 from .threads import in_order
 
 COUNT_BLOCK_BYTES = 16 << 20  # count_words' blocks, counted two at a time (three held at once)
+COUNT_THREADS = 2
 
 UNK, BOS, EOS = "<unk>", "<s>", "</s>"
 
@@ -64,15 +66,14 @@ class Vocabulary:
         """Keep words seen at least `min_count` times, at most `max_size` of them (not
         counting the three specials); the rest fold into the unknown word's count."""
         specials = {unk, BOS, EOS}
-        ranked = sorted((w for w in counts if w not in specials),
-                        key=lambda w: (-counts[w], w.encode("utf-8")))
-        kept = [w for w in ranked if counts[w] >= min_count]
+        # by count, descending, then in byte order: a str's order is its UTF-8 bytes' order
+        # (code points), and a sort keeps the order of equals (3x faster than one sort by tuples)
+        ranked = sorted(sorted(w for w in counts if w not in specials), key=counts.__getitem__, reverse=True)
+        kept = list(itertools.takewhile(lambda w: counts[w] >= min_count, ranked))
         if max_size is not None:
             kept = kept[:max_size]
-        kept_set = set(kept)
         merged = {w: counts[w] for w in kept}
-        merged[unk] = counts.get(unk, 0) + sum(c for w, c in counts.items()
-                                               if w not in kept_set and w not in specials)
+        merged[unk] = counts.get(unk, 0) + sum(map(counts.__getitem__, ranked[len(kept):]))
         merged[BOS] = counts.get(BOS, 0)
         merged[EOS] = counts.get(EOS, 0)
         return cls(kept, merged, unk=unk)
@@ -115,20 +116,34 @@ class Vocabulary:
 
 def count_words(paths, normalize=None):
     """Word counts over text files, one sentence per line; `<s>` and `</s>` are counted
-    once per non-empty sentence, as SRILM's unigram counts do."""
-    counts = Counter()
-    sentences = 0
+    once per non-empty sentence, as SRILM's unigram counts do. Blocks are counted two at
+    a time, each into one of two tables (text_kernels.WordCounts) that are joined at the end."""
+    tables = queue.SimpleQueue()
+    for _ in range(COUNT_THREADS):
+        tables.put(text_kernels.WordCounts())
+    limit = max_token_bytes()
+
+    def counted(block):
+        table = tables.get()  # a free one: as many as the blocks counted at once
+        try:
+            return block, table.add(block, limit)
+        finally:
+            tables.put(table)
+
     for path in paths:
         if comes_once(path):
             read_bytes(path)  # stdin or a pipe kept for the pass that encodes it
         lines = 0
         blocks = read_text_blocks(path, normalize or None, COUNT_BLOCK_BYTES)
-        for block, (block_counts, block_sentences) in in_order(lambda block: (block, text_kernels.count_words(block)),
-                                                               blocks):
-            check_tokens(block_counts, path, block, lines)
+        for block, (long_start, long_length) in in_order(counted, blocks, COUNT_THREADS):
+            if long_start >= 0:
+                raise token_too_long(path, lines + block.count(b"\n", 0, long_start) + 1, long_length, limit)
             lines += block.count(b"\n")
-            counts.update({w.decode("utf-8"): c for w, c in block_counts.items()})
-            sentences += block_sentences
+    counts, sentences = Counter(), 0
+    while not tables.empty():
+        table = tables.get()
+        counts.update({word.decode("utf-8"): count for word, count in table.counts().items()})
+        sentences += table.sentences
     if not counts:
         raise InputError("empty corpus (no words)", path=", ".join(paths))
     counts[BOS] += sentences

@@ -79,3 +79,41 @@ def test_bad_vocabulary_files(tmp_path, content, message):
     with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")) as caught:
         Vocabulary.read(str(path))
     assert caught.value.path == str(path)
+
+
+def test_ties_keep_utf8_byte_order_past_ascii():
+    # code point order is UTF-8's byte order: é (c3 a9) < ﬁ (ef ac 81) < 😀 (f0 9f 98 80)
+    words = ["\U0001F600", "z", "\uFB01", "Z", "\u00e9", "b"]
+    counts = dict.fromkeys(words, 2) | {"b": 3, "rare": 1, "<unk>": 4}
+    vocab = Vocabulary.from_counts(counts, min_count=2)
+    assert vocab.words[3:] == ["b", "Z", "z", "\u00e9", "\uFB01", "\U0001F600"]
+    assert vocab.counts[vocab.unk] == 4 + 1  # its own count and the folded word's
+
+
+def test_counts_across_many_blocks_match_a_line_by_line_count(monkeypatch, tmp_path):
+    import random
+    from collections import Counter
+
+    import nplmtk.vocab as vocab_module
+    rng = random.Random(5)
+    words = ["the", "a", "caf\u00e9", "<s>", "</s>", "x" * 30] + [f"w{i}" for i in range(300)]
+    lines = [" ".join(rng.choice(words) for _ in range(rng.randrange(0, 12))) for _ in range(3000)]
+    path = tmp_path / "t.txt"
+    path.write_text("\n".join(lines) + "\n")
+    expected = Counter()
+    for line in lines:
+        tokens = line.split()
+        if tokens[:1] == ["<s>"]:
+            tokens = tokens[1:]
+        if tokens[-1:] == ["</s>"]:
+            tokens = tokens[:-1]
+        if tokens:
+            expected.update(tokens + ["<s>", "</s>"])
+    monkeypatch.setattr(vocab_module, "COUNT_BLOCK_BYTES", 1 << 10)  # about 40 blocks, two tables
+    assert count_words([str(path)]) == expected
+    # a word past the limit in a late block: its line, counted across the blocks before it
+    lines[2500] = "the " + "y" * 40 + " a"
+    path.write_text("\n".join(lines) + "\n")
+    monkeypatch.setenv("NPLM_MAX_TOKEN_BYTES", "35")
+    with pytest.raises(InputError, match=f"^{path}:2501: a word of 40 bytes, longer than 35"):
+        count_words([str(path)])
