@@ -53,7 +53,9 @@ class _Discount:
 
     def _cutoff(self, count, factor):
         # count 0: factor 1 (nothing to discount); below -gtNmin: 0 (the n-gram is dropped)
-        return np.where(count <= 0, 1.0, np.where(count < self.min_count, 0.0, factor))
+        if self.min_count > 1:
+            factor = np.where(count < self.min_count, 0.0, factor)
+        return np.where(count <= 0, 1.0, factor)
 
     def lower_weight(self, total, observed, min2, min3):
         return np.zeros(len(total))
@@ -90,10 +92,12 @@ class ModifiedKneserNey(_Discount):
     def factor(self, count, total, observed):
         d1, d2, d3 = self.d
         c = count.astype(np.float64)
-        # (c - D(c)) / c, D(c) = D1, D2 or D3+
-        discounted = np.where(c == 1, (c - d1), np.where(c == 2, c - d2, c - d3))
+        # (c - D(c)) / c, D(c) = D1, D2 or D3+ (looked up: three cases by np.where took a
+        # third of the probabilities' arithmetic); counts of 0 or less are _cutoff's
+        discounted = np.array([d3, d1, d2, d3])[np.minimum(count, 3)]
+        np.subtract(c, discounted, out=discounted)
         with np.errstate(divide="ignore", invalid="ignore"):
-            return self._cutoff(count, discounted / c)
+            return self._cutoff(count, np.divide(discounted, c, out=discounted))
 
     def lower_weight(self, total, observed, min2, min3):
         d1, d2, d3 = self.d
