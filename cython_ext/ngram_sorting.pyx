@@ -244,24 +244,23 @@ cdef inline int compare_rows(const int *a, const int *b, Py_ssize_t width) noexc
     return 0
 
 
-cdef inline const int *head(const int **rows, const Py_ssize_t *at, int run, Py_ssize_t width) noexcept nogil:
-    return rows[run] + at[run] * width
+cdef struct RunHead:
+    const int *row  # the run's next row: compared without looking up the run's block and place
+    int run
 
 
-cdef void sift_down(int *heap, Py_ssize_t size, Py_ssize_t i, const int **rows, const Py_ssize_t *at,
-                    Py_ssize_t width) noexcept nogil:
+cdef void sift_down(RunHead *heap, Py_ssize_t size, Py_ssize_t i, Py_ssize_t width) noexcept nogil:
     cdef Py_ssize_t child
-    cdef int run = heap[i]
+    cdef RunHead item = heap[i]
     while 2 * i + 1 < size:
         child = 2 * i + 1
-        if child + 1 < size and compare_rows(head(rows, at, heap[child + 1], width),
-                                             head(rows, at, heap[child], width), width) < 0:
+        if child + 1 < size and compare_rows(heap[child + 1].row, heap[child].row, width) < 0:
             child += 1
-        if compare_rows(head(rows, at, heap[child], width), head(rows, at, run, width), width) >= 0:
+        if compare_rows(heap[child].row, item.row, width) >= 0:
             break
         heap[i] = heap[child]
         i = child
-    heap[i] = run
+    heap[i] = item
 
 
 def merge_sorted_rows(list run_rows, list run_counts, Py_ssize_t[::1] positions, const unsigned char[::1] more,
@@ -279,7 +278,7 @@ def merge_sorted_rows(list run_rows, list run_counts, Py_ssize_t[::1] positions,
     cdef const int **rows = <const int **> malloc(max(runs, 1) * sizeof(int *))
     cdef const int64_t **counts = <const int64_t **> malloc(max(runs, 1) * sizeof(int64_t *))
     cdef Py_ssize_t *lengths = <Py_ssize_t *> malloc(max(runs, 1) * sizeof(Py_ssize_t))
-    cdef int *heap = <int *> malloc(max(runs, 1) * sizeof(int))
+    cdef RunHead *heap = <RunHead *> malloc(max(runs, 1) * sizeof(RunHead))
     cdef Py_ssize_t *at = &positions[0]
     cdef int run, overflow = 0, refill = 0
     cdef int64_t total
@@ -296,30 +295,31 @@ def merge_sorted_rows(list run_rows, list run_counts, Py_ssize_t[::1] positions,
         rows[r] = &rows_view[0, 0] if lengths[r] else NULL
         counts[r] = &counts_view[0] if lengths[r] else NULL
         if at[r] < lengths[r]:
-            heap[size] = <int> r
+            heap[size].row, heap[size].run = rows[r] + at[r] * width, <int> r
             size += 1
     with nogil:
         for j in range(size // 2 - 1, -1, -1):
-            sift_down(heap, size, j, rows, at, width)
+            sift_down(heap, size, j, width)
         while size and written < capacity and not refill:
-            row = head(rows, at, heap[0], width)
+            row = heap[0].row
             for j in range(width):
                 out_rows[written, j] = row[j]
             total = 0
             # every run whose head is this row: its count added, the run moved on
-            while size and compare_rows(head(rows, at, heap[0], width), &out_rows[written, 0], width) == 0:
-                run = heap[0]
+            while size and compare_rows(heap[0].row, &out_rows[written, 0], width) == 0:
+                run = heap[0].run
                 if counts[run][at[run]] > INT64_MAX - total:
                     overflow = 1
                     break
                 total += counts[run][at[run]]
                 at[run] += 1
+                heap[0].row += width
                 if at[run] == lengths[run]:
                     refill = refill or more[run]
                     size -= 1
                     heap[0] = heap[size]
                 if size:
-                    sift_down(heap, size, 0, rows, at, width)
+                    sift_down(heap, size, 0, width)
             if overflow:
                 break
             out_counts[written] = total
