@@ -180,7 +180,7 @@ class CountAccumulator:
     def _spill(self, folder):
         """The counter's tables as a sorted CountStore in `folder`, one order at a time
         (each order's table freed once copied out); a new counter takes its place."""
-        writer = StoreWriter(self.vocab, folder, self.order, bound_by_counts=True)
+        writer = StoreWriter(self.vocab, folder, self.order, narrow_counts=True)
         rank = rows = None
         for k in range(1, self.order + 1):
             keys, counts = self.counter.take(k)
@@ -218,7 +218,7 @@ def merge_stores(stores, folder, memory, source="counts"):
     `memory` bytes of blocks in all, through merge_sorted_rows; the orders are merged side
     by side, one per core (up to MERGE_THREADS), each in its share of the memory."""
     order = max(store.order for store in stores)
-    writer = StoreWriter(stores[0].vocab, folder, order, [summed_bound(stores, k) for k in range(1, order + 1)])
+    writer = StoreWriter(stores[0].vocab, folder, order)
     threads = usable_cores(min(MERGE_THREADS, order))
     with ThreadPoolExecutor(threads) as pool:  # the largest orders first: they take longest
         merges = [pool.submit(_merge_order, stores, k, writer, memory // threads, source)
@@ -230,14 +230,6 @@ def merge_stores(stores, folder, memory, source="counts"):
             for merge in merges:
                 merge.cancel()
     return writer.close()
-
-
-def summed_bound(stores, k):
-    """A bound on the sums of order k's counts of `stores` (None where a store's is unknown:
-    a counts file's)."""
-    bounds = [store.count_bounds[k - 1] if k <= store.order else 0 for store in stores
-              if hasattr(store, "count_bounds")]
-    return None if len(bounds) < len(stores) or None in bounds else sum(bounds)
 
 
 def _merge_order(stores, k, writer, memory, source):

@@ -21,16 +21,12 @@ COUNT, NARROW_COUNT = np.dtype(np.int64), np.dtype(np.uint32)
 
 class CountStore:
     """The counts of orders 1..N in `folder`: grams{k} (sizes[k-1], k) int32 and
-    counts{k} (sizes[k-1],), each order's rows sorted and distinct; read as int64, kept
-    in 4 bytes (uint32) where a bound on them is known (`count_bounds[k-1]`, else None) and fits."""
+    counts{k} (sizes[k-1],) of `count_types[k-1]` (int64, or uint32 where a counter's run
+    wrote an order whose counts fit), each order's rows sorted and distinct; read as int64."""
 
-    def __init__(self, vocab, folder, sizes, count_bounds=None):
+    def __init__(self, vocab, folder, sizes, count_types=None):
         self.vocab, self.folder, self.sizes = vocab, folder, list(sizes)
-        self.count_bounds = list(count_bounds or [None] * len(self.sizes))
-
-    @property
-    def count_types(self):
-        return [count_type(bound) for bound in self.count_bounds]
+        self.count_types = list(count_types or [COUNT] * len(self.sizes))
 
     @property
     def order(self):
@@ -45,7 +41,7 @@ class CountStore:
 
     def read_counts(self, k, start, stop):
         """The counts of rows start..stop-1 of order k."""
-        count, dtype = max(0, min(stop, self.sizes[k - 1]) - start), count_type(self.count_bounds[k - 1])
+        count, dtype = max(0, min(stop, self.sizes[k - 1]) - start), self.count_types[k - 1]
         values = np.fromfile(self.path("counts", k), dtype=dtype, count=count, offset=start * dtype.itemsize)
         return values.astype(COUNT, copy=False)
 
@@ -74,33 +70,23 @@ class CountStore:
         return writer.close()
 
 
-def count_type(bound):
-    """How a store keeps counts of at most `bound` (None: unknown): 4 bytes where they
-    fit (fewer bytes written and read: a counter's runs, their merge), else 8."""
-    return NARROW_COUNT if bound is not None and bound <= np.iinfo(NARROW_COUNT).max else COUNT
-
-
 class StoreWriter:
-    """Builds a CountStore order by order, rows appended in their sorted order. Each
-    order's counts are kept in 4 bytes where a bound on them fits: `count_bounds` (per
-    order, None: unknown) bound those to come; with `bound_by_counts` each order comes in
-    one append, and its counts are their own bound (a counter's runs)."""
+    """Builds a CountStore order by order, rows appended in their sorted order. With
+    `narrow_counts` each order comes in one append, and its counts are kept in 4 bytes
+    when they fit (a counter's runs: the bytes they write and the merge reads)."""
 
-    def __init__(self, vocab, folder, order, count_bounds=None, bound_by_counts=False):
-        self.vocab, self.folder, self.bound_by_counts = vocab, folder, bound_by_counts
-        self.sizes, self.count_bounds = [0] * order, list(count_bounds or [None] * order)
+    def __init__(self, vocab, folder, order, narrow_counts=False):
+        self.vocab, self.folder, self.narrow_counts = vocab, folder, narrow_counts
+        self.sizes, self.count_types = [0] * order, [COUNT] * order
         self.files = {}
 
     def append(self, k, grams, counts):
-        if self.bound_by_counts:
+        if self.narrow_counts:
             if ("counts", k) in self.files:
-                raise ValueError(f"order {k} appended twice to a store bound by its counts")
-            self.count_bounds[k - 1] = int(counts.max()) if len(counts) and counts.min() >= 0 else None
-        dtype = count_type(self.count_bounds[k - 1])
-        if dtype != COUNT:
-            if len(counts) and not 0 <= counts.min() <= counts.max() <= self.count_bounds[k - 1]:
-                raise ValueError(f"order {k}: counts outside their bound {self.count_bounds[k - 1]}")
-            counts = counts.astype(dtype)
+                raise ValueError(f"order {k} appended twice to a store of narrowed counts")
+            if len(counts) and 0 <= counts.min() and counts.max() <= np.iinfo(NARROW_COUNT).max:
+                self.count_types[k - 1] = NARROW_COUNT
+                counts = counts.astype(NARROW_COUNT)
         for name, values in (("grams", grams), ("counts", counts)):
             out = self.files.get((name, k))
             if out is None:
@@ -116,7 +102,7 @@ class StoreWriter:
         for out in self.files.values():
             out.close()
         self.files = {}
-        return CountStore(self.vocab, self.folder, self.sizes, self.count_bounds)
+        return CountStore(self.vocab, self.folder, self.sizes, self.count_types)
 
 
 def write_counts_file(store, path):
