@@ -58,7 +58,6 @@ def test_the_store_of_runs_merged_is_the_counts_of_the_whole_text(zipf, tmp_path
     accumulator = accumulated(path, vocab, 4, memory, work)
     # 40 kB: dozens of runs, merged two at a time (a block of 1024 rows each does not fit)
     assert (len(accumulator.runs) > 20) == (memory == 40_000), len(accumulator.runs)
-    assert all(t.itemsize == 4 for run in accumulator.runs for t in run.count_types)  # the runs' counts narrowed
     store = accumulator.store(str(tmp_path / "store"), path)
     assert_same_counts(store, NgramCounts.from_corpus(Corpus.read(path, vocab), 4))
     assert os.listdir(work) == []  # the runs removed once merged
@@ -209,23 +208,3 @@ def test_sigterm_or_ctrl_c_while_counting_removes_the_temporary_files(tmp_path, 
     assert proc.wait(20) == status
     assert "Traceback" not in proc.stderr.read()
     assert os.listdir(temp) == []
-
-
-def test_a_runs_counts_are_kept_in_4_bytes_where_they_fit(tmp_path):
-    from nplmtk.ngram.store import StoreWriter
-    vocab = Vocabulary(["a", "b"])
-    writer = StoreWriter(vocab, str(tmp_path), 2, narrow_counts=True)
-    huge = np.array([5, 2 ** 32, 7], dtype=np.int64)  # one count past uint32: that order stays int64
-    writer.append(1, np.array([[2], [3], [4]], dtype=np.int32), np.array([9, 1, 2 ** 32 - 1]))
-    writer.append(2, np.array([[2, 3], [3, 4], [4, 2]], dtype=np.int32), huge)
-    store = writer.close()
-    assert [t.itemsize for t in store.count_types] == [4, 8]
-    assert os.path.getsize(store.path("counts", 1)) == 3 * 4
-    assert store.read_counts(1, 1, 3).tolist() == [1, 2 ** 32 - 1] and store.read_counts(1, 0, 3).dtype == np.int64
-    assert store.read_counts(2, 0, 3).tolist() == huge.tolist()
-    (tmp_path / "x").mkdir()
-    second = StoreWriter(vocab, str(tmp_path / "x"), 1, narrow_counts=True)
-    second.append(1, np.array([[2]], dtype=np.int32), np.array([1]))
-    with pytest.raises(ValueError, match="order 1 appended twice"):  # its type chosen on the first
-        second.append(1, np.array([[3]], dtype=np.int32), np.array([1]))
-

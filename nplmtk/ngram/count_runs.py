@@ -180,7 +180,7 @@ class CountAccumulator:
     def _spill(self, folder):
         """The counter's tables as a sorted CountStore in `folder`, one order at a time
         (each order's table freed once copied out); a new counter takes its place."""
-        writer = StoreWriter(self.vocab, folder, self.order, narrow_counts=True)
+        writer = StoreWriter(self.vocab, folder, self.order)
         rank = rows = None
         for k in range(1, self.order + 1):
             keys, counts = self.counter.take(k)

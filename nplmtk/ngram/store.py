@@ -16,17 +16,14 @@ from .counts import MAX_ORDER, NgramCounts
 
 COUNTS_KIND = "ngram-counts"
 BLOCK_ROWS = 1 << 20  # rows read or written at a time
-COUNT, NARROW_COUNT = np.dtype(np.int64), np.dtype(np.uint32)
 
 
 class CountStore:
     """The counts of orders 1..N in `folder`: grams{k} (sizes[k-1], k) int32 and
-    counts{k} (sizes[k-1],) of `count_types[k-1]` (int64, or uint32 where a counter's run
-    wrote an order whose counts fit), each order's rows sorted and distinct; read as int64."""
+    counts{k} (sizes[k-1],) int64, each order's rows sorted and distinct."""
 
-    def __init__(self, vocab, folder, sizes, count_types=None):
+    def __init__(self, vocab, folder, sizes):
         self.vocab, self.folder, self.sizes = vocab, folder, list(sizes)
-        self.count_types = list(count_types or [COUNT] * len(self.sizes))
 
     @property
     def order(self):
@@ -41,9 +38,8 @@ class CountStore:
 
     def read_counts(self, k, start, stop):
         """The counts of rows start..stop-1 of order k."""
-        count, dtype = max(0, min(stop, self.sizes[k - 1]) - start), self.count_types[k - 1]
-        values = np.fromfile(self.path("counts", k), dtype=dtype, count=count, offset=start * dtype.itemsize)
-        return values.astype(COUNT, copy=False)
+        count = max(0, min(stop, self.sizes[k - 1]) - start)
+        return np.fromfile(self.path("counts", k), dtype=np.int64, count=count, offset=start * 8)
 
     def read_grams(self, k, start, stop):
         """The n-grams of rows start..stop-1 of order k, without their counts."""
@@ -71,22 +67,14 @@ class CountStore:
 
 
 class StoreWriter:
-    """Builds a CountStore order by order, rows appended in their sorted order. With
-    `narrow_counts` each order comes in one append, and its counts are kept in 4 bytes
-    when they fit (a counter's runs: the bytes they write and the merge reads)."""
+    """Builds a CountStore order by order, rows appended in their sorted order."""
 
-    def __init__(self, vocab, folder, order, narrow_counts=False):
-        self.vocab, self.folder, self.narrow_counts = vocab, folder, narrow_counts
-        self.sizes, self.count_types = [0] * order, [COUNT] * order
+    def __init__(self, vocab, folder, order):
+        self.vocab, self.folder = vocab, folder
+        self.sizes = [0] * order
         self.files = {}
 
     def append(self, k, grams, counts):
-        if self.narrow_counts:
-            if ("counts", k) in self.files:
-                raise ValueError(f"order {k} appended twice to a store of narrowed counts")
-            if len(counts) and 0 <= counts.min() and counts.max() <= np.iinfo(NARROW_COUNT).max:
-                self.count_types[k - 1] = NARROW_COUNT
-                counts = counts.astype(NARROW_COUNT)
         for name, values in (("grams", grams), ("counts", counts)):
             out = self.files.get((name, k))
             if out is None:
@@ -102,7 +90,7 @@ class StoreWriter:
         for out in self.files.values():
             out.close()
         self.files = {}
-        return CountStore(self.vocab, self.folder, self.sizes, self.count_types)
+        return CountStore(self.vocab, self.folder, self.sizes)
 
 
 def write_counts_file(store, path):
