@@ -116,7 +116,7 @@ cdef class WordCounts:
         cdef Py_ssize_t first_length = 0, last_length = 0
         cdef Entry *e
         with nogil:
-            while pos < n and long_start < 0:
+            while pos < n:
                 line_tokens = 0
                 while next_word(base, n, &pos, &start):
                     if pos - start > limit:
