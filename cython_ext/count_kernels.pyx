@@ -44,9 +44,10 @@ cdef struct Table:
     Py_ssize_t size, room
 
 
-cdef int table_init(Table *t) noexcept nogil:
+cdef int table_init(Table *t, Py_ssize_t capacity) noexcept nogil:
+    """An empty table of `capacity` slots (a power of two, at least FIRST_CAPACITY)."""
     cdef Py_ssize_t i
-    t.capacity, t.size, t.room = FIRST_CAPACITY, 0, FIRST_CAPACITY // 2
+    t.capacity, t.size, t.room = capacity, 0, capacity // 2
     t.slot_keys = <int64_t *> malloc(t.capacity * sizeof(int64_t))
     t.slot_ids = <int *> malloc(t.capacity * sizeof(int))
     t.keys = <int64_t *> malloc(t.room * sizeof(int64_t))
@@ -128,6 +129,12 @@ cdef inline Py_ssize_t table_add(Table *t, int64_t key, int suffix) noexcept nog
     return found
 
 
+def tables_bytes(capacities):
+    """Memory that tables of these capacities hold: slots, and entries' room for half as many."""
+    return sum(capacity * (sizeof(int64_t) + sizeof(int)) + capacity // 2 * (2 * sizeof(int64_t) + sizeof(int))
+               for capacity in capacities)
+
+
 cdef class NgramHashCounter:
     """Counts of orders 1..`order` over word ids 0..vocab_size-1, added text by text;
     `tables()` gives each order's (keys, counts) in order of first occurrence, a key being
@@ -138,13 +145,21 @@ cdef class NgramHashCounter:
     cdef readonly int64_t vocab_size
     cdef bint spent  # an order taken (take): its table is freed
 
-    def __cinit__(self, int order, int64_t vocab_size):
+    def __cinit__(self, int order, int64_t vocab_size, capacities=None):
+        """`capacities`: each order's slots to begin with (another counter's `capacities()`,
+        so that a counter after a spill does not grow its tables again from the smallest)."""
         if not 1 <= order <= MAX_ORDER or vocab_size < 1:
             raise ValueError("order out of range or empty vocabulary")
+        if capacities is not None and len(capacities) != order:
+            raise ValueError("capacities: one for each order")
         self.order, self.vocab_size = order, vocab_size
         cdef int k
+        cdef Py_ssize_t capacity
         for k in range(order):
-            if table_init(&self.orders[k]) != 0:
+            capacity = FIRST_CAPACITY
+            while capacities is not None and capacity < capacities[k]:
+                capacity *= 2
+            if table_init(&self.orders[k], capacity) != 0:
                 raise MemoryError()
 
     def __dealloc__(self):
@@ -222,23 +237,26 @@ cdef class NgramHashCounter:
 
     def bytes(self):
         """Memory held by the tables."""
-        return sum(self.orders[k].capacity * (sizeof(int64_t) + sizeof(int))
-                   + self.orders[k].room * (2 * sizeof(int64_t) + sizeof(int)) for k in range(self.order))
+        return tables_bytes(self.capacities())
+
+    def capacities(self):
+        """Each order's slots."""
+        return [self.orders[k].capacity for k in range(self.order)]
 
     def bytes_after(self, Py_ssize_t new_entries):
         """The most memory the tables hold while each order takes up to `new_entries` more
         entries: their slots and entries grown as table_grow grows them, and the old slots
         of the largest growth beside its new ones (before they are freed)."""
-        cdef Py_ssize_t k, capacity, total = 0, old_slots = 0
-        cdef Py_ssize_t slot_bytes = sizeof(int64_t) + sizeof(int), entry_bytes = 2 * sizeof(int64_t) + sizeof(int)
+        cdef Py_ssize_t k, capacity, old_slots = 0
+        grown = []
         for k in range(self.order):
             capacity = self.orders[k].capacity
             while capacity // 2 < self.orders[k].size + new_entries:
                 capacity *= 2
-            total += capacity * slot_bytes + capacity // 2 * entry_bytes
+            grown.append(capacity)
             if capacity > self.orders[k].capacity:
-                old_slots = max(old_slots, capacity // 2 * slot_bytes)
-        return total + old_slots
+                old_slots = max(old_slots, capacity // 2 * (sizeof(int64_t) + sizeof(int)))
+        return tables_bytes(grown) + old_slots
 
     def take(self, int k):
         """Order k's (keys, counts) as tables() gives them, its table then freed: the

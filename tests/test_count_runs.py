@@ -10,6 +10,7 @@ import time
 import numpy as np
 import pytest
 
+from nplmtk._ext.count_kernels import NgramHashCounter, tables_bytes
 from nplmtk.corpus import Corpus
 from nplmtk.errors import InputError
 from nplmtk.ngram.count_runs import CountAccumulator, merge_stores
@@ -109,6 +110,41 @@ def test_the_tables_stay_within_their_share_of_memory_whatever_the_block(zipf, t
         accumulator.add_text(chunk)
         assert 0 < accumulator.counter.bytes() <= accumulator.table_memory
     assert accumulator.runs
+
+
+def test_a_counter_after_a_spill_begins_with_the_tables_of_the_one_before(zipf, tmp_path):
+    path, vocab = zipf
+    accumulator = CountAccumulator(vocab, 4, 2_000_000, str(tmp_path))
+    before = None
+    for chunk in Corpus.read_blocks(path, vocab, block_bytes=2_000):
+        runs = len(accumulator.runs)
+        capacities = accumulator.counter.capacities()
+        accumulator.add_text(chunk)
+        if len(accumulator.runs) > runs and before is None:
+            before = capacities  # the tables just spilled (the piece after the spill may grow the new ones)
+            assert all(now >= then for now, then in zip(accumulator.counter.capacities(), before))
+        assert accumulator.counter.bytes() <= accumulator.table_memory
+    assert before is not None and max(before) > 4096, before
+    # halved (two counters side by side): tables too large for the share begin at the smallest
+    accumulator.table_memory = tables_bytes(accumulator.counter.capacities()) - 1
+    accumulator.runs.append(accumulator._spill(accumulator._new_folder("run")))
+    assert accumulator.counter.capacities() == [4096] * 4
+    assert_same_counts(accumulator.store(str(tmp_path / "store"), path),
+                       NgramCounts.from_corpus(Corpus.read(path, vocab), 4))
+
+
+def test_a_counter_begun_with_capacities_counts_the_same():
+    rng = np.random.default_rng(5)
+    ids, offsets = rng.integers(0, 300, 50_000).astype(np.int32), np.arange(0, 50_001, 10, dtype=np.int64)
+    plain, sized = NgramHashCounter(3, 303), NgramHashCounter(3, 303, [5000, 1 << 16, 70_000])
+    assert sized.capacities() == [8192, 1 << 16, 1 << 17]  # powers of two, at least those
+    for counter in (plain, sized):
+        counter.add(ids, offsets, 300, 301, 302)
+    for ours, theirs in zip(sized.tables(), plain.tables()):
+        for a, b in zip(ours, theirs):
+            np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="capacities"):
+        NgramHashCounter(3, 303, [4096, 4096])
 
 
 def test_counts_files_are_merged_with_the_text(zipf, tmp_path):

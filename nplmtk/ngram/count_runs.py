@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .._ext.count_kernels import NgramHashCounter
+from .._ext.count_kernels import NgramHashCounter, tables_bytes
 from .._ext.ngram_sorting import merge_sorted_rows, sort_counted
 from ..errors import InputError
 from ..io import BLOCK_BYTES
@@ -179,15 +179,21 @@ class CountAccumulator:
 
     def _spill(self, folder):
         """The counter's tables as a sorted CountStore in `folder`, one order at a time
-        (each order's table freed once copied out); a new counter takes its place."""
+        (each order's table freed once copied out); a new counter takes its place, its
+        tables as large as these from the start where they fit in the tables' share (the
+        next run's text holds about as many n-grams: growing them again from the smallest
+        placed every entry again at each doubling)."""
         writer = StoreWriter(self.vocab, folder, self.order)
+        capacities = self.counter.capacities()
         rank = rows = None
         for k in range(1, self.order + 1):
             keys, counts = self.counter.take(k)
             rows, _, counts, rank, _ = sort_counted(keys, counts, None, rank, rows, len(self.vocab))
             del keys
             writer.append(k, rows, counts)
-        self.counter = NgramHashCounter(self.order, len(self.vocab))
+        del rows, counts  # before the new tables: the peak
+        fits = tables_bytes(capacities) <= self.table_memory
+        self.counter = NgramHashCounter(self.order, len(self.vocab), capacities if fits else None)
         return writer.close()
 
     def _merge(self, stores, folder, source):
