@@ -115,20 +115,26 @@ def test_the_tables_stay_within_their_share_of_memory_whatever_the_block(zipf, t
 def test_a_counter_after_a_spill_begins_with_the_tables_of_the_one_before(zipf, tmp_path):
     path, vocab = zipf
     accumulator = CountAccumulator(vocab, 4, 2_000_000, str(tmp_path))
-    before = None
-    for chunk in Corpus.read_blocks(path, vocab, block_bytes=2_000):
-        runs = len(accumulator.runs)
-        capacities = accumulator.counter.capacities()
+    before, chunks = None, list(Corpus.read_blocks(path, vocab, block_bytes=2_000))
+    for chunk in chunks[:-20]:
+        runs, capacities = len(accumulator.runs), accumulator.counter.capacities()
         accumulator.add_text(chunk)
         if len(accumulator.runs) > runs and before is None:
             before = capacities  # the tables just spilled (the piece after the spill may grow the new ones)
             assert all(now >= then for now, then in zip(accumulator.counter.capacities(), before))
         assert accumulator.counter.bytes() <= accumulator.table_memory
     assert before is not None and max(before) > 4096, before
-    # halved (two counters side by side): tables too large for the share begin at the smallest
+    # tables too large for the share (halved: two counters side by side) begin at the smallest
     accumulator.table_memory = tables_bytes(accumulator.counter.capacities()) - 1
-    accumulator.runs.append(accumulator._spill(accumulator._new_folder("run")))
+    accumulator.runs.append(accumulator._spill(accumulator._new_folder("run"), more_text=True))
     assert accumulator.counter.capacities() == [4096] * 4
+    accumulator.table_memory = 1 << 30
+    for chunk in chunks[-20:]:
+        accumulator.add_text(chunk)
+    # the last run's spill (no more text: store), no large tables kept through the merge
+    capacities = accumulator.counter.capacities()
+    accumulator.runs.append(accumulator._spill(accumulator._new_folder("run")))
+    assert max(capacities) > 4096 and accumulator.counter.capacities() == [4096] * 4
     assert_same_counts(accumulator.store(str(tmp_path / "store"), path),
                        NgramCounts.from_corpus(Corpus.read(path, vocab), 4))
 

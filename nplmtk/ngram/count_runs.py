@@ -109,7 +109,7 @@ class CountAccumulator:
             raise_if_stopping()  # the process ends on a signal: between two pieces
             padded = end - start + 2 * (last - first)  # at most this many new n-grams of each order
             if self.counter.entries() and self.counter.bytes_after(padded) > self.table_memory:
-                self.runs.append(self._spill(self._new_folder("run")))
+                self.runs.append(self._spill(self._new_folder("run"), more_text=True))
             self.counter.add(corpus.ids[start:end], offsets[first:last + 1] - start, vocab.bos, vocab.eos, vocab.unk)
 
     def add_counts(self, counts):
@@ -177,12 +177,12 @@ class CountAccumulator:
             raise scratch_error(self.folder, err) from None
         return folder
 
-    def _spill(self, folder):
+    def _spill(self, folder, more_text=False):
         """The counter's tables as a sorted CountStore in `folder`, one order at a time
-        (each order's table freed once copied out); a new counter takes its place, its
-        tables as large as these from the start where they fit in the tables' share (the
-        next run's text holds about as many n-grams: growing them again from the smallest
-        placed every entry again at each doubling)."""
+        (each order's table freed once copied out); a new counter takes its place. With
+        `more_text` to count, its tables as large as these from the start where they fit
+        in the tables' share (the next run's text holds about as many n-grams: growing them
+        again from the smallest placed every entry again at each doubling)."""
         writer = StoreWriter(self.vocab, folder, self.order)
         capacities = self.counter.capacities()
         rank = rows = None
@@ -192,8 +192,8 @@ class CountAccumulator:
             del keys
             writer.append(k, rows, counts)
         del rows, counts  # before the new tables: the peak
-        fits = tables_bytes(capacities) <= self.table_memory
-        self.counter = NgramHashCounter(self.order, len(self.vocab), capacities if fits else None)
+        presized = more_text and tables_bytes(capacities) <= self.table_memory
+        self.counter = NgramHashCounter(self.order, len(self.vocab), capacities if presized else None)
         return writer.close()
 
     def _merge(self, stores, folder, source):
