@@ -15,13 +15,16 @@ from libc.string cimport memcpy
 
 
 def sort_counted(const int64_t[::1] entry_keys, const int64_t[::1] entry_counts, const int[::1] entry_suffixes,
-                 const int64_t[::1] lower_rank, const int[:, ::1] lower_rows, int64_t vocab_size):
+                 const int64_t[::1] lower_rank, const int[:, ::1] lower_rows, int64_t vocab_size,
+                 bint want_keys=True, bint want_rank=True):
     """One order of a hash counter's entries (key: prefix entry * vocab_size + word, in
     order of first occurrence) sorted by their words. `lower_rank[e]` is the sorted place
     of the order below's entry e, `lower_rows` its sorted rows (both None for 1-grams).
     Returns the sorted rows (n, k) int32, keys (sorted place of the prefix * vocab_size +
     word), counts, each entry's sorted place, and the sorted place of each row's suffix
-    among the order below's rows (None for 1-grams, or without `entry_suffixes`)."""
+    among the order below's rows (None for 1-grams, or without `entry_suffixes`). Without
+    `want_keys` or `want_rank` those are None: arrays not written (a spill to disk writes
+    only rows and counts, and needs no rank after its highest order)."""
     cdef Py_ssize_t n = entry_keys.shape[0], i, j, e
     cdef bint unigrams = lower_rank is None
     cdef Py_ssize_t width = 1 if unigrams else lower_rows.shape[1] + 1
@@ -35,7 +38,7 @@ def sort_counted(const int64_t[::1] entry_keys, const int64_t[::1] entry_counts,
             prefix = 0 if unigrams else lower_rank[entry_keys[e] // vocab_size]
             sort_keys[e] = prefix * vocab_size + word
     order_array = key_order(sort_keys_array)
-    rank_array, keys_array = np.empty(n, np.int64), np.empty(n, np.int64)
+    rank_array, keys_array = np.empty(n if want_rank else 0, np.int64), np.empty(n if want_keys else 0, np.int64)
     rows_array, counts_array = np.empty((n, width), np.int32), np.empty(n, np.int64)
     suffix_array = np.empty(n if with_suffix else 0, np.int64)
     cdef const int64_t[::1] order = order_array
@@ -44,8 +47,10 @@ def sort_counted(const int64_t[::1] entry_keys, const int64_t[::1] entry_counts,
     with nogil:
         for i in range(n):
             e = order[i]
-            rank[e] = i
-            keys[i] = sort_keys[e]
+            if want_rank:
+                rank[e] = i
+            if want_keys:
+                keys[i] = sort_keys[e]
             counts[i] = entry_counts[e]
             prefix = sort_keys[e] // vocab_size
             for j in range(width - 1):
@@ -53,7 +58,8 @@ def sort_counted(const int64_t[::1] entry_keys, const int64_t[::1] entry_counts,
             rows[i, width - 1] = <int> (sort_keys[e] % vocab_size)
             if with_suffix:
                 suffix[i] = lower_rank[entry_suffixes[e]]
-    return rows_array, keys_array, counts_array, rank_array, suffix_array if with_suffix else None
+    return (rows_array, keys_array if want_keys else None, counts_array, rank_array if want_rank else None,
+            suffix_array if with_suffix else None)
 
 
 def srilm_order(const int64_t[::1] keys, int64_t vocab_size, const int[::1] word_rank,

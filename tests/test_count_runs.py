@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from nplmtk._ext.count_kernels import NgramHashCounter, tables_bytes
+from nplmtk._ext.ngram_sorting import sort_counted
 from nplmtk.corpus import Corpus
 from nplmtk.errors import InputError
 from nplmtk.ngram.count_runs import CountAccumulator, merge_stores
@@ -151,6 +152,20 @@ def test_a_counter_begun_with_capacities_counts_the_same():
             np.testing.assert_array_equal(a, b)
     with pytest.raises(ValueError, match="capacities"):
         NgramHashCounter(3, 303, [4096, 4096])
+
+
+def test_a_spill_sorts_without_the_keys_and_ranks_it_does_not_write():
+    rng = np.random.default_rng(7)
+    ids, offsets = rng.integers(0, 50, 5_000).astype(np.int32), np.arange(0, 5_001, 10, dtype=np.int64)
+    counter = NgramHashCounter(2, 53)
+    counter.add(ids, offsets, 50, 51, 52)
+    (unigram_keys, unigram_counts, _), (keys, counts, _) = counter.tables()
+    lower_rows, _, _, lower_rank, _ = sort_counted(unigram_keys, unigram_counts, None, None, None, 53)
+    full = sort_counted(keys, counts, None, lower_rank, lower_rows, 53)
+    spilled = sort_counted(keys, counts, None, lower_rank, lower_rows, 53, want_keys=False, want_rank=False)
+    assert spilled[1] is None and spilled[3] is None and full[1] is not None and full[3] is not None
+    np.testing.assert_array_equal(spilled[0], full[0])
+    np.testing.assert_array_equal(spilled[2], full[2])
 
 
 def test_counts_files_are_merged_with_the_text(zipf, tmp_path):

@@ -188,7 +188,8 @@ class CountAccumulator:
         rank = rows = None
         for k in range(1, self.order + 1):
             keys, counts = self.counter.take(k)
-            rows, _, counts, rank, _ = sort_counted(keys, counts, None, rank, rows, len(self.vocab))
+            rows, _, counts, rank, _ = sort_counted(keys, counts, None, rank, rows, len(self.vocab),
+                                                    want_keys=False, want_rank=k < self.order)
             del keys
             writer.append(k, rows, counts)
         del rows, counts  # before the new tables: the peak
