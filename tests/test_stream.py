@@ -19,6 +19,7 @@ from nplmtk.ngram.estimate import estimate, prune
 from nplmtk.ngram.store import CountStore
 from nplmtk.ngram.sorted_runs import BucketedRuns, sorted_records
 from nplmtk.ngram.stream import StreamEstimate
+from nplmtk.ngram.stream import writers
 from nplmtk.ngram.stream.writers import write_arpa_streamed, write_binary_streamed
 from nplmtk.vocab import Vocabulary
 
@@ -88,6 +89,22 @@ def test_streamed_estimate_writes_the_in_memory_estimates_files(tmp_path, order,
     write_arpa_streamed(streamed, str(tmp_path / "consumed.arpa"), memory, str(folder), consume=True)
     assert (tmp_path / "consumed.arpa").read_bytes() == arpa_bytes(model)
     assert not [name for name in os.listdir(folder) if name.startswith(("fgrams", "fkeys", "flogp", "fbow", "fnode"))]
+
+
+@pytest.mark.parametrize("memory", [16_000, 40_000])
+def test_places_read_backwards_in_memory_or_by_buckets_give_the_same_file(tmp_path, monkeypatch, memory):
+    """The writer inverts the places' permutation in memory where they fit in its share (4
+    bytes a row) and by buckets of rows where not: the same ARPA bytes either way."""
+    counts = zipf_counts(4, 4)
+    folder = tmp_path / "work"
+    folder.mkdir()
+    streamed = StreamEstimate(CountStore.save(counts, str(folder)), str(folder), 40_000, False).run()
+    names, bucketed = [], writers.BucketedRuns
+    monkeypatch.setattr(writers, "BucketedRuns", lambda *args: names.append(args[-1]) or bucketed(*args))
+    write_arpa_streamed(streamed, str(tmp_path / "got.arpa"), memory, str(folder))
+    assert (tmp_path / "got.arpa").read_bytes() == arpa_bytes(estimate(counts, unk_is_word=False))
+    by_buckets = sorted(name for name in names if name.startswith("backward-places"))
+    assert by_buckets == (["backward-places3"] if memory == 16_000 else []), names
 
 
 def test_sorted_records_merge_runs_of_any_size(tmp_path):

@@ -93,12 +93,16 @@ def write_arpa_streamed(model, path, memory, folder, consume=False):
             return sampled_keys(k, lambda words, places: rank[words].astype(np.int64) * below + places)
 
         backward_sorted = sorted_by_key(records(), size, rows, f"backward{k}", sample)
-        if size * BACKWARD.row_bytes(k) <= memory // 4:  # the places fit in memory: the permutation inverted in place
-            place, at = np.empty(size, dtype=np.int64), 0
+        # the places fit in memory (4 bytes each below 2^31 rows: twice the rows of 8): the permutation inverted in place
+        held = np.dtype(np.int32) if size < 2**31 else BACKWARD.dtype
+        if size * held.itemsize <= memory // 4:
+            place, at = np.empty(size, dtype=held), 0
             for piece in backward_sorted.pieces():
                 place[piece["row"]] = np.arange(at, at + len(piece))
                 at += len(piece)
-            files.write("backward", k, place)
+            with files.writer("backward", k) as out:
+                for start in range(0, size, rows):
+                    out.append(place[start:start + rows].astype(BACKWARD.dtype))
             return
 
         def places():
