@@ -93,7 +93,7 @@ def write_arpa_streamed(model, path, memory, folder, consume=False):
             return sampled_keys(k, lambda words, places: rank[words].astype(np.int64) * below + places)
 
         backward_sorted = sorted_by_key(records(), size, rows, f"backward{k}", sample)
-        # the places fit in memory (4 bytes each below 2^31 rows: twice the rows of 8): the permutation inverted in place
+        # the places fit in memory (4 bytes each below 2^31 rows): the permutation inverted in place
         held = np.dtype(np.int32) if size < 2**31 else BACKWARD.dtype
         if size * held.itemsize <= memory // 4:
             place, at = np.empty(size, dtype=held), 0
