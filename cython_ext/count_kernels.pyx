@@ -129,10 +129,13 @@ cdef inline Py_ssize_t table_add(Table *t, int64_t key, int suffix) noexcept nog
     return found
 
 
+cdef Py_ssize_t SLOT_BYTES = sizeof(int64_t) + sizeof(int)  # a slot: its key and its entry's id
+cdef Py_ssize_t ENTRY_BYTES = 2 * sizeof(int64_t) + sizeof(int)  # an entry: key, count and suffix
+
+
 def tables_bytes(capacities):
     """Memory that tables of these capacities hold: slots, and entries' room for half as many."""
-    return sum(capacity * (sizeof(int64_t) + sizeof(int)) + capacity // 2 * (2 * sizeof(int64_t) + sizeof(int))
-               for capacity in capacities)
+    return sum(capacity * SLOT_BYTES + capacity // 2 * ENTRY_BYTES for capacity in capacities)
 
 
 cdef class NgramHashCounter:
@@ -255,7 +258,7 @@ cdef class NgramHashCounter:
                 capacity *= 2
             grown.append(capacity)
             if capacity > self.orders[k].capacity:
-                old_slots = max(old_slots, capacity // 2 * (sizeof(int64_t) + sizeof(int)))
+                old_slots = max(old_slots, capacity // 2 * SLOT_BYTES)
         return tables_bytes(grown) + old_slots
 
     def take(self, int k):
