@@ -7,7 +7,9 @@ from libc.stdlib cimport strtod
 from libc.math cimport isinf
 from libc.stdint cimport int64_t, uint32_t
 from cython.parallel cimport prange
-from cpython.bytearray cimport PyByteArray_FromStringAndSize
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_Resize
+
+from word_slots cimport WORD_SLOT_BYTES, SlotTable, prefetch_word, put_word, slot_table, word_length
 
 cdef extern from "format_g7.h":
     int format_g7(char *out, float value) noexcept nogil
@@ -26,26 +28,46 @@ NO_WEIGHT = 0x7FA00001
 cdef uint32_t NO_WEIGHT_BITS = NO_WEIGHT
 
 
-cdef Py_ssize_t format_rows(char *base, const int[:, :] grams, const float[:] logp, const float[:] bow,
+cdef Py_ssize_t PREFETCH_ROWS = 4  # rows
+
+# the room a row's line may need beyond its words' bytes: two values as snprintf writes
+# them (32 bytes each at most), k + 1 separators and the newline, and a short word's
+# 16-byte store past the line's end
+cdef Py_ssize_t row_room(Py_ssize_t k) noexcept nogil:
+    return 2 * 32 + k + 2 + WORD_SLOT_BYTES
+
+
+cdef Py_ssize_t format_rows(char *base, Py_ssize_t capacity, Py_ssize_t *next_row, Py_ssize_t end,
+                            Py_ssize_t longest, const int[:, :] grams, const float[:] logp, const float[:] bow,
                             const unsigned char[:] has_bow, bint with_bow, bint bow_flags, const int64_t[:] order,
-                            bint ordered, const unsigned char[::1] words, const long long[::1] word_start,
-                            Py_ssize_t start, Py_ssize_t end) noexcept nogil:
-    """Rows order[start..end-1] (rows start..end-1 unless `ordered`) as ARPA lines at
-    `base`; a row has a back-off weight where has_bow says so (`bow_flags`), else where its
-    weight is not NO_WEIGHT (none at all without `with_bow`); returns the bytes written."""
-    cdef Py_ssize_t i, r, j, w, length, k = grams.shape[1], pos = 0
+                            bint ordered, const SlotTable *words) noexcept nogil:
+    """Rows order[i] (row i unless `ordered`) for i from *next_row to end-1 as ARPA lines
+    at `base`, as many as fit in `capacity` bytes (*next_row is left at the first not
+    written); a row has a back-off weight where has_bow says so (`bow_flags`), else where
+    its weight is not NO_WEIGHT (none at all without `with_bow`); returns the bytes
+    written. `longest`: the longest word's bytes."""
+    cdef Py_ssize_t i, r, j, need, k = grams.shape[1], pos = 0
+    cdef Py_ssize_t sure = row_room(k) + k * longest  # a row fits in this much, whatever its words
     cdef uint32_t bits
     cdef bint weighted
-    for i in range(start, end):
+    for i in range(next_row[0], end):
+        if i + PREFETCH_ROWS < end:  # the words' slots of a row ahead: read from cache when its turn comes
+            r = order[i + PREFETCH_ROWS] if ordered else i + PREFETCH_ROWS
+            for j in range(k):
+                prefetch_word(words, grams[r, j])
         r = order[i] if ordered else i
+        if capacity - pos < sure:
+            need = row_room(k)
+            for j in range(k):
+                need += word_length(words, grams[r, j])
+            if capacity - pos < need:
+                next_row[0] = i
+                return pos
         pos += put_value(base + pos, logp[r])
         base[pos] = b'\t'
         pos += 1
         for j in range(k):
-            w = grams[r, j]
-            length = word_start[w + 1] - word_start[w]
-            memcpy(base + pos, &words[word_start[w]], length)
-            pos += length
+            pos += put_word(base + pos, words, grams[r, j])
             base[pos] = b' ' if j + 1 < k else b'\t'
             pos += 1
         weighted = False
@@ -61,44 +83,50 @@ cdef Py_ssize_t format_rows(char *base, const int[:, :] grams, const float[:] lo
             pos -= 1
         base[pos] = b'\n'
         pos += 1
+    next_row[0] = end
     return pos
 
 
 def format_section(const int[:, :] grams, const float[:] logp, const float[:] bow, const unsigned char[:] has_bow,
-                   const int64_t[:] order, const unsigned char[::1] words, const long long[::1] word_start):
+                   const int64_t[:] order, words):
     """The lines of one order's rows taken in `order` (None: as they are; the tables need
     no sorted copies), as UTF-8 bytes in consecutive pieces (formatted by two threads when
-    there are many); word w is words[word_start[w]:word_start[w+1]]. The tables may be
-    strided (fields of records). has_bow None: a row has a weight where bow is not
-    NO_WEIGHT's bits; bow None: no row has one."""
+    there are many); `words` a WordSlots. The tables may be strided (fields of records).
+    has_bow None: a row has a weight where bow is not NO_WEIGHT's bits; bow None: no row
+    has one."""
     cdef bint with_bow = bow is not None, bow_flags = has_bow is not None, ordered = order is not None
     cdef Py_ssize_t rows = order.shape[0] if ordered else grams.shape[0], k = grams.shape[1]
-    cdef Py_ssize_t i, j, w, r, p, parts = 2 if rows >= 100000 else 1
+    cdef Py_ssize_t p, parts = 2 if rows >= 100000 else 1, longest = words.longest
     cdef Py_ssize_t bounds[3]
-    cdef Py_ssize_t sizes[2]
+    cdef Py_ssize_t next_row[2]
+    cdef Py_ssize_t capacity[2]
     cdef Py_ssize_t lengths[2]
     cdef char *bases[2]
-    cdef unsigned char[::1] view
+    cdef SlotTable table = slot_table(words)
     if logp.shape[0] != grams.shape[0] or (with_bow and bow.shape[0] != grams.shape[0]) or \
             (bow_flags and has_bow.shape[0] != grams.shape[0]):
         raise ValueError("grams, logp, bow and has_bow differ in rows")
-    bounds[0], bounds[1], bounds[parts] = 0, rows // parts, rows
-    for p in range(parts):
-        sizes[p] = (bounds[p + 1] - bounds[p]) * (66 + k) + 1  # two values, separators, newline at most
-        for i in range(bounds[p], bounds[p + 1]):
-            r = order[i] if ordered else i
-            for j in range(k):
-                w = grams[r, j]
-                sizes[p] += word_start[w + 1] - word_start[w]
+    # each part's room guessed from the words' mean length, and doubled where it runs out;
     # not zero-filled: the room never written is never touched (nor resident)
-    buffers = [PyByteArray_FromStringAndSize(NULL, sizes[p]) for p in range(parts)]
+    cdef double mean_length = words.start[len(words)] / max(1, len(words))
+    bounds[0], bounds[1], bounds[parts] = 0, rows // parts, rows
+    buffers = []
     for p in range(parts):
-        view = buffers[p]
-        bases[p] = <char *> &view[0]
-    for p in prange(parts, nogil=True, num_threads=parts, schedule="static", chunksize=1):
-        lengths[p] = format_rows(bases[p], grams, logp, bow, has_bow, with_bow, bow_flags, order, ordered, words,
-                                 word_start, bounds[p], bounds[p + 1])
-    return [memoryview(buffers[p])[:lengths[p]] for p in range(parts)]
+        next_row[p], lengths[p] = bounds[p], 0
+        capacity[p] = <Py_ssize_t> ((bounds[p + 1] - bounds[p]) * (row_room(k) + k * mean_length)) + row_room(k)
+        buffers.append(PyByteArray_FromStringAndSize(NULL, capacity[p]))
+    while True:
+        for p in range(parts):
+            bases[p] = PyByteArray_AS_STRING(buffers[p])
+        for p in prange(parts, nogil=True, num_threads=parts, schedule="static", chunksize=1):
+            lengths[p] += format_rows(bases[p] + lengths[p], capacity[p] - lengths[p], &next_row[p], bounds[p + 1],
+                                      longest, grams, logp, bow, has_bow, with_bow, bow_flags, order, ordered, &table)
+        if next_row[0] == bounds[1] and next_row[parts - 1] == bounds[parts]:
+            return [memoryview(buffers[p])[:lengths[p]] for p in range(parts)]
+        for p in range(parts):
+            if next_row[p] < bounds[p + 1]:
+                capacity[p] = 2 * capacity[p] + row_room(k) + k * longest
+                PyByteArray_Resize(buffers[p], capacity[p])
 
 
 def format_values(const float[::1] values):

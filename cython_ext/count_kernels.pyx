@@ -11,6 +11,8 @@ from libc.string cimport memcpy
 from cpython.bytearray cimport PyByteArray_FromStringAndSize
 from libc.stdint cimport int64_t, uint64_t
 
+from word_slots cimport WORD_SLOT_BYTES, SlotTable, put_word, slot_table, word_length
+
 cnp.import_array()
 
 DEF MAX_ORDER = 10  # nplmtk.ngram.counts.MAX_ORDER
@@ -293,24 +295,24 @@ cdef class NgramHashCounter:
         return out
 
 
-def format_count_lines(const int[:, ::1] grams, const int64_t[::1] counts, const unsigned char[::1] words,
-                       const long long[::1] word_start):
+def format_count_lines(const int[:, ::1] grams, const int64_t[::1] counts, words):
     """Counts lines `w1 ... wk<TAB>count\\n` as UTF-8 bytes: row i's words are grams[i]
-    up to its first -1 (word w is words[word_start[w]:word_start[w+1]])."""
+    up to its first -1 (`words` a WordSlots)."""
     cdef Py_ssize_t rows = grams.shape[0], width = grams.shape[1]
-    cdef Py_ssize_t i, j, w, length, digits, pos = 0, size = 0
+    cdef Py_ssize_t i, j, w, digits, pos = 0, size = WORD_SLOT_BYTES  # a short word's 16-byte store past the end
     cdef int64_t value
     cdef char number[24]
+    cdef SlotTable table = slot_table(words)
     for i in range(rows):
         size += width + 21
         for j in range(width):
             w = grams[i, j]
             if w < 0:
                 break
-            size += word_start[w + 1] - word_start[w]
+            size += word_length(&table, w)
     out = PyByteArray_FromStringAndSize(NULL, size)
     cdef unsigned char[::1] view = out
-    cdef char *base = <char *> &view[0] if size else NULL
+    cdef char *base = <char *> &view[0]
     with nogil:
         for i in range(rows):
             for j in range(width):
@@ -320,9 +322,7 @@ def format_count_lines(const int[:, ::1] grams, const int64_t[::1] counts, const
                 if j:
                     base[pos] = b' '
                     pos += 1
-                length = word_start[w + 1] - word_start[w]
-                memcpy(base + pos, &words[word_start[w]], length)
-                pos += length
+                pos += put_word(base + pos, &table, w)
             base[pos] = b'\t'
             pos += 1
             value, digits = counts[i], 0

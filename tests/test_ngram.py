@@ -188,26 +188,26 @@ def test_reads_kenlm_arpa_files_and_scores_as_kenlm_query_does():
 
 def test_a_large_section_is_formatted_in_two_pieces_that_join_to_the_one_text():
     from nplmtk._ext.arpa_format import format_section
+    from nplmtk.ngram.word_slots import WordSlots
     rng = np.random.default_rng(3)
-    words = [f"w{i}" * (i % 3 + 1) for i in range(50)] + ["ü", "</s>"]
-    encoded = [w.encode() for w in words]
-    data = np.frombuffer(b"".join(encoded), dtype=np.uint8)
-    start = np.concatenate([[0], np.cumsum([len(w) for w in encoded])]).astype(np.int64)
+    # words in their slots (up to 15 bytes) and past them (16 and more)
+    words = [f"w{i}" * (i % 3 + 1) for i in range(50)] + ["ü", "</s>", "x" * 15, "y" * 16, "é" * 20]
+    table = WordSlots(words)
     rows = 150_001
     grams = rng.integers(0, len(words), size=(rows, 3)).astype(np.int32)
     logp = rng.uniform(-7, 0, rows).astype(np.float32)
     logp[::1000] = -np.inf
     bow = rng.uniform(-2, 1, rows).astype(np.float32)
     has_bow = (rng.random(rows) < 0.5).astype(np.uint8)
-    pieces = format_section(grams, logp, bow, has_bow, np.arange(rows), data, start)
+    pieces = format_section(grams, logp, bow, has_bow, np.arange(rows), table)
     assert len(pieces) == 2
-    halves = [b"".join(format_section(grams[s], logp[s], bow[s], has_bow[s], np.arange(len(grams[s])), data, start))
+    halves = [b"".join(format_section(grams[s], logp[s], bow[s], has_bow[s], np.arange(len(grams[s])), table))
               for s in (slice(0, 75_000), slice(75_000, None))]  # below the size formatted in two
     assert b"".join(pieces) == halves[0] + halves[1]
     # rows taken in an order: the same text as the rows gathered in that order
     order = rng.permutation(rows)
-    assert b"".join(format_section(grams, logp, bow, has_bow, order, data, start)) == b"".join(
-        format_section(grams[order], logp[order], bow[order], has_bow[order], np.arange(rows), data, start))
+    assert b"".join(format_section(grams, logp, bow, has_bow, order, table)) == b"".join(
+        format_section(grams[order], logp[order], bow[order], has_bow[order], np.arange(rows), table))
     lines = b"".join(pieces).decode().split("\n")
     assert len(lines) == rows + 1 and lines[0].split("\t")[1] == " ".join(words[w] for w in grams[0])
     # records' fields read where they are: no order, the weights' NaN bits in place of has_bow, no weights
@@ -215,14 +215,34 @@ def test_a_large_section_is_formatted_in_two_pieces_that_join_to_the_one_text():
     records = np.empty(rows, dtype=[("key", "<i8"), ("logp", "<f4"), ("bow", "<u4"), ("grams", "<i4", (3,))])
     records["logp"], records["grams"] = logp, grams
     records["bow"] = np.where(has_bow, bow.view(np.uint32), np.uint32(NO_WEIGHT))
-    strided = format_section(records["grams"], records["logp"], records["bow"].view(np.float32), None, None, data,
-                             start)
+    strided = format_section(records["grams"], records["logp"], records["bow"].view(np.float32), None, None, table)
     assert b"".join(strided) == b"".join(pieces)
-    unweighted = format_section(records["grams"], records["logp"], None, None, None, data, start)
+    unweighted = format_section(records["grams"], records["logp"], None, None, None, table)
     assert b"".join(unweighted) == b"".join(format_section(grams, logp, bow, np.zeros(rows, dtype=np.uint8),
-                                                           np.arange(rows), data, start))
+                                                           np.arange(rows), table))
     with pytest.raises(ValueError, match="differ in rows"):
-        format_section(grams, logp[:-1], bow, has_bow, None, data, start)
+        format_section(grams, logp[:-1], bow, has_bow, None, table)
+
+
+def test_lines_longer_than_the_room_guessed_for_them_are_written_whole():
+    """The room for a section's text is guessed from the vocabulary's mean word length and
+    grown where a part runs out: here a tenth of the rows hold a word of 3,000 bytes."""
+    from nplmtk._ext.arpa_format import format_section, format_values
+    from nplmtk.ngram.word_slots import WordSlots
+    rng = np.random.default_rng(5)
+    words = [f"a{i}" for i in range(1000)] + ["ß" * 1500, "z" * 15]
+    rows = 120_000
+    grams = rng.integers(0, len(words), size=(rows, 3)).astype(np.int32)
+    grams[::10] = len(words) - 2
+    logp = rng.uniform(-7, 0, rows).astype(np.float32)
+    bow = rng.uniform(-2, 1, rows).astype(np.float32)
+    has_bow = (rng.random(rows) < 0.5).astype(np.uint8)
+    pieces = format_section(grams, logp, bow, has_bow, None, WordSlots(words))
+    assert len(pieces) == 2
+    printed_logp, printed_bow = format_values(logp), format_values(bow)
+    expected = "".join(f"{printed_logp[i]}\t{' '.join(words[w] for w in grams[i])}"
+                       + (f"\t{printed_bow[i]}" if has_bow[i] else "") + "\n" for i in range(rows))
+    assert b"".join(pieces).decode() == expected
 
 
 def test_the_counters_suffixes_are_the_rows_that_lookups_find(sentences):

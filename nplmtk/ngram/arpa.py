@@ -21,6 +21,7 @@ from ..vocab import UNK, Vocabulary
 from .backoff import BackoffModel, log10_fault, outside_log10_domain
 from .counts import MAX_ORDER, byte_ranks
 from .index import NgramIndex
+from .word_slots import WordSlots
 
 KENLM_BINARY_MAGIC = b"mmap lm http://kheafield.com/code"  # KenLM's lm/binary_format.cc
 _COUNT_LINE = re.compile(r"ngram\s+(\d+)\s*=\s*(\d+)\s*$")
@@ -47,11 +48,8 @@ def _write_arpa_to(model, out):
 
 
 def _write_sections(model, write):
-    encoded = [w.encode("utf-8") for w in model.vocab.words]
     rank = byte_ranks(model.vocab.words)
-    word_start = np.zeros(len(encoded) + 1, dtype=np.int64)
-    np.cumsum([len(w) for w in encoded], out=word_start[1:])
-    words = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+    words = WordSlots(model.vocab.words)
     write(b"\n\\data\\\n")
     for k, grams in enumerate(model.grams, 1):
         write(f"ngram {k}={len(grams)}\n".encode())
@@ -62,8 +60,7 @@ def _write_sections(model, write):
         for piece in format_section(np.ascontiguousarray(grams, dtype=np.int32),
                                     np.ascontiguousarray(logp, dtype=np.float32),
                                     np.ascontiguousarray(bow, dtype=np.float32),
-                                    np.ascontiguousarray(has_bow, dtype=bool).view(np.uint8), order, words,
-                                    word_start):
+                                    np.ascontiguousarray(has_bow, dtype=bool).view(np.uint8), order, words):
             write(piece)
     write(b"\n\\end\\\n")
 

@@ -19,6 +19,7 @@ from .counts import byte_ranks
 from .row_files import RowFiles, WorkingFile, declared
 from .sorted_runs import SortedRuns
 from .stream import NO_ROW, prefix_rows
+from .word_slots import WordSlots
 
 # NgramCounts.write's peak beyond the counts (KN5 of Zipf text: 165 bytes), with them
 IN_MEMORY_WRITE_BYTES_PER_NGRAM = 200
@@ -166,10 +167,7 @@ class _SortedCounts:
     def _write_lines(self, path):
         """The lines, a window of line numbers at a time: the rows of each order whose
         lines fall in it (a run of that order's sorted rows) put in place and printed."""
-        encoded = [word.encode("utf-8") for word in self.store.vocab.words]
-        word_start = np.zeros(len(encoded) + 1, dtype=np.int64)
-        np.cumsum([len(word) for word in encoded], out=word_start[1:])
-        words = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+        words = WordSlots(self.store.vocab.words)
         total, cursors = sum(self.sizes), [0] * self.order
         with open_output(path, binary=True) as out:
             for first in range(0, total, self.rows):
@@ -184,4 +182,4 @@ class _SortedCounts:
                     grams[at, :k] = self.files.read("sortedgrams", k, cursor, cursor + taken)
                     counts[at] = self.files.read("sortedcounts", k, cursor, cursor + taken)
                     cursors[k - 1] = cursor + taken
-                out.write(format_count_lines(grams, counts, words, word_start))
+                out.write(format_count_lines(grams, counts, words))

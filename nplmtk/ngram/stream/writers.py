@@ -11,6 +11,7 @@ from ...threads import computed_ahead
 from ..arpa import _BackgroundWriter, format_section
 from ..binary import BINARY_KIND, TABLES, check_binary_name, stored_log10s
 from ..counts import byte_ranks
+from ..word_slots import WordSlots
 from ..sorted_runs import BucketedRuns, SortedRuns
 from .files import BACKWARD, MODEL_KEYS
 
@@ -30,11 +31,8 @@ def write_arpa_streamed(model, path, memory, folder, consume=False):
     a thread while this order's are merged and written. With `consume`, each order's files
     are removed once sorted (the model is written nowhere else)."""
     vocab = model.vocab
-    encoded = [w.encode("utf-8") for w in vocab.words]
     rank = byte_ranks(vocab.words)
-    word_start = np.zeros(len(encoded) + 1, dtype=np.int64)
-    np.cumsum([len(w) for w in encoded], out=word_start[1:])
-    words = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+    words = WordSlots(vocab.words)
 
     files, vocab_size = model.files, len(vocab)
 
@@ -172,7 +170,7 @@ def write_arpa_streamed(model, path, memory, folder, consume=False):
                 # the next piece read and sorted in a thread while this one is formatted
                 with contextlib.closing(computed_ahead(runs.pieces())) as pieces:
                     for piece in pieces:
-                        for text in formatted_records(piece, k, words, word_start):
+                        for text in formatted_records(piece, k, words):
                             write(text)
         write(b"\n\\end\\\n")
 
@@ -188,11 +186,11 @@ def padded_record(record):
                      "offsets": [offset for _, offset in fields], "itemsize": TAKEN_FAST_BYTES})
 
 
-def formatted_records(piece, k, words, word_start):
+def formatted_records(piece, k, words):
     """ARPA lines of sorted records of order k (format_section's pieces), read from the
     records' fields where they are (no copies)."""
     bow = piece["bow"].view(np.float32) if "bow" in piece.dtype.names else None
-    return format_section(piece["grams"].reshape(-1, k), piece["logp"], bow, None, None, words, word_start)
+    return format_section(piece["grams"].reshape(-1, k), piece["logp"], bow, None, None, words)
 
 
 def write_binary_streamed(model, path, memory):
