@@ -15,7 +15,7 @@ from setuptools import Extension, setup
 # Every other .pyx is a network's kernel: a new architecture's file needs no line here.
 TEXT_KERNELS = ("corpus_kernels", "arpa_format", "arpa_parse", "backoff_kernels", "count_kernels", "ngram_sorting",
                 "text_kernels", "checksum_kernels", "lattice_kernels", "lattice_nbest", "htk_reader", "lattice_graph",
-                "lattice_write", "ngram_fast_score")
+                "lattice_write", "ngram_fast_score", "estimate_kernels")
 KERNELS = sorted(os.path.basename(path)[:-len(".pyx")] for path in glob.glob("cython_ext/*.pyx"))
 FAST_MATH = set(KERNELS) - set(TEXT_KERNELS)
 
@@ -25,7 +25,7 @@ def kernel(name):
         f"nplmtk._ext.{name}", [f"cython_ext/{name}.pyx"],
         include_dirs=[numpy.get_include(), "cython_ext"],
         extra_compile_args=["-O3", "-fopenmp"]
-        + (["-ffast-math"] if name in FAST_MATH else []),
+        + (["-ffast-math"] if name in FAST_MATH else ["-ffp-contract=off"]),  # no fused a * b + c either
         extra_link_args=["-fopenmp", "-lm"],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     )

@@ -321,3 +321,46 @@ def test_an_arpa_write_that_fails_gives_up_what_waits_and_its_thread():
             raise KeyboardInterrupt
     assert not writer.thread.is_alive()
     assert out.pieces in ([b"a"], [b"a", b"b"])
+
+
+def test_the_estimates_context_sums_are_numpys_to_the_bit():
+    """The kernels that sum rows per context give np.bincount's values bit for bit (its
+    order of additions), NaN and inf included, and refuse a context out of range."""
+    from nplmtk._ext.estimate_kernels import context_counts, context_sums, interpolated_probabilities
+    rng = np.random.default_rng(11)
+    rows, size = 50_000, 9_000
+    group = np.sort(rng.integers(0, size, rows))
+    count = rng.zipf(1.6, rows).astype(np.int64) - rng.integers(0, 2, rows)  # some 0 counts
+    eligible = rng.random(rows) < 0.9
+    values = rng.random(rows) * 10.0 ** rng.integers(-12, 3, rows)
+    values[::997], values[5::1999] = np.nan, np.inf
+
+    def per_context(weights):
+        return np.bincount(group, weights=weights, minlength=size)
+
+    def same(a, b):
+        np.testing.assert_array_equal(a.view(np.uint64), b.view(np.uint64))
+
+    same(context_sums(values, eligible.view(np.uint8), group, size), per_context(np.where(eligible, values, 0.0)))
+    same(context_sums(values, None, group, size), per_context(values))
+    counts = context_counts(count, eligible.view(np.uint8), group, size)
+    for got, want in zip(counts, (np.where(eligible, count, 0), eligible, eligible & (count >= 2),
+                                  eligible & (count >= 3))):
+        same(got, per_context(want))
+    factor = rng.random(rows)
+    factor[::7] = 0
+    lower = rng.random(rows)
+    denominator = counts[0].copy()  # contexts with no eligible rows: 0 / 0
+    gamma, interpolating = rng.random(size), rng.random(size) < 0.7
+    counted = eligible & (factor != 0)
+    prob, total = interpolated_probabilities(factor, count, lower, group, denominator, gamma,
+                                             interpolating.view(np.uint8), counted.view(np.uint8))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = factor * count / denominator[group]
+    want = np.where(interpolating[group], want + gamma[group] * lower, want)
+    same(prob, want)
+    same(total, per_context(np.where(counted, want, 0.0)))
+    with pytest.raises(ValueError, match="outside 0..8999"):
+        context_sums(values, None, np.where(np.arange(rows) == 7, size, group), size)
+    with pytest.raises(ValueError, match="outside"):
+        context_counts(count, eligible.view(np.uint8), np.where(np.arange(rows) == 3, -1, group), size)

@@ -41,8 +41,10 @@ class _Discount:
     """One order's discounting (SRILM's Discount): `factor` multiplies each count, and
     `lower_weight` is the weight of the lower order in interpolated models (0: none).
     `no_discount` (SRILM's nodiscount) turns the estimate into plain relative frequencies
-    without SRILM's retry; `debug_lines` are what SRILM's -debug 1 prints."""
+    without SRILM's retry; `debug_lines` are what SRILM's -debug 1 prints. `factor` is
+    given each row's context's total and observed words where `reads_contexts`, else None."""
     adjusts_counts = False
+    reads_contexts = False
     fallback = False
     no_discount = False
     name = ""
@@ -135,6 +137,7 @@ class KneserNey(_Discount):
 class WittenBell(_Discount):
     """SRILM's WittenBell: discount total/(total+types), lower weight types/(total+types)."""
     name = "WittenBell"
+    reads_contexts = True
 
     def factor(self, count, total, observed):
         # p(w | h) = c(hw) / (c(h) + N1+(h.))
@@ -211,6 +214,7 @@ class AddSmoothing(_Discount):
     """SRILM's AddSmooth (-addsmooth delta): p = (c + delta) / (c(h) + |V| delta) for the
     words seen after h. Not interpolated."""
     name = "AddSmooth"
+    reads_contexts = True
 
     def __init__(self, counts, settings, warn):
         super().__init__(counts, settings, warn)

@@ -23,6 +23,7 @@ import warnings
 
 import numpy as np
 
+from .._ext.estimate_kernels import context_counts, context_sums, interpolated_probabilities
 from ..errors import NplmError, NplmWarning, ParameterError
 from .backoff import BackoffModel, backoff_walk
 from .counts import NgramCounts
@@ -263,26 +264,23 @@ def context_probabilities(count, lower, group, size, eligible, skipped, discount
     interpolating, then has one added to its denominator. Each context's sums run over
     its n-grams in their order, so any run of whole contexts gives the same values."""
 
-    def per_context(values):
-        return np.bincount(group, weights=values, minlength=size)
-
-    total = per_context(np.where(eligible, count, 0))
-    observed = per_context(eligible)
-    min2 = per_context(eligible & (count >= 2))
-    min3 = per_context(eligible & (count >= 3))
+    count, group = np.asarray(count, dtype=np.int64), np.asarray(group, dtype=np.int64)
+    total, observed, min2, min3 = context_counts(count, eligible.view(np.uint8), group, size)
     interpolating = np.full(size, bool(interpolate))
     denominator = total.copy()
     active = (total > 0) & ~skipped
     while True:
-        factor = (np.ones(len(count)) if discount.no_discount
-                  else discount.factor(count, denominator[group], observed[group]))
+        if discount.no_discount:
+            factor = np.ones(len(count))
+        elif discount.reads_contexts:
+            factor = discount.factor(count, denominator[group], observed[group])
+        else:
+            factor = discount.factor(count, None, None)
         gamma = discount.lower_weight(denominator, observed, min2, min3)
         # p(w | h) = (c(hw) - D(c(hw))) / c(h) [+ gamma(h) p(w | h')]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            prob = factor * count / denominator[group]
-        prob = np.where(interpolating[group], prob + gamma[group] * lower, prob)
         counted = eligible & (factor != 0)
-        total_prob = per_context(np.where(counted, prob, 0.0))
+        prob, total_prob = interpolated_probabilities(factor, count, lower, group, denominator, gamma,
+                                                      interpolating.view(np.uint8), counted.view(np.uint8))
         stuck = active & (total_prob > 1 - PROB_EPSILON) & (observed < events.count) & (not discount.no_discount)
         if always_interpolate:
             stuck &= ~interpolating
@@ -372,8 +370,8 @@ def context_bows(child_logp, keep, lower, group, node):
     and lower-order probabilities, n-grams grouped by context as in
     `context_probabilities`."""
     # bow(h) = (1 - sum_{w seen after h} p(w | h)) / (1 - sum_{w seen after h} p(w | h'))
-    numerator = 1 - np.bincount(group, weights=np.where(keep, log10_to_prob(child_logp), 0.0), minlength=len(node))
-    denominator = 1 - np.bincount(group, weights=np.where(keep, lower, 0.0), minlength=len(node))
+    numerator = 1 - context_sums(log10_to_prob(child_logp), keep.view(np.uint8), group, len(node))
+    denominator = 1 - context_sums(lower, keep.view(np.uint8), group, len(node))
     return _compute_bow(numerator, denominator, node, child_logp, keep, group)
 
 
@@ -455,8 +453,8 @@ def _recompute_bows(tables):
         group = tables.index.prefix_of(k + 1)
         lower = log10_to_prob(tables.backoff(tables.grams[k][:, 1:]))
         size = len(tables.grams[k - 1])
-        numerator = 1 - np.bincount(group, weights=np.where(present[k], log10_to_prob(logp[k]), 0.0), minlength=size)
-        denominator = 1 - np.bincount(group, weights=np.where(present[k], lower, 0.0), minlength=size)
+        numerator = 1 - context_sums(log10_to_prob(logp[k]), present[k].view(np.uint8), group, size)
+        denominator = 1 - context_sums(lower, present[k].view(np.uint8), group, size)
         tables.bow[k - 1] = _compute_bow(numerator, denominator, node[k - 1], logp[k], present[k], group)
 
 
@@ -488,8 +486,8 @@ def prune_contexts(logp, backoff, group, size, node, child_node, bow, history, t
     contexts' node flags, back-off weights and log10 P(h) (`history`). Returns the n-grams
     pruned and the contexts whose weight could be computed."""
     prob = log10_to_prob(logp)
-    numerator = 1 - np.bincount(group, weights=prob, minlength=size)
-    denominator = 1 - np.bincount(group, weights=log10_to_prob(backoff), minlength=size)
+    numerator = 1 - context_sums(prob, None, group, size)
+    denominator = 1 - context_sums(log10_to_prob(backoff), None, group, size)
     usable = _bow_terms(numerator, denominator, node, logp, np.ones(len(logp), dtype=bool), group)
     with np.errstate(divide="ignore", invalid="ignore"):
         new_bow = (np.log10(numerator[group] + prob) - np.log10(denominator[group] + log10_to_prob(backoff))
