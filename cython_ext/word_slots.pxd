@@ -49,7 +49,8 @@ cdef inline SlotTable slot_table(table):
     cdef const unsigned char[:, ::1] slots = table.slots
     cdef const unsigned char[::1] data = table.data
     cdef const long long[::1] start = table.start
-    if slots.shape[1] != WORD_SLOT_BYTES or start.shape[0] != slots.shape[0] + 1 or data.shape[0] <= start[start.shape[0] - 1]:
+    if slots.shape[1] != WORD_SLOT_BYTES or start.shape[0] != slots.shape[0] + 1 \
+            or data.shape[0] <= start[start.shape[0] - 1]:
         raise ValueError("a word table's slots, data and start do not agree")
     cdef SlotTable out
     out.slots = &slots[0, 0] if slots.shape[0] else NULL

@@ -364,3 +364,19 @@ def test_the_estimates_context_sums_are_numpys_to_the_bit():
         context_sums(values, None, np.where(np.arange(rows) == 7, size, group), size)
     with pytest.raises(ValueError, match="outside"):
         context_counts(count, eligible.view(np.uint8), np.where(np.arange(rows) == 3, -1, group), size)
+
+
+def test_word_slots_hold_each_short_word_and_its_length_across_blocks(monkeypatch):
+    from nplmtk.ngram import word_slots
+    monkeypatch.setattr(word_slots, "BLOCK_WORDS", 3)  # blocks that end inside the list
+    words = ["a", "ü", "x" * 15, "y" * 16, "</s>", "é" * 9, "b", "zz"]
+    table = word_slots.WordSlots(words)
+    for w, word in enumerate(words):
+        encoded = word.encode()
+        assert bytes(table.data[table.start[w]:table.start[w + 1]]) == encoded
+        if len(encoded) < 16:
+            assert table.slots[w, -1] == len(encoded)
+            assert bytes(table.slots[w, :len(encoded)]) == encoded and not table.slots[w, len(encoded):-1].any()
+        else:
+            assert table.slots[w, -1] == word_slots.LONG_WORD
+    assert table.longest == 18  # "é" * 9

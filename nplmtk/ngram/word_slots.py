@@ -4,6 +4,7 @@ import numpy as np
 
 SLOT_BYTES = 16  # a word's slot: up to 15 bytes, then its length
 LONG_WORD = 255  # a slot's last byte where the word has 16 bytes or more
+BLOCK_WORDS = 1 << 16  # the slots filled a block of words at a time: a few MiB of temporaries
 
 
 class WordSlots:
@@ -19,10 +20,13 @@ class WordSlots:
         self.data = np.frombuffer(b"".join(encoded) + b"\0", dtype=np.uint8)  # never empty: a pointer to take
         self.slots = np.zeros((len(encoded), SLOT_BYTES), dtype=np.uint8)
         short = lengths < SLOT_BYTES
-        word_of_byte = np.repeat(np.arange(len(encoded)), lengths)
-        place = np.arange(int(self.start[-1])) - self.start[word_of_byte]
-        in_slot = short[word_of_byte]
-        self.slots[word_of_byte[in_slot], place[in_slot]] = self.data[:-1][in_slot]
+        for first in range(0, len(encoded), BLOCK_WORDS):  # each byte's word and place: 16 bytes a byte
+            last = min(first + BLOCK_WORDS, len(encoded))
+            low, high = int(self.start[first]), int(self.start[last])
+            word_of_byte = np.repeat(np.arange(first, last), lengths[first:last])
+            place = np.arange(low, high) - self.start[word_of_byte]
+            in_slot = short[word_of_byte]
+            self.slots[word_of_byte[in_slot], place[in_slot]] = self.data[low:high][in_slot]
         self.slots[:, -1] = np.where(short, lengths, LONG_WORD)
         self.longest = int(lengths.max(initial=0))
 
