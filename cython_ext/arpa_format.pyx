@@ -28,7 +28,7 @@ NO_WEIGHT = 0x7FA00001
 cdef uint32_t NO_WEIGHT_BITS = NO_WEIGHT
 
 
-cdef Py_ssize_t PREFETCH_ROWS = 4  # rows
+cdef Py_ssize_t PREFETCH_ROWS = 4  # how many rows ahead a row's word slots are prefetched (2 to 16 alike)
 
 # the room a row's line may need beyond its words' bytes: two values as snprintf writes
 # them (32 bytes each at most), k + 1 separators and the newline, and a short word's
