@@ -364,6 +364,9 @@ def test_the_estimates_context_sums_are_numpys_to_the_bit():
         context_sums(values, None, np.where(np.arange(rows) == 7, size, group), size)
     with pytest.raises(ValueError, match="outside"):
         context_counts(count, eligible.view(np.uint8), np.where(np.arange(rows) == 3, -1, group), size)
+    with pytest.raises(ValueError, match=f"group {size} of row 9 outside"):
+        interpolated_probabilities(factor, count, lower, np.where(np.arange(rows) == 9, size, group), denominator,
+                                   gamma, interpolating.view(np.uint8), counted.view(np.uint8))
 
 
 def test_word_slots_hold_each_short_word_and_its_length_across_blocks(monkeypatch):
