@@ -3,6 +3,7 @@ for byte, as the in-memory estimate, whatever the memory (small memories cut eve
 into many windows, context runs and sorted runs)."""
 import os
 import subprocess
+import weakref
 
 import numpy as np
 import pytest
@@ -89,6 +90,33 @@ def test_streamed_estimate_writes_the_in_memory_estimates_files(tmp_path, order,
     write_arpa_streamed(streamed, str(tmp_path / "consumed.arpa"), memory, str(folder), consume=True)
     assert (tmp_path / "consumed.arpa").read_bytes() == arpa_bytes(model)
     assert not [name for name in os.listdir(folder) if name.startswith(("fgrams", "fkeys", "flogp", "fbow", "fnode"))]
+
+
+@pytest.mark.filterwarnings("ignore::nplmtk.errors.NplmWarning")
+def test_a_windows_arrays_are_let_go_before_the_next_window_is_loaded(tmp_path, monkeypatch):
+    """Two windows' arrays (at 200M words, -memory 2G: 700 MB of keys) are never held at once:
+    each window's fill is gone when the next window is loaded."""
+    counts = zipf_counts(5, 5)
+    folder = tmp_path / "work"
+    folder.mkdir()
+    windowed, held = StreamEstimate.filled_by_windows, []
+
+    def watched(self, name, k, unset, window_rows, chunk_rows, window, finished=None):
+        fills = []
+
+        def watched_window(low, high, last):
+            held.append((name, k, sum(fill() is not None for fill in fills), len(fills)))
+            fill = window(low, high, last)
+            fills.append(weakref.ref(fill))
+            return fill
+        windowed(self, name, k, unset, window_rows, chunk_rows, watched_window, finished)
+
+    monkeypatch.setattr(StreamEstimate, "filled_by_windows", watched)
+    streamed = StreamEstimate(CountStore.save(counts, str(folder)), str(folder), 20_000, True).run()
+    write_arpa_streamed(streamed, str(tmp_path / "got.arpa"), 20_000, str(folder))
+    assert (tmp_path / "got.arpa").read_bytes() == arpa_bytes(estimate(counts, unk_is_word=True))
+    assert {name for name, k, alive, before in held if before} >= {"suffix", "lower"}  # several windows
+    assert [(name, k) for name, k, alive, before in held if alive] == []
 
 
 @pytest.mark.parametrize("memory", [16_000, 40_000])

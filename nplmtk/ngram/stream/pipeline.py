@@ -186,6 +186,7 @@ class StreamEstimate:
                     out.append(values)
             if previous is not None:
                 self.files.remove((previous, k))
+            fill = filled = values = None  # the window's arrays go before the next window's come
             if finished is not None:
                 finished()
 
