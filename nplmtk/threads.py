@@ -82,6 +82,18 @@ def reuse_freed_memory():
         pass
 
 
+def give_back_freed_memory():
+    """Hands the heap's free pages back to the system (glibc's malloc_trim), between two
+    stages of chunked passes: the heap keeps what a stage freed below its top, and the next
+    stage's chunks, of other sizes, reuse it only in part (at 200M words, -memory 2G: 1.4
+    GB resident after the counts' merge, 77 MiB of it in use). Elsewhere than glibc,
+    nothing is done."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def peak_resident_bytes():
     """The most memory this process has held resident so far (Linux's VmHWM), or None where
     /proc does not say: what -memory bounds, as /usr/bin/time's maximum resident set size."""

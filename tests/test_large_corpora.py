@@ -3,6 +3,7 @@ gathered on demand, counts merged from chunks and from sorted runs on disk."""
 import gzip
 import io
 import os
+import platform
 import re
 import stat
 import subprocess
@@ -166,6 +167,22 @@ def test_peak_resident_bytes_sees_an_array_touched():
               "before = peak(); held = np.ones(96 << 20, dtype=np.uint8); print(peak() - before)")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert int(done.stdout) >= 90 << 20  # 96 MiB, every page written
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc" or not os.path.exists("/proc/self/statm"),
+                    reason="glibc's heap, Linux's /proc")
+def test_the_heaps_freed_chunks_go_back_to_the_system_between_stages():
+    """In a process of its own, with ngram-count's malloc settings: chunks freed below a live
+    one stay resident until give_back_freed_memory (the out-of-core stages' boundaries)."""
+    script = ("import os, numpy as np\n"
+              "from nplmtk.threads import give_back_freed_memory, reuse_freed_memory\n"
+              "rss = lambda: int(open('/proc/self/statm').read().split()[1]) * os.sysconf('SC_PAGE_SIZE')\n"
+              "reuse_freed_memory()\n"
+              "chunks = [np.ones(4 << 20, dtype=np.uint8) for _ in range(64)]  # 256 MiB from the heap\n"
+              "above = np.ones(1 << 16, dtype=np.uint8)\n"
+              "del chunks; freed = rss(); give_back_freed_memory(); print(freed - rss())")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert int(done.stdout) >= 200 << 20
 
 
 def test_chunks_too_short_for_an_order_are_fine_the_whole_text_is_not(tmp_path, nplm):

@@ -9,7 +9,7 @@ import time
 import numpy as np
 
 from ...errors import ParameterError
-from ...threads import in_order, peak_resident_bytes, usable_cores
+from ...threads import give_back_freed_memory, in_order, peak_resident_bytes, usable_cores
 from ..discounts import METHODS
 from ..estimate import Events, _order_settings
 from ..row_files import RowFiles, row_bytes
@@ -96,6 +96,7 @@ class StreamEstimate:
 
     def run(self):
         """The model (a DiskModel), stage by stage."""
+        give_back_freed_memory()  # the counting's and merging's freed chunks
         with self.stage("prefix and suffix rows"):
             prefix_and_suffix_rows(self)
         self.finished("rows")
@@ -125,11 +126,12 @@ class StreamEstimate:
 
     def finished(self, stage, k=None):
         """`stage` done (with order k, or with every order): the files it reads last go (the
-        disk they take is the estimate's peak)."""
+        disk they take is the estimate's peak), and the heap's freed pages."""
         for file in self.files.declarations.values():
             if last_stage(file, self.stages) == stage:
                 orders = range(1, self.order + 1) if k is None else [k - file.lag]
                 self.files.remove(*((file.name, j) for j in orders))
+        give_back_freed_memory()
 
     # --- the memory
 
