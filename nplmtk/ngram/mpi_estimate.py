@@ -117,18 +117,22 @@ class RankExchange:
         if not len(keys):
             return found
         for low, high in estimate.chunks(k, estimate.rows(row_bytes(k, ROW, CONTINUATION))):
-            mine = row_keys(estimate, k, low, high)
-            first, last = int(np.searchsorted(keys, mine[0])), int(np.searchsorted(keys, mine[-1], side="right"))
-            if first == last:
-                continue
-            place = np.searchsorted(mine, keys[first:last])
-            hit = mine[place] == keys[first:last]
-            found[first:last][hit] = estimate.first_rows[k - 1] + low + place[hit]
-            counted = estimate.files.mapped("continuation", k, start=low, rows=high - low)
-            counted += np.bincount(place[hit], minlength=high - low)
-            counted.flush()
-            del counted
+            self._rows_in_window(estimate, k, keys, found, low, high)  # its arrays gone before the next window's
         return found
+
+    @staticmethod
+    def _rows_in_window(estimate, k, keys, found, low, high):
+        """_rows_of_keys in the window of this rank's rows low..high-1."""
+        mine = row_keys(estimate, k, low, high)
+        first, last = int(np.searchsorted(keys, mine[0])), int(np.searchsorted(keys, mine[-1], side="right"))
+        if first == last:
+            return
+        place = np.searchsorted(mine, keys[first:last])
+        hit = mine[place] == keys[first:last]
+        found[first:last][hit] = estimate.first_rows[k - 1] + low + place[hit]
+        counted = estimate.files.mapped("continuation", k, start=low, rows=high - low)
+        counted += np.bincount(place[hit], minlength=high - low)
+        counted.flush()
 
     def word_continuation(self, counted):
         """The unigrams' continuation counts: the bigrams' second words at every rank."""
@@ -170,9 +174,9 @@ class RankExchange:
         size, window = estimate.sizes[k - 1], estimate.rows(row_bytes(k, WALKS))
         bounds = np.searchsorted(local, np.arange(0, size + window, window))
         for number in np.flatnonzero(np.diff(bounds)):
-            low = int(number) * window
-            walks = estimate.walks("walk", k, low, min(low + window, size))
-            values[bounds[number]:bounds[number + 1]] = walks[local[bounds[number]:bounds[number + 1]] - low]
+            low, asked = int(number) * window, slice(bounds[number], bounds[number + 1])
+            # the window unnamed: gone before the next one is read
+            values[asked] = estimate.walks("walk", k, low, min(low + window, size))[local[asked] - low]
         return values
 
 
