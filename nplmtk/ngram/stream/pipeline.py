@@ -189,6 +189,7 @@ class StreamEstimate:
             if previous is not None:
                 self.files.remove((previous, k))
             fill = filled = values = None  # the window's arrays go before the next window's come
+            give_back_freed_memory()  # and the heap's pages its chunks freed
             if finished is not None:
                 finished()
 

@@ -40,6 +40,7 @@ def prefix_rows(grams, k, size, chunk_rows, block_rows):
             if done == len(queries):
                 break
             table_start += len(table)  # the queries left lie past every row held
+            del table  # before the next block comes: one block held, not two
             table = grams(k - 1, table_start, table_start + block_rows)
             if not len(table):
                 break
@@ -107,12 +108,12 @@ def flags_of(estimate, k, start, stop):
 def bigram_words(estimate, name, column, last_words=False):
     """`name2`: a bigram's word `column`, which is its row among the unigrams (word ids),
     and with `last_words` `word2` and `flags2` too; returns how many bigrams each word is the word
-    `column` of."""
+    `column` of. Its chunks are a pass's share: the prefix rows of the orders above run beside it."""
     counted = np.zeros(len(estimate.vocab), dtype=np.int64)
     with estimate.files.writer(name, 2) as out, \
             (estimate.files.writer("word", 2) if last_words else contextlib.nullcontext()) as last, \
             (estimate.files.writer("flags", 2) if last_words else contextlib.nullcontext()) as flags:
-        for start, stop in estimate.chunks(2, estimate.rows(row_bytes(2, GRAMS, PREFIX, WORD, FLAGS))):
+        for start, stop in estimate.chunks(2, estimate.pass_rows(row_bytes(2, GRAMS, PREFIX, WORD, FLAGS))):
             grams = estimate.grams(2, start, stop)
             words = grams[:, column].astype(np.int64)
             counted += np.bincount(words, minlength=len(counted))
