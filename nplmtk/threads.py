@@ -83,11 +83,11 @@ def reuse_freed_memory():
 
 
 def give_back_freed_memory():
-    """Hands the heap's free pages back to the system (glibc's malloc_trim), between two
-    stages of chunked passes: the heap keeps what a stage freed below its top, and the next
-    stage's chunks, of other sizes, reuse it only in part (at 200M words, -memory 2G: 1.4
-    GB resident after the counts' merge, 77 MiB of it in use). Elsewhere than glibc,
-    nothing is done."""
+    """Hands the heap's free pages back to the system (glibc's malloc_trim), once a job's
+    chunks are done and another's, of other sizes, begin: the heap keeps what was freed
+    below its top and reuses it only in part (at 200M words, -memory 2G: 1.4 GB resident
+    after the counts' merge, 77 MiB of it in use). Not after every stage: the pages handed
+    back are faulted in again. Elsewhere than glibc, nothing is done."""
     try:
         ctypes.CDLL(None).malloc_trim(0)
     except (OSError, AttributeError):

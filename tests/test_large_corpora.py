@@ -171,9 +171,10 @@ def test_peak_resident_bytes_sees_an_array_touched():
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc" or not os.path.exists("/proc/self/statm"),
                     reason="glibc's heap, Linux's /proc")
-def test_the_heaps_freed_chunks_go_back_to_the_system_between_stages():
+def test_the_heaps_freed_chunks_go_back_to_the_system_when_asked():
     """In a process of its own, with ngram-count's malloc settings: chunks freed below a live
-    one stay resident until give_back_freed_memory (the out-of-core stages' boundaries)."""
+    one stay resident until give_back_freed_memory (called after the counting, before the
+    out-of-core estimate's first stage)."""
     script = ("import os, numpy as np\n"
               "from nplmtk.threads import give_back_freed_memory, reuse_freed_memory\n"
               "rss = lambda: int(open('/proc/self/statm').read().split()[1]) * os.sysconf('SC_PAGE_SIZE')\n"
