@@ -94,14 +94,22 @@ def give_back_freed_memory():
         pass
 
 
+_highest_seen, _seeing = 0, threading.Lock()
+
+
 def peak_resident_bytes():
     """The most memory this process has held resident so far (Linux's VmHWM), or None where
-    /proc does not say: what -memory bounds, as /usr/bin/time's maximum resident set size."""
+    /proc does not say: what -memory bounds, as /usr/bin/time's maximum resident set size.
+    Never below a figure it gave before: Linux records the mark only at some events and
+    otherwise shows the larger of it and the current set, which a trim can lower."""
+    global _highest_seen
     try:
         with open("/proc/self/status", "rb") as status:
             for line in status:
                 if line.startswith(b"VmHWM:"):
-                    return int(line.split()[1]) * 1024
+                    with _seeing:
+                        _highest_seen = max(_highest_seen, int(line.split()[1]) * 1024)
+                        return _highest_seen
     except (OSError, ValueError, IndexError):
         pass
     return None

@@ -169,6 +169,19 @@ def test_peak_resident_bytes_sees_an_array_touched():
     assert int(done.stdout) >= 90 << 20  # 96 MiB, every page written
 
 
+def test_the_peak_said_never_falls(monkeypatch):
+    """Linux's VmHWM is the larger of a mark recorded at some events and the current set,
+    counted per thread and summed late: it can read lower than it did (36 MiB after 37, a
+    stage's line under the one before it). The peak given is the most seen so far."""
+    import io
+    from nplmtk import threads
+    marks = iter([37 << 10, 36 << 10, 38 << 10])
+    monkeypatch.setattr(threads, "_highest_seen", 0)
+    monkeypatch.setattr(threads, "open", lambda *args: io.BytesIO(b"VmPeak: 1 kB\nVmHWM: %d kB\n" % next(marks)),
+                        raising=False)
+    assert [threads.peak_resident_bytes() >> 20 for _ in range(3)] == [37, 37, 38]
+
+
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc" or not os.path.exists("/proc/self/statm"),
                     reason="glibc's heap, Linux's /proc")
 def test_the_heaps_freed_chunks_go_back_to_the_system_when_asked():
