@@ -1,6 +1,7 @@
 """The out-of-core estimate (nplmtk/ngram/stream.py): the same ARPA and binary files, byte
 for byte, as the in-memory estimate, whatever the memory (small memories cut every pass
 into many windows, context runs and sorted runs)."""
+import collections
 import os
 import subprocess
 import weakref
@@ -117,6 +118,39 @@ def test_a_windows_arrays_are_let_go_before_the_next_window_is_loaded(tmp_path, 
     assert (tmp_path / "got.arpa").read_bytes() == arpa_bytes(estimate(counts, unk_is_word=True))
     assert {name for name, k, alive, before in held if before} >= {"suffix", "lower"}  # several windows
     assert [(name, k) for name, k, alive, before in held if alive] == []
+
+
+def test_later_windows_fill_the_file_in_place(tmp_path, monkeypatch):
+    """Each window's pass after the first writes its values over the file the first one
+    wrote (the same file, no new version of it: a new file's pages cost their first
+    touch), and the model is the in-memory estimate's."""
+    counts = zipf_counts(5, 5)
+    folder = tmp_path / "work"
+    folder.mkdir()
+    windowed, seen = StreamEstimate.filled_by_windows, []
+
+    def watched(self, name, k, unset, window_rows, chunk_rows, window, finished=None):
+        def watched_window(low, high, last):
+            path = self.files.path(name, k)
+            inode = os.stat(path).st_ino if os.path.exists(path) else None
+            seen.append((name, k, inode, sorted(os.listdir(folder))))
+            return window(low, high, last)
+        windowed(self, name, k, unset, window_rows, chunk_rows, watched_window, finished)
+        seen.append((name, k, os.stat(self.files.path(name, k)).st_ino, sorted(os.listdir(folder))))
+
+    monkeypatch.setattr(StreamEstimate, "filled_by_windows", watched)
+    streamed = StreamEstimate(CountStore.save(counts, str(folder)), str(folder), 20_000, True).run()
+    write_arpa_streamed(streamed, str(tmp_path / "got.arpa"), 20_000, str(folder))
+    assert (tmp_path / "got.arpa").read_bytes() == arpa_bytes(estimate(counts, unk_is_word=True))
+    passes = collections.defaultdict(list)
+    for name, k, inode, listing in seen:
+        passes[(name, k)].append((inode, listing))
+    several = {key: got for key, got in passes.items() if len(got) > 2}
+    assert {name for name, k in several} >= {"suffix", "lower"}
+    for (name, k), got in several.items():
+        inodes = {inode for inode, _ in got[1:]}  # from the second window on, and at the end
+        assert len(inodes) == 1 and None not in inodes, (name, k, got)
+        assert all(listing == got[1][1] for _, listing in got[1:]), (name, k)  # no file made beside it
 
 
 @pytest.mark.parametrize("memory", [16_000, 40_000])

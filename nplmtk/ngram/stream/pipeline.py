@@ -168,27 +168,30 @@ class StreamEstimate:
         of `window_rows` rows at a time: `window(low, high, last)` loads rows low..high-1
         and gives fill(start, stop, values), which sets the values of order-k rows
         start..stop-1 whose source lies in the window; `finished()` is called after each
-        window's pass. Each window's pass starts from the previous pass's file (the first
-        from `unset`). Chunks of `chunk_rows` rows are filled side by side (`in_order`:
-        give a pass_rows share)."""
-        windows = list(self.chunks(k - 1, window_rows))
+        window's pass. The first window's pass writes the file (from `unset`), each later
+        one fills it in place. Chunks of `chunk_rows` rows are filled side by side
+        (`in_order`: give a pass_rows share)."""
         dtype = self.files.declaration(name).dtype
+        windows = list(self.chunks(k - 1, window_rows))
         for number, (low, high) in enumerate(windows):
             fill = window(low, high, number == len(windows) - 1)
-            previous = f"{name}.{number - 1}" if number else None
 
-            def filled(chunk, fill=fill, previous=previous):
+            def filled(chunk, fill=fill, first=number == 0):
                 start, stop = chunk
-                values = (np.full(stop - start, unset, dtype=dtype) if previous is None
-                          else self.files.read(previous, k, start, stop))
+                values = (np.full(stop - start, unset, dtype=dtype) if first
+                          else self.files.read(name, k, start, stop))
                 fill(start, stop, values)
-                return values
+                return start, values
 
-            with self.files.writer(name if number == len(windows) - 1 else f"{name}.{number}", k) as out:
-                for values in in_order(filled, self.chunks(k, chunk_rows)):
-                    out.append(values)
-            if previous is not None:
-                self.files.remove((previous, k))
+            chunks = self.chunks(k, chunk_rows)
+            if number == 0:
+                with self.files.writer(name, k) as out:
+                    for _, values in in_order(filled, chunks):
+                        out.append(values)
+            else:  # in place: the file's pages are written again, not new ones taken
+                with self.files.overwriting(name, k) as put:
+                    for start, values in in_order(filled, chunks):
+                        put(start, values)
             fill = filled = values = None  # the window's arrays go before the next window's come
             if finished is not None:
                 finished()
