@@ -129,6 +129,48 @@ class ScratchFile:
         self.close()
 
 
+PAGE_BYTES = 4096
+_PUNCH_HOLE = 0x03  # Linux's FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+_fallocate = None  # libc's fallocate, once found; False where there is none
+
+
+def let_go_of(fd, start, stop):
+    """Bytes start..stop-1 of the open scratch file `fd` will not be read again: the whole
+    pages among them are punched out of it, their page cache freed at once. A write that
+    follows takes those pages, where a fresh page costs its first touch (on a VM that
+    hands freed memory back to its host, 8 times the copy: 2.6 s a GiB against 0.3).
+    Nothing where the system or the file system cannot."""
+    global _fallocate
+    start = -(-start // PAGE_BYTES) * PAGE_BYTES
+    stop = stop // PAGE_BYTES * PAGE_BYTES
+    if stop <= start or _fallocate is False:
+        return
+    if _fallocate is None:
+        try:
+            import ctypes
+            function = ctypes.CDLL(None, use_errno=True).fallocate
+            function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+            _fallocate = function
+        except (OSError, AttributeError):
+            _fallocate = False
+            return
+    _fallocate(fd, _PUNCH_HOLE, start, stop - start)  # a failure (no holes here) leaves the pages: no harm
+
+
+def let_go_of_path(path, start, stop):
+    """let_go_of for a scratch file by its path."""
+    if _fallocate is False:
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY)
+    except OSError:
+        return
+    try:
+        let_go_of(fd, start, stop)
+    finally:
+        os.close(fd)
+
+
 def rename_scratch(path, new_path, folder=None):
     """A scratch file renamed within its scratch folder (not an output: no atomic-replace
     rules apply); False when the file system cannot (say, another one), for the caller

@@ -205,30 +205,36 @@ class CountAccumulator:
         fan_in = max(2, merge_memory // (MIN_BLOCK_ROWS * (4 * self.order + 8)) - 1)
         stores = list(stores)
         while len(stores) > fan_in:
-            merged = merge_stores(stores[:fan_in], self._new_folder("merged"), merge_memory, source)
+            merged = merge_stores(stores[:fan_in], self._new_folder("merged"), merge_memory, source,
+                                  self._own(stores[:fan_in]))
             self._remove(stores[:fan_in])
             stores = stores[fan_in:] + [merged]
-        merged = merge_stores(stores, folder, merge_memory, source)
+        merged = merge_stores(stores, folder, merge_memory, source, self._own(stores))
         self._remove(stores)
         return merged
 
+    def _own(self, stores):
+        """The stores that are this accumulator's own (not a user's counts file)."""
+        return [store for store in stores if store.folder is not None and store.folder.startswith(self.folder + os.sep)]
+
     def _remove(self, stores):
-        """The merged stores that are this accumulator's own (not a user's counts file)."""
-        for done in stores:
-            if done.folder is not None and done.folder.startswith(self.folder + os.sep):
-                shutil.rmtree(done.folder, ignore_errors=True)
+        """The merged stores that are this accumulator's own."""
+        for done in self._own(stores):
+            shutil.rmtree(done.folder, ignore_errors=True)
 
 
-def merge_stores(stores, folder, memory, source="counts"):
+def merge_stores(stores, folder, memory, source="counts", spent=()):
     """The counts of several CountStores over one vocabulary summed into one in `folder`
     (orders up to the largest): each order's runs read a block of rows at a time, about
     `memory` bytes of blocks in all, through merge_sorted_rows; the orders are merged side
-    by side, one per core (up to MERGE_THREADS), each in its share of the memory."""
+    by side, one per core (up to MERGE_THREADS), each in its share of the memory. The
+    stores among `spent` are read for the last time: each block read lets go of its pages
+    (CountStore.let_go), for the merged store's writes to take."""
     order = max(store.order for store in stores)
     writer = StoreWriter(stores[0].vocab, folder, order)
     threads = usable_cores(min(MERGE_THREADS, order))
     with ThreadPoolExecutor(threads) as pool:  # the largest orders first: they take longest
-        merges = [pool.submit(_merge_order, stores, k, writer, memory // threads, source)
+        merges = [pool.submit(_merge_order, stores, k, writer, memory // threads, source, spent)
                   for k in range(order, 0, -1)]
         try:
             for merge in merges:
@@ -239,11 +245,12 @@ def merge_stores(stores, folder, memory, source="counts"):
     return writer.close()
 
 
-def _merge_order(stores, k, writer, memory, source):
-    """Order k of `stores` merged into `writer`."""
+def _merge_order(stores, k, writer, memory, source, spent):
+    """Order k of `stores` merged into `writer` (the blocks of `spent` ones let go of once read)."""
     runs = [store for store in stores if store.order >= k and store.sizes[k - 1]]
     if not runs:
         return
+    last_read = [any(run is store for store in spent) for run in runs]
     rows = max(1, memory // ((len(runs) + 1) * (4 * k + 8)))
     blocks, read = [None] * len(runs), [0] * len(runs)
     positions = np.zeros(len(runs), dtype=np.intp)
@@ -252,6 +259,8 @@ def _merge_order(stores, k, writer, memory, source):
         for r, run in enumerate(runs):
             if blocks[r] is None or positions[r] == len(blocks[r][1]) and read[r] < run.sizes[k - 1]:
                 blocks[r] = run.read(k, read[r], read[r] + rows)
+                if last_read[r]:
+                    run.let_go(k, read[r], read[r] + len(blocks[r][1]))
                 read[r] += len(blocks[r][1])
                 positions[r] = 0
         more = np.array([read[r] < run.sizes[k - 1] for r, run in enumerate(runs)], dtype=np.uint8)

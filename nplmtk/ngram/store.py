@@ -10,7 +10,7 @@ import numpy as np
 from .. import container
 from .._ext.checksum_kernels import Xxh64
 from ..errors import InputError
-from ..scratch import ScratchFile
+from ..scratch import PAGE_BYTES, ScratchFile, let_go_of_path
 from ..threads import raise_if_stopping
 from .counts import MAX_ORDER, NgramCounts
 
@@ -46,6 +46,13 @@ class CountStore:
         raise_if_stopping()  # every pass over the counts reads them a chunk at a time
         count = max(0, min(stop, self.sizes[k - 1]) - start)
         return np.fromfile(self.path("grams", k), dtype=np.int32, count=count * k, offset=start * k * 4).reshape(-1, k)
+
+    def let_go(self, k, start, stop):
+        """Rows start..stop-1 of order k, read in order after those before them, will not
+        be read again: their pages go (scratch.let_go_of), the page they share with the
+        rows before too."""
+        for name, row_bytes in (("grams", k * 4), ("counts", 8)):
+            let_go_of_path(self.path(name, k), start * row_bytes // PAGE_BYTES * PAGE_BYTES, stop * row_bytes)
 
     def chunks(self, k, rows):
         """(start, grams, counts) of order k, `rows` rows at a time, in order."""
