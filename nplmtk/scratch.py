@@ -3,6 +3,7 @@ of its own in TMPDIR (or -temp), removed at the end, on an error, on Ctrl-C and 
 and the leftovers of killed processes removed first; each file written a piece at a time,
 every failure one error naming the folder. Outputs are io's writer's (open_output)."""
 import contextlib
+import ctypes
 import os
 
 from .errors import Interrupted, NplmError, os_error
@@ -131,7 +132,11 @@ class ScratchFile:
 
 PAGE_BYTES = 4096
 _PUNCH_HOLE = 0x03  # Linux's FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
-_fallocate = None  # libc's fallocate, once found; False where there is none
+try:
+    _fallocate = ctypes.CDLL(None, use_errno=True).fallocate
+    _fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+except (OSError, AttributeError):  # no such call here
+    _fallocate = None
 
 
 def let_go_of(fd, start, stop):
@@ -140,26 +145,15 @@ def let_go_of(fd, start, stop):
     follows takes those pages, where a fresh page costs its first touch (on a VM that
     hands freed memory back to its host, 8 times the copy: 2.6 s a GiB against 0.3).
     Nothing where the system or the file system cannot."""
-    global _fallocate
     start = -(-start // PAGE_BYTES) * PAGE_BYTES
     stop = stop // PAGE_BYTES * PAGE_BYTES
-    if stop <= start or _fallocate is False:
-        return
-    if _fallocate is None:
-        try:
-            import ctypes
-            function = ctypes.CDLL(None, use_errno=True).fallocate
-            function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
-            _fallocate = function
-        except (OSError, AttributeError):
-            _fallocate = False
-            return
-    _fallocate(fd, _PUNCH_HOLE, start, stop - start)  # a failure (no holes here) leaves the pages: no harm
+    if _fallocate is not None and stop > start:
+        _fallocate(fd, _PUNCH_HOLE, start, stop - start)  # a failure (no holes here) leaves the pages: no harm
 
 
 def let_go_of_path(path, start, stop):
     """let_go_of for a scratch file by its path."""
-    if _fallocate is False:
+    if _fallocate is None:
         return
     try:
         fd = os.open(path, os.O_WRONLY)

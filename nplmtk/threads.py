@@ -101,7 +101,8 @@ def peak_resident_bytes():
     """The most memory this process has held resident so far (Linux's VmHWM), or None where
     /proc does not say: what -memory bounds, as /usr/bin/time's maximum resident set size.
     Never below a figure it gave before: Linux records the mark only at some events and
-    otherwise shows the larger of it and the current set, which a trim can lower."""
+    otherwise shows the larger of it and the current set, whose per-thread counts are
+    summed late (36 MiB read after 37)."""
     global _highest_seen
     try:
         with open("/proc/self/status", "rb") as status:
